@@ -1,0 +1,3 @@
+module github.com/berthhq/berth/gen
+
+go 1.26.0

@@ -1,0 +1,197 @@
+// Command berth-testimage is the one program in Berth's test image. Its first
+// argument picks what it does, so one image covers the cases tests need:
+//
+//	sleep N            sleep N seconds, then exit 0
+//	exit N             exit with status N at once
+//	env                print the environment, sorted, one VAR=value a line
+//	echo OUT ERR       write OUT to stdout and ERR to stderr, each with a newline
+//	serve PORT         serve HTTP on PORT: 200 "ok" on / and /health
+//	ignore-sigterm     keep running when sent SIGTERM
+//	alloc N            allocate and touch N MiB, then sleep
+//	health-file PATH   exit 0 if PATH exists, else 1 (a CMD health check)
+//	check URL          exit 0 if GET URL answers 200, else 1 (a CMD health check)
+//
+// With no arguments it sleeps for an hour. Modes that wait exit 0 on SIGTERM
+// or SIGINT (except ignore-sigterm); a usage error exits 2. The program is
+// static and needs no shell or libc.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
+}
+
+// run performs the mode named by args[0] and returns the exit status.
+func run(args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		args = []string{"sleep", "3600"}
+	}
+	mode, rest := args[0], args[1:]
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "berth-testimage %s: "+format+"\n", append([]any{mode}, a...)...)
+		return exitUsage
+	}
+	intArg := func() (int, error) {
+		if len(rest) != 1 {
+			return 0, errors.New("takes one integer argument")
+		}
+		return strconv.Atoi(rest[0])
+	}
+
+	switch mode {
+	case "sleep":
+		n, err := intArg()
+		if err != nil {
+			return usage("%v", err)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		return sleep(ctx, time.Duration(n)*time.Second, stdout)
+	case "exit":
+		n, err := intArg()
+		if err != nil {
+			return usage("%v", err)
+		}
+		fmt.Fprintf(stdout, "exiting with status %d\n", n)
+		return n
+	case "env":
+		env := slices.Clone(environ)
+		slices.Sort(env)
+		for _, kv := range env {
+			fmt.Fprintln(stdout, kv)
+		}
+		return exitOK
+	case "echo":
+		if len(rest) != 2 {
+			return usage("takes STDOUT_TEXT STDERR_TEXT")
+		}
+		fmt.Fprintln(stdout, rest[0])
+		fmt.Fprintln(stderr, rest[1])
+		return exitOK
+	case "serve":
+		n, err := intArg()
+		if err != nil {
+			return usage("%v", err)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		if err := serve(ctx, n, stdout); err != nil {
+			fmt.Fprintf(stderr, "serve: %v\n", err)
+			return exitFail
+		}
+		return exitOK
+	case "ignore-sigterm":
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Fprintln(stdout, "ignoring SIGTERM")
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT)
+		defer stop()
+		<-ctx.Done()
+		return exitOK
+	case "alloc":
+		n, err := intArg()
+		if err != nil || n < 0 {
+			return usage("takes a number of MiB")
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		return alloc(ctx, n, stdout)
+	case "health-file":
+		if len(rest) != 1 {
+			return usage("takes PATH")
+		}
+		if _, err := os.Stat(rest[0]); err != nil {
+			fmt.Fprintf(stdout, "unhealthy: %v\n", err)
+			return exitFail
+		}
+		fmt.Fprintln(stdout, "healthy")
+		return exitOK
+	case "check":
+		if len(rest) != 1 {
+			return usage("takes URL")
+		}
+		return check(rest[0], stdout)
+	default:
+		return usage("unknown mode; want sleep, exit, env, echo, serve, ignore-sigterm, alloc, health-file or check")
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration, stdout io.Writer) int {
+	fmt.Fprintf(stdout, "sleeping %s\n", d)
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+		fmt.Fprintln(stdout, "signalled; exiting")
+	}
+	return exitOK
+}
+
+func serve(ctx context.Context, port int, stdout io.Writer) error {
+	ok := func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", ok)
+	mux.HandleFunc("GET /health", ok)
+	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func alloc(ctx context.Context, mib int, stdout io.Writer) int {
+	buf := make([]byte, mib<<20)
+	for i := 0; i < len(buf); i += os.Getpagesize() {
+		buf[i] = 1
+	}
+	fmt.Fprintf(stdout, "allocated %d MiB\n", mib)
+	<-ctx.Done()
+	runtime.KeepAlive(buf)
+	return exitOK
+}
+
+func check(url string, stdout io.Writer) int {
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		fmt.Fprintf(stdout, "unhealthy: %v\n", err)
+		return exitFail
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(stdout, "unhealthy: %s\n", resp.Status)
+		return exitFail
+	}
+	fmt.Fprintln(stdout, "healthy")
+	return exitOK
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestRun(t *testing.T) {
+	present := filepath.Join(t.TempDir(), "healthy")
+	if err := os.WriteFile(present, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		args       []string
+		wantStatus int
+		wantOut    string
+		wantErr    string
+	}{
+		{"exit", []string{"exit", "3"}, 3, "exiting with status 3\n", ""},
+		{"env sorted", []string{"env"}, 0, "A=1\nB=2\n", ""},
+		{"echo", []string{"echo", "out", "err"}, 0, "out\n", "err\n"},
+		{"sleep", []string{"sleep", "0"}, 0, "sleeping 0s\n", ""},
+		{"health-file present", []string{"health-file", present}, 0, "healthy\n", ""},
+		{"unknown mode", []string{"nope"}, exitUsage, "", "berth-testimage nope: unknown mode; want sleep, exit, env, echo, serve, ignore-sigterm, alloc, health-file or check\n"},
+		{"bad number", []string{"exit", "x"}, exitUsage, "", "berth-testimage exit: strconv.Atoi: parsing \"x\": invalid syntax\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			got := run(tt.args, []string{"B=2", "A=1"}, &stdout, &stderr)
+			if got != tt.wantStatus {
+				t.Errorf("status = %d, want %d", got, tt.wantStatus)
+			}
+			if stdout.String() != tt.wantOut {
+				t.Errorf("stdout = %q, want %q", stdout.String(), tt.wantOut)
+			}
+			if stderr.String() != tt.wantErr {
+				t.Errorf("stderr = %q, want %q", stderr.String(), tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestHealthFileMissing(t *testing.T) {
+	var stdout bytes.Buffer
+	if got := run([]string{"health-file", filepath.Join(t.TempDir(), "absent")}, nil, &stdout, &stdout); got != exitFail {
+		t.Errorf("status = %d, want %d (output %q)", got, exitFail, stdout.String())
+	}
+}
+
+func TestCheck(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	for path, want := range map[string]int{"/health": exitOK, "/down": exitFail} {
+		var stdout bytes.Buffer
+		if got := run([]string{"check", srv.URL + path}, nil, &stdout, &stdout); got != want {
+			t.Errorf("check %s: status = %d, want %d (output %q)", path, got, want, stdout.String())
+		}
+	}
+}

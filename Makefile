@@ -1,0 +1,67 @@
+# Berth's build. Tools are pinned in tools/go.mod and built through the Go module proxy
+# into .cache/tools; nothing is fetched from anywhere else.
+
+SHELL := /bin/bash
+TOOLS := $(CURDIR)/.cache/tools
+BUF := $(TOOLS)/buf
+PACKAGES := ./gen/... ./testkit/... ./services/... ./cmd/... ./tests/...
+GO_TEST_FLAGS ?= -count=1 -timeout 25m
+export CGO_ENABLED ?= 0
+
+.PHONY: all tools generate checkgenerate lint breaking test unit build run bench clean
+
+all: build
+
+tools: $(BUF)
+
+$(BUF): tools/go.mod tools/go.sum
+	cd tools && GOWORK=off go build -o $(TOOLS)/ tool
+	@touch $(BUF)
+
+## generate: regenerate proto/berth/ecs/v1 from the ECS model, then gen/ from proto/.
+generate: tools
+	cd tools && GOWORK=off go run ./ecsgen -model ../api/ecs/ecs-2014-11-13.json -out ../proto/berth/ecs/v1
+	$(BUF) format -w
+	rm -rf gen/berth
+	PATH="$(TOOLS):$$PATH" $(BUF) generate
+
+## checkgenerate: fail when `make generate` changes anything under proto/ or gen/.
+checkgenerate: generate
+	@if [ -n "$$(git status --porcelain -- proto gen)" ]; then \
+		echo "make generate changed proto/ or gen/; commit the result:"; \
+		git status --porcelain -- proto gen; git diff --stat -- proto gen; exit 1; fi
+
+## lint: buf lint, buf format check, go vet, gofmt, and the generate drift check.
+lint: checkgenerate
+	$(BUF) lint
+	$(BUF) format --diff --exit-code
+	go vet $(PACKAGES)
+	cd tools && GOWORK=off go vet ./ecsgen
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+		if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+
+## breaking: buf breaking against main in the local .git.
+breaking: tools
+	$(BUF) breaking --against '.git#branch=main'
+
+## test: every check and every test, as CI runs it.
+test: lint unit
+
+unit:
+	go test $(GO_TEST_FLAGS) $(PACKAGES)
+
+## build: static binaries into bin/.
+build:
+	go build -trimpath -o bin/berth ./cmd/berth
+	go build -trimpath -o bin/berth-testimage ./testkit/testimage/cmd/berth-testimage
+
+## run: build and run `berth dev` in the foreground.
+run: build
+	./bin/berth dev
+
+## bench: benchmarks of the hot paths, figures printed.
+bench:
+	go test -run '^$$' -bench . -benchmem -benchtime 2s $(PACKAGES)
+
+clean:
+	rm -rf bin .cache

@@ -1,0 +1,56 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Item is one record read from the store with its revisions.
+type Item[T proto.Message] struct {
+	// Key is the record's full key.
+	Key string
+	// Value is the decoded record; nil for a Watch delete event.
+	Value T
+	// CreateRevision is the revision at which the key was created.
+	CreateRevision int64
+	// ModRevision is the revision of the last write to the key; pass it to
+	// Update or Txn.Update to write back.
+	ModRevision int64
+}
+
+var marshalOpts = proto.MarshalOptions{Deterministic: true}
+
+func marshal(msg proto.Message) ([]byte, error) {
+	if msg == nil || !msg.ProtoReflect().IsValid() {
+		return nil, errors.New("store: nil message")
+	}
+	return marshalOpts.Marshal(msg)
+}
+
+// newMessage returns a new empty T. T must be a concrete message pointer type
+// such as *ecsv1.Task: generated messages answer ProtoReflect on a nil
+// pointer.
+func newMessage[T proto.Message]() T {
+	var zero T
+	return zero.ProtoReflect().New().Interface().(T)
+}
+
+func decode[T proto.Message](kv *mvccpb.KeyValue) (T, error) {
+	msg := newMessage[T]()
+	if err := proto.Unmarshal(kv.Value, msg); err != nil {
+		var zero T
+		return zero, fmt.Errorf("store: decode %s at revision %d: %w", kv.Key, kv.ModRevision, err)
+	}
+	return msg, nil
+}
+
+func decodeItem[T proto.Message](kv *mvccpb.KeyValue) (Item[T], error) {
+	msg, err := decode[T](kv)
+	if err != nil {
+		return Item[T]{}, err
+	}
+	return Item[T]{Key: string(kv.Key), Value: msg, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision}, nil
+}

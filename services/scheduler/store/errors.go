@@ -1,0 +1,25 @@
+package store
+
+import "errors"
+
+// Errors returned (wrapped with context) by this package; test with errors.Is.
+var (
+	// ErrNotFound: the key holds no record.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: a create-if-absent found the key present.
+	ErrExists = errors.New("already exists")
+	// ErrConflict: the record's ModRevision differs from the one given, so
+	// someone else wrote it since it was read. Re-read and try again.
+	ErrConflict = errors.New("revision conflict")
+	// ErrPreconditionFailed: an extra compare (the If option or Txn.If), such
+	// as a leader fence, did not hold. Retrying will not help.
+	ErrPreconditionFailed = errors.New("precondition failed")
+	// ErrInvalidKey: a key or key part is malformed or outside Prefix.
+	ErrInvalidKey = errors.New("invalid key")
+	// ErrInvalidToken: a List continue token is malformed or does not belong
+	// to the listed prefix.
+	ErrInvalidToken = errors.New("invalid continue token")
+	// ErrNoChange is returned by a Mutate function to finish without writing;
+	// Mutate then returns the stored record and a nil error.
+	ErrNoChange = errors.New("no change")
+)

@@ -1,0 +1,208 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+// Txn collects compares and writes over several keys and commits them in one
+// etcd transaction: all writes happen or none do. Build it with NewTxn and the
+// chaining methods, then Commit once. Errors from building (a bad key, a
+// message that does not encode, a key written twice) are kept and returned
+// by Commit.
+//
+// A typical write of a record and its index keys:
+//
+//	rev, err := store.NewTxn(kv).
+//		If(store.Fence(leaderKey, leaderRev)).
+//		Update(taskKey, taskRev, task).
+//		Delete(oldIndexKey).
+//		PutIndex(newIndexKey).
+//		Commit(ctx)
+type Txn struct {
+	kv     clientv3.KV
+	guards []clientv3.Cmp
+	checks []check
+	ops    []clientv3.Op
+	writes map[string]bool
+	err    error
+}
+
+// check is a compare on a record's revision: rev 0 means "absent".
+type check struct {
+	key string
+	rev int64
+}
+
+// NewTxn starts an empty transaction on kv.
+func NewTxn(kv clientv3.KV) *Txn {
+	return &Txn{kv: kv, writes: map[string]bool{}}
+}
+
+// If adds compares that must all hold, such as Fence. When one fails, Commit
+// returns ErrPreconditionFailed (if every revision compare held).
+func (t *Txn) If(cmps ...clientv3.Cmp) *Txn {
+	t.guards = append(t.guards, cmps...)
+	return t
+}
+
+// IfAbsent requires key to hold nothing (CreateRevision == 0); otherwise
+// Commit returns ErrExists.
+func (t *Txn) IfAbsent(key string) *Txn {
+	if t.keyOK(key) {
+		t.checks = append(t.checks, check{key: key})
+	}
+	return t
+}
+
+// IfModRevision requires key's ModRevision to be rev (> 0); otherwise Commit
+// returns ErrConflict, or ErrNotFound if the key is gone.
+func (t *Txn) IfModRevision(key string, rev int64) *Txn {
+	if rev <= 0 {
+		t.fail(fmt.Errorf("store: txn: revision %d for %s must be positive", rev, key))
+		return t
+	}
+	if t.keyOK(key) {
+		t.checks = append(t.checks, check{key: key, rev: rev})
+	}
+	return t
+}
+
+// Create writes msg at key if the key is absent (IfAbsent plus Put).
+func (t *Txn) Create(key string, msg proto.Message) *Txn {
+	return t.IfAbsent(key).Put(key, msg)
+}
+
+// Update writes msg at key if its ModRevision is still modRevision
+// (IfModRevision plus Put).
+func (t *Txn) Update(key string, modRevision int64, msg proto.Message) *Txn {
+	return t.IfModRevision(key, modRevision).Put(key, msg)
+}
+
+// Put writes msg at key whatever is there. Prefer Create or Update for
+// records others may write.
+func (t *Txn) Put(key string, msg proto.Message) *Txn {
+	data, err := marshal(msg)
+	if err != nil {
+		t.fail(fmt.Errorf("store: txn: put %s: %w", key, err))
+		return t
+	}
+	return t.putRaw(key, data)
+}
+
+// PutIndex writes key with an empty value: a secondary index entry, read
+// back with ListKeys.
+func (t *Txn) PutIndex(key string) *Txn {
+	return t.putRaw(key, nil)
+}
+
+// Delete removes key if present; a missing key is not an error. Combine with
+// IfModRevision to delete only an unchanged record.
+func (t *Txn) Delete(key string) *Txn {
+	if t.keyOK(key) && t.claim(key) {
+		t.ops = append(t.ops, clientv3.OpDelete(key))
+	}
+	return t
+}
+
+func (t *Txn) putRaw(key string, data []byte) *Txn {
+	if t.keyOK(key) && t.claim(key) {
+		t.ops = append(t.ops, clientv3.OpPut(key, string(data)))
+	}
+	return t
+}
+
+// claim records that key is written; etcd rejects a txn that writes a key
+// twice, so catch it here with a clearer message.
+func (t *Txn) claim(key string) bool {
+	if t.writes[key] {
+		t.fail(fmt.Errorf("store: txn: %s written twice: %w", key, ErrInvalidKey))
+		return false
+	}
+	t.writes[key] = true
+	return true
+}
+
+func (t *Txn) keyOK(key string) bool {
+	if err := checkKey(key); err != nil {
+		t.fail(fmt.Errorf("store: txn: %w", err))
+		return false
+	}
+	return true
+}
+
+func (t *Txn) fail(err error) {
+	if t.err == nil {
+		t.err = err
+	}
+}
+
+// Commit runs the transaction and returns the revision it committed at,
+// which is the new ModRevision of every key it wrote. When a compare fails
+// nothing is written and the error wraps ErrExists (an IfAbsent key exists),
+// ErrNotFound (an IfModRevision key is gone), ErrConflict (an IfModRevision
+// key changed) or ErrPreconditionFailed (only an If compare failed), checked
+// in the order the compares were added. etcd errors are wrapped as they are.
+func (t *Txn) Commit(ctx context.Context) (int64, error) {
+	rev, _, err := t.commit(ctx)
+	return rev, err
+}
+
+// commit is Commit that, when a compare fails, also returns the current
+// state of every key with a revision compare (absent keys missing from the
+// map), read atomically with the failed compare.
+func (t *Txn) commit(ctx context.Context) (int64, map[string]*mvccpb.KeyValue, error) {
+	if t.err != nil {
+		return 0, nil, t.err
+	}
+	cmps := make([]clientv3.Cmp, 0, len(t.checks)+len(t.guards))
+	var elseOps []clientv3.Op
+	seen := map[string]bool{}
+	for _, c := range t.checks {
+		if c.rev == 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0))
+		} else {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(c.key), "=", c.rev))
+		}
+		if !seen[c.key] {
+			seen[c.key] = true
+			elseOps = append(elseOps, clientv3.OpGet(c.key))
+		}
+	}
+	cmps = append(cmps, t.guards...)
+
+	resp, err := t.kv.Txn(ctx).If(cmps...).Then(t.ops...).Else(elseOps...).Commit()
+	if err != nil {
+		return 0, nil, fmt.Errorf("store: txn: %w", err)
+	}
+	if resp.Succeeded {
+		return resp.Header.Revision, nil, nil
+	}
+	current := make(map[string]*mvccpb.KeyValue, len(elseOps))
+	for _, r := range resp.Responses {
+		for _, kv := range r.GetResponseRange().GetKvs() {
+			current[string(kv.Key)] = kv
+		}
+	}
+	for _, c := range t.checks {
+		kv := current[c.key]
+		switch {
+		case c.rev == 0 && kv != nil:
+			return 0, current, fmt.Errorf("store: txn: %s: %w", c.key, ErrExists)
+		case c.rev != 0 && kv == nil:
+			return 0, current, fmt.Errorf("store: txn: %s: %w", c.key, ErrNotFound)
+		case c.rev != 0 && kv.ModRevision != c.rev:
+			return 0, current, fmt.Errorf("store: txn: %s at revision %d, expected %d: %w", c.key, kv.ModRevision, c.rev, ErrConflict)
+		}
+	}
+	if len(t.guards) == 0 {
+		// Unreachable: etcd said a compare failed but every one holds.
+		return 0, current, errors.New("store: txn: compare failed but none of them fails on re-read")
+	}
+	return 0, current, fmt.Errorf("store: txn: %w", ErrPreconditionFailed)
+}

@@ -1,0 +1,98 @@
+// Package caller carries the identity of an ECS call's caller through the scheduler. The
+// gateway authenticates the request (SigV4) and sends the account, and for an agent's
+// instance-scoped credential the container instance, in the headers named here; the
+// scheduler trusts them because only the gateway reaches its internal listener.
+package caller
+
+import (
+	"context"
+	"errors"
+	"regexp"
+
+	"connectrpc.com/connect"
+)
+
+// Header names the gateway sets on every internal call.
+const (
+	// AccountHeader carries the 12-digit account id of the caller.
+	AccountHeader = "Berth-Account"
+	// ContainerInstanceHeader carries the container instance ARN an agent credential is
+	// scoped to; absent for account-wide credentials.
+	ContainerInstanceHeader = "Berth-Container-Instance"
+	// RequestIDHeader carries the gateway's request id for logs.
+	RequestIDHeader = "Berth-Request-Id"
+)
+
+// Identity is who is calling.
+type Identity struct {
+	// Account is the caller's 12-digit account id.
+	Account string
+	// ContainerInstanceARN is set when the credential acts only for one instance's agent.
+	ContainerInstanceARN string
+	// RequestID is the gateway's request id, for logs; may be empty.
+	RequestID string
+}
+
+type ctxKey struct{}
+
+// With returns ctx carrying id.
+func With(ctx context.Context, id Identity) context.Context {
+	return context.WithValue(ctx, ctxKey{}, id)
+}
+
+// From returns the identity in ctx and whether there is one.
+func From(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(ctxKey{}).(Identity)
+	return id, ok
+}
+
+var accountPattern = regexp.MustCompile(`^[0-9]{12}$`)
+
+// ErrNoAccount is returned by the interceptor when a call carries no valid account.
+var ErrNoAccount = errors.New("missing or invalid " + AccountHeader + " header")
+
+// Interceptor reads the identity headers of every unary and streaming call into the
+// context, and refuses calls without a valid account with CodeUnauthenticated.
+type Interceptor struct{}
+
+func identityFrom(h interface{ Get(string) string }) (Identity, error) {
+	id := Identity{
+		Account:              h.Get(AccountHeader),
+		ContainerInstanceARN: h.Get(ContainerInstanceHeader),
+		RequestID:            h.Get(RequestIDHeader),
+	}
+	if !accountPattern.MatchString(id.Account) {
+		return Identity{}, connect.NewError(connect.CodeUnauthenticated, ErrNoAccount)
+	}
+	return id, nil
+}
+
+// WrapUnary implements connect.Interceptor.
+func (Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if req.Spec().IsClient {
+			return next(ctx, req)
+		}
+		id, err := identityFrom(req.Header())
+		if err != nil {
+			return nil, err
+		}
+		return next(With(ctx, id), req)
+	}
+}
+
+// WrapStreamingClient implements connect.Interceptor; clients pass through.
+func (Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+// WrapStreamingHandler implements connect.Interceptor.
+func (Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		id, err := identityFrom(conn.RequestHeader())
+		if err != nil {
+			return err
+		}
+		return next(With(ctx, id), conn)
+	}
+}

@@ -18,16 +18,29 @@
 // Secondary indexes (empty values unless noted) are written in the same transaction as
 // their record:
 //
-//	idx/tasks-by-instance/{account}/{cluster}/{instanceId}/{taskId}
-//	idx/tasks-by-service/{account}/{cluster}/{service}/{taskId}
-//	idx/tasks-by-family/{account}/{cluster}/{family}/{taskId}
-//	idx/tasks-by-desired/{account}/{cluster}/{RUNNING|STOPPED}/{taskId}
-//	idx/instance-by-host/{account}/{cluster}/{hostId}     value: instanceId
-//	idx/client-token/{account}/{cluster}/{token}          value: task ids, comma-separated
+//	idx/instance-by-host/{account}/{cluster}/{hostId}     value: wrapperspb.StringValue, the instance id
+//	idx/client-token/{account}/{cluster}/{token}          value: wrapperspb.StringValue, task ids comma-separated
+//	idx/task-list/{account}/{cluster}/{desired}/{dim}/{value}/{taskId}
+//	    tasks by desiredStatus and one of: all ("-"), instance id, family, service name,
+//	    startedBy. The tasks an agent should run are TaskList(a, c, "RUNNING", DimInstance, id, "").
+//	idx/id-cluster/{account}/{kind}/{id}                  value: wrapperspb.StringValue, the cluster
+//	    of a task or container instance id, for short-format ARNs that do not name it
+//	idx/clusters-active/{account}/{cluster}
+//	idx/families-by-status/{account}/{ACTIVE|INACTIVE}/{family}
+//	idx/taskdefs-by-status/{account}/{status}/{family}/{revision:010}
+//
+// More records:
+//
+//	settings/{account}                                  ecsv1.ListAccountSettingsResponse (the account's settings)
+//	protection/{account}/{cluster}/{taskId}             ecsv1.ProtectedTask
+//
+// Free-form values (host ids, client tokens, startedBy) go through Escape first, so a '/'
+// in them cannot split a key.
 package keys
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/berthhq/berth/services/scheduler/store"
 )
@@ -97,40 +110,88 @@ func Inbox(instanceID, taskID string) string { return store.MustKey("inbox", ins
 // InboxOf returns the prefix of one instance's deliveries.
 func InboxOf(instanceID string) string { return store.MustKeyPrefix("inbox", instanceID) }
 
-// TasksByInstance returns the index key of a task on an instance; with taskID empty, the
-// prefix of the instance's tasks.
-func TasksByInstance(account, cluster, instanceID, taskID string) string {
-	return index("tasks-by-instance", account, cluster, instanceID, taskID)
-}
-
-// TasksByService returns the index key of a service's task, or the service's prefix.
-func TasksByService(account, cluster, service, taskID string) string {
-	return index("tasks-by-service", account, cluster, service, taskID)
-}
-
-// TasksByFamily returns the index key of a task by family, or the family's prefix.
-func TasksByFamily(account, cluster, family, taskID string) string {
-	return index("tasks-by-family", account, cluster, family, taskID)
-}
-
-// TasksByDesired returns the index key of a task by desiredStatus, or the status' prefix.
-func TasksByDesired(account, cluster, desired, taskID string) string {
-	return index("tasks-by-desired", account, cluster, desired, taskID)
-}
-
 // InstanceByHost returns the index key mapping a host id to its instance id.
+// The host id is escaped.
 func InstanceByHost(account, cluster, hostID string) string {
-	return store.MustKey("idx", "instance-by-host", account, cluster, hostID)
+	return store.MustKey("idx", "instance-by-host", account, cluster, Escape(hostID))
 }
 
 // ClientToken returns the index key of a RunTask clientToken.
+// The token is escaped.
 func ClientToken(account, cluster, token string) string {
-	return store.MustKey("idx", "client-token", account, cluster, token)
+	return store.MustKey("idx", "client-token", account, cluster, Escape(token))
 }
 
-func index(name, account, cluster, group, taskID string) string {
-	if taskID == "" {
-		return store.MustKeyPrefix("idx", name, account, cluster, group)
+// Escape makes a free-form value usable as one key part: '%' becomes "%25" and '/'
+// becomes "%2F"; an empty value becomes "%00" (key parts may not be empty).
+func Escape(v string) string {
+	if v == "" {
+		return "%00"
 	}
-	return store.MustKey("idx", name, account, cluster, group, taskID)
+	v = strings.ReplaceAll(v, "%", "%25")
+	return strings.ReplaceAll(v, "/", "%2F")
+}
+
+// Task list dimensions for TaskList: the filter ListTasks serves from the index.
+const (
+	DimAll       = "all"
+	DimInstance  = "instance"
+	DimFamily    = "family"
+	DimService   = "service"
+	DimStartedBy = "startedby"
+)
+
+// TaskList returns the ListTasks index key of a task: tasks of a cluster with a given
+// desiredStatus and a given value of one dimension (Dim*; value is escaped here, use "-"
+// for DimAll). With taskID empty it returns the prefix of that (desired, dim, value).
+func TaskList(account, cluster, desired, dim, value, taskID string) string {
+	if taskID == "" {
+		return store.MustKeyPrefix("idx", "task-list", account, cluster, desired, dim, Escape(value))
+	}
+	return store.MustKey("idx", "task-list", account, cluster, desired, dim, Escape(value), taskID)
+}
+
+// ActiveCluster returns the index key of an ACTIVE cluster, or with cluster empty the
+// prefix of the account's ACTIVE clusters (ListClusters).
+func ActiveCluster(account, cluster string) string {
+	if cluster == "" {
+		return store.MustKeyPrefix("idx", "clusters-active", account)
+	}
+	return store.MustKey("idx", "clusters-active", account, cluster)
+}
+
+// FamilyByStatus returns the index key of a family by status (ACTIVE when it has an
+// ACTIVE revision, else INACTIVE), or with family empty the status' prefix.
+func FamilyByStatus(account, status, family string) string {
+	if family == "" {
+		return store.MustKeyPrefix("idx", "families-by-status", account, status)
+	}
+	return store.MustKey("idx", "families-by-status", account, status, family)
+}
+
+// TaskDefinitionByStatus returns the index key of a task definition revision by status,
+// or with revision 0 the prefix of the family's revisions of that status, or with family
+// empty too the prefix of every revision of that status.
+func TaskDefinitionByStatus(account, status, family string, revision int) string {
+	switch {
+	case family == "":
+		return store.MustKeyPrefix("idx", "taskdefs-by-status", account, status)
+	case revision == 0:
+		return store.MustKeyPrefix("idx", "taskdefs-by-status", account, status, family)
+	}
+	return store.MustKey("idx", "taskdefs-by-status", account, status, family, fmt.Sprintf("%010d", revision))
+}
+
+// IDCluster returns the key mapping a task or container instance id (kind is arn.Task or
+// arn.ContainerInstance) to its cluster name.
+func IDCluster(account, kind, id string) string {
+	return store.MustKey("idx", "id-cluster", account, kind, id)
+}
+
+// Settings returns the key of an account's settings record.
+func Settings(account string) string { return store.MustKey("settings", account) }
+
+// Protection returns the key of a task's scale-in protection record.
+func Protection(account, cluster, taskID string) string {
+	return store.MustKey("protection", account, cluster, taskID)
 }

@@ -12,7 +12,8 @@
 //
 // Secondary indexes are keys with empty values written in the same Txn as the
 // record (Txn.PutIndex, Txn.Delete), listed with ListKeys; a list by index
-// costs O(page), never a scan of the records.
+// reads O(page) keys and values, never a scan of the records (etcd itself
+// counts the index keys after the page in memory, see List).
 //
 // Fencing: every write takes extra etcd compares (the If option, Txn.If).
 // The leader passes Fence(electionKey, electionRev) so that a deposed leader's

@@ -10,6 +10,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -193,12 +195,17 @@ func toEvent[T proto.Message](ev *clientv3.Event) (Event[T], error) {
 	return Event[T]{Type: EventPut, Item: it, Revision: kv.ModRevision}, nil
 }
 
-// snapshot lists every record under prefix at one revision, page by page,
-// and returns them with that revision. A compaction between pages starts it
-// over at a new revision.
+// snapshot lists every record under prefix at one revision and returns them
+// with that revision. It streams the range (etcd 3.7's RangeStream: chunked,
+// one index walk) and falls back to pages read at a pinned revision on an
+// older etcd. A compaction between pages starts it over at a new revision.
 func snapshot[T proto.Message](ctx context.Context, kv clientv3.KV, prefix string) ([]Item[T], int64, error) {
+	items, rev, err := snapshotStream[T](ctx, kv, prefix)
+	if status.Code(err) != codes.Unimplemented {
+		return items, rev, err
+	}
 	for {
-		items, rev, err := snapshotAt[T](ctx, kv, prefix)
+		items, rev, err := snapshotPaged[T](ctx, kv, prefix)
 		if errors.Is(err, rpctypes.ErrCompacted) {
 			continue
 		}
@@ -206,7 +213,37 @@ func snapshot[T proto.Message](ctx context.Context, kv clientv3.KV, prefix strin
 	}
 }
 
-func snapshotAt[T proto.Message](ctx context.Context, kv clientv3.KV, prefix string) ([]Item[T], int64, error) {
+func snapshotStream[T proto.Message](ctx context.Context, kv clientv3.KV, prefix string) ([]Item[T], int64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the stream if we stop reading early
+	ch, err := kv.GetStream(ctx, prefix, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)))
+	if err != nil {
+		return nil, 0, fmt.Errorf("store: list %s: %w", prefix, err)
+	}
+	var items []Item[T]
+	var rev int64
+	for chunk := range ch {
+		if err := chunk.Err(); err != nil {
+			return nil, 0, fmt.Errorf("store: list %s: %w", prefix, err)
+		}
+		if h := chunk.Header; h != nil {
+			rev = h.Revision
+		}
+		for _, kv := range chunk.Kvs {
+			it, err := decodeItem[T](kv)
+			if err != nil {
+				return nil, 0, decodeError{err}
+			}
+			items = append(items, it)
+		}
+	}
+	if rev == 0 {
+		return nil, 0, fmt.Errorf("store: list %s: stream ended without a revision", prefix)
+	}
+	return items, rev, nil
+}
+
+func snapshotPaged[T proto.Message](ctx context.Context, kv clientv3.KV, prefix string) ([]Item[T], int64, error) {
 	var items []Item[T]
 	var rev int64
 	token := ""

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
@@ -326,4 +328,31 @@ func TestWatchResumesAfterDisconnect(t *testing.T) {
 		t.Fatalf("watched %q,\nwant %q", got, want)
 	}
 	w.quiet(t, 200*time.Millisecond)
+}
+
+// oldEtcdClient answers range streams as an etcd before 3.7 does.
+type oldEtcdClient struct{ *clientv3.Client }
+
+func (oldEtcdClient) GetStream(context.Context, string, ...clientv3.OpOption) (clientv3.GetStreamChan, error) {
+	return nil, status.Error(codes.Unimplemented, "unknown method RangeStream for service etcdserverpb.KV")
+}
+
+func TestWatchResyncOfManyRecords(t *testing.T) {
+	cli := etcdembed.StartForTest(t)
+	prefix := store.MustKeyPrefix("things")
+	want := seed(t, cli, prefix, 2500)
+	seed(t, cli, store.MustKeyPrefix("thingz"), 10)
+	for name, c := range map[string]store.Client{"stream": cli, "pages": oldEtcdClient{cli}} {
+		t.Run(name, func(t *testing.T) {
+			w := startWatch(t, c, prefix, 0)
+			e := w.next(t)
+			var got []string
+			for _, it := range e.Items {
+				got = append(got, it.Key)
+			}
+			if e.Type != store.EventResync || !slices.Equal(got, want) {
+				t.Fatalf("got %v with %d items, want resync with %d", e.Type, len(got), len(want))
+			}
+		})
+	}
 }

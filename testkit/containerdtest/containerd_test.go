@@ -1,0 +1,279 @@
+package containerdtest_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/remotes/docker"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/oci"
+	"github.com/containerd/errdefs"
+
+	"github.com/berthhq/berth/testkit/containerdtest"
+	"github.com/berthhq/berth/testkit/registrytest"
+)
+
+const namespace = "berth-test"
+
+// env is one private containerd with the test image pulled into it.
+type env struct {
+	inst   *containerdtest.Instance
+	client *containerd.Client
+	image  containerd.Image
+}
+
+// setup starts a containerd and a registry, pushes the test image and pulls
+// and unpacks it over plain HTTP, as the agent will.
+func setup(t *testing.T) *env {
+	t.Helper()
+	inst := containerdtest.Start(t)
+	client := inst.Client(t, namespace)
+	reg := registrytest.Start(t)
+	ref := registrytest.PushTestImage(t, reg, "berth/testimage", "latest")
+
+	resolver := docker.NewResolver(docker.ResolverOptions{
+		Hosts: docker.ConfigureDefaultRegistries(docker.WithPlainHTTP(docker.MatchLocalhost)),
+	})
+	img, err := client.Pull(t.Context(), ref,
+		containerd.WithResolver(resolver),
+		containerd.WithPullUnpack,
+		containerd.WithPullSnapshotter(inst.Snapshotter()),
+	)
+	if err != nil {
+		t.Fatalf("pull %s: %v", ref, err)
+	}
+	return &env{inst: inst, client: client, image: img}
+}
+
+// newContainer creates a container of the test image running args (after
+// the image's entrypoint) with extra environment variables; it is deleted,
+// with its snapshot, when the test ends.
+func (e *env) newContainer(t *testing.T, id string, args, extraEnv []string) containerd.Container {
+	t.Helper()
+	ctr, err := e.client.NewContainer(t.Context(), id,
+		containerd.WithImage(e.image),
+		containerd.WithSnapshotter(e.inst.Snapshotter()),
+		containerd.WithNewSnapshot(id+"-rootfs", e.image),
+		containerd.WithNewSpec(oci.WithImageConfigArgs(e.image, args), oci.WithEnv(extraEnv)),
+	)
+	if err != nil {
+		t.Fatalf("create container %s: %v", id, err)
+	}
+	t.Cleanup(func() {
+		ctx := context.WithoutCancel(t.Context())
+		if err := ctr.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+			t.Errorf("delete container %s: %v", id, err)
+		}
+	})
+	return ctr
+}
+
+// run starts a task of ctr with IO from creator, waits for it to exit and
+// deletes it, returning its exit status.
+func run(t *testing.T, ctr containerd.Container, creator cio.Creator) uint32 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	task, err := ctr.NewTask(ctx, creator)
+	if err != nil {
+		t.Fatalf("create task: %v", err)
+	}
+	defer func() {
+		// Deleting the task also waits for its output to be copied.
+		if _, err := task.Delete(context.WithoutCancel(ctx), containerd.WithProcessKill); err != nil {
+			t.Errorf("delete task: %v", err)
+		}
+	}()
+	exitC, err := task.Wait(ctx) // before Start, so the exit cannot be missed
+	if err != nil {
+		t.Fatalf("wait task: %v", err)
+	}
+	if err := task.Start(ctx); err != nil {
+		t.Fatalf("start task: %v", err)
+	}
+	select {
+	case st := <-exitC:
+		code, _, err := st.Result()
+		if err != nil {
+			t.Fatalf("task result: %v", err)
+		}
+		return code
+	case <-ctx.Done():
+		t.Fatalf("task did not exit: %v", ctx.Err())
+		return 0
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctr := e.newContainer(t, "exit-status", []string{"exit", "3"}, nil)
+	if code := run(t, ctr, cio.NullIO); code != 3 {
+		t.Errorf("exit status = %d, want 3", code)
+	}
+}
+
+func TestEnvironment(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctr := e.newContainer(t, "environment", []string{"env"}, []string{"EXTRA_VAR=added"})
+	var stdout, stderr bytes.Buffer
+	if code := run(t, ctr, cio.NewCreator(cio.WithStreams(nil, &stdout, &stderr))); code != 0 {
+		t.Fatalf("exit status = %d, want 0; stderr %q", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	for _, want := range []string{"IMAGE_VAR=from-image", "PATH=/", "EXTRA_VAR=added"} {
+		if !slices.Contains(lines, want) {
+			t.Errorf("environment lacks %s:\n%s", want, stdout.String())
+		}
+	}
+}
+
+func TestLogFile(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctr := e.newContainer(t, "log-file", []string{"echo", "to-stdout", "to-stderr"}, nil)
+	logPath := filepath.Join(t.TempDir(), "container.log")
+	if code := run(t, ctr, cio.LogFile(logPath)); code != 0 {
+		t.Fatalf("exit status = %d, want 0", code)
+	}
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"to-stdout\n", "to-stderr\n"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("log %q lacks %q", b, want)
+		}
+	}
+}
+
+// TestRestartKeepsTasks restarts containerd under a running task: the task
+// keeps running, and the new daemon still controls it.
+func TestRestartKeepsTasks(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := t.Context()
+	ctr := e.newContainer(t, "restart", []string{"sleep", "600"}, nil)
+	task, err := ctr.NewTask(ctx, cio.NullIO)
+	if err != nil {
+		t.Fatalf("create task: %v", err)
+	}
+	if err := task.Start(ctx); err != nil {
+		t.Fatalf("start task: %v", err)
+	}
+	pid := task.Pid()
+
+	if err := e.inst.Restart(ctx); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+
+	ctr, err = e.client.LoadContainer(ctx, ctr.ID())
+	if err != nil {
+		t.Fatalf("load container after restart: %v", err)
+	}
+	task, err = ctr.Task(ctx, nil)
+	if err != nil {
+		t.Fatalf("load task after restart: %v", err)
+	}
+	st, err := task.Status(ctx)
+	if err != nil {
+		t.Fatalf("task status: %v", err)
+	}
+	if st.Status != containerd.Running || task.Pid() != pid {
+		t.Fatalf("after restart: task %s with pid %d, want running with pid %d", st.Status, task.Pid(), pid)
+	}
+
+	exitC, err := task.Wait(ctx)
+	if err != nil {
+		t.Fatalf("wait task: %v", err)
+	}
+	if err := task.Kill(ctx, syscall.SIGTERM); err != nil {
+		t.Fatalf("kill task: %v", err)
+	}
+	code, _, err := (<-exitC).Result()
+	if err != nil || code != 0 {
+		t.Errorf("after SIGTERM: exit status %d (%v), want 0", code, err)
+	}
+	if _, err := task.Delete(ctx); err != nil {
+		t.Errorf("delete task: %v", err)
+	}
+}
+
+// TestCleanupRemovesLeftovers leaves a running task behind in a subtest and
+// checks that the subtest's cleanup killed it and stopped the daemon.
+func TestCleanupRemovesLeftovers(t *testing.T) {
+	t.Parallel()
+	var (
+		pid  uint32
+		inst *containerdtest.Instance
+	)
+	t.Run("leak", func(t *testing.T) {
+		e := setup(t)
+		inst = e.inst
+		ctx := t.Context()
+		ctr, err := e.client.NewContainer(ctx, "leftover",
+			containerd.WithSnapshotter(e.inst.Snapshotter()),
+			containerd.WithNewSnapshot("leftover-rootfs", e.image),
+			containerd.WithNewSpec(oci.WithImageConfigArgs(e.image, []string{"sleep", "600"})),
+		)
+		if err != nil {
+			t.Fatalf("create container: %v", err)
+		}
+		task, err := ctr.NewTask(ctx, cio.NullIO)
+		if err != nil {
+			t.Fatalf("create task: %v", err)
+		}
+		if err := task.Start(ctx); err != nil {
+			t.Fatalf("start task: %v", err)
+		}
+		pid = task.Pid()
+	})
+	if pid == 0 {
+		t.Fatal("subtest started no task")
+	}
+	if err := syscall.Kill(int(pid), 0); err != syscall.ESRCH {
+		t.Errorf("task process %d still exists after cleanup (kill 0: %v)", pid, err)
+	}
+	if inst.Running() {
+		t.Error("containerd still running after cleanup")
+	}
+}
+
+func TestStartProcessLongDir(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("containerd needs root")
+	}
+	containerdtest.Start(t) // skips without the binaries
+	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 100))
+	inst, err := containerdtest.StartProcess(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := inst.Stop(context.WithoutCancel(t.Context())); err != nil {
+			t.Error(err)
+		}
+		os.RemoveAll(filepath.Dir(inst.Address()))
+	}()
+	if got := inst.Address(); len(got) > 100 || !strings.HasPrefix(got, os.TempDir()+"/bt-") {
+		t.Errorf("address %q: want a short path under %s/bt-*", got, os.TempDir())
+	}
+	client, err := containerd.New(inst.Address())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if _, err := client.Version(t.Context()); err != nil {
+		t.Errorf("Version: %v", err)
+	}
+}

@@ -1,0 +1,428 @@
+package placement
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Failure reasons, as AWS reports them in RunTask's and StartTask's failures[]
+// (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/api_failures_messages.html).
+const (
+	// ReasonCPU: the instance has too few CPU units left.
+	ReasonCPU = "RESOURCE:CPU"
+	// ReasonMemory: the instance has too little memory left.
+	ReasonMemory = "RESOURCE:MEMORY"
+	// ReasonPorts: a host port the task needs is taken on the instance.
+	ReasonPorts = "RESOURCE:PORTS"
+	// ReasonAgent: the instance's agent is disconnected.
+	ReasonAgent = "AGENT"
+	// ReasonAttribute: the instance fails a placement constraint.
+	ReasonAttribute = "ATTRIBUTE"
+	// ReasonMissing: a named container instance does not exist (StartTask).
+	ReasonMissing = "MISSING"
+	// ReasonInactive: the instance is not ACTIVE (DRAINING, or being deregistered).
+	ReasonInactive = "INACTIVE"
+)
+
+// Constraint and strategy type names, as in the ECS API.
+const (
+	ConstraintDistinctInstance = "distinctInstance"
+	ConstraintMemberOf         = "memberOf"
+	StrategyBinpack            = "binpack"
+	StrategySpread             = "spread"
+	StrategyRandom             = "random"
+)
+
+// Instance is the placement view of one container instance: what feasibility and ranking
+// read. The etcd-backed Placer builds it from a ContainerInstanceRecord with FromRecord;
+// tests build it directly.
+type Instance struct {
+	// ID is the container instance id (the last segment of its ARN).
+	ID string
+	// ARN is the container instance ARN, reported in failures.
+	ARN string
+	// Status is ACTIVE, DRAINING, REGISTERING, DEREGISTERING or INACTIVE. Only ACTIVE
+	// instances take new tasks.
+	Status string
+	// AgentConnected is false while the instance's agent holds no session.
+	AgentConnected bool
+	// Attributes are the instance's attributes by name (value "" for valueless ones).
+	Attributes map[string]string
+	// EC2InstanceID is the ec2InstanceId the agent reported, if any.
+	EC2InstanceID string
+	// AgentVersion is the agent's version, for agentVersion expressions.
+	AgentVersion string
+	// RegisteredAt is when the instance registered.
+	RegisteredAt time.Time
+	// CPU and Memory are the remaining CPU units and MiB.
+	CPU, Memory int64
+	// Ports and UDPPorts are the host ports already taken (reserved by the host or by
+	// tasks).
+	Ports, UDPPorts map[int32]bool
+	// RunningTasks counts the tasks on the instance (running and pending); spread by
+	// instanceId balances this count.
+	RunningTasks int
+	// Groups counts the instance's tasks by task group ("family:x", "service:y"), when
+	// known; task:group expressions and group-aware spread read it.
+	Groups map[string]int
+	// Revision is the instance record's ModRevision, for the commit's CAS.
+	Revision int64
+}
+
+// clone returns a copy the engine can reserve on without touching the original.
+func (in *Instance) clone() *Instance {
+	c := *in
+	c.Ports = cloneSet(in.Ports)
+	c.UDPPorts = cloneSet(in.UDPPorts)
+	if in.Groups != nil {
+		c.Groups = make(map[string]int, len(in.Groups))
+		for k, v := range in.Groups {
+			c.Groups[k] = v
+		}
+	}
+	return &c
+}
+
+func cloneSet(s map[int32]bool) map[int32]bool {
+	c := make(map[int32]bool, len(s))
+	for k, v := range s {
+		c[k] = v
+	}
+	return c
+}
+
+// Constraint is one placement constraint (the ECS PlacementConstraint shape, also
+// TaskDefinitionPlacementConstraint).
+type Constraint struct {
+	// Type is distinctInstance or memberOf.
+	Type string
+	// Expression is the cluster query language expression of a memberOf constraint.
+	Expression string
+}
+
+// Strategy is one placement strategy (the ECS PlacementStrategy shape).
+type Strategy struct {
+	// Type is binpack, spread or random.
+	Type string
+	// Field is cpu or memory for binpack, instanceId (or host) or attribute:{name} for
+	// spread; unused for random.
+	Field string
+}
+
+// Request asks for Count tasks of one shape to be placed.
+type Request struct {
+	// Demand is what one task needs.
+	Demand Demand
+	// Count is how many tasks to place (1 when < 1).
+	Count int
+	// Group is the task group ("family:x" by default in ECS); distinctInstance,
+	// task:group and spread count tasks of this group.
+	Group string
+	// Constraints are RunTask's placementConstraints followed by the task definition's.
+	Constraints []Constraint
+	// Strategy is the placementStrategy chain, applied in order; ties fall to random.
+	Strategy []Strategy
+	// Instances, when not empty, restricts placement to these instance ids or ARNs, as
+	// StartTask does (up to 10). Names that match no instance fail with MISSING.
+	Instances []string
+}
+
+// Choice is one placed task: the instance it goes to.
+type Choice struct {
+	// Instance is the chosen instance as it was before this task's reservation.
+	Instance *Instance
+}
+
+// Failure is one entry of failures[]: Arn is the instance (or the name asked for),
+// Reason one of the Reason constants, Detail a human explanation.
+type Failure struct {
+	// Arn is the container instance ARN the failure is about.
+	Arn string
+	// Reason is one of ReasonCPU, ReasonMemory, ReasonPorts, ReasonAgent,
+	// ReasonAttribute, ReasonMissing, ReasonInactive.
+	Reason string
+	// Detail explains the reason.
+	Detail string
+}
+
+// Plan is the engine's answer: where each placed task goes, and why the others could not
+// be placed.
+type Plan struct {
+	// Choices has one entry per placed task, in order; len(Choices) <= Count.
+	Choices []Choice
+	// Failures explains, per instance, why the first task that could not be placed was
+	// refused; empty when every task was placed.
+	Failures []Failure
+}
+
+// Engine chooses instances for tasks over an in-memory snapshot. It never writes: the
+// caller commits the plan (Placer does, with CAS on each chosen instance). The zero value
+// is not usable; build it with NewEngine.
+type Engine struct {
+	rng *rand.Rand
+}
+
+// NewEngine returns an engine whose random choices (the random strategy and tie-breaks)
+// come from rng; pass a seeded rng for reproducible tests. rng is not safe for concurrent
+// use, so neither is the Engine: use one per goroutine.
+func NewEngine(rng *rand.Rand) *Engine { return &Engine{rng: rng} }
+
+// compiled holds a request's parsed constraints.
+type compiled struct {
+	distinct bool
+	memberOf []*Expr
+}
+
+// Compile parses the request's constraints and checks its strategies. It returns an error
+// wrapping ErrExpression or ErrInvalid (to be reported as InvalidParameterException).
+func Compile(req Request) error {
+	_, err := compile(req)
+	return err
+}
+
+// ErrInvalid is returned (wrapped) for an unknown constraint or strategy type or field.
+var ErrInvalid = fmt.Errorf("invalid placement parameter")
+
+func compile(req Request) (compiled, error) {
+	var c compiled
+	for _, k := range req.Constraints {
+		switch k.Type {
+		case ConstraintDistinctInstance:
+			if k.Expression != "" {
+				return c, fmt.Errorf("%w: distinctInstance takes no expression", ErrInvalid)
+			}
+			c.distinct = true
+		case ConstraintMemberOf:
+			e, err := ParseExpr(k.Expression)
+			if err != nil {
+				return c, err
+			}
+			c.memberOf = append(c.memberOf, e)
+		default:
+			return c, fmt.Errorf("%w: unknown constraint type %q", ErrInvalid, k.Type)
+		}
+	}
+	for _, s := range req.Strategy {
+		switch s.Type {
+		case StrategyBinpack:
+			if f := strings.ToLower(s.Field); f != "cpu" && f != "memory" {
+				return c, fmt.Errorf("%w: binpack field must be cpu or memory, got %q", ErrInvalid, s.Field)
+			}
+		case StrategySpread:
+			if s.Field == "" {
+				return c, fmt.Errorf("%w: spread needs a field", ErrInvalid)
+			}
+		case StrategyRandom:
+		default:
+			return c, fmt.Errorf("%w: unknown strategy type %q", ErrInvalid, s.Type)
+		}
+	}
+	return c, nil
+}
+
+// Place chooses instances for req.Count tasks among snapshot. Each chosen task's demand is
+// reserved on a private copy of the instance before the next task is placed, so a plan
+// never exceeds what the snapshot offers. The snapshot itself is not modified. It returns
+// an error only for an invalid request (see Compile).
+func (e *Engine) Place(snapshot []*Instance, req Request) (Plan, error) {
+	c, err := compile(req)
+	if err != nil {
+		return Plan{}, err
+	}
+	count := max(req.Count, 1)
+	var plan Plan
+
+	// Candidates: every instance, or the named ones for StartTask. An instance is cloned
+	// (mine) the first time a task is reserved on it, so the snapshot stays untouched.
+	cands := make([]*Instance, 0, len(snapshot))
+	mine := map[*Instance]bool{}
+	if len(req.Instances) > 0 {
+		byID := make(map[string]*Instance, 2*len(snapshot))
+		for _, in := range snapshot {
+			byID[in.ID] = in
+			byID[in.ARN] = in
+		}
+		seen := map[*Instance]bool{}
+		for _, name := range req.Instances {
+			in := byID[name]
+			if in == nil {
+				plan.Failures = append(plan.Failures, Failure{Arn: name, Reason: ReasonMissing, Detail: "container instance not found"})
+				continue
+			}
+			if !seen[in] {
+				seen[in] = true
+				cands = append(cands, in)
+			}
+		}
+	} else {
+		cands = append(cands, snapshot...)
+	}
+	groupsKnown := false
+	for _, in := range cands {
+		if in.Groups != nil {
+			groupsKnown = true
+			break
+		}
+	}
+	usedInRequest := map[string]bool{}
+
+	for range count {
+		var feasible []*Instance
+		var fails []Failure
+		for _, in := range cands {
+			if reason, detail := e.check(in, req, c, usedInRequest); reason != "" {
+				fails = append(fails, Failure{Arn: in.ARN, Reason: reason, Detail: detail})
+				continue
+			}
+			feasible = append(feasible, in)
+		}
+		if len(feasible) == 0 {
+			if len(req.Instances) == 0 {
+				// For RunTask AWS reports the instances that were considered; an instance
+				// not ACTIVE is not considered at all.
+				fails = slices.DeleteFunc(fails, func(f Failure) bool { return f.Reason == ReasonInactive })
+			}
+			plan.Failures = append(plan.Failures, fails...)
+			return plan, nil
+		}
+		best := e.rank(feasible, cands, req, groupsKnown)
+		plan.Choices = append(plan.Choices, Choice{Instance: best.clone()})
+		if !mine[best] {
+			cp := best.clone()
+			mine[cp] = true
+			i := slices.Index(cands, best)
+			cands[i] = cp
+			best = cp
+		}
+		reserve(best, req.Demand, req.Group)
+		usedInRequest[best.ID] = true
+	}
+	return plan, nil
+}
+
+// reserve takes d (and a task of group) from in.
+func reserve(in *Instance, d Demand, group string) {
+	in.CPU -= int64(d.CPU)
+	in.Memory -= int64(d.Memory)
+	for _, p := range d.Ports {
+		in.Ports[p] = true
+	}
+	for _, p := range d.UDPPorts {
+		in.UDPPorts[p] = true
+	}
+	in.RunningTasks++
+	if group != "" {
+		if in.Groups == nil {
+			in.Groups = map[string]int{}
+		}
+		in.Groups[group]++
+	}
+}
+
+// check runs the feasibility checkers in AWS's order of reporting and returns the first
+// failing reason, or "" when the instance can take the task.
+func (e *Engine) check(in *Instance, req Request, c compiled, used map[string]bool) (string, string) {
+	if in.Status != "ACTIVE" {
+		return ReasonInactive, fmt.Sprintf("container instance is %s", in.Status)
+	}
+	if !in.AgentConnected {
+		return ReasonAgent, "the container instance's agent is disconnected"
+	}
+	if c.distinct && (used[in.ID] || (req.Group != "" && in.Groups[req.Group] > 0)) {
+		return ReasonAttribute, "distinctInstance placement constraint unsatisfied"
+	}
+	for _, m := range c.memberOf {
+		if !m.Match(in) {
+			return ReasonAttribute, "MemberOf placement constraint unsatisfied: " + m.String()
+		}
+	}
+	if int64(req.Demand.CPU) > in.CPU {
+		return ReasonCPU, fmt.Sprintf("needs %d CPU units, %d remain", req.Demand.CPU, in.CPU)
+	}
+	if int64(req.Demand.Memory) > in.Memory {
+		return ReasonMemory, fmt.Sprintf("needs %d MiB, %d remain", req.Demand.Memory, in.Memory)
+	}
+	for _, p := range req.Demand.Ports {
+		if in.Ports[p] {
+			return ReasonPorts, fmt.Sprintf("tcp port %d is taken", p)
+		}
+	}
+	for _, p := range req.Demand.UDPPorts {
+		if in.UDPPorts[p] {
+			return ReasonPorts, fmt.Sprintf("udp port %d is taken", p)
+		}
+	}
+	return "", ""
+}
+
+// rank orders feasible instances by the strategy chain and returns the best. all is
+// every candidate (for spread over an attribute, which counts tasks on every instance
+// sharing a value).
+func (e *Engine) rank(feasible, all []*Instance, req Request, groupsKnown bool) *Instance {
+	if len(feasible) == 1 {
+		return feasible[0]
+	}
+	spreadCounts := make([]map[string]int, len(req.Strategy))
+	for i, s := range req.Strategy {
+		if s.Type == StrategySpread && !isInstanceField(s.Field) {
+			m := map[string]int{}
+			for _, in := range all {
+				m[attrValue(in, s.Field)] += tasksOf(in, req.Group, groupsKnown)
+			}
+			spreadCounts[i] = m
+		}
+	}
+	// Lexicographic minimum over (strategy keys..., random tie-break), streaming so no
+	// per-instance allocation.
+	n := len(req.Strategy) + 1
+	bestKeys, keys := make([]float64, n), make([]float64, n)
+	var best *Instance
+	for _, in := range feasible {
+		for i, s := range req.Strategy {
+			switch s.Type {
+			case StrategyBinpack:
+				// Least remaining of the field wins.
+				if strings.EqualFold(s.Field, "cpu") {
+					keys[i] = float64(in.CPU)
+				} else {
+					keys[i] = float64(in.Memory)
+				}
+			case StrategySpread:
+				if isInstanceField(s.Field) {
+					keys[i] = float64(tasksOf(in, req.Group, groupsKnown))
+				} else {
+					keys[i] = float64(spreadCounts[i][attrValue(in, s.Field)])
+				}
+			case StrategyRandom:
+				keys[i] = e.rng.Float64()
+			}
+		}
+		keys[n-1] = e.rng.Float64()
+		if best == nil || slices.Compare(keys, bestKeys) < 0 {
+			best = in
+			copy(bestKeys, keys)
+		}
+	}
+	return best
+}
+
+func isInstanceField(f string) bool {
+	return f == "instanceId" || f == "host" || f == "containerInstanceId"
+}
+
+// tasksOf is the task count spread balances: the group's tasks when the snapshot knows
+// groups, else every task on the instance.
+func tasksOf(in *Instance, group string, groupsKnown bool) int {
+	if group != "" && groupsKnown {
+		return in.Groups[group]
+	}
+	return in.RunningTasks
+}
+
+func attrValue(in *Instance, field string) string {
+	name, _ := strings.CutPrefix(field, "attribute:")
+	return in.Attributes[name]
+}

@@ -1,0 +1,438 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+// Placed is one task placed by Placer: the instance chosen and its record as the commit
+// writes it (with this call's reservations already taken).
+type Placed struct {
+	// Index is the task's position in the request, 0-based.
+	Index int
+	// InstanceID is the chosen container instance's id.
+	InstanceID string
+	// InstanceARN is its ARN.
+	InstanceARN string
+	// Instance is the instance record the txn writes; every task placed on it by this
+	// call shares the pointer. The Commit hook must not write the instance key itself.
+	Instance *storev1.ContainerInstanceRecord
+}
+
+// CommitFunc adds to txn the writes that go with the placements: task records, inbox
+// entries, index keys, counters. It may run several times (once per attempt, each with a
+// fresh txn and fresh placements) and must not Commit the txn. An error stops Place and
+// is returned as is.
+type CommitFunc func(txn *store.Txn, placed []Placed) error
+
+// PlaceRequest is one call to Placer.Place.
+type PlaceRequest struct {
+	// Account and Cluster name the cluster whose instances are candidates.
+	Account, Cluster string
+	// Request is what to place (count, demand, constraints, strategy, named instances).
+	Request Request
+	// Commit adds the task writes to the placement's txn; nil writes only reservations.
+	Commit CommitFunc
+	// If adds compares to the txn, such as the leader's fence for the service loop.
+	If []clientv3.Cmp
+}
+
+// PlaceResult is what Place did.
+type PlaceResult struct {
+	// Placed has one entry per task placed, in request order.
+	Placed []Placed
+	// Failures explains why the rest could not be placed (AWS failures[] reasons).
+	Failures []Failure
+	// Revision is the etcd revision the placement committed at; 0 when nothing was
+	// placed.
+	Revision int64
+}
+
+// Placer places tasks on a cluster's container instances in etcd: it chooses with the
+// Engine over a snapshot of the instances, then commits in one txn that compares each
+// chosen instance's ModRevision and writes its reduced remainingResources together with
+// the caller's task writes. A concurrent placement on the same instance makes the txn
+// fail; Placer re-reads the instances and tries again, so an instance is never
+// over-committed. Safe for concurrent use.
+//
+// Snapshots come from a per-cluster cache fed by a watch on the cluster's instances
+// (started on the cluster's first placement, stopped by Close), so a placement costs one
+// engine pass and one txn rather than a list of the cluster.
+type Placer struct {
+	cli      store.Client
+	log      *slog.Logger
+	attempts int
+	noCache  bool
+
+	rngPool sync.Pool
+
+	mu       sync.Mutex
+	clusters map[string]*clusterCache
+	ctx      context.Context //nolint:containedctx // lifetime of the background watches, ended by Close
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+// Option configures a Placer.
+type Option func(*Placer)
+
+// WithMaxAttempts bounds how many times Place retries after a revision conflict (default
+// 32).
+func WithMaxAttempts(n int) Option { return func(p *Placer) { p.attempts = max(n, 1) } }
+
+// WithoutCache makes every Place list the cluster's instances instead of using the
+// watch-fed cache (slower; for tests and tiny clusters).
+func WithoutCache() Option { return func(p *Placer) { p.noCache = true } }
+
+// NewPlacer returns a Placer over cli, logging to log (nil discards). Close it to stop
+// its watches.
+func NewPlacer(cli store.Client, log *slog.Logger, opts ...Option) *Placer {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Placer{cli: cli, log: log, attempts: 32, clusters: map[string]*clusterCache{}, ctx: ctx, cancel: cancel}
+	p.rngPool.New = func() any { return NewEngine(rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))) }
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// Close stops the cache watches and waits for them to end.
+func (p *Placer) Close() {
+	p.cancel()
+	p.wg.Wait()
+}
+
+// ErrConflicts is returned (wrapped) when Place gave up after too many revision
+// conflicts; the caller may retry or report a ServerException.
+var ErrConflicts = errors.New("placement: too many concurrent conflicts")
+
+// Place chooses instances for req.Request and commits the reservations with req.Commit's
+// writes in one txn. Tasks that cannot be placed are reported in Failures (no error). It
+// returns an error wrapping ErrExpression or ErrInvalid for a bad constraint or strategy,
+// store.ErrPreconditionFailed when an If compare failed, ErrConflicts after too many
+// conflicts, or the Commit hook's error.
+func (p *Placer) Place(ctx context.Context, req PlaceRequest) (PlaceResult, error) {
+	if err := Compile(req.Request); err != nil {
+		return PlaceResult{}, err
+	}
+	eng := p.rngPool.Get().(*Engine)
+	defer p.rngPool.Put(eng)
+	var stale []string
+	for attempt := 1; ; attempt++ {
+		snap, err := p.snapshot(ctx, req.Account, req.Cluster, stale)
+		if err != nil {
+			return PlaceResult{}, err
+		}
+		plan, err := eng.Place(snap.views, req.Request)
+		if err != nil {
+			return PlaceResult{}, err
+		}
+		if len(plan.Choices) == 0 {
+			return PlaceResult{Failures: plan.Failures}, nil
+		}
+		placed, txn, err := p.build(snap, req, plan)
+		if err != nil {
+			return PlaceResult{}, err
+		}
+		rev, err := txn.Commit(ctx)
+		if err == nil {
+			p.committed(req.Account, req.Cluster, placed, rev)
+			return PlaceResult{Placed: placed, Failures: plan.Failures, Revision: rev}, nil
+		}
+		if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+			return PlaceResult{}, fmt.Errorf("placement: commit: %w", err)
+		}
+		if attempt >= p.attempts {
+			return PlaceResult{}, fmt.Errorf("%w: gave up after %d attempts: %w", ErrConflicts, attempt, err)
+		}
+		// Re-read the instances this attempt chose before choosing again.
+		stale = stale[:0]
+		for _, pl := range placed {
+			if !slices.Contains(stale, pl.InstanceID) {
+				stale = append(stale, pl.InstanceID)
+			}
+		}
+		if err := sleep(ctx, backoff(attempt)); err != nil {
+			return PlaceResult{}, err
+		}
+	}
+}
+
+// build turns a plan into the txn: one CAS update per chosen instance with every
+// reservation of this call, plus the caller's writes.
+func (p *Placer) build(snap *snapshot, req PlaceRequest, plan Plan) ([]Placed, *store.Txn, error) {
+	txn := store.NewTxn(p.cli).If(req.If...)
+	recs := map[string]*storev1.ContainerInstanceRecord{}
+	var order []string
+	placed := make([]Placed, 0, len(plan.Choices))
+	for i, ch := range plan.Choices {
+		id := ch.Instance.ID
+		rec := recs[id]
+		if rec == nil {
+			e := snap.entry(id)
+			rec = proto.Clone(e.rec).(*storev1.ContainerInstanceRecord)
+			recs[id] = rec
+			order = append(order, id)
+		}
+		if rec.ContainerInstance == nil {
+			return nil, nil, fmt.Errorf("placement: instance %s has no container_instance", id)
+		}
+		if err := Reserve(rec.ContainerInstance, req.Request.Demand); err != nil {
+			// The engine saw the same numbers; this means the record and its view
+			// disagree, which is a bug.
+			return nil, nil, fmt.Errorf("placement: instance %s: %w", id, err)
+		}
+		placed = append(placed, Placed{Index: i, InstanceID: id, InstanceARN: ch.Instance.ARN, Instance: rec})
+	}
+	for _, id := range order {
+		txn.Update(keys.Instance(req.Account, req.Cluster, id), snap.entry(id).rev, recs[id])
+	}
+	if req.Commit != nil {
+		if err := req.Commit(txn, placed); err != nil {
+			return nil, nil, err
+		}
+	}
+	return placed, txn, nil
+}
+
+// Cache.
+
+type entry struct {
+	rec  *storev1.ContainerInstanceRecord // never modified once cached
+	rev  int64
+	view *Instance // never modified once cached (the engine clones)
+}
+
+// snapshot is an immutable view of a cluster's instances, sorted by id.
+type snapshot struct {
+	views   []*Instance
+	entries []*entry
+	pos     map[string]int // id → index; shared between snapshots with the same ids
+}
+
+func (s *snapshot) entry(id string) *entry { return s.entries[s.pos[id]] }
+
+type clusterCache struct {
+	ready chan struct{}
+
+	mu      sync.Mutex
+	err     error
+	entries map[string]*entry
+	snap    *snapshot // rebuilt lazily after a change
+}
+
+func cacheKey(account, cluster string) string { return account + "/" + cluster }
+
+// snapshot returns the cluster's instances, first re-reading the stale ones.
+func (p *Placer) snapshot(ctx context.Context, account, cluster string, stale []string) (*snapshot, error) {
+	if p.noCache {
+		return p.list(ctx, account, cluster)
+	}
+	cc, err := p.cache(ctx, account, cluster)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range stale {
+		rec, rev, err := store.Get[*storev1.ContainerInstanceRecord](ctx, p.cli, keys.Instance(account, cluster, id))
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			cc.remove(id)
+		case err != nil:
+			return nil, fmt.Errorf("placement: re-read instance %s: %w", id, err)
+		default:
+			cc.upsert(id, rec, rev)
+		}
+	}
+	return cc.snapshot(), nil
+}
+
+func (p *Placer) list(ctx context.Context, account, cluster string) (*snapshot, error) {
+	entries := map[string]*entry{}
+	token := ""
+	for {
+		items, next, err := store.List[*storev1.ContainerInstanceRecord](ctx, p.cli, keys.Instances(account, cluster), store.MaxListLimit, token)
+		if err != nil {
+			return nil, fmt.Errorf("placement: list instances: %w", err)
+		}
+		for _, it := range items {
+			id := lastSegment(it.Key)
+			entries[id] = &entry{rec: it.Value, rev: it.ModRevision, view: FromRecord(id, it.Value, it.ModRevision)}
+		}
+		if next == "" {
+			return buildSnapshot(entries), nil
+		}
+		token = next
+	}
+}
+
+// buildSnapshot sorts entries by id into a new snapshot.
+func buildSnapshot(entries map[string]*entry) *snapshot {
+	s := &snapshot{views: make([]*Instance, 0, len(entries)), entries: make([]*entry, 0, len(entries)), pos: make(map[string]int, len(entries))}
+	for _, e := range entries {
+		s.entries = append(s.entries, e)
+	}
+	slices.SortFunc(s.entries, func(a, b *entry) int { return strings.Compare(a.view.ID, b.view.ID) })
+	for i, e := range s.entries {
+		s.views = append(s.views, e.view)
+		s.pos[e.view.ID] = i
+	}
+	return s
+}
+
+func (p *Placer) cache(ctx context.Context, account, cluster string) (*clusterCache, error) {
+	k := cacheKey(account, cluster)
+	p.mu.Lock()
+	cc := p.clusters[k]
+	if cc == nil {
+		cc = &clusterCache{ready: make(chan struct{}), entries: map[string]*entry{}}
+		p.clusters[k] = cc
+		p.wg.Add(1)
+		go p.watch(account, cluster, cc)
+	}
+	p.mu.Unlock()
+	select {
+	case <-cc.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	cc.mu.Lock()
+	err := cc.err
+	cc.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return cc, nil
+}
+
+// watch keeps cc in step with the cluster's instances until Close.
+func (p *Placer) watch(account, cluster string, cc *clusterCache) {
+	defer p.wg.Done()
+	var once sync.Once
+	markReady := func() { once.Do(func() { close(cc.ready) }) }
+	err := store.Watch(p.ctx, p.cli, keys.Instances(account, cluster), 0, func(ev store.Event[*storev1.ContainerInstanceRecord]) error {
+		switch ev.Type {
+		case store.EventResync:
+			cc.mu.Lock()
+			cc.entries = make(map[string]*entry, len(ev.Items))
+			for _, it := range ev.Items {
+				id := lastSegment(it.Key)
+				cc.entries[id] = &entry{rec: it.Value, rev: it.ModRevision, view: FromRecord(id, it.Value, it.ModRevision)}
+			}
+			cc.snap = nil
+			cc.mu.Unlock()
+			markReady()
+		case store.EventPut:
+			cc.upsert(lastSegment(ev.Item.Key), ev.Item.Value, ev.Item.ModRevision)
+		case store.EventDelete:
+			cc.remove(lastSegment(ev.Item.Key))
+		}
+		return nil
+	})
+	if err != nil && p.ctx.Err() == nil {
+		p.log.Error("placement: instance watch ended", "account", account, "cluster", cluster, "err", err)
+		cc.mu.Lock()
+		cc.err = fmt.Errorf("placement: instance watch: %w", err)
+		cc.mu.Unlock()
+		// Forget the cache so the next Place starts a new watch.
+		p.mu.Lock()
+		if p.clusters[cacheKey(account, cluster)] == cc {
+			delete(p.clusters, cacheKey(account, cluster))
+		}
+		p.mu.Unlock()
+	}
+	markReady()
+}
+
+// committed records this process's own writes at once, so the next placement does not
+// have to wait for the watch to see them.
+func (p *Placer) committed(account, cluster string, placed []Placed, rev int64) {
+	if p.noCache {
+		return
+	}
+	p.mu.Lock()
+	cc := p.clusters[cacheKey(account, cluster)]
+	p.mu.Unlock()
+	if cc == nil {
+		return
+	}
+	done := map[string]bool{}
+	for _, pl := range placed {
+		if !done[pl.InstanceID] {
+			done[pl.InstanceID] = true
+			cc.upsert(pl.InstanceID, pl.Instance, rev)
+		}
+	}
+}
+
+func (cc *clusterCache) upsert(id string, rec *storev1.ContainerInstanceRecord, rev int64) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cur := cc.entries[id]; cur != nil && cur.rev >= rev {
+		return
+	}
+	e := &entry{rec: rec, rev: rev, view: FromRecord(id, rec, rev)}
+	_, known := cc.entries[id]
+	cc.entries[id] = e
+	if known && cc.snap != nil {
+		// Same ids: copy the snapshot's slices and swap one entry (cheap next to a
+		// rebuild, which sorts).
+		i := cc.snap.pos[id]
+		s := &snapshot{views: slices.Clone(cc.snap.views), entries: slices.Clone(cc.snap.entries), pos: cc.snap.pos}
+		s.views[i], s.entries[i] = e.view, e
+		cc.snap = s
+		return
+	}
+	cc.snap = nil
+}
+
+func (cc *clusterCache) remove(id string) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if _, ok := cc.entries[id]; ok {
+		delete(cc.entries, id)
+		cc.snap = nil
+	}
+}
+
+func (cc *clusterCache) snapshot() *snapshot {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.snap == nil {
+		cc.snap = buildSnapshot(cc.entries)
+	}
+	return cc.snap
+}
+
+func lastSegment(key string) string { return key[strings.LastIndexByte(key, '/')+1:] }
+
+func backoff(attempt int) time.Duration {
+	d := time.Millisecond << min(attempt-1, 5)
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -53,6 +53,44 @@ var disabledPlugins = []string{
 	"io.containerd.nri.v1.nri",
 }
 
+// ErrUnavailable is wrapped by the errors of StartProcess when this host
+// cannot run a private containerd: not root, or a binary it needs is not in
+// PATH. The message says which and how to install it.
+var ErrUnavailable = errors.New("cannot run containerd on this host")
+
+// requiredBinaries are the programs a daemon needs to run containers, with
+// the Debian package that provides each.
+var requiredBinaries = []struct{ name, pkg string }{
+	{"containerd", "containerd"},
+	{"containerd-shim-runc-v2", "containerd"},
+	{"runc", "runc"},
+}
+
+// checkHost returns the path of the containerd binary (containerdBin, or
+// "containerd" in PATH when empty), or an error wrapping ErrUnavailable
+// when not running as root or a required binary is missing.
+func checkHost(containerdBin string) (string, error) {
+	if uid := os.Geteuid(); uid != 0 {
+		return "", fmt.Errorf("%w: containerd needs root; running as uid %d", ErrUnavailable, uid)
+	}
+	var path string
+	for _, b := range requiredBinaries {
+		name := b.name
+		if name == "containerd" && containerdBin != "" {
+			name = containerdBin
+		}
+		p, err := exec.LookPath(name)
+		if err != nil {
+			return "", fmt.Errorf("%w: %s binary not found in PATH: install %s (apt-get install %s)",
+				ErrUnavailable, name, b.pkg, b.pkg)
+		}
+		if b.name == "containerd" {
+			path = p
+		}
+	}
+	return path, nil
+}
+
 // Option configures an Instance.
 type Option func(*options)
 
@@ -101,8 +139,9 @@ type Instance struct {
 // for a unix socket, a directory under /tmp named after dir, so the address
 // is the same for every start on the same dir. ctx bounds the start only: the
 // daemon keeps running until Stop. It needs root and the containerd,
-// containerd-shim-runc-v2 and runc binaries; errors name what is missing or,
-// if the daemon exits early, quote the end of its log.
+// containerd-shim-runc-v2 and runc binaries; without them the error wraps
+// ErrUnavailable. If the daemon does not come up, the error quotes the end
+// of its log.
 func StartProcess(ctx context.Context, dir string, opts ...Option) (*Instance, error) {
 	inst, err := newInstance(dir, opts...)
 	if err != nil {
@@ -119,12 +158,9 @@ func newInstance(dir string, opts ...Option) (*Instance, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.binary == "" {
-		o.binary = "containerd"
-	}
-	bin, err := exec.LookPath(o.binary)
+	bin, err := checkHost(o.binary)
 	if err != nil {
-		return nil, fmt.Errorf("containerd binary not found: %w", err)
+		return nil, err
 	}
 	o.binary = bin
 

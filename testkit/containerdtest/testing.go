@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -19,14 +18,6 @@ import (
 // leftover tasks and containers, then stopping it.
 const cleanupTimeout = time.Minute
 
-// requiredBinaries are the programs a daemon needs to run containers, with
-// the Debian package that provides each.
-var requiredBinaries = []struct{ name, pkg string }{
-	{"containerd", "containerd"},
-	{"containerd-shim-runc-v2", "containerd"},
-	{"runc", "runc"},
-}
-
 // Start starts a private containerd for the test under t.TempDir() and
 // returns once it serves. It skips the test when not running as root or when
 // containerd, containerd-shim-runc-v2 or runc is not in PATH, and fails it if
@@ -35,21 +26,12 @@ var requiredBinaries = []struct{ name, pkg string }{
 // failed, the end of the daemon's log is logged.
 func Start(t testing.TB, opts ...Option) *Instance {
 	t.Helper()
-	if uid := os.Geteuid(); uid != 0 {
-		t.Skipf("containerdtest: containerd needs root; running as uid %d", uid)
-	}
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	for _, b := range requiredBinaries {
-		name := b.name
-		if name == "containerd" && o.binary != "" {
-			name = o.binary
-		}
-		if _, err := exec.LookPath(name); err != nil {
-			t.Skipf("containerdtest: %s binary not found in PATH: install %s (apt-get install %s)", name, b.pkg, b.pkg)
-		}
+	if _, err := checkHost(o.binary); err != nil {
+		t.Skipf("containerdtest: %v", err)
 	}
 
 	inst, err := newInstance(t.TempDir(), opts...)

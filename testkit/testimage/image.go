@@ -75,6 +75,11 @@ func Build(ctx context.Context) (v1.Image, error) {
 	return img, nil
 }
 
+// FromBinary packs an already-built berth-testimage binary (static, for linux/arch, e.g.
+// bin/berth-testimage from `make build`) into the same image Build makes, without the go
+// command. `berth image demo` uses it so `berth dev` compiles nothing at run time.
+func FromBinary(bin []byte, arch string) (v1.Image, error) { return pack(bin, arch) }
+
 // compile builds the program for linux/GOARCH and returns the binary.
 func compile(ctx context.Context) ([]byte, error) {
 	goBin, err := exec.LookPath("go")

@@ -1,0 +1,296 @@
+package awsjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// Error is an AWS JSON error: Type is the error code written as "__type" (for example
+// "SerializationException") and Message the human-readable "message".
+type Error struct {
+	// Type is the AWS error code.
+	Type string
+	// Message is the message returned to the client.
+	Message string
+}
+
+// Error returns "Type: Message".
+func (e *Error) Error() string { return e.Type + ": " + e.Message }
+
+// Error codes returned by Unmarshal.
+const (
+	// SerializationException: the body is not JSON or a member has the wrong JSON type.
+	SerializationException = "SerializationException"
+	// InvalidParameterException: a required member is missing or a value is not allowed.
+	InvalidParameterException = "InvalidParameterException"
+)
+
+func serializationError(format string, args ...any) *Error {
+	return &Error{Type: SerializationException, Message: fmt.Sprintf(format, args...)}
+}
+
+// Unmarshal decodes an AWS JSON 1.1 request body into m, which must be a message of the
+// berth.ecs.v1 package (or any message whose fields' JSON names are the wire names). An
+// empty body decodes as {}. Members not in the message are ignored, as AWS ignores them;
+// null members are absent.
+//
+// The returned error is always an *Error: SerializationException when the body is not valid
+// JSON or a member has the wrong JSON type (the message names the member), and
+// InvalidParameterException listing every missing required member
+// (berth.ecs.v1.required) and every string outside its enum (berth.ecs.v1.enum_values), in
+// AWS's "N validation errors detected: ..." form.
+func Unmarshal(data []byte, m proto.Message) error {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		data = []byte("{}")
+	}
+	if !json.Valid(data) {
+		return serializationError("The request body is not valid JSON.")
+	}
+	d := &decoder{}
+	if err := d.message(data, m.ProtoReflect(), ""); err != nil {
+		return err
+	}
+	if len(d.violations) > 0 {
+		noun := "error"
+		if len(d.violations) > 1 {
+			noun = "errors"
+		}
+		return &Error{
+			Type:    InvalidParameterException,
+			Message: fmt.Sprintf("%d validation %s detected: %s", len(d.violations), noun, strings.Join(d.violations, "; ")),
+		}
+	}
+	return nil
+}
+
+type decoder struct {
+	violations []string
+}
+
+func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
+
+// join returns the AWS path of a member: "containerDefinitions.1.member.name".
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+func (d *decoder) message(raw json.RawMessage, msg protoreflect.Message, path string) error {
+	if raw[0] != '{' {
+		if path == "" {
+			return serializationError("%s can not be converted to a structure: the request body must be a JSON object.", tokenName(raw))
+		}
+		return mismatch(raw, "a structure", path)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return serializationError("The request body is not valid JSON.")
+	}
+	fields := msg.Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		name := fd.JSONName()
+		v, ok := obj[name]
+		if !ok || isNull(v) {
+			if proto.GetExtension(fd.Options(), ecsv1.E_Required).(bool) {
+				d.violations = append(d.violations, fmt.Sprintf("Value null at '%s' failed to satisfy constraint: Member must not be null", join(path, name)))
+			}
+			continue
+		}
+		if err := d.field(v, msg, fd, join(path, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *decoder) field(raw json.RawMessage, msg protoreflect.Message, fd protoreflect.FieldDescriptor, path string) error {
+	switch {
+	case fd.IsMap():
+		if raw[0] != '{' {
+			return mismatch(raw, "a map", path)
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			return serializationError("The request body is not valid JSON.")
+		}
+		m := msg.Mutable(fd).Map()
+		for k, v := range obj {
+			if isNull(v) {
+				continue
+			}
+			val, err := d.scalar(v, fd.MapValue(), join(path, k))
+			if err != nil {
+				return err
+			}
+			m.Set(protoreflect.ValueOfString(k).MapKey(), val)
+		}
+	case fd.IsList():
+		if raw[0] != '[' {
+			return mismatch(raw, "a list", path)
+		}
+		var elems []json.RawMessage
+		if err := json.Unmarshal(raw, &elems); err != nil {
+			return serializationError("The request body is not valid JSON.")
+		}
+		list := msg.Mutable(fd).List()
+		for i, e := range elems {
+			if isNull(e) {
+				continue
+			}
+			epath := fmt.Sprintf("%s.%d.member", path, i+1)
+			if fd.Message() != nil {
+				el := list.NewElement()
+				if err := d.message(e, el.Message(), epath); err != nil {
+					return err
+				}
+				list.Append(el)
+				continue
+			}
+			val, err := d.scalar(e, fd, epath)
+			if err != nil {
+				return err
+			}
+			list.Append(val)
+		}
+	case fd.Message() != nil:
+		return d.message(raw, msg.Mutable(fd).Message(), path)
+	default:
+		val, err := d.scalar(raw, fd, path)
+		if err != nil {
+			return err
+		}
+		msg.Set(fd, val)
+	}
+	return nil
+}
+
+// scalar decodes one scalar value of fd's kind; for a list field it decodes one element.
+func (d *decoder) scalar(raw json.RawMessage, fd protoreflect.FieldDescriptor, path string) (protoreflect.Value, error) {
+	switch fd.Kind() {
+	case protoreflect.StringKind:
+		if raw[0] != '"' {
+			return protoreflect.Value{}, mismatch(raw, "a String", path)
+		}
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return protoreflect.Value{}, serializationError("The request body is not valid JSON.")
+		}
+		d.checkEnum(fd, s, path)
+		return protoreflect.ValueOfString(s), nil
+	case protoreflect.BoolKind:
+		switch string(raw) {
+		case "true":
+			return protoreflect.ValueOfBool(true), nil
+		case "false":
+			return protoreflect.ValueOfBool(false), nil
+		}
+		return protoreflect.Value{}, mismatch(raw, "a Boolean", path)
+	case protoreflect.Int32Kind:
+		n, err := integer(raw, math.MinInt32, math.MaxInt32)
+		if err != nil {
+			return protoreflect.Value{}, mismatchOr(raw, "an Integer", path, err)
+		}
+		return protoreflect.ValueOfInt32(int32(n)), nil
+	case protoreflect.Int64Kind:
+		n, err := integer(raw, math.MinInt64, math.MaxInt64)
+		if err != nil {
+			return protoreflect.Value{}, mismatchOr(raw, "a Long", path, err)
+		}
+		return protoreflect.ValueOfInt64(n), nil
+	case protoreflect.DoubleKind:
+		what := "a Double"
+		if proto.GetExtension(fd.Options(), ecsv1.E_Timestamp).(bool) {
+			what = "a Timestamp"
+		}
+		if !isNumber(raw) {
+			return protoreflect.Value{}, mismatch(raw, what, path)
+		}
+		f, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil || math.IsInf(f, 0) {
+			return protoreflect.Value{}, serializationError("Value %s at '%s' is out of range for %s.", raw, path, what)
+		}
+		return protoreflect.ValueOfFloat64(f), nil
+	}
+	// The ECS contract has no other kinds; refuse rather than guess.
+	return protoreflect.Value{}, serializationError("Member '%s' has a type this endpoint cannot decode.", path)
+}
+
+func (d *decoder) checkEnum(fd protoreflect.FieldDescriptor, s, path string) {
+	allowed := proto.GetExtension(fd.Options(), ecsv1.E_EnumValues).([]string)
+	if len(allowed) == 0 {
+		return
+	}
+	for _, a := range allowed {
+		if s == a {
+			return
+		}
+	}
+	d.violations = append(d.violations, fmt.Sprintf("Value '%s' at '%s' failed to satisfy constraint: Member must satisfy enum value set: [%s]", s, path, strings.Join(allowed, ", ")))
+}
+
+func isNumber(raw json.RawMessage) bool {
+	return len(raw) > 0 && (raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9'))
+}
+
+var errRange = fmt.Errorf("out of range")
+
+// integer parses a JSON number that must be integral and within [lo, hi]; 5.0 and 1e3 are
+// accepted, 5.5 is not.
+func integer(raw json.RawMessage, lo, hi int64) (int64, error) {
+	if !isNumber(raw) {
+		return 0, fmt.Errorf("not a number")
+	}
+	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		if n < lo || n > hi {
+			return 0, errRange
+		}
+		return n, nil
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || f != math.Trunc(f) || f < float64(lo) || f >= -float64(lo) || f > float64(hi) {
+		return 0, errRange
+	}
+	return int64(f), nil
+}
+
+func mismatchOr(raw json.RawMessage, what, path string, err error) *Error {
+	if err == errRange {
+		return serializationError("Value %s at '%s' can not be converted to %s: it is not an integer in range.", raw, path, what)
+	}
+	return mismatch(raw, what, path)
+}
+
+// tokenName names the JSON token at the start of raw the way AWS's deserializer does.
+func tokenName(raw json.RawMessage) string {
+	switch {
+	case len(raw) == 0:
+		return "EMPTY"
+	case raw[0] == '{':
+		return "START_OBJECT"
+	case raw[0] == '[':
+		return "START_ARRAY"
+	case raw[0] == '"':
+		return "STRING_VALUE"
+	case raw[0] == 't', raw[0] == 'f':
+		return "BOOLEAN_VALUE"
+	case raw[0] == 'n':
+		return "NULL_VALUE"
+	}
+	return "NUMBER_VALUE"
+}
+
+func mismatch(raw json.RawMessage, what, path string) *Error {
+	return serializationError("%s can not be converted to %s (at '%s').", tokenName(raw), what, path)
+}

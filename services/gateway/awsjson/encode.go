@@ -1,0 +1,187 @@
+package awsjson
+
+import (
+	"math"
+	"sort"
+	"strconv"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// Marshal encodes m, an operation's response message, as an AWS JSON 1.1 body.
+//
+// Members are written in the message's field order (alphabetical for berth.ecs.v1) with
+// their JSON names. Scalars without presence (AWS's unboxed Integer, Long and Boolean) are
+// always written; optional ones, strings and structures only when set. int32 and int64 are
+// JSON numbers (never strings, unlike protojson), doubles and timestamps are numbers
+// (timestamps in epoch seconds). Maps are objects with sorted keys. Lists are arrays,
+// omitted when empty except for the top-level members of the response, which AWS always
+// writes (for example "failures": []). Marshal never fails on a valid message; NaN and
+// infinite doubles, which JSON cannot carry, are written as 0.
+func Marshal(m proto.Message) ([]byte, error) {
+	return appendMessage(make([]byte, 0, 256), m.ProtoReflect(), true), nil
+}
+
+// AppendError appends the AWS JSON error body {"__type": typ, "message": message}.
+func AppendError(b []byte, typ, message string) []byte {
+	b = append(b, `{"__type":`...)
+	b = appendString(b, typ)
+	b = append(b, `,"message":`...)
+	b = appendString(b, message)
+	return append(b, '}')
+}
+
+func appendMessage(b []byte, msg protoreflect.Message, top bool) []byte {
+	b = append(b, '{')
+	first := true
+	fields := msg.Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		switch {
+		case fd.IsList():
+			if msg.Get(fd).List().Len() == 0 && !top {
+				continue
+			}
+		case fd.IsMap():
+			if msg.Get(fd).Map().Len() == 0 && !top {
+				continue
+			}
+		case fd.HasPresence():
+			if !msg.Has(fd) {
+				continue
+			}
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendString(b, fd.JSONName())
+		b = append(b, ':')
+		b = appendField(b, fd, msg.Get(fd))
+	}
+	return append(b, '}')
+}
+
+func appendField(b []byte, fd protoreflect.FieldDescriptor, v protoreflect.Value) []byte {
+	switch {
+	case fd.IsList():
+		list := v.List()
+		b = append(b, '[')
+		for i := 0; i < list.Len(); i++ {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendSingular(b, fd, list.Get(i))
+		}
+		return append(b, ']')
+	case fd.IsMap():
+		m := v.Map()
+		keys := make([]string, 0, m.Len())
+		m.Range(func(k protoreflect.MapKey, _ protoreflect.Value) bool {
+			keys = append(keys, k.String())
+			return true
+		})
+		sort.Strings(keys)
+		b = append(b, '{')
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, k)
+			b = append(b, ':')
+			b = appendSingular(b, fd.MapValue(), m.Get(protoreflect.ValueOfString(k).MapKey()))
+		}
+		return append(b, '}')
+	}
+	return appendSingular(b, fd, v)
+}
+
+func appendSingular(b []byte, fd protoreflect.FieldDescriptor, v protoreflect.Value) []byte {
+	switch fd.Kind() {
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return appendMessage(b, v.Message(), false)
+	case protoreflect.StringKind:
+		return appendString(b, v.String())
+	case protoreflect.BoolKind:
+		return strconv.AppendBool(b, v.Bool())
+	case protoreflect.Int32Kind, protoreflect.Int64Kind, protoreflect.Sint32Kind,
+		protoreflect.Sint64Kind, protoreflect.Sfixed32Kind, protoreflect.Sfixed64Kind:
+		return strconv.AppendInt(b, v.Int(), 10)
+	case protoreflect.Uint32Kind, protoreflect.Uint64Kind, protoreflect.Fixed32Kind, protoreflect.Fixed64Kind:
+		return strconv.AppendUint(b, v.Uint(), 10)
+	case protoreflect.DoubleKind, protoreflect.FloatKind:
+		return appendFloat(b, v.Float())
+	case protoreflect.EnumKind:
+		return strconv.AppendInt(b, int64(v.Enum()), 10)
+	case protoreflect.BytesKind:
+		// Not used by the ECS contract; AWS would send blobs base64-encoded.
+		return appendString(b, string(v.Bytes()))
+	}
+	return append(b, "null"...)
+}
+
+// appendFloat writes f as a JSON number without an exponent where that stays short, as
+// epoch seconds such as 1700000000.5 read best that way.
+func appendFloat(b []byte, f float64) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(b, '0')
+	}
+	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
+		return strconv.AppendFloat(b, f, 'g', -1, 64)
+	}
+	return strconv.AppendFloat(b, f, 'f', -1, 64)
+}
+
+const hex = "0123456789abcdef"
+
+// appendString writes s as a JSON string. Invalid UTF-8 becomes U+FFFD; <, > and & are not
+// escaped (AWS does not escape them).
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

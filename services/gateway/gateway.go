@@ -1,0 +1,339 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
+	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
+	"github.com/berthhq/berth/services/gateway/awsjson"
+	"github.com/berthhq/berth/services/gateway/sigv4"
+)
+
+// Identity headers the gateway sets on every call to the scheduler. They are the names in
+// the scheduler's caller package (copied, not imported: the gateway does not link the
+// scheduler module).
+const (
+	// AccountHeader carries the caller's 12-digit account id.
+	AccountHeader = "Berth-Account"
+	// ContainerInstanceHeader carries the container instance ARN an instance-scoped
+	// credential acts for.
+	ContainerInstanceHeader = "Berth-Container-Instance"
+	// RequestIDHeader carries the gateway's request id.
+	RequestIDHeader = "Berth-Request-Id"
+)
+
+// TargetPrefix is the X-Amz-Target prefix of ECS operations.
+const TargetPrefix = "AmazonEC2ContainerServiceV20141113."
+
+// SigningName is the SigV4 signing name (service) of ECS.
+const SigningName = "ecs"
+
+// Defaults used when the corresponding Config field is zero.
+const (
+	DefaultMaxBodyBytes   = 1 << 20
+	DefaultRate           = 200
+	DefaultBurst          = 400
+	DefaultKeyCacheTTL    = 10 * time.Second
+	DefaultNegativeTTL    = 2 * time.Second
+	DefaultLockoutAfter   = 10
+	DefaultLockoutBase    = time.Second
+	DefaultLockoutMax     = 5 * time.Minute
+	DefaultRequestTimeout = 60 * time.Second
+)
+
+// Config configures the gateway.
+type Config struct {
+	// SchedulerURL is the base URL of the scheduler's internal Connect listener, e.g.
+	// "http://127.0.0.1:7070". Required.
+	SchedulerURL string
+	// HTTPClient talks to the scheduler; when nil, a client with an h2c transport (HTTP/2
+	// without TLS, http.Protocols with SetUnencryptedHTTP2) is used. It must speak HTTP/2
+	// for the agent's bidi stream.
+	HTTPClient *http.Client
+	// Region is the region of the SigV4 scope, e.g. "us-east-1". Required.
+	Region string
+	// Logger receives the access log and errors; slog.Default() when nil.
+	Logger *slog.Logger
+	// Dev enables GET /_berth/health and POST /_berth/reset (for `berth dev` only).
+	Dev bool
+	// Health reports readiness for /_berth/health: a JSON-encodable value and whether the
+	// stack is ready. Nil means always ready.
+	Health func(ctx context.Context) (any, bool)
+	// MaxBodyBytes limits ECS request bodies; DefaultMaxBodyBytes when zero.
+	MaxBodyBytes int64
+	// Rate is the sustained per-account request rate (requests per second) and Burst the
+	// bucket size; DefaultRate and DefaultBurst when zero. A negative Rate disables
+	// throttling.
+	Rate  float64
+	Burst int
+	// KeyCacheTTL is how long a resolved access key is cached (DefaultKeyCacheTTL when
+	// zero); NegativeTTL how long an unknown key is remembered (DefaultNegativeTTL).
+	KeyCacheTTL, NegativeTTL time.Duration
+	// LockoutAfter is the number of consecutive failed authentications from one address
+	// after which it is locked out, for LockoutBase doubling at each further lockout up to
+	// LockoutMax. Defaults DefaultLockoutAfter, DefaultLockoutBase, DefaultLockoutMax; a
+	// negative LockoutAfter disables lockout.
+	LockoutAfter           int
+	LockoutBase, LockoutMax time.Duration
+	// RequestTimeout bounds each ECS call to the scheduler; DefaultRequestTimeout when
+	// zero. It does not apply to the agent's streams.
+	RequestTimeout time.Duration
+	// Now is the clock used for SigV4 skew checks, throttling and lockout; time.Now when
+	// nil (tests set it).
+	Now func() time.Time
+}
+
+// Gateway is the gateway's http.Handler; New builds it.
+type Gateway struct {
+	cfg      Config
+	log      *slog.Logger
+	ops      map[string]*operation
+	verifier *sigv4.Verifier
+	keys     *keyCache
+	admin    adminv1connect.AdminServiceClient
+	throttle *throttler
+	lockout  *lockout
+	agent    http.Handler
+}
+
+// NewH2CClient returns an http.Client that speaks HTTP/2 without TLS (h2c) and HTTP/1.1,
+// for reaching the scheduler's internal listener.
+func NewH2CClient() *http.Client {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{
+		Protocols:           &p,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	}}
+}
+
+// New returns the gateway handler. Serve it with an http.Server whose Protocols include
+// unencrypted HTTP/2 (or TLS) so the agent's bidi stream works. New returns an error when
+// SchedulerURL or Region is missing.
+func New(cfg Config) (*Gateway, error) {
+	if cfg.SchedulerURL == "" || cfg.Region == "" {
+		return nil, errors.New("gateway: SchedulerURL and Region are required")
+	}
+	cfg.SchedulerURL = strings.TrimRight(cfg.SchedulerURL, "/")
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = NewH2CClient()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.Rate == 0 {
+		cfg.Rate = DefaultRate
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = DefaultBurst
+	}
+	if cfg.KeyCacheTTL <= 0 {
+		cfg.KeyCacheTTL = DefaultKeyCacheTTL
+	}
+	if cfg.NegativeTTL <= 0 {
+		cfg.NegativeTTL = DefaultNegativeTTL
+	}
+	if cfg.LockoutAfter == 0 {
+		cfg.LockoutAfter = DefaultLockoutAfter
+	}
+	if cfg.LockoutBase <= 0 {
+		cfg.LockoutBase = DefaultLockoutBase
+	}
+	if cfg.LockoutMax <= 0 {
+		cfg.LockoutMax = DefaultLockoutMax
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	ops, err := newOperations(cfg.HTTPClient, cfg.SchedulerURL)
+	if err != nil {
+		return nil, err
+	}
+	admin := adminv1connect.NewAdminServiceClient(cfg.HTTPClient, cfg.SchedulerURL)
+	keys := newKeyCache(admin, cfg.KeyCacheTTL, cfg.NegativeTTL, cfg.Now)
+	verifier, err := sigv4.New(sigv4.Options{Region: cfg.Region, Service: SigningName, Now: cfg.Now, Resolver: keys})
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		ops:      ops,
+		verifier: verifier,
+		keys:     keys,
+		admin:    admin,
+		throttle: newThrottler(cfg.Rate, cfg.Burst, cfg.Now),
+		lockout:  newLockout(cfg.LockoutAfter, cfg.LockoutBase, cfg.LockoutMax, cfg.Now),
+	}
+	g.agent, err = g.newAgentProxy()
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Operations returns the names of the ECS actions the gateway routes, from the
+// EcsService descriptor.
+func (g *Gateway) Operations() []string {
+	names := make([]string, 0, len(g.ops))
+	for name := range g.ops {
+		names = append(names, name)
+	}
+	return names
+}
+
+// exchange is one request's state, for the access log.
+type exchange struct {
+	id      string
+	account string
+	action  string
+	errType string
+}
+
+// ServeHTTP routes a request: POST / to the ECS API, /berth.agent.v1.AgentService/* to the
+// agent relay, the dev routes when enabled; anything else gets an AWS JSON error. Every
+// response carries x-amzn-RequestId.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	x := &exchange{id: newRequestID()}
+	w.Header().Set("X-Amzn-RequestId", x.id)
+	rec := &recorder{ResponseWriter: w}
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			g.log.Error("panic serving request", "request_id", x.id, "panic", p)
+			if !rec.wrote {
+				writeError(rec, http.StatusInternalServerError, "ServerException", "An internal error occurred.")
+			}
+		}
+		g.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("request_id", x.id),
+			slog.String("remote", r.RemoteAddr),
+			slog.String("account", x.account),
+			slog.String("action", x.action),
+			slog.Int("status", rec.status()),
+			slog.String("error", x.errType),
+			slog.Duration("latency", time.Since(start)),
+		)
+	}()
+	path := r.URL.Path
+	switch {
+	case path == "/":
+		g.serveECS(rec, r, x)
+	case strings.HasPrefix(path, "/"+agentv1connect.AgentServiceName+"/"):
+		x.action = strings.TrimPrefix(path, "/")
+		g.serveAgent(rec, r, x)
+	case g.cfg.Dev && path == "/_berth/health":
+		x.action = "_berth/health"
+		g.serveHealth(rec, r)
+	case g.cfg.Dev && path == "/_berth/reset":
+		x.action = "_berth/reset"
+		g.serveReset(rec, r, x)
+	default:
+		x.errType = "UnknownOperationException"
+		writeError(rec, http.StatusNotFound, "UnknownOperationException", "No such route; ECS requests are POST / with X-Amz-Target.")
+	}
+}
+
+// recorder remembers the status written, for the access log.
+type recorder struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.code, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if !r.wrote {
+		r.code, r.wrote = http.StatusOK, true
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush and full-duplex control.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// Flush implements http.Flusher for the agent relay's streams.
+func (r *recorder) Flush() {
+	if !r.wrote {
+		r.code, r.wrote = http.StatusOK, true
+	}
+	_ = http.NewResponseController(r.ResponseWriter).Flush()
+}
+
+func (r *recorder) status() int {
+	if !r.wrote {
+		return http.StatusOK
+	}
+	return r.code
+}
+
+// writeError writes an AWS JSON error response.
+func writeError(w http.ResponseWriter, status int, typ, message string) {
+	h := w.Header()
+	h.Set("Content-Type", "application/x-amz-json-1.1")
+	h.Set("X-Amzn-ErrorType", typ)
+	w.WriteHeader(status)
+	_, _ = w.Write(awsjson.AppendError(nil, typ, message))
+}
+
+// newRequestID returns a random UUID (version 4), the form of AWS request ids.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], b[10:])
+	return string(s[:])
+}
+
+// remoteAddr returns the client's address without the port, the unit of lockout.
+func remoteAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// connectErrorCode is the connect package's code for a gateway-side failure on the agent
+// relay, written as a Connect error body.
+func connectErrorCode(c connect.Code) string { return c.String() }
+
+func contextWithTimeout(r *http.Request, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), d)
+}

@@ -1,0 +1,11 @@
+// Package sigv4 verifies AWS Signature Version 4 header-signed requests on the server
+// side. It parses the Authorization header, checks the credential scope (date, region,
+// service, terminator) and the clock skew AWS allows (15 minutes), resolves the access key
+// through a Resolver, recomputes the signature over the received request with the AWS SDK
+// for Go v2's signer (no hand-rolled canonicalisation) and compares it in constant time.
+//
+// Failures are *awsjson.Error values with the codes and messages AWS answers with:
+// MissingAuthenticationTokenException, IncompleteSignatureException,
+// UnrecognizedClientException and InvalidSignatureException (including "Signature
+// expired"). See https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-troubleshooting.html
+package sigv4

@@ -142,12 +142,10 @@ func (s *Server) start(ctx context.Context) error {
 	ec.ElectionMs = 250
 	ec.UnsafeNoFsync = s.cfg.UnsafeNoFsync
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(s.logger)
+	ec.AutoCompactionMode = embed.CompactorModePeriodic
+	ec.AutoCompactionRetention = "0" // off
 	if r := s.cfg.AutoCompactionRetention; r > 0 {
-		ec.AutoCompactionMode = "periodic"
 		ec.AutoCompactionRetention = r.String()
-	} else {
-		ec.AutoCompactionMode = "periodic"
-		ec.AutoCompactionRetention = "0"
 	}
 
 	e, err := embed.StartEtcd(ec)
@@ -184,8 +182,8 @@ func (s *Server) start(ctx context.Context) error {
 	return nil
 }
 
-// Client returns the Server's client. It stays valid across Stop and Restart
-// and is closed by Close; callers must not close it.
+// Client returns the Server's client, nil after Close. It stays valid across
+// Stop and Restart and is closed by Close; callers must not close it.
 func (s *Server) Client() *clientv3.Client {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -3,6 +3,8 @@ package etcdembed_test
 import (
 	"context"
 	"errors"
+	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,5 +55,41 @@ func TestCompact(t *testing.T) {
 	}
 	if _, err := cli.Get(ctx, "/k", clientv3.WithRev(rev-1)); !errors.Is(err, rpctypes.ErrCompacted) {
 		t.Fatalf("get at compacted revision: err = %v, want ErrCompacted", err)
+	}
+}
+
+func TestStartOnBusyPortFails(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, err = etcdembed.Start(context.Background(), etcdembed.Config{Dir: t.TempDir(), ClientURL: l.Addr().String()})
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("Start on a busy port: err = %v, want EADDRINUSE", err)
+	}
+}
+
+func TestStartRejectsNonLoopback(t *testing.T) {
+	for _, u := range []string{"http://10.1.2.3:2379", "https://127.0.0.1:2379", "example.com:2379"} {
+		if _, err := etcdembed.Start(context.Background(), etcdembed.Config{Dir: t.TempDir(), ClientURL: u}); err == nil {
+			t.Errorf("Start with client URL %q succeeded", u)
+		}
+	}
+}
+
+func TestAutoCompactionConfigAccepted(t *testing.T) {
+	s, err := etcdembed.Start(context.Background(), etcdembed.Config{
+		Dir:                     t.TempDir(),
+		ClientURL:               "127.0.0.1:0",
+		UnsafeNoFsync:           true,
+		AutoCompactionRetention: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Client().Put(context.Background(), "/k", "v"); err != nil {
+		t.Fatal(err)
 	}
 }

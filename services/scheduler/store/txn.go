@@ -14,7 +14,8 @@ import (
 // etcd transaction: all writes happen or none do. Build it with NewTxn and the
 // chaining methods, then Commit once. Errors from building (a bad key, a
 // message that does not encode, a key written twice) are kept and returned
-// by Commit.
+// by Commit. etcd caps a txn at 128 compares and 128 writes by default
+// (--max-txn-ops); a larger one fails at Commit.
 //
 // A typical write of a record and its index keys:
 //

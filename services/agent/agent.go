@@ -1,0 +1,359 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/agent/hostinfo"
+	"github.com/berthhq/berth/services/agent/logs"
+	"github.com/berthhq/berth/services/agent/outbox"
+	"github.com/berthhq/berth/services/agent/runtime"
+	"github.com/berthhq/berth/services/agent/session"
+	"github.com/berthhq/berth/services/agent/tasks"
+)
+
+// Version is the agent version reported in registration.
+const Version = "0.1.0"
+
+// ReservedPorts are the TCP ports registered as taken, as the ECS agent
+// reserves them (SSH, Docker, the ECS agent's introspection).
+var ReservedPorts = []int{22, 2375, 2376, 51678, 51679}
+
+// Capabilities are the com.amazonaws.ecs.capability.* and ecs.capability.*
+// attributes the agent registers: the Docker remote API levels whose
+// task-definition features it implements, health checks and container
+// ordering (dependsOn).
+var Capabilities = []string{
+	"com.amazonaws.ecs.capability.docker-remote-api.1.17",
+	"com.amazonaws.ecs.capability.docker-remote-api.1.18",
+	"com.amazonaws.ecs.capability.docker-remote-api.1.19",
+	"com.amazonaws.ecs.capability.docker-remote-api.1.21",
+	"com.amazonaws.ecs.capability.docker-remote-api.1.22",
+	"com.amazonaws.ecs.capability.docker-remote-api.1.23",
+	"com.amazonaws.ecs.capability.docker-remote-api.1.24",
+	"com.amazonaws.ecs.capability.docker-remote-api.1.25",
+	"ecs.capability.container-health-check",
+	"ecs.capability.container-ordering",
+}
+
+// Config configures an agent. Zero values take the defaults named.
+type Config struct {
+	// ControlPlaneURL is the base URL of the AgentService (the gateway in
+	// production); http:// URLs use h2c. Required.
+	ControlPlaneURL string
+	// HTTPClient carries control-plane calls; it must speak HTTP/2 for
+	// the bidi session. Plug a signing (SigV4) transport in here. Default:
+	// session.DefaultHTTPClient().
+	HTTPClient *http.Client
+	// Cluster is the cluster to join; default "default".
+	Cluster string
+	// DataDir holds the agent's state (state.db, host-id), FIFOs and logs.
+	// Required.
+	DataDir string
+	// ContainerdAddress is containerd's socket; default
+	// /run/containerd/containerd.sock.
+	ContainerdAddress string
+	// Namespace is the containerd namespace for the agent's containers;
+	// default "berth".
+	Namespace string
+	// Snapshotter unpacks images and holds root filesystems; default
+	// "overlayfs".
+	Snapshotter string
+	// MemoryReserveMiB is memory kept back from registration for the host
+	// (ECS_RESERVED_MEMORY); default 0.
+	MemoryReserveMiB int64
+	// Attributes are custom attributes registered with the instance.
+	Attributes map[string]string
+	// PullBehavior is default|always|once|prefer-cached
+	// (ECS_IMAGE_PULL_BEHAVIOR); default "default".
+	PullBehavior string
+	// InsecureRegistries are registry hosts ("host:port") pulled over
+	// plain HTTP; loopback registries always are.
+	InsecureRegistries []string
+	// RegistryCredentials maps registry host to credentials.
+	RegistryCredentials map[string]runtime.Credential
+	// PullTimeout bounds one pull attempt; default 5 min.
+	PullTimeout time.Duration
+	// PullRetries is the number of retries after a failed pull; default 2
+	// (negative means none).
+	PullRetries int
+	// StopTimeout is the default time between the stop signal and SIGKILL
+	// (ECS_CONTAINER_STOP_TIMEOUT); default 30 s.
+	StopTimeout time.Duration
+	// CleanupWait is how long stopped containers are kept before removal
+	// (ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION); default 3 h.
+	CleanupWait time.Duration
+	// LogRetention keeps logs after container removal; default 3 h.
+	LogRetention time.Duration
+	// LogMaxFileBytes rotates a container log past this size; default 10 MiB.
+	LogMaxFileBytes int64
+	// LogMaxFiles is the number of log files kept per container; default 3.
+	LogMaxFiles int
+	// LogAddr is where the LogService listens ("host:port"; port 0 picks
+	// one); empty disables it.
+	LogAddr string
+	// HeartbeatInterval is the time between heartbeats; default 10 s.
+	HeartbeatInterval time.Duration
+	// ResendInterval resends unacknowledged state changes; default 15 s.
+	ResendInterval time.Duration
+	// BackoffMin and BackoffMax bound the reconnect backoff; defaults
+	// 250 ms and 30 s.
+	BackoffMin, BackoffMax time.Duration
+	// RuntimeProbeInterval is the runtime gate's dial/probe period;
+	// default 1 s.
+	RuntimeProbeInterval time.Duration
+	// Logger receives the agent's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Agent is one host's agent.
+type Agent struct {
+	cfg    Config
+	host   hostinfo.Info
+	hostID string
+	log    *slog.Logger
+	logLn  net.Listener
+
+	mu      sync.Mutex
+	gate    *runtime.Gate
+	manager *tasks.Manager
+}
+
+// New checks cfg, detects the host and loads (or creates) its host id, and
+// opens the LogService listener if cfg.LogAddr is set. It returns an error
+// for a missing ControlPlaneURL or DataDir, or when the host cannot be
+// described.
+func New(cfg Config) (*Agent, error) {
+	if cfg.ControlPlaneURL == "" {
+		return nil, errors.New("agent: ControlPlaneURL is required")
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("agent: DataDir is required")
+	}
+	if cfg.Cluster == "" {
+		cfg.Cluster = "default"
+	}
+	if cfg.ContainerdAddress == "" {
+		cfg.ContainerdAddress = "/run/containerd/containerd.sock"
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = "berth"
+	}
+	if cfg.Snapshotter == "" {
+		cfg.Snapshotter = "overlayfs"
+	}
+	if cfg.PullRetries == 0 {
+		cfg.PullRetries = 2
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("agent: create data dir: %w", err)
+	}
+	host, err := hostinfo.Detect()
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	hostID, err := hostinfo.HostID(cfg.DataDir, cfg.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	a := &Agent{cfg: cfg, host: host, hostID: hostID, log: cfg.Logger}
+	if cfg.LogAddr != "" {
+		ln, err := net.Listen("tcp", cfg.LogAddr)
+		if err != nil {
+			return nil, fmt.Errorf("agent: log service listen on %s: %w", cfg.LogAddr, err)
+		}
+		a.logLn = ln
+	}
+	return a, nil
+}
+
+// HostID returns the host id the agent registers with.
+func (a *Agent) HostID() string { return a.hostID }
+
+// LogAddr returns the LogService's listening address, "" when disabled.
+func (a *Agent) LogAddr() string {
+	if a.logLn == nil {
+		return ""
+	}
+	return a.logLn.Addr().String()
+}
+
+// Run runs the agent until ctx is done: it opens the state file, watches
+// containerd through the runtime gate, registers and holds the control-plane
+// session, runs tasks and serves logs. Running containers are left running
+// when it returns (a new agent re-adopts them). It returns nil after ctx is
+// done, or an error if the state file or log store cannot be opened.
+func (a *Agent) Run(ctx context.Context) error {
+	ob, err := outbox.Open(filepath.Join(a.cfg.DataDir, "state.db"))
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	defer ob.Close()
+	store, err := logs.NewStore(logs.Config{
+		Dir:          filepath.Join(a.cfg.DataDir, "logs"),
+		MaxFileBytes: a.cfg.LogMaxFileBytes,
+		MaxFiles:     a.cfg.LogMaxFiles,
+		Retention:    a.cfg.LogRetention,
+	})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	gate := runtime.NewGate(runtime.GateConfig{
+		Address:   a.cfg.ContainerdAddress,
+		Namespace: a.cfg.Namespace,
+		Interval:  a.cfg.RuntimeProbeInterval,
+		Log:       a.log.With("component", "runtime"),
+	})
+	reports := make(chan struct{}, 1)
+	manager := tasks.New(tasks.Config{
+		Gate:    gate,
+		Outbox:  ob,
+		Logs:    store,
+		Reports: reports,
+		Pull: runtime.PullConfig{
+			Behavior:           a.cfg.PullBehavior,
+			Snapshotter:        a.cfg.Snapshotter,
+			InsecureRegistries: a.cfg.InsecureRegistries,
+			Credentials:        a.cfg.RegistryCredentials,
+			Timeout:            a.cfg.PullTimeout,
+			Retries:            a.cfg.PullRetries,
+		},
+		Cluster:     a.cfg.Cluster,
+		HostID:      a.hostID,
+		FIFODir:     filepath.Join(a.cfg.DataDir, "fifo"),
+		StopTimeout: a.cfg.StopTimeout,
+		CleanupWait: a.cfg.CleanupWait,
+		Log:         a.log.With("component", "tasks"),
+	})
+	a.mu.Lock()
+	a.gate, a.manager = gate, manager
+	a.mu.Unlock()
+	sess := session.New(session.Config{
+		BaseURL:           a.cfg.ControlPlaneURL,
+		HTTPClient:        a.cfg.HTTPClient,
+		Outbox:            ob,
+		Reports:           reports,
+		HeartbeatInterval: a.cfg.HeartbeatInterval,
+		ResendInterval:    a.cfg.ResendInterval,
+		BackoffMin:        a.cfg.BackoffMin,
+		BackoffMax:        a.cfg.BackoffMax,
+		Log:               a.log.With("component", "session"),
+	}, &hostView{a: a, gate: gate}, &handler{m: manager})
+
+	var wg sync.WaitGroup
+	wg.Go(func() { gate.Run(ctx) })
+	wg.Go(func() { _ = manager.Run(ctx) })
+	wg.Go(func() { _ = sess.Run(ctx) })
+	if a.logLn != nil {
+		mux := http.NewServeMux()
+		mux.Handle(agentv1connect.NewLogServiceHandler(logs.NewService(store)))
+		var p http.Protocols
+		p.SetHTTP1(true)
+		p.SetUnencryptedHTTP2(true)
+		srv := &http.Server{Handler: mux, Protocols: &p, ReadHeaderTimeout: 10 * time.Second}
+		wg.Go(func() { _ = srv.Serve(a.logLn) })
+		context.AfterFunc(ctx, func() { _ = srv.Close() })
+	}
+	<-ctx.Done()
+	wg.Wait()
+	return nil
+}
+
+// hostView answers the session's questions about the host.
+type hostView struct {
+	a    *Agent
+	gate *runtime.Gate
+}
+
+func (h *hostView) capacity() (ready bool, reason string, cpu, mem int32) {
+	ready, reason, _ = h.gate.State()
+	if !ready {
+		return false, reason, 0, 0
+	}
+	mem64 := max(h.a.host.MemoryMiB-h.a.cfg.MemoryReserveMiB, 0)
+	return true, "", int32(h.a.host.Cores * 1024), int32(mem64)
+}
+
+func (h *hostView) Registration() *agentv1.RegisterRequest {
+	ready, reason, cpu, mem := h.capacity()
+	ports := make([]string, len(ReservedPorts))
+	for i, p := range ReservedPorts {
+		ports[i] = strconv.Itoa(p)
+	}
+	req := &agentv1.RegisterRequest{
+		Cluster: h.a.cfg.Cluster,
+		HostId:  h.a.hostID,
+		Resources: []*ecsv1.Resource{
+			{Name: proto.String("CPU"), Type: proto.String("INTEGER"), IntegerValue: cpu},
+			{Name: proto.String("MEMORY"), Type: proto.String("INTEGER"), IntegerValue: mem},
+			{Name: proto.String("PORTS"), Type: proto.String("STRINGSET"), StringSetValue: ports},
+			{Name: proto.String("PORTS_UDP"), Type: proto.String("STRINGSET"), StringSetValue: []string{}},
+		},
+		VersionInfo:   &ecsv1.VersionInfo{AgentVersion: proto.String(Version), DockerVersion: proto.String("containerd")},
+		RuntimeReady:  ready,
+		RuntimeReason: reason,
+	}
+	attr := func(name, value string) {
+		a := &ecsv1.Attribute{Name: proto.String(name)}
+		if value != "" {
+			a.Value = proto.String(value)
+		}
+		req.Attributes = append(req.Attributes, a)
+	}
+	attr("ecs.os-type", h.a.host.OSType)
+	attr("ecs.cpu-architecture", h.a.host.Arch)
+	for _, c := range Capabilities {
+		attr(c, "")
+	}
+	for k, v := range h.a.cfg.Attributes {
+		attr(k, v)
+	}
+	return req
+}
+
+func (h *hostView) Heartbeat() *agentv1.Heartbeat {
+	ready, _, cpu, mem := h.capacity()
+	return &agentv1.Heartbeat{RuntimeReady: ready, Cpu: cpu, Memory: mem}
+}
+
+func (h *hostView) CapacityChanged() <-chan struct{} {
+	_, _, ch := h.gate.State()
+	return ch
+}
+
+// handler routes the session's messages to the task manager.
+type handler struct{ m *tasks.Manager }
+
+func (h *handler) Registered(_ context.Context, resp *agentv1.RegisterResponse) error {
+	arn := resp.GetContainerInstance().GetContainerInstanceArn()
+	if arn == "" {
+		return errors.New("registration returned no container instance ARN")
+	}
+	h.m.SetInstance(arn)
+	return nil
+}
+func (h *handler) RunningTasks() []string { return h.m.RunningTasks() }
+func (h *handler) Assign(ctx context.Context, a *agentv1.Assignment) error {
+	return h.m.Assign(ctx, a)
+}
+func (h *handler) Stop(ctx context.Context, o *agentv1.StopOrder) error { return h.m.Stop(ctx, o) }
+func (h *handler) Expected(ctx context.Context, e *agentv1.ExpectedTasks) {
+	h.m.Expected(ctx, e)
+}

@@ -1,0 +1,201 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/pkg/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Ulimit is one resource limit, named as in ECS ("nofile", "nproc", …).
+type Ulimit struct {
+	Name string
+	Soft uint64
+	Hard uint64
+}
+
+// ContainerSpec is what the agent asks of one container, in Docker's
+// terms (the ECS agent passes container definitions to Docker).
+type ContainerSpec struct {
+	// ID is the containerd container id; its snapshot is ID+"-rootfs".
+	ID string
+	// Image is the pulled image.
+	Image containerd.Image
+	// Snapshotter holds the container's root filesystem.
+	Snapshotter string
+	// EntryPoint, when non-nil, replaces the image's ENTRYPOINT and drops
+	// its CMD, as `docker run --entrypoint` does.
+	EntryPoint []string
+	// Command, when non-nil, replaces the image's CMD.
+	Command []string
+	// Env are KEY=VALUE pairs set over the image's environment.
+	Env []string
+	// WorkingDir, when set, replaces the image's working directory.
+	WorkingDir string
+	// User, when set, is "user", "uid", "user:group" or "uid:gid".
+	User string
+	// CPUShares is the cgroup cpu.shares; values below 2 become 2 as
+	// Docker does.
+	CPUShares uint64
+	// MemoryMiB is the hard memory limit; 0 means none.
+	MemoryMiB int64
+	// MemoryReservationMiB is the soft memory limit; 0 means none.
+	MemoryReservationMiB int64
+	// Ulimits are resource limits for the container's processes.
+	Ulimits []Ulimit
+	// Labels go on the containerd container (dockerLabels plus the agent's).
+	Labels map[string]string
+	// ReadonlyRootfs mounts the root filesystem read-only.
+	ReadonlyRootfs bool
+	// Hostname, when set, is the container's host name.
+	Hostname string
+}
+
+// Args returns the process arguments for an image's entrypoint and cmd
+// under Docker's rules: an EntryPoint replaces both, a Command replaces
+// the cmd only.
+func Args(imageEntrypoint, imageCmd, entryPoint, command []string) []string {
+	switch {
+	case entryPoint != nil:
+		return append(append([]string{}, entryPoint...), command...)
+	case command != nil:
+		return append(append([]string{}, imageEntrypoint...), command...)
+	default:
+		return append(append([]string{}, imageEntrypoint...), imageCmd...)
+	}
+}
+
+// Create creates the container of spec, with a new snapshot of its image,
+// in host network mode. It returns the container or an error naming it.
+func Create(ctx context.Context, client *containerd.Client, spec ContainerSpec) (containerd.Container, error) {
+	imgSpec, err := spec.Image.Spec(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("create container %s: image config: %w", spec.ID, err)
+	}
+	args := Args(imgSpec.Config.Entrypoint, imgSpec.Config.Cmd, spec.EntryPoint, spec.Command)
+	if len(args) == 0 {
+		return nil, fmt.Errorf("create container %s: no command: the image has no entrypoint or cmd and none was given", spec.ID)
+	}
+	opts := []oci.SpecOpts{
+		oci.WithImageConfig(spec.Image),
+		oci.WithProcessArgs(args...),
+		oci.WithHostNamespace(specs.NetworkNamespace),
+		oci.WithHostHostsFile,
+		oci.WithHostResolvconf,
+	}
+	if len(spec.Env) > 0 {
+		opts = append(opts, oci.WithEnv(spec.Env))
+	}
+	if spec.WorkingDir != "" {
+		opts = append(opts, oci.WithProcessCwd(spec.WorkingDir))
+	}
+	if spec.User != "" {
+		opts = append(opts, oci.WithUser(spec.User))
+	}
+	if spec.Hostname != "" {
+		opts = append(opts, oci.WithHostname(spec.Hostname))
+	} else if h, err := os.Hostname(); err == nil {
+		opts = append(opts, oci.WithHostname(h))
+	}
+	shares := spec.CPUShares
+	if shares < 2 {
+		shares = 2
+	}
+	opts = append(opts, oci.WithCPUShares(shares))
+	if spec.MemoryMiB > 0 {
+		opts = append(opts, oci.WithMemoryLimit(uint64(spec.MemoryMiB)<<20))
+	}
+	if spec.MemoryReservationMiB > 0 {
+		opts = append(opts, withMemoryReservation(spec.MemoryReservationMiB<<20))
+	}
+	if len(spec.Ulimits) > 0 {
+		opts = append(opts, withUlimits(spec.Ulimits))
+	}
+	if spec.ReadonlyRootfs {
+		opts = append(opts, oci.WithRootFSReadonly())
+	}
+	ctr, err := client.NewContainer(ctx, spec.ID,
+		containerd.WithImage(spec.Image),
+		containerd.WithSnapshotter(spec.Snapshotter),
+		containerd.WithNewSnapshot(spec.ID+"-rootfs", spec.Image),
+		containerd.WithContainerLabels(spec.Labels),
+		containerd.WithImageStopSignal(spec.Image, "SIGTERM"),
+		containerd.WithNewSpec(opts...),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("create container %s: %w", spec.ID, err)
+	}
+	return ctr, nil
+}
+
+// withMemoryReservation sets the soft memory limit in bytes.
+func withMemoryReservation(bytes int64) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		if s.Linux == nil {
+			s.Linux = &specs.Linux{}
+		}
+		if s.Linux.Resources == nil {
+			s.Linux.Resources = &specs.LinuxResources{}
+		}
+		if s.Linux.Resources.Memory == nil {
+			s.Linux.Resources.Memory = &specs.LinuxMemory{}
+		}
+		s.Linux.Resources.Memory.Reservation = &bytes
+		return nil
+	}
+}
+
+// withUlimits sets the process's rlimits, replacing any of the same type.
+func withUlimits(limits []Ulimit) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		if s.Process == nil {
+			s.Process = &specs.Process{}
+		}
+		for _, u := range limits {
+			typ := "RLIMIT_" + strings.ToUpper(u.Name)
+			r := specs.POSIXRlimit{Type: typ, Soft: u.Soft, Hard: u.Hard}
+			replaced := false
+			for i := range s.Process.Rlimits {
+				if s.Process.Rlimits[i].Type == typ {
+					s.Process.Rlimits[i], replaced = r, true
+				}
+			}
+			if !replaced {
+				s.Process.Rlimits = append(s.Process.Rlimits, r)
+			}
+		}
+		return nil
+	}
+}
+
+// OOMKilled reports whether the kernel's OOM killer acted in the
+// container's memory cgroup (namespace/id, containerd's default cgroup
+// path), on cgroup v1 or v2. Read it after the task exits and before it is
+// deleted; it returns false when the cgroup is gone.
+func OOMKilled(namespace, id string) bool {
+	for _, p := range []struct{ file, key string }{
+		{filepath.Join("/sys/fs/cgroup/memory", namespace, id, "memory.oom_control"), "oom_kill"},
+		{filepath.Join("/sys/fs/cgroup", namespace, id, "memory.events"), "oom_kill"},
+	} {
+		b, err := os.ReadFile(p.file)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 2 && f[0] == p.key {
+				if n, err := strconv.Atoi(f[1]); err == nil && n > 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}

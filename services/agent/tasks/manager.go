@@ -1,0 +1,310 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	"github.com/berthhq/berth/services/agent/logs"
+	"github.com/berthhq/berth/services/agent/outbox"
+	"github.com/berthhq/berth/services/agent/runtime"
+)
+
+// Stop codes, as ECS reports them on a stopped task.
+const (
+	StopCodeTaskFailedToStart        = "TaskFailedToStart"
+	StopCodeEssentialContainerExited = "EssentialContainerExited"
+	StopCodeUserInitiated            = "UserInitiated"
+)
+
+// Reasons the agent reports, worded as the ECS agent words them.
+const (
+	ReasonOOM                = "OutOfMemoryError: Container killed due to memory usage"
+	ReasonEssentialExited    = "Essential container in task exited"
+	reasonCannotPull         = "CannotPullContainerError: "
+	reasonCannotCreate       = "CannotCreateContainerError: "
+	reasonCannotStart        = "CannotStartContainerError: "
+	reasonDependency         = "DependencyConditionUnsatisfied: "
+	reasonNotExpected        = "Task not expected on this instance by the control plane"
+	defaultStopTimeout       = 30 * time.Second
+	defaultCleanupWait       = 3 * time.Hour
+	runtimeRetryInterval     = 500 * time.Millisecond
+	defaultHealthInterval    = 30 * time.Second
+	defaultHealthTimeout     = 5 * time.Second
+	defaultHealthRetries     = 3
+	healthHealthy            = "HEALTHY"
+	healthUnhealthy          = "UNHEALTHY"
+	healthUnknown            = "UNKNOWN"
+	statusPending            = "PENDING"
+	statusRunning            = "RUNNING"
+	statusStopped            = "STOPPED"
+	dependencyStart          = "START"
+	dependencyComplete       = "COMPLETE"
+	dependencySuccess        = "SUCCESS"
+	dependencyHealthy        = "HEALTHY"
+	expectedMissingStopCode  = "ServiceSchedulerInitiated"
+	defaultReportCoalesceGap = 0
+)
+
+// Config configures a Manager.
+type Config struct {
+	// Gate gives access to containerd.
+	Gate *runtime.Gate
+	// Outbox stores state changes, deliveries and assignments.
+	Outbox *outbox.Outbox
+	// Logs captures container output.
+	Logs *logs.Store
+	// Reports is signalled (non-blocking) after each change appended.
+	Reports chan<- struct{}
+	// Pull says how images are pulled; Pull.Snapshotter is also the
+	// snapshotter of containers.
+	Pull runtime.PullConfig
+	// Cluster is the cluster name, set on container labels.
+	Cluster string
+	// HostID is the agent's host id, set on container labels.
+	HostID string
+	// FIFODir holds the containers' stdio FIFOs; it must survive agent
+	// restarts so adopted containers' output can be re-attached.
+	FIFODir string
+	// StopTimeout is the time between the stop signal and SIGKILL for
+	// containers without stopTimeout; default 30 s (ECS_CONTAINER_STOP_TIMEOUT).
+	StopTimeout time.Duration
+	// CleanupWait is how long a stopped task's containers and snapshots
+	// are kept; default 3 h (ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION).
+	CleanupWait time.Duration
+	// Log receives task events; nil discards them.
+	Log *slog.Logger
+}
+
+// Manager runs the tasks assigned to this host. Create it with New, start
+// Run, then hand it assignments and stop orders.
+type Manager struct {
+	cfg Config
+	log *slog.Logger
+
+	mu          sync.Mutex
+	tasks       map[string]*task
+	instanceARN string
+	registered  chan struct{} // closed once the instance ARN is known
+	queue       chan *task    // tasks to start once reconciled
+}
+
+// New returns a manager for cfg.
+func New(cfg Config) *Manager {
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = defaultStopTimeout
+	}
+	if cfg.CleanupWait <= 0 {
+		cfg.CleanupWait = defaultCleanupWait
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	cfg.Pull.Snapshotter = cmpOr(cfg.Pull.Snapshotter, "overlayfs")
+	return &Manager{
+		cfg: cfg, log: cfg.Log,
+		tasks:      map[string]*task{},
+		registered: make(chan struct{}),
+		queue:      make(chan *task, 1024),
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// SetInstance records the container instance ARN the host registered as;
+// the first call lets Run reconcile and start tasks.
+func (m *Manager) SetInstance(arn string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.instanceARN = arn
+	select {
+	case <-m.registered:
+	default:
+		close(m.registered)
+	}
+}
+
+func (m *Manager) instance() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.instanceARN
+}
+
+// RunningTasks returns the ARNs of tasks not yet STOPPED, sorted.
+func (m *Manager) RunningTasks() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for arn, t := range m.tasks {
+		if !t.isStopped() {
+			out = append(out, arn)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Assign takes an assignment: a redelivery (same delivery id, or a task
+// the agent already knows) is recognised and not run again; a new one is
+// stored durably and queued to start. It returns an error only when the
+// assignment could not be stored, in which case it must not be acked.
+func (m *Manager) Assign(_ context.Context, a *agentv1.Assignment) error {
+	arn := a.GetTask().GetTaskArn()
+	if arn == "" || a.GetTaskDefinition() == nil {
+		return fmt.Errorf("assignment %s: missing task ARN or task definition", a.GetDeliveryId())
+	}
+	fresh, err := m.cfg.Outbox.TakeDelivery(a.GetDeliveryId(), arn)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	_, known := m.tasks[arn]
+	m.mu.Unlock()
+	if !fresh || known {
+		m.log.Info("assignment redelivered; not run again", "task", arn, "delivery", a.GetDeliveryId())
+		return nil
+	}
+	if st, err := m.cfg.Outbox.KnownStatus(arn); err != nil {
+		return err
+	} else if st != "" {
+		m.log.Info("assignment for a task this host already ran; not run again", "task", arn, "status", st)
+		return nil
+	}
+	if err := m.cfg.Outbox.PutAssignment(a); err != nil {
+		return err
+	}
+	t := newTask(m, a)
+	m.mu.Lock()
+	m.tasks[arn] = t
+	m.mu.Unlock()
+	m.queue <- t
+	return nil
+}
+
+// Stop takes a stop order: the task's containers get their stop signal,
+// then SIGKILL after their stopTimeout; the task reports STOPPED with the
+// order's stop code and reason. A task the agent does not know is ignored.
+func (m *Manager) Stop(_ context.Context, o *agentv1.StopOrder) error {
+	m.mu.Lock()
+	t := m.tasks[o.GetTaskArn()]
+	m.mu.Unlock()
+	if t == nil {
+		m.log.Info("stop order for unknown task", "task", o.GetTaskArn())
+		return nil
+	}
+	t.requestStop(cmpOr(o.GetStopCode(), StopCodeUserInitiated), cmpOr(o.GetReason(), "Task stopped by user"))
+	return nil
+}
+
+// Expected stops every task not in e that the agent runs, except tasks
+// assigned after the list was made (still PENDING and unreported).
+func (m *Manager) Expected(_ context.Context, e *agentv1.ExpectedTasks) {
+	want := map[string]bool{}
+	for _, a := range e.GetTaskArns() {
+		want[a] = true
+	}
+	m.mu.Lock()
+	var stop []*task
+	for arn, t := range m.tasks {
+		if !want[arn] && t.reportedRunning() {
+			stop = append(stop, t)
+		}
+	}
+	m.mu.Unlock()
+	for _, t := range stop {
+		t.requestStop(expectedMissingStopCode, reasonNotExpected)
+	}
+}
+
+// Run reconciles once the instance is registered and containerd answers,
+// then starts assigned tasks until ctx is done. On return every task
+// goroutine has ended; containers keep running (an agent stop never stops
+// tasks).
+func (m *Manager) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-m.registered:
+	}
+	if _, err := m.cfg.Gate.Wait(ctx); err != nil {
+		return err
+	}
+	m.reconcile(ctx, &wg)
+	sweep := time.NewTicker(time.Minute)
+	defer sweep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case t := <-m.queue:
+			wg.Go(func() { t.run(ctx, nil) })
+		case <-sweep.C:
+			if _, err := m.cfg.Logs.Sweep(time.Now()); err != nil {
+				m.log.Warn("log retention sweep", "err", err)
+			}
+		}
+	}
+}
+
+// report appends the task's current state to the outbox and signals the
+// session. A change that would move the known status backward is dropped.
+func (m *Manager) report(c *agentv1.TaskStateChange) {
+	if _, err := m.cfg.Outbox.Append(c); err != nil {
+		if errors.Is(err, outbox.ErrBackward) {
+			m.log.Debug("state change dropped", "err", err)
+			return
+		}
+		m.log.Error("state change not stored", "task", c.GetTaskArn(), "err", err)
+		return
+	}
+	select {
+	case m.cfg.Reports <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Manager) forget(arn string) {
+	m.mu.Lock()
+	delete(m.tasks, arn)
+	m.mu.Unlock()
+}
+
+// fifoDir returns the FIFO directory of one container.
+func (m *Manager) fifoDir(id string) string {
+	return filepath.Join(m.cfg.FIFODir, id)
+}
+
+func (m *Manager) removeFIFOs(id string) {
+	_ = os.RemoveAll(m.fifoDir(id))
+}
+
+// familyRevision returns "family:revision" of a task definition.
+func familyRevision(a *agentv1.Assignment) string {
+	td := a.GetTaskDefinition()
+	if td.GetFamily() != "" {
+		return fmt.Sprintf("%s:%d", td.GetFamily(), td.GetRevision())
+	}
+	arn := td.GetTaskDefinitionArn()
+	return arn[strings.LastIndex(arn, "/")+1:]
+}
+
+func cloneAssignment(a *agentv1.Assignment) *agentv1.Assignment {
+	return proto.Clone(a).(*agentv1.Assignment)
+}

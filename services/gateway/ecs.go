@@ -70,11 +70,11 @@ func newOperations(httpClient connect.HTTPClient, baseURL string) (map[string]*o
 // agentActions are the ECS actions an instance-scoped credential may call: those of the
 // ECS container agent.
 var agentActions = map[string]bool{
-	"DiscoverPollEndpoint":          true,
-	"RegisterContainerInstance":     true,
-	"SubmitTaskStateChange":         true,
-	"SubmitContainerStateChange":    true,
-	"SubmitAttachmentStateChanges":  true,
+	"DiscoverPollEndpoint":         true,
+	"RegisterContainerInstance":    true,
+	"SubmitTaskStateChange":        true,
+	"SubmitContainerStateChange":   true,
+	"SubmitAttachmentStateChanges": true,
 }
 
 const internalMessage = "An internal error occurred."

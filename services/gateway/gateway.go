@@ -82,7 +82,7 @@ type Config struct {
 	// after which it is locked out, for LockoutBase doubling at each further lockout up to
 	// LockoutMax. Defaults DefaultLockoutAfter, DefaultLockoutBase, DefaultLockoutMax; a
 	// negative LockoutAfter disables lockout.
-	LockoutAfter           int
+	LockoutAfter            int
 	LockoutBase, LockoutMax time.Duration
 	// RequestTimeout bounds each ECS call to the scheduler; DefaultRequestTimeout when
 	// zero. It does not apply to the agent's streams.

@@ -10,6 +10,11 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
-require github.com/aws/smithy-go v1.28.9 // indirect
+require (
+	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
+	github.com/aws/aws-sdk-go-v2/service/ecs v1.105.1 // indirect
+	github.com/aws/smithy-go v1.28.9 // indirect
+)
 
 replace github.com/berthhq/berth/gen => ../../gen

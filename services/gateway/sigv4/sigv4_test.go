@@ -125,7 +125,9 @@ func TestVerifyTable(t *testing.T) {
 		{name: "unknown key", spec: signSpec{key: "AKIDUNKNOWN", secret: "x"}, want: "UnrecognizedClientException", contains: "security token included in the request is invalid"},
 		{name: "wrong secret", spec: signSpec{key: good.AccessKeyID, secret: "wrong"}, want: "InvalidSignatureException", contains: "does not match the signature you provided"},
 		{name: "body tampered", newBody: `{"maxResults":11}`, want: "InvalidSignatureException", contains: "does not match"},
-		{name: "signed header tampered", mutate: func(r *http.Request) { r.Header.Set("X-Amz-Target", "AmazonEC2ContainerServiceV20141113.DeleteCluster") }, want: "InvalidSignatureException"},
+		{name: "signed header tampered", mutate: func(r *http.Request) {
+			r.Header.Set("X-Amz-Target", "AmazonEC2ContainerServiceV20141113.DeleteCluster")
+		}, want: "InvalidSignatureException"},
 		{name: "signed header removed", mutate: func(r *http.Request) { r.Header.Del("X-Amz-Target") }, want: "InvalidSignatureException"},
 		{name: "signature tampered", mutate: func(r *http.Request) {
 			a := r.Header.Get("Authorization")

@@ -1,0 +1,324 @@
+package agentsession
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
+)
+
+// StopDeliverySuffix is appended to a task id to form a stop order's default
+// delivery_id, so an assignment and a stop order for the same task never share an id (the
+// agent dedups by delivery id).
+const StopDeliverySuffix = ":stop"
+
+// delivery is an inbox entry sent on this session and not yet finished with.
+type delivery struct {
+	key   string
+	rev   int64 // ModRevision of the entry as sent
+	stop  bool
+	acked bool
+}
+
+type session struct {
+	srv      *Server
+	id       string
+	account  string
+	cluster  string
+	instance string
+	arn      string
+	stream   interface {
+		Send(*agentv1.SessionResponse) error
+		Receive() (*agentv1.SessionRequest, error)
+	}
+	cancel context.CancelFunc
+	log    *slog.Logger
+
+	lastHeard  atomic.Int64 // unix nanos of the last message from the agent
+	lastAssert time.Time    // recv goroutine only
+
+	sendMu sync.Mutex
+	closed bool
+
+	mu      sync.Mutex
+	pending map[string]*delivery // by delivery id
+	byKey   map[string]string    // inbox key → delivery id
+}
+
+// run serves the session after Hello until it ends.
+func (ss *session) run(ctx context.Context) error {
+	s := ss.srv
+	pkey := keys.Presence(ss.account, ss.cluster, ss.instance)
+	if err := s.presence.put(ctx, pkey, s.cfg.Replica+" "+ss.id); err != nil {
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("record presence: %w", err))
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := s.presence.del(dctx, pkey, s.cfg.Replica+" "+ss.id); err != nil {
+			ss.log.Warn("agentsession: remove presence", "err", err)
+		}
+	}()
+	if err := s.cfg.Control.SetAgentConnected(ctx, ss.account, ss.arn, true); err != nil {
+		return ecserr.ToConnect(err)
+	}
+	ss.lastAssert = time.Now()
+
+	expected, err := ss.expectedTasks(ctx)
+	if err != nil {
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("list expected tasks: %w", err))
+	}
+	if err := ss.send(&agentv1.SessionResponse{Message: &agentv1.SessionResponse_ExpectedTasks{ExpectedTasks: &agentv1.ExpectedTasks{TaskArns: expected}}}); err != nil {
+		return err
+	}
+	ss.log.Debug("agentsession: session open", "session", ss.id, "expected", len(expected))
+
+	// Heartbeat watchdog: no per-message timer reset, just a timestamp the check reads.
+	timeout := s.cfg.HeartbeatTimeout
+	var timer *time.Timer
+	timer = time.AfterFunc(timeout, func() {
+		idle := time.Since(time.Unix(0, ss.lastHeard.Load()))
+		if idle >= timeout {
+			ss.log.Info("agentsession: heartbeat timeout", "idle", idle)
+			ss.cancel()
+			return
+		}
+		timer.Reset(timeout - idle)
+	})
+	defer timer.Stop()
+
+	recvErr := make(chan error, 1)
+	go func() {
+		err := ss.recvLoop(ctx)
+		ss.log.Debug("agentsession: receive ended", "session", ss.id, "err", err)
+		recvErr <- err
+		ss.cancel()
+	}()
+
+	werr := store.Watch(ctx, s.cfg.Etcd, keys.InboxOf(ss.instance), 0, ss.onInbox)
+	ss.log.Debug("agentsession: inbox watch ended", "session", ss.id, "err", werr)
+
+	// No more sends once the handler returns.
+	ss.sendMu.Lock()
+	ss.closed = true
+	ss.sendMu.Unlock()
+
+	select {
+	case err := <-recvErr:
+		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) {
+			return err
+		}
+		return nil
+	default:
+	}
+	if werr != nil && !errors.Is(werr, context.Canceled) {
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("inbox watch: %w", werr))
+	}
+	return nil // superseded, timed out or server closing: the agent reconnects
+}
+
+func (ss *session) send(msg *agentv1.SessionResponse) error {
+	ss.sendMu.Lock()
+	defer ss.sendMu.Unlock()
+	if ss.closed {
+		return context.Canceled
+	}
+	return ss.stream.Send(msg)
+}
+
+// expectedTasks lists the ARNs of the instance's tasks whose desiredStatus is RUNNING.
+func (ss *session) expectedTasks(ctx context.Context) ([]string, error) {
+	kv := ss.srv.cfg.Etcd
+	prefix := keys.TaskList(ss.account, ss.cluster, "RUNNING", keys.DimInstance, ss.instance, "")
+	var out []string
+	token := ""
+	for {
+		ks, next, err := store.ListKeys(ctx, kv, prefix, store.MaxListLimit, token)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range ks {
+			taskID := k[len(prefix):]
+			rec, _, err := store.Get[*storev1.TaskRecord](ctx, kv, keys.Task(ss.account, ss.cluster, taskID))
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if rec.GetTask().GetLastStatus() != "STOPPED" {
+				out = append(out, rec.GetTask().GetTaskArn())
+			}
+		}
+		if next == "" {
+			return out, nil
+		}
+		token = next
+	}
+}
+
+// onInbox pushes inbox changes to the agent.
+func (ss *session) onInbox(ev store.Event[*storev1.InboxEntry]) error {
+	switch ev.Type {
+	case store.EventResync:
+		present := map[string]bool{}
+		for _, it := range ev.Items {
+			present[it.Key] = true
+		}
+		ss.mu.Lock()
+		for k, id := range ss.byKey {
+			if !present[k] {
+				delete(ss.byKey, k)
+				delete(ss.pending, id)
+			}
+		}
+		ss.mu.Unlock()
+		for _, it := range ev.Items {
+			if err := ss.deliver(it); err != nil {
+				return err
+			}
+		}
+	case store.EventPut:
+		return ss.deliver(ev.Item)
+	case store.EventDelete:
+		ss.mu.Lock()
+		if id, ok := ss.byKey[ev.Item.Key]; ok {
+			delete(ss.byKey, ev.Item.Key)
+			delete(ss.pending, id)
+		}
+		ss.mu.Unlock()
+	}
+	return nil
+}
+
+// deliver sends one inbox entry, unless this session already sent it at this revision.
+func (ss *session) deliver(it store.Item[*storev1.InboxEntry]) error {
+	taskID := it.Key[len(keys.InboxOf(ss.instance)):]
+	var msg *agentv1.SessionResponse
+	var id string
+	stop := false
+	switch d := it.Value.GetDelivery().(type) {
+	case *storev1.InboxEntry_Assignment:
+		a := d.Assignment
+		if a.GetDeliveryId() == "" {
+			a.DeliveryId = taskID
+		}
+		id = a.GetDeliveryId()
+		msg = &agentv1.SessionResponse{Message: &agentv1.SessionResponse_Assignment{Assignment: a}}
+	case *storev1.InboxEntry_Stop:
+		o := d.Stop
+		if o.GetDeliveryId() == "" {
+			o.DeliveryId = taskID + StopDeliverySuffix
+		}
+		id = o.GetDeliveryId()
+		stop = true
+		msg = &agentv1.SessionResponse{Message: &agentv1.SessionResponse_Stop{Stop: o}}
+	default:
+		ss.log.Warn("agentsession: empty inbox entry", "key", it.Key)
+		return nil
+	}
+	ss.mu.Lock()
+	if cur := ss.pending[id]; cur != nil && cur.rev == it.ModRevision {
+		ss.mu.Unlock()
+		return nil
+	}
+	if old, ok := ss.byKey[it.Key]; ok && old != id {
+		delete(ss.pending, old)
+	}
+	ss.pending[id] = &delivery{key: it.Key, rev: it.ModRevision, stop: stop}
+	ss.byKey[it.Key] = id
+	ss.mu.Unlock()
+	if err := ss.send(msg); err != nil {
+		return err
+	}
+	return nil
+}
+
+// recvLoop reads the agent's messages until the stream ends.
+func (ss *session) recvLoop(ctx context.Context) error {
+	for {
+		req, err := ss.stream.Receive()
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		ss.lastHeard.Store(now.UnixNano())
+		if now.Sub(ss.lastAssert) >= ss.srv.cfg.ReassertEvery {
+			ss.lastAssert = now
+			if err := ss.srv.cfg.Control.SetAgentConnected(ctx, ss.account, ss.arn, true); err != nil {
+				ss.log.Warn("agentsession: re-assert agentConnected", "err", err)
+			}
+		}
+		switch m := req.GetMessage().(type) {
+		case *agentv1.SessionRequest_Heartbeat:
+			// Held in memory only (lastHeard above).
+		case *agentv1.SessionRequest_Ack:
+			ss.onAck(ctx, m.Ack.GetDeliveryIds())
+		case *agentv1.SessionRequest_TaskState:
+			if err := ss.onTaskState(ctx, m.TaskState); err != nil {
+				return err
+			}
+		case *agentv1.SessionRequest_Hello:
+			return connect.NewError(connect.CodeInvalidArgument, errors.New("hello sent twice"))
+		}
+	}
+}
+
+// onAck finishes acknowledged deliveries: an assignment's inbox entry is deleted (if it
+// still holds what was sent); a stop order's stays until the task is STOPPED, so a stop
+// is redelivered after a reconnect until the agent confirms it.
+func (ss *session) onAck(ctx context.Context, ids []string) {
+	for _, id := range ids {
+		ss.mu.Lock()
+		d := ss.pending[id]
+		if d != nil {
+			d.acked = true
+		}
+		ss.mu.Unlock()
+		if d == nil || d.stop {
+			continue
+		}
+		_, err := store.Delete(ctx, ss.srv.cfg.Etcd, d.key, d.rev)
+		switch {
+		case err == nil, errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
+			// Gone or replaced (by a stop order, delivered on its own).
+		default:
+			ss.log.Warn("agentsession: delete acked inbox entry", "key", d.key, "err", err)
+		}
+	}
+}
+
+// onTaskState records a task state change and acks it. A domain error (unknown task,
+// invalid change) is acked and logged, since resending cannot fix it; any other error ends
+// the session unacked, so the agent resends the change on its next session.
+func (ss *session) onTaskState(ctx context.Context, ch *agentv1.TaskStateChange) error {
+	err := ss.srv.cfg.Control.ApplyTaskStateChange(ctx, ss.account, ss.arn, ch)
+	var domain *ecserr.Error
+	switch {
+	case err == nil:
+	case errors.As(err, &domain):
+		ss.log.Warn("agentsession: task state change refused", "task", ch.GetTaskArn(), "status", ch.GetLastStatus(), "err", err)
+	default:
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("record task state: %w", err))
+	}
+	if ch.GetLastStatus() == "STOPPED" {
+		if a, perr := arn.Parse(ch.GetTaskArn()); perr == nil && a.Type == arn.Task {
+			if _, derr := store.Delete(ctx, ss.srv.cfg.Etcd, keys.Inbox(ss.instance, a.Name), 0); derr != nil && !errors.Is(derr, store.ErrNotFound) {
+				ss.log.Warn("agentsession: reclaim inbox entry", "task", a.Name, "err", derr)
+			}
+		}
+	}
+	return ss.send(&agentv1.SessionResponse{Message: &agentv1.SessionResponse_StateAck{StateAck: &agentv1.StateAck{Seqs: []uint64{ch.GetSeq()}}}})
+}

@@ -2,8 +2,8 @@ package agentsession
 
 import (
 	"context"
-	"log/slog"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"

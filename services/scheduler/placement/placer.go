@@ -27,16 +27,21 @@ type Placed struct {
 	InstanceID string
 	// InstanceARN is its ARN.
 	InstanceARN string
-	// Instance is the instance record the txn writes; every task placed on it by this
-	// call shares the pointer. The Commit hook must not write the instance key itself.
+	// Instance is the instance record the txn writes, with this call's reservations
+	// taken; every task placed on it by this call shares the pointer. The Commit hook must
+	// not write the instance key itself. With PlaceRequest.CommitWritesInstances it is
+	// instead a private copy of the record as read, without reservations, for the hook to
+	// reserve on and write under InstanceRev.
 	Instance *storev1.ContainerInstanceRecord
+	// InstanceRev is the ModRevision the instance was read at.
+	InstanceRev int64
 }
 
 // CommitFunc adds to txn the writes that go with the placements: task records, inbox
 // entries, index keys, counters. It may run several times (once per attempt, each with a
 // fresh txn and fresh placements) and must not Commit the txn. An error stops Place and
 // is returned as is.
-type CommitFunc func(txn *store.Txn, placed []Placed) error
+type CommitFunc func(ctx context.Context, txn *store.Txn, placed []Placed) error
 
 // PlaceRequest is one call to Placer.Place.
 type PlaceRequest struct {
@@ -48,6 +53,10 @@ type PlaceRequest struct {
 	Commit CommitFunc
 	// If adds compares to the txn, such as the leader's fence for the service loop.
 	If []clientv3.Cmp
+	// CommitWritesInstances hands the instance writes to Commit: Placer then neither
+	// reserves nor writes the instance records, and Commit must write each one under
+	// Placed.InstanceRev (as control.PlaceTxn does), or the placement is not protected.
+	CommitWritesInstances bool
 }
 
 // PlaceResult is what Place did.
@@ -146,13 +155,19 @@ func (p *Placer) Place(ctx context.Context, req PlaceRequest) (PlaceResult, erro
 		if len(plan.Choices) == 0 {
 			return PlaceResult{Failures: plan.Failures}, nil
 		}
-		placed, txn, err := p.build(snap, req, plan)
+		placed, txn, err := p.build(ctx, snap, req, plan)
 		if err != nil {
 			return PlaceResult{}, err
 		}
 		rev, err := txn.Commit(ctx)
 		if err == nil {
-			p.committed(req.Account, req.Cluster, placed, rev)
+			if !req.CommitWritesInstances {
+				p.committed(req.Account, req.Cluster, placed, rev)
+			} else {
+				// The hook wrote the instances; re-read them (cheap, and this keeps the
+				// cache exact without knowing what the hook wrote).
+				p.refresh(ctx, req.Account, req.Cluster, placed)
+			}
 			return PlaceResult{Placed: placed, Failures: plan.Failures, Revision: rev}, nil
 		}
 		if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
@@ -176,7 +191,7 @@ func (p *Placer) Place(ctx context.Context, req PlaceRequest) (PlaceResult, erro
 
 // build turns a plan into the txn: one CAS update per chosen instance with every
 // reservation of this call, plus the caller's writes.
-func (p *Placer) build(snap *snapshot, req PlaceRequest, plan Plan) ([]Placed, *store.Txn, error) {
+func (p *Placer) build(ctx context.Context, snap *snapshot, req PlaceRequest, plan Plan) ([]Placed, *store.Txn, error) {
 	txn := store.NewTxn(p.cli).If(req.If...)
 	recs := map[string]*storev1.ContainerInstanceRecord{}
 	var order []string
@@ -193,18 +208,22 @@ func (p *Placer) build(snap *snapshot, req PlaceRequest, plan Plan) ([]Placed, *
 		if rec.ContainerInstance == nil {
 			return nil, nil, fmt.Errorf("placement: instance %s has no container_instance", id)
 		}
-		if err := Reserve(rec.ContainerInstance, req.Request.Demand); err != nil {
-			// The engine saw the same numbers; this means the record and its view
-			// disagree, which is a bug.
-			return nil, nil, fmt.Errorf("placement: instance %s: %w", id, err)
+		if !req.CommitWritesInstances {
+			if err := Reserve(rec.ContainerInstance, req.Request.Demand); err != nil {
+				// The engine saw the same numbers; this means the record and its view
+				// disagree, which is a bug.
+				return nil, nil, fmt.Errorf("placement: instance %s: %w", id, err)
+			}
 		}
-		placed = append(placed, Placed{Index: i, InstanceID: id, InstanceARN: ch.Instance.ARN, Instance: rec})
+		placed = append(placed, Placed{Index: i, InstanceID: id, InstanceARN: ch.Instance.ARN, Instance: rec, InstanceRev: snap.entry(id).rev})
 	}
-	for _, id := range order {
-		txn.Update(keys.Instance(req.Account, req.Cluster, id), snap.entry(id).rev, recs[id])
+	if !req.CommitWritesInstances {
+		for _, id := range order {
+			txn.Update(keys.Instance(req.Account, req.Cluster, id), snap.entry(id).rev, recs[id])
+		}
 	}
 	if req.Commit != nil {
-		if err := req.Commit(txn, placed); err != nil {
+		if err := req.Commit(ctx, txn, placed); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -362,7 +381,7 @@ func (p *Placer) watch(account, cluster string, cc *clusterCache) {
 // committed records this process's own writes at once, so the next placement does not
 // have to wait for the watch to see them.
 func (p *Placer) committed(account, cluster string, placed []Placed, rev int64) {
-	if p.noCache {
+	if p.noCache || len(placed) == 0 {
 		return
 	}
 	p.mu.Lock()
@@ -376,6 +395,30 @@ func (p *Placer) committed(account, cluster string, placed []Placed, rev int64) 
 		if !done[pl.InstanceID] {
 			done[pl.InstanceID] = true
 			cc.upsert(pl.InstanceID, pl.Instance, rev)
+		}
+	}
+}
+
+// refresh re-reads the placed instances into the cache.
+func (p *Placer) refresh(ctx context.Context, account, cluster string, placed []Placed) {
+	if p.noCache {
+		return
+	}
+	p.mu.Lock()
+	cc := p.clusters[cacheKey(account, cluster)]
+	p.mu.Unlock()
+	if cc == nil {
+		return
+	}
+	done := map[string]bool{}
+	for _, pl := range placed {
+		if done[pl.InstanceID] {
+			continue
+		}
+		done[pl.InstanceID] = true
+		rec, rev, err := store.Get[*storev1.ContainerInstanceRecord](ctx, p.cli, keys.Instance(account, cluster, pl.InstanceID))
+		if err == nil {
+			cc.upsert(pl.InstanceID, rec, rev)
 		}
 	}
 }

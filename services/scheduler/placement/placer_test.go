@@ -44,7 +44,7 @@ func putInstance(t testing.TB, cli *clientv3.Client, cluster, id string, cpu, me
 // taskCommit writes a minimal task record per placement, with its reservation, so the
 // test can sum reservations afterwards.
 func taskCommit(cluster string, d Demand, seq *int64, mu *sync.Mutex) CommitFunc {
-	return func(txn *store.Txn, placed []Placed) error {
+	return func(_ context.Context, txn *store.Txn, placed []Placed) error {
 		for _, p := range placed {
 			mu.Lock()
 			*seq++

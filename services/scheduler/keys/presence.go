@@ -20,3 +20,10 @@ func Presences() string { return store.MustKeyPrefix("presence") }
 // Election returns the prefix concurrency.Election campaigns under for the named
 // leadership ("scheduler" for the scheduler's loops).
 func Election(name string) string { return store.MustKeyPrefix("leader", name) }
+
+// AllInstances returns the prefix of every container instance of every account, for the
+// leader's sweeps.
+func AllInstances() string { return store.MustKeyPrefix("instances") }
+
+// AllTasks returns the prefix of every task of every account, for the leader's sweeps.
+func AllTasks() string { return store.MustKeyPrefix("tasks") }

@@ -1,0 +1,399 @@
+package control
+
+import (
+	"context"
+	"strconv"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
+)
+
+// validateClusterSettings accepts containerInsights = enabled | disabled | enhanced, the
+// only cluster setting ECS has.
+func validateClusterSettings(settings []*ecsv1.ClusterSetting) error {
+	for _, st := range settings {
+		if st.GetName() != SettingContainerInsights {
+			return ecserr.InvalidParameterf("Invalid cluster setting name %q; the only cluster setting is containerInsights.", st.GetName())
+		}
+		if !oneOf(st.GetValue(), "enabled", "disabled", "enhanced") {
+			return ecserr.InvalidParameterf("Invalid value %q for cluster setting containerInsights.", st.GetValue())
+		}
+	}
+	return nil
+}
+
+// mergeClusterSettings applies settings over cur.
+func mergeClusterSettings(cur, settings []*ecsv1.ClusterSetting) []*ecsv1.ClusterSetting {
+	out := append([]*ecsv1.ClusterSetting{}, cur...)
+	for _, st := range settings {
+		found := false
+		for i, c := range out {
+			if c.GetName() == st.GetName() {
+				out[i] = &ecsv1.ClusterSetting{Name: proto.String(st.GetName()), Value: proto.String(st.GetValue())}
+				found = true
+			}
+		}
+		if !found {
+			out = append(out, &ecsv1.ClusterSetting{Name: proto.String(st.GetName()), Value: proto.String(st.GetValue())})
+		}
+	}
+	return out
+}
+
+func validateStrategy(providers []string, strategy []*ecsv1.CapacityProviderStrategyItem) error {
+	for _, it := range strategy {
+		found := false
+		for _, p := range providers {
+			found = found || p == it.GetCapacityProvider()
+		}
+		if !found {
+			return ecserr.InvalidParameterf("The specified capacity provider strategy cannot contain a capacity provider that is not associated with the cluster. Associate the capacity provider with the cluster or specify a valid capacity provider and try again.")
+		}
+		if it.GetWeight() < 0 || it.GetWeight() > 1000 || it.GetBase() < 0 || it.GetBase() > 100000 {
+			return ecserr.InvalidParameterf("Capacity provider strategy weight must be 0–1000 and base 0–100000.")
+		}
+	}
+	return nil
+}
+
+// CreateCluster creates a cluster (clusterName, default "default") and returns it. An
+// ACTIVE cluster of that name is returned unchanged, as ECS does; an INACTIVE one is
+// created afresh. Errors: InvalidParameterException for a bad name, tags or settings.
+// AWS reference: CreateCluster.
+func (s *Server) CreateCluster(ctx context.Context, req *connect.Request[ecsv1.CreateClusterRequest]) (*connect.Response[ecsv1.CreateClusterResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.CreateClusterRequest) (*ecsv1.CreateClusterResponse, error) {
+		name := m.GetClusterName()
+		if m.ClusterName == nil {
+			name = DefaultCluster
+		}
+		if !validName(name) {
+			return nil, ecserr.InvalidParameterf("Cluster name can have up to 255 characters. Valid characters are letters (uppercase and lowercase), numbers, underscores, and hyphens.")
+		}
+		if err := validateTags(m.GetTags()); err != nil {
+			return nil, err
+		}
+		if err := validateClusterSettings(m.GetSettings()); err != nil {
+			return nil, err
+		}
+		if err := validateStrategy(m.GetCapacityProviders(), m.GetDefaultCapacityProviderStrategy()); err != nil {
+			return nil, err
+		}
+		stored, err := s.settings(ctx, account)
+		if err != nil {
+			return nil, err
+		}
+		c := &ecsv1.Cluster{
+			ClusterArn:                      proto.String(arn.ClusterARN(s.region, account, name)),
+			ClusterName:                     proto.String(name),
+			Status:                          proto.String(statusActive),
+			Tags:                            mergeTags(nil, m.GetTags()),
+			Settings:                        mergeClusterSettings([]*ecsv1.ClusterSetting{{Name: proto.String(SettingContainerInsights), Value: proto.String(effective(stored, SettingContainerInsights))}}, m.GetSettings()),
+			CapacityProviders:               m.GetCapacityProviders(),
+			DefaultCapacityProviderStrategy: m.GetDefaultCapacityProviderStrategy(),
+			Configuration:                   m.GetConfiguration(),
+			Statistics:                      []*ecsv1.KeyValuePair{},
+			Attachments:                     []*ecsv1.Attachment{},
+		}
+		if ns := m.GetServiceConnectDefaults().GetNamespace(); ns != "" {
+			c.ServiceConnectDefaults = &ecsv1.ClusterServiceConnectDefaults{Namespace: proto.String(ns)}
+		}
+		var out *ecsv1.Cluster
+		err = retry(ctx, func() error {
+			cur, rev, err := s.cluster(ctx, account, name)
+			if err != nil {
+				return err
+			}
+			if cur != nil && cur.GetCluster().GetStatus() == statusActive {
+				out = cur.GetCluster()
+				return nil
+			}
+			txn := store.NewTxn(s.kv)
+			rec := &storev1.ClusterRecord{Cluster: c}
+			if cur == nil {
+				txn.Create(keys.Cluster(account, name), rec)
+			} else {
+				txn.Update(keys.Cluster(account, name), rev, rec)
+			}
+			txn.PutIndex(keys.ActiveCluster(account, name))
+			if _, err := txn.Commit(ctx); err != nil {
+				return err
+			}
+			out = c
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &ecsv1.CreateClusterResponse{Cluster: describeCluster(out, []string{"TAGS", "SETTINGS", "CONFIGURATIONS", "ATTACHMENTS"})}, nil
+	})
+}
+
+// describeCluster returns a copy of c with the optional parts asked for by include.
+func describeCluster(c *ecsv1.Cluster, include []string) *ecsv1.Cluster {
+	out := proto.Clone(c).(*ecsv1.Cluster)
+	want := map[string]bool{}
+	for _, i := range include {
+		want[i] = true
+	}
+	if !want["TAGS"] {
+		out.Tags = nil
+	}
+	if !want["SETTINGS"] {
+		out.Settings = nil
+	}
+	if !want["CONFIGURATIONS"] {
+		out.Configuration = nil
+	}
+	if !want["ATTACHMENTS"] {
+		out.Attachments = nil
+		out.AttachmentsStatus = nil
+	}
+	out.Statistics = nil
+	if want["STATISTICS"] {
+		kv := func(n string, v int32) *ecsv1.KeyValuePair {
+			return &ecsv1.KeyValuePair{Name: proto.String(n), Value: proto.String(strconv.Itoa(int(v)))}
+		}
+		out.Statistics = []*ecsv1.KeyValuePair{
+			kv("runningEC2TasksCount", c.GetRunningTasksCount()),
+			kv("runningFargateTasksCount", 0),
+			kv("pendingEC2TasksCount", c.GetPendingTasksCount()),
+			kv("pendingFargateTasksCount", 0),
+			kv("activeEC2ServiceCount", c.GetActiveServicesCount()),
+			kv("activeFargateServiceCount", 0),
+			kv("drainingEC2ServiceCount", 0),
+			kv("drainingFargateServiceCount", 0),
+		}
+	}
+	return out
+}
+
+// DescribeClusters describes up to 100 clusters by name or ARN ("default" when none is
+// given); include adds SETTINGS, STATISTICS, TAGS, CONFIGURATIONS, ATTACHMENTS. INACTIVE
+// clusters are described; unknown ones come back in failures with reason MISSING.
+// AWS reference: DescribeClusters.
+func (s *Server) DescribeClusters(ctx context.Context, req *connect.Request[ecsv1.DescribeClustersRequest]) (*connect.Response[ecsv1.DescribeClustersResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.DescribeClustersRequest) (*ecsv1.DescribeClustersResponse, error) {
+		refs := m.GetClusters()
+		if len(refs) == 0 {
+			refs = []string{DefaultCluster}
+		}
+		if len(refs) > 100 {
+			return nil, ecserr.InvalidParameterf("The number of clusters must be at most 100.")
+		}
+		for _, inc := range m.GetInclude() {
+			if !oneOf(inc, "ATTACHMENTS", "CONFIGURATIONS", "SETTINGS", "STATISTICS", "TAGS") {
+				return nil, ecserr.InvalidParameterf("Invalid include value %q.", inc)
+			}
+		}
+		resp := &ecsv1.DescribeClustersResponse{Clusters: []*ecsv1.Cluster{}, Failures: []*ecsv1.Failure{}}
+		var ks []string
+		var names []string
+		for _, ref := range refs {
+			name, err := clusterName(account, ref)
+			if err != nil {
+				resp.Failures = append(resp.Failures, missing(clusterFailureARN(s.region, account, ref)))
+				continue
+			}
+			ks = append(ks, keys.Cluster(account, name))
+			names = append(names, name)
+		}
+		recs, _, err := getMany[*storev1.ClusterRecord](ctx, s.kv, ks)
+		if err != nil {
+			return nil, err
+		}
+		for i, rec := range recs {
+			if rec == nil {
+				resp.Failures = append(resp.Failures, missing(arn.ClusterARN(s.region, account, names[i])))
+				continue
+			}
+			resp.Clusters = append(resp.Clusters, describeCluster(rec.GetCluster(), m.GetInclude()))
+		}
+		return resp, nil
+	})
+}
+
+func clusterFailureARN(region, account, ref string) string {
+	if arn.IsARN(ref) {
+		return ref
+	}
+	return arn.ClusterARN(region, account, ref)
+}
+
+// missing returns a failure with reason MISSING.
+func missing(a string) *ecsv1.Failure {
+	return &ecsv1.Failure{Arn: proto.String(a), Reason: proto.String("MISSING")}
+}
+
+// ListClusters lists the ARNs of the account's ACTIVE clusters in name order, maxResults
+// (1–100, default 100) per page with an opaque nextToken; a page costs O(maxResults).
+// AWS reference: ListClusters.
+func (s *Server) ListClusters(ctx context.Context, req *connect.Request[ecsv1.ListClustersRequest]) (*connect.Response[ecsv1.ListClustersResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.ListClustersRequest) (*ecsv1.ListClustersResponse, error) {
+		limit, err := maxResults(m.MaxResults)
+		if err != nil {
+			return nil, err
+		}
+		ks, next, err := pageKeys(ctx, s.kv, keys.ActiveCluster(account, ""), limit, m.GetNextToken(), false)
+		if err != nil {
+			return nil, err
+		}
+		resp := &ecsv1.ListClustersResponse{ClusterArns: make([]string, 0, len(ks))}
+		for _, k := range ks {
+			resp.ClusterArns = append(resp.ClusterArns, arn.ClusterARN(s.region, account, lastPart(k)))
+		}
+		if next != "" {
+			resp.NextToken = proto.String(next)
+		}
+		return resp, nil
+	})
+}
+
+// DeleteCluster marks an ACTIVE cluster INACTIVE (it stays describable) and returns it.
+// It is refused with ClusterContainsContainerInstancesException while instances are
+// registered, ClusterContainsServicesException while services are active, and
+// ClusterContainsTasksException while tasks are pending or running; an unknown or
+// INACTIVE cluster is ClusterNotFoundException. AWS reference: DeleteCluster.
+func (s *Server) DeleteCluster(ctx context.Context, req *connect.Request[ecsv1.DeleteClusterRequest]) (*connect.Response[ecsv1.DeleteClusterResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.DeleteClusterRequest) (*ecsv1.DeleteClusterResponse, error) {
+		if m.GetCluster() == "" {
+			return nil, ecserr.InvalidParameterf("cluster is required.")
+		}
+		var out *ecsv1.Cluster
+		err := retry(ctx, func() error {
+			name, rec, rev, err := s.activeCluster(ctx, account, m.GetCluster())
+			if err != nil {
+				return err
+			}
+			c := rec.GetCluster()
+			if c.GetRegisteredContainerInstancesCount() > 0 {
+				return ecserr.New("ClusterContainsContainerInstancesException", "The Cluster cannot be deleted while Container Instances are active or draining.")
+			}
+			if c.GetActiveServicesCount() > 0 {
+				return ecserr.New("ClusterContainsServicesException", "The Cluster cannot be deleted while Services are active.")
+			}
+			active, _, err := pageKeys(ctx, s.kv, keys.TaskList(account, name, "RUNNING", keys.DimAll, "-", ""), 1, "", false)
+			if err != nil {
+				return err
+			}
+			if c.GetRunningTasksCount() > 0 || c.GetPendingTasksCount() > 0 || len(active) > 0 {
+				return ecserr.New("ClusterContainsTasksException", "The Cluster cannot be deleted while Tasks are active.")
+			}
+			c.Status = proto.String(statusInactive)
+			_, err = store.NewTxn(s.kv).
+				Update(keys.Cluster(account, name), rev, rec).
+				Delete(keys.ActiveCluster(account, name)).
+				Commit(ctx)
+			out = c
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &ecsv1.DeleteClusterResponse{Cluster: describeCluster(out, []string{"SETTINGS", "CONFIGURATIONS"})}, nil
+	})
+}
+
+// mutateCluster applies fn to an ACTIVE cluster under CAS and returns it.
+func (s *Server) mutateCluster(ctx context.Context, account, ref string, fn func(*ecsv1.Cluster) error) (*ecsv1.Cluster, error) {
+	name, err := clusterName(account, ref)
+	if err != nil {
+		return nil, err
+	}
+	rec, _, err := store.Mutate(ctx, s.kv, keys.Cluster(account, name), func(r *storev1.ClusterRecord) error {
+		if r.GetCluster().GetStatus() != statusActive {
+			return ecserr.ClusterNotFoundError()
+		}
+		return fn(r.GetCluster())
+	}, store.MaxAttempts(64))
+	if isNotFound(err) {
+		return nil, ecserr.ClusterNotFoundError()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rec.GetCluster(), nil
+}
+
+// UpdateCluster updates a cluster's settings, configuration and Service Connect defaults
+// and returns it. Errors: ClusterNotFoundException, InvalidParameterException.
+// AWS reference: UpdateCluster.
+func (s *Server) UpdateCluster(ctx context.Context, req *connect.Request[ecsv1.UpdateClusterRequest]) (*connect.Response[ecsv1.UpdateClusterResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.UpdateClusterRequest) (*ecsv1.UpdateClusterResponse, error) {
+		if m.GetCluster() == "" {
+			return nil, ecserr.InvalidParameterf("cluster is required.")
+		}
+		if err := validateClusterSettings(m.GetSettings()); err != nil {
+			return nil, err
+		}
+		c, err := s.mutateCluster(ctx, account, m.GetCluster(), func(c *ecsv1.Cluster) error {
+			c.Settings = mergeClusterSettings(c.Settings, m.GetSettings())
+			if m.Configuration != nil {
+				c.Configuration = m.GetConfiguration()
+			}
+			if m.ServiceConnectDefaults != nil {
+				c.ServiceConnectDefaults = &ecsv1.ClusterServiceConnectDefaults{Namespace: m.GetServiceConnectDefaults().Namespace}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &ecsv1.UpdateClusterResponse{Cluster: describeCluster(c, []string{"SETTINGS", "CONFIGURATIONS", "TAGS"})}, nil
+	})
+}
+
+// UpdateClusterSettings sets a cluster's settings (containerInsights) and returns the
+// cluster. Errors: ClusterNotFoundException, InvalidParameterException.
+// AWS reference: UpdateClusterSettings.
+func (s *Server) UpdateClusterSettings(ctx context.Context, req *connect.Request[ecsv1.UpdateClusterSettingsRequest]) (*connect.Response[ecsv1.UpdateClusterSettingsResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.UpdateClusterSettingsRequest) (*ecsv1.UpdateClusterSettingsResponse, error) {
+		if m.GetCluster() == "" {
+			return nil, ecserr.InvalidParameterf("cluster is required.")
+		}
+		if len(m.GetSettings()) == 0 {
+			return nil, ecserr.InvalidParameterf("settings is required.")
+		}
+		if err := validateClusterSettings(m.GetSettings()); err != nil {
+			return nil, err
+		}
+		c, err := s.mutateCluster(ctx, account, m.GetCluster(), func(c *ecsv1.Cluster) error {
+			c.Settings = mergeClusterSettings(c.Settings, m.GetSettings())
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &ecsv1.UpdateClusterSettingsResponse{Cluster: describeCluster(c, []string{"SETTINGS"})}, nil
+	})
+}
+
+// PutClusterCapacityProviders replaces a cluster's capacity providers and default
+// strategy; they are stored and described, not acted on. Errors: ClusterNotFoundException,
+// InvalidParameterException for a strategy naming a provider not in the list.
+// AWS reference: PutClusterCapacityProviders.
+func (s *Server) PutClusterCapacityProviders(ctx context.Context, req *connect.Request[ecsv1.PutClusterCapacityProvidersRequest]) (*connect.Response[ecsv1.PutClusterCapacityProvidersResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.PutClusterCapacityProvidersRequest) (*ecsv1.PutClusterCapacityProvidersResponse, error) {
+		if m.GetCluster() == "" {
+			return nil, ecserr.InvalidParameterf("cluster is required.")
+		}
+		if err := validateStrategy(m.GetCapacityProviders(), m.GetDefaultCapacityProviderStrategy()); err != nil {
+			return nil, err
+		}
+		c, err := s.mutateCluster(ctx, account, m.GetCluster(), func(c *ecsv1.Cluster) error {
+			c.CapacityProviders = m.GetCapacityProviders()
+			c.DefaultCapacityProviderStrategy = m.GetDefaultCapacityProviderStrategy()
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &ecsv1.PutClusterCapacityProvidersResponse{Cluster: describeCluster(c, []string{"SETTINGS", "CONFIGURATIONS"})}, nil
+	})
+}

@@ -1,0 +1,21 @@
+// Package control is the scheduler's ECS domain: clusters, task definitions, container
+// instances, tasks, tags, attributes, account settings and task protection, kept in etcd
+// (through package store, under the key layout of package keys) with the semantics the
+// Amazon ECS API reference documents for each action
+// (https://docs.aws.amazon.com/AmazonECS/latest/APIReference/).
+//
+// Server implements ecsv1connect.EcsServiceHandler: every handler takes the caller's
+// account from package caller, validates its request as AWS does, and returns errors as
+// ecserr exceptions converted with ecserr.ToConnect. Server also exports the entry points
+// the agent session server calls (RegisterInstance, ApplyTaskStateChange,
+// SetAgentConnected).
+//
+// Placement is a seam: RunTask and StartTask hand pending tasks to a Placer, which writes
+// the placed tasks, the instances' reservations, the agents' inbox entries and the
+// cluster's counters in one transaction built with PlaceTxn. FirstFitPlacer is a small,
+// correct placer used until the placement package's own one is plugged in.
+//
+// Every write another writer can touch is a compare-and-swap transaction retried on
+// conflict; cluster and instance counters are written in the same transaction as the
+// records they count, and secondary index keys in the same transaction as their record.
+package control

@@ -1,0 +1,141 @@
+package control
+
+import (
+	"context"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
+)
+
+// Task protection limits from the UpdateTaskProtection reference: expiresInMinutes is
+// 1–2880 (48 hours), 120 when omitted.
+const (
+	defaultProtectionMinutes = 120
+	maxProtectionMinutes     = 2880
+)
+
+// protectionTargets resolves task references to keys; unresolvable ones become failures.
+// It returns the keys, the ids and the references resolved, in step.
+func (s *Server) protectionTargets(ctx context.Context, account, cluster string, refs []string) (ks, ids, resolved []string, failures []*ecsv1.Failure, err error) {
+	for _, ref := range refs {
+		id, ok, err := s.idRef(ctx, account, cluster, arn.Task, ref)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		if !ok {
+			failures = append(failures, missing(ref))
+			continue
+		}
+		ks = append(ks, keys.Task(account, cluster, id))
+		ids = append(ids, id)
+		resolved = append(resolved, ref)
+	}
+	return ks, ids, resolved, failures, nil
+}
+
+// UpdateTaskProtection turns scale-in protection on (for expiresInMinutes, 1–2880,
+// default 120) or off for up to 10 tasks; unknown tasks come back in failures (MISSING).
+// Errors: ClusterNotFoundException, InvalidParameterException.
+// AWS reference: UpdateTaskProtection.
+func (s *Server) UpdateTaskProtection(ctx context.Context, req *connect.Request[ecsv1.UpdateTaskProtectionRequest]) (*connect.Response[ecsv1.UpdateTaskProtectionResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.UpdateTaskProtectionRequest) (*ecsv1.UpdateTaskProtectionResponse, error) {
+		if len(m.GetTasks()) == 0 || len(m.GetTasks()) > 10 {
+			return nil, ecserr.InvalidParameterf("tasks must list between 1 and 10 tasks.")
+		}
+		minutes := int32(defaultProtectionMinutes)
+		if m.ExpiresInMinutes != nil {
+			minutes = m.GetExpiresInMinutes()
+			if minutes < 1 || minutes > maxProtectionMinutes {
+				return nil, ecserr.InvalidParameterf("expiresInMinutes must be between 1 and %d.", maxProtectionMinutes)
+			}
+		}
+		name, _, _, err := s.activeCluster(ctx, account, m.GetCluster())
+		if err != nil {
+			return nil, err
+		}
+		ks, ids, refs, failures, err := s.protectionTargets(ctx, account, name, m.GetTasks())
+		if err != nil {
+			return nil, err
+		}
+		recs, _, err := getMany[*storev1.TaskRecord](ctx, s.kv, ks)
+		if err != nil {
+			return nil, err
+		}
+		resp := &ecsv1.UpdateTaskProtectionResponse{ProtectedTasks: []*ecsv1.ProtectedTask{}, Failures: failures}
+		for i, r := range recs {
+			if r == nil {
+				resp.Failures = append(resp.Failures, missing(refs[i]))
+				continue
+			}
+			pt := &ecsv1.ProtectedTask{TaskArn: r.GetTask().TaskArn, ProtectionEnabled: m.GetProtectionEnabled()}
+			if m.GetProtectionEnabled() {
+				pt.ExpirationDate = proto.Float64(epoch(s.now().Add(time.Duration(minutes) * time.Minute)))
+			}
+			if _, err := store.NewTxn(s.kv).Put(keys.Protection(account, name, ids[i]), pt).Commit(ctx); err != nil {
+				return nil, err
+			}
+			resp.ProtectedTasks = append(resp.ProtectedTasks, pt)
+		}
+		if resp.Failures == nil {
+			resp.Failures = []*ecsv1.Failure{}
+		}
+		return resp, nil
+	})
+}
+
+// GetTaskProtection returns the scale-in protection of up to 100 tasks (expired
+// protection reads as disabled); unknown tasks come back in failures (MISSING).
+// Errors: ClusterNotFoundException, InvalidParameterException.
+// AWS reference: GetTaskProtection.
+func (s *Server) GetTaskProtection(ctx context.Context, req *connect.Request[ecsv1.GetTaskProtectionRequest]) (*connect.Response[ecsv1.GetTaskProtectionResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.GetTaskProtectionRequest) (*ecsv1.GetTaskProtectionResponse, error) {
+		if len(m.GetTasks()) == 0 || len(m.GetTasks()) > 100 {
+			return nil, ecserr.InvalidParameterf("tasks must list between 1 and 100 tasks.")
+		}
+		name, _, _, err := s.activeCluster(ctx, account, m.GetCluster())
+		if err != nil {
+			return nil, err
+		}
+		ks, ids, refs, failures, err := s.protectionTargets(ctx, account, name, m.GetTasks())
+		if err != nil {
+			return nil, err
+		}
+		recs, _, err := getMany[*storev1.TaskRecord](ctx, s.kv, ks)
+		if err != nil {
+			return nil, err
+		}
+		pks := make([]string, len(ids))
+		for i, id := range ids {
+			pks[i] = keys.Protection(account, name, id)
+		}
+		prots, _, err := getMany[*ecsv1.ProtectedTask](ctx, s.kv, pks)
+		if err != nil {
+			return nil, err
+		}
+		resp := &ecsv1.GetTaskProtectionResponse{ProtectedTasks: []*ecsv1.ProtectedTask{}, Failures: failures}
+		now := epoch(s.now())
+		for i, r := range recs {
+			if r == nil {
+				resp.Failures = append(resp.Failures, missing(refs[i]))
+				continue
+			}
+			pt := prots[i]
+			if pt == nil || (pt.GetProtectionEnabled() && pt.GetExpirationDate() <= now) {
+				pt = &ecsv1.ProtectedTask{TaskArn: r.GetTask().TaskArn}
+			}
+			resp.ProtectedTasks = append(resp.ProtectedTasks, pt)
+		}
+		if resp.Failures == nil {
+			resp.Failures = []*ecsv1.Failure{}
+		}
+		return resp, nil
+	})
+}

@@ -1,0 +1,122 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
+
+// Cluster statuses.
+const (
+	statusActive       = "ACTIVE"
+	statusInactive     = "INACTIVE"
+	statusDraining     = "DRAINING"
+	statusDeleteInProg = "DELETE_IN_PROGRESS"
+)
+
+// clusterName resolves a cluster reference (empty for "default", a name or an ARN) to a
+// name. An ARN of another account or of another resource type is a cluster that does not
+// exist for this caller: ClusterNotFoundException.
+func clusterName(account, ref string) (string, error) {
+	if ref == "" {
+		return DefaultCluster, nil
+	}
+	if arn.IsARN(ref) {
+		a, err := arn.Parse(ref)
+		if err != nil || a.Type != arn.Cluster {
+			return "", ecserr.InvalidParameterf("Invalid cluster ARN: %s", ref)
+		}
+		if a.Account != account {
+			return "", ecserr.ClusterNotFoundError()
+		}
+		ref = a.Name
+	}
+	if !validName(ref) {
+		return "", ecserr.ClusterNotFoundError()
+	}
+	return ref, nil
+}
+
+// cluster reads a cluster record (nil when absent).
+func (s *Server) cluster(ctx context.Context, account, name string) (*storev1.ClusterRecord, int64, error) {
+	return get[*storev1.ClusterRecord](ctx, s.kv, keys.Cluster(account, name))
+}
+
+// activeCluster resolves ref and reads the cluster, which must be ACTIVE; otherwise
+// ClusterNotFoundException ("Cluster not found."), as AWS answers for both.
+func (s *Server) activeCluster(ctx context.Context, account, ref string) (string, *storev1.ClusterRecord, int64, error) {
+	name, err := clusterName(account, ref)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	rec, rev, err := s.cluster(ctx, account, name)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	if rec == nil || rec.GetCluster().GetStatus() != statusActive {
+		return "", nil, 0, ecserr.ClusterNotFoundError()
+	}
+	return name, rec, rev, nil
+}
+
+// idRef resolves a task or container instance reference (an id, or a long or short ARN
+// of kind) within cluster. ok is false when the reference cannot name a resource of the
+// caller in that cluster (another account, another cluster, another type, bad syntax).
+func (s *Server) idRef(ctx context.Context, account, cluster, kind, ref string) (id string, ok bool, err error) {
+	if !arn.IsARN(ref) {
+		return ref, validID(ref), nil
+	}
+	a, perr := arn.Parse(ref)
+	if perr != nil || a.Type != kind || a.Account != account || !validID(a.Name) {
+		return "", false, nil
+	}
+	if a.Cluster != "" {
+		return a.Name, a.Cluster == cluster, nil
+	}
+	c, err := s.clusterOfID(ctx, account, kind, a.Name)
+	if err != nil {
+		return "", false, err
+	}
+	return a.Name, c == cluster, nil
+}
+
+// clusterOfID returns the cluster of a task or container instance id ("" if unknown).
+func (s *Server) clusterOfID(ctx context.Context, account, kind, id string) (string, error) {
+	v, _, err := get[*wrapperspb.StringValue](ctx, s.kv, keys.IDCluster(account, kind, id))
+	if err != nil || v == nil {
+		return "", err
+	}
+	return v.GetValue(), nil
+}
+
+// locate resolves a task or container instance ARN to its cluster and id, for calls that
+// name the resource by ARN only (tags, the agent's calls). ok is false for an ARN that
+// cannot name a resource of the caller.
+func (s *Server) locate(ctx context.Context, account, kind, ref string) (cluster, id string, ok bool, err error) {
+	a, perr := arn.Parse(ref)
+	if perr != nil || a.Type != kind || a.Account != account || !validID(a.Name) {
+		return "", "", false, nil
+	}
+	if a.Cluster != "" {
+		return a.Cluster, a.Name, validName(a.Cluster), nil
+	}
+	c, err := s.clusterOfID(ctx, account, kind, a.Name)
+	return c, a.Name, c != "", err
+}
+
+// validID reports whether s can be a task or instance id (and a key part).
+func validID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	return !strings.ContainsAny(s, "/:%")
+}

@@ -1,0 +1,159 @@
+package control
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"math"
+	mrand "math/rand/v2"
+	"time"
+
+	"connectrpc.com/connect"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
+	"github.com/berthhq/berth/services/scheduler/caller"
+	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/store"
+)
+
+// DefaultCluster is the cluster ECS uses when a request names none.
+const DefaultCluster = "default"
+
+// Config configures a Server.
+type Config struct {
+	// KV is the etcd client (a *clientv3.Client works). Required.
+	KV clientv3.KV
+	// Region is the region written in ARNs, e.g. "us-east-1". Default "us-east-1".
+	Region string
+	// Logger receives internal faults; nil discards them.
+	Logger *slog.Logger
+	// Placer places RunTask and StartTask tasks. Nil means a FirstFitPlacer on KV.
+	Placer Placer
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// NewID returns a new resource id (task and container instance ids, 32 lowercase hex
+	// characters on AWS); nil means a random one.
+	NewID func() string
+}
+
+// Server implements the ECS API (ecsv1connect.EcsServiceHandler) over etcd, and the
+// entry points of the agent session server. It holds no per-request state; one Server
+// serves any number of concurrent calls. Operations Berth does not implement answer
+// UnsupportedFeatureException naming the action.
+type Server struct {
+	unsupported
+
+	kv     clientv3.KV
+	region string
+	log    *slog.Logger
+	placer Placer
+	now    func() time.Time
+	newID  func() string
+}
+
+var _ ecsv1connect.EcsServiceHandler = (*Server)(nil)
+
+// New returns a Server for cfg. It does not touch etcd.
+func New(cfg Config) *Server {
+	s := &Server{
+		kv:     cfg.KV,
+		region: cfg.Region,
+		log:    cfg.Logger,
+		placer: cfg.Placer,
+		now:    cfg.Now,
+		newID:  cfg.NewID,
+	}
+	if s.region == "" {
+		s.region = "us-east-1"
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.newID == nil {
+		s.newID = NewID
+	}
+	if s.placer == nil {
+		s.placer = &FirstFitPlacer{KV: cfg.KV}
+	}
+	return s
+}
+
+// Region returns the region the server writes in ARNs.
+func (s *Server) Region() string { return s.region }
+
+// NewID returns 32 random lowercase hex characters, the shape of ECS task and container
+// instance ids.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// handle runs fn with the caller's account and the request message (never nil), and
+// converts its error for the RPC boundary.
+func handle[Req, Resp any](ctx context.Context, s *Server, req *connect.Request[Req], fn func(ctx context.Context, account string, msg *Req) (*Resp, error)) (*connect.Response[Resp], error) {
+	id, ok := caller.From(ctx)
+	if !ok || id.Account == "" {
+		return nil, ecserr.ToConnect(ecserr.New("AccessDeniedException", "The request carries no account."))
+	}
+	var msg *Req
+	if req != nil {
+		msg = req.Msg
+	}
+	if msg == nil {
+		msg = new(Req)
+	}
+	resp, err := fn(ctx, id.Account, msg)
+	if err != nil {
+		return nil, s.toConnect(ctx, err)
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// toConnect converts err with ecserr.ToConnect, logging what is not a domain error.
+func (s *Server) toConnect(ctx context.Context, err error) error {
+	var e *ecserr.Error
+	if !errors.As(err, &e) {
+		s.log.ErrorContext(ctx, "ecs call failed", "err", err)
+	}
+	return ecserr.ToConnect(err)
+}
+
+// epoch returns t as ECS timestamps are written: seconds since the epoch, millisecond
+// precision.
+func epoch(t time.Time) float64 {
+	return math.Round(float64(t.UnixMilli())) / 1000
+}
+
+// nowEpoch is epoch(s.now()).
+func (s *Server) nowEpoch() *float64 { return proto.Float64(epoch(s.now())) }
+
+// retry runs fn until it returns something other than a store revision conflict
+// (ErrConflict, or ErrExists from a create-if-absent race), with a short jittered
+// backoff, until ctx ends. Use it for multi-record transactions Mutate cannot express.
+func retry(ctx context.Context, fn func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil || !(errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) || errors.Is(err, errRetry)) {
+			return err
+		}
+		d := time.Millisecond << min(attempt-1, 5)
+		t := time.NewTimer(d/2 + mrand.N(d/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// errRetry asks retry for another attempt.
+var errRetry = errors.New("control: retry")

@@ -1,0 +1,583 @@
+package control
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
+)
+
+// maxContainers is ECS's limit of container definitions per task definition.
+const maxContainers = 10
+
+// buildTaskDefinition validates a RegisterTaskDefinition request as ECS does and returns
+// the task definition with AWS's defaults filled in (revision, ARN, status and times are
+// set by the caller). Errors are ClientException naming the field, as AWS answers.
+func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDefinition, error) {
+	family := m.GetFamily()
+	if family == "" {
+		return nil, ecserr.Clientf("Family should not be null or empty.")
+	}
+	if !validName(family) {
+		return nil, ecserr.Clientf("Family can have up to 255 characters. Valid characters are letters (uppercase and lowercase), numbers, underscores, and hyphens.")
+	}
+	if len(m.GetContainerDefinitions()) == 0 {
+		return nil, ecserr.Clientf("Container list cannot be empty.")
+	}
+	if len(m.GetContainerDefinitions()) > maxContainers {
+		return nil, ecserr.Clientf("Too many containers: a task definition can have at most %d container definitions.", maxContainers)
+	}
+	if err := validateTags(m.GetTags()); err != nil {
+		return nil, err
+	}
+	td := &ecsv1.TaskDefinition{
+		Family:                  proto.String(family),
+		TaskRoleArn:             m.TaskRoleArn,
+		ExecutionRoleArn:        m.ExecutionRoleArn,
+		NetworkMode:             m.NetworkMode,
+		Volumes:                 m.GetVolumes(),
+		PlacementConstraints:    m.GetPlacementConstraints(),
+		RequiresCompatibilities: m.GetRequiresCompatibilities(),
+		PidMode:                 m.PidMode,
+		IpcMode:                 m.IpcMode,
+		ProxyConfiguration:      m.GetProxyConfiguration(),
+		InferenceAccelerators:   m.GetInferenceAccelerators(),
+		EphemeralStorage:        m.GetEphemeralStorage(),
+		RuntimePlatform:         m.GetRuntimePlatform(),
+		EnableFaultInjection:    m.EnableFaultInjection,
+		RequiresAttributes:      []*ecsv1.Attribute{},
+	}
+	if td.Volumes == nil {
+		td.Volumes = []*ecsv1.Volume{}
+	}
+	if td.PlacementConstraints == nil {
+		td.PlacementConstraints = []*ecsv1.TaskDefinitionPlacementConstraint{}
+	}
+	mode := m.GetNetworkMode()
+	if m.NetworkMode == nil {
+		mode = "bridge"
+		td.NetworkMode = proto.String(mode)
+	}
+	if !oneOf(mode, "bridge", "host", "awsvpc", "none") {
+		return nil, ecserr.Clientf("Invalid networkMode %q: valid values are bridge, host, awsvpc and none.", mode)
+	}
+	if m.PidMode != nil && !oneOf(m.GetPidMode(), "host", "task") {
+		return nil, ecserr.Clientf("Invalid pidMode %q: valid values are host and task.", m.GetPidMode())
+	}
+	if m.IpcMode != nil && !oneOf(m.GetIpcMode(), "host", "task", "none") {
+		return nil, ecserr.Clientf("Invalid ipcMode %q: valid values are host, task and none.", m.GetIpcMode())
+	}
+	for _, c := range m.GetRequiresCompatibilities() {
+		if !oneOf(c, "EC2", "FARGATE", "EXTERNAL", "MANAGED_INSTANCES") {
+			return nil, ecserr.Clientf("Invalid requiresCompatibilities value %q.", c)
+		}
+	}
+	if m.Cpu != nil {
+		v, ok := normalizeCPU(m.GetCpu())
+		if !ok {
+			return nil, ecserr.Clientf("Invalid 'cpu' setting for task: %q.", m.GetCpu())
+		}
+		td.Cpu = proto.String(v)
+	}
+	taskMem := 0
+	if m.Memory != nil {
+		v, ok := normalizeMemory(m.GetMemory())
+		if !ok {
+			return nil, ecserr.Clientf("Invalid 'memory' setting for task: %q.", m.GetMemory())
+		}
+		td.Memory = proto.String(v)
+		taskMem, _ = strconv.Atoi(v)
+	}
+	fargate := oneOf("FARGATE", m.GetRequiresCompatibilities()...)
+	if fargate {
+		if mode != "awsvpc" {
+			return nil, ecserr.Clientf("Fargate only supports network mode 'awsvpc'.")
+		}
+		if td.Cpu == nil {
+			return nil, ecserr.Clientf("Fargate requires that 'cpu' be defined at the task level.")
+		}
+		if td.Memory == nil {
+			return nil, ecserr.Clientf("Fargate requires that 'memory' be defined at the task level.")
+		}
+	}
+	td.Compatibilities = []string{"EC2", "EXTERNAL"}
+	if mode == "awsvpc" && td.Cpu != nil && td.Memory != nil {
+		td.Compatibilities = []string{"EC2", "EXTERNAL", "FARGATE"}
+	}
+
+	volumes := map[string]bool{}
+	for _, v := range td.Volumes {
+		if v == nil || v.GetName() == "" {
+			return nil, ecserr.Clientf("Volume name should not be null or empty.")
+		}
+		if volumes[v.GetName()] {
+			return nil, ecserr.Clientf("Volume names must be unique: %q is used twice.", v.GetName())
+		}
+		volumes[v.GetName()] = true
+	}
+
+	names := map[string]bool{}
+	hostPorts := map[string]bool{}
+	essential := false
+	memSum := 0
+	for i, in := range m.GetContainerDefinitions() {
+		if in == nil {
+			return nil, ecserr.Clientf("Container definition %d is empty.", i)
+		}
+		c := proto.Clone(in).(*ecsv1.ContainerDefinition)
+		name := c.GetName()
+		if name == "" {
+			return nil, ecserr.Clientf("Container.name should not be null or empty.")
+		}
+		if !validName(name) {
+			return nil, ecserr.Clientf("Container name can have up to 255 characters. Valid characters are letters (uppercase and lowercase), numbers, underscores, and hyphens: %q.", name)
+		}
+		if names[name] {
+			return nil, ecserr.Clientf("Container names must be unique within a task definition: %q is used twice.", name)
+		}
+		names[name] = true
+		if strings.TrimSpace(c.GetImage()) == "" {
+			return nil, ecserr.Clientf("Container.image should not be null or empty.")
+		}
+		if c.Essential == nil {
+			c.Essential = proto.Bool(true)
+		}
+		essential = essential || c.GetEssential()
+		if c.GetCpu() < 0 {
+			return nil, ecserr.Clientf("Invalid 'cpu' setting for container '%s'.", name)
+		}
+		if c.Memory == nil && c.MemoryReservation == nil && td.Memory == nil {
+			return nil, ecserr.Clientf("Invalid setting for container '%s'. At least one of 'memory' or 'memoryReservation' must be specified.", name)
+		}
+		if c.Memory != nil && c.GetMemory() < 6 {
+			return nil, ecserr.Clientf("Invalid 'memory' setting for container '%s'. The minimum is 6 MiB.", name)
+		}
+		if c.MemoryReservation != nil && c.GetMemoryReservation() < 6 {
+			return nil, ecserr.Clientf("Invalid 'memoryReservation' setting for container '%s'. The minimum is 6 MiB.", name)
+		}
+		if c.Memory != nil && c.MemoryReservation != nil && c.GetMemory() < c.GetMemoryReservation() {
+			return nil, ecserr.Clientf("Invalid setting for container '%s'. 'memory' must be greater than or equal to 'memoryReservation'.", name)
+		}
+		if c.Memory != nil {
+			memSum += int(c.GetMemory())
+		} else {
+			memSum += int(c.GetMemoryReservation())
+		}
+		if taskMem > 0 && c.Memory != nil && int(c.GetMemory()) > taskMem {
+			return nil, ecserr.Clientf("Invalid 'memory' setting for container '%s'. The container memory must not exceed the task memory.", name)
+		}
+		for _, pm := range c.GetPortMappings() {
+			if pm == nil {
+				return nil, ecserr.Clientf("Invalid port mapping for container '%s'.", name)
+			}
+			if pm.Protocol == nil {
+				pm.Protocol = proto.String("tcp")
+			}
+			if !oneOf(pm.GetProtocol(), "tcp", "udp") {
+				return nil, ecserr.Clientf("Invalid protocol %q for container '%s': valid values are tcp and udp.", pm.GetProtocol(), name)
+			}
+			if pm.ContainerPort == nil && pm.ContainerPortRange == nil {
+				return nil, ecserr.Clientf("Invalid port mapping for container '%s': containerPort or containerPortRange is required.", name)
+			}
+			if pm.ContainerPort != nil && (pm.GetContainerPort() < 1 || pm.GetContainerPort() > 65535) {
+				return nil, ecserr.Clientf("Invalid containerPort %d for container '%s': ports are 1-65535.", pm.GetContainerPort(), name)
+			}
+			if pm.GetHostPort() < 0 || pm.GetHostPort() > 65535 {
+				return nil, ecserr.Clientf("Invalid hostPort %d for container '%s': ports are 0-65535.", pm.GetHostPort(), name)
+			}
+			if (mode == "awsvpc" || mode == "host") && pm.ContainerPort != nil {
+				if pm.HostPort != nil && pm.GetHostPort() != pm.GetContainerPort() {
+					return nil, ecserr.Clientf("When networkMode=%s, the host ports and container ports in port mappings must match.", mode)
+				}
+				pm.HostPort = proto.Int32(pm.GetContainerPort())
+			}
+			if mode == "none" {
+				return nil, ecserr.Clientf("Port mappings are not allowed when networkMode=none.")
+			}
+			if hp := pm.GetHostPort(); hp > 0 {
+				k := pm.GetProtocol() + "/" + strconv.Itoa(int(hp))
+				if hostPorts[k] {
+					return nil, ecserr.Clientf("Invalid port mappings: host port %d/%s is used twice in the task definition.", hp, pm.GetProtocol())
+				}
+				hostPorts[k] = true
+			}
+		}
+		for _, mp := range c.GetMountPoints() {
+			if mp.GetSourceVolume() != "" && !volumes[mp.GetSourceVolume()] {
+				return nil, ecserr.Clientf("Invalid 'mountPoints' setting for container '%s'. Unknown volume '%s'.", name, mp.GetSourceVolume())
+			}
+		}
+		if c.PortMappings == nil {
+			c.PortMappings = []*ecsv1.PortMapping{}
+		}
+		if c.Environment == nil {
+			c.Environment = []*ecsv1.KeyValuePair{}
+		}
+		if c.MountPoints == nil {
+			c.MountPoints = []*ecsv1.MountPoint{}
+		}
+		if c.VolumesFrom == nil {
+			c.VolumesFrom = []*ecsv1.VolumeFrom{}
+		}
+		if c.SystemControls == nil {
+			c.SystemControls = []*ecsv1.SystemControl{}
+		}
+		td.ContainerDefinitions = append(td.ContainerDefinitions, c)
+	}
+	for _, c := range td.ContainerDefinitions {
+		for _, d := range c.GetDependsOn() {
+			if !names[d.GetContainerName()] {
+				return nil, ecserr.Clientf("Invalid 'dependsOn' setting for container '%s'. Unknown container '%s'.", c.GetName(), d.GetContainerName())
+			}
+			if !oneOf(d.GetCondition(), "START", "COMPLETE", "SUCCESS", "HEALTHY") {
+				return nil, ecserr.Clientf("Invalid 'dependsOn' condition %q for container '%s'.", d.GetCondition(), c.GetName())
+			}
+		}
+	}
+	if !essential {
+		return nil, ecserr.Clientf("Task definition does not have any essential container.")
+	}
+	if taskMem > 0 && memSum > taskMem {
+		return nil, ecserr.Clientf("Invalid 'memory' setting for task: the containers' memory (%d MiB) exceeds the task memory (%d MiB).", memSum, taskMem)
+	}
+	return td, nil
+}
+
+// RegisterTaskDefinition validates a task definition, fills AWS's defaults and registers
+// it as the next revision of its family: revisions start at 1 and never repeat, even
+// after deregistration and under concurrent registration (the family's counter is
+// written in the same transaction as the revision). Errors: ClientException for an
+// invalid definition, InvalidParameterException for bad tags.
+// AWS reference: RegisterTaskDefinition.
+func (s *Server) RegisterTaskDefinition(ctx context.Context, req *connect.Request[ecsv1.RegisterTaskDefinitionRequest]) (*connect.Response[ecsv1.RegisterTaskDefinitionResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.RegisterTaskDefinitionResponse, error) {
+		td, err := buildTaskDefinition(m)
+		if err != nil {
+			return nil, err
+		}
+		td.Status = proto.String(statusActive)
+		td.RegisteredBy = proto.String(rootARN(account))
+		tags := mergeTags(nil, m.GetTags())
+		family := td.GetFamily()
+		fkey := keys.Family(account, family)
+		err = retry(ctx, func() error {
+			fam, frev, err := get[*storev1.FamilyRecord](ctx, s.kv, fkey)
+			if err != nil {
+				return err
+			}
+			if fam == nil {
+				fam = &storev1.FamilyRecord{Family: family}
+			}
+			rev := int(fam.GetLastRevision()) + 1
+			wasActive := fam.GetActiveRevisions() > 0
+			fam.LastRevision = int32(rev)
+			fam.ActiveRevisions++
+			td.Revision = int32(rev)
+			td.TaskDefinitionArn = proto.String(arn.TaskDefinitionARN(s.region, account, family, rev))
+			td.RegisteredAt = s.nowEpoch()
+			txn := store.NewTxn(s.kv)
+			if frev == 0 {
+				txn.Create(fkey, fam)
+			} else {
+				txn.Update(fkey, frev, fam)
+			}
+			txn.Create(keys.TaskDefinition(account, family, rev), &storev1.TaskDefinitionRecord{TaskDefinition: td, Tags: tags})
+			txn.PutIndex(keys.TaskDefinitionByStatus(account, statusActive, family, rev))
+			if !wasActive {
+				txn.PutIndex(keys.FamilyByStatus(account, statusActive, family))
+				txn.Delete(keys.FamilyByStatus(account, statusInactive, family))
+			}
+			_, err = txn.Commit(ctx)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &ecsv1.RegisterTaskDefinitionResponse{TaskDefinition: td, Tags: tags}, nil
+	})
+}
+
+// parseTaskDefRef splits a task definition reference (family, family:revision or ARN)
+// into family and revision (0 when only the family is given). ok is false when it cannot
+// name a task definition of account.
+func parseTaskDefRef(account, ref string) (family string, revision int, ok bool) {
+	if arn.IsARN(ref) {
+		a, err := arn.Parse(ref)
+		if err != nil || a.Type != arn.TaskDefinition || a.Account != account {
+			return "", 0, false
+		}
+		return a.Name, a.Revision, validName(a.Name)
+	}
+	family, rev, hasRev := strings.Cut(ref, ":")
+	if !validName(family) {
+		return "", 0, false
+	}
+	if !hasRev {
+		return family, 0, true
+	}
+	n, err := strconv.Atoi(rev)
+	if err != nil || n < 1 {
+		return "", 0, false
+	}
+	return family, n, true
+}
+
+// taskDefinition resolves a reference to a stored revision: family alone means its
+// latest ACTIVE revision. It returns a nil record when there is none.
+func (s *Server) taskDefinition(ctx context.Context, account, ref string) (*storev1.TaskDefinitionRecord, int64, error) {
+	family, rev, ok := parseTaskDefRef(account, ref)
+	if !ok {
+		return nil, 0, nil
+	}
+	if rev == 0 {
+		ks, _, err := pageKeys(ctx, s.kv, keys.TaskDefinitionByStatus(account, statusActive, family, 0), 1, "", true)
+		if err != nil || len(ks) == 0 {
+			return nil, 0, err
+		}
+		rev, _ = strconv.Atoi(lastPart(ks[0]))
+	}
+	return get[*storev1.TaskDefinitionRecord](ctx, s.kv, keys.TaskDefinition(account, family, rev))
+}
+
+// DescribeTaskDefinition describes a task definition by family (its latest ACTIVE
+// revision), family:revision or ARN; INACTIVE and DELETE_IN_PROGRESS revisions are
+// described too. include TAGS adds its tags. Errors: ClientException "Unable to describe
+// task definition." for an unknown one. AWS reference: DescribeTaskDefinition.
+func (s *Server) DescribeTaskDefinition(ctx context.Context, req *connect.Request[ecsv1.DescribeTaskDefinitionRequest]) (*connect.Response[ecsv1.DescribeTaskDefinitionResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.DescribeTaskDefinitionRequest) (*ecsv1.DescribeTaskDefinitionResponse, error) {
+		if m.GetTaskDefinition() == "" {
+			return nil, ecserr.Clientf("taskDefinition is required.")
+		}
+		rec, _, err := s.taskDefinition(ctx, account, m.GetTaskDefinition())
+		if err != nil {
+			return nil, err
+		}
+		if rec == nil {
+			return nil, ecserr.Clientf("Unable to describe task definition.")
+		}
+		resp := &ecsv1.DescribeTaskDefinitionResponse{TaskDefinition: rec.GetTaskDefinition()}
+		if oneOf("TAGS", m.GetInclude()...) {
+			resp.Tags = rec.GetTags()
+			if resp.Tags == nil {
+				resp.Tags = []*ecsv1.Tag{}
+			}
+		}
+		return resp, nil
+	})
+}
+
+// DeregisterTaskDefinition marks a revision (family:revision or ARN) INACTIVE; it stays
+// describable and its revision number is never reused. Deregistering an INACTIVE revision
+// returns it unchanged. Errors: ClientException for a missing revision number or an
+// unknown revision. AWS reference: DeregisterTaskDefinition.
+func (s *Server) DeregisterTaskDefinition(ctx context.Context, req *connect.Request[ecsv1.DeregisterTaskDefinitionRequest]) (*connect.Response[ecsv1.DeregisterTaskDefinitionResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.DeregisterTaskDefinitionRequest) (*ecsv1.DeregisterTaskDefinitionResponse, error) {
+		family, rev, ok := parseTaskDefRef(account, m.GetTaskDefinition())
+		if !ok {
+			return nil, ecserr.Clientf("The specified task definition does not exist.")
+		}
+		if rev == 0 {
+			return nil, ecserr.Clientf("Revision must be specified as family:revision or as a full task definition ARN.")
+		}
+		var out *ecsv1.TaskDefinition
+		err := retry(ctx, func() error {
+			tkey, fkey := keys.TaskDefinition(account, family, rev), keys.Family(account, family)
+			rec, trev, err := get[*storev1.TaskDefinitionRecord](ctx, s.kv, tkey)
+			if err != nil {
+				return err
+			}
+			if rec == nil {
+				return ecserr.Clientf("The specified task definition does not exist.")
+			}
+			out = rec.GetTaskDefinition()
+			if out.GetStatus() != statusActive {
+				return nil
+			}
+			fam, frev, err := get[*storev1.FamilyRecord](ctx, s.kv, fkey)
+			if err != nil {
+				return err
+			}
+			if fam == nil {
+				return errRetry
+			}
+			out.Status = proto.String(statusInactive)
+			out.DeregisteredAt = s.nowEpoch()
+			fam.ActiveRevisions = max(fam.GetActiveRevisions()-1, 0)
+			txn := store.NewTxn(s.kv).
+				Update(tkey, trev, rec).
+				Update(fkey, frev, fam).
+				Delete(keys.TaskDefinitionByStatus(account, statusActive, family, rev)).
+				PutIndex(keys.TaskDefinitionByStatus(account, statusInactive, family, rev))
+			if fam.ActiveRevisions == 0 {
+				txn.Delete(keys.FamilyByStatus(account, statusActive, family)).
+					PutIndex(keys.FamilyByStatus(account, statusInactive, family))
+			}
+			_, err = txn.Commit(ctx)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &ecsv1.DeregisterTaskDefinitionResponse{TaskDefinition: out}, nil
+	})
+}
+
+// DeleteTaskDefinitions moves up to 10 INACTIVE revisions to DELETE_IN_PROGRESS and
+// returns them; ACTIVE or unknown ones come back in failures. A revision in
+// DELETE_IN_PROGRESS is returned again. AWS reference: DeleteTaskDefinitions.
+func (s *Server) DeleteTaskDefinitions(ctx context.Context, req *connect.Request[ecsv1.DeleteTaskDefinitionsRequest]) (*connect.Response[ecsv1.DeleteTaskDefinitionsResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.DeleteTaskDefinitionsRequest) (*ecsv1.DeleteTaskDefinitionsResponse, error) {
+		if len(m.GetTaskDefinitions()) == 0 || len(m.GetTaskDefinitions()) > 10 {
+			return nil, ecserr.InvalidParameterf("taskDefinitions must list between 1 and 10 task definitions.")
+		}
+		resp := &ecsv1.DeleteTaskDefinitionsResponse{TaskDefinitions: []*ecsv1.TaskDefinition{}, Failures: []*ecsv1.Failure{}}
+		for _, ref := range m.GetTaskDefinitions() {
+			fail := func(reason string) {
+				resp.Failures = append(resp.Failures, &ecsv1.Failure{Arn: proto.String(ref), Reason: proto.String(reason)})
+			}
+			family, rev, ok := parseTaskDefRef(account, ref)
+			if !ok || rev == 0 {
+				fail("The specified task definition identifier is invalid. Specify a valid name or ARN and try again.")
+				continue
+			}
+			var out *ecsv1.TaskDefinition
+			reason := ""
+			err := retry(ctx, func() error {
+				out, reason = nil, ""
+				tkey := keys.TaskDefinition(account, family, rev)
+				rec, trev, err := get[*storev1.TaskDefinitionRecord](ctx, s.kv, tkey)
+				if err != nil {
+					return err
+				}
+				if rec == nil {
+					reason = "The specified task definition does not exist."
+					return nil
+				}
+				td := rec.GetTaskDefinition()
+				switch td.GetStatus() {
+				case statusActive:
+					reason = "The specified task definition is still in ACTIVE status. Please deregister the target and try again."
+					return nil
+				case statusDeleteInProg:
+					out = td
+					return nil
+				}
+				td.Status = proto.String(statusDeleteInProg)
+				td.DeleteRequestedAt = s.nowEpoch()
+				_, err = store.NewTxn(s.kv).
+					Update(tkey, trev, rec).
+					Delete(keys.TaskDefinitionByStatus(account, statusInactive, family, rev)).
+					PutIndex(keys.TaskDefinitionByStatus(account, statusDeleteInProg, family, rev)).
+					Commit(ctx)
+				out = td
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+			if reason != "" {
+				fail(reason)
+				continue
+			}
+			resp.TaskDefinitions = append(resp.TaskDefinitions, out)
+		}
+		return resp, nil
+	})
+}
+
+// ListTaskDefinitions lists task definition ARNs of a status (ACTIVE by default;
+// INACTIVE, DELETE_IN_PROGRESS), optionally of one family (familyPrefix is the full
+// family name, as AWS documents), by family then revision, ASC (default) or DESC;
+// maxResults 1–100 and nextToken page in O(maxResults). AWS reference: ListTaskDefinitions.
+func (s *Server) ListTaskDefinitions(ctx context.Context, req *connect.Request[ecsv1.ListTaskDefinitionsRequest]) (*connect.Response[ecsv1.ListTaskDefinitionsResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.ListTaskDefinitionsRequest) (*ecsv1.ListTaskDefinitionsResponse, error) {
+		limit, err := maxResults(m.MaxResults)
+		if err != nil {
+			return nil, err
+		}
+		status := statusActive
+		if m.Status != nil {
+			status = m.GetStatus()
+			if !oneOf(status, statusActive, statusInactive, statusDeleteInProg) {
+				return nil, ecserr.InvalidParameterf("Invalid status %q: valid values are ACTIVE, INACTIVE and DELETE_IN_PROGRESS.", status)
+			}
+		}
+		if m.Sort != nil && !oneOf(m.GetSort(), "ASC", "DESC") {
+			return nil, ecserr.InvalidParameterf("Invalid sort %q: valid values are ASC and DESC.", m.GetSort())
+		}
+		resp := &ecsv1.ListTaskDefinitionsResponse{TaskDefinitionArns: []string{}}
+		prefix := keys.TaskDefinitionByStatus(account, status, "", 0)
+		if fam := m.GetFamilyPrefix(); fam != "" {
+			if !validName(fam) {
+				return resp, nil
+			}
+			prefix = keys.TaskDefinitionByStatus(account, status, fam, 0)
+		}
+		ks, next, err := pageKeys(ctx, s.kv, prefix, limit, m.GetNextToken(), m.GetSort() == "DESC")
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range ks {
+			parts := strings.Split(k, "/")
+			rev, _ := strconv.Atoi(parts[len(parts)-1])
+			resp.TaskDefinitionArns = append(resp.TaskDefinitionArns, arn.TaskDefinitionARN(s.region, account, parts[len(parts)-2], rev))
+		}
+		if next != "" {
+			resp.NextToken = proto.String(next)
+		}
+		return resp, nil
+	})
+}
+
+// ListTaskDefinitionFamilies lists family names starting with familyPrefix (a true
+// prefix), of status ACTIVE (has an ACTIVE revision), INACTIVE (has none) or ALL (the
+// default), in name order; maxResults 1–100 and nextToken page in O(maxResults).
+// AWS reference: ListTaskDefinitionFamilies.
+func (s *Server) ListTaskDefinitionFamilies(ctx context.Context, req *connect.Request[ecsv1.ListTaskDefinitionFamiliesRequest]) (*connect.Response[ecsv1.ListTaskDefinitionFamiliesResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.ListTaskDefinitionFamiliesRequest) (*ecsv1.ListTaskDefinitionFamiliesResponse, error) {
+		limit, err := maxResults(m.MaxResults)
+		if err != nil {
+			return nil, err
+		}
+		status := "ALL"
+		if m.Status != nil {
+			status = m.GetStatus()
+		}
+		var within string
+		switch status {
+		case "ALL":
+			within = keys.Families(account)
+		case statusActive, statusInactive:
+			within = keys.FamilyByStatus(account, status, "")
+		default:
+			return nil, ecserr.InvalidParameterf("Invalid status %q: valid values are ACTIVE, INACTIVE and ALL.", status)
+		}
+		resp := &ecsv1.ListTaskDefinitionFamiliesResponse{Families: []string{}}
+		if p := m.GetFamilyPrefix(); p != "" {
+			if strings.ContainsAny(p, "/\x00") {
+				return resp, nil
+			}
+			within += p
+		}
+		ks, next, err := pageKeys(ctx, s.kv, within, limit, m.GetNextToken(), false)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range ks {
+			resp.Families = append(resp.Families, lastPart(k))
+		}
+		if next != "" {
+			resp.NextToken = proto.String(next)
+		}
+		return resp, nil
+	})
+}

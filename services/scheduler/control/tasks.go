@@ -1,0 +1,844 @@
+package control
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
+)
+
+// Task desired statuses.
+const (
+	desiredRunning = "RUNNING"
+	desiredStopped = "STOPPED"
+)
+
+// maxRunCount is RunTask's maximum count, and StartTask's maximum of instances.
+const maxRunCount = 10
+
+// taskSpec is what RunTask and StartTask share.
+type taskSpec struct {
+	overrides      *ecsv1.TaskOverride
+	startedBy      string
+	group          string
+	tags           []*ecsv1.Tag
+	propagateTags  string
+	managedTags    bool
+	execCommand    bool
+	launchType     string
+	taskDefinition string
+}
+
+// validateOverrides checks that overrides name containers of the task definition and
+// carry sane values.
+func validateOverrides(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) error {
+	names := map[string]bool{}
+	for _, c := range td.GetContainerDefinitions() {
+		names[c.GetName()] = true
+	}
+	for _, o := range ov.GetContainerOverrides() {
+		if o == nil {
+			return ecserr.InvalidParameterf("Container override is empty.")
+		}
+		if !names[o.GetName()] {
+			return ecserr.InvalidParameterf("Override for container named %s is not a container in the TaskDefinition.", o.GetName())
+		}
+		if o.GetCpu() < 0 || (o.Memory != nil && o.GetMemory() < 6) || (o.MemoryReservation != nil && o.GetMemoryReservation() < 6) {
+			return ecserr.InvalidParameterf("Invalid cpu or memory override for container %s.", o.GetName())
+		}
+	}
+	if ov == nil {
+		return nil
+	}
+	if ov.Cpu != nil {
+		if _, ok := normalizeCPU(ov.GetCpu()); !ok {
+			return ecserr.InvalidParameterf("Invalid 'cpu' override for task: %q.", ov.GetCpu())
+		}
+	}
+	if ov.Memory != nil {
+		if _, ok := normalizeMemory(ov.GetMemory()); !ok {
+			return ecserr.InvalidParameterf("Invalid 'memory' override for task: %q.", ov.GetMemory())
+		}
+	}
+	return nil
+}
+
+// resolveRunnable resolves the task definition of RunTask/StartTask: it must exist
+// (InvalidParameterException "TaskDefinition not found.") and be ACTIVE
+// (ClientException "TaskDefinition is inactive").
+func (s *Server) resolveRunnable(ctx context.Context, account, ref string) (*ecsv1.TaskDefinition, []*ecsv1.Tag, error) {
+	if ref == "" {
+		return nil, nil, ecserr.InvalidParameterf("taskDefinition is required.")
+	}
+	rec, _, err := s.taskDefinition(ctx, account, ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rec == nil {
+		return nil, nil, ecserr.InvalidParameterf("TaskDefinition not found.")
+	}
+	if rec.GetTaskDefinition().GetStatus() != statusActive {
+		return nil, nil, ecserr.Clientf("TaskDefinition is inactive")
+	}
+	return rec.GetTaskDefinition(), rec.GetTags(), nil
+}
+
+// checkSpec validates the parts of RunTask and StartTask they share.
+func checkSpec(sp *taskSpec, td *ecsv1.TaskDefinition) error {
+	if len(sp.startedBy) > 128 {
+		return ecserr.InvalidParameterf("startedBy can be at most 128 characters.")
+	}
+	if len(sp.group) > 255 {
+		return ecserr.InvalidParameterf("group can be at most 255 characters.")
+	}
+	if err := validateTags(sp.tags); err != nil {
+		return err
+	}
+	if sp.propagateTags != "" && !oneOf(sp.propagateTags, "TASK_DEFINITION", "SERVICE", "NONE") {
+		return ecserr.InvalidParameterf("Invalid propagateTags %q: valid values are TASK_DEFINITION, SERVICE and NONE.", sp.propagateTags)
+	}
+	if sp.propagateTags == "SERVICE" {
+		return ecserr.InvalidParameterf("propagateTags SERVICE is only valid for tasks started by a service.")
+	}
+	if sp.launchType != "" && !oneOf(sp.launchType, "EC2", "FARGATE", "EXTERNAL", "MANAGED_INSTANCES") {
+		return ecserr.InvalidParameterf("Invalid launchType %q.", sp.launchType)
+	}
+	return validateOverrides(td, sp.overrides)
+}
+
+// newTasks builds n pending task records for a cluster.
+func (s *Server) newTasks(ctx context.Context, account, cluster string, td *ecsv1.TaskDefinition, tdTags []*ecsv1.Tag, sp *taskSpec, n int) ([]*storev1.TaskRecord, error) {
+	long, err := s.longARN(ctx, account, SettingTaskLongARN)
+	if err != nil {
+		return nil, err
+	}
+	group := sp.group
+	if group == "" {
+		group = "family:" + td.GetFamily()
+	}
+	launch := sp.launchType
+	if launch == "" {
+		launch = "EC2"
+	}
+	tags := []*ecsv1.Tag{}
+	if sp.propagateTags == "TASK_DEFINITION" {
+		tags = mergeTags(tags, tdTags)
+	}
+	tags = mergeTags(tags, sp.tags)
+	if sp.managedTags {
+		tags = mergeTags(tags, []*ecsv1.Tag{
+			{Key: proto.String("aws:ecs:clusterName"), Value: proto.String(cluster)},
+			{Key: proto.String("aws:ecs:taskDefinitionFamily"), Value: proto.String(td.GetFamily())},
+		})
+	}
+	ov := sp.overrides
+	if ov == nil {
+		ov = &ecsv1.TaskOverride{}
+	}
+	ov = proto.Clone(ov).(*ecsv1.TaskOverride)
+	if ov.ContainerOverrides == nil {
+		ov.ContainerOverrides = []*ecsv1.ContainerOverride{}
+	}
+	if ov.InferenceAcceleratorOverrides == nil {
+		ov.InferenceAcceleratorOverrides = []*ecsv1.InferenceAcceleratorOverride{}
+	}
+	cpu, mem, tcp, udp := TaskReservation(td, ov)
+	now := s.nowEpoch()
+	out := make([]*storev1.TaskRecord, 0, n)
+	for range n {
+		id := s.newID()
+		taskARN := arn.TaskARN(s.region, account, cluster, id, long)
+		t := &ecsv1.Task{
+			TaskArn:               proto.String(taskARN),
+			ClusterArn:            proto.String(arn.ClusterARN(s.region, account, cluster)),
+			TaskDefinitionArn:     td.TaskDefinitionArn,
+			Overrides:             ov,
+			LastStatus:            proto.String("PENDING"),
+			DesiredStatus:         proto.String(desiredRunning),
+			CreatedAt:             now,
+			Group:                 proto.String(group),
+			LaunchType:            proto.String(launch),
+			Version:               1,
+			Tags:                  tags,
+			EnableExecuteCommand:  sp.execCommand,
+			Cpu:                   proto.String(itoa(cpu)),
+			Memory:                proto.String(itoa(mem)),
+			Attachments:           []*ecsv1.Attachment{},
+			Attributes:            []*ecsv1.Attribute{},
+			InferenceAccelerators: []*ecsv1.InferenceAccelerator{},
+		}
+		if sp.startedBy != "" {
+			t.StartedBy = proto.String(sp.startedBy)
+		}
+		byName := map[string]*ecsv1.ContainerOverride{}
+		for _, o := range ov.GetContainerOverrides() {
+			byName[o.GetName()] = o
+		}
+		for _, c := range td.GetContainerDefinitions() {
+			ct := &ecsv1.Container{
+				ContainerArn:      proto.String(strings.Replace(taskARN, ":task/", ":container/", 1) + "/" + s.newID()),
+				TaskArn:           proto.String(taskARN),
+				Name:              c.Name,
+				Image:             c.Image,
+				LastStatus:        proto.String("PENDING"),
+				Cpu:               proto.String(itoa(c.GetCpu())),
+				NetworkBindings:   []*ecsv1.NetworkBinding{},
+				NetworkInterfaces: []*ecsv1.NetworkInterface{},
+			}
+			if c.Memory != nil {
+				ct.Memory = proto.String(itoa(c.GetMemory()))
+			}
+			if c.MemoryReservation != nil {
+				ct.MemoryReservation = proto.String(itoa(c.GetMemoryReservation()))
+			}
+			if o := byName[c.GetName()]; o != nil {
+				if o.Cpu != nil {
+					ct.Cpu = proto.String(itoa(o.GetCpu()))
+				}
+				if o.Memory != nil {
+					ct.Memory = proto.String(itoa(o.GetMemory()))
+				}
+				if o.MemoryReservation != nil {
+					ct.MemoryReservation = proto.String(itoa(o.GetMemoryReservation()))
+				}
+			}
+			t.Containers = append(t.Containers, ct)
+		}
+		out = append(out, &storev1.TaskRecord{
+			Task: t, ClusterName: cluster,
+			ReservedCpu: cpu, ReservedMemory: mem, ReservedPorts: tcp, ReservedUdpPorts: udp,
+		})
+	}
+	return out, nil
+}
+
+func itoa(n int32) string { return strconv.Itoa(int(n)) }
+
+// describeTask returns the task as DescribeTasks shows it; tags only with include TAGS.
+func describeTask(r *storev1.TaskRecord, withTags bool) *ecsv1.Task {
+	t := proto.Clone(r.GetTask()).(*ecsv1.Task)
+	if !withTags {
+		t.Tags = nil
+	} else if t.Tags == nil {
+		t.Tags = []*ecsv1.Tag{}
+	}
+	return t
+}
+
+// RunTask starts count (1–10, default 1) tasks of an ACTIVE task definition (family,
+// family:revision or ARN) on the cluster's instances through the Placer; tasks that
+// cannot be placed come back in failures with AWS's reasons. clientToken (up to 64
+// characters) makes the call idempotent: a repeated token returns the tasks it started.
+// startedBy, group (default "family:{family}"), overrides, tags (propagateTags
+// TASK_DEFINITION adds the definition's) are stored with the tasks. Errors:
+// ClusterNotFoundException, InvalidParameterException (bad count, unknown task definition,
+// override of an unknown container, no container instances), ClientException (inactive
+// task definition). AWS reference: RunTask.
+func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTaskRequest]) (*connect.Response[ecsv1.RunTaskResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.RunTaskRequest) (*ecsv1.RunTaskResponse, error) {
+		count := int32(1)
+		if m.Count != nil {
+			count = m.GetCount()
+		}
+		if count < 1 || count > maxRunCount {
+			return nil, ecserr.InvalidParameterf("count must be between 1 and %d.", maxRunCount)
+		}
+		if len(m.GetClientToken()) > 64 {
+			return nil, ecserr.InvalidParameterf("clientToken can be at most 64 characters.")
+		}
+		if len(m.GetCapacityProviderStrategy()) > 0 && m.LaunchType != nil {
+			return nil, ecserr.InvalidParameterf("Specifying both a launch type and capacity provider strategy is not supported.")
+		}
+		name, crec, _, err := s.activeCluster(ctx, account, m.GetCluster())
+		if err != nil {
+			return nil, err
+		}
+		if tok := m.GetClientToken(); tok != "" {
+			prev, err := s.tasksForToken(ctx, account, name, tok)
+			if err != nil || prev != nil {
+				return prev, err
+			}
+		}
+		td, tdTags, err := s.resolveRunnable(ctx, account, m.GetTaskDefinition())
+		if err != nil {
+			return nil, err
+		}
+		sp := &taskSpec{overrides: m.GetOverrides(), startedBy: m.GetStartedBy(), group: m.GetGroup(), tags: m.GetTags(),
+			propagateTags: m.GetPropagateTags(), managedTags: m.GetEnableEcsManagedTags(), execCommand: m.GetEnableExecuteCommand(), launchType: m.GetLaunchType()}
+		if err := checkSpec(sp, td); err != nil {
+			return nil, err
+		}
+		for _, c := range m.GetPlacementConstraints() {
+			if !oneOf(c.GetType(), "distinctInstance", "memberOf") {
+				return nil, ecserr.InvalidParameterf("Invalid placement constraint type %q.", c.GetType())
+			}
+			if c.GetType() == "memberOf" {
+				if _, err := ParseExpr(c.GetExpression()); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if len(m.GetPlacementConstraints()) > 10 {
+			return nil, ecserr.InvalidParameterf("At most 10 placement constraints can be specified.")
+		}
+		for _, st := range m.GetPlacementStrategy() {
+			if !oneOf(st.GetType(), "random", "spread", "binpack") {
+				return nil, ecserr.InvalidParameterf("Invalid placement strategy type %q.", st.GetType())
+			}
+		}
+		if len(m.GetPlacementStrategy()) > 5 {
+			return nil, ecserr.InvalidParameterf("At most 5 placement strategies can be specified.")
+		}
+		if crec.GetCluster().GetRegisteredContainerInstancesCount() == 0 {
+			return nil, ecserr.InvalidParameterf("No Container Instances were found in your cluster.")
+		}
+		tasks, err := s.newTasks(ctx, account, name, td, tdTags, sp, int(count))
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range tasks {
+			t.ClientToken = m.GetClientToken()
+		}
+		res, err := s.placer.Place(ctx, PlaceRequest{
+			Account: account, Cluster: name, Tasks: tasks, TaskDefinition: td,
+			PlacementConstraints: m.GetPlacementConstraints(), PlacementStrategy: m.GetPlacementStrategy(),
+			ClientToken: m.GetClientToken(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		return placeResponse(res), nil
+	})
+}
+
+func placeResponse(res PlaceResult) *ecsv1.RunTaskResponse {
+	resp := &ecsv1.RunTaskResponse{Tasks: []*ecsv1.Task{}, Failures: res.Failures}
+	if resp.Failures == nil {
+		resp.Failures = []*ecsv1.Failure{}
+	}
+	for _, t := range res.Placed {
+		resp.Tasks = append(resp.Tasks, describeTask(t, true))
+	}
+	return resp
+}
+
+// tasksForToken returns the RunTask response for a client token already used, or nil.
+func (s *Server) tasksForToken(ctx context.Context, account, cluster, token string) (*ecsv1.RunTaskResponse, error) {
+	v, _, err := get[*wrapperspb.StringValue](ctx, s.kv, keys.ClientToken(account, cluster, token))
+	if err != nil || v == nil {
+		return nil, err
+	}
+	var ks []string
+	for id := range strings.SplitSeq(v.GetValue(), ",") {
+		ks = append(ks, keys.Task(account, cluster, id))
+	}
+	recs, _, err := getMany[*storev1.TaskRecord](ctx, s.kv, ks)
+	if err != nil {
+		return nil, err
+	}
+	resp := &ecsv1.RunTaskResponse{Tasks: []*ecsv1.Task{}, Failures: []*ecsv1.Failure{}}
+	for _, r := range recs {
+		if r != nil {
+			resp.Tasks = append(resp.Tasks, describeTask(r, true))
+		}
+	}
+	return resp, nil
+}
+
+// StartTask starts one task of an ACTIVE task definition on each named container
+// instance (1–10, ids or ARNs); an instance that is unknown, not ACTIVE, disconnected or
+// short of resources yields a failure instead. Errors as RunTask.
+// AWS reference: StartTask.
+func (s *Server) StartTask(ctx context.Context, req *connect.Request[ecsv1.StartTaskRequest]) (*connect.Response[ecsv1.StartTaskResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.StartTaskRequest) (*ecsv1.StartTaskResponse, error) {
+		if len(m.GetContainerInstances()) == 0 || len(m.GetContainerInstances()) > maxRunCount {
+			return nil, ecserr.InvalidParameterf("containerInstances must list between 1 and %d container instances.", maxRunCount)
+		}
+		name, _, _, err := s.activeCluster(ctx, account, m.GetCluster())
+		if err != nil {
+			return nil, err
+		}
+		td, tdTags, err := s.resolveRunnable(ctx, account, m.GetTaskDefinition())
+		if err != nil {
+			return nil, err
+		}
+		sp := &taskSpec{overrides: m.GetOverrides(), startedBy: m.GetStartedBy(), group: m.GetGroup(), tags: m.GetTags(),
+			propagateTags: m.GetPropagateTags(), managedTags: m.GetEnableEcsManagedTags(), execCommand: m.GetEnableExecuteCommand()}
+		if err := checkSpec(sp, td); err != nil {
+			return nil, err
+		}
+		var ids []string
+		var failures []*ecsv1.Failure
+		for _, ref := range m.GetContainerInstances() {
+			id, ok, err := s.idRef(ctx, account, name, arn.ContainerInstance, ref)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				failures = append(failures, missing(s.instanceFailureARN(ctx, account, name, ref)))
+				continue
+			}
+			ids = append(ids, id)
+		}
+		resp := &ecsv1.StartTaskResponse{Tasks: []*ecsv1.Task{}, Failures: failures}
+		if len(ids) > 0 {
+			tasks, err := s.newTasks(ctx, account, name, td, tdTags, sp, len(ids))
+			if err != nil {
+				return nil, err
+			}
+			res, err := s.placer.Place(ctx, PlaceRequest{Account: account, Cluster: name, Tasks: tasks, TaskDefinition: td, ContainerInstanceIDs: ids})
+			if err != nil {
+				return nil, err
+			}
+			r := placeResponse(res)
+			resp.Tasks = r.Tasks
+			for _, f := range r.Failures {
+				if f.GetReason() == ReasonMissing {
+					f.Arn = proto.String(s.instanceFailureARN(ctx, account, name, f.GetArn()))
+				}
+				resp.Failures = append(resp.Failures, f)
+			}
+		}
+		if resp.Failures == nil {
+			resp.Failures = []*ecsv1.Failure{}
+		}
+		return resp, nil
+	})
+}
+
+// taskKey resolves a task reference (id or ARN) of a cluster to its key; ok false when it
+// cannot name a task of the caller there.
+func (s *Server) taskKey(ctx context.Context, account, cluster, ref string) (string, bool, error) {
+	id, ok, err := s.idRef(ctx, account, cluster, arn.Task, ref)
+	if err != nil || !ok {
+		return "", false, err
+	}
+	return keys.Task(account, cluster, id), true, nil
+}
+
+// StopTask stops a task: desiredStatus STOPPED, stopCode UserInitiated, stoppedReason the
+// given reason (default "Task stopped by user"), and for a task placed on an instance a
+// StopOrder in the agent's inbox, all in one transaction; a task not placed yet goes
+// straight to STOPPED. Stopping a stopped task returns it unchanged. Errors:
+// ClusterNotFoundException, InvalidParameterException "The referenced task was not found.".
+// AWS reference: StopTask.
+func (s *Server) StopTask(ctx context.Context, req *connect.Request[ecsv1.StopTaskRequest]) (*connect.Response[ecsv1.StopTaskResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.StopTaskRequest) (*ecsv1.StopTaskResponse, error) {
+		if m.GetTask() == "" {
+			return nil, ecserr.InvalidParameterf("task is required.")
+		}
+		if len(m.GetReason()) > 1024 {
+			return nil, ecserr.InvalidParameterf("reason can be at most 1024 characters.")
+		}
+		name, err := clusterName(account, m.GetCluster())
+		if err != nil {
+			return nil, err
+		}
+		if rec, _, err := s.cluster(ctx, account, name); err != nil {
+			return nil, err
+		} else if rec == nil {
+			return nil, ecserr.ClusterNotFoundError()
+		}
+		key, ok, err := s.taskKey(ctx, account, name, m.GetTask())
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, ecserr.InvalidParameterf("The referenced task was not found.")
+		}
+		reason := m.GetReason()
+		if reason == "" {
+			reason = "Task stopped by user"
+		}
+		t, err := s.stopTask(ctx, account, key, "UserInitiated", reason)
+		if err != nil {
+			return nil, err
+		}
+		return &ecsv1.StopTaskResponse{Task: describeTask(t, false)}, nil
+	})
+}
+
+// StopTaskRecord stops the task at key as StopTask does, with the given stopCode and
+// reason (ServiceSchedulerInitiated for the service scheduler), and returns the task.
+// It is exported for the service reconciler. Errors: InvalidParameterException when the
+// task does not exist.
+func (s *Server) StopTaskRecord(ctx context.Context, account, cluster, taskID, stopCode, reason string) (*storev1.TaskRecord, error) {
+	return s.stopTask(ctx, account, keys.Task(account, cluster, taskID), stopCode, reason)
+}
+
+func (s *Server) stopTask(ctx context.Context, account, key, stopCode, reason string) (*storev1.TaskRecord, error) {
+	var out *storev1.TaskRecord
+	err := retry(ctx, func() error {
+		rec, rev, err := get[*storev1.TaskRecord](ctx, s.kv, key)
+		if err != nil {
+			return err
+		}
+		if rec == nil {
+			return ecserr.InvalidParameterf("The referenced task was not found.")
+		}
+		out = rec
+		t := rec.GetTask()
+		if t.GetDesiredStatus() == desiredStopped {
+			return nil
+		}
+		old := proto.Clone(rec).(*storev1.TaskRecord)
+		now := s.nowEpoch()
+		t.DesiredStatus = proto.String(desiredStopped)
+		t.StopCode = proto.String(stopCode)
+		t.StoppedReason = proto.String(reason)
+		t.StoppingAt = now
+		t.Version++
+		txn := store.NewTxn(s.kv)
+		inst := rec.GetContainerInstanceId()
+		if inst != "" && t.GetLastStatus() != "STOPPED" {
+			txn.Put(keys.Inbox(inst, TaskID(rec)), &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Stop{Stop: &agentv1.StopOrder{
+				DeliveryId: TaskID(rec) + "-stop", TaskArn: t.GetTaskArn(), Reason: reason, StopCode: stopCode,
+			}}})
+		} else if t.GetLastStatus() != "STOPPED" {
+			crec, crev, err := s.cluster(ctx, account, rec.GetClusterName())
+			if err != nil {
+				return err
+			}
+			if crec == nil {
+				return errRetry
+			}
+			ApplyCountDelta(crec.GetCluster(), t.GetLastStatus(), "STOPPED")
+			t.LastStatus = proto.String("STOPPED")
+			t.StoppedAt, t.ExecutionStoppedAt = now, now
+			for _, c := range t.GetContainers() {
+				c.LastStatus = proto.String("STOPPED")
+			}
+			txn.Update(keys.Cluster(account, rec.GetClusterName()), crev, crec)
+		}
+		WriteTaskTxn(txn, account, old, rev, rec)
+		_, err = txn.Commit(ctx)
+		return err
+	})
+	return out, err
+}
+
+// DescribeTasks describes up to 100 tasks of a cluster by id or ARN (include TAGS adds
+// tags) in one round trip; unknown ones come back in failures with reason MISSING.
+// Errors: ClusterNotFoundException, InvalidParameterException for an empty or too long
+// list. AWS reference: DescribeTasks.
+func (s *Server) DescribeTasks(ctx context.Context, req *connect.Request[ecsv1.DescribeTasksRequest]) (*connect.Response[ecsv1.DescribeTasksResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.DescribeTasksRequest) (*ecsv1.DescribeTasksResponse, error) {
+		if len(m.GetTasks()) == 0 || len(m.GetTasks()) > 100 {
+			return nil, ecserr.InvalidParameterf("tasks must list between 1 and 100 tasks.")
+		}
+		name, err := clusterName(account, m.GetCluster())
+		if err != nil {
+			return nil, err
+		}
+		if rec, _, err := s.cluster(ctx, account, name); err != nil {
+			return nil, err
+		} else if rec == nil {
+			return nil, ecserr.ClusterNotFoundError()
+		}
+		ks := make([]string, len(m.GetTasks()))
+		var long *bool
+		for i, ref := range m.GetTasks() {
+			k, ok, err := s.taskKey(ctx, account, name, ref)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				k = keys.Task(account, name, "%missing")
+			}
+			ks[i] = k
+		}
+		recs, _, err := getMany[*storev1.TaskRecord](ctx, s.kv, ks)
+		if err != nil {
+			return nil, err
+		}
+		withTags := oneOf("TAGS", m.GetInclude()...)
+		resp := &ecsv1.DescribeTasksResponse{Tasks: make([]*ecsv1.Task, 0, len(recs)), Failures: []*ecsv1.Failure{}}
+		for i, r := range recs {
+			if r != nil {
+				resp.Tasks = append(resp.Tasks, describeTask(r, withTags))
+				continue
+			}
+			ref := m.GetTasks()[i]
+			if !arn.IsARN(ref) {
+				if long == nil {
+					l, err := s.longARN(ctx, account, SettingTaskLongARN)
+					if err != nil {
+						return nil, err
+					}
+					long = &l
+				}
+				ref = arn.TaskARN(s.region, account, name, ref, *long)
+			}
+			resp.Failures = append(resp.Failures, missing(ref))
+		}
+		return resp, nil
+	})
+}
+
+// ListTasks lists the ARNs of a cluster's tasks with a desiredStatus (RUNNING by
+// default; STOPPED; PENDING lists none, as ECS never sets it), filtered by one of
+// containerInstance, family, serviceName, startedBy from an index (further filters and
+// launchType are applied to the page, which may then hold fewer than maxResults);
+// maxResults 1–100 and nextToken page in O(maxResults): one index range read and one
+// batched read of the page's records. Errors: ClusterNotFoundException, InvalidParameterException.
+// AWS reference: ListTasks.
+func (s *Server) ListTasks(ctx context.Context, req *connect.Request[ecsv1.ListTasksRequest]) (*connect.Response[ecsv1.ListTasksResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.ListTasksRequest) (*ecsv1.ListTasksResponse, error) {
+		limit, err := maxResults(m.MaxResults)
+		if err != nil {
+			return nil, err
+		}
+		desired := desiredRunning
+		if m.DesiredStatus != nil {
+			desired = m.GetDesiredStatus()
+			if !oneOf(desired, "RUNNING", "PENDING", "STOPPED") {
+				return nil, ecserr.InvalidParameterf("Invalid desiredStatus %q: valid values are RUNNING, PENDING and STOPPED.", desired)
+			}
+		}
+		if m.LaunchType != nil && !oneOf(m.GetLaunchType(), "EC2", "FARGATE", "EXTERNAL", "MANAGED_INSTANCES") {
+			return nil, ecserr.InvalidParameterf("Invalid launchType %q.", m.GetLaunchType())
+		}
+		if m.StartedBy != nil && (m.Family != nil || m.ServiceName != nil) {
+			return nil, ecserr.InvalidParameterf("startedBy may not be specified with family or serviceName.")
+		}
+		if m.Family != nil && m.ServiceName != nil {
+			return nil, ecserr.InvalidParameterf("family may not be specified with serviceName.")
+		}
+		name, err := clusterName(account, m.GetCluster())
+		if err != nil {
+			return nil, err
+		}
+		if rec, _, err := s.cluster(ctx, account, name); err != nil {
+			return nil, err
+		} else if rec == nil {
+			return nil, ecserr.ClusterNotFoundError()
+		}
+		resp := &ecsv1.ListTasksResponse{TaskArns: []string{}}
+		if desired == "PENDING" {
+			return resp, nil
+		}
+		instID := ""
+		if m.ContainerInstance != nil {
+			id, ok, err := s.idRef(ctx, account, name, arn.ContainerInstance, m.GetContainerInstance())
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return resp, nil
+			}
+			instID = id
+		}
+		dim, val := keys.DimAll, "-"
+		for _, f := range []struct {
+			set      bool
+			dim, val string
+		}{
+			{instID != "", keys.DimInstance, instID},
+			{m.ServiceName != nil, keys.DimService, m.GetServiceName()},
+			{m.Family != nil, keys.DimFamily, m.GetFamily()},
+			{m.StartedBy != nil, keys.DimStartedBy, m.GetStartedBy()},
+		} {
+			if !f.set {
+				continue
+			}
+			if dim == keys.DimAll {
+				dim, val = f.dim, f.val
+			}
+		}
+		if (dim == keys.DimFamily || dim == keys.DimService) && !validName(val) {
+			return resp, nil
+		}
+		ks, next, err := pageKeys(ctx, s.kv, keys.TaskList(account, name, desired, dim, val, ""), limit, m.GetNextToken(), false)
+		if err != nil {
+			return nil, err
+		}
+		tks := make([]string, len(ks))
+		for i, k := range ks {
+			tks[i] = keys.Task(account, name, lastPart(k))
+		}
+		recs, _, err := getMany[*storev1.TaskRecord](ctx, s.kv, tks)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			if r == nil {
+				continue
+			}
+			t := r.GetTask()
+			if (instID != "" && r.GetContainerInstanceId() != instID) ||
+				(m.ServiceName != nil && r.GetServiceName() != m.GetServiceName()) ||
+				(m.Family != nil && taskFamily(r) != m.GetFamily()) ||
+				(m.StartedBy != nil && t.GetStartedBy() != m.GetStartedBy()) ||
+				(m.LaunchType != nil && t.GetLaunchType() != m.GetLaunchType()) {
+				continue
+			}
+			resp.TaskArns = append(resp.TaskArns, t.GetTaskArn())
+		}
+		if next != "" {
+			resp.NextToken = proto.String(next)
+		}
+		return resp, nil
+	})
+}
+
+// ApplyTaskStateChange records a task state change reported by the agent of
+// containerInstanceARN: lastStatus moves only forward (an older report is ignored),
+// containers' lastStatus, exitCode, reason, runtimeId, health, image digest and network
+// bindings are updated, timestamps set, and when the task STOPPED its stopCode and
+// stoppedReason kept (a user's stop wins), desiredStatus set STOPPED, the instance's
+// reservation released and the inbox entry deleted. The cluster's and the instance's
+// pending/running counters change in the same transaction. Errors: AccessDeniedException
+// for a task that is not on that instance or not of the account; InvalidParameterException
+// for an unknown status.
+func (s *Server) ApplyTaskStateChange(ctx context.Context, account, containerInstanceARN string, ch *agentv1.TaskStateChange) error {
+	if ch == nil {
+		return ecserr.InvalidParameterf("task state change is empty.")
+	}
+	if _, ok := statusRank[ch.GetLastStatus()]; !ok {
+		return ecserr.InvalidParameterf("Invalid task status %q.", ch.GetLastStatus())
+	}
+	denied := ecserr.New("AccessDeniedException", "The task %s is not on container instance %s.", ch.GetTaskArn(), containerInstanceARN)
+	icluster, instID, ok, err := s.locate(ctx, account, arn.ContainerInstance, containerInstanceARN)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return denied
+	}
+	tcluster, taskID, ok, err := s.locate(ctx, account, arn.Task, ch.GetTaskArn())
+	if err != nil {
+		return err
+	}
+	if !ok || tcluster != icluster {
+		return denied
+	}
+	return retry(ctx, func() error {
+		rec, rev, err := get[*storev1.TaskRecord](ctx, s.kv, keys.Task(account, tcluster, taskID))
+		if err != nil {
+			return err
+		}
+		if rec == nil || rec.GetContainerInstanceId() != instID {
+			return denied
+		}
+		t := rec.GetTask()
+		oldStatus := t.GetLastStatus()
+		if statusRank[ch.GetLastStatus()] < statusRank[oldStatus] || oldStatus == "STOPPED" {
+			return nil
+		}
+		old := proto.Clone(rec).(*storev1.TaskRecord)
+		newStatus := ch.GetLastStatus()
+		t.LastStatus = proto.String(newStatus)
+		applyContainerStates(t, ch.GetContainers())
+		setTime := func(dst **float64, ts *timestamppb.Timestamp, def bool) {
+			if *dst != nil {
+				return
+			}
+			if ts != nil {
+				*dst = proto.Float64(epoch(ts.AsTime()))
+			} else if def {
+				*dst = s.nowEpoch()
+			}
+		}
+		setTime(&t.PullStartedAt, ch.GetPullStartedAt(), false)
+		setTime(&t.PullStoppedAt, ch.GetPullStoppedAt(), false)
+		setTime(&t.StartedAt, ch.GetStartedAt(), newStatus == "RUNNING")
+		if newStatus == "RUNNING" && t.Connectivity == nil {
+			t.Connectivity = proto.String("CONNECTED")
+			t.ConnectivityAt = t.StartedAt
+		}
+		if h := ch.GetHealthStatus(); h != "" {
+			t.HealthStatus = proto.String(h)
+		}
+		stopped := newStatus == "STOPPED"
+		setTime(&t.StoppingAt, ch.GetStoppingAt(), statusRank[newStatus] >= statusRank["STOPPING"])
+		setTime(&t.ExecutionStoppedAt, ch.GetExecutionStoppedAt(), stopped)
+		setTime(&t.StoppedAt, ch.GetStoppedAt(), stopped)
+		if stopped {
+			t.DesiredStatus = proto.String(desiredStopped)
+			if t.StopCode == nil && ch.GetStopCode() != "" {
+				t.StopCode = proto.String(ch.GetStopCode())
+			}
+			if t.StoppedReason == nil && ch.GetStoppedReason() != "" {
+				t.StoppedReason = proto.String(ch.GetStoppedReason())
+			}
+		}
+		t.Version++
+		txn := store.NewTxn(s.kv)
+		dp, dr := countDelta(oldStatus, newStatus)
+		if dp != 0 || dr != 0 || stopped {
+			irec, irev, err := get[*storev1.ContainerInstanceRecord](ctx, s.kv, keys.Instance(account, tcluster, instID))
+			if err != nil {
+				return err
+			}
+			if irec != nil {
+				ci := irec.GetContainerInstance()
+				applyInstanceDelta(ci, oldStatus, newStatus)
+				if stopped {
+					Release(ci, rec)
+				}
+				ci.Version++
+				txn.Update(keys.Instance(account, tcluster, instID), irev, irec)
+			}
+		}
+		if dp != 0 || dr != 0 {
+			crec, crev, err := s.cluster(ctx, account, tcluster)
+			if err != nil {
+				return err
+			}
+			if crec != nil {
+				ApplyCountDelta(crec.GetCluster(), oldStatus, newStatus)
+				txn.Update(keys.Cluster(account, tcluster), crev, crec)
+			}
+		}
+		if stopped {
+			txn.Delete(keys.Inbox(instID, taskID))
+		}
+		WriteTaskTxn(txn, account, old, rev, rec)
+		_, err = txn.Commit(ctx)
+		return err
+	})
+}
+
+// applyContainerStates copies the agent's container states onto the task's containers.
+func applyContainerStates(t *ecsv1.Task, states []*agentv1.ContainerState) {
+	for _, st := range states {
+		for _, c := range t.GetContainers() {
+			if c.GetName() != st.GetName() {
+				continue
+			}
+			if st.GetLastStatus() != "" && statusRank[st.GetLastStatus()] >= statusRank[c.GetLastStatus()] {
+				c.LastStatus = proto.String(st.GetLastStatus())
+			}
+			if st.ExitCode != nil {
+				c.ExitCode = proto.Int32(st.GetExitCode())
+			}
+			if st.GetReason() != "" {
+				c.Reason = proto.String(st.GetReason())
+			}
+			if st.GetRuntimeId() != "" {
+				c.RuntimeId = proto.String(st.GetRuntimeId())
+			}
+			if st.GetHealthStatus() != "" {
+				c.HealthStatus = proto.String(st.GetHealthStatus())
+			}
+			if st.GetImageDigest() != "" {
+				c.ImageDigest = proto.String(st.GetImageDigest())
+			}
+			if len(st.GetNetworkBindings()) > 0 {
+				c.NetworkBindings = st.GetNetworkBindings()
+			}
+		}
+	}
+}

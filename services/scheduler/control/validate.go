@@ -1,0 +1,139 @@
+package control
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/scheduler/ecserr"
+)
+
+// namePattern is what ECS accepts for cluster names, task definition families, container
+// names and service names: up to 255 letters, numbers, underscores and hyphens.
+var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,255}$`)
+
+func validName(s string) bool { return namePattern.MatchString(s) }
+
+// Tag limits from the ECS TagResource reference: at most 50 tags, keys of 1–128 and
+// values of 0–256 characters, "aws:" reserved.
+const (
+	maxTags        = 50
+	maxTagKeyLen   = 128
+	maxTagValueLen = 256
+)
+
+// validateTags checks user tags as ECS does and returns InvalidParameterException naming
+// the problem.
+func validateTags(tags []*ecsv1.Tag) error {
+	if len(tags) > maxTags {
+		return ecserr.InvalidParameterf("The number of tags exceeds the limit of %d.", maxTags)
+	}
+	seen := map[string]bool{}
+	for _, t := range tags {
+		k := t.GetKey()
+		if k == "" || len(k) > maxTagKeyLen {
+			return ecserr.InvalidParameterf("Tag keys must be between 1 and %d characters.", maxTagKeyLen)
+		}
+		if len(t.GetValue()) > maxTagValueLen {
+			return ecserr.InvalidParameterf("Tag values must be at most %d characters.", maxTagValueLen)
+		}
+		if strings.HasPrefix(strings.ToLower(k), "aws:") {
+			return ecserr.InvalidParameterf("Tag keys may not begin with 'aws:'; it is reserved for AWS use.")
+		}
+		if seen[k] {
+			return ecserr.InvalidParameterf("Duplicate tag key %q.", k)
+		}
+		seen[k] = true
+	}
+	return nil
+}
+
+// mergeTags returns cur with add applied (same key: value replaced), in first-seen order.
+func mergeTags(cur, add []*ecsv1.Tag) []*ecsv1.Tag {
+	out := make([]*ecsv1.Tag, 0, len(cur)+len(add))
+	idx := map[string]int{}
+	for _, t := range append(append([]*ecsv1.Tag{}, cur...), add...) {
+		if t == nil {
+			continue
+		}
+		nt := &ecsv1.Tag{Key: strPtr(t.GetKey()), Value: strPtr(t.GetValue())}
+		if i, ok := idx[t.GetKey()]; ok {
+			out[i] = nt
+			continue
+		}
+		idx[t.GetKey()] = len(out)
+		out = append(out, nt)
+	}
+	return out
+}
+
+// removeTags returns cur without the given keys.
+func removeTags(cur []*ecsv1.Tag, keys []string) []*ecsv1.Tag {
+	drop := map[string]bool{}
+	for _, k := range keys {
+		drop[k] = true
+	}
+	out := make([]*ecsv1.Tag, 0, len(cur))
+	for _, t := range cur {
+		if !drop[t.GetKey()] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func strPtr(s string) *string { return &s }
+
+var (
+	vcpuPattern = regexp.MustCompile(`^(?i)\s*([0-9]*\.?[0-9]+)\s*vcpu\s*$`)
+	gbPattern   = regexp.MustCompile(`^(?i)\s*([0-9]*\.?[0-9]+)\s*gb\s*$`)
+	mbPattern   = regexp.MustCompile(`^(?i)\s*([0-9]+)\s*(mb|mib)?\s*$`)
+)
+
+// normalizeCPU turns a task-level cpu ("1 vCPU", "0.5 vcpu", "1024") into CPU units as a
+// decimal string, as RegisterTaskDefinition stores it. ok is false for anything else.
+func normalizeCPU(v string) (string, bool) {
+	if m := vcpuPattern.FindStringSubmatch(v); m != nil {
+		f, err := strconv.ParseFloat(m[1], 64)
+		if err != nil || f <= 0 || f > 192 {
+			return "", false
+		}
+		return strconv.Itoa(int(f * 1024)), true
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 1 || n > 196608 {
+		return "", false
+	}
+	return strconv.Itoa(n), true
+}
+
+// normalizeMemory turns a task-level memory ("1 GB", "0.5GB", "512") into MiB as a
+// decimal string. ok is false for anything else.
+func normalizeMemory(v string) (string, bool) {
+	if m := gbPattern.FindStringSubmatch(v); m != nil {
+		f, err := strconv.ParseFloat(m[1], 64)
+		if err != nil || f <= 0 || f > 4096 {
+			return "", false
+		}
+		return strconv.Itoa(int(f * 1024)), true
+	}
+	if m := mbPattern.FindStringSubmatch(v); m != nil {
+		n, err := strconv.Atoi(m[1])
+		if err != nil || n < 1 || n > 4194304 {
+			return "", false
+		}
+		return strconv.Itoa(n), true
+	}
+	return "", false
+}
+
+// oneOf reports whether v is one of the allowed values.
+func oneOf(v string, allowed ...string) bool {
+	for _, a := range allowed {
+		if v == a {
+			return true
+		}
+	}
+	return false
+}

@@ -260,7 +260,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { gate.Run(ctx) })
 	wg.Go(func() { _ = manager.Run(ctx) })
-	wg.Go(func() { _ = sess.Run(ctx) })
+	wg.Go(func() {
+		select { // register with the runtime's real state
+		case <-gate.Probed():
+		case <-ctx.Done():
+			return
+		}
+		_ = sess.Run(ctx)
+	})
 	if a.logLn != nil {
 		mux := http.NewServeMux()
 		mux.Handle(agentv1connect.NewLogServiceHandler(logs.NewService(store)))

@@ -41,6 +41,7 @@ type Gate struct {
 	client  *containerd.Client
 	reason  string
 	changed chan struct{} // closed and replaced on every fill or clear
+	probed  chan struct{} // closed after the first dial attempt
 }
 
 // NewGate returns an empty gate for cfg; call Run to fill it.
@@ -54,7 +55,7 @@ func NewGate(cfg GateConfig) *Gate {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Gate{cfg: cfg, reason: "not connected yet", changed: make(chan struct{})}
+	return &Gate{cfg: cfg, reason: "not connected yet", changed: make(chan struct{}), probed: make(chan struct{})}
 }
 
 // Namespace returns the containerd namespace of the gate's client.
@@ -96,14 +97,24 @@ func (g *Gate) Wait(ctx context.Context) (*containerd.Client, error) {
 	}
 }
 
+// Probed returns a channel closed once Run's first dial attempt is done,
+// so registration can advertise the runtime as it is rather than as not yet
+// tried.
+func (g *Gate) Probed() <-chan struct{} { return g.probed }
+
 // Run dials and probes every Interval until ctx is done, then closes the
 // client.
 func (g *Gate) Run(ctx context.Context) {
 	t := time.NewTicker(g.cfg.Interval)
 	defer t.Stop()
 	defer g.clear("agent stopping")
+	first := true
 	for {
 		g.tick(ctx)
+		if first {
+			close(g.probed)
+			first = false
+		}
 		select {
 		case <-ctx.Done():
 			return

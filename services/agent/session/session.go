@@ -68,12 +68,12 @@ type Config struct {
 	Log *slog.Logger
 }
 
-// DefaultHTTPClient returns a client that speaks HTTP/2 over TLS and
-// cleartext HTTP/2 (h2c) for http:// URLs, as Connect bidi streams need.
+// DefaultHTTPClient returns a client that speaks only HTTP/2: over TLS for
+// https:// URLs and cleartext (h2c) for http:// URLs, as Connect bidi
+// streams need. (With HTTP/1 enabled, Go would use it for http://.)
 func DefaultHTTPClient() *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	var p http.Protocols
-	p.SetHTTP1(true)
 	p.SetHTTP2(true)
 	p.SetUnencryptedHTTP2(true)
 	tr.Protocols = &p

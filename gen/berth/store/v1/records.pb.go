@@ -656,7 +656,13 @@ type DeploymentRecord struct {
 	FailedLaunches int32 `protobuf:"varint,2,opt,name=failed_launches,json=failedLaunches,proto3" json:"failed_launches,omitempty"`
 	// next_launch_at is the earliest time the reconciler may launch tasks again (launch
 	// backoff); unset when it may launch now.
-	NextLaunchAt  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=next_launch_at,json=nextLaunchAt,proto3" json:"next_launch_at,omitempty"`
+	NextLaunchAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=next_launch_at,json=nextLaunchAt,proto3" json:"next_launch_at,omitempty"`
+	// rollback is true for a deployment the circuit breaker started to roll back to the
+	// last COMPLETED deployment.
+	Rollback bool `protobuf:"varint,4,opt,name=rollback,proto3" json:"rollback,omitempty"`
+	// finished_at is when the deployment reached COMPLETED or FAILED, or was superseded
+	// before it did; unset while it is in progress.
+	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -708,6 +714,20 @@ func (x *DeploymentRecord) GetFailedLaunches() int32 {
 func (x *DeploymentRecord) GetNextLaunchAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.NextLaunchAt
+	}
+	return nil
+}
+
+func (x *DeploymentRecord) GetRollback() bool {
+	if x != nil {
+		return x.Rollback
+	}
+	return false
+}
+
+func (x *DeploymentRecord) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
 	}
 	return nil
 }
@@ -852,11 +872,14 @@ const file_berth_store_v1_records_proto_rawDesc = "" +
 	"\rServiceRecord\x12/\n" +
 	"\aservice\x18\x01 \x01(\v2\x15.berth.ecs.v1.ServiceR\aservice\x12!\n" +
 	"\fcluster_name\x18\x02 \x01(\tR\vclusterName\x12B\n" +
-	"\vdeployments\x18\x03 \x03(\v2 .berth.store.v1.DeploymentRecordR\vdeployments\"\x8d\x01\n" +
+	"\vdeployments\x18\x03 \x03(\v2 .berth.store.v1.DeploymentRecordR\vdeployments\"\xe6\x01\n" +
 	"\x10DeploymentRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0ffailed_launches\x18\x02 \x01(\x05R\x0efailedLaunches\x12@\n" +
-	"\x0enext_launch_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\fnextLaunchAt\"\x87\x01\n" +
+	"\x0enext_launch_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\fnextLaunchAt\x12\x1a\n" +
+	"\brollback\x18\x04 \x01(\bR\brollback\x12;\n" +
+	"\vfinished_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\"\x87\x01\n" +
 	"\n" +
 	"InboxEntry\x12<\n" +
 	"\n" +
@@ -914,13 +937,14 @@ var file_berth_store_v1_records_proto_depIdxs = []int32{
 	16, // 9: berth.store.v1.ServiceRecord.service:type_name -> berth.ecs.v1.Service
 	8,  // 10: berth.store.v1.ServiceRecord.deployments:type_name -> berth.store.v1.DeploymentRecord
 	10, // 11: berth.store.v1.DeploymentRecord.next_launch_at:type_name -> google.protobuf.Timestamp
-	17, // 12: berth.store.v1.InboxEntry.assignment:type_name -> berth.agent.v1.Assignment
-	18, // 13: berth.store.v1.InboxEntry.stop:type_name -> berth.agent.v1.StopOrder
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	10, // 12: berth.store.v1.DeploymentRecord.finished_at:type_name -> google.protobuf.Timestamp
+	17, // 13: berth.store.v1.InboxEntry.assignment:type_name -> berth.agent.v1.Assignment
+	18, // 14: berth.store.v1.InboxEntry.stop:type_name -> berth.agent.v1.StopOrder
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_berth_store_v1_records_proto_init() }

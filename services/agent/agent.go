@@ -348,12 +348,13 @@ func (h *hostView) CapacityChanged() <-chan struct{} {
 // handler routes the session's messages to the task manager.
 type handler struct{ m *tasks.Manager }
 
-func (h *handler) Registered(_ context.Context, resp *agentv1.RegisterResponse) error {
+func (h *handler) Registered(ctx context.Context, resp *agentv1.RegisterResponse) error {
 	arn := resp.GetContainerInstance().GetContainerInstanceArn()
 	if arn == "" {
 		return errors.New("registration returned no container instance ARN")
 	}
 	h.m.SetInstance(arn)
+	h.m.WaitReconciled(ctx, 30*time.Second)
 	return nil
 }
 func (h *handler) RunningTasks() []string { return h.m.RunningTasks() }

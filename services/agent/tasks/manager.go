@@ -96,6 +96,7 @@ type Manager struct {
 	tasks       map[string]*task
 	instanceARN string
 	registered  chan struct{} // closed once the instance ARN is known
+	reconciled  chan struct{} // closed once reconcile is done
 	queue       chan *task    // tasks to start once reconciled
 }
 
@@ -115,6 +116,7 @@ func New(cfg Config) *Manager {
 		cfg: cfg, log: cfg.Log,
 		tasks:      map[string]*task{},
 		registered: make(chan struct{}),
+		reconciled: make(chan struct{}),
 		queue:      make(chan *task, 1024),
 	}
 }
@@ -143,6 +145,22 @@ func (m *Manager) instance() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.instanceARN
+}
+
+// WaitReconciled waits up to timeout for the start-up reconcile, so the
+// first Hello lists adopted tasks; it returns at once when the runtime is
+// not ready (reconcile waits for it) or ctx is done.
+func (m *Manager) WaitReconciled(ctx context.Context, timeout time.Duration) {
+	if ready, _, _ := m.cfg.Gate.State(); !ready {
+		return
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-m.reconciled:
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // RunningTasks returns the ARNs of tasks not yet STOPPED, sorted.
@@ -247,6 +265,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		return err
 	}
 	m.reconcile(ctx, &wg)
+	close(m.reconciled)
 	sweep := time.NewTicker(time.Minute)
 	defer sweep.Stop()
 	for {

@@ -750,11 +750,13 @@ func (t *task) stopContainer(ctx context.Context, c *ctrState) {
 		case <-ch:
 		}
 	}
-	kill(syscall.SIGTERM)
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	retry := time.NewTicker(time.Second)
+	retry := time.NewTicker(250 * time.Millisecond)
 	defer retry.Stop()
+	// Signals are retried: while containerd restarts, the container's
+	// handle is stale until the watcher re-attaches.
+	termSent, timedOut := kill(syscall.SIGTERM), false
 	for {
 		select {
 		case <-c.done:
@@ -762,16 +764,19 @@ func (t *task) stopContainer(ctx context.Context, c *ctrState) {
 		case <-ctx.Done():
 			return
 		case <-deadline.C:
-			for !kill(syscall.SIGKILL) {
-				select {
-				case <-c.done:
-					return
-				case <-ctx.Done():
-					return
-				case <-retry.C:
-				}
+			timedOut = true
+			if kill(syscall.SIGKILL) {
+				return
 			}
-			return
+		case <-retry.C:
+			switch {
+			case timedOut:
+				if kill(syscall.SIGKILL) {
+					return
+				}
+			case !termSent:
+				termSent = kill(syscall.SIGTERM)
+			}
 		}
 	}
 }

@@ -95,8 +95,14 @@ func (cp *controlPlane) Session(ctx context.Context, stream *connect.BidiStream[
 	cp.notifyLocked()
 	cp.mu.Unlock()
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	senderDone := make(chan struct{})
+	defer func() {
+		// The handler must not return while the sender still writes.
+		cancel()
+		<-senderDone
+	}()
 	go func() {
+		defer close(senderDone)
 		for {
 			select {
 			case <-ctx.Done():

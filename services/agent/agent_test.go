@@ -16,6 +16,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"connectrpc.com/connect"
+	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/containerd/errdefs"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
@@ -449,6 +452,105 @@ func TestTasksMore(t *testing.T) {
 			t.Errorf("task health %q", st.GetHealthStatus())
 		}
 		cp.stop(t, arn, "UserInitiated")
+		cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
+	})
+
+	t.Run("container_settings", func(t *testing.T) {
+		t.Parallel()
+		cp := newControlPlane(t)
+		name := clusterName(t)
+		cfg := testConfig(t, w, cp, name)
+		startAgent(t, cfg, cp)
+		arn := taskARN(name)
+		c := containerDef("main", w.image, "sleep", "600")
+		c.Cpu = 512
+		c.Memory = proto.Int32(64)
+		c.MemoryReservation = proto.Int32(32)
+		c.User = proto.String("nobody")
+		c.ReadonlyRootFilesystem = proto.Bool(true)
+		c.DockerLabels = map[string]string{"app": "web"}
+		c.Ulimits = []*ecsv1.Ulimit{{Name: proto.String("nofile"), SoftLimit: 1024, HardLimit: 2048}}
+		cp.assign(t, arn, taskDef("settings", c))
+		st := cp.waitStatus(t, arn, "RUNNING", 60*time.Second)
+		client := w.ctd.Client(t, cfg.Namespace)
+		ctr, err := client.LoadContainer(t.Context(), containerOf(st, "main").GetRuntimeId())
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec, err := ctr.Spec(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		labels, _ := ctr.Labels(t.Context())
+		res := spec.Linux.Resources
+		if res.CPU == nil || res.CPU.Shares == nil || *res.CPU.Shares != 512 {
+			t.Errorf("cpu shares %v", res.CPU)
+		}
+		if res.Memory == nil || res.Memory.Limit == nil || *res.Memory.Limit != 64<<20 || res.Memory.Reservation == nil || *res.Memory.Reservation != 32<<20 {
+			t.Errorf("memory %+v", res.Memory)
+		}
+		if spec.Process.User.UID != 65534 || !spec.Root.Readonly {
+			t.Errorf("user %+v readonly %v", spec.Process.User, spec.Root.Readonly)
+		}
+		if !slices.ContainsFunc(spec.Process.Rlimits, func(r specs.POSIXRlimit) bool {
+			return r.Type == "RLIMIT_NOFILE" && r.Soft == 1024 && r.Hard == 2048
+		}) {
+			t.Errorf("rlimits %+v", spec.Process.Rlimits)
+		}
+		if labels["app"] != "web" || labels["com.berthhq.task-arn"] != arn || labels["com.berthhq.container-name"] != "main" ||
+			labels["com.berthhq.cluster"] != name || labels["com.berthhq.task-definition"] != "settings:1" || labels["com.berthhq.container-instance"] == "" {
+			t.Errorf("labels %v", labels)
+		}
+		cp.stop(t, arn, "UserInitiated")
+		cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
+	})
+
+	t.Run("cleanup_keeps_logs", func(t *testing.T) {
+		t.Parallel()
+		ta, arn, st := runToStop(t, w, taskDef("cleanup", containerDef("main", w.image, "echo", "kept", "also")), func(c *agent.Config) {
+			c.CleanupWait = 300 * time.Millisecond
+		})
+		client := w.ctd.Client(t, ta.cfg.Namespace)
+		id := containerOf(st, "main").GetRuntimeId()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			_, err := client.LoadContainer(t.Context(), id)
+			if errdefs.IsNotFound(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("container %s not removed after the cleanup wait (%v)", id, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		snaps := 0
+		err := client.SnapshotService(ta.cfg.Snapshotter).Walk(t.Context(), func(_ context.Context, i snapshots.Info) error {
+			if strings.HasPrefix(i.Name, id) {
+				snaps++
+			}
+			return nil
+		})
+		if err != nil || snaps != 0 {
+			t.Errorf("%d snapshots of %s left (%v)", snaps, id, err)
+		}
+		if out := texts(readLogs(t, ta, &agentv1.ReadLogsRequest{TaskArn: arn}), ""); !slices.Equal(out, []string{"kept", "also"}) && !slices.Equal(out, []string{"also", "kept"}) {
+			t.Errorf("logs after removal: %q", out)
+		}
+	})
+
+	t.Run("logs_follow", func(t *testing.T) {
+		t.Parallel()
+		cp := newControlPlane(t)
+		name := clusterName(t)
+		ta := startAgent(t, testConfig(t, w, cp, name), cp)
+		arn := taskARN(name)
+		cp.assign(t, arn, taskDef("follow", containerDef("main", w.image, "sleep", "1")))
+		cp.waitStatus(t, arn, "RUNNING", 60*time.Second)
+		// Follow returns once the container has stopped and its log is complete.
+		lines := readLogs(t, ta, &agentv1.ReadLogsRequest{TaskArn: arn, ContainerName: "main", Follow: true})
+		if got := texts(lines, "stdout"); !slices.Equal(got, []string{"sleeping 1s"}) {
+			t.Errorf("followed %q", got)
+		}
 		cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
 	})
 

@@ -1,0 +1,157 @@
+package logs_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berthhq/berth/services/agent/logs"
+)
+
+const arn = "arn:aws:ecs:us-east-1:000000000000:task/c/abc"
+
+func newStore(t *testing.T, cfg logs.Config) *logs.Store {
+	t.Helper()
+	cfg.Dir = t.TempDir()
+	s, err := logs.NewStore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func readAll(t *testing.T, s *logs.Store, req logs.ReadRequest) []logs.Line {
+	t.Helper()
+	var out []logs.Line
+	if err := s.Read(t.Context(), req, func(l []logs.Line) error { out = append(out, l...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func textsOf(lines []logs.Line) []string {
+	var out []string
+	for _, l := range lines {
+		out = append(out, l.Stream+":"+l.Text)
+	}
+	return out
+}
+
+func TestLinesStreamsTailAndSince(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, logs.Config{})
+	out, errw, closeFn, err := s.Open(arn, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(out, "one\ntw")
+	fmt.Fprint(errw, "oops\n")
+	fmt.Fprint(out, "o\nthree")
+	mid := time.Now()
+	time.Sleep(5 * time.Millisecond)
+	fmt.Fprint(out, "\nfour\n")
+	if err := closeFn(); err != nil {
+		t.Fatal(err)
+	}
+	got := textsOf(readAll(t, s, logs.ReadRequest{TaskARN: arn, Container: "web"}))
+	want := []string{"stdout:one", "stderr:oops", "stdout:two", "stdout:three", "stdout:four"}
+	if !slices.Equal(got, want) {
+		t.Errorf("lines = %q, want %q", got, want)
+	}
+	if got := textsOf(readAll(t, s, logs.ReadRequest{TaskARN: arn, Tail: 2})); !slices.Equal(got, want[3:]) {
+		t.Errorf("tail 2 = %q", got)
+	}
+	if got := textsOf(readAll(t, s, logs.ReadRequest{TaskARN: arn, Since: mid})); !slices.Equal(got, want[3:]) {
+		t.Errorf("since = %q", got)
+	}
+	if err := s.Read(t.Context(), logs.ReadRequest{TaskARN: arn, Container: "nope"}, func([]logs.Line) error { return nil }); err == nil {
+		t.Error("reading an unknown container succeeded")
+	}
+}
+
+func TestRotationKeepsNewest(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, logs.Config{MaxFileBytes: 1024, MaxFiles: 2})
+	out, _, closeFn, err := s.Open(arn, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		fmt.Fprintf(out, "line %03d\n", i)
+	}
+	closeFn()
+	lines := readAll(t, s, logs.ReadRequest{TaskARN: arn})
+	if len(lines) == 0 || len(lines) >= 200 {
+		t.Fatalf("%d lines kept, want some but not all 200", len(lines))
+	}
+	if last := lines[len(lines)-1].Text; last != "line 199" {
+		t.Errorf("last line %q", last)
+	}
+	for i := 1; i < len(lines); i++ {
+		if lines[i].Text <= lines[i-1].Text {
+			t.Fatalf("lines out of order at %d: %q after %q", i, lines[i].Text, lines[i-1].Text)
+		}
+	}
+}
+
+func TestFollowUntilClosed(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, logs.Config{FollowPoll: 10 * time.Millisecond})
+	out, _, closeFn, err := s.Open(arn, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(out, "before")
+	var mu sync.Mutex
+	var got []string
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Read(context.Background(), logs.ReadRequest{TaskARN: arn, Container: "web", Follow: true}, func(l []logs.Line) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, textsOf(l)...)
+			return nil
+		})
+	}()
+	time.Sleep(50 * time.Millisecond)
+	fmt.Fprintln(out, "after")
+	time.Sleep(50 * time.Millisecond)
+	closeFn()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("follow did not end after the writer closed")
+	}
+	if !slices.Equal(got, []string{"stdout:before", "stdout:after"}) {
+		t.Errorf("followed %q", got)
+	}
+}
+
+func TestSweepAfterRetention(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, logs.Config{Retention: time.Hour})
+	out, _, closeFn, _ := s.Open(arn, "web")
+	fmt.Fprintln(out, "x")
+	closeFn()
+	if n, _ := s.Sweep(time.Now().Add(2 * time.Hour)); n != 0 {
+		t.Fatalf("swept %d tasks whose containers were not removed", n)
+	}
+	if err := s.MarkRemoved(arn); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.Sweep(time.Now()); n != 0 {
+		t.Fatalf("swept %d tasks within retention", n)
+	}
+	if len(readAll(t, s, logs.ReadRequest{TaskARN: arn})) != 1 {
+		t.Fatal("logs gone within retention")
+	}
+	if n, _ := s.Sweep(time.Now().Add(2 * time.Hour)); n != 1 {
+		t.Fatalf("swept %d tasks after retention, want 1", n)
+	}
+}

@@ -1,0 +1,883 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
+)
+
+// retry runs fn until it returns something other than a store revision conflict
+// (ErrConflict, ErrExists), with a short jittered backoff, until ctx ends.
+func retry(ctx context.Context, fn func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil || !(errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists)) {
+			return err
+		}
+		d := time.Millisecond << min(attempt-1, 6)
+		t := time.NewTimer(d/2 + mrand.N(d/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// CreateService creates a service (REPLICA by default, or DAEMON) running
+// taskDefinition (family, family:revision or ARN; ACTIVE) on the cluster's container
+// instances, and returns it ACTIVE with one PRIMARY deployment IN_PROGRESS; the leader's
+// reconciler starts the tasks. desiredCount is required for REPLICA; DAEMON runs one
+// task per ACTIVE instance. deploymentConfiguration defaults to 100/200 (REPLICA) and
+// 0/100 (DAEMON). The cluster's activeServicesCount is incremented in the same
+// transaction. Errors: ClusterNotFoundException; InvalidParameterException for a bad
+// name, count, configuration, placement, tags, an unknown task definition, or a name
+// already used by an ACTIVE ("Creation of service was not idempotent.") or DRAINING
+// service; ClientException "TaskDefinition is inactive". AWS reference: CreateService.
+func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.CreateServiceRequest]) (*connect.Response[ecsv1.CreateServiceResponse], error) {
+	return handle(ctx, h, req, func(ctx context.Context, account string, m *ecsv1.CreateServiceRequest) (*ecsv1.CreateServiceResponse, error) {
+		name := m.GetServiceName()
+		if name == "" {
+			return nil, ecserr.InvalidParameterf("serviceName is required.")
+		}
+		if !validName(name) {
+			return nil, ecserr.InvalidParameterf("Service names can have up to 255 letters (uppercase and lowercase), numbers, underscores, and hyphens.")
+		}
+		strategy := m.GetSchedulingStrategy()
+		if strategy == "" {
+			strategy = StrategyReplica
+		}
+		if strategy != StrategyReplica && strategy != StrategyDaemon {
+			return nil, ecserr.InvalidParameterf("Invalid schedulingStrategy %q: valid values are REPLICA and DAEMON.", strategy)
+		}
+		desired := m.GetDesiredCount()
+		switch {
+		case strategy == StrategyReplica && m.DesiredCount == nil:
+			return nil, ecserr.InvalidParameterf("Desired count must be specified for the REPLICA scheduling strategy.")
+		case desired < 0:
+			return nil, ecserr.InvalidParameterf("Desired count must be greater than or equal to 0.")
+		case strategy == StrategyDaemon:
+			desired = 0 // the reconciler sets it to the number of eligible instances
+		}
+		if t := m.GetDeploymentController().GetType(); t != "" && t != "ECS" {
+			return nil, ecserr.New("UnsupportedFeatureException", "The deployment controller type %s is not supported.", t)
+		}
+		launch := m.GetLaunchType()
+		if launch == "" {
+			launch = "EC2"
+		}
+		if launch != "EC2" && launch != "EXTERNAL" {
+			return nil, ecserr.New("UnsupportedFeatureException", "The launch type %s is not supported.", launch)
+		}
+		if len(m.GetCapacityProviderStrategy()) > 0 {
+			return nil, ecserr.New("UnsupportedFeatureException", "Capacity provider strategies are not supported.")
+		}
+		dc := deploymentConfig(strategy, m.GetDeploymentConfiguration())
+		if err := validateDeploymentConfig(strategy, dc); err != nil {
+			return nil, err
+		}
+		if err := validatePlacement(strategy, m.GetPlacementConstraints(), m.GetPlacementStrategy()); err != nil {
+			return nil, err
+		}
+		if err := validateTags(m.GetTags()); err != nil {
+			return nil, err
+		}
+		if p := m.GetPropagateTags(); p != "" && p != "TASK_DEFINITION" && p != "SERVICE" && p != "NONE" {
+			return nil, ecserr.InvalidParameterf("Invalid propagateTags %q: valid values are TASK_DEFINITION, SERVICE and NONE.", p)
+		}
+		cluster, _, _, err := h.activeCluster(ctx, account, m.GetCluster())
+		if err != nil {
+			return nil, err
+		}
+		tdRec, err := taskDefinition(ctx, h.kv, account, m.GetTaskDefinition())
+		if err != nil {
+			return nil, err
+		}
+		td := tdRec.GetTaskDefinition()
+		now := h.now()
+		depID := NewDeploymentID()
+		propagate := m.GetPropagateTags()
+		if propagate == "" {
+			propagate = "NONE"
+		}
+		svc := &ecsv1.Service{
+			ServiceArn:                    proto.String(arn.ServiceARN(h.region, account, cluster, name, true)),
+			ServiceName:                   proto.String(name),
+			ClusterArn:                    proto.String(arn.ClusterARN(h.region, account, cluster)),
+			LoadBalancers:                 nonNil(m.GetLoadBalancers()),
+			ServiceRegistries:             nonNil(m.GetServiceRegistries()),
+			Status:                        proto.String(StatusActive),
+			DesiredCount:                  desired,
+			LaunchType:                    proto.String(launch),
+			TaskDefinition:                td.TaskDefinitionArn,
+			DeploymentConfiguration:       dc,
+			RoleArn:                       m.Role,
+			Events:                        []*ecsv1.ServiceEvent{},
+			CreatedAt:                     proto.Float64(epoch(now)),
+			PlacementConstraints:          nonNil(m.GetPlacementConstraints()),
+			PlacementStrategy:             nonNil(m.GetPlacementStrategy()),
+			NetworkConfiguration:          m.GetNetworkConfiguration(),
+			HealthCheckGracePeriodSeconds: m.HealthCheckGracePeriodSeconds,
+			SchedulingStrategy:            proto.String(strategy),
+			DeploymentController:          &ecsv1.DeploymentController{Type: proto.String("ECS")},
+			Tags:                          nonNil(m.GetTags()),
+			CreatedBy:                     proto.String("arn:aws:iam::" + account + ":root"),
+			EnableEcsManagedTags:          m.GetEnableEcsManagedTags(),
+			PropagateTags:                 proto.String(propagate),
+			EnableExecuteCommand:          m.GetEnableExecuteCommand(),
+			CurrentServiceDeployment:      proto.String(serviceDeploymentARN(h.region, account, cluster, name, depID)),
+		}
+		svc.Deployments = []*ecsv1.Deployment{newDeployment(depID, td.GetTaskDefinitionArn(), desired, launch, m.GetNetworkConfiguration(), now)}
+		rec := &storev1.ServiceRecord{
+			Service:     svc,
+			ClusterName: cluster,
+			Deployments: []*storev1.DeploymentRecord{{Id: depID}},
+		}
+		key := keys.Service(account, cluster, name)
+		err = retry(ctx, func() error {
+			old, oldRev, err := get[*storev1.ServiceRecord](ctx, h.kv, key)
+			if err != nil {
+				return fmt.Errorf("service: read %s: %w", name, err)
+			}
+			switch old.GetService().GetStatus() {
+			case StatusActive:
+				return ecserr.InvalidParameterf("Creation of service was not idempotent.")
+			case StatusDraining:
+				return ecserr.InvalidParameterf("Unable to Start a service that is still Draining.")
+			}
+			crec, crev, err := get[*storev1.ClusterRecord](ctx, h.kv, keys.Cluster(account, cluster))
+			if err != nil {
+				return fmt.Errorf("service: read cluster %s: %w", cluster, err)
+			}
+			if crec == nil || crec.GetCluster().GetStatus() != StatusActive {
+				return ecserr.ClusterNotFoundError()
+			}
+			crec.Cluster.ActiveServicesCount++
+			txn := store.NewTxn(h.kv).Update(keys.Cluster(account, cluster), crev, crec)
+			if old == nil {
+				txn.Create(key, rec)
+			} else {
+				txn.Update(key, oldRev, rec) // replaces an INACTIVE service of that name
+			}
+			_, err = txn.Commit(ctx)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		h.kick.Kick()
+		return &ecsv1.CreateServiceResponse{Service: describe(rec, true)}, nil
+	})
+}
+
+// newDeployment returns a PRIMARY deployment IN_PROGRESS.
+func newDeployment(id, tdARN string, desired int32, launch string, nc *ecsv1.NetworkConfiguration, now time.Time) *ecsv1.Deployment {
+	return &ecsv1.Deployment{
+		Id:                   proto.String(id),
+		Status:               proto.String(DeploymentPrimary),
+		TaskDefinition:       proto.String(tdARN),
+		DesiredCount:         desired,
+		CreatedAt:            proto.Float64(epoch(now)),
+		UpdatedAt:            proto.Float64(epoch(now)),
+		LaunchType:           proto.String(launch),
+		NetworkConfiguration: nc,
+		RolloutState:         proto.String(RolloutInProgress),
+		RolloutStateReason:   proto.String("ECS deployment " + id + " in progress."),
+	}
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// describe returns the service as DescribeServices shows it: deployments[] without the
+// INACTIVE history Berth keeps, tags only when asked for.
+func describe(rec *storev1.ServiceRecord, withTags bool) *ecsv1.Service {
+	s := proto.Clone(rec.GetService()).(*ecsv1.Service)
+	s.Deployments = slices.DeleteFunc(s.Deployments, func(d *ecsv1.Deployment) bool {
+		return d.GetStatus() == DeploymentInactive
+	})
+	if s.Deployments == nil {
+		s.Deployments = []*ecsv1.Deployment{}
+	}
+	if !withTags {
+		s.Tags = nil
+	}
+	return s
+}
+
+// loadService reads a service of an ACTIVE cluster by reference; a missing one is
+// ServiceNotFoundException.
+func (h *Handler) loadService(ctx context.Context, account, clusterRef, ref string) (string, string, error) {
+	cluster, _, _, err := h.activeCluster(ctx, account, clusterRef)
+	if err != nil {
+		return "", "", err
+	}
+	if ref == "" {
+		return "", "", ecserr.InvalidParameterf("service is required.")
+	}
+	name, ok := serviceName(account, cluster, ref)
+	if !ok {
+		return "", "", ecserr.ServiceNotFoundError()
+	}
+	return cluster, name, nil
+}
+
+// UpdateService changes a service: desiredCount (REPLICA), deploymentConfiguration,
+// placement, propagateTags, enableECSManagedTags, enableExecuteCommand,
+// healthCheckGracePeriodSeconds and networkConfiguration are stored; a new task
+// definition, forceNewDeployment, or changed placement or network configuration start a
+// new PRIMARY deployment (the previous PRIMARY becomes ACTIVE and is rolled out of
+// service by the reconciler within minimumHealthyPercent/maximumPercent). Errors:
+// ClusterNotFoundException, ServiceNotFoundException, ServiceNotActiveException
+// ("Service was not ACTIVE."), InvalidParameterException, ClientException. AWS
+// reference: UpdateService.
+func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.UpdateServiceRequest]) (*connect.Response[ecsv1.UpdateServiceResponse], error) {
+	return handle(ctx, h, req, func(ctx context.Context, account string, m *ecsv1.UpdateServiceRequest) (*ecsv1.UpdateServiceResponse, error) {
+		cluster, name, err := h.loadService(ctx, account, m.GetCluster(), m.GetService())
+		if err != nil {
+			return nil, err
+		}
+		if m.DesiredCount != nil && m.GetDesiredCount() < 0 {
+			return nil, ecserr.InvalidParameterf("Desired count must be greater than or equal to 0.")
+		}
+		if len(m.GetCapacityProviderStrategy()) > 0 {
+			return nil, ecserr.New("UnsupportedFeatureException", "Capacity provider strategies are not supported.")
+		}
+		if p := m.GetPropagateTags(); p != "" && p != "TASK_DEFINITION" && p != "SERVICE" && p != "NONE" {
+			return nil, ecserr.InvalidParameterf("Invalid propagateTags %q: valid values are TASK_DEFINITION, SERVICE and NONE.", p)
+		}
+		var td *ecsv1.TaskDefinition
+		if m.TaskDefinition != nil {
+			rec, err := taskDefinition(ctx, h.kv, account, m.GetTaskDefinition())
+			if err != nil {
+				return nil, err
+			}
+			td = rec.GetTaskDefinition()
+		}
+		key := keys.Service(account, cluster, name)
+		var out *storev1.ServiceRecord
+		err = retry(ctx, func() error {
+			rec, rev, err := get[*storev1.ServiceRecord](ctx, h.kv, key)
+			if err != nil {
+				return fmt.Errorf("service: read %s: %w", name, err)
+			}
+			if rec == nil {
+				return ecserr.ServiceNotFoundError()
+			}
+			s := rec.GetService()
+			if s.GetStatus() != StatusActive {
+				return ecserr.New("ServiceNotActiveException", "Service was not ACTIVE.")
+			}
+			strategy := s.GetSchedulingStrategy()
+			if m.DesiredCount != nil && strategy == StrategyReplica {
+				s.DesiredCount = m.GetDesiredCount()
+			}
+			if m.DeploymentConfiguration != nil {
+				dc := deploymentConfig(strategy, m.GetDeploymentConfiguration())
+				if err := validateDeploymentConfig(strategy, dc); err != nil {
+					return err
+				}
+				s.DeploymentConfiguration = dc
+			}
+			redeploy := m.GetForceNewDeployment()
+			if td != nil && td.GetTaskDefinitionArn() != s.GetTaskDefinition() {
+				redeploy = true
+				s.TaskDefinition = td.TaskDefinitionArn
+			}
+			if m.PlacementConstraints != nil || m.PlacementStrategy != nil {
+				cons, strat := s.GetPlacementConstraints(), s.GetPlacementStrategy()
+				if m.PlacementConstraints != nil {
+					cons = m.GetPlacementConstraints()
+				}
+				if m.PlacementStrategy != nil {
+					strat = m.GetPlacementStrategy()
+				}
+				if err := validatePlacement(strategy, cons, strat); err != nil {
+					return err
+				}
+				if !protoSliceEqual(cons, s.GetPlacementConstraints()) || !protoSliceEqual(strat, s.GetPlacementStrategy()) {
+					redeploy = true
+				}
+				s.PlacementConstraints, s.PlacementStrategy = nonNil(cons), nonNil(strat)
+			}
+			if m.NetworkConfiguration != nil && !proto.Equal(m.GetNetworkConfiguration(), s.GetNetworkConfiguration()) {
+				s.NetworkConfiguration = m.GetNetworkConfiguration()
+				redeploy = true
+			}
+			if m.PropagateTags != nil {
+				s.PropagateTags = m.PropagateTags
+			}
+			if m.EnableEcsManagedTags != nil {
+				s.EnableEcsManagedTags = m.GetEnableEcsManagedTags()
+			}
+			if m.EnableExecuteCommand != nil {
+				s.EnableExecuteCommand = m.GetEnableExecuteCommand()
+			}
+			if m.HealthCheckGracePeriodSeconds != nil {
+				s.HealthCheckGracePeriodSeconds = m.HealthCheckGracePeriodSeconds
+			}
+			now := h.now()
+			if redeploy {
+				startDeployment(rec, h.region, account, s.GetTaskDefinition(), false, now)
+			} else if p := primary(s); p != nil && strategy == StrategyReplica {
+				p.DesiredCount = s.GetDesiredCount()
+				p.UpdatedAt = proto.Float64(epoch(now))
+			}
+			out = rec
+			_, err = store.Update(ctx, h.kv, key, rev, rec)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		h.kick.Kick()
+		return &ecsv1.UpdateServiceResponse{Service: describe(out, false)}, nil
+	})
+}
+
+// startDeployment adds a new PRIMARY deployment of tdARN to rec; the previous PRIMARY
+// becomes ACTIVE (and, if it had not finished, is marked finished now).
+func startDeployment(rec *storev1.ServiceRecord, region, account, tdARN string, rollback bool, now time.Time) string {
+	s := rec.GetService()
+	for _, d := range s.GetDeployments() {
+		if d.GetStatus() == DeploymentPrimary {
+			d.Status = proto.String(DeploymentActive)
+			d.UpdatedAt = proto.Float64(epoch(now))
+			if dr := deploymentRecord(rec, d.GetId()); dr.FinishedAt == nil {
+				dr.FinishedAt = ts(now)
+			}
+		}
+	}
+	id := NewDeploymentID()
+	d := newDeployment(id, tdARN, s.GetDesiredCount(), s.GetLaunchType(), s.GetNetworkConfiguration(), now)
+	if rollback {
+		d.RolloutStateReason = proto.String("ECS deployment circuit breaker: rolling back to the last completed deployment.")
+	}
+	s.Deployments = append([]*ecsv1.Deployment{d}, s.Deployments...)
+	rec.Deployments = append(rec.Deployments, &storev1.DeploymentRecord{Id: id, Rollback: rollback})
+	s.TaskDefinition = proto.String(tdARN)
+	s.CurrentServiceDeployment = proto.String(serviceDeploymentARN(region, account, rec.GetClusterName(), s.GetServiceName(), id))
+	trimHistory(rec)
+	return id
+}
+
+// maxHistory bounds the INACTIVE deployments kept for ListServiceDeployments and
+// rollbacks.
+const maxHistory = 20
+
+// trimHistory drops the oldest INACTIVE deployments beyond maxHistory, and their
+// DeploymentRecords.
+func trimHistory(rec *storev1.ServiceRecord) {
+	s := rec.GetService()
+	n := 0
+	keep := s.Deployments[:0]
+	for _, d := range s.Deployments {
+		if d.GetStatus() == DeploymentInactive {
+			n++
+			if n > maxHistory {
+				continue
+			}
+		}
+		keep = append(keep, d)
+	}
+	s.Deployments = keep
+	rec.Deployments = slices.DeleteFunc(rec.Deployments, func(dr *storev1.DeploymentRecord) bool {
+		return findDeployment(s, dr.GetId()) == nil
+	})
+}
+
+func protoSliceEqual[T proto.Message](a, b []T) bool {
+	return slices.EqualFunc(a, b, func(x, y T) bool { return proto.Equal(x, y) })
+}
+
+// primary returns the PRIMARY deployment of s, or nil.
+func primary(s *ecsv1.Service) *ecsv1.Deployment {
+	for _, d := range s.GetDeployments() {
+		if d.GetStatus() == DeploymentPrimary {
+			return d
+		}
+	}
+	return nil
+}
+
+func findDeployment(s *ecsv1.Service, id string) *ecsv1.Deployment {
+	for _, d := range s.GetDeployments() {
+		if d.GetId() == id {
+			return d
+		}
+	}
+	return nil
+}
+
+// deploymentRecord returns the DeploymentRecord of id, adding one if missing.
+func deploymentRecord(rec *storev1.ServiceRecord, id string) *storev1.DeploymentRecord {
+	for _, dr := range rec.GetDeployments() {
+		if dr.GetId() == id {
+			return dr
+		}
+	}
+	dr := &storev1.DeploymentRecord{Id: id}
+	rec.Deployments = append(rec.Deployments, dr)
+	return dr
+}
+
+// DeleteService deletes a service: refused while desiredCount > 0 unless force
+// (InvalidParameterException "The service cannot be stopped while it is scaled above
+// 0."); with force desiredCount becomes 0. The service becomes DRAINING (the cluster's
+// activeServicesCount is decremented in the same transaction) and the reconciler stops
+// its tasks and then marks it INACTIVE; it stays describable for the Reconciler's
+// InactiveRetention. Deleting a DRAINING service returns it unchanged; an INACTIVE one is
+// ServiceNotFoundException as on AWS. Errors: ClusterNotFoundException,
+// ServiceNotFoundException. AWS reference: DeleteService.
+func (h *Handler) DeleteService(ctx context.Context, req *connect.Request[ecsv1.DeleteServiceRequest]) (*connect.Response[ecsv1.DeleteServiceResponse], error) {
+	return handle(ctx, h, req, func(ctx context.Context, account string, m *ecsv1.DeleteServiceRequest) (*ecsv1.DeleteServiceResponse, error) {
+		cluster, name, err := h.loadService(ctx, account, m.GetCluster(), m.GetService())
+		if err != nil {
+			return nil, err
+		}
+		key := keys.Service(account, cluster, name)
+		var out *storev1.ServiceRecord
+		err = retry(ctx, func() error {
+			rec, rev, err := get[*storev1.ServiceRecord](ctx, h.kv, key)
+			if err != nil {
+				return fmt.Errorf("service: read %s: %w", name, err)
+			}
+			if rec == nil || rec.GetService().GetStatus() == StatusInactive {
+				return ecserr.ServiceNotFoundError()
+			}
+			out = rec
+			s := rec.GetService()
+			if s.GetStatus() == StatusDraining {
+				return nil
+			}
+			if s.GetSchedulingStrategy() == StrategyReplica && s.GetDesiredCount() > 0 && !m.GetForce() {
+				return ecserr.InvalidParameterf("The service cannot be stopped while it is scaled above 0.")
+			}
+			s.DesiredCount = 0
+			s.Status = proto.String(StatusDraining)
+			for _, d := range s.GetDeployments() {
+				if d.GetStatus() == DeploymentPrimary {
+					d.DesiredCount = 0
+					d.UpdatedAt = h.nowEpoch()
+				}
+			}
+			txn := store.NewTxn(h.kv).Update(key, rev, rec)
+			crec, crev, err := get[*storev1.ClusterRecord](ctx, h.kv, keys.Cluster(account, cluster))
+			if err != nil {
+				return fmt.Errorf("service: read cluster %s: %w", cluster, err)
+			}
+			if crec != nil {
+				crec.Cluster.ActiveServicesCount = max(crec.GetCluster().GetActiveServicesCount()-1, 0)
+				txn.Update(keys.Cluster(account, cluster), crev, crec)
+			}
+			_, err = txn.Commit(ctx)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		h.kick.Kick()
+		return &ecsv1.DeleteServiceResponse{Service: describe(out, false)}, nil
+	})
+}
+
+// DescribeServices describes up to 10 services of a cluster by name or ARN, INACTIVE ones
+// included; include TAGS adds their tags. Unknown services come back in failures[] with
+// reason MISSING and the service's ARN. Errors: ClusterNotFoundException,
+// InvalidParameterException for an empty or too long list. AWS reference:
+// DescribeServices.
+func (h *Handler) DescribeServices(ctx context.Context, req *connect.Request[ecsv1.DescribeServicesRequest]) (*connect.Response[ecsv1.DescribeServicesResponse], error) {
+	return handle(ctx, h, req, func(ctx context.Context, account string, m *ecsv1.DescribeServicesRequest) (*ecsv1.DescribeServicesResponse, error) {
+		if len(m.GetServices()) == 0 {
+			return nil, ecserr.InvalidParameterf("Services cannot be empty.")
+		}
+		if len(m.GetServices()) > 10 {
+			return nil, ecserr.InvalidParameterf("services can have at most 10 items.")
+		}
+		withTags := false
+		for _, inc := range m.GetInclude() {
+			if inc != "TAGS" {
+				return nil, ecserr.InvalidParameterf("Invalid include value %q.", inc)
+			}
+			withTags = true
+		}
+		cluster, _, _, err := h.activeCluster(ctx, account, m.GetCluster())
+		if err != nil {
+			return nil, err
+		}
+		resp := &ecsv1.DescribeServicesResponse{Services: []*ecsv1.Service{}, Failures: []*ecsv1.Failure{}}
+		ops := make([]clientv3.Op, 0, len(m.GetServices()))
+		refs := make([]string, 0, len(m.GetServices()))
+		for _, ref := range m.GetServices() {
+			name, ok := serviceName(account, cluster, ref)
+			if !ok {
+				resp.Failures = append(resp.Failures, missing(ref))
+				continue
+			}
+			ops = append(ops, clientv3.OpGet(keys.Service(account, cluster, name)))
+			refs = append(refs, ref)
+		}
+		if len(ops) > 0 {
+			tr, err := h.kv.Txn(ctx).Then(ops...).Commit()
+			if err != nil {
+				return nil, fmt.Errorf("service: describe: %w", err)
+			}
+			for i, r := range tr.Responses {
+				kvs := r.GetResponseRange().GetKvs()
+				if len(kvs) == 0 {
+					a := refs[i]
+					if !arn.IsARN(a) {
+						a = arn.ServiceARN(h.region, account, cluster, a, true)
+					}
+					resp.Failures = append(resp.Failures, missing(a))
+					continue
+				}
+				rec := &storev1.ServiceRecord{}
+				if err := proto.Unmarshal(kvs[0].Value, rec); err != nil {
+					return nil, fmt.Errorf("service: decode %s: %w", kvs[0].Key, err)
+				}
+				resp.Services = append(resp.Services, describe(rec, withTags))
+			}
+		}
+		return resp, nil
+	})
+}
+
+func missing(a string) *ecsv1.Failure {
+	return &ecsv1.Failure{Arn: proto.String(a), Reason: proto.String("MISSING")}
+}
+
+// maxResults validates a List* maxResults (1–100) and applies the default.
+func maxResults(v *int32, def int) (int, error) {
+	if v == nil {
+		return def, nil
+	}
+	if *v < 1 || *v > 100 {
+		return 0, ecserr.InvalidParameterf("maxResults must be between 1 and 100.")
+	}
+	return int(*v), nil
+}
+
+// ListServices lists the ARNs of a cluster's ACTIVE and DRAINING services in name order,
+// filtered by launchType and schedulingStrategy; maxResults 1–100 (default 10) and an
+// opaque nextToken page through them (a page may hold fewer than maxResults when filters
+// drop services). Errors: ClusterNotFoundException, InvalidParameterException. AWS
+// reference: ListServices.
+func (h *Handler) ListServices(ctx context.Context, req *connect.Request[ecsv1.ListServicesRequest]) (*connect.Response[ecsv1.ListServicesResponse], error) {
+	return handle(ctx, h, req, func(ctx context.Context, account string, m *ecsv1.ListServicesRequest) (*ecsv1.ListServicesResponse, error) {
+		limit, err := maxResults(m.MaxResults, 10)
+		if err != nil {
+			return nil, err
+		}
+		if lt := m.GetLaunchType(); lt != "" && !slices.Contains([]string{"EC2", "FARGATE", "EXTERNAL", "MANAGED_INSTANCES"}, lt) {
+			return nil, ecserr.InvalidParameterf("Invalid launchType %q.", lt)
+		}
+		if ss := m.GetSchedulingStrategy(); ss != "" && ss != StrategyReplica && ss != StrategyDaemon {
+			return nil, ecserr.InvalidParameterf("Invalid schedulingStrategy %q.", ss)
+		}
+		cluster, _, _, err := h.activeCluster(ctx, account, m.GetCluster())
+		if err != nil {
+			return nil, err
+		}
+		items, next, err := store.List[*storev1.ServiceRecord](ctx, h.kv, keys.Services(account, cluster), limit, m.GetNextToken())
+		if err != nil {
+			if errors.Is(err, store.ErrInvalidToken) {
+				return nil, ecserr.InvalidParameterf("Invalid nextToken.")
+			}
+			return nil, fmt.Errorf("service: list: %w", err)
+		}
+		resp := &ecsv1.ListServicesResponse{ServiceArns: []string{}}
+		for _, it := range items {
+			s := it.Value.GetService()
+			if s.GetStatus() == StatusInactive ||
+				(m.GetLaunchType() != "" && s.GetLaunchType() != m.GetLaunchType()) ||
+				(m.GetSchedulingStrategy() != "" && s.GetSchedulingStrategy() != m.GetSchedulingStrategy()) {
+				continue
+			}
+			resp.ServiceArns = append(resp.ServiceArns, s.GetServiceArn())
+		}
+		if next != "" {
+			resp.NextToken = proto.String(next)
+		}
+		return resp, nil
+	})
+}
+
+// ListServicesByNamespace answers with no services: Berth has no Service Connect or
+// Cloud Map namespaces, so no service belongs to one. AWS reference:
+// ListServicesByNamespace.
+func (h *Handler) ListServicesByNamespace(ctx context.Context, req *connect.Request[ecsv1.ListServicesByNamespaceRequest]) (*connect.Response[ecsv1.ListServicesByNamespaceResponse], error) {
+	return handle(ctx, h, req, func(ctx context.Context, account string, m *ecsv1.ListServicesByNamespaceRequest) (*ecsv1.ListServicesByNamespaceResponse, error) {
+		if m.GetNamespace() == "" {
+			return nil, ecserr.InvalidParameterf("namespace is required.")
+		}
+		if _, err := maxResults(m.MaxResults, 10); err != nil {
+			return nil, err
+		}
+		return nil, ecserr.New("NamespaceNotFoundException", "Namespace not found.")
+	})
+}
+
+// deploymentStatus maps a deployment to the ServiceDeployment status AWS reports:
+// PENDING/IN_PROGRESS, SUCCESSFUL, STOPPED (superseded or failed without rollback), and
+// the ROLLBACK_* states for a circuit breaker rollback.
+func deploymentStatus(d *ecsv1.Deployment, dr *storev1.DeploymentRecord) (string, string) {
+	rb := dr.GetRollback()
+	switch d.GetRolloutState() {
+	case RolloutCompleted:
+		if rb {
+			return "ROLLBACK_SUCCESSFUL", d.GetRolloutStateReason()
+		}
+		return "SUCCESSFUL", d.GetRolloutStateReason()
+	case RolloutFailed:
+		if rb {
+			return "ROLLBACK_FAILED", d.GetRolloutStateReason()
+		}
+		return "STOPPED", d.GetRolloutStateReason()
+	}
+	if d.GetStatus() != DeploymentPrimary {
+		return "STOPPED", "The deployment was superseded by a newer deployment."
+	}
+	if rb {
+		return "ROLLBACK_IN_PROGRESS", d.GetRolloutStateReason()
+	}
+	return "IN_PROGRESS", d.GetRolloutStateReason()
+}
+
+// ListServiceDeployments lists a service's deployments, newest first (Berth keeps the
+// last 20 finished ones), filtered by status and createdAt; maxResults 1–100 (default 20)
+// with a nextToken. Errors: ClusterNotFoundException, ServiceNotFoundException,
+// InvalidParameterException. AWS reference: ListServiceDeployments.
+func (h *Handler) ListServiceDeployments(ctx context.Context, req *connect.Request[ecsv1.ListServiceDeploymentsRequest]) (*connect.Response[ecsv1.ListServiceDeploymentsResponse], error) {
+	return handle(ctx, h, req, func(ctx context.Context, account string, m *ecsv1.ListServiceDeploymentsRequest) (*ecsv1.ListServiceDeploymentsResponse, error) {
+		limit, err := maxResults(m.MaxResults, 20)
+		if err != nil {
+			return nil, err
+		}
+		cluster, name, err := h.loadService(ctx, account, m.GetCluster(), m.GetService())
+		if err != nil {
+			return nil, err
+		}
+		rec, _, err := get[*storev1.ServiceRecord](ctx, h.kv, keys.Service(account, cluster, name))
+		if err != nil {
+			return nil, fmt.Errorf("service: read %s: %w", name, err)
+		}
+		if rec == nil {
+			return nil, ecserr.ServiceNotFoundError()
+		}
+		start := 0
+		if tok := m.GetNextToken(); tok != "" {
+			if _, err := fmt.Sscanf(tok, "%d", &start); err != nil || start < 0 {
+				return nil, ecserr.InvalidParameterf("Invalid nextToken.")
+			}
+		}
+		var all []*ecsv1.ServiceDeploymentBrief
+		for _, d := range rec.GetService().GetDeployments() {
+			st, reason := deploymentStatus(d, deploymentRecord(rec, d.GetId()))
+			if len(m.GetStatus()) > 0 && !slices.Contains(m.GetStatus(), st) {
+				continue
+			}
+			if ca := m.GetCreatedAt(); ca != nil {
+				if (ca.After != nil && d.GetCreatedAt() < ca.GetAfter()) || (ca.Before != nil && d.GetCreatedAt() > ca.GetBefore()) {
+					continue
+				}
+			}
+			all = append(all, brief(h.region, account, rec, d, st, reason))
+		}
+		resp := &ecsv1.ListServiceDeploymentsResponse{ServiceDeployments: []*ecsv1.ServiceDeploymentBrief{}}
+		if start < len(all) {
+			end := min(start+limit, len(all))
+			resp.ServiceDeployments = all[start:end]
+			if end < len(all) {
+				resp.NextToken = proto.String(fmt.Sprint(end))
+			}
+		}
+		return resp, nil
+	})
+}
+
+func brief(region, account string, rec *storev1.ServiceRecord, d *ecsv1.Deployment, st, reason string) *ecsv1.ServiceDeploymentBrief {
+	s := rec.GetService()
+	b := &ecsv1.ServiceDeploymentBrief{
+		ClusterArn:               s.ClusterArn,
+		ServiceArn:               s.ServiceArn,
+		ServiceDeploymentArn:     proto.String(serviceDeploymentARN(region, account, rec.GetClusterName(), s.GetServiceName(), d.GetId())),
+		TargetServiceRevisionArn: proto.String(serviceRevisionARN(region, account, rec.GetClusterName(), s.GetServiceName(), d.GetId())),
+		CreatedAt:                d.CreatedAt,
+		StartedAt:                d.CreatedAt,
+		Status:                   proto.String(st),
+		StatusReason:             proto.String(reason),
+	}
+	if f := deploymentRecord(rec, d.GetId()).GetFinishedAt(); f != nil {
+		b.FinishedAt = proto.Float64(epoch(f.AsTime()))
+	}
+	return b
+}
+
+// parseChildARN splits a service-deployment or service-revision ARN into account,
+// cluster, service and deployment number.
+func parseChildARN(kind, a string) (account, cluster, svc, num string, ok bool) {
+	parts := strings.SplitN(a, ":", 6)
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "ecs" {
+		return "", "", "", "", false
+	}
+	segs := strings.Split(parts[5], "/")
+	if len(segs) != 4 || segs[0] != kind {
+		return "", "", "", "", false
+	}
+	return parts[4], segs[1], segs[2], segs[3], true
+}
+
+// lookupChild reads the service and deployment a service-deployment or service-revision
+// ARN names; ok is false when there is none for the caller.
+func (h *Handler) lookupChild(ctx context.Context, account, kind, a string) (*storev1.ServiceRecord, *ecsv1.Deployment, bool, error) {
+	acc, cluster, svc, num, ok := parseChildARN(kind, a)
+	if !ok || acc != account || !validName(cluster) || !validName(svc) {
+		return nil, nil, false, nil
+	}
+	rec, _, err := get[*storev1.ServiceRecord](ctx, h.kv, keys.Service(account, cluster, svc))
+	if err != nil || rec == nil {
+		return nil, nil, false, err
+	}
+	d := findDeployment(rec.GetService(), "ecs-svc/"+num)
+	return rec, d, d != nil, nil
+}
+
+// DescribeServiceDeployments describes up to 20 service deployments by ARN (from
+// ListServiceDeployments or a service's currentServiceDeployment); unknown ones come back
+// in failures[] with reason MISSING. The circuit breaker section reports the failed task
+// count and AWS's threshold. AWS reference: DescribeServiceDeployments.
+func (h *Handler) DescribeServiceDeployments(ctx context.Context, req *connect.Request[ecsv1.DescribeServiceDeploymentsRequest]) (*connect.Response[ecsv1.DescribeServiceDeploymentsResponse], error) {
+	return handle(ctx, h, req, func(ctx context.Context, account string, m *ecsv1.DescribeServiceDeploymentsRequest) (*ecsv1.DescribeServiceDeploymentsResponse, error) {
+		if n := len(m.GetServiceDeploymentArns()); n == 0 || n > 20 {
+			return nil, ecserr.InvalidParameterf("serviceDeploymentArns must have 1 to 20 items.")
+		}
+		resp := &ecsv1.DescribeServiceDeploymentsResponse{ServiceDeployments: []*ecsv1.ServiceDeployment{}, Failures: []*ecsv1.Failure{}}
+		for _, a := range m.GetServiceDeploymentArns() {
+			rec, d, ok, err := h.lookupChild(ctx, account, "service-deployment", a)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				resp.Failures = append(resp.Failures, missing(a))
+				continue
+			}
+			resp.ServiceDeployments = append(resp.ServiceDeployments, h.serviceDeployment(account, rec, d))
+		}
+		return resp, nil
+	})
+}
+
+func (h *Handler) serviceDeployment(account string, rec *storev1.ServiceRecord, d *ecsv1.Deployment) *ecsv1.ServiceDeployment {
+	s := rec.GetService()
+	dr := deploymentRecord(rec, d.GetId())
+	st, reason := deploymentStatus(d, dr)
+	b := brief(h.region, account, rec, d, st, reason)
+	sd := &ecsv1.ServiceDeployment{
+		ClusterArn:              b.ClusterArn,
+		ServiceArn:              b.ServiceArn,
+		ServiceDeploymentArn:    b.ServiceDeploymentArn,
+		CreatedAt:               b.CreatedAt,
+		StartedAt:               b.StartedAt,
+		FinishedAt:              b.FinishedAt,
+		Status:                  b.Status,
+		StatusReason:            b.StatusReason,
+		UpdatedAt:               d.UpdatedAt,
+		DeploymentConfiguration: s.GetDeploymentConfiguration(),
+		TargetServiceRevision: &ecsv1.ServiceRevisionSummary{
+			Arn:                proto.String(serviceRevisionARN(h.region, account, rec.GetClusterName(), s.GetServiceName(), d.GetId())),
+			RequestedTaskCount: d.GetDesiredCount(),
+			RunningTaskCount:   d.GetRunningCount(),
+			PendingTaskCount:   d.GetPendingCount(),
+		},
+		SourceServiceRevisions: []*ecsv1.ServiceRevisionSummary{},
+	}
+	for _, o := range s.GetDeployments() {
+		if o.GetStatus() == DeploymentActive && o.GetCreatedAt() <= d.GetCreatedAt() && o.GetId() != d.GetId() {
+			sd.SourceServiceRevisions = append(sd.SourceServiceRevisions, &ecsv1.ServiceRevisionSummary{
+				Arn:                proto.String(serviceRevisionARN(h.region, account, rec.GetClusterName(), s.GetServiceName(), o.GetId())),
+				RequestedTaskCount: o.GetDesiredCount(),
+				RunningTaskCount:   o.GetRunningCount(),
+				PendingTaskCount:   o.GetPendingCount(),
+			})
+		}
+	}
+	cb := s.GetDeploymentConfiguration().GetDeploymentCircuitBreaker()
+	sd.DeploymentCircuitBreaker = &ecsv1.ServiceDeploymentCircuitBreaker{
+		Status:       proto.String("DISABLED"),
+		FailureCount: d.GetFailedTasks(),
+		Threshold:    int32(BreakerThreshold(d.GetDesiredCount(), DefaultBreakerMinThreshold)),
+	}
+	if cb.GetEnable() {
+		switch d.GetRolloutState() {
+		case RolloutFailed:
+			sd.DeploymentCircuitBreaker.Status = proto.String("TRIGGERED")
+		case RolloutCompleted:
+			sd.DeploymentCircuitBreaker.Status = proto.String("MONITORING_COMPLETE")
+		default:
+			sd.DeploymentCircuitBreaker.Status = proto.String("MONITORING")
+		}
+	}
+	if dr.GetRollback() {
+		sd.Rollback = &ecsv1.Rollback{Reason: d.RolloutStateReason, StartedAt: d.CreatedAt, ServiceRevisionArn: sd.TargetServiceRevision.Arn}
+	}
+	return sd
+}
+
+// DescribeServiceRevisions describes up to 20 service revisions by ARN: in Berth each
+// deployment targets one revision (same number), holding the task definition, launch
+// type, placement-independent network configuration and the load balancers and service
+// registries of the service. Unknown ones come back in failures[] with reason MISSING.
+// AWS reference: DescribeServiceRevisions.
+func (h *Handler) DescribeServiceRevisions(ctx context.Context, req *connect.Request[ecsv1.DescribeServiceRevisionsRequest]) (*connect.Response[ecsv1.DescribeServiceRevisionsResponse], error) {
+	return handle(ctx, h, req, func(ctx context.Context, account string, m *ecsv1.DescribeServiceRevisionsRequest) (*ecsv1.DescribeServiceRevisionsResponse, error) {
+		if n := len(m.GetServiceRevisionArns()); n == 0 || n > 20 {
+			return nil, ecserr.InvalidParameterf("serviceRevisionArns must have 1 to 20 items.")
+		}
+		resp := &ecsv1.DescribeServiceRevisionsResponse{ServiceRevisions: []*ecsv1.ServiceRevision{}, Failures: []*ecsv1.Failure{}}
+		for _, a := range m.GetServiceRevisionArns() {
+			rec, d, ok, err := h.lookupChild(ctx, account, "service-revision", a)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				resp.Failures = append(resp.Failures, missing(a))
+				continue
+			}
+			s := rec.GetService()
+			resp.ServiceRevisions = append(resp.ServiceRevisions, &ecsv1.ServiceRevision{
+				ServiceRevisionArn:   proto.String(a),
+				ServiceArn:           s.ServiceArn,
+				ClusterArn:           s.ClusterArn,
+				TaskDefinition:       d.TaskDefinition,
+				LaunchType:           d.LaunchType,
+				NetworkConfiguration: d.NetworkConfiguration,
+				LoadBalancers:        nonNil(s.GetLoadBalancers()),
+				ServiceRegistries:    nonNil(s.GetServiceRegistries()),
+				CreatedAt:            d.CreatedAt,
+				ContainerImages:      []*ecsv1.ContainerImage{},
+			})
+		}
+		return resp, nil
+	})
+}

@@ -1,0 +1,401 @@
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"regexp"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/caller"
+	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/placement"
+	"github.com/berthhq/berth/services/scheduler/store"
+)
+
+// Service and deployment statuses, scheduling strategies and rollout states, as in the
+// ECS API.
+const (
+	StatusActive   = "ACTIVE"
+	StatusDraining = "DRAINING"
+	StatusInactive = "INACTIVE"
+
+	DeploymentPrimary  = "PRIMARY"
+	DeploymentActive   = "ACTIVE"
+	DeploymentInactive = "INACTIVE"
+
+	RolloutInProgress = "IN_PROGRESS"
+	RolloutCompleted  = "COMPLETED"
+	RolloutFailed     = "FAILED"
+
+	StrategyReplica = "REPLICA"
+	StrategyDaemon  = "DAEMON"
+)
+
+// DefaultCluster is the cluster ECS uses when a request names none.
+const DefaultCluster = "default"
+
+// Config configures a Handler.
+type Config struct {
+	// KV is the etcd client (a *clientv3.Client works). Required.
+	KV clientv3.KV
+	// Region is written in ARNs. Default "us-east-1".
+	Region string
+	// Logger receives internal faults; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Kick, when set, is kicked after every write so the leader's reconciler runs a pass
+	// soon instead of at its next interval (it only helps when the reconciler runs in this
+	// process; other replicas' reconcilers still pick the change up on their interval).
+	Kick *Kicker
+}
+
+// Handler serves the ECS service actions over etcd. Its methods have the
+// ecsv1connect.EcsServiceHandler signatures; embed it beside *control.Server (which
+// answers UnsupportedFeatureException for these actions) so that these take precedence.
+// A Handler holds no per-request state and is safe for concurrent use.
+type Handler struct {
+	kv     clientv3.KV
+	region string
+	log    *slog.Logger
+	now    func() time.Time
+	kick   *Kicker
+}
+
+// NewHandler returns a Handler for cfg. It does not touch etcd.
+func NewHandler(cfg Config) *Handler {
+	h := &Handler{kv: cfg.KV, region: cfg.Region, log: cfg.Logger, now: cfg.Now, kick: cfg.Kick}
+	if h.region == "" {
+		h.region = "us-east-1"
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	return h
+}
+
+// Kicker wakes a Reconciler between its periodic passes. The zero value is not usable;
+// build it with NewKicker. Safe for concurrent use.
+type Kicker struct{ ch chan struct{} }
+
+// NewKicker returns a Kicker.
+func NewKicker() *Kicker { return &Kicker{ch: make(chan struct{}, 1)} }
+
+// Kick asks for a pass soon; kicks while one is pending coalesce.
+func (k *Kicker) Kick() {
+	if k == nil {
+		return
+	}
+	select {
+	case k.ch <- struct{}{}:
+	default:
+	}
+}
+
+// C returns the channel a kick is delivered on (nil for a nil Kicker, which never fires).
+func (k *Kicker) C() <-chan struct{} {
+	if k == nil {
+		return nil
+	}
+	return k.ch
+}
+
+// handle runs fn with the caller's account and the request message (never nil), and
+// converts its error for the RPC boundary with ecserr.ToConnect, logging faults that are
+// not ECS exceptions.
+func handle[Req, Resp any](ctx context.Context, h *Handler, req *connect.Request[Req], fn func(ctx context.Context, account string, msg *Req) (*Resp, error)) (*connect.Response[Resp], error) {
+	id, ok := caller.From(ctx)
+	if !ok || id.Account == "" {
+		return nil, ecserr.ToConnect(ecserr.New("AccessDeniedException", "The request carries no account."))
+	}
+	var msg *Req
+	if req != nil {
+		msg = req.Msg
+	}
+	if msg == nil {
+		msg = new(Req)
+	}
+	resp, err := fn(ctx, id.Account, msg)
+	if err != nil {
+		var e *ecserr.Error
+		if !errors.As(err, &e) {
+			h.log.ErrorContext(ctx, "service call failed", "err", err)
+		}
+		return nil, ecserr.ToConnect(err)
+	}
+	return connect.NewResponse(resp), nil
+}
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)
+
+func validName(s string) bool { return namePattern.MatchString(s) }
+
+// epoch returns t as ECS writes timestamps: seconds since the epoch, millisecond
+// precision.
+func epoch(t time.Time) float64 { return math.Round(float64(t.UnixMilli())) / 1000 }
+
+func fromEpoch(v float64) time.Time {
+	return time.UnixMilli(int64(math.Round(v * 1000)))
+}
+
+func (h *Handler) nowEpoch() *float64 { return proto.Float64(epoch(h.now())) }
+
+// clusterName resolves a cluster reference (empty for "default", a name or an ARN).
+func clusterName(account, ref string) (string, error) {
+	if ref == "" {
+		return DefaultCluster, nil
+	}
+	if arn.IsARN(ref) {
+		a, err := arn.Parse(ref)
+		if err != nil || a.Type != arn.Cluster {
+			return "", ecserr.InvalidParameterf("Invalid cluster ARN: %s", ref)
+		}
+		if a.Account != account {
+			return "", ecserr.ClusterNotFoundError()
+		}
+		ref = a.Name
+	}
+	if !validName(ref) {
+		return "", ecserr.ClusterNotFoundError()
+	}
+	return ref, nil
+}
+
+// get reads a record, nil when absent.
+func get[T proto.Message](ctx context.Context, kv clientv3.KV, key string) (T, int64, error) {
+	v, rev, err := store.Get[T](ctx, kv, key)
+	if errors.Is(err, store.ErrNotFound) {
+		var zero T
+		return zero, 0, nil
+	}
+	return v, rev, err
+}
+
+// activeCluster reads an ACTIVE cluster; otherwise ClusterNotFoundException.
+func (h *Handler) activeCluster(ctx context.Context, account, ref string) (string, *storev1.ClusterRecord, int64, error) {
+	name, err := clusterName(account, ref)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	rec, rev, err := get[*storev1.ClusterRecord](ctx, h.kv, keys.Cluster(account, name))
+	if err != nil {
+		return "", nil, 0, fmt.Errorf("service: read cluster %s: %w", name, err)
+	}
+	if rec == nil || rec.GetCluster().GetStatus() != StatusActive {
+		return "", nil, 0, ecserr.ClusterNotFoundError()
+	}
+	return name, rec, rev, nil
+}
+
+// serviceName resolves a service reference (a name, or a short or long service ARN of
+// the account and cluster); ok is false when it cannot name a service of the caller in
+// that cluster.
+func serviceName(account, cluster, ref string) (string, bool) {
+	if arn.IsARN(ref) {
+		a, err := arn.Parse(ref)
+		if err != nil || a.Type != arn.Service || a.Account != account || (a.Cluster != "" && a.Cluster != cluster) {
+			return "", false
+		}
+		ref = a.Name
+	}
+	return ref, validName(ref)
+}
+
+// parseTaskDefRef splits a task definition reference (family, family:revision or ARN).
+func parseTaskDefRef(account, ref string) (family string, revision int, ok bool) {
+	if arn.IsARN(ref) {
+		a, err := arn.Parse(ref)
+		if err != nil || a.Type != arn.TaskDefinition || a.Account != account {
+			return "", 0, false
+		}
+		return a.Name, a.Revision, validName(a.Name)
+	}
+	family, rev, hasRev := strings.Cut(ref, ":")
+	if !validName(family) {
+		return "", 0, false
+	}
+	if !hasRev {
+		return family, 0, true
+	}
+	var n int
+	if _, err := fmt.Sscanf(rev, "%d", &n); err != nil || n < 1 || fmt.Sprint(n) != rev {
+		return "", 0, false
+	}
+	return family, n, true
+}
+
+// taskDefinition resolves a task definition reference to an ACTIVE revision (family
+// alone: its latest ACTIVE revision). Errors: InvalidParameterException "TaskDefinition
+// not found.", ClientException "TaskDefinition is inactive" (AWS's messages).
+func taskDefinition(ctx context.Context, kv clientv3.KV, account, ref string) (*storev1.TaskDefinitionRecord, error) {
+	if ref == "" {
+		return nil, ecserr.InvalidParameterf("taskDefinition is required.")
+	}
+	family, rev, ok := parseTaskDefRef(account, ref)
+	if !ok {
+		return nil, ecserr.InvalidParameterf("TaskDefinition not found.")
+	}
+	if rev == 0 {
+		// Latest ACTIVE revision: the last key of the family's ACTIVE index.
+		prefix := keys.TaskDefinitionByStatus(account, StatusActive, family, 0)
+		resp, err := kv.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1))
+		if err != nil {
+			return nil, fmt.Errorf("service: latest revision of %s: %w", family, err)
+		}
+		if len(resp.Kvs) == 0 {
+			return nil, ecserr.InvalidParameterf("TaskDefinition not found.")
+		}
+		k := string(resp.Kvs[0].Key)
+		if _, err := fmt.Sscanf(k[strings.LastIndexByte(k, '/')+1:], "%d", &rev); err != nil {
+			return nil, fmt.Errorf("service: bad task definition index key %q", k)
+		}
+	}
+	rec, _, err := get[*storev1.TaskDefinitionRecord](ctx, kv, keys.TaskDefinition(account, family, rev))
+	if err != nil {
+		return nil, fmt.Errorf("service: read task definition %s:%d: %w", family, rev, err)
+	}
+	if rec == nil {
+		return nil, ecserr.InvalidParameterf("TaskDefinition not found.")
+	}
+	if rec.GetTaskDefinition().GetStatus() != StatusActive {
+		return nil, ecserr.Clientf("TaskDefinition is inactive")
+	}
+	return rec, nil
+}
+
+// NewDeploymentID returns an ECS service deployment id: "ecs-svc/" and 19 random digits.
+func NewDeploymentID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	n := binary.BigEndian.Uint64(b[:])%9e18 + 1e18 // [1e18, 1e19): 19 digits
+	return fmt.Sprintf("ecs-svc/%d", n)
+}
+
+// newEventID returns a random UUID-shaped id for a service event.
+func newEventID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	s := hex.EncodeToString(b[:])
+	return s[0:8] + "-" + s[8:12] + "-" + s[12:16] + "-" + s[16:20] + "-" + s[20:]
+}
+
+// deploymentNumber returns the digits of a deployment id.
+func deploymentNumber(id string) string { return strings.TrimPrefix(id, "ecs-svc/") }
+
+// serviceDeploymentARN returns the ARN of a service deployment, as AWS formats it:
+// arn:aws:ecs:{region}:{account}:service-deployment/{cluster}/{service}/{id}.
+func serviceDeploymentARN(region, account, cluster, svc, id string) string {
+	return fmt.Sprintf("arn:aws:ecs:%s:%s:service-deployment/%s/%s/%s", region, account, cluster, svc, deploymentNumber(id))
+}
+
+// serviceRevisionARN returns the ARN of the service revision a deployment targets:
+// arn:aws:ecs:{region}:{account}:service-revision/{cluster}/{service}/{id}. Berth has one
+// revision per deployment, numbered like it.
+func serviceRevisionARN(region, account, cluster, svc, id string) string {
+	return fmt.Sprintf("arn:aws:ecs:%s:%s:service-revision/%s/%s/%s", region, account, cluster, svc, deploymentNumber(id))
+}
+
+// deploymentConfig returns the service's configuration with AWS's defaults: REPLICA
+// minimumHealthyPercent 100 and maximumPercent 200; DAEMON 0 and 100.
+func deploymentConfig(strategy string, dc *ecsv1.DeploymentConfiguration) *ecsv1.DeploymentConfiguration {
+	out := &ecsv1.DeploymentConfiguration{}
+	if dc != nil {
+		out = proto.Clone(dc).(*ecsv1.DeploymentConfiguration)
+	}
+	minPct, maxPct := int32(100), int32(200)
+	if strategy == StrategyDaemon {
+		minPct, maxPct = 0, 100
+	}
+	if out.MinimumHealthyPercent == nil {
+		out.MinimumHealthyPercent = proto.Int32(minPct)
+	}
+	if out.MaximumPercent == nil {
+		out.MaximumPercent = proto.Int32(maxPct)
+	}
+	if out.DeploymentCircuitBreaker == nil {
+		out.DeploymentCircuitBreaker = &ecsv1.DeploymentCircuitBreaker{}
+	}
+	if out.Alarms == nil {
+		out.Alarms = &ecsv1.DeploymentAlarms{AlarmNames: []string{}}
+	}
+	return out
+}
+
+func validateDeploymentConfig(strategy string, dc *ecsv1.DeploymentConfiguration) error {
+	minPct, maxPct := dc.GetMinimumHealthyPercent(), dc.GetMaximumPercent()
+	if minPct < 0 || minPct > 100 {
+		return ecserr.InvalidParameterf("minimumHealthyPercent must be between 0 and 100.")
+	}
+	if maxPct < 100 && strategy == StrategyReplica {
+		return ecserr.InvalidParameterf("maximumPercent must be at least 100.")
+	}
+	if strategy == StrategyDaemon && maxPct != 100 {
+		return ecserr.InvalidParameterf("maximumPercent must be 100 for the DAEMON scheduling strategy.")
+	}
+	if s := dc.GetStrategy(); s != "" && s != "ROLLING" {
+		return ecserr.New("UnsupportedFeatureException", "The deployment strategy %s is not supported.", s)
+	}
+	return nil
+}
+
+func validatePlacement(strategy string, cons []*ecsv1.PlacementConstraint, strat []*ecsv1.PlacementStrategy) error {
+	if len(cons) > 10 {
+		return ecserr.InvalidParameterf("A service can have at most 10 placement constraints.")
+	}
+	if len(strat) > 5 {
+		return ecserr.InvalidParameterf("A service can have at most 5 placement strategies.")
+	}
+	if strategy == StrategyDaemon && len(strat) > 0 {
+		return ecserr.InvalidParameterf("Placement strategies are not supported with DAEMON scheduling strategy.")
+	}
+	req := placement.Request{Constraints: placement.ConstraintsFrom(cons, nil), Strategy: placement.StrategiesFrom(strat)}
+	if err := placement.Compile(req); err != nil {
+		return ecserr.InvalidParameterf("%s", strings.TrimPrefix(err.Error(), "placement: "))
+	}
+	return nil
+}
+
+func validateTags(tags []*ecsv1.Tag) error {
+	if len(tags) > 50 {
+		return ecserr.InvalidParameterf("Tags can have a maximum of 50 tags.")
+	}
+	seen := map[string]bool{}
+	for _, t := range tags {
+		k := t.GetKey()
+		if k == "" || len(k) > 128 || len(t.GetValue()) > 256 {
+			return ecserr.InvalidParameterf("Tag keys must be 1-128 characters and values at most 256 characters.")
+		}
+		if strings.HasPrefix(strings.ToLower(k), "aws:") {
+			return ecserr.InvalidParameterf("Tag keys with the prefix aws: are reserved.")
+		}
+		if seen[k] {
+			return ecserr.InvalidParameterf("Duplicate tag key %q.", k)
+		}
+		seen[k] = true
+	}
+	return nil
+}
+
+func ts(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }

@@ -1,0 +1,979 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/control"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/placement"
+	"github.com/berthhq/berth/services/scheduler/store"
+)
+
+// Stop codes and reasons the service scheduler writes on the tasks it stops.
+const (
+	StopCodeScheduler = "ServiceSchedulerInitiated"
+	// ReasonScaleIn is the stoppedReason of tasks stopped to converge on the desired
+	// count or to finish a deployment.
+	ReasonScaleIn = "Scaling activity initiated by (deployment %s)"
+	// ReasonUnhealthy is the stoppedReason of tasks stopped for failing container health
+	// checks; such stops count as failed tasks.
+	ReasonUnhealthy = "Task failed container health checks"
+	// ReasonDraining is the stoppedReason of tasks stopped because their container
+	// instance is draining.
+	ReasonDraining = "Container instance is draining"
+	// ReasonServiceDeleted is the stoppedReason of tasks of a deleted service.
+	ReasonServiceDeleted = "Service is being deleted"
+)
+
+// ReconcilerConfig configures a Reconciler.
+type ReconcilerConfig struct {
+	// Client is the etcd client. Required.
+	Client store.Client
+	// Placer places service tasks (the same Placer RunTask uses). Required.
+	Placer *placement.Placer
+	// Region is written in ARNs. Default "us-east-1".
+	Region string
+	// Logger receives what the loop does and its faults; nil discards.
+	Logger *slog.Logger
+	// Now is the clock (launch backoff, events, timestamps); nil means time.Now.
+	Now func() time.Time
+	// NewID returns a new task id; nil means control.NewID.
+	NewID func() string
+	// Fence is added to every write (the leader term's store.Fence). Nil writes unfenced,
+	// for tests.
+	Fence []clientv3.Cmp
+	// Interval is the time between passes in Run. Default 1s.
+	Interval time.Duration
+	// Kick, when set, wakes Run for a pass before the interval ends (the Handler kicks it
+	// after each write).
+	Kick *Kicker
+	// BackoffBase and BackoffCap bound the launch backoff (see LaunchDelay). Defaults
+	// DefaultBackoffBase and DefaultBackoffCap (27 minutes, as AWS).
+	BackoffBase, BackoffCap time.Duration
+	// BreakerMinThreshold is the floor of the circuit breaker threshold. Default
+	// DefaultBreakerMinThreshold.
+	BreakerMinThreshold int
+	// InactiveRetention is how long an INACTIVE service stays describable before its
+	// record is deleted. Default 1 hour.
+	InactiveRetention time.Duration
+}
+
+// Reconciler is the leader's service loop: each pass converges every service of every
+// account on its desired state (see Pass). Run it only on the leader, with the leader
+// term's fence in ReconcilerConfig.Fence and a context cancelled when leadership ends;
+// build a new one per term. Safe for one Run or Pass at a time.
+type Reconciler struct {
+	cfg ReconcilerConfig
+	log *slog.Logger
+
+	mu  sync.Mutex
+	tds map[string]*storev1.TaskDefinitionRecord // by ARN; task definitions never change but for status
+}
+
+// NewReconciler returns a Reconciler for cfg.
+func NewReconciler(cfg ReconcilerConfig) *Reconciler {
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = control.NewID
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.BackoffBase <= 0 {
+		cfg.BackoffBase = DefaultBackoffBase
+	}
+	if cfg.BackoffCap <= 0 {
+		cfg.BackoffCap = DefaultBackoffCap
+	}
+	if cfg.BreakerMinThreshold <= 0 {
+		cfg.BreakerMinThreshold = DefaultBreakerMinThreshold
+	}
+	if cfg.InactiveRetention <= 0 {
+		cfg.InactiveRetention = time.Hour
+	}
+	return &Reconciler{cfg: cfg, log: cfg.Logger, tds: map[string]*storev1.TaskDefinitionRecord{}}
+}
+
+// Run runs passes every Interval (and on kicks) until ctx ends, and returns ctx's error.
+// A pass that fails is logged and the loop goes on, except when the fence failed
+// (store.ErrPreconditionFailed): this replica no longer leads, and Run returns that error.
+func (r *Reconciler) Run(ctx context.Context) error {
+	t := time.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		if err := r.Pass(ctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, store.ErrPreconditionFailed) {
+				return err
+			}
+			r.log.ErrorContext(ctx, "service reconcile pass failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		case <-r.cfg.Kick.C():
+		}
+	}
+}
+
+// serviceItem is a service record as listed, with the account from its key.
+type serviceItem struct {
+	account string
+	key     string
+	rec     *storev1.ServiceRecord
+	rev     int64
+}
+
+// Pass reconciles every service once: it lists the service records of every account,
+// then per cluster the cluster's task records and container instances, and for each
+// service recomputes its counts, replaces stopped and unhealthy tasks, rolls deployments
+// forward within minimumHealthyPercent/maximumPercent, applies the launch backoff and the
+// circuit breaker, follows DAEMON instances, finishes deletions and writes the service
+// record when it changed. Errors of single services are joined and returned after the
+// others were reconciled; a fence failure returns at once (wrapping
+// store.ErrPreconditionFailed).
+func (r *Reconciler) Pass(ctx context.Context) error {
+	groups := map[string][]serviceItem{}
+	var order []string
+	token := ""
+	for {
+		items, next, err := store.List[*storev1.ServiceRecord](ctx, r.cfg.Client, store.MustKeyPrefix("services"), store.MaxListLimit, token)
+		if err != nil {
+			return fmt.Errorf("service: list services: %w", err)
+		}
+		for _, it := range items {
+			rest := strings.TrimPrefix(it.Key, store.Prefix+"services/")
+			account, _, ok := strings.Cut(rest, "/")
+			if !ok {
+				continue
+			}
+			g := account + "/" + it.Value.GetClusterName()
+			if _, seen := groups[g]; !seen {
+				order = append(order, g)
+			}
+			groups[g] = append(groups[g], serviceItem{account: account, key: it.Key, rec: it.Value, rev: it.ModRevision})
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	var errs []error
+	for _, g := range order {
+		if err := r.passCluster(ctx, groups[g]); err != nil {
+			if errors.Is(err, store.ErrPreconditionFailed) || ctx.Err() != nil {
+				return err
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// listAll reads every record under prefix, page by page.
+func listAll[T proto.Message](ctx context.Context, kv clientv3.KV, prefix string) ([]store.Item[T], error) {
+	var out []store.Item[T]
+	token := ""
+	for {
+		items, next, err := store.List[T](ctx, kv, prefix, store.MaxListLimit, token)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items...)
+		if next == "" {
+			return out, nil
+		}
+		token = next
+	}
+}
+
+// clusterState is what a pass reads once per cluster.
+type clusterState struct {
+	account, cluster string
+	tasks            map[string][]store.Item[*storev1.TaskRecord] // by service name
+	instances        map[string]store.Item[*storev1.ContainerInstanceRecord]
+	instanceOrder    []string
+}
+
+func (r *Reconciler) passCluster(ctx context.Context, svcs []serviceItem) error {
+	account, cluster := svcs[0].account, svcs[0].rec.GetClusterName()
+	now := r.cfg.Now()
+	live := false
+	for _, s := range svcs {
+		if s.rec.GetService().GetStatus() != StatusInactive {
+			live = true
+			continue
+		}
+		// INACTIVE: delete the record once its retention has passed.
+		if inactiveSince(s.rec).Add(r.cfg.InactiveRetention).Before(now) {
+			if _, err := store.Delete(ctx, r.cfg.Client, s.key, s.rev, store.If(r.cfg.Fence...)); err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("service: delete inactive %s: %w", s.key, err)
+			}
+		}
+	}
+	if !live {
+		return nil
+	}
+	cs := &clusterState{account: account, cluster: cluster, tasks: map[string][]store.Item[*storev1.TaskRecord]{}, instances: map[string]store.Item[*storev1.ContainerInstanceRecord]{}}
+	tasks, err := listAll[*storev1.TaskRecord](ctx, r.cfg.Client, keys.Tasks(account, cluster))
+	if err != nil {
+		return fmt.Errorf("service: list tasks of %s/%s: %w", account, cluster, err)
+	}
+	for _, t := range tasks {
+		if n := t.Value.GetServiceName(); n != "" {
+			cs.tasks[n] = append(cs.tasks[n], t)
+		}
+	}
+	insts, err := listAll[*storev1.ContainerInstanceRecord](ctx, r.cfg.Client, keys.Instances(account, cluster))
+	if err != nil {
+		return fmt.Errorf("service: list instances of %s/%s: %w", account, cluster, err)
+	}
+	for _, in := range insts {
+		id := lastSegment(in.Key)
+		cs.instances[id] = in
+		cs.instanceOrder = append(cs.instanceOrder, id)
+	}
+	var errs []error
+	for _, s := range svcs {
+		if s.rec.GetService().GetStatus() == StatusInactive {
+			continue
+		}
+		if err := r.reconcile(ctx, cs, s); err != nil {
+			if errors.Is(err, store.ErrPreconditionFailed) {
+				return err
+			}
+			errs = append(errs, fmt.Errorf("service %s/%s/%s: %w", account, cluster, s.rec.GetService().GetServiceName(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// inactiveSince is when the service became INACTIVE: the latest updatedAt of its
+// deployments.
+func inactiveSince(rec *storev1.ServiceRecord) time.Time {
+	var t float64
+	for _, d := range rec.GetService().GetDeployments() {
+		t = max(t, d.GetUpdatedAt())
+	}
+	return fromEpoch(t)
+}
+
+func lastSegment(key string) string { return key[strings.LastIndexByte(key, '/')+1:] }
+
+// taskDef returns a task definition record by ARN, cached.
+func (r *Reconciler) taskDef(ctx context.Context, account, tdARN string) (*storev1.TaskDefinitionRecord, error) {
+	r.mu.Lock()
+	td := r.tds[tdARN]
+	r.mu.Unlock()
+	if td != nil {
+		return td, nil
+	}
+	a, err := arn.Parse(tdARN)
+	if err != nil || a.Type != arn.TaskDefinition {
+		return nil, fmt.Errorf("service: bad task definition ARN %q", tdARN)
+	}
+	td, _, err = store.Get[*storev1.TaskDefinitionRecord](ctx, r.cfg.Client, keys.TaskDefinition(account, a.Name, a.Revision))
+	if err != nil {
+		return nil, fmt.Errorf("service: read task definition %s: %w", tdARN, err)
+	}
+	r.mu.Lock()
+	r.tds[tdARN] = td
+	r.mu.Unlock()
+	return td, nil
+}
+
+// view is one task of a service as the reconciler sees it.
+type view struct {
+	item      store.Item[*storev1.TaskRecord]
+	id        string
+	dep       string
+	created   float64
+	live      bool // desired RUNNING, not STOPPED
+	stopping  bool // desired STOPPED, not yet STOPPED
+	stopped   bool
+	running   bool
+	pending   bool
+	healthy   bool
+	unhealthy bool
+	draining  bool // its instance is not ACTIVE (draining, deregistered, gone)
+	failed    bool // stopped by itself (not by a user or the scheduler), or for health checks
+	success   bool // started successfully: healthy now, or ran and was stopped on purpose
+	instance  string
+}
+
+// healthChecked returns the names of the essential containers with a health check.
+func healthChecked(td *ecsv1.TaskDefinition) map[string]bool {
+	out := map[string]bool{}
+	for _, c := range td.GetContainerDefinitions() {
+		if c.GetHealthCheck() != nil && len(c.GetHealthCheck().GetCommand()) > 0 && (c.Essential == nil || c.GetEssential()) {
+			out[c.GetName()] = true
+		}
+	}
+	return out
+}
+
+func (r *Reconciler) views(ctx context.Context, account string, cs *clusterState, items []store.Item[*storev1.TaskRecord]) ([]*view, error) {
+	out := make([]*view, 0, len(items))
+	for _, it := range items {
+		t := it.Value.GetTask()
+		v := &view{item: it, id: control.TaskID(it.Value), dep: it.Value.GetDeploymentId(), created: t.GetCreatedAt(), instance: it.Value.GetContainerInstanceId()}
+		if v.dep == "" {
+			v.dep = t.GetStartedBy()
+		}
+		last := t.GetLastStatus()
+		v.stopped = last == "STOPPED"
+		v.live = !v.stopped && t.GetDesiredStatus() == "RUNNING"
+		v.stopping = !v.stopped && t.GetDesiredStatus() != "RUNNING"
+		p, run := control.TaskCounts(last)
+		v.pending, v.running = p == 1, run == 1
+		if v.running {
+			td, err := r.taskDef(ctx, account, t.GetTaskDefinitionArn())
+			if err != nil {
+				return nil, err
+			}
+			checked := healthChecked(td.GetTaskDefinition())
+			v.healthy = true
+			for _, c := range t.GetContainers() {
+				if !checked[c.GetName()] {
+					continue
+				}
+				switch c.GetHealthStatus() {
+				case "HEALTHY":
+				case "UNHEALTHY":
+					v.healthy, v.unhealthy = false, true
+				default:
+					v.healthy = false
+				}
+			}
+		}
+		if v.live {
+			in, ok := cs.instances[v.instance]
+			st := in.Value.GetContainerInstance().GetStatus()
+			v.draining = !ok || st != StatusActive || in.Value.GetOperatorDrain() || in.Value.GetInvoluntaryDrain()
+		}
+		if v.stopped {
+			code, reason := t.GetStopCode(), t.GetStoppedReason()
+			switch {
+			case code == "UserInitiated":
+			case code == StopCodeScheduler && reason != ReasonUnhealthy:
+				v.success = t.StartedAt != nil
+			default:
+				v.failed = true
+			}
+		}
+		if v.live && v.healthy {
+			v.success = true
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// reconcile converges one service; see Pass.
+func (r *Reconciler) reconcile(ctx context.Context, cs *clusterState, it serviceItem) error {
+	now := r.cfg.Now()
+	rec := proto.Clone(it.rec).(*storev1.ServiceRecord)
+	s := rec.GetService()
+	name := s.GetServiceName()
+	views, err := r.views(ctx, cs.account, cs, cs.tasks[name])
+	if err != nil {
+		return err
+	}
+	ev := &events{svc: name, now: now}
+	prim := primary(s)
+	if prim == nil {
+		return fmt.Errorf("service: %s has no PRIMARY deployment", name)
+	}
+	daemon := s.GetSchedulingStrategy() == StrategyDaemon
+	deleting := s.GetStatus() == StatusDraining
+
+	// DAEMON: the desired count is the number of eligible instances.
+	var eligible []string
+	if daemon && !deleting {
+		td, err := r.taskDef(ctx, cs.account, prim.GetTaskDefinition())
+		if err != nil {
+			return err
+		}
+		eligible = r.eligibleInstances(cs, s, td.GetTaskDefinition())
+		s.DesiredCount = int32(len(eligible))
+		prim.DesiredCount = s.DesiredCount
+	}
+	desired := s.GetDesiredCount()
+	if deleting {
+		desired = 0
+	}
+
+	// Per-deployment failure accounting and launch backoff.
+	byDep := map[string][]*view{}
+	for _, v := range views {
+		byDep[v.dep] = append(byDep[v.dep], v)
+	}
+	dc := s.GetDeploymentConfiguration()
+	dr := deploymentRecord(rec, prim.GetId())
+	failed, consecutive := failureCounts(byDep[prim.GetId()])
+	prim.FailedTasks = max(prim.GetFailedTasks(), int32(failed))
+	switch {
+	case consecutive == 0:
+		dr.FailedLaunches, dr.NextLaunchAt = 0, nil
+	case consecutive > int(dr.GetFailedLaunches()):
+		dr.FailedLaunches = int32(consecutive)
+		dr.NextLaunchAt = ts(now.Add(LaunchDelay(consecutive, r.cfg.BackoffBase, r.cfg.BackoffCap)))
+		if consecutive >= 3 {
+			ev.add(fmt.Sprintf("(service %s) is unable to consistently start tasks successfully. For more information, see the Troubleshooting section.", name))
+		}
+	default:
+		dr.FailedLaunches = int32(consecutive)
+	}
+	for _, d := range s.GetDeployments() {
+		if d.GetId() != prim.GetId() && d.GetStatus() != DeploymentInactive {
+			f, _ := failureCounts(byDep[d.GetId()])
+			d.FailedTasks = max(d.GetFailedTasks(), int32(f))
+		}
+	}
+
+	// Circuit breaker.
+	if cb := dc.GetDeploymentCircuitBreaker(); cb.GetEnable() && !deleting && prim.GetRolloutState() == RolloutInProgress &&
+		int(prim.GetFailedTasks()) >= BreakerThreshold(desired, r.cfg.BreakerMinThreshold) {
+		prim.RolloutState = proto.String(RolloutFailed)
+		prim.RolloutStateReason = proto.String("ECS deployment circuit breaker: tasks failed to start.")
+		prim.UpdatedAt = proto.Float64(epoch(now))
+		dr.FinishedAt = ts(now)
+		ev.add(fmt.Sprintf("(service %s) (deployment %s) deployment failed: tasks failed to start.", name, prim.GetId()))
+		if cb.GetRollback() {
+			if target := lastCompleted(s, prim.GetId()); target != nil {
+				id := startDeployment(rec, r.cfg.Region, cs.account, target.GetTaskDefinition(), true, now)
+				ev.add(fmt.Sprintf("(service %s) rolling back to deployment %s.", name, target.GetId()))
+				r.log.InfoContext(ctx, "service deployment rolled back", "service", name, "failed", prim.GetId(), "to", target.GetId(), "new", id)
+				prim = primary(s)
+				dr = deploymentRecord(rec, prim.GetId())
+			}
+		}
+	}
+
+	minHealthy := MinHealthy(desired, dc.GetMinimumHealthyPercent())
+	maxTotal := MaxTotal(desired, dc.GetMaximumPercent())
+	if daemon {
+		maxTotal = max(maxTotal, int(desired))
+	}
+
+	// Choose the tasks to keep: up to desired live primary tasks on ACTIVE instances,
+	// healthy first, then the oldest; for DAEMON one per eligible instance.
+	var keep, surplus []*view
+	healthyLive, total := 0, 0
+	for _, v := range views {
+		if v.live || v.stopping {
+			total++
+		}
+		if v.live && v.healthy {
+			healthyLive++
+		}
+	}
+	cands := make([]*view, 0, len(views))
+	for _, v := range views {
+		if v.live {
+			cands = append(cands, v)
+		}
+	}
+	slices.SortStableFunc(cands, func(a, b *view) int {
+		if a.healthy != b.healthy {
+			if a.healthy {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.created, b.created)
+	})
+	elig := map[string]bool{}
+	for _, id := range eligible {
+		elig[id] = true
+	}
+	onInstance := map[string]bool{} // DAEMON: an eligible instance already holding a kept task
+	for _, v := range cands {
+		ok := v.dep == prim.GetId() && !v.draining && !v.unhealthy
+		if daemon {
+			ok = ok && elig[v.instance] && !onInstance[v.instance]
+		} else {
+			ok = ok && len(keep) < int(desired)
+		}
+		if ok && !deleting {
+			keep = append(keep, v)
+			onInstance[v.instance] = true
+		} else {
+			surplus = append(surplus, v)
+		}
+	}
+
+	// Stop surplus tasks: unhealthy and not-yet-healthy ones freely, healthy ones while
+	// the healthy count stays at or above the minimum. Tasks on instances a DAEMON service
+	// no longer targets go at once, as do the tasks of a deleted service.
+	slices.SortStableFunc(surplus, func(a, b *view) int {
+		if a.healthy != b.healthy {
+			if a.healthy {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(a.created, b.created)
+	})
+	primFailed := prim.GetRolloutState() == RolloutFailed
+	var stopped []string
+	for _, v := range surplus {
+		reason := fmt.Sprintf(ReasonScaleIn, prim.GetId())
+		free := !v.healthy
+		switch {
+		case v.unhealthy:
+			reason = ReasonUnhealthy
+			ev.add(fmt.Sprintf("(service %s) (task %s) failed container health checks.", name, v.id))
+		case deleting:
+			reason, free = ReasonServiceDeleted, true
+		case daemon && !elig[v.instance]:
+			free = true
+			if v.draining {
+				reason = ReasonDraining
+			}
+		case v.draining:
+			reason = ReasonDraining
+		}
+		if !free {
+			if primFailed && v.dep != prim.GetId() {
+				continue // a failed deployment without rollback stops launching; keep the old tasks
+			}
+			if healthyLive-1 < minHealthy {
+				continue
+			}
+			healthyLive--
+		}
+		if err := r.stopTask(ctx, cs.account, v.item, reason); err != nil {
+			return err
+		}
+		v.live, v.stopping = false, true
+		stopped = append(stopped, v.id)
+	}
+	if len(stopped) > 0 {
+		ev.add(fmt.Sprintf("(service %s) has stopped %d running tasks: %s.", name, len(stopped), taskList(stopped)))
+	}
+
+	// Launch what is missing, within maximumPercent, unless backing off or failed.
+	need := int(desired) - len(keep)
+	room := maxTotal - total
+	if daemon {
+		room = need // one task per instance is the DAEMON bound
+	}
+	launch := min(need, room)
+	backoff := dr.NextLaunchAt != nil && now.Before(dr.GetNextLaunchAt().AsTime())
+	if launch > 0 && !deleting && !primFailed && !backoff {
+		td, err := r.taskDef(ctx, cs.account, prim.GetTaskDefinition())
+		if err != nil {
+			return err
+		}
+		var targets []string
+		if daemon {
+			busy := map[string]bool{}
+			for _, v := range views {
+				if v.live || v.stopping {
+					busy[v.instance] = true
+				}
+			}
+			for _, id := range eligible {
+				if !busy[id] {
+					targets = append(targets, id)
+				}
+			}
+			launch = len(targets)
+		}
+		if launch > 0 {
+			placed, failures, err := r.launch(ctx, cs, rec, td, prim.GetId(), launch, targets)
+			if err != nil {
+				return err
+			}
+			if len(placed) > 0 {
+				ev.add(fmt.Sprintf("(service %s) has started %d tasks: %s.", name, len(placed), taskList(placed)))
+			}
+			if len(placed) < launch && !daemon {
+				ev.add(placementMessage(name, failures))
+			}
+			for range placed {
+				total++
+			}
+		}
+	}
+
+	// Counts, deployment states, events, deletion.
+	r.updateCounts(s, views)
+	allQuiet := true // no task of a non-primary deployment is left
+	for _, d := range s.GetDeployments() {
+		if d.GetStatus() == DeploymentActive {
+			if d.GetRunningCount()+d.GetPendingCount() == 0 && !hasStopping(byDep[d.GetId()]) {
+				d.Status = proto.String(DeploymentInactive)
+				d.UpdatedAt = proto.Float64(epoch(now))
+			} else {
+				allQuiet = false
+				d.DesiredCount = d.GetRunningCount() + d.GetPendingCount()
+			}
+		}
+	}
+	steady := allQuiet && prim.GetRunningCount() == desired && prim.GetPendingCount() == 0 &&
+		len(keep) == int(desired) && countHealthy(keep) == int(desired) && !hasStopping(views)
+	if steady && prim.GetRolloutState() == RolloutInProgress && !deleting {
+		prim.RolloutState = proto.String(RolloutCompleted)
+		prim.RolloutStateReason = proto.String("ECS deployment " + prim.GetId() + " completed.")
+		prim.UpdatedAt = proto.Float64(epoch(now))
+		dr.FinishedAt = ts(now)
+		ev.add(fmt.Sprintf("(service %s) (deployment %s) deployment completed.", name, prim.GetId()))
+	}
+	if steady && !deleting {
+		ev.steady(s)
+	}
+	if deleting && total == 0 && !hasStopping(views) {
+		s.Status = proto.String(StatusInactive)
+		for _, d := range s.GetDeployments() {
+			if d.GetStatus() != DeploymentInactive {
+				d.UpdatedAt = proto.Float64(epoch(now))
+			}
+		}
+		prim.UpdatedAt = proto.Float64(epoch(now))
+	}
+	ev.apply(s)
+	trimHistory(rec)
+	if proto.Equal(rec, it.rec) {
+		return nil
+	}
+	if _, err := store.Update(ctx, r.cfg.Client, it.key, it.rev, rec, store.If(r.cfg.Fence...)); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			// An API call changed the service during the pass; the next pass recomputes.
+			return nil
+		}
+		return fmt.Errorf("service: write %s: %w", name, err)
+	}
+	return nil
+}
+
+func hasStopping(vs []*view) bool {
+	return slices.ContainsFunc(vs, func(v *view) bool { return v.stopping })
+}
+
+func countHealthy(vs []*view) int {
+	n := 0
+	for _, v := range vs {
+		if v.healthy {
+			n++
+		}
+	}
+	return n
+}
+
+// failureCounts returns a deployment's failed tasks, and the failed tasks created after
+// its latest successful one (the consecutive failures the launch backoff counts).
+func failureCounts(vs []*view) (failed, consecutive int) {
+	var lastSuccess float64 = -1
+	for _, v := range vs {
+		if v.success {
+			lastSuccess = max(lastSuccess, v.created)
+		}
+	}
+	for _, v := range vs {
+		if v.failed {
+			failed++
+			if v.created > lastSuccess {
+				consecutive++
+			}
+		}
+	}
+	return failed, consecutive
+}
+
+// lastCompleted returns the most recent COMPLETED deployment other than exclude.
+func lastCompleted(s *ecsv1.Service, exclude string) *ecsv1.Deployment {
+	var best *ecsv1.Deployment
+	for _, d := range s.GetDeployments() {
+		if d.GetId() != exclude && d.GetRolloutState() == RolloutCompleted && (best == nil || d.GetCreatedAt() > best.GetCreatedAt()) {
+			best = d
+		}
+	}
+	return best
+}
+
+// updateCounts sets the service's and each deployment's running and pending counts from
+// the task records: a task counts by its lastStatus (PROVISIONING, PENDING, ACTIVATING
+// are pending; RUNNING is running), whatever its desiredStatus, as the cluster's counters
+// do.
+func (r *Reconciler) updateCounts(s *ecsv1.Service, views []*view) {
+	type c struct{ run, pend int32 }
+	by := map[string]*c{}
+	var all c
+	for _, v := range views {
+		x := by[v.dep]
+		if x == nil {
+			x = &c{}
+			by[v.dep] = x
+		}
+		if v.running {
+			x.run++
+			all.run++
+		}
+		if v.pending {
+			x.pend++
+			all.pend++
+		}
+	}
+	s.RunningCount, s.PendingCount = all.run, all.pend
+	for _, d := range s.GetDeployments() {
+		if d.GetStatus() == DeploymentInactive {
+			continue
+		}
+		x := by[d.GetId()]
+		if x == nil {
+			x = &c{}
+		}
+		d.RunningCount, d.PendingCount = x.run, x.pend
+	}
+}
+
+// eligibleInstances returns, in id order, the instances a DAEMON service runs on: ACTIVE,
+// not draining, and matching the service's and the task definition's memberOf
+// constraints and required attributes.
+func (r *Reconciler) eligibleInstances(cs *clusterState, s *ecsv1.Service, td *ecsv1.TaskDefinition) []string {
+	var exprs []*placement.Expr
+	for _, c := range placement.ConstraintsFrom(s.GetPlacementConstraints(), td.GetPlacementConstraints()) {
+		if c.Type == placement.ConstraintMemberOf {
+			if e, err := placement.ParseExpr(c.Expression); err == nil {
+				exprs = append(exprs, e)
+			}
+		}
+	}
+	var out []string
+	for _, id := range cs.instanceOrder {
+		in := cs.instances[id]
+		view := placement.FromRecord(id, in.Value, in.ModRevision)
+		if view.Status != StatusActive {
+			continue
+		}
+		ok := true
+		for _, e := range exprs {
+			ok = ok && e.Match(view)
+		}
+		for _, ra := range td.GetRequiresAttributes() {
+			v, has := view.Attributes[ra.GetName()]
+			ok = ok && has && (ra.Value == nil || v == ra.GetValue())
+		}
+		if ok {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// launch places n tasks of the deployment (on the named instances for DAEMON) through the
+// Placer, writing them with control.PlaceTxn and the fence; it returns the ids placed and
+// the placement failures.
+func (r *Reconciler) launch(ctx context.Context, cs *clusterState, rec *storev1.ServiceRecord, tdRec *storev1.TaskDefinitionRecord, depID string, n int, instances []string) ([]string, []placement.Failure, error) {
+	td := tdRec.GetTaskDefinition()
+	s := rec.GetService()
+	demand, err := placement.DemandOf(td, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("service: demand of %s: %w", td.GetTaskDefinitionArn(), err)
+	}
+	req := placement.Request{
+		Demand:      demand,
+		Count:       n,
+		Group:       "service:" + s.GetServiceName(),
+		Constraints: append(placement.ConstraintsFrom(s.GetPlacementConstraints(), td.GetPlacementConstraints()), requiresAttributes(td)...),
+		Strategy:    placement.StrategiesFrom(s.GetPlacementStrategy()),
+	}
+	if len(instances) > 0 {
+		req.Instances = instances
+		req.Constraints = append(req.Constraints, placement.Constraint{Type: placement.ConstraintDistinctInstance})
+	}
+	var written []*storev1.TaskRecord
+	res, err := r.cfg.Placer.Place(ctx, placement.PlaceRequest{
+		Account: cs.account, Cluster: cs.cluster, Request: req, CommitWritesInstances: true, If: r.cfg.Fence,
+		Commit: func(ctx context.Context, txn *store.Txn, placed []placement.Placed) error {
+			crec, crev, err := store.Get[*storev1.ClusterRecord](ctx, r.cfg.Client, keys.Cluster(cs.account, cs.cluster))
+			if err != nil {
+				return fmt.Errorf("service: read cluster: %w", err)
+			}
+			insts := map[string]*control.InstanceState{}
+			written = written[:0]
+			for _, p := range placed {
+				if insts[p.InstanceID] == nil {
+					insts[p.InstanceID] = &control.InstanceState{Record: p.Instance, Rev: p.InstanceRev}
+				}
+				t := r.newTask(cs.account, cs.cluster, rec, tdRec, depID)
+				t.ContainerInstanceId = p.InstanceID
+				written = append(written, t)
+			}
+			return control.PlaceTxn(txn, control.Placement{
+				Account: cs.account, Cluster: crec, ClusterRev: crev, Instances: insts,
+				Tasks: written, TaskDefinition: td,
+			})
+		},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("service: place: %w", err)
+	}
+	ids := make([]string, 0, len(res.Placed))
+	if len(res.Placed) > 0 {
+		for _, t := range written {
+			ids = append(ids, control.TaskID(t))
+		}
+	}
+	return ids, res.Failures, nil
+}
+
+// requiresAttributes turns the task definition's requiresAttributes into memberOf
+// constraints (as placement.ControlPlacer does for RunTask).
+func requiresAttributes(td *ecsv1.TaskDefinition) []placement.Constraint {
+	var out []placement.Constraint
+	for _, a := range td.GetRequiresAttributes() {
+		expr := "attribute:" + a.GetName() + " exists"
+		if a.Value != nil {
+			expr = "attribute:" + a.GetName() + " == '" + a.GetValue() + "'"
+		}
+		out = append(out, placement.Constraint{Type: placement.ConstraintMemberOf, Expression: expr})
+	}
+	return out
+}
+
+// newTask builds a PENDING service task record (not yet placed): startedBy and
+// deployment_id the deployment, group "service:<name>", tags propagated as the service
+// says, reservations from the task definition.
+func (r *Reconciler) newTask(account, cluster string, rec *storev1.ServiceRecord, tdRec *storev1.TaskDefinitionRecord, depID string) *storev1.TaskRecord {
+	s := rec.GetService()
+	td := tdRec.GetTaskDefinition()
+	id := r.cfg.NewID()
+	taskARN := arn.TaskARN(r.cfg.Region, account, cluster, id, true)
+	ov := &ecsv1.TaskOverride{ContainerOverrides: []*ecsv1.ContainerOverride{}, InferenceAcceleratorOverrides: []*ecsv1.InferenceAcceleratorOverride{}}
+	cpu, mem, tcp, udp := control.TaskReservation(td, ov)
+	var tags []*ecsv1.Tag
+	switch s.GetPropagateTags() {
+	case "SERVICE":
+		tags = append(tags, s.GetTags()...)
+	case "TASK_DEFINITION":
+		tags = append(tags, tdRec.GetTags()...)
+	}
+	if s.GetEnableEcsManagedTags() {
+		tags = append(tags,
+			&ecsv1.Tag{Key: proto.String("aws:ecs:clusterName"), Value: proto.String(cluster)},
+			&ecsv1.Tag{Key: proto.String("aws:ecs:serviceName"), Value: proto.String(s.GetServiceName())})
+	}
+	now := proto.Float64(epoch(r.cfg.Now()))
+	t := &ecsv1.Task{
+		TaskArn:               proto.String(taskARN),
+		ClusterArn:            proto.String(arn.ClusterARN(r.cfg.Region, account, cluster)),
+		TaskDefinitionArn:     td.TaskDefinitionArn,
+		Overrides:             ov,
+		LastStatus:            proto.String("PENDING"),
+		DesiredStatus:         proto.String("RUNNING"),
+		CreatedAt:             now,
+		Group:                 proto.String("service:" + s.GetServiceName()),
+		StartedBy:             proto.String(depID),
+		LaunchType:            proto.String(s.GetLaunchType()),
+		Version:               1,
+		Tags:                  nonNil(tags),
+		EnableExecuteCommand:  s.GetEnableExecuteCommand(),
+		Cpu:                   proto.String(fmt.Sprint(cpu)),
+		Memory:                proto.String(fmt.Sprint(mem)),
+		Attachments:           []*ecsv1.Attachment{},
+		Attributes:            []*ecsv1.Attribute{},
+		InferenceAccelerators: []*ecsv1.InferenceAccelerator{},
+	}
+	for _, c := range td.GetContainerDefinitions() {
+		ct := &ecsv1.Container{
+			ContainerArn:      proto.String(strings.Replace(taskARN, ":task/", ":container/", 1) + "/" + r.cfg.NewID()),
+			TaskArn:           proto.String(taskARN),
+			Name:              c.Name,
+			Image:             c.Image,
+			LastStatus:        proto.String("PENDING"),
+			Cpu:               proto.String(fmt.Sprint(c.GetCpu())),
+			NetworkBindings:   []*ecsv1.NetworkBinding{},
+			NetworkInterfaces: []*ecsv1.NetworkInterface{},
+		}
+		if c.Memory != nil {
+			ct.Memory = proto.String(fmt.Sprint(c.GetMemory()))
+		}
+		if c.MemoryReservation != nil {
+			ct.MemoryReservation = proto.String(fmt.Sprint(c.GetMemoryReservation()))
+		}
+		t.Containers = append(t.Containers, ct)
+	}
+	return &storev1.TaskRecord{
+		Task: t, ClusterName: cluster, ServiceName: s.GetServiceName(), DeploymentId: depID,
+		ReservedCpu: cpu, ReservedMemory: mem, ReservedPorts: tcp, ReservedUdpPorts: udp,
+	}
+}
+
+// stopTask stops a task as control's StopTask does (desiredStatus STOPPED, stopCode
+// ServiceSchedulerInitiated, the reason, a StopOrder in the agent's inbox; a task not
+// placed goes straight to STOPPED with the cluster's counters), fenced, retried on
+// conflict. It is control.Server.StopTaskRecord plus the leader's fence.
+func (r *Reconciler) stopTask(ctx context.Context, account string, it store.Item[*storev1.TaskRecord], reason string) error {
+	rec, rev := proto.Clone(it.Value).(*storev1.TaskRecord), it.ModRevision
+	key := it.Key
+	for attempt := 0; ; attempt++ {
+		t := rec.GetTask()
+		if t.GetDesiredStatus() == "STOPPED" || t.GetLastStatus() == "STOPPED" {
+			return nil
+		}
+		old := proto.Clone(rec).(*storev1.TaskRecord)
+		now := proto.Float64(epoch(r.cfg.Now()))
+		t.DesiredStatus = proto.String("STOPPED")
+		t.StopCode = proto.String(StopCodeScheduler)
+		t.StoppedReason = proto.String(reason)
+		t.StoppingAt = now
+		t.Version++
+		txn := store.NewTxn(r.cfg.Client).If(r.cfg.Fence...)
+		if inst := rec.GetContainerInstanceId(); inst != "" {
+			txn.Put(keys.Inbox(inst, control.TaskID(rec)), &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Stop{Stop: &agentv1.StopOrder{
+				DeliveryId: control.TaskID(rec) + "-stop", TaskArn: t.GetTaskArn(), Reason: reason, StopCode: StopCodeScheduler,
+			}}})
+		} else {
+			crec, crev, err := store.Get[*storev1.ClusterRecord](ctx, r.cfg.Client, keys.Cluster(account, rec.GetClusterName()))
+			if err != nil {
+				return fmt.Errorf("service: read cluster: %w", err)
+			}
+			control.ApplyCountDelta(crec.GetCluster(), t.GetLastStatus(), "STOPPED")
+			t.LastStatus = proto.String("STOPPED")
+			t.StoppedAt, t.ExecutionStoppedAt = now, now
+			txn.Update(keys.Cluster(account, rec.GetClusterName()), crev, crec)
+		}
+		control.WriteTaskTxn(txn, account, old, rev, rec)
+		_, err := txn.Commit(ctx)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, store.ErrConflict) || attempt >= 16 {
+			return fmt.Errorf("service: stop task %s: %w", control.TaskID(rec), err)
+		}
+		rec, rev, err = store.Get[*storev1.TaskRecord](ctx, r.cfg.Client, key)
+		if err != nil {
+			return fmt.Errorf("service: re-read task: %w", err)
+		}
+	}
+}

@@ -269,7 +269,29 @@ func (e *Engine) Place(snapshot []*Instance, req Request) (Plan, error) {
 	}
 	usedInRequest := map[string]bool{}
 
+	randomOnly := true
+	for _, st := range req.Strategy {
+		randomOnly = randomOnly && st.Type == StrategyRandom
+	}
 	for range count {
+		// Random (the default) needs no ranking: rejection-sample a few instances, which
+		// is uniform over the feasible ones and O(1) when most are feasible; fall back to
+		// the full scan, which also collects the failure reasons.
+		if randomOnly && len(cands) > 0 {
+			var best *Instance
+			for range 8 {
+				in := cands[e.rng.IntN(len(cands))]
+				if reason, _ := e.check(in, req, c, usedInRequest); reason == "" {
+					best = in
+					break
+				}
+			}
+			if best != nil {
+				best = e.take(&plan, cands, mine, best, req)
+				usedInRequest[best.ID] = true
+				continue
+			}
+		}
 		var feasible []*Instance
 		var fails []Failure
 		for _, in := range cands {
@@ -288,19 +310,25 @@ func (e *Engine) Place(snapshot []*Instance, req Request) (Plan, error) {
 			plan.Failures = append(plan.Failures, fails...)
 			return plan, nil
 		}
-		best := e.rank(feasible, cands, req, groupsKnown)
-		plan.Choices = append(plan.Choices, Choice{Instance: best.clone()})
-		if !mine[best] {
-			cp := best.clone()
-			mine[cp] = true
-			i := slices.Index(cands, best)
-			cands[i] = cp
-			best = cp
-		}
-		reserve(best, req.Demand, req.Group)
+		best := e.take(&plan, cands, mine, e.rank(feasible, cands, req, groupsKnown), req)
 		usedInRequest[best.ID] = true
 	}
 	return plan, nil
+}
+
+// take records best as the next choice and reserves the demand on a private copy of it
+// (replacing it in cands), which it returns.
+func (e *Engine) take(plan *Plan, cands []*Instance, mine map[*Instance]bool, best *Instance, req Request) *Instance {
+	plan.Choices = append(plan.Choices, Choice{Instance: best.clone()})
+	if !mine[best] {
+		cp := best.clone()
+		mine[cp] = true
+		i := slices.Index(cands, best)
+		cands[i] = cp
+		best = cp
+	}
+	reserve(best, req.Demand, req.Group)
+	return best
 }
 
 // reserve takes d (and a task of group) from in.
@@ -366,11 +394,15 @@ func (e *Engine) rank(feasible, all []*Instance, req Request, groupsKnown bool) 
 		return feasible[0]
 	}
 	spreadCounts := make([]map[string]int, len(req.Strategy))
+	attrs := make([]string, len(req.Strategy))
+	cpu := make([]bool, len(req.Strategy))
 	for i, s := range req.Strategy {
+		cpu[i] = strings.EqualFold(s.Field, "cpu")
 		if s.Type == StrategySpread && !isInstanceField(s.Field) {
+			attrs[i], _ = strings.CutPrefix(s.Field, "attribute:")
 			m := map[string]int{}
 			for _, in := range all {
-				m[attrValue(in, s.Field)] += tasksOf(in, req.Group, groupsKnown)
+				m[in.Attributes[attrs[i]]] += tasksOf(in, req.Group, groupsKnown)
 			}
 			spreadCounts[i] = m
 		}
@@ -385,7 +417,7 @@ func (e *Engine) rank(feasible, all []*Instance, req Request, groupsKnown bool) 
 			switch s.Type {
 			case StrategyBinpack:
 				// Least remaining of the field wins.
-				if strings.EqualFold(s.Field, "cpu") {
+				if cpu[i] {
 					keys[i] = float64(in.CPU)
 				} else {
 					keys[i] = float64(in.Memory)
@@ -394,19 +426,29 @@ func (e *Engine) rank(feasible, all []*Instance, req Request, groupsKnown bool) 
 				if isInstanceField(s.Field) {
 					keys[i] = float64(tasksOf(in, req.Group, groupsKnown))
 				} else {
-					keys[i] = float64(spreadCounts[i][attrValue(in, s.Field)])
+					keys[i] = float64(spreadCounts[i][in.Attributes[attrs[i]]])
 				}
 			case StrategyRandom:
 				keys[i] = e.rng.Float64()
 			}
 		}
 		keys[n-1] = e.rng.Float64()
-		if best == nil || slices.Compare(keys, bestKeys) < 0 {
+		if best == nil || less(keys, bestKeys) {
 			best = in
 			copy(bestKeys, keys)
 		}
 	}
 	return best
+}
+
+// less orders score vectors lexicographically.
+func less(a, b []float64) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
 }
 
 func isInstanceField(f string) bool {
@@ -420,9 +462,4 @@ func tasksOf(in *Instance, group string, groupsKnown bool) int {
 		return in.Groups[group]
 	}
 	return in.RunningTasks
-}
-
-func attrValue(in *Instance, field string) string {
-	name, _ := strings.CutPrefix(field, "attribute:")
-	return in.Attributes[name]
 }

@@ -143,7 +143,8 @@ func (p *Placer) Place(ctx context.Context, req PlaceRequest) (PlaceResult, erro
 	eng := p.rngPool.Get().(*Engine)
 	defer p.rngPool.Put(eng)
 	var stale []string
-	for attempt := 1; ; attempt++ {
+	local := 0
+	for attempt := 1; ; {
 		snap, err := p.snapshot(ctx, req.Account, req.Cluster, stale)
 		if err != nil {
 			return PlaceResult{}, err
@@ -155,8 +156,22 @@ func (p *Placer) Place(ctx context.Context, req PlaceRequest) (PlaceResult, erro
 		if len(plan.Choices) == 0 {
 			return PlaceResult{Failures: plan.Failures}, nil
 		}
+		// Within this process, commits on the same instance (or, when the hook writes
+		// the cluster's counters too, on the same cluster) take turns, and a placement
+		// whose instances changed while it waited chooses again from the cache without
+		// an etcd round trip. CAS still guards against other replicas.
+		unlock, fresh := p.lock(req, snap, plan)
+		if !fresh {
+			unlock()
+			if local++; local > 10000 {
+				return PlaceResult{}, fmt.Errorf("%w: instances keep changing", ErrConflicts)
+			}
+			stale = stale[:0]
+			continue
+		}
 		placed, txn, err := p.build(ctx, snap, req, plan)
 		if err != nil {
+			unlock()
 			return PlaceResult{}, err
 		}
 		rev, err := txn.Commit(ctx)
@@ -168,14 +183,17 @@ func (p *Placer) Place(ctx context.Context, req PlaceRequest) (PlaceResult, erro
 				// cache exact without knowing what the hook wrote).
 				p.refresh(ctx, req.Account, req.Cluster, placed)
 			}
+			unlock()
 			return PlaceResult{Placed: placed, Failures: plan.Failures, Revision: rev}, nil
 		}
+		unlock()
 		if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
 			return PlaceResult{}, fmt.Errorf("placement: commit: %w", err)
 		}
 		if attempt >= p.attempts {
 			return PlaceResult{}, fmt.Errorf("%w: gave up after %d attempts: %w", ErrConflicts, attempt, err)
 		}
+		attempt++
 		// Re-read the instances this attempt chose before choosing again.
 		stale = stale[:0]
 		for _, pl := range placed {
@@ -187,6 +205,59 @@ func (p *Placer) Place(ctx context.Context, req PlaceRequest) (PlaceResult, erro
 			return PlaceResult{}, err
 		}
 	}
+}
+
+// lock takes the in-process commit locks for a plan: the chosen instances' (in id order),
+// or the cluster's when the hook writes instances and counters itself. It reports whether
+// the snapshot the plan was made on is still current for those instances.
+func (p *Placer) lock(req PlaceRequest, snap *snapshot, plan Plan) (func(), bool) {
+	if p.noCache {
+		return func() {}, true
+	}
+	p.mu.Lock()
+	cc := p.clusters[cacheKey(req.Account, req.Cluster)]
+	p.mu.Unlock()
+	if cc == nil {
+		return func() {}, true
+	}
+	var ids []string
+	for _, ch := range plan.Choices {
+		if !slices.Contains(ids, ch.Instance.ID) {
+			ids = append(ids, ch.Instance.ID)
+		}
+	}
+	slices.Sort(ids)
+	var locks []*sync.Mutex
+	if req.CommitWritesInstances {
+		locks = append(locks, &cc.commitMu)
+	} else {
+		cc.mu.Lock()
+		for _, id := range ids {
+			l := cc.locks[id]
+			if l == nil {
+				l = &sync.Mutex{}
+				cc.locks[id] = l
+			}
+			locks = append(locks, l)
+		}
+		cc.mu.Unlock()
+	}
+	for _, l := range locks {
+		l.Lock()
+	}
+	unlock := func() {
+		for i := len(locks) - 1; i >= 0; i-- {
+			locks[i].Unlock()
+		}
+	}
+	cur := cc.snapshot()
+	for _, id := range ids {
+		i, ok := cur.pos[id]
+		if !ok || cur.entries[i].rev != snap.entry(id).rev {
+			return unlock, false
+		}
+	}
+	return unlock, true
 }
 
 // build turns a plan into the txn: one CAS update per chosen instance with every
@@ -249,6 +320,9 @@ func (s *snapshot) entry(id string) *entry { return s.entries[s.pos[id]] }
 
 type clusterCache struct {
 	ready chan struct{}
+
+	commitMu sync.Mutex             // serializes hook-written commits of the cluster
+	locks    map[string]*sync.Mutex // per-instance commit locks, under mu
 
 	mu      sync.Mutex
 	err     error
@@ -319,7 +393,7 @@ func (p *Placer) cache(ctx context.Context, account, cluster string) (*clusterCa
 	p.mu.Lock()
 	cc := p.clusters[k]
 	if cc == nil {
-		cc = &clusterCache{ready: make(chan struct{}), entries: map[string]*entry{}}
+		cc = &clusterCache{ready: make(chan struct{}), entries: map[string]*entry{}, locks: map[string]*sync.Mutex{}}
 		p.clusters[k] = cc
 		p.wg.Add(1)
 		go p.watch(account, cluster, cc)

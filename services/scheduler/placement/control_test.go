@@ -1,0 +1,115 @@
+package placement
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"connectrpc.com/connect"
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/caller"
+	"github.com/berthhq/berth/services/scheduler/control"
+	"github.com/berthhq/berth/services/scheduler/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
+	"google.golang.org/protobuf/proto"
+)
+
+// RunTask through control with ControlPlacer: strategies and constraints reach the
+// engine, and 200 concurrent RunTask calls against tight capacity never over-commit.
+func TestControlPlacerRunTask(t *testing.T) {
+	cli := etcdembed.StartForTest(t)
+	p := NewPlacer(cli, nil)
+	defer p.Close()
+	srv := control.New(control.Config{KV: cli, Placer: &ControlPlacer{Placer: p}})
+	ctx := caller.With(context.Background(), caller.Identity{Account: testAccount})
+	if _, err := srv.CreateCluster(ctx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("c")})); err != nil {
+		t.Fatal(err)
+	}
+	var arns []string
+	for i, zone := range []string{"a", "a", "b", "b", "b"} {
+		resp, err := srv.RegisterInstance(ctx, testAccount, &agentv1.RegisterRequest{
+			Cluster: "c", HostId: "h" + string(rune('0'+i)), RuntimeReady: true,
+			Resources:  control.Resources(1024, 1024, []string{"22"}, nil),
+			Attributes: []*ecsv1.Attribute{{Name: proto.String("zone"), Value: proto.String(zone)}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.SetAgentConnected(ctx, testAccount, resp.GetContainerInstance().GetContainerInstanceArn(), true); err != nil {
+			t.Fatal(err)
+		}
+		arns = append(arns, resp.GetContainerInstance().GetContainerInstanceArn())
+	}
+	if _, err := srv.RegisterTaskDefinition(ctx, connect.NewRequest(&ecsv1.RegisterTaskDefinitionRequest{
+		Family: proto.String("web"),
+		ContainerDefinitions: []*ecsv1.ContainerDefinition{{Name: proto.String("app"), Image: proto.String("busybox"), Cpu: 256, Memory: proto.Int32(256)}},
+	})); err != nil {
+		t.Fatal(err)
+	}
+
+	// memberOf restricts to zone a; binpack packs one instance first.
+	r, err := srv.RunTask(ctx, connect.NewRequest(&ecsv1.RunTaskRequest{
+		Cluster: proto.String("c"), TaskDefinition: proto.String("web"), Count: proto.Int32(2),
+		PlacementConstraints: []*ecsv1.PlacementConstraint{{Type: proto.String("memberOf"), Expression: proto.String("attribute:zone == a")}},
+		PlacementStrategy:    []*ecsv1.PlacementStrategy{{Type: proto.String("binpack"), Field: proto.String("memory")}},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Msg.GetTasks()) != 2 || r.Msg.GetTasks()[0].GetContainerInstanceArn() != r.Msg.GetTasks()[1].GetContainerInstanceArn() ||
+		(r.Msg.GetTasks()[0].GetContainerInstanceArn() != arns[0] && r.Msg.GetTasks()[0].GetContainerInstanceArn() != arns[1]) {
+		t.Fatalf("tasks %v failures %v", r.Msg.GetTasks(), r.Msg.GetFailures())
+	}
+	// A bad expression is InvalidParameterException.
+	_, err = srv.RunTask(ctx, connect.NewRequest(&ecsv1.RunTaskRequest{
+		Cluster: proto.String("c"), TaskDefinition: proto.String("web"),
+		PlacementConstraints: []*ecsv1.PlacementConstraint{{Type: proto.String("memberOf"), Expression: proto.String("attribute:zone ==")}},
+	}))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("bad expression: %v", err)
+	}
+
+	// 200 concurrent RunTask calls; 5 instances × 4 slots − 2 already used = 18 fit.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	placed, failed := 0, 0
+	for range 200 {
+		wg.Go(func() {
+			r, err := srv.RunTask(ctx, connect.NewRequest(&ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("web"),
+				PlacementStrategy: []*ecsv1.PlacementStrategy{{Type: proto.String("spread"), Field: proto.String("attribute:zone")}}}))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			placed += len(r.Msg.GetTasks())
+			if len(r.Msg.GetTasks()) == 0 {
+				failed++
+			}
+		})
+	}
+	wg.Wait()
+	if placed != 18 || failed != 182 {
+		t.Fatalf("placed %d failed %d", placed, failed)
+	}
+	sum := map[string]int32{}
+	items, _, err := store.List[*storev1.TaskRecord](context.Background(), cli, keys.Tasks(testAccount, "c"), 1000, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		sum[it.Value.GetContainerInstanceId()] += it.Value.GetReservedCpu()
+	}
+	if len(items) != 20 {
+		t.Fatalf("%d tasks stored", len(items))
+	}
+	for id, cpu := range sum {
+		if cpu > 1024 {
+			t.Fatalf("instance %s over-committed: %d", id, cpu)
+		}
+	}
+}

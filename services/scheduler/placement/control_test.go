@@ -44,7 +44,7 @@ func TestControlPlacerRunTask(t *testing.T) {
 		arns = append(arns, resp.GetContainerInstance().GetContainerInstanceArn())
 	}
 	if _, err := srv.RegisterTaskDefinition(ctx, connect.NewRequest(&ecsv1.RegisterTaskDefinitionRequest{
-		Family: proto.String("web"),
+		Family:               proto.String("web"),
 		ContainerDefinitions: []*ecsv1.ContainerDefinition{{Name: proto.String("app"), Image: proto.String("busybox"), Cpu: 256, Memory: proto.Int32(256)}},
 	})); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,9 @@
+package reaper
+
+import "github.com/berthhq/berth/services/scheduler/control"
+
+// control's Server is what the app wires in.
+var (
+	_ Control = (*control.Server)(nil)
+	_         = Config{TaskIndexKeys: control.TaskIndexKeys}
+)

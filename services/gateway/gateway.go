@@ -105,11 +105,10 @@ type Gateway struct {
 	agent    http.Handler
 }
 
-// NewH2CClient returns an http.Client that speaks HTTP/2 without TLS (h2c) and HTTP/1.1,
-// for reaching the scheduler's internal listener.
+// NewH2CClient returns an http.Client that speaks only HTTP/2 without TLS (h2c) to http://
+// URLs, for reaching the scheduler's internal listener (bidi streams need HTTP/2).
 func NewH2CClient() *http.Client {
 	var p http.Protocols
-	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
 	return &http.Client{Transport: &http.Transport{
 		Protocols:           &p,

@@ -308,7 +308,11 @@ func TestThrottling(t *testing.T) {
 }
 
 func TestLockout(t *testing.T) {
-	e := newEnv(t, func(c *gateway.Config) { c.LockoutAfter = 3; c.LockoutBase = 10 * time.Second; c.LockoutMax = 40 * time.Second })
+	e := newEnv(t, func(c *gateway.Config) {
+		c.LockoutAfter = 3
+		c.LockoutBase = 10 * time.Second
+		c.LockoutMax = 40 * time.Second
+	})
 	start := time.Now()
 	e.clock.Set(start)
 	list := gateway.TargetPrefix + "ListClusters"

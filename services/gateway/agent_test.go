@@ -1,0 +1,94 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
+	"github.com/berthhq/berth/services/gateway"
+	"github.com/berthhq/berth/services/gateway/sigv4client"
+)
+
+func agentClient(e *env, key, secret string, extra http.Header) agentv1connect.AgentServiceClient {
+	base := gateway.NewH2CClient().Transport
+	var rt http.RoundTripper = sigv4client.New(base, sigv4client.StaticCredentials(key, secret), region)
+	if extra != nil {
+		rt = headerAdder{rt, extra}
+	}
+	return agentv1connect.NewAgentServiceClient(&http.Client{Transport: rt}, e.url)
+}
+
+// headerAdder adds headers before signing, as a client forging identity would.
+type headerAdder struct {
+	next http.RoundTripper
+	h    http.Header
+}
+
+func (a headerAdder) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range a.h {
+		r.Header[k] = v
+	}
+	return a.next.RoundTrip(r)
+}
+
+func TestAgentRelay(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+
+	// The relay replaces client-sent identity with the credential's, and strips the
+	// signature.
+	forged := http.Header{gateway.AccountHeader: {otherAccount}, gateway.ContainerInstanceHeader: {"arn:forged"}}
+	c := agentClient(e, agentKey, agentSecret, forged)
+	res, err := c.Register(ctx, connect.NewRequest(&agentv1.RegisterRequest{Cluster: "default", HostId: "h1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "account=" + devAccount + " instance=" + instanceARN + " rid=true auth=false"
+	if res.Msg.GetClusterArn() != want {
+		t.Errorf("scheduler saw %q, want %q", res.Msg.GetClusterArn(), want)
+	}
+
+	// A bidi stream works through the relay, message by message.
+	stream := c.Session(ctx)
+	for i := uint64(1); i <= 3; i++ {
+		if err := stream.Send(&agentv1.SessionRequest{Message: &agentv1.SessionRequest_Hello{Hello: &agentv1.Hello{ContainerInstanceArn: instanceARN}}}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := stream.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seqs := got.GetStateAck().GetSeqs(); len(seqs) != 1 || seqs[0] != i {
+			t.Fatalf("ack %d = %v", i, seqs)
+		}
+	}
+	_ = stream.CloseRequest()
+	_ = stream.CloseResponse()
+
+	// Bad credentials are refused with a Connect error the agent understands.
+	_, err = agentClient(e, agentKey, "wrong", nil).Register(ctx, connect.NewRequest(&agentv1.RegisterRequest{}))
+	if connect.CodeOf(err) != connect.CodeUnauthenticated || !strings.Contains(err.Error(), "InvalidSignatureException") {
+		t.Errorf("wrong secret: %v", err)
+	}
+	bad := agentClient(e, "AKIANOBODY", "x", nil).Session(ctx)
+	_ = bad.Send(&agentv1.SessionRequest{})
+	if _, err := bad.Receive(); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("unknown key stream: %v", err)
+	}
+	_ = bad.CloseRequest()
+	_ = bad.CloseResponse()
+
+	// Unsigned requests too.
+	plain := agentv1connect.NewAgentServiceClient(gateway.NewH2CClient(), e.url)
+	_, err = plain.Register(ctx, connect.NewRequest(&agentv1.RegisterRequest{}))
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeUnauthenticated {
+		t.Errorf("unsigned: %v", err)
+	}
+}

@@ -195,3 +195,21 @@ func Settings(account string) string { return store.MustKey("settings", account)
 func Protection(account, cluster, taskID string) string {
 	return store.MustKey("protection", account, cluster, taskID)
 }
+
+// Accounts returns the prefix of every account record.
+func Accounts() string { return store.MustKeyPrefix("accounts") }
+
+// AccessKeys returns the prefix of every access key record.
+func AccessKeys() string { return store.MustKeyPrefix("access-keys") }
+
+// ECSStatePrefixes returns the top-level prefixes that hold ECS state of any account —
+// everything AdminService.ResetState wipes. Accounts, access keys and the leader
+// election are not among them. A new top-level prefix of ECS state belongs here.
+func ECSStatePrefixes() []string {
+	var out []string
+	for _, p := range []string{"clusters", "families", "task-definitions", "instances", "tasks",
+		"services", "inbox", "idx", "settings", "protection"} {
+		out = append(out, store.MustKeyPrefix(p))
+	}
+	return out
+}

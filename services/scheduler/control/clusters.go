@@ -278,7 +278,7 @@ func (s *Server) DeleteCluster(ctx context.Context, req *connect.Request[ecsv1.D
 			if c.GetActiveServicesCount() > 0 {
 				return ecserr.New("ClusterContainsServicesException", "The Cluster cannot be deleted while Services are active.")
 			}
-			active, _, err := pageKeys(ctx, s.kv, keys.TaskList(account, name, "RUNNING", keys.DimAll, "-", ""), 1, "", false)
+			active, _, err := pageIDKeys(ctx, s.kv, keys.TaskList(account, name, "RUNNING", keys.DimAll, "-", ""), 1, "")
 			if err != nil {
 				return err
 			}

@@ -537,7 +537,7 @@ func (s *Server) DeregisterContainerInstance(ctx context.Context, req *connect.R
 			}
 			ci := rec.GetContainerInstance()
 			if !m.GetForce() {
-				running, _, err := pageKeys(ctx, s.kv, keys.TaskList(account, name, "RUNNING", keys.DimInstance, id, ""), 1, "", false)
+				running, _, err := pageIDKeys(ctx, s.kv, keys.TaskList(account, name, "RUNNING", keys.DimInstance, id, ""), 1, "")
 				if err != nil {
 					return err
 				}

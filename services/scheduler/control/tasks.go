@@ -660,7 +660,7 @@ func (s *Server) ListTasks(ctx context.Context, req *connect.Request[ecsv1.ListT
 		if (dim == keys.DimFamily || dim == keys.DimService) && !validName(val) {
 			return resp, nil
 		}
-		ks, next, err := pageKeys(ctx, s.kv, keys.TaskList(account, name, desired, dim, val, ""), limit, m.GetNextToken(), false)
+		ks, next, err := pageIDKeys(ctx, s.kv, keys.TaskList(account, name, desired, dim, val, ""), limit, m.GetNextToken())
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,117 @@
+package control
+
+import (
+	"fmt"
+	"testing"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
+)
+
+// seedTasks writes n RUNNING tasks of family "bench" into cluster c of e's account, in
+// batched transactions (20 tasks each, below etcd's 128 operations per txn), and
+// returns their ARNs.
+func seedTasks(b *testing.B, e *env, n int) []string {
+	b.Helper()
+	e.createCluster("c")
+	td := e.simpleTaskDef("bench", 1, 6)
+	ci := e.registerHost("c", "h", 1<<30, 1<<30)
+	var arns []string
+	for lo := 0; lo < n; lo += 20 {
+		txn := store.NewTxn(sharedEtcd)
+		for i := lo; i < min(lo+20, n); i++ {
+			id := NewID()
+			a := "arn:aws:ecs:us-east-1:" + e.acc + ":task/c/" + id
+			rec := &storev1.TaskRecord{ClusterName: "c", ContainerInstanceId: instanceID(ci.GetContainerInstanceArn()), Task: &ecsv1.Task{
+				TaskArn: proto.String(a), ClusterArn: proto.String("arn:aws:ecs:us-east-1:" + e.acc + ":cluster/c"),
+				TaskDefinitionArn: td.TaskDefinitionArn, LastStatus: proto.String("RUNNING"), DesiredStatus: proto.String("RUNNING"),
+				Containers: []*ecsv1.Container{{Name: proto.String("app"), Image: proto.String("busybox"), LastStatus: proto.String("RUNNING")}},
+				LaunchType: proto.String("EC2"), Version: 2,
+			}}
+			WriteTaskTxn(txn, e.acc, nil, 0, rec)
+			arns = append(arns, a)
+		}
+		if _, err := txn.Commit(e.ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return arns
+}
+
+func BenchmarkDescribeTasks100(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("tasks=%d", n), func(b *testing.B) {
+			e := newEnv(b)
+			arns := seedTasks(b, e, n)
+			refs := make([]string, 100)
+			for i := range refs {
+				refs[i] = arns[(i*97)%len(arns)]
+			}
+			req := &ecsv1.DescribeTasksRequest{Cluster: proto.String("c"), Tasks: refs}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				resp, err := e.s.DescribeTasks(e.ctx, connect.NewRequest(req))
+				if err != nil || len(resp.Msg.GetTasks()) != 100 {
+					b.Fatalf("describe: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkListTasksPage(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("tasks=%d", n), func(b *testing.B) {
+			e := newEnv(b)
+			seedTasks(b, e, n)
+			// A page in the middle of the cluster when there is one.
+			first, err := e.s.ListTasks(e.ctx, connect.NewRequest(&ecsv1.ListTasksRequest{Cluster: proto.String("c"), MaxResults: proto.Int32(int32(min(n/2, 100)))}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			req := &ecsv1.ListTasksRequest{Cluster: proto.String("c"), MaxResults: proto.Int32(5), NextToken: first.Msg.NextToken}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				resp, err := e.s.ListTasks(e.ctx, connect.NewRequest(req))
+				if err != nil || len(resp.Msg.GetTaskArns()) != 5 {
+					b.Fatalf("list: %v %d", err, len(resp.Msg.GetTaskArns()))
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkIndexPage compares one page of 5 keys of a task index read with a plain
+// limited etcd range (which visits every later key to count it) and with the windowed
+// read ListTasks uses.
+func BenchmarkIndexPage(b *testing.B) {
+	for _, n := range benchSizes {
+		e := newEnv(b)
+		seedTasks(b, e, n)
+		prefix := keys.TaskList(e.acc, "c", "RUNNING", keys.DimAll, "-", "")
+		b.Run(fmt.Sprintf("plain/tasks=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, _, err := pageKeys(e.ctx, sharedEtcd, prefix, 5, "", false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("windowed/tasks=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, _, err := pageIDKeys(e.ctx, sharedEtcd, prefix, 5, ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// benchSizes are the cluster sizes the benchmarks compare.
+var benchSizes = []int{10, 10000}

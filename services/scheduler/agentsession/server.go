@@ -220,6 +220,18 @@ func (s *Server) Session(ctx context.Context, stream *connect.BidiStream[agentv1
 	if err != nil {
 		return err
 	}
+	return s.serve(ctx, id, stream)
+}
+
+// stream is the part of a Connect bidi stream a session uses.
+type stream interface {
+	Send(*agentv1.SessionResponse) error
+	Receive() (*agentv1.SessionRequest, error)
+}
+
+// serve is Session for an authenticated caller over any stream (tests and benchmarks
+// drive it with in-memory streams).
+func (s *Server) serve(ctx context.Context, id caller.Identity, stream stream) error {
 	first, err := stream.Receive()
 	if err != nil {
 		return err

@@ -39,10 +39,7 @@ type session struct {
 	cluster  string
 	instance string
 	arn      string
-	stream   interface {
-		Send(*agentv1.SessionResponse) error
-		Receive() (*agentv1.SessionRequest, error)
-	}
+	stream   stream
 	cancel context.CancelFunc
 	log    *slog.Logger
 

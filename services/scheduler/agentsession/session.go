@@ -40,8 +40,8 @@ type session struct {
 	instance string
 	arn      string
 	stream   stream
-	cancel context.CancelFunc
-	log    *slog.Logger
+	cancel   context.CancelFunc
+	log      *slog.Logger
 
 	lastHeard  atomic.Int64 // unix nanos of the last message from the agent
 	lastAssert time.Time    // recv goroutine only

@@ -193,16 +193,13 @@ func (s *Server) ListAttributes(ctx context.Context, req *connect.Request[ecsv1.
 		if err != nil {
 			return nil, err
 		}
-		items, next, err := store.List[*storev1.ContainerInstanceRecord](ctx, s.kv, keys.Instances(account, name), limit, m.GetNextToken())
+		recs, next, err := s.instancePage(ctx, account, name, limit, m.GetNextToken())
 		if err != nil {
-			if strings.Contains(err.Error(), store.ErrInvalidToken.Error()) {
-				return nil, ecserr.InvalidParameterf("Invalid nextToken.")
-			}
 			return nil, err
 		}
 		resp := &ecsv1.ListAttributesResponse{Attributes: []*ecsv1.Attribute{}}
-		for _, it := range items {
-			ci := it.Value.GetContainerInstance()
+		for _, r := range recs {
+			ci := r.GetContainerInstance()
 			if ci.GetStatus() == statusInactive {
 				continue
 			}

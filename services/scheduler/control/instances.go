@@ -453,8 +453,8 @@ func (s *Server) DescribeContainerInstances(ctx context.Context, req *connect.Re
 
 // ListContainerInstances lists the ARNs of a cluster's registered instances (INACTIVE,
 // deregistered ones are not listed), optionally of one status (ACTIVE, DRAINING, ...) and
-// matching a cluster query language filter; maxResults 1–100 and nextToken page. A page
-// reads maxResults records; filtered pages may hold fewer and still carry a nextToken.
+// matching a cluster query language filter; maxResults 1–100 and nextToken page in
+// O(maxResults); filtered pages may hold fewer and still carry a nextToken.
 // Errors: ClusterNotFoundException, InvalidParameterException for a bad filter.
 // AWS reference: ListContainerInstances.
 func (s *Server) ListContainerInstances(ctx context.Context, req *connect.Request[ecsv1.ListContainerInstancesRequest]) (*connect.Response[ecsv1.ListContainerInstancesResponse], error) {
@@ -481,16 +481,13 @@ func (s *Server) ListContainerInstances(ctx context.Context, req *connect.Reques
 		if crec == nil {
 			return nil, ecserr.ClusterNotFoundError()
 		}
-		items, next, err := store.List[*storev1.ContainerInstanceRecord](ctx, s.kv, keys.Instances(account, name), limit, m.GetNextToken())
+		recs, next, err := s.instancePage(ctx, account, name, limit, m.GetNextToken())
 		if err != nil {
-			if strings.Contains(err.Error(), store.ErrInvalidToken.Error()) {
-				return nil, ecserr.InvalidParameterf("Invalid nextToken.")
-			}
 			return nil, err
 		}
 		resp := &ecsv1.ListContainerInstancesResponse{ContainerInstanceArns: []string{}}
-		for _, it := range items {
-			ci := it.Value.GetContainerInstance()
+		for _, r := range recs {
+			ci := r.GetContainerInstance()
 			st := ci.GetStatus()
 			if st == statusInactive || (m.Status != nil && st != m.GetStatus()) || !expr.Match(ci) {
 				continue
@@ -621,4 +618,24 @@ func (s *Server) UpdateContainerInstancesState(ctx context.Context, req *connect
 		}
 		return resp, nil
 	})
+}
+
+// instancePage reads one page of a cluster's instance records in id order: an O(limit)
+// key read (pageIDKeys) and one batched read of the records.
+func (s *Server) instancePage(ctx context.Context, account, cluster string, limit int, token string) ([]*storev1.ContainerInstanceRecord, string, error) {
+	ks, next, err := pageIDKeys(ctx, s.kv, keys.Instances(account, cluster), limit, token)
+	if err != nil {
+		return nil, "", err
+	}
+	recs, _, err := getMany[*storev1.ContainerInstanceRecord](ctx, s.kv, ks)
+	if err != nil {
+		return nil, "", err
+	}
+	out := recs[:0]
+	for _, r := range recs {
+		if r != nil {
+			out = append(out, r)
+		}
+	}
+	return out, next, nil
 }

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -31,6 +32,11 @@ const (
 	ReasonMissing   = "MISSING"
 	ReasonInactive  = "INACTIVE"
 )
+
+// ErrClientTokenUsed is returned (wrapped) by a Placer when PlaceRequest.ClientToken is
+// already recorded, for instance by a concurrent RunTask with the same token; RunTask
+// then answers with the tasks the token started.
+var ErrClientTokenUsed = errors.New("control: client token already used")
 
 // Placer places pending tasks on container instances. Place must write every placed task
 // together with its instance's reservation, the agent's inbox entry, the cluster's
@@ -399,6 +405,15 @@ func (p *FirstFitPlacer) Place(ctx context.Context, req PlaceRequest) (PlaceResu
 
 func (p *FirstFitPlacer) attempt(ctx context.Context, req PlaceRequest) (PlaceResult, error) {
 	var res PlaceResult
+	if req.ClientToken != "" {
+		v, _, err := get[*wrapperspb.StringValue](ctx, p.KV, keys.ClientToken(req.Account, req.Cluster, req.ClientToken))
+		if err != nil {
+			return res, err
+		}
+		if v != nil {
+			return res, ErrClientTokenUsed
+		}
+	}
 	crec, crev, err := get[*storev1.ClusterRecord](ctx, p.KV, keys.Cluster(req.Account, req.Cluster))
 	if err != nil {
 		return res, err

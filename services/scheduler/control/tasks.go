@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 
@@ -316,6 +317,9 @@ func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTask
 			PlacementConstraints: m.GetPlacementConstraints(), PlacementStrategy: m.GetPlacementStrategy(),
 			ClientToken: m.GetClientToken(),
 		})
+		if errors.Is(err, ErrClientTokenUsed) {
+			return s.tasksForToken(ctx, account, name, m.GetClientToken())
+		}
 		if err != nil {
 			return nil, err
 		}

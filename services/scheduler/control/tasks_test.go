@@ -2,6 +2,7 @@ package control
 
 import (
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -200,6 +201,30 @@ func TestRunTaskClientToken(t *testing.T) {
 	l := must(e, e.s.ListTasks, &ecsv1.ListTasksRequest{Cluster: proto.String("c")})
 	if len(l.GetTaskArns()) != 2 {
 		t.Fatalf("listed %d tasks", len(l.GetTaskArns()))
+	}
+	// Concurrent calls with one token start the tasks once.
+	var wg sync.WaitGroup
+	got := make([][]string, 8)
+	for i := range got {
+		wg.Go(func() {
+			r, err := call(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("web"), ClientToken: proto.String("race")})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for _, tk := range r.GetTasks() {
+				got[i] = append(got[i], tk.GetTaskArn())
+			}
+		})
+	}
+	wg.Wait()
+	for i := range got {
+		if len(got[i]) != 1 || got[i][0] != got[0][0] {
+			t.Fatalf("token race: %v", got)
+		}
+	}
+	if l := must(e, e.s.ListTasks, &ecsv1.ListTasksRequest{Cluster: proto.String("c")}); len(l.GetTaskArns()) != 3 {
+		t.Fatalf("listed %d tasks after token race", len(l.GetTaskArns()))
 	}
 }
 

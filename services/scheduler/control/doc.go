@@ -18,4 +18,16 @@
 // Every write another writer can touch is a compare-and-swap transaction retried on
 // conflict; cluster and instance counters are written in the same transaction as the
 // records they count, and secondary index keys in the same transaction as their record.
+//
+// Notes for the packages built on this one:
+//   - A task's inbox key (keys.Inbox(instance, task)) holds its Assignment until the task
+//     stops; StopTask overwrites it with a StopOrder (delivery id "{task}-stop") when the
+//     task is placed and not yet STOPPED, so an agent may get a StopOrder for a task
+//     whose assignment it never took: it should report the task STOPPED.
+//     ApplyTaskStateChange deletes the key when the task reaches STOPPED.
+//   - The tasks an agent should run are the keys under
+//     keys.TaskList(account, cluster, "RUNNING", keys.DimInstance, instanceID, "").
+//   - etcd answers a limited range only after visiting every later key of the range (to
+//     count them), so a limited range over a large prefix is not O(page). Lists over
+//     id-keyed indexes here read id-space windows instead (see firstKeys).
 package control

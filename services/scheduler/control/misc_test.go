@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 )
 
@@ -232,4 +233,41 @@ func TestTaskProtection(t *testing.T) {
 	}
 	_, err := call(e, e.s.GetTaskProtection, &ecsv1.GetTaskProtectionRequest{Cluster: proto.String("nope"), Tasks: []string{"x"}})
 	wantErr(t, err, "ClusterNotFoundException")
+}
+
+// TestNilEntries sends requests whose lists hold nil entries; every call must answer
+// with a response or an ECS error, never panic.
+func TestNilEntries(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster("c")
+	ci := e.registerHost("c", "h", 1024, 1024)
+	e.simpleTaskDef("f", 1, 6)
+	_, _ = call(e, e.s.RegisterTaskDefinition, &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("n"),
+		Volumes: []*ecsv1.Volume{nil}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}})
+	_, _ = call(e, e.s.RegisterTaskDefinition, &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("n"),
+		ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.PortMappings = []*ecsv1.PortMapping{nil}
+			c.MountPoints = []*ecsv1.MountPoint{nil}
+			c.DependsOn = []*ecsv1.ContainerDependency{nil}
+		})}})
+	_, _ = call(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("f"),
+		PlacementConstraints: []*ecsv1.PlacementConstraint{nil}, PlacementStrategy: []*ecsv1.PlacementStrategy{nil}, Tags: []*ecsv1.Tag{nil}})
+	_, _ = call(e, e.s.StartTask, &ecsv1.StartTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("f"), ContainerInstances: []string{""}})
+	_, _ = call(e, e.s.DescribeTasks, &ecsv1.DescribeTasksRequest{Cluster: proto.String("c"), Tasks: []string{"", "arn:", "arn:aws:ecs:x:y:task/"}})
+	_, _ = call(e, e.s.DescribeContainerInstances, &ecsv1.DescribeContainerInstancesRequest{Cluster: proto.String("c"), ContainerInstances: []string{"", "arn:aws:ecs:us-east-1:" + e.acc + ":container-instance/c/x/y"}})
+	_, _ = call(e, e.s.DeleteAttributes, &ecsv1.DeleteAttributesRequest{Cluster: proto.String("c"), Attributes: []*ecsv1.Attribute{nil}})
+	_, _ = call(e, e.s.UpdateTaskProtection, &ecsv1.UpdateTaskProtectionRequest{Cluster: proto.String("c"), Tasks: []string{""}})
+	_, _ = call(e, e.s.GetTaskProtection, &ecsv1.GetTaskProtectionRequest{Cluster: proto.String("c"), Tasks: []string{"", "x/y"}})
+	_, _ = call(e, e.s.PutClusterCapacityProviders, &ecsv1.PutClusterCapacityProvidersRequest{Cluster: proto.String("c"), DefaultCapacityProviderStrategy: []*ecsv1.CapacityProviderStrategyItem{nil}})
+	_, _ = call(e, e.s.UpdateClusterSettings, &ecsv1.UpdateClusterSettingsRequest{Cluster: proto.String("c"), Settings: []*ecsv1.ClusterSetting{nil}})
+	_, _ = call(e, e.s.UntagResource, &ecsv1.UntagResourceRequest{ResourceArn: ci.ContainerInstanceArn, TagKeys: []string{""}})
+	if _, err := e.s.RegisterInstance(e.ctx, e.acc, &agentv1.RegisterRequest{Cluster: "c", HostId: "h", Resources: []*ecsv1.Resource{nil}, Attributes: []*ecsv1.Attribute{nil}}); err != nil {
+		t.Fatal(err)
+	}
+	tk := must(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("f")})
+	if len(tk.GetTasks()) == 1 {
+		_ = e.s.ApplyTaskStateChange(e.ctx, e.acc, ci.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: tk.GetTasks()[0].GetTaskArn(), LastStatus: "RUNNING", Containers: []*agentv1.ContainerState{nil}})
+	}
+	_ = e.s.ApplyTaskStateChange(e.ctx, e.acc, "", &agentv1.TaskStateChange{LastStatus: "RUNNING"})
+	_ = e.s.SetAgentConnected(e.ctx, e.acc, "", true)
 }

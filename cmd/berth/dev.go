@@ -1,0 +1,308 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
+
+	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/agent"
+	"github.com/berthhq/berth/services/gateway"
+	"github.com/berthhq/berth/services/gateway/sigv4client"
+	"github.com/berthhq/berth/services/scheduler/app"
+	"github.com/berthhq/berth/services/scheduler/caller"
+	"github.com/berthhq/berth/services/scheduler/etcdembed"
+	"github.com/berthhq/berth/testkit/containerdtest"
+	"github.com/berthhq/berth/testkit/registrytest"
+)
+
+func devCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "dev",
+		Short: "Run everything on this host: etcd, scheduler, gateway, one agent, a registry",
+		Long: "Runs embedded etcd, a scheduler, the gateway, one agent for this host and an OCI\n" +
+			"registry in one process, configured from the environment (BERTH_DATA_DIR,\n" +
+			"BERTH_GATEWAY_ADDR, BERTH_REGION, BERTH_CLUSTER, BERTH_ACCOUNT_ID,\n" +
+			"BERTH_ACCESS_KEY_ID, BERTH_SECRET_ACCESS_KEY, BERTH_CONTAINERD_ADDRESS,\n" +
+			"BERTH_REGISTRY_ADDR, BERTH_INSECURE_REGISTRIES). Prints a line containing\n" +
+			"\"ready\" once the agent has registered. State persists in the data dir.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDev(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), devConfigFromEnv())
+		},
+	}
+}
+
+// devConfig is `berth dev`'s configuration; see DESIGN.md's environment table.
+type devConfig struct {
+	DataDir            string
+	GatewayAddr        string
+	Region             string
+	Cluster            string
+	AccountID          string
+	AccessKeyID        string
+	SecretAccessKey    string
+	ContainerdAddress  string
+	RegistryAddr       string
+	InsecureRegistries []string
+}
+
+func devConfigFromEnv() devConfig {
+	var insecure []string
+	for _, r := range strings.Split(env("BERTH_INSECURE_REGISTRIES", ""), ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			insecure = append(insecure, r)
+		}
+	}
+	return devConfig{
+		DataDir:            env("BERTH_DATA_DIR", "./.berth"),
+		GatewayAddr:        env("BERTH_GATEWAY_ADDR", "127.0.0.1:4566"),
+		Region:             env("BERTH_REGION", "us-east-1"),
+		Cluster:            env("BERTH_CLUSTER", "default"),
+		AccountID:          env("BERTH_ACCOUNT_ID", "000000000000"),
+		AccessKeyID:        env("BERTH_ACCESS_KEY_ID", "test"),
+		SecretAccessKey:    env("BERTH_SECRET_ACCESS_KEY", "test"),
+		ContainerdAddress:  env("BERTH_CONTAINERD_ADDRESS", ""),
+		RegistryAddr:       env("BERTH_REGISTRY_ADDR", "127.0.0.1:5000"),
+		InsecureRegistries: insecure,
+	}
+}
+
+// runDev runs `berth dev` until ctx ends. The ready line goes to out, logs to logw.
+func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
+	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: filepath.Join(dataDir, "etcd"), ClientURL: "http://127.0.0.1:0"})
+	if err != nil {
+		return fmt.Errorf("start etcd: %w", err)
+	}
+	defer etcd.Close()
+
+	sched, err := app.New(app.Config{Etcd: etcd.Client(), Region: cfg.Region, Logger: log.With("service", "scheduler"), Dev: true})
+	if err != nil {
+		return err
+	}
+	schedLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 8)
+	running := 0
+	start := func(name string, run func() error) {
+		running++
+		go func() {
+			err := run()
+			if err != nil && ctx.Err() == nil {
+				err = fmt.Errorf("%s: %w", name, err)
+			} else {
+				err = nil
+			}
+			done <- err
+		}()
+	}
+	start("scheduler listener", func() error { return app.Serve(ctx, schedLn, sched.Handler()) })
+	start("scheduler", func() error { return sched.Run(ctx) })
+
+	if err := seedDevAccount(ctx, sched, cfg); err != nil {
+		cancel()
+		return err
+	}
+
+	health := func(ctx context.Context) (any, bool) { return devHealth(ctx, etcd, sched, cfg) }
+	gw, err := gateway.New(gateway.Config{
+		SchedulerURL: "http://" + schedLn.Addr().String(),
+		Region:       cfg.Region,
+		Logger:       log.With("service", "gateway"),
+		Dev:          true,
+		Health:       health,
+	})
+	if err != nil {
+		cancel()
+		return err
+	}
+	gwLn, err := net.Listen("tcp", cfg.GatewayAddr)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("gateway address %s: %w", cfg.GatewayAddr, err)
+	}
+	endpoint := "http://" + gwLn.Addr().String()
+	start("gateway", func() error { return app.Serve(ctx, gwLn, gw) })
+
+	if cfg.RegistryAddr != "" {
+		reg, err := registrytest.Serve(ctx, cfg.RegistryAddr)
+		if err != nil {
+			cancel()
+			return fmt.Errorf("registry at %s (set BERTH_REGISTRY_ADDR, or empty to disable): %w", cfg.RegistryAddr, err)
+		}
+		defer reg.Close()
+	}
+
+	ctrd, snapshotter, stopContainerd := devContainerd(ctx, log, dataDir, cfg.ContainerdAddress)
+	defer stopContainerd()
+
+	if cfg.Cluster != "default" {
+		ictx := caller.With(ctx, caller.Identity{Account: cfg.AccountID})
+		if _, err := sched.ECS().CreateCluster(ictx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String(cfg.Cluster)})); err != nil {
+			cancel()
+			return fmt.Errorf("create cluster %s: %w", cfg.Cluster, err)
+		}
+	}
+
+	h2c := gateway.NewH2CClient()
+	h2c.Transport = sigv4client.New(h2c.Transport, sigv4client.StaticCredentials(cfg.AccessKeyID, cfg.SecretAccessKey), cfg.Region)
+	ag, err := agent.New(agent.Config{
+		ControlPlaneURL:    endpoint,
+		HTTPClient:         h2c,
+		Cluster:            cfg.Cluster,
+		DataDir:            filepath.Join(dataDir, "agent"),
+		ContainerdAddress:  ctrd,
+		Snapshotter:        snapshotter,
+		InsecureRegistries: cfg.InsecureRegistries,
+		Logger:             log.With("service", "agent"),
+	})
+	if err != nil {
+		cancel()
+		return err
+	}
+	start("agent", func() error { return ag.Run(ctx) })
+
+	go func() {
+		if err := waitRegistered(ctx, sched, cfg, ag.HostID()); err != nil {
+			return
+		}
+		fmt.Fprintf(out, "berth dev ready: endpoint %s region %s access key %s secret %s cluster %s\n",
+			endpoint, cfg.Region, cfg.AccessKeyID, cfg.SecretAccessKey, cfg.Cluster)
+	}()
+
+	var firstErr error
+	for i := 0; i < running; i++ {
+		if err := <-done; err != nil && firstErr == nil {
+			firstErr = err
+			cancel()
+		}
+		if i == 0 {
+			cancel()
+		}
+	}
+	return firstErr
+}
+
+// seedDevAccount creates the dev account and its access key if they are absent.
+func seedDevAccount(ctx context.Context, sched *app.App, cfg devConfig) error {
+	_, err := sched.Admin().CreateAccount(ctx, connect.NewRequest(&adminv1.CreateAccountRequest{Id: cfg.AccountID, Name: "dev"}))
+	if err != nil && connect.CodeOf(err) != connect.CodeAlreadyExists {
+		return fmt.Errorf("seed dev account: %w", err)
+	}
+	_, err = sched.Admin().CreateAccessKey(ctx, connect.NewRequest(&adminv1.CreateAccessKeyRequest{
+		AccountId:       cfg.AccountID,
+		AccessKeyId:     cfg.AccessKeyID,
+		SecretAccessKey: cfg.SecretAccessKey,
+		Description:     "berth dev",
+	}))
+	if err != nil && connect.CodeOf(err) != connect.CodeAlreadyExists {
+		return fmt.Errorf("seed dev access key: %w", err)
+	}
+	return nil
+}
+
+// devContainerd finds the containerd the agent drives: BERTH_CONTAINERD_ADDRESS, else the
+// system socket if it answers, else a private containerd under the data dir when the
+// binary exists, else none (the agent then runs runtime-less, advertising no capacity).
+// It returns the address, the snapshotter to use ("" for the daemon's default) and a
+// stop function.
+func devContainerd(ctx context.Context, log *slog.Logger, dataDir, addr string) (string, string, func()) {
+	const system = "/run/containerd/containerd.sock"
+	if addr != "" {
+		return addr, "", func() {}
+	}
+	if c, err := net.DialTimeout("unix", system, time.Second); err == nil {
+		_ = c.Close()
+		return system, "", func() {}
+	}
+	inst, err := containerdtest.StartProcess(ctx, filepath.Join(dataDir, "containerd"))
+	if err != nil {
+		log.Warn("no container runtime: the agent advertises zero CPU and memory until one answers; "+
+			"install containerd and runc (apt-get install containerd runc) or set BERTH_CONTAINERD_ADDRESS",
+			"reason", err.Error())
+		return filepath.Join(dataDir, "containerd", "containerd.sock"), "", func() {}
+	}
+	log.Info("started a private containerd", "address", inst.Address(), "snapshotter", inst.Snapshotter())
+	return inst.Address(), inst.Snapshotter(), func() {
+		stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		_ = inst.Stop(stop)
+	}
+}
+
+// waitRegistered polls until the dev agent's container instance is registered and
+// connected in the dev cluster.
+func waitRegistered(ctx context.Context, sched *app.App, cfg devConfig, hostID string) error {
+	ictx := caller.With(ctx, caller.Identity{Account: cfg.AccountID})
+	for {
+		if connectedInstances(ictx, sched, cfg.Cluster) > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// connectedInstances counts the cluster's ACTIVE instances whose agent is connected.
+func connectedInstances(ctx context.Context, sched *app.App, cluster string) int {
+	list, err := sched.ECS().ListContainerInstances(ctx, connect.NewRequest(&ecsv1.ListContainerInstancesRequest{Cluster: proto.String(cluster)}))
+	if err != nil || len(list.Msg.GetContainerInstanceArns()) == 0 {
+		return 0
+	}
+	desc, err := sched.ECS().DescribeContainerInstances(ctx, connect.NewRequest(&ecsv1.DescribeContainerInstancesRequest{
+		Cluster: proto.String(cluster), ContainerInstances: list.Msg.GetContainerInstanceArns(),
+	}))
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, ci := range desc.Msg.GetContainerInstances() {
+		if ci.GetAgentConnected() {
+			n++
+		}
+	}
+	return n
+}
+
+// devHealth is GET /_berth/health's report: ready once etcd answers and an agent is
+// connected.
+func devHealth(ctx context.Context, etcd *etcdembed.Server, sched *app.App, cfg devConfig) (any, bool) {
+	report := map[string]any{"etcd": "ok", "leader": sched.IsLeader(), "agents": 0}
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := etcd.Client().Status(sctx, etcd.Endpoint()); err != nil {
+		report["etcd"] = err.Error()
+		return report, false
+	}
+	agents := connectedInstances(caller.With(sctx, caller.Identity{Account: cfg.AccountID}), sched, cfg.Cluster)
+	report["agents"] = agents
+	return report, agents > 0
+}
+

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/spf13/cobra"
+
+	"github.com/berthhq/berth/testkit/testimage"
+)
+
+func imageCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "image",
+		Short: "Put images into a registry without Docker",
+	}
+	cmd.AddCommand(imagePushCommand(), imageDemoCommand())
+	return cmd
+}
+
+// imagePushCommand pushes an image from a `docker save` tarball or an OCI image layout.
+func imagePushCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "push SOURCE REFERENCE",
+		Short: "Push an image tarball (docker save) or OCI layout directory to REFERENCE",
+		Example: "  berth image push ./app.tar 127.0.0.1:5000/app:1\n" +
+			"  berth image push ./oci-layout 127.0.0.1:5000/app:1",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			img, err := loadImage(args[0])
+			if err != nil {
+				return err
+			}
+			return push(cmd, img, args[1])
+		},
+	}
+}
+
+// imageDemoCommand packs bin/berth-testimage (built by `make build`) and pushes it.
+func imageDemoCommand() *cobra.Command {
+	var binary string
+	cmd := &cobra.Command{
+		Use:   "demo [REFERENCE]",
+		Short: "Push Berth's demo image (sleep, exit N, env, echo, serve PORT, check URL) to the dev registry",
+		Long: "Packs the berth-testimage program that `make build` puts beside bin/berth into a\n" +
+			"one-layer OCI image and pushes it. The image's entrypoint takes a mode: sleep N,\n" +
+			"exit N, env, echo OUT ERR, serve PORT, ignore-sigterm, alloc MiB, check URL.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ref := env("BERTH_REGISTRY_ADDR", "127.0.0.1:5000") + "/berth/demo:latest"
+			if len(args) == 1 {
+				ref = args[0]
+			}
+			if binary == "" {
+				self, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				binary = filepath.Join(filepath.Dir(self), "berth-testimage")
+			}
+			bin, err := os.ReadFile(binary)
+			if err != nil {
+				return fmt.Errorf("read the demo program (run `make build` first): %w", err)
+			}
+			img, err := testimage.FromBinary(bin, runtime.GOARCH)
+			if err != nil {
+				return err
+			}
+			return push(cmd, img, ref)
+		},
+	}
+	cmd.Flags().StringVar(&binary, "binary", "", "path of berth-testimage (default: beside the berth binary)")
+	return cmd
+}
+
+func loadImage(src string) (v1.Image, error) {
+	st, err := os.Stat(src)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		img, err := tarball.ImageFromPath(src, nil)
+		if err != nil {
+			return nil, fmt.Errorf("read image tarball %s: %w", src, err)
+		}
+		return img, nil
+	}
+	idx, err := layout.ImageIndexFromPath(src)
+	if err != nil {
+		return nil, fmt.Errorf("read OCI layout %s: %w", src, err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	if len(m.Manifests) == 0 {
+		return nil, fmt.Errorf("OCI layout %s holds no image", src)
+	}
+	return idx.Image(m.Manifests[0].Digest)
+}
+
+func push(cmd *cobra.Command, img v1.Image, ref string) error {
+	// go-containerregistry already speaks plain HTTP to loopback and private-network
+	// registries; BERTH_INSECURE_REGISTRIES names any others.
+	var opts []name.Option
+	if probe, err := name.ParseReference(ref); err == nil && slices.Contains(strings.Split(env("BERTH_INSECURE_REGISTRIES", ""), ","), probe.Context().RegistryStr()) {
+		opts = append(opts, name.Insecure)
+	}
+	r, err := name.ParseReference(ref, opts...)
+	if err != nil {
+		return fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	if err := remote.Write(r, img, remote.WithContext(cmd.Context())); err != nil {
+		return fmt.Errorf("push %s: %w", ref, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "pushed %s@%s\n", r.Context().Name(), d)
+	return nil
+}

@@ -1,0 +1,223 @@
+// Package app assembles one scheduler replica: the ECS domain (control + service), the
+// agent session server, the admin service and the placement engine, served over Connect
+// on one h2c handler; and the leader loops (reaper, service reconciler) that run while this
+// replica holds the etcd election. `berth scheduler` and `berth dev` both build on it.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
+	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
+	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
+	"github.com/berthhq/berth/services/scheduler/admin"
+	"github.com/berthhq/berth/services/scheduler/agentsession"
+	"github.com/berthhq/berth/services/scheduler/caller"
+	"github.com/berthhq/berth/services/scheduler/control"
+	"github.com/berthhq/berth/services/scheduler/leader"
+	"github.com/berthhq/berth/services/scheduler/placement"
+	"github.com/berthhq/berth/services/scheduler/reaper"
+	"github.com/berthhq/berth/services/scheduler/service"
+)
+
+// Config configures a replica.
+type Config struct {
+	// Etcd is the etcd client. Required.
+	Etcd *clientv3.Client
+	// Region is written in ARNs, e.g. "us-east-1". Default "us-east-1".
+	Region string
+	// Logger receives the replica's logs; nil discards them.
+	Logger *slog.Logger
+	// Replica names this replica in the election and in agent presence; default
+	// "{hostname}-{pid}".
+	Replica string
+	// LeaderTTL is the election session's TTL. Default 5 s.
+	LeaderTTL time.Duration
+	// Dev enables AdminService.ResetState (`berth dev` only).
+	Dev bool
+	// HeartbeatTimeout is how long an agent stream may stay silent before the replica
+	// treats the agent as gone. Default agentsession.DefaultHeartbeatTimeout.
+	HeartbeatTimeout time.Duration
+	// ReaperInterval, LostAfter, PendingTimeout and Retention tune the reaper (see
+	// reaper.Config); zero keeps its defaults.
+	ReaperInterval, LostAfter, PendingTimeout, Retention time.Duration
+	// ReconcileInterval is the time between service reconcile passes. Default 1 s.
+	ReconcileInterval time.Duration
+}
+
+// App is one scheduler replica.
+type App struct {
+	cfg      Config
+	log      *slog.Logger
+	control  *control.Server
+	services *service.Handler
+	kick     *service.Kicker
+	sessions *agentsession.Server
+	admin    *admin.Service
+	placer   *placement.Placer
+	elector  *leader.Elector
+	leading  atomic.Bool
+	handler  http.Handler
+}
+
+// ecsHandler serves the ECS API: service actions from service.Handler, everything else
+// from control.Server (whose own service methods answer UnsupportedFeatureException and
+// are shadowed here, being one embedding level deeper).
+type ecsHandler struct {
+	*control.Server
+	*service.Handler
+}
+
+// New assembles a replica. It touches etcd only through the components' own lazy use.
+func New(cfg Config) (*App, error) {
+	if cfg.Etcd == nil {
+		return nil, errors.New("app: Config.Etcd is required")
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Replica == "" {
+		host, _ := os.Hostname()
+		cfg.Replica = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if cfg.LeaderTTL <= 0 {
+		cfg.LeaderTTL = 5 * time.Second
+	}
+	a := &App{cfg: cfg, log: cfg.Logger}
+	a.placer = placement.NewPlacer(cfg.Etcd, cfg.Logger.With("component", "placement"))
+	a.control = control.New(control.Config{
+		KV:     cfg.Etcd,
+		Region: cfg.Region,
+		Logger: cfg.Logger.With("component", "control"),
+		Placer: &placement.ControlPlacer{Placer: a.placer},
+	})
+	a.kick = service.NewKicker()
+	a.services = service.NewHandler(service.Config{
+		KV:     cfg.Etcd,
+		Region: cfg.Region,
+		Logger: cfg.Logger.With("component", "service"),
+		Kick:   a.kick,
+	})
+	a.sessions = agentsession.New(agentsession.Config{
+		Etcd:             cfg.Etcd,
+		Control:          a.control,
+		Replica:          cfg.Replica,
+		HeartbeatTimeout: cfg.HeartbeatTimeout,
+		Logger:           cfg.Logger.With("component", "agentsession"),
+	})
+	a.admin = admin.New(cfg.Etcd, cfg.Logger.With("component", "admin"), admin.Options{AllowReset: cfg.Dev})
+	a.elector = leader.New(leader.Config{
+		Client:   cfg.Etcd,
+		Identity: cfg.Replica,
+		TTL:      cfg.LeaderTTL,
+		Logger:   cfg.Logger.With("component", "leader"),
+	})
+
+	identity := connect.WithInterceptors(caller.Interceptor{})
+	mux := http.NewServeMux()
+	mux.Handle(ecsv1connect.NewEcsServiceHandler(ecsHandler{a.control, a.services}, identity))
+	mux.Handle(agentv1connect.NewAgentServiceHandler(a.sessions, identity))
+	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin))
+	a.handler = mux
+	return a, nil
+}
+
+// Handler returns the replica's Connect handler: EcsService and AgentService (both
+// require the gateway's identity headers) and AdminService.
+func (a *App) Handler() http.Handler { return a.handler }
+
+// ECS returns the replica's ECS API handler, for in-process callers such as `berth dev`
+// (calls need an identity in the context: caller.With).
+func (a *App) ECS() ecsv1connect.EcsServiceHandler { return ecsHandler{a.control, a.services} }
+
+// Admin returns the replica's admin service, for in-process callers such as `berth dev`.
+func (a *App) Admin() adminv1connect.AdminServiceHandler { return a.admin }
+
+// IsLeader reports whether this replica currently runs the leader loops.
+func (a *App) IsLeader() bool { return a.leading.Load() }
+
+// Sessions returns the number of agent sessions this replica holds.
+func (a *App) Sessions() int { return a.sessions.Sessions() }
+
+// Run campaigns for leadership until ctx ends; while leading it runs the reaper and the
+// service reconciler with every write fenced by the term. It returns ctx's error.
+func (a *App) Run(ctx context.Context) error {
+	defer a.sessions.Close()
+	defer a.placer.Close()
+	return a.elector.Run(ctx, func(ctx context.Context, term leader.Term) {
+		a.leading.Store(true)
+		defer a.leading.Store(false)
+		a.log.Info("leading", "replica", a.cfg.Replica, "term", term.Rev)
+		done := make(chan struct{}, 2)
+		go func() {
+			defer func() { done <- struct{}{} }()
+			r := reaper.New(reaper.Config{
+				KV:             a.cfg.Etcd,
+				Control:        a.control,
+				TaskIndexKeys:  control.TaskIndexKeys,
+				Interval:       a.cfg.ReaperInterval,
+				LostAfter:      a.cfg.LostAfter,
+				PendingTimeout: a.cfg.PendingTimeout,
+				Retention:      a.cfg.Retention,
+				Logger:         a.log.With("component", "reaper"),
+			})
+			if err := r.Run(ctx, term); err != nil && ctx.Err() == nil {
+				a.log.Error("reaper stopped", "err", err)
+			}
+		}()
+		go func() {
+			defer func() { done <- struct{}{} }()
+			rec := service.NewReconciler(service.ReconcilerConfig{
+				Client:   a.cfg.Etcd,
+				Placer:   a.placer,
+				Region:   a.cfg.Region,
+				Logger:   a.log.With("component", "reconciler"),
+				Fence:    []clientv3.Cmp{term.Fence()},
+				Interval: a.cfg.ReconcileInterval,
+				Kick:     a.kick,
+			})
+			if err := rec.Run(ctx); err != nil && ctx.Err() == nil {
+				a.log.Error("service reconciler stopped", "err", err)
+			}
+		}()
+		<-done
+		<-done
+		a.log.Info("no longer leading", "replica", a.cfg.Replica)
+	})
+}
+
+// Serve serves h on ln over HTTP/1.1 and cleartext HTTP/2 (h2c, which agent streams need)
+// until ctx ends, then shuts down within 5 s. It returns nil after a clean shutdown.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: h, Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		_ = srv.Close()
+	}
+	return nil
+}

@@ -305,4 +305,3 @@ func devHealth(ctx context.Context, etcd *etcdembed.Server, sched *app.App, cfg 
 	report["agents"] = agents
 	return report, agents > 0
 }
-

@@ -43,7 +43,8 @@ var ErrClientTokenUsed = errors.New("control: client token already used")
 // counters and the task's index keys in one transaction (build it with PlaceTxn), and
 // return the placed tasks as written. Tasks it cannot place are not written; they are
 // reported in failures with an AWS reason (RESOURCE:CPU, RESOURCE:MEMORY, RESOURCE:PORTS,
-// AGENT, ATTRIBUTE, MISSING, ...). An error means nothing was written.
+// AGENT, ATTRIBUTE, MISSING, or the status of a DRAINING instance when no other reason
+// applies). An error means nothing was written.
 type Placer interface {
 	Place(ctx context.Context, req PlaceRequest) (PlaceResult, error)
 }
@@ -363,6 +364,11 @@ func PlaceTxn(txn *store.Txn, p Placement) error {
 		applyInstanceDelta(ci, "", t.GetTask().GetLastStatus())
 		ApplyCountDelta(p.Cluster.GetCluster(), "", t.GetTask().GetLastStatus())
 		t.Task.ContainerInstanceArn = proto.String(ci.GetContainerInstanceArn())
+		for _, a := range ci.GetAttributes() {
+			if a.GetName() == "ecs.cpu-architecture" {
+				t.Task.Attributes = []*ecsv1.Attribute{{Name: proto.String("ecs.cpu-architecture"), Value: a.Value}}
+			}
+		}
 		touched[t.GetContainerInstanceId()] = true
 		WriteTaskTxn(txn, p.Account, nil, 0, t)
 		txn.Put(keys.Inbox(t.GetContainerInstanceId(), TaskID(t)), &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Assignment{Assignment: &agentv1.Assignment{
@@ -518,11 +524,15 @@ func (p *FirstFitPlacer) attempt(ctx context.Context, req PlaceRequest) (PlaceRe
 			candidates = []string{id}
 		}
 		chosen := ""
+		var skipped []*ecsv1.ContainerInstance // not ACTIVE: reported only if nothing else is
+		failuresBefore := len(res.Failures)
 		for _, id := range candidates {
 			ci := scratch[id]
 			if r := eligible(ci); r != "" {
 				if r != ReasonInactive || req.ContainerInstanceIDs != nil {
 					fail(ci.GetContainerInstanceArn(), r)
+				} else {
+					skipped = append(skipped, ci)
 				}
 				continue
 			}
@@ -537,6 +547,11 @@ func (p *FirstFitPlacer) attempt(ctx context.Context, req PlaceRequest) (PlaceRe
 			break
 		}
 		if chosen == "" {
+			if len(res.Failures) == failuresBefore {
+				for _, ci := range skipped {
+					fail(ci.GetContainerInstanceArn(), ci.GetStatus())
+				}
+			}
 			continue
 		}
 		Reserve(scratch[chosen], t)

@@ -77,8 +77,8 @@ func validateOverrides(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) error {
 }
 
 // resolveRunnable resolves the task definition of RunTask/StartTask: it must exist
-// (InvalidParameterException "TaskDefinition not found.") and be ACTIVE
-// (ClientException "TaskDefinition is inactive").
+// (ClientException "TaskDefinition not found.", as ECS answers for CreateService too)
+// and be ACTIVE (InvalidParameterException "TaskDefinition is inactive").
 func (s *Server) resolveRunnable(ctx context.Context, account, ref string) (*ecsv1.TaskDefinition, []*ecsv1.Tag, error) {
 	if ref == "" {
 		return nil, nil, ecserr.InvalidParameterf("taskDefinition is required.")
@@ -88,10 +88,10 @@ func (s *Server) resolveRunnable(ctx context.Context, account, ref string) (*ecs
 		return nil, nil, err
 	}
 	if rec == nil {
-		return nil, nil, ecserr.InvalidParameterf("TaskDefinition not found.")
+		return nil, nil, ecserr.Clientf("TaskDefinition not found.")
 	}
 	if rec.GetTaskDefinition().GetStatus() != statusActive {
-		return nil, nil, ecserr.Clientf("TaskDefinition is inactive")
+		return nil, nil, ecserr.InvalidParameterf("TaskDefinition is inactive")
 	}
 	return rec.GetTaskDefinition(), rec.GetTags(), nil
 }
@@ -244,9 +244,9 @@ func describeTask(r *storev1.TaskRecord, withTags bool) *ecsv1.Task {
 // characters) makes the call idempotent: a repeated token returns the tasks it started.
 // startedBy, group (default "family:{family}"), overrides, tags (propagateTags
 // TASK_DEFINITION adds the definition's) are stored with the tasks. Errors:
-// ClusterNotFoundException, InvalidParameterException (bad count, unknown task definition,
-// override of an unknown container, no container instances), ClientException (inactive
-// task definition). AWS reference: RunTask.
+// ClusterNotFoundException, InvalidParameterException (bad count, inactive task
+// definition, override of an unknown container, no container instances), ClientException
+// (unknown task definition). AWS reference: RunTask.
 func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTaskRequest]) (*connect.Response[ecsv1.RunTaskResponse], error) {
 	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.RunTaskRequest) (*ecsv1.RunTaskResponse, error) {
 		count := int32(1)
@@ -539,8 +539,11 @@ func (s *Server) stopTask(ctx context.Context, account, key, stopCode, reason st
 // list. AWS reference: DescribeTasks.
 func (s *Server) DescribeTasks(ctx context.Context, req *connect.Request[ecsv1.DescribeTasksRequest]) (*connect.Response[ecsv1.DescribeTasksResponse], error) {
 	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.DescribeTasksRequest) (*ecsv1.DescribeTasksResponse, error) {
-		if len(m.GetTasks()) == 0 || len(m.GetTasks()) > 100 {
-			return nil, ecserr.InvalidParameterf("tasks must list between 1 and 100 tasks.")
+		if len(m.GetTasks()) == 0 {
+			return nil, ecserr.InvalidParameterf("Tasks cannot be empty.")
+		}
+		if len(m.GetTasks()) > 100 {
+			return nil, ecserr.InvalidParameterf("tasks can list at most 100 tasks.")
 		}
 		name, err := clusterName(account, m.GetCluster())
 		if err != nil {

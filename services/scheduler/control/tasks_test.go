@@ -81,6 +81,9 @@ func TestRunTaskPlacement(t *testing.T) {
 		}
 	}
 	tk := r.GetTasks()[0]
+	if len(tk.GetAttributes()) != 1 || tk.GetAttributes()[0].GetValue() != "x86_64" {
+		t.Fatalf("task attributes %v", tk.GetAttributes())
+	}
 	if tk.GetLastStatus() != "PENDING" || tk.GetDesiredStatus() != "RUNNING" || tk.GetGroup() != "family:web" || tk.GetStartedBy() != "me" ||
 		!strings.Contains(tk.GetTaskArn(), ":task/c/") || len(tk.GetContainers()) != 1 || tk.GetOverrides().GetContainerOverrides()[0].GetCommand()[1] != "1" {
 		t.Fatalf("task %v", tk)
@@ -111,6 +114,14 @@ func TestRunTaskPlacement(t *testing.T) {
 	if len(r3.GetTasks()) != 0 || r3.GetFailures()[0].GetReason() != "RESOURCE:CPU" {
 		t.Fatalf("cpu failure %v", r3)
 	}
+	// Only draining instances: the failure names their status.
+	must(e, e.s.UpdateContainerInstancesState, &ecsv1.UpdateContainerInstancesStateRequest{Cluster: proto.String("c"), ContainerInstances: []string{ci1.GetContainerInstanceArn(), ci2.GetContainerInstanceArn()}, Status: proto.String("DRAINING")})
+	e.simpleTaskDef("small", 1, 6)
+	rd := must(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("small")})
+	if len(rd.GetTasks()) != 0 || len(rd.GetFailures()) != 2 || rd.GetFailures()[0].GetReason() != "DRAINING" {
+		t.Fatalf("draining failure %v", rd)
+	}
+	must(e, e.s.UpdateContainerInstancesState, &ecsv1.UpdateContainerInstancesStateRequest{Cluster: proto.String("c"), ContainerInstances: []string{ci1.GetContainerInstanceArn(), ci2.GetContainerInstanceArn()}, Status: proto.String("ACTIVE")})
 	// A disconnected agent: AGENT.
 	if err := e.s.SetAgentConnected(e.ctx, e.acc, ci1.GetContainerInstanceArn(), false); err != nil {
 		t.Fatal(err)
@@ -144,8 +155,8 @@ func TestRunTaskValidation(t *testing.T) {
 		{"count 11", &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("web"), Count: proto.Int32(11)}, "InvalidParameterException", "count"},
 		{"no cluster", &ecsv1.RunTaskRequest{TaskDefinition: proto.String("web")}, "ClusterNotFoundException", "Cluster not found."},
 		{"no task definition", &ecsv1.RunTaskRequest{Cluster: proto.String("c")}, "InvalidParameterException", "taskDefinition"},
-		{"unknown task definition", &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("nope")}, "InvalidParameterException", "TaskDefinition not found."},
-		{"inactive task definition", &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("old:1")}, "ClientException", "inactive"},
+		{"unknown task definition", &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("nope")}, "ClientException", "TaskDefinition not found."},
+		{"inactive task definition", &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("old:1")}, "InvalidParameterException", "TaskDefinition is inactive"},
 		{"override unknown container", &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("web"),
 			Overrides: &ecsv1.TaskOverride{ContainerOverrides: []*ecsv1.ContainerOverride{{Name: proto.String("ghost")}}}}, "InvalidParameterException", "Override for container named ghost is not a container in the TaskDefinition."},
 		{"nil override", &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("web"),

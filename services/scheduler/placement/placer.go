@@ -85,6 +85,7 @@ type Placer struct {
 	log      *slog.Logger
 	attempts int
 	noCache  bool
+	noBatch  bool
 
 	rngPool sync.Pool
 
@@ -105,6 +106,10 @@ func WithMaxAttempts(n int) Option { return func(p *Placer) { p.attempts = max(n
 // WithoutCache makes every Place list the cluster's instances instead of using the
 // watch-fed cache (slower; for tests and tiny clusters).
 func WithoutCache() Option { return func(p *Placer) { p.noCache = true } }
+
+// WithoutBatching makes every Place commit its own txn instead of joining the cluster's
+// group commit (for comparison in benchmarks).
+func WithoutBatching() Option { return func(p *Placer) { p.noBatch = true } }
 
 // NewPlacer returns a Placer over cli, logging to log (nil discards). Close it to stop
 // its watches.
@@ -139,6 +144,9 @@ var ErrConflicts = errors.New("placement: too many concurrent conflicts")
 func (p *Placer) Place(ctx context.Context, req PlaceRequest) (PlaceResult, error) {
 	if err := Compile(req.Request); err != nil {
 		return PlaceResult{}, err
+	}
+	if !p.noCache && !p.noBatch && !req.CommitWritesInstances && len(req.If) == 0 {
+		return p.placeBatched(ctx, req)
 	}
 	eng := p.rngPool.Get().(*Engine)
 	defer p.rngPool.Put(eng)
@@ -322,6 +330,7 @@ type clusterCache struct {
 	ready chan struct{}
 
 	commitMu sync.Mutex             // serializes hook-written commits of the cluster
+	batch    batcher                // group commit of unfenced placements
 	locks    map[string]*sync.Mutex // per-instance commit locks, under mu
 
 	mu      sync.Mutex

@@ -103,6 +103,10 @@ func newEnv(t testing.TB, cfg ReconcilerConfig) *env {
 		cluster: "c1",
 		behave:  func(*ecsv1.Task) string { return "run" },
 	}
+	// Passes read every account's services: leave none behind for later tests.
+	t.Cleanup(func() {
+		_, _ = sharedEtcd.Delete(context.Background(), store.MustKeyPrefix("services", acc), clientv3.WithPrefix())
+	})
 	p := placement.NewPlacer(sharedEtcd, nil, placement.WithoutCache())
 	t.Cleanup(p.Close)
 	cfg.Client, cfg.Placer, cfg.Now = sharedEtcd, p, clk.Now
@@ -339,5 +343,3 @@ func hasEvent(s *ecsv1.Service, sub string) bool {
 	}
 	return false
 }
-
-var _ = store.Prefix

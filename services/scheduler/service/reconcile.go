@@ -71,6 +71,9 @@ type ReconcilerConfig struct {
 	// InactiveRetention is how long an INACTIVE service stays describable before its
 	// record is deleted. Default 1 hour.
 	InactiveRetention time.Duration
+	// FullPassEvery bounds how long Run goes without a full pass (one that reads every
+	// cluster whether or not the watch saw a change). Default 1 minute.
+	FullPassEvery time.Duration
 }
 
 // Reconciler is the leader's service loop: each pass converges every service of every
@@ -83,6 +86,17 @@ type Reconciler struct {
 
 	mu  sync.Mutex
 	tds map[string]*storev1.TaskDefinitionRecord // by ARN; task definitions never change but for status
+
+	// Change tracking for Run: clusters ("account/cluster") whose tasks or instances
+	// changed since they were last reconciled, as reported by the watch; all is set until
+	// the watch is established and after it breaks.
+	dmu      sync.Mutex
+	dirty    map[string]bool
+	allDirty bool
+	wake     chan struct{}
+	// svcRevs holds the ModRevision of every service record as last reconciled, so a
+	// change by an API call marks its cluster.
+	svcRevs map[string]int64
 }
 
 // NewReconciler returns a Reconciler for cfg.
@@ -114,17 +128,44 @@ func NewReconciler(cfg ReconcilerConfig) *Reconciler {
 	if cfg.InactiveRetention <= 0 {
 		cfg.InactiveRetention = time.Hour
 	}
-	return &Reconciler{cfg: cfg, log: cfg.Logger, tds: map[string]*storev1.TaskDefinitionRecord{}}
+	if cfg.FullPassEvery <= 0 {
+		cfg.FullPassEvery = time.Minute
+	}
+	return &Reconciler{
+		cfg: cfg, log: cfg.Logger, tds: map[string]*storev1.TaskDefinitionRecord{},
+		dirty: map[string]bool{}, allDirty: true, wake: make(chan struct{}, 1), svcRevs: map[string]int64{},
+	}
 }
 
-// Run runs passes every Interval (and on kicks) until ctx ends, and returns ctx's error.
-// A pass that fails is logged and the loop goes on, except when the fence failed
-// (store.ErrPreconditionFailed): this replica no longer leads, and Run returns that error.
+// Run reconciles until ctx ends, and returns ctx's error. It watches the task and
+// container instance records of every account and reconciles a cluster when they changed,
+// when one of its service records changed, or when a launch backoff of one of its
+// services ran out; at most every Interval (sooner on a kick or a watched change, but
+// never more than one pass at a time), and with a full pass (every cluster) at least every
+// FullPassEvery. A pass that fails is logged and the loop goes on, except when the fence
+// failed (store.ErrPreconditionFailed): this replica no longer leads, and Run returns that
+// error.
 func (r *Reconciler) Run(ctx context.Context) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, prefix := range []string{store.MustKeyPrefix("tasks"), store.MustKeyPrefix("instances")} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.watch(wctx, prefix)
+		}()
+	}
+	defer wg.Wait()
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
+	lastFull := time.Time{}
 	for {
-		if err := r.Pass(ctx); err != nil {
+		full := time.Since(lastFull) >= r.cfg.FullPassEvery
+		if full {
+			lastFull = time.Now()
+		}
+		if err := r.pass(ctx, !full); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -138,7 +179,84 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			return ctx.Err()
 		case <-t.C:
 		case <-r.cfg.Kick.C():
+		case <-r.wake:
+			// Let a burst of changes (an agent's reports, our own writes) land first.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(min(r.cfg.Interval/10, 50*time.Millisecond)):
+			}
 		}
+	}
+}
+
+// watch marks clusters dirty as records under prefix (tasks/ or instances/ of every
+// account) change, from the current revision on; after a broken watch it marks every
+// cluster dirty and watches again.
+func (r *Reconciler) watch(ctx context.Context, prefix string) {
+	for ctx.Err() == nil {
+		resp, err := r.cfg.Client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			if sleepCtx(ctx, time.Second) != nil {
+				return
+			}
+			continue
+		}
+		wch := r.cfg.Client.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+		r.markAll(false)
+		for wr := range wch {
+			if wr.Err() != nil {
+				break
+			}
+			r.dmu.Lock()
+			for _, ev := range wr.Events {
+				// {prefix}{account}/{cluster}/{id}
+				rest := strings.TrimPrefix(string(ev.Kv.Key), prefix)
+				if i := strings.LastIndexByte(rest, '/'); i > 0 {
+					r.dirty[rest[:i]] = true
+				}
+			}
+			r.dmu.Unlock()
+			r.signal()
+		}
+		r.markAll(true)
+	}
+}
+
+// markAll sets or clears the "everything is dirty" flag (set while a watch is down).
+func (r *Reconciler) markAll(v bool) {
+	r.dmu.Lock()
+	r.allDirty = v
+	r.dmu.Unlock()
+	if v {
+		r.signal()
+	}
+}
+
+func (r *Reconciler) signal() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// takeDirty returns the dirty clusters and whether everything is dirty, clearing the set.
+func (r *Reconciler) takeDirty() (map[string]bool, bool) {
+	r.dmu.Lock()
+	defer r.dmu.Unlock()
+	d := r.dirty
+	r.dirty = map[string]bool{}
+	return d, r.allDirty
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -158,7 +276,14 @@ type serviceItem struct {
 // record when it changed. Errors of single services are joined and returned after the
 // others were reconciled; a fence failure returns at once (wrapping
 // store.ErrPreconditionFailed).
-func (r *Reconciler) Pass(ctx context.Context) error {
+func (r *Reconciler) Pass(ctx context.Context) error { return r.pass(ctx, false) }
+
+// pass is Pass; selective skips the clusters with no change since they were last
+// reconciled (see Run).
+func (r *Reconciler) pass(ctx context.Context, selective bool) error {
+	dirty, all := r.takeDirty()
+	selective = selective && !all
+	now := r.cfg.Now()
 	groups := map[string][]serviceItem{}
 	var order []string
 	token := ""
@@ -185,14 +310,39 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 		token = next
 	}
 	var errs []error
+	seen := make(map[string]int64, len(r.svcRevs))
 	for _, g := range order {
+		changed := dirty[g]
+		for _, it := range groups[g] {
+			seen[it.key] = it.rev
+			if r.svcRevs[it.key] != it.rev {
+				changed = true
+			}
+			if nl := it.rec.GetDeployments(); len(nl) > 0 && !changed {
+				for _, dr := range nl {
+					if dr.NextLaunchAt != nil && !now.Before(dr.GetNextLaunchAt().AsTime()) {
+						changed = true
+					}
+				}
+			}
+			if it.rec.GetService().GetStatus() == StatusInactive {
+				changed = true // retention is time-based; the check reads nothing more
+			}
+		}
+		if selective && !changed {
+			continue
+		}
 		if err := r.passCluster(ctx, groups[g]); err != nil {
 			if errors.Is(err, store.ErrPreconditionFailed) || ctx.Err() != nil {
 				return err
 			}
 			errs = append(errs, err)
+			r.dmu.Lock()
+			r.dirty[g] = true // try again next pass
+			r.dmu.Unlock()
 		}
 	}
+	r.svcRevs = seen
 	return errors.Join(errs...)
 }
 

@@ -587,3 +587,47 @@ func TestFencedWritesFail(t *testing.T) {
 		t.Fatalf("%d tasks written by a deposed leader", n)
 	}
 }
+
+func TestRunConvergesAndStops(t *testing.T) {
+	e := newEnv(t, ReconcilerConfig{Interval: 20 * time.Millisecond})
+	kick := NewKicker()
+	e.h.kick = kick
+	e.r.cfg.Kick = kick
+	e.host("h1", 4096, 4096)
+	td := e.taskDef("run", "img", 128, 128, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.r.Run(ctx) }()
+	e.createService("run", td, 3, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		e.agent()
+		s := e.service("run")
+		if s.GetRunningCount() == 3 && hasEvent(s, "has reached a steady state.") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Run did not converge: %v", s)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A watched change (a task dies) is acted on without a full pass.
+	for _, rec := range e.tasks() {
+		e.kill(rec)
+		break
+	}
+	for n := 0; ; n++ {
+		e.agent()
+		if c := e.count("run"); c.healthy == 3 && c.total == 3 {
+			break
+		}
+		if n > 500 {
+			t.Fatalf("dead task not replaced: %v", e.count("run"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v", err)
+	}
+}

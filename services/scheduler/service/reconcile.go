@@ -530,10 +530,13 @@ func (r *Reconciler) views(ctx context.Context, account string, cs *clusterState
 		if v.stopped {
 			code, reason := t.GetStopCode(), t.GetStoppedReason()
 			switch {
-			case code == "UserInitiated":
-			case code == StopCodeScheduler && reason != ReasonUnhealthy:
+			case code == "UserInitiated" || code == "TerminationNotice" || code == "SpotInterruption" ||
+				(code == StopCodeScheduler && reason != ReasonUnhealthy):
+				// Stopped on purpose, or its host was lost: not a failure of the task.
 				v.success = t.StartedAt != nil
 			default:
+				// TaskFailedToStart, EssentialContainerExited, failed health checks, or
+				// no code at all: the task failed.
 				v.failed = true
 			}
 		}

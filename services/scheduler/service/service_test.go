@@ -631,3 +631,64 @@ func TestRunConvergesAndStops(t *testing.T) {
 		t.Fatalf("Run returned %v", err)
 	}
 }
+
+func TestListPaginationTagsAndPropagation(t *testing.T) {
+	e := newEnv(t, ReconcilerConfig{})
+	e.host("h1", 4096, 4096)
+	td := e.taskDef("tg", "img", 128, 128, false)
+	for _, n := range []string{"a", "b", "c"} {
+		e.createService(n, td, 0, nil)
+	}
+	must(e, e.h.CreateService, &ecsv1.CreateServiceRequest{
+		Cluster: proto.String("c1"), ServiceName: proto.String("d"), TaskDefinition: proto.String(td), SchedulingStrategy: proto.String("DAEMON"),
+	})
+	var got []string
+	token := ""
+	for {
+		req := &ecsv1.ListServicesRequest{Cluster: proto.String("c1"), MaxResults: proto.Int32(1), SchedulingStrategy: proto.String("REPLICA")}
+		if token != "" {
+			req.NextToken = proto.String(token)
+		}
+		r := must(e, e.h.ListServices, req)
+		got = append(got, r.GetServiceArns()...)
+		if r.GetNextToken() == "" {
+			break
+		}
+		token = r.GetNextToken()
+	}
+	if len(got) != 3 || got[0] != "arn:aws:ecs:us-east-1:"+e.acc+":service/c1/a" || got[2] != "arn:aws:ecs:us-east-1:"+e.acc+":service/c1/c" {
+		t.Fatalf("paged ListServices %v", got)
+	}
+	_, err := call(e, e.h.ListServices, &ecsv1.ListServicesRequest{Cluster: proto.String("c1"), MaxResults: proto.Int32(101)})
+	wantErr(t, err, "InvalidParameterException")
+
+	tags := []*ecsv1.Tag{{Key: proto.String("team"), Value: proto.String("web")}}
+	must(e, e.h.CreateService, &ecsv1.CreateServiceRequest{
+		Cluster: proto.String("c1"), ServiceName: proto.String("tagged"), TaskDefinition: proto.String(td), DesiredCount: proto.Int32(1),
+		Tags: tags, PropagateTags: proto.String("SERVICE"), EnableEcsManagedTags: true,
+	})
+	r := must(e, e.h.DescribeServices, &ecsv1.DescribeServicesRequest{Cluster: proto.String("c1"), Services: []string{"tagged", "nope"}, Include: []string{"TAGS"}})
+	if len(r.GetServices()) != 1 || len(r.GetServices()[0].GetTags()) != 1 || len(r.GetFailures()) != 1 ||
+		r.GetFailures()[0].GetArn() != "arn:aws:ecs:us-east-1:"+e.acc+":service/c1/nope" {
+		t.Fatalf("DescribeServices include TAGS: %v", r)
+	}
+	if r := must(e, e.h.DescribeServices, &ecsv1.DescribeServicesRequest{Cluster: proto.String("c1"), Services: []string{"tagged"}}); len(r.GetServices()[0].GetTags()) != 0 {
+		t.Fatal("tags without include TAGS")
+	}
+	e.pass()
+	var task *ecsv1.Task
+	for _, rec := range e.tasks() {
+		if rec.GetServiceName() == "tagged" {
+			task = rec.GetTask()
+		}
+	}
+	want := map[string]string{"team": "web", "aws:ecs:clusterName": "c1", "aws:ecs:serviceName": "tagged"}
+	if task == nil || len(task.GetTags()) != len(want) {
+		t.Fatalf("task tags %v", task.GetTags())
+	}
+	for _, tg := range task.GetTags() {
+		if want[tg.GetKey()] != tg.GetValue() {
+			t.Fatalf("task tag %s=%s", tg.GetKey(), tg.GetValue())
+		}
+	}
+}

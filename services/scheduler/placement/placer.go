@@ -86,6 +86,7 @@ type Placer struct {
 	attempts int
 	noCache  bool
 	noBatch  bool
+	metrics  *Metrics
 
 	rngPool sync.Pool
 
@@ -141,7 +142,8 @@ var ErrConflicts = errors.New("placement: too many concurrent conflicts")
 // returns an error wrapping ErrExpression or ErrInvalid for a bad constraint or strategy,
 // store.ErrPreconditionFailed when an If compare failed, ErrConflicts after too many
 // conflicts, or the Commit hook's error.
-func (p *Placer) Place(ctx context.Context, req PlaceRequest) (PlaceResult, error) {
+func (p *Placer) Place(ctx context.Context, req PlaceRequest) (res PlaceResult, err error) {
+	defer func(start time.Time) { p.metrics.observe(start, res, err) }(time.Now())
 	if err := Compile(req.Request); err != nil {
 		return PlaceResult{}, err
 	}

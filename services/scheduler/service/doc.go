@@ -1,25 +1,55 @@
 // Package service is the scheduler's service controller: the ECS service actions
 // (CreateService, UpdateService, DeleteService, DescribeServices, ListServices,
-// ListServiceDeployments, DescribeServiceDeployments, DescribeServiceRevisions) on
-// Handler, and the leader's reconcile loop on Reconciler, which keeps every service's
-// tasks at its desired count through rolling deployments, crashes, drains and host
-// loss, with the semantics of the Amazon ECS developer guide
-// (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/ecs_services.html,
-// deployment-type-ecs.html, deployment-circuit-breaker.html, service-event-messages.html).
+// ListServicesByNamespace, ListServiceDeployments, DescribeServiceDeployments,
+// DescribeServiceRevisions) on Handler, and the leader's reconcile loop on Reconciler,
+// which keeps every service's tasks at its desired count through rolling deployments,
+// crashes, drains and host loss, as the Amazon ECS developer guide describes services
+// (ecs_services.html, deployment-type-ecs.html, deployment-circuit-breaker.html,
+// service-event-messages.html under https://docs.aws.amazon.com/AmazonECS/latest/developerguide/).
 //
-// It owns the ServiceRecord at keys.Service: the ECS Service shape (deployments[] with
-// PRIMARY, ACTIVE and, kept as history and hidden from DescribeServices, INACTIVE
-// entries; events[] newest first, at most 100) plus one DeploymentRecord per deployment
-// for the launch backoff. The task records stay control's: the reconciler creates
-// service tasks (startedBy = deployment id "ecs-svc/<19 digits>", group
-// "service:<name>") through the placement package's Placer, in the same transaction as
-// the instance reservation, the agent's inbox entry and the cluster's counters, and stops
-// them with stopCode ServiceSchedulerInitiated. Every reconciler write carries the
-// leader's fence.
+// # Records
 //
-// Counters: the reconciler recomputes runningCount, pendingCount and each deployment's
-// counts from the service's task records on every pass (the task records are written by
-// control and the agent session, which do not know services), and writes the service
-// record only when something changed; the cluster's activeServicesCount changes in the
-// same transaction as the service's status.
+// The package owns the ServiceRecord at keys.Service: the ECS Service shape — deployments[]
+// with the PRIMARY and ACTIVE deployments plus up to 20 finished (INACTIVE) ones kept for
+// ListServiceDeployments and rollbacks and hidden from DescribeServices; events[] newest
+// first, at most 100 — and one DeploymentRecord per deployment (launch backoff, rollback
+// flag, finish time). Task records stay control's: the reconciler creates service tasks
+// (startedBy and deployment_id = the deployment id "ecs-svc/<19 digits>", group
+// "service:<name>", service_name set) through the placement package's Placer with
+// control.PlaceTxn — the instance reservation, the agent's inbox entry and the cluster's
+// counters in the same transaction, exactly as RunTask — and stops them like StopTask
+// with stopCode ServiceSchedulerInitiated. Every reconciler write carries the leader's
+// fence.
+//
+// # Counters
+//
+// runningCount and pendingCount of the service and of each deployment are recomputed from
+// the service's task records (by lastStatus, as the cluster's counters count) on every
+// pass over its cluster and written only when they changed: the task records are written
+// by control and the agent session, which do not know services, so counting in their
+// transactions is not possible. Run reconciles a cluster as soon as the watch reports a
+// change of its tasks, so DescribeServices trails the task records by one pass. The
+// cluster's activeServicesCount changes in the same transaction as the service status
+// (CreateService, DeleteService).
+//
+// # Reconciling a service
+//
+// A task is healthy when RUNNING and, when its essential containers have health checks,
+// those are HEALTHY; an UNHEALTHY one is stopped and replaced. The reconciler keeps up to
+// desiredCount live PRIMARY tasks on ACTIVE instances (one per eligible instance for
+// DAEMON); the rest — tasks of older deployments, tasks on DRAINING instances, excess
+// tasks — are surplus. Missing tasks are launched while the service's non-stopped tasks
+// stay within maximumPercent of desired (rounded down); surplus tasks are stopped, those
+// not healthy at once and healthy ones only while the healthy count stays at or above
+// minimumHealthyPercent of desired (rounded up). A deployment is COMPLETED when its tasks
+// are all running and healthy and no other deployment has tasks left.
+//
+// A task that stopped without being asked to (TaskFailedToStart,
+// EssentialContainerExited, no stop code) or was stopped for failing health checks is a
+// failed task of its deployment. The circuit breaker (when enabled) marks the PRIMARY
+// deployment FAILED once its failed tasks reach min(max(10, ceil(desired/2)), 200) and,
+// with rollback, starts a new deployment of the last COMPLETED deployment's task
+// definition. Independently of the breaker, n failed tasks since the deployment's last
+// successful one delay its next launch by min(BackoffBase × 2^(n-1), BackoffCap) (27
+// minutes by default, AWS's cap); a task that becomes healthy resets the count.
 package service

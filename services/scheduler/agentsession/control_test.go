@@ -136,4 +136,41 @@ func TestEndToEndWithControl(t *testing.T) {
 	if got := desc(); got.GetLastStatus() != "STOPPED" || got.GetStopCode() != "UserInitiated" {
 		t.Fatalf("task %v", got)
 	}
+
+	// The runtime goes away: a zero-capacity heartbeat drains the instance involuntarily
+	// (no placement), and capacity coming back restores it.
+	status := func() (string, bool) {
+		d, err := ctl.DescribeContainerInstances(ctx, connect.NewRequest(&ecsv1.DescribeContainerInstancesRequest{Cluster: proto.String("e2e"), ContainerInstances: []string{ciARN}}))
+		if err != nil || len(d.Msg.GetContainerInstances()) != 1 {
+			t.Fatalf("describe instance: %v %v", d, err)
+		}
+		ci := d.Msg.GetContainerInstances()[0]
+		return ci.GetStatus(), ci.GetAgentConnected()
+	}
+	waitStatus := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			if s, _ := status(); s == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				s, c := status()
+				t.Fatalf("instance status %s (connected %v), want %s", s, c, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	send(&agentv1.SessionRequest{Message: &agentv1.SessionRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{RuntimeReady: false}}})
+	waitStatus("DRAINING")
+	run, err = ctl.RunTask(ctx, connect.NewRequest(&ecsv1.RunTaskRequest{Cluster: proto.String("e2e"), TaskDefinition: proto.String("app")}))
+	if err != nil || len(run.Msg.GetTasks()) != 0 {
+		t.Fatalf("RunTask on a drained instance: %v %v", run, err)
+	}
+	send(&agentv1.SessionRequest{Message: &agentv1.SessionRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{RuntimeReady: true, Cpu: 2048, Memory: 2048}}})
+	waitStatus("ACTIVE")
+	run, err = ctl.RunTask(ctx, connect.NewRequest(&ecsv1.RunTaskRequest{Cluster: proto.String("e2e"), TaskDefinition: proto.String("app")}))
+	if err != nil || len(run.Msg.GetTasks()) != 1 {
+		t.Fatalf("RunTask after capacity returned: %v %v", run, err)
+	}
 }

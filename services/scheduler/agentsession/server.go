@@ -60,6 +60,9 @@ type Config struct {
 	ReassertEvery time.Duration
 	// Logger receives session events; nil discards them.
 	Logger *slog.Logger
+	// OnHeartbeat, when set, is called with each heartbeat's lag: receipt time minus the
+	// agent's sent_at (for metrics).
+	OnHeartbeat func(lag time.Duration)
 }
 
 // Server implements agentv1connect.AgentServiceHandler: Register, and one Session stream
@@ -250,7 +253,8 @@ func (s *Server) serve(ctx context.Context, id caller.Identity, stream stream) e
 	if id.ContainerInstanceARN != "" && !sameInstance(id.ContainerInstanceARN, ref.Name) {
 		return connect.NewError(connect.CodePermissionDenied, errScope)
 	}
-	if _, _, err := store.Get[*storev1.ContainerInstanceRecord](ctx, s.cfg.Etcd, keys.Instance(ref.Account, ref.Cluster, ref.Name)); err != nil {
+	rec, _, err := store.Get[*storev1.ContainerInstanceRecord](ctx, s.cfg.Etcd, keys.Instance(ref.Account, ref.Cluster, ref.Name))
+	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return connect.NewError(connect.CodeNotFound, errors.New("container instance is not registered"))
 		}
@@ -273,6 +277,7 @@ func (s *Server) serve(ctx context.Context, id caller.Identity, stream stream) e
 		log:      s.log.With("instance", ref.Name, "cluster", ref.Cluster),
 	}
 	ss.lastHeard.Store(time.Now().UnixNano())
+	ss.noteRegistration(rec)
 	s.attach(ss)
 	defer s.detach(ss)
 

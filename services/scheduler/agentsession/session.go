@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
@@ -45,6 +46,14 @@ type session struct {
 
 	lastHeard  atomic.Int64 // unix nanos of the last message from the agent
 	lastAssert time.Time    // recv goroutine only
+
+	// Capacity as registered (recv goroutine only after Hello): a heartbeat that differs
+	// re-registers the instance, so a runtime that goes away or comes back starts or ends
+	// an involuntary drain.
+	reg       *storev1.ContainerInstanceRecord
+	regReady  bool
+	regCPU    int32
+	regMemory int32
 
 	sendMu sync.Mutex
 	closed bool
@@ -260,7 +269,11 @@ func (ss *session) recvLoop(ctx context.Context) error {
 		}
 		switch m := req.GetMessage().(type) {
 		case *agentv1.SessionRequest_Heartbeat:
-			// Held in memory only (lastHeard above).
+			// Held in memory only (lastHeard above), unless capacity changed.
+			ss.onCapacity(ctx, m.Heartbeat)
+			if f := ss.srv.cfg.OnHeartbeat; f != nil && m.Heartbeat.GetSentAt() != nil {
+				f(now.Sub(m.Heartbeat.GetSentAt().AsTime()))
+			}
 		case *agentv1.SessionRequest_Ack:
 			ss.onAck(ctx, m.Ack.GetDeliveryIds())
 		case *agentv1.SessionRequest_TaskState:
@@ -318,4 +331,56 @@ func (ss *session) onTaskState(ctx context.Context, ch *agentv1.TaskStateChange)
 		}
 	}
 	return ss.send(&agentv1.SessionResponse{Message: &agentv1.SessionResponse_StateAck{StateAck: &agentv1.StateAck{Seqs: []uint64{ch.GetSeq()}}}})
+}
+
+// noteRegistration records the capacity the instance is registered with.
+func (ss *session) noteRegistration(rec *storev1.ContainerInstanceRecord) {
+	ss.reg = rec
+	ss.regReady = !rec.GetInvoluntaryDrain()
+	ss.regCPU, ss.regMemory = 0, 0
+	for _, r := range rec.GetContainerInstance().GetRegisteredResources() {
+		switch r.GetName() {
+		case "CPU":
+			ss.regCPU = r.GetIntegerValue()
+		case "MEMORY":
+			ss.regMemory = r.GetIntegerValue()
+		}
+	}
+}
+
+// onCapacity re-registers the instance through Control.RegisterInstance when a heartbeat
+// reports a different runtime state or capacity than registered: zero capacity with the
+// runtime down is an involuntary drain (no new placements), and capacity coming back ends
+// it. The registration is rebuilt from the stored record (host id, ports, attributes,
+// version) with the heartbeat's CPU, memory and runtime state.
+func (ss *session) onCapacity(ctx context.Context, hb *agentv1.Heartbeat) {
+	if ss.reg == nil || (hb.GetRuntimeReady() == ss.regReady && hb.GetCpu() == ss.regCPU && hb.GetMemory() == ss.regMemory) {
+		return
+	}
+	ci := ss.reg.GetContainerInstance()
+	req := &agentv1.RegisterRequest{
+		Cluster:      ss.cluster,
+		HostId:       ss.reg.GetHostId(),
+		Attributes:   ci.GetAttributes(),
+		VersionInfo:  ci.GetVersionInfo(),
+		RuntimeReady: hb.GetRuntimeReady(),
+	}
+	if !hb.GetRuntimeReady() {
+		req.RuntimeReason = "the agent reports its container runtime unavailable"
+	}
+	for _, r := range ci.GetRegisteredResources() {
+		switch r.GetName() {
+		case "CPU":
+			r = &ecsv1.Resource{Name: r.Name, Type: r.Type, IntegerValue: hb.GetCpu()}
+		case "MEMORY":
+			r = &ecsv1.Resource{Name: r.Name, Type: r.Type, IntegerValue: hb.GetMemory()}
+		}
+		req.Resources = append(req.Resources, r)
+	}
+	if _, err := ss.srv.cfg.Control.RegisterInstance(ctx, ss.account, req); err != nil {
+		ss.log.Warn("agentsession: re-register on capacity change", "err", err)
+		return
+	}
+	ss.log.Info("agentsession: capacity changed", "runtime_ready", hb.GetRuntimeReady(), "cpu", hb.GetCpu(), "memory", hb.GetMemory())
+	ss.regReady, ss.regCPU, ss.regMemory = hb.GetRuntimeReady(), hb.GetCpu(), hb.GetMemory()
 }

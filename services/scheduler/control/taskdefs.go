@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
@@ -334,18 +335,44 @@ func parseTaskDefRef(account, ref string) (family string, revision int, ok bool)
 // taskDefinition resolves a reference to a stored revision: family alone means its
 // latest ACTIVE revision. It returns a nil record when there is none.
 func (s *Server) taskDefinition(ctx context.Context, account, ref string) (*storev1.TaskDefinitionRecord, int64, error) {
+	return lookupTaskDefinition(ctx, s.kv, account, ref)
+}
+
+func lookupTaskDefinition(ctx context.Context, kv clientv3.KV, account, ref string) (*storev1.TaskDefinitionRecord, int64, error) {
 	family, rev, ok := parseTaskDefRef(account, ref)
 	if !ok {
 		return nil, 0, nil
 	}
 	if rev == 0 {
-		ks, _, err := pageKeys(ctx, s.kv, keys.TaskDefinitionByStatus(account, statusActive, family, 0), 1, "", true)
+		ks, _, err := pageKeys(ctx, kv, keys.TaskDefinitionByStatus(account, statusActive, family, 0), 1, "", true)
 		if err != nil || len(ks) == 0 {
 			return nil, 0, err
 		}
 		rev, _ = strconv.Atoi(lastPart(ks[0]))
 	}
-	return get[*storev1.TaskDefinitionRecord](ctx, s.kv, keys.TaskDefinition(account, family, rev))
+	return get[*storev1.TaskDefinitionRecord](ctx, kv, keys.TaskDefinition(account, family, rev))
+}
+
+// RunnableTaskDefinition resolves a task definition reference (family — its latest
+// ACTIVE revision —, family:revision or ARN) of account to a revision that can start
+// tasks, as RunTask, StartTask and CreateService do. Errors: ClientException
+// "TaskDefinition not found." for an unknown one, InvalidParameterException
+// "TaskDefinition is inactive" for one deregistered or being deleted (AWS's answers).
+func RunnableTaskDefinition(ctx context.Context, kv clientv3.KV, account, ref string) (*storev1.TaskDefinitionRecord, error) {
+	if ref == "" {
+		return nil, ecserr.InvalidParameterf("taskDefinition is required.")
+	}
+	rec, _, err := lookupTaskDefinition(ctx, kv, account, ref)
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil {
+		return nil, ecserr.Clientf("TaskDefinition not found.")
+	}
+	if rec.GetTaskDefinition().GetStatus() != statusActive {
+		return nil, ecserr.InvalidParameterf("TaskDefinition is inactive")
+	}
+	return rec, nil
 }
 
 // DescribeTaskDefinition describes a task definition by family (its latest ACTIVE

@@ -76,22 +76,11 @@ func validateOverrides(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) error {
 	return nil
 }
 
-// resolveRunnable resolves the task definition of RunTask/StartTask: it must exist
-// (ClientException "TaskDefinition not found.", as ECS answers for CreateService too)
-// and be ACTIVE (InvalidParameterException "TaskDefinition is inactive").
+// resolveRunnable is RunnableTaskDefinition returning the definition and its tags.
 func (s *Server) resolveRunnable(ctx context.Context, account, ref string) (*ecsv1.TaskDefinition, []*ecsv1.Tag, error) {
-	if ref == "" {
-		return nil, nil, ecserr.InvalidParameterf("taskDefinition is required.")
-	}
-	rec, _, err := s.taskDefinition(ctx, account, ref)
+	rec, err := RunnableTaskDefinition(ctx, s.kv, account, ref)
 	if err != nil {
 		return nil, nil, err
-	}
-	if rec == nil {
-		return nil, nil, ecserr.Clientf("TaskDefinition not found.")
-	}
-	if rec.GetTaskDefinition().GetStatus() != statusActive {
-		return nil, nil, ecserr.InvalidParameterf("TaskDefinition is inactive")
 	}
 	return rec.GetTaskDefinition(), rec.GetTags(), nil
 }

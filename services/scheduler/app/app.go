@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
@@ -25,6 +26,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/agentsession"
 	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/control"
+	"github.com/berthhq/berth/services/scheduler/etcdmetrics"
 	"github.com/berthhq/berth/services/scheduler/leader"
 	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/reaper"
@@ -54,6 +56,10 @@ type Config struct {
 	ReaperInterval, LostAfter, PendingTimeout, Retention time.Duration
 	// ReconcileInterval is the time between service reconcile passes. Default 1 s.
 	ReconcileInterval time.Duration
+	// Registry, when set, receives the replica's Prometheus metrics (placements, etcd
+	// requests, tasks by status, sessions, heartbeat lag, leadership) and Handler serves
+	// it at /metrics. Nil records nothing.
+	Registry *prometheus.Registry
 }
 
 // App is one scheduler replica.
@@ -69,6 +75,8 @@ type App struct {
 	elector  *leader.Elector
 	leading  atomic.Bool
 	handler  http.Handler
+	kv       clientv3.KV        // cfg.Etcd's KV, instrumented when metrics are on
+	watchKV  etcdmetrics.Client // the same with the watcher, for placement and services
 }
 
 // ecsHandler serves the ECS API: service actions from service.Handler, everything else
@@ -98,16 +106,23 @@ func New(cfg Config) (*App, error) {
 		cfg.LeaderTTL = 5 * time.Second
 	}
 	a := &App{cfg: cfg, log: cfg.Logger}
-	a.placer = placement.NewPlacer(cfg.Etcd, cfg.Logger.With("component", "placement"))
+	var reg prometheus.Registerer
+	if cfg.Registry != nil {
+		reg = cfg.Registry
+	}
+	em := etcdmetrics.NewMetrics(reg)
+	a.kv, a.watchKV = etcdmetrics.Wrap(cfg.Etcd, em), etcdmetrics.WrapClient(cfg.Etcd, em)
+	a.placer = placement.NewPlacer(a.watchKV, cfg.Logger.With("component", "placement"),
+		placement.WithMetrics(placement.NewMetrics(reg)))
 	a.control = control.New(control.Config{
-		KV:     cfg.Etcd,
+		KV:     a.kv,
 		Region: cfg.Region,
 		Logger: cfg.Logger.With("component", "control"),
 		Placer: &placement.ControlPlacer{Placer: a.placer},
 	})
 	a.kick = service.NewKicker()
 	a.services = service.NewHandler(service.Config{
-		KV:     cfg.Etcd,
+		KV:     a.kv,
 		Region: cfg.Region,
 		Logger: cfg.Logger.With("component", "service"),
 		Kick:   a.kick,
@@ -118,8 +133,9 @@ func New(cfg Config) (*App, error) {
 		Replica:          cfg.Replica,
 		HeartbeatTimeout: cfg.HeartbeatTimeout,
 		Logger:           cfg.Logger.With("component", "agentsession"),
+		OnHeartbeat:      a.registerMetrics(reg),
 	})
-	a.admin = admin.New(cfg.Etcd, cfg.Logger.With("component", "admin"), admin.Options{AllowReset: cfg.Dev})
+	a.admin = admin.New(a.kv, cfg.Logger.With("component", "admin"), admin.Options{AllowReset: cfg.Dev})
 	a.elector = leader.New(leader.Config{
 		Client:   cfg.Etcd,
 		Identity: cfg.Replica,
@@ -132,12 +148,15 @@ func New(cfg Config) (*App, error) {
 	mux.Handle(ecsv1connect.NewEcsServiceHandler(ecsHandler{a.control, a.services}, identity))
 	mux.Handle(agentv1connect.NewAgentServiceHandler(a.sessions, identity))
 	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin))
+	a.handleIntrospection(mux)
 	a.handler = mux
 	return a, nil
 }
 
 // Handler returns the replica's Connect handler: EcsService and AgentService (both
-// require the gateway's identity headers) and AdminService.
+// require the gateway's identity headers), AdminService, grpc.health.v1.Health (see
+// LeaderServiceName), gRPC reflection (v1 and v1alpha), and /metrics when
+// Config.Registry is set.
 func (a *App) Handler() http.Handler { return a.handler }
 
 // ECS returns the replica's ECS API handler, for in-process callers such as `berth dev`
@@ -166,7 +185,7 @@ func (a *App) Run(ctx context.Context) error {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			r := reaper.New(reaper.Config{
-				KV:             a.cfg.Etcd,
+				KV:             a.kv,
 				Control:        a.control,
 				TaskIndexKeys:  control.TaskIndexKeys,
 				Interval:       a.cfg.ReaperInterval,
@@ -182,7 +201,7 @@ func (a *App) Run(ctx context.Context) error {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			rec := service.NewReconciler(service.ReconcilerConfig{
-				Client:   a.cfg.Etcd,
+				Client:   a.watchKV,
 				Placer:   a.placer,
 				Region:   a.cfg.Region,
 				Logger:   a.log.With("component", "reconciler"),

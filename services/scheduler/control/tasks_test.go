@@ -440,3 +440,66 @@ func TestARNFormatSettings(t *testing.T) {
 		t.Fatalf("long task ARN expected: %s", tk2.GetTaskArn())
 	}
 }
+
+// TestCountersUnderConcurrency runs tasks, reports their states and stops them from many
+// goroutines at once, then checks the cluster's and instances' counters and reservations
+// against the records.
+func TestCountersUnderConcurrency(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster("c")
+	cis := []*ecsv1.ContainerInstance{e.registerHost("c", "h1", 64*1024, 64*1024), e.registerHost("c", "h2", 64*1024, 64*1024)}
+	e.simpleTaskDef("w", 64, 64)
+	var mu sync.Mutex
+	var tasks []*ecsv1.Task
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			r, err := call(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("w"), Count: proto.Int32(3)})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			tasks = append(tasks, r.GetTasks()...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if len(tasks) != 30 {
+		t.Fatalf("placed %d tasks", len(tasks))
+	}
+	e.checkCounters("c")
+	for i, tk := range tasks {
+		wg.Go(func() {
+			report := func(status string) {
+				if err := e.s.ApplyTaskStateChange(e.ctx, e.acc, tk.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: tk.GetTaskArn(), LastStatus: status}); err != nil {
+					t.Error(err)
+				}
+			}
+			report("RUNNING")
+			if i%3 == 0 {
+				return // stays running
+			}
+			if i%3 == 1 {
+				if _, err := call(e, e.s.StopTask, &ecsv1.StopTaskRequest{Cluster: proto.String("c"), Task: tk.TaskArn}); err != nil {
+					t.Error(err)
+				}
+			}
+			report("STOPPED")
+		})
+	}
+	wg.Wait()
+	e.checkCounters("c")
+	c := e.describeCluster("c")
+	if c.GetRunningTasksCount() != 10 || c.GetPendingTasksCount() != 0 {
+		t.Fatalf("cluster counters %d running %d pending", c.GetRunningTasksCount(), c.GetPendingTasksCount())
+	}
+	var reservedCPU int32
+	for _, ci := range cis {
+		d := e.describeInstance("c", ci.GetContainerInstanceArn())
+		reservedCPU += ResourceInt(d.GetRegisteredResources(), "CPU") - ResourceInt(d.GetRemainingResources(), "CPU")
+	}
+	if reservedCPU != 10*64 {
+		t.Fatalf("reserved CPU %d, want %d for 10 running tasks", reservedCPU, 10*64)
+	}
+}

@@ -16,6 +16,8 @@ import (
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	"github.com/berthhq/berth/services/gateway/awsjson"
 	"github.com/berthhq/berth/services/gateway/sigv4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Identity headers the gateway sets on every call to the scheduler. They are the names in
@@ -90,6 +92,14 @@ type Config struct {
 	// Now is the clock used for SigV4 skew checks, throttling and lockout; time.Now when
 	// nil (tests set it).
 	Now func() time.Time
+	// Registry, when set, receives the request metrics (berth_gateway_requests_total and
+	// berth_gateway_request_duration_seconds by action and status code). Nil records
+	// nothing.
+	Registry *prometheus.Registry
+	// ServeMetrics serves Registry at GET /metrics on the gateway's own listener (off by
+	// default: the listener is public; expose metrics on a separate listener with
+	// promhttp instead where that matters).
+	ServeMetrics bool
 }
 
 // Gateway is the gateway's http.Handler; New builds it.
@@ -103,6 +113,7 @@ type Gateway struct {
 	throttle *throttler
 	lockout  *lockout
 	agent    http.Handler
+	metrics  *metrics
 }
 
 // NewH2CClient returns an http.Client that speaks only HTTP/2 without TLS (h2c) to http://
@@ -181,6 +192,9 @@ func New(cfg Config) (*Gateway, error) {
 		throttle: newThrottler(cfg.Rate, cfg.Burst, cfg.Now),
 		lockout:  newLockout(cfg.LockoutAfter, cfg.LockoutBase, cfg.LockoutMax, cfg.Now),
 	}
+	if cfg.Registry != nil {
+		g.metrics = newMetrics(cfg.Registry)
+	}
 	g.agent, err = g.newAgentProxy()
 	if err != nil {
 		return nil, err
@@ -233,6 +247,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.String("error", x.errType),
 			slog.Duration("latency", time.Since(start)),
 		)
+		g.metrics.observe(x.action, rec.status(), time.Since(start))
 	}()
 	path := r.URL.Path
 	switch {
@@ -244,6 +259,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case g.cfg.Dev && path == "/_berth/health":
 		x.action = "_berth/health"
 		g.serveHealth(rec, r)
+	case g.cfg.ServeMetrics && g.cfg.Registry != nil && path == "/metrics":
+		x.action = "metrics"
+		promhttp.HandlerFor(g.cfg.Registry, promhttp.HandlerOpts{}).ServeHTTP(rec, r)
 	case g.cfg.Dev && path == "/_berth/reset":
 		x.action = "_berth/reset"
 		g.serveReset(rec, r, x)

@@ -88,7 +88,14 @@ func TestPlacerConcurrentNeverOvercommits(t *testing.T) {
 			var wg sync.WaitGroup
 			var placed, failed, errs int
 			var cmu sync.Mutex
-			for range 200 {
+			// Without the cache every call lists the cluster and conflicts are the rule, so
+			// fewer calls keep the test fast under -race; the cached (group commit) path
+			// takes the full 200.
+			calls := 200
+			if !cached {
+				calls = 60
+			}
+			for range calls {
 				wg.Go(func() {
 					res, err := p.Place(ctx, PlaceRequest{
 						Account: testAccount, Cluster: cluster,
@@ -112,8 +119,8 @@ func TestPlacerConcurrentNeverOvercommits(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			if placed != 20 || failed != 180 {
-				t.Fatalf("placed %d failed %d errors %d, want 20/180/0", placed, failed, errs)
+			if placed != 20 || failed != calls-20 {
+				t.Fatalf("placed %d failed %d errors %d, want 20/%d/0", placed, failed, errs, calls-20)
 			}
 			// Sum reservations per instance from the task records.
 			tasks, _, err := store.List[*storev1.TaskRecord](ctx, cli, keys.Tasks(testAccount, cluster), 1000, "")

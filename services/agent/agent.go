@@ -13,6 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
@@ -116,8 +119,15 @@ type Config struct {
 	// RuntimeProbeInterval is the runtime gate's dial/probe period;
 	// default 1 s.
 	RuntimeProbeInterval time.Duration
+	// RuntimeProbeTimeout bounds one dial or probe of containerd; a probe
+	// that does not answer in time empties the gate. Default 5 s.
+	RuntimeProbeTimeout time.Duration
 	// Logger receives the agent's logs; nil discards them.
 	Logger *slog.Logger
+	// Registry, when set, receives the agent's Prometheus metrics (containerd call
+	// latency, tasks by status), served at /metrics on the LogAddr listener. Nil
+	// records nothing.
+	Registry *prometheus.Registry
 }
 
 // Agent is one host's agent.
@@ -215,11 +225,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	var dialOpts []grpc.DialOption
+	if a.cfg.Registry != nil {
+		dialOpts = newContainerdMetrics(a.cfg.Registry).dialOptions()
+	}
 	gate := runtime.NewGate(runtime.GateConfig{
-		Address:   a.cfg.ContainerdAddress,
-		Namespace: a.cfg.Namespace,
-		Interval:  a.cfg.RuntimeProbeInterval,
-		Log:       a.log.With("component", "runtime"),
+		DialOptions:  dialOpts,
+		Address:      a.cfg.ContainerdAddress,
+		Namespace:    a.cfg.Namespace,
+		Interval:     a.cfg.RuntimeProbeInterval,
+		ProbeTimeout: a.cfg.RuntimeProbeTimeout,
+		Log:          a.log.With("component", "runtime"),
 	})
 	reports := make(chan struct{}, 1)
 	manager := tasks.New(tasks.Config{
@@ -245,6 +261,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Lock()
 	a.gate, a.manager = gate, manager
 	a.mu.Unlock()
+	if a.cfg.Registry != nil {
+		a.cfg.Registry.MustRegister(taskCollector{manager})
+		defer a.cfg.Registry.Unregister(taskCollector{manager})
+	}
 	sess := session.New(session.Config{
 		BaseURL:           a.cfg.ControlPlaneURL,
 		HTTPClient:        a.cfg.HTTPClient,
@@ -271,6 +291,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.logLn != nil {
 		mux := http.NewServeMux()
 		mux.Handle(agentv1connect.NewLogServiceHandler(logs.NewService(store)))
+		if a.cfg.Registry != nil {
+			mux.Handle("/metrics", promhttp.HandlerFor(a.cfg.Registry, promhttp.HandlerOpts{}))
+		}
 		var p http.Protocols
 		p.SetHTTP1(true)
 		p.SetUnencryptedHTTP2(true)

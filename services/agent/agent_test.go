@@ -37,7 +37,7 @@ type world struct {
 	reg   string // registry address
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	ctd := containerdtest.Start(t)
 	reg := registrytest.Start(t)
@@ -61,7 +61,7 @@ type testAgent struct {
 	done   chan error
 }
 
-func testConfig(t *testing.T, w *world, cp *controlPlane, name string) agent.Config {
+func testConfig(t testing.TB, w *world, cp *controlPlane, name string) agent.Config {
 	return agent.Config{
 		ControlPlaneURL:      cp.url,
 		Cluster:              name,
@@ -79,6 +79,7 @@ func testConfig(t *testing.T, w *world, cp *controlPlane, name string) agent.Con
 		BackoffMin:           50 * time.Millisecond,
 		BackoffMax:           500 * time.Millisecond,
 		RuntimeProbeInterval: 200 * time.Millisecond,
+		RuntimeProbeTimeout:  2 * time.Second,
 		MemoryReserveMiB:     256,
 		Attributes:           map[string]string{"team": "berth"},
 		Logger:               slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -86,7 +87,7 @@ func testConfig(t *testing.T, w *world, cp *controlPlane, name string) agent.Con
 }
 
 // startAgent starts an agent on cfg; it is stopped when the test ends.
-func startAgent(t *testing.T, cfg agent.Config, cp *controlPlane) *testAgent {
+func startAgent(t testing.TB, cfg agent.Config, cp *controlPlane) *testAgent {
 	t.Helper()
 	a, err := agent.New(cfg)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -158,7 +160,12 @@ func (cp *controlPlane) waitFor(t testing.TB, timeout time.Duration, what string
 			for _, s := range cp.states {
 				fmt.Fprintf(&b, "\n  %s", s)
 			}
+			fmt.Fprintf(&b, "\n  (%d registrations, %d hellos, %d heartbeats, %d acks, %d sessions)", len(cp.registrations), len(cp.hellos), len(cp.heartbeats), len(cp.acks), cp.sessions)
 			cp.mu.Unlock()
+			if path := os.Getenv("BERTH_TEST_STACKS"); path != "" {
+				buf := make([]byte, 8<<20)
+				_ = os.WriteFile(path, buf[:runtime.Stack(buf, true)], 0o600)
+			}
 			t.Fatalf("timed out after %s waiting for %s; states:%s", timeout, what, b.String())
 		}
 	}

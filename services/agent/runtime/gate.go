@@ -9,6 +9,7 @@ import (
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
+	"google.golang.org/grpc"
 )
 
 // ErrNotReady is returned, wrapped with the reason, while the gate is empty.
@@ -23,10 +24,14 @@ type GateConfig struct {
 	// Interval is the time between dials while empty and between probes
 	// while full; default 1 s.
 	Interval time.Duration
-	// ProbeTimeout bounds one dial or probe; default 2 s.
+	// ProbeTimeout bounds one dial or probe; default 5 s (a containerd
+	// busy unpacking can take seconds to list containers).
 	ProbeTimeout time.Duration
 	// Log receives state changes; nil discards them.
 	Log *slog.Logger
+	// DialOptions are extra gRPC dial options for the containerd client, such as
+	// interceptors that record call latency.
+	DialOptions []grpc.DialOption
 }
 
 // Gate holds the containerd client while containerd answers. Run keeps it
@@ -50,7 +55,7 @@ func NewGate(cfg GateConfig) *Gate {
 		cfg.Interval = time.Second
 	}
 	if cfg.ProbeTimeout <= 0 {
-		cfg.ProbeTimeout = 2 * time.Second
+		cfg.ProbeTimeout = 5 * time.Second
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -139,7 +144,8 @@ func (g *Gate) tick(ctx context.Context) {
 		}
 		return
 	}
-	c, err := containerd.New(g.cfg.Address, containerd.WithDefaultNamespace(g.cfg.Namespace), containerd.WithTimeout(g.cfg.ProbeTimeout))
+	c, err := containerd.New(g.cfg.Address, containerd.WithDefaultNamespace(g.cfg.Namespace), containerd.WithTimeout(g.cfg.ProbeTimeout),
+		containerd.WithExtraDialOpts(g.cfg.DialOptions))
 	if err == nil {
 		_, err = c.Version(pctx)
 		if err != nil {

@@ -210,6 +210,7 @@ func (s *Session) connect(ctx context.Context) (connected bool, err error) {
 			if err := send(&agentv1.SessionRequest{Message: &agentv1.SessionRequest_TaskState{TaskState: c}}); err != nil {
 				return err
 			}
+			s.log.Debug("sent task state", "seq", c.GetSeq(), "task", c.GetTaskArn(), "status", c.GetLastStatus())
 			sent[c.GetSeq()] = now
 		}
 		return nil

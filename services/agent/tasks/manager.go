@@ -98,6 +98,21 @@ type Manager struct {
 	registered  chan struct{} // closed once the instance ARN is known
 	reconciled  chan struct{} // closed once reconcile is done
 	queue       chan *task    // tasks to start once reconciled
+	pullLocks   map[string]*sync.Mutex
+}
+
+// pullLock returns the lock that serialises pulls of one image reference:
+// concurrent tasks of the same image wait for one pull and unpack instead
+// of racing (as the ECS agent's image manager serialises them).
+func (m *Manager) pullLock(ref string) *sync.Mutex {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.pullLocks[ref]
+	if !ok {
+		l = new(sync.Mutex)
+		m.pullLocks[ref] = l
+	}
+	return l
 }
 
 // New returns a manager for cfg.
@@ -118,6 +133,7 @@ func New(cfg Config) *Manager {
 		registered: make(chan struct{}),
 		reconciled: make(chan struct{}),
 		queue:      make(chan *task, 1024),
+		pullLocks:  map[string]*sync.Mutex{},
 	}
 }
 

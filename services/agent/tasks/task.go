@@ -340,7 +340,14 @@ func (t *task) pull(ctx context.Context, ctrs []*ctrState) (map[string]container
 		if err != nil {
 			return nil, err
 		}
-		img, _, err := runtime.Pull(ctx, client, c.def.GetImage(), t.m.cfg.Pull)
+		ref, err := runtime.NormalizeRef(c.def.GetImage())
+		if err != nil {
+			return nil, err
+		}
+		lock := t.m.pullLock(ref)
+		lock.Lock()
+		img, _, err := runtime.Pull(ctx, client, ref, t.m.cfg.Pull)
+		lock.Unlock()
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,42 @@
+package agent_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestMetrics runs a task on an agent with a registry and reads /metrics from the
+// LogAddr listener: tasks by status and containerd call latency.
+func TestMetrics(t *testing.T) {
+	w := newWorld(t)
+	cp := newControlPlane(t)
+	name := clusterName(t)
+	cfg := testConfig(t, w, cp, name)
+	cfg.Registry = prometheus.NewRegistry()
+	ta := startAgent(t, cfg, cp)
+	arn := taskARN(name)
+	cp.assign(t, arn, taskDef("metrics", containerDef("main", w.image, "sleep", "600")))
+	cp.waitStatus(t, arn, "RUNNING", 60*time.Second)
+
+	res, err := http.Get("http://" + ta.a.LogAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{
+		`berth_agent_tasks{status="RUNNING"} 1`,
+		`berth_agent_containerd_call_duration_seconds_count{code="OK",method="/containerd.services.tasks.v1.Tasks/Start"}`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+	cp.stop(t, arn, "UserInitiated")
+	cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
+}

@@ -46,8 +46,15 @@ func FuzzGateway(f *testing.F) {
 		if err := v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: devKey, SecretAccessKey: devSecret}, req, hex.EncodeToString(sum[:]), "ecs", region, time.Now()); err != nil {
 			t.Skip(err)
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req = req.WithContext(ctx)
 		w := httptest.NewRecorder()
+		start := time.Now()
 		e.gw.ServeHTTP(w, req)
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("%q %q took %v: %d %s", target, body, d, w.Code, w.Body.Bytes())
+		}
 		res := w.Result()
 		if res.Header.Get("X-Amzn-RequestId") == "" {
 			t.Fatal("no request id")

@@ -7,11 +7,13 @@ import (
 	"strconv"
 
 	"connectrpc.com/connect"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
-	"google.golang.org/protobuf/proto"
 )
 
 // Account setting names Berth knows, with AWS's defaults
@@ -95,11 +97,20 @@ func effective(stored []*ecsv1.Setting, name string) string {
 
 // longARN reports whether new ARNs of the setting's resource type use the long format.
 func (s *Server) longARN(ctx context.Context, account, setting string) (bool, error) {
-	st, err := s.settings(ctx, account)
+	return LongARNFormat(ctx, s.kv, account, setting)
+}
+
+// LongARNFormat reports whether the account's new ARNs of the kind the setting governs
+// (SettingTaskLongARN, SettingContainerInstanceLongARN, SettingServiceLongARN) use the
+// long format, the one with the cluster name: true unless the account's effective
+// setting is "disabled". For the service scheduler's service ARNs. AWS reference:
+// https://docs.aws.amazon.com/AmazonECS/latest/developerguide/ecs-account-settings.html
+func LongARNFormat(ctx context.Context, kv clientv3.KV, account, setting string) (bool, error) {
+	rec, _, err := get[*ecsv1.ListAccountSettingsResponse](ctx, kv, keys.Settings(account))
 	if err != nil {
 		return false, err
 	}
-	return effective(st, setting) != "disabled", nil
+	return effective(rec.GetSettings(), setting) != "disabled", nil
 }
 
 // putSetting stores a setting; principal "" stores the account default.

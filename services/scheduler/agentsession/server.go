@@ -36,9 +36,9 @@ type Control interface {
 
 // Defaults for Config.
 const (
-	DefaultHeartbeatTimeout = 30 * time.Second
-	DefaultPresenceTTL      = 10 * time.Second
-	DefaultReassertEvery    = time.Minute
+	DefaultHeartbeatTimeout = 30 * time.Second // silence after which a session is dropped
+	DefaultPresenceTTL      = 10 * time.Second // TTL of the replica's presence lease
+	DefaultReassertEvery    = time.Minute      // period of agentConnected re-assertion
 )
 
 // Config configures a Server.

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 	"testing"
+	"time"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"

@@ -14,10 +14,10 @@ import (
 
 // Resource names in registeredResources and remainingResources, as ECS uses them.
 const (
-	ResourceCPU      = "CPU"
-	ResourceMemory   = "MEMORY"
-	ResourcePorts    = "PORTS"
-	ResourcePortsUDP = "PORTS_UDP"
+	ResourceCPU      = "CPU"       // INTEGER, CPU units (1024 per core)
+	ResourceMemory   = "MEMORY"    // INTEGER, MiB
+	ResourcePorts    = "PORTS"     // STRINGSET, taken host TCP ports
+	ResourcePortsUDP = "PORTS_UDP" // STRINGSET, taken host UDP ports
 )
 
 // Demand is what one task reserves on its instance.

@@ -29,11 +29,11 @@ const (
 
 // Constraint and strategy type names, as in the ECS API.
 const (
-	ConstraintDistinctInstance = "distinctInstance"
-	ConstraintMemberOf         = "memberOf"
-	StrategyBinpack            = "binpack"
-	StrategySpread             = "spread"
-	StrategyRandom             = "random"
+	ConstraintDistinctInstance = "distinctInstance" // each task on a different instance
+	ConstraintMemberOf         = "memberOf"         // instances matching an expression
+	StrategyBinpack            = "binpack"          // least remaining cpu or memory first
+	StrategySpread             = "spread"           // fewest tasks per value of a field first
+	StrategyRandom             = "random"           // any feasible instance
 )
 
 // Instance is the placement view of one container instance: what feasibility and ranking

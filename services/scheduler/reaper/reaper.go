@@ -40,11 +40,12 @@ const (
 
 // Defaults for Config.
 const (
-	DefaultInterval       = 5 * time.Second
-	DefaultGrace          = 30 * time.Second
-	DefaultLostAfter      = 10 * time.Minute
-	DefaultPendingTimeout = 10 * time.Minute
-	DefaultRetention      = time.Hour
+	DefaultInterval       = 5 * time.Second  // between sweeps
+	DefaultGrace          = 30 * time.Second // after a leader change, before reaping
+	DefaultLostAfter      = 10 * time.Minute // disconnection before an instance's tasks stop
+	DefaultPendingTimeout = 10 * time.Minute // to reach RUNNING
+	DefaultRetention      = time.Hour        // stopped tasks stay describable
+	DefaultTaskSweepEvery = 30 * time.Second // between scans of every task
 )
 
 // Config configures a Reaper.
@@ -68,6 +69,10 @@ type Config struct {
 	PendingTimeout time.Duration
 	// Retention is how long a STOPPED task stays describable. Default 1 hour.
 	Retention time.Duration
+	// TaskSweepEvery is how often a sweep also scans every task (PENDING timeouts and
+	// garbage collection); that scan is O(tasks), the instance scan O(instances). Default
+	// 30s.
+	TaskSweepEvery time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger receives what the reaper does; nil discards it.
@@ -82,6 +87,7 @@ type Reaper struct {
 
 	term         leader.Term
 	termStart    time.Time
+	lastTasks    time.Time            // last task scan
 	disconnected map[string]time.Time // instance key → first seen disconnected
 }
 
@@ -117,6 +123,9 @@ func New(cfg Config) *Reaper {
 	}
 	if cfg.Retention <= 0 {
 		cfg.Retention = DefaultRetention
+	}
+	if cfg.TaskSweepEvery <= 0 {
+		cfg.TaskSweepEvery = DefaultTaskSweepEvery
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -163,9 +172,13 @@ func (r *Reaper) Sweep(ctx context.Context, term leader.Term) (Stats, error) {
 	if err := r.sweepInstances(ctx, now, &st); err != nil {
 		return st, err
 	}
+	if now.Sub(r.lastTasks) < r.cfg.TaskSweepEvery {
+		return st, nil
+	}
 	if err := r.sweepTasks(ctx, now, &st); err != nil {
 		return st, err
 	}
+	r.lastTasks = now
 	return st, nil
 }
 

@@ -31,22 +31,25 @@ func MaxTotal(desired, maxPercent int32) int {
 	return int(int64(desired) * int64(maxPercent) / 100)
 }
 
-// DefaultBackoffBase and DefaultBackoffCap bound the launch backoff: after n consecutive
-// failed launches the next launch waits min(base × 2^(n-1), cap). AWS documents a cap of
-// 27 minutes for its task launch throttling.
+// Launch backoff defaults: after DefaultBackoffAfter consecutive failed launches the next
+// launch waits DefaultBackoffBase, doubling with every further failure up to
+// DefaultBackoffCap (AWS documents 27 minutes as the most its task launch throttling
+// waits). With them a task that never starts is launched 10 times in about 10 minutes, in
+// step with the circuit breaker's smallest threshold, then every 27 minutes.
 const (
-	DefaultBackoffBase = 10 * time.Second
-	DefaultBackoffCap  = 27 * time.Minute
+	DefaultBackoffAfter = 3
+	DefaultBackoffBase  = 5 * time.Second
+	DefaultBackoffCap   = 27 * time.Minute
 )
 
-// LaunchDelay returns the gap before the next launch after n (≥ 1) consecutive failed
-// launches: base doubled n-1 times, at most limit; 0 for n ≤ 0.
-func LaunchDelay(n int, base, limit time.Duration) time.Duration {
-	if n <= 0 {
+// LaunchDelay returns the gap before the next launch after n consecutive failed launches:
+// 0 while n < after, then base doubled n-after times, at most limit.
+func LaunchDelay(n, after int, base, limit time.Duration) time.Duration {
+	if n < after || n <= 0 {
 		return 0
 	}
 	d := base
-	for i := 1; i < n; i++ {
+	for i := after; i < n; i++ {
 		d *= 2
 		if d >= limit {
 			return limit

@@ -62,8 +62,10 @@ type ReconcilerConfig struct {
 	// Kick, when set, wakes Run for a pass before the interval ends (the Handler kicks it
 	// after each write).
 	Kick *Kicker
-	// BackoffBase and BackoffCap bound the launch backoff (see LaunchDelay). Defaults
-	// DefaultBackoffBase and DefaultBackoffCap (27 minutes, as AWS).
+	// BackoffAfter, BackoffBase and BackoffCap shape the launch backoff (see
+	// LaunchDelay). Defaults DefaultBackoffAfter, DefaultBackoffBase and DefaultBackoffCap
+	// (27 minutes, as AWS).
+	BackoffAfter            int
 	BackoffBase, BackoffCap time.Duration
 	// BreakerMinThreshold is the floor of the circuit breaker threshold. Default
 	// DefaultBreakerMinThreshold.
@@ -115,6 +117,9 @@ func NewReconciler(cfg ReconcilerConfig) *Reconciler {
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
+	}
+	if cfg.BackoffAfter <= 0 {
+		cfg.BackoffAfter = DefaultBackoffAfter
 	}
 	if cfg.BackoffBase <= 0 {
 		cfg.BackoffBase = DefaultBackoffBase
@@ -596,8 +601,8 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *clusterState, it service
 		dr.FailedLaunches, dr.NextLaunchAt = 0, nil
 	case consecutive > int(dr.GetFailedLaunches()):
 		dr.FailedLaunches = int32(consecutive)
-		dr.NextLaunchAt = ts(now.Add(LaunchDelay(consecutive, r.cfg.BackoffBase, r.cfg.BackoffCap)))
-		if consecutive >= 3 {
+		if d := LaunchDelay(consecutive, r.cfg.BackoffAfter, r.cfg.BackoffBase, r.cfg.BackoffCap); d > 0 {
+			dr.NextLaunchAt = ts(now.Add(d))
 			ev.add(fmt.Sprintf("(service %s) is unable to consistently start tasks successfully. For more information, see the Troubleshooting section.", name))
 		}
 	default:

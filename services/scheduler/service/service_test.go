@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -46,14 +47,22 @@ func TestPlanMath(t *testing.T) {
 	if got := BreakerThreshold(2, 3); got != 3 {
 		t.Errorf("BreakerThreshold(2, min 3) = %d", got)
 	}
-	want := []time.Duration{0, 10 * time.Second, 20 * time.Second, 40 * time.Second}
+	want := []time.Duration{0, 0, 0, 5 * time.Second, 10 * time.Second, 20 * time.Second}
 	for n, w := range want {
-		if got := LaunchDelay(n, DefaultBackoffBase, DefaultBackoffCap); got != w {
+		if got := LaunchDelay(n, DefaultBackoffAfter, DefaultBackoffBase, DefaultBackoffCap); got != w {
 			t.Errorf("LaunchDelay(%d) = %v, want %v", n, got, w)
 		}
 	}
-	if got := LaunchDelay(30, DefaultBackoffBase, DefaultBackoffCap); got != 27*time.Minute {
+	if got := LaunchDelay(30, DefaultBackoffAfter, DefaultBackoffBase, DefaultBackoffCap); got != 27*time.Minute {
 		t.Errorf("LaunchDelay(30) = %v, want the 27m cap", got)
+	}
+	// With the defaults a task that never starts is launched 10 times in about 10 minutes.
+	var total time.Duration
+	for n := 1; n < 10; n++ {
+		total += LaunchDelay(n, DefaultBackoffAfter, DefaultBackoffBase, DefaultBackoffCap)
+	}
+	if total > 11*time.Minute {
+		t.Errorf("10 launches take %v", total)
 	}
 }
 
@@ -440,43 +449,44 @@ func TestLaunchBackoffWithoutBreaker(t *testing.T) {
 	e.createService("loop", td, 1, nil)
 	key := keys.Service(e.acc, "c1", "loop")
 	launches := func() int { return len(e.tasks()) }
-	var gaps []time.Duration
-	last := e.clock.Now()
-	for i := 0; i < 16; i++ {
-		before := launches()
-		e.pass()
-		if launches() != before+1 {
-			t.Fatalf("launch %d: no task started at %v", i, e.clock.Now())
+	for i := 0; launches() < 20; i++ {
+		if i > 100 {
+			t.Fatal("no progress")
 		}
-		if i > 0 {
-			gaps = append(gaps, e.clock.Now().Sub(last))
-		}
-		last = e.clock.Now()
-		e.agent() // it crashes
-		e.pass()  // sees the failure, sets the next launch time
+		e.pass()  // launches when allowed, or records the failure and the next launch time
+		e.agent() // the task crashes
 		rec, _, err := store.Get[*storev1.ServiceRecord](context.Background(), sharedEtcd, key)
 		if err != nil {
 			t.Fatal(err)
 		}
 		next := deploymentRecord(rec, primary(rec.GetService()).GetId()).GetNextLaunchAt()
-		if next == nil {
-			t.Fatalf("launch %d: no backoff after a failure", i)
+		if next == nil || !e.clock.Now().Before(next.AsTime()) {
+			continue
 		}
 		// Just before the next launch time nothing starts.
 		e.clock.Advance(next.AsTime().Sub(e.clock.Now()) - time.Second)
-		before = launches()
+		before := launches()
 		e.pass()
 		if launches() != before {
-			t.Fatalf("launch %d: a task started inside the backoff", i)
+			t.Fatalf("a task started inside the backoff, %v before %v", e.clock.Now(), next.AsTime())
 		}
 		e.clock.Advance(time.Second)
+	}
+	var created []float64
+	for _, rec := range e.tasks() {
+		created = append(created, rec.GetTask().GetCreatedAt())
+	}
+	slices.Sort(created)
+	var gaps []time.Duration
+	for i := 1; i < len(created); i++ {
+		gaps = append(gaps, time.Duration((created[i]-created[i-1])*1000)*time.Millisecond)
 	}
 	for i := 1; i < len(gaps); i++ {
 		if gaps[i] < gaps[i-1] {
 			t.Fatalf("gaps shrink: %v", gaps)
 		}
 	}
-	if gaps[0] >= gaps[len(gaps)-1] || gaps[len(gaps)-1] != DefaultBackoffCap || gaps[len(gaps)-2] != DefaultBackoffCap {
+	if gaps[0] != 0 || gaps[len(gaps)-1] != DefaultBackoffCap || gaps[len(gaps)-2] != DefaultBackoffCap {
 		t.Fatalf("gaps do not grow to the cap: %v", gaps)
 	}
 	s := e.service("loop")
@@ -485,7 +495,9 @@ func TestLaunchBackoffWithoutBreaker(t *testing.T) {
 	}
 	// A successful start resets the backoff.
 	crash = false
-	e.pass()
+	e.pass() // records the last failure
+	e.clock.Advance(DefaultBackoffCap)
+	e.pass() // launches
 	e.agent()
 	e.pass()
 	rec, _, _ := store.Get[*storev1.ServiceRecord](context.Background(), sharedEtcd, key)

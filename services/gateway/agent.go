@@ -46,7 +46,7 @@ func (g *Gateway) newAgentProxy() (http.Handler, error) {
 // it. Failures are Connect errors (the agent is a Connect client): unauthenticated for
 // SigV4 failures, resource_exhausted when the address is locked out.
 func (g *Gateway) serveAgent(w http.ResponseWriter, r *http.Request, x *exchange) {
-	addr := remoteAddr(r)
+	addr := g.cfg.ClientAddress(r)
 	if wait, locked := g.lockout.locked(addr); locked {
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds()+0.999)))
 		x.errType = "ThrottlingException"

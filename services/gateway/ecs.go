@@ -91,7 +91,7 @@ func (g *Gateway) serveECS(w http.ResponseWriter, r *http.Request, x *exchange) 
 		fail(http.StatusMethodNotAllowed, "UnknownOperationException", "ECS requests are POST / with X-Amz-Target.")
 		return
 	}
-	addr := remoteAddr(r)
+	addr := g.cfg.ClientAddress(r)
 	if wait, locked := g.lockout.locked(addr); locked {
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds()+0.999)))
 		fail(http.StatusBadRequest, "ThrottlingException", "Rate exceeded: too many failed authentication attempts from this address.")

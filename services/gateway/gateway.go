@@ -86,6 +86,10 @@ type Config struct {
 	// negative LockoutAfter disables lockout.
 	LockoutAfter            int
 	LockoutBase, LockoutMax time.Duration
+	// ClientAddress returns the address lockout counts failures against; the host part of
+	// the connection's remote address when nil. Behind a load balancer, return the client
+	// address the balancer reports (and only trust that header from the balancer).
+	ClientAddress func(r *http.Request) string
 	// RequestTimeout bounds each ECS call to the scheduler; DefaultRequestTimeout when
 	// zero. It does not apply to the agent's streams.
 	RequestTimeout time.Duration
@@ -168,6 +172,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if cfg.LockoutMax <= 0 {
 		cfg.LockoutMax = DefaultLockoutMax
+	}
+	if cfg.ClientAddress == nil {
+		cfg.ClientAddress = remoteAddr
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout

@@ -385,3 +385,26 @@ func TestDevRoutes(t *testing.T) {
 		t.Errorf("prod reset: %d", r.status)
 	}
 }
+
+func TestLockoutPerClientAddress(t *testing.T) {
+	e := newEnv(t, func(c *gateway.Config) {
+		c.LockoutAfter = 2
+		c.ClientAddress = func(r *http.Request) string { return r.Header.Get("X-Test-Client") }
+	})
+	call := func(client, secret string) string {
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/", strings.NewReader(`{}`))
+		req.Header.Set("X-Amz-Target", gateway.TargetPrefix+"ListClusters")
+		req.Header.Set("X-Test-Client", client)
+		sum := sha256.Sum256([]byte(`{}`))
+		_ = v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: devKey, SecretAccessKey: secret}, req, hex.EncodeToString(sum[:]), "ecs", region, time.Now())
+		return send(t, e, req).errTyp
+	}
+	call("a", "wrong")
+	call("a", "wrong")
+	if got := call("a", devSecret); got != "ThrottlingException" {
+		t.Errorf("client a after 2 failures: %q", got)
+	}
+	if got := call("b", devSecret); got != "" {
+		t.Errorf("client b: %q", got)
+	}
+}

@@ -29,13 +29,38 @@ var _ control.Placer = (*ControlPlacer)(nil)
 
 // Place implements control.Placer. Every task of req must have the same reservation
 // (RunTask's and StartTask's do: one task definition, one set of overrides). For StartTask
-// (req.ContainerInstanceIDs) each named instance gets at most one task, as on AWS. It
+// (req.ContainerInstanceIDs) task i is placed on instance i with the same checks, each in
+// its own txn, so one full instance fails only its own task, as on AWS. It
 // returns ClusterNotFoundException when the cluster is not ACTIVE, InvalidParameterException
 // for a bad constraint or strategy, or an internal error; nothing is written then.
 func (c *ControlPlacer) Place(ctx context.Context, req control.PlaceRequest) (control.PlaceResult, error) {
 	if len(req.Tasks) == 0 {
 		return control.PlaceResult{}, nil
 	}
+	if req.ContainerInstanceIDs != nil {
+		// StartTask: task i goes on instance i or fails there, each on its own.
+		var out control.PlaceResult
+		for i, id := range req.ContainerInstanceIDs {
+			if i >= len(req.Tasks) {
+				break
+			}
+			one := req
+			one.Tasks = req.Tasks[i : i+1]
+			one.ContainerInstanceIDs = nil
+			res, err := c.place(ctx, one, []string{id})
+			if err != nil {
+				return out, err
+			}
+			out.Placed = append(out.Placed, res.Placed...)
+			out.Failures = append(out.Failures, res.Failures...)
+		}
+		return out, nil
+	}
+	return c.place(ctx, req, nil)
+}
+
+// place places req.Tasks, on the named instances only when instances is not nil.
+func (c *ControlPlacer) place(ctx context.Context, req control.PlaceRequest, instances []string) (control.PlaceResult, error) {
 	t0 := req.Tasks[0]
 	r := Request{
 		Demand: Demand{CPU: t0.GetReservedCpu(), Memory: t0.GetReservedMemory(), Ports: t0.GetReservedPorts(), UDPPorts: t0.GetReservedUdpPorts()},
@@ -45,11 +70,7 @@ func (c *ControlPlacer) Place(ctx context.Context, req control.PlaceRequest) (co
 			requiresAttributes(req.TaskDefinition)...),
 		Strategy: StrategiesFrom(req.PlacementStrategy),
 	}
-	if req.ContainerInstanceIDs != nil {
-		r.Instances = req.ContainerInstanceIDs
-		r.Count = min(len(req.Tasks), len(req.ContainerInstanceIDs))
-		r.Constraints = append(r.Constraints, Constraint{Type: ConstraintDistinctInstance})
-	}
+	r.Instances = instances
 	var written []*storev1.TaskRecord
 	res, err := c.Placer.Place(ctx, PlaceRequest{
 		Account: req.Account, Cluster: req.Cluster, Request: r, CommitWritesInstances: true,

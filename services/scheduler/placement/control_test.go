@@ -113,3 +113,42 @@ func TestControlPlacerRunTask(t *testing.T) {
 		}
 	}
 }
+
+// StartTask places task i on named instance i with the same checks; a full instance fails
+// only its own task.
+func TestControlPlacerStartTask(t *testing.T) {
+	cli := etcdembed.StartForTest(t)
+	p := NewPlacer(cli, nil)
+	defer p.Close()
+	srv := control.New(control.Config{KV: cli, Placer: &ControlPlacer{Placer: p}})
+	ctx := caller.With(context.Background(), caller.Identity{Account: testAccount})
+	if _, err := srv.CreateCluster(ctx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("c")})); err != nil {
+		t.Fatal(err)
+	}
+	var arns []string
+	for i, cpu := range []int32{1024, 100, 1024} {
+		resp, err := srv.RegisterInstance(ctx, testAccount, &agentv1.RegisterRequest{
+			Cluster: "c", HostId: "h" + string(rune('0'+i)), RuntimeReady: true, Resources: control.Resources(cpu, 1024, nil, nil),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		arns = append(arns, resp.GetContainerInstance().GetContainerInstanceArn())
+	}
+	if _, err := srv.RegisterTaskDefinition(ctx, connect.NewRequest(&ecsv1.RegisterTaskDefinitionRequest{
+		Family:               proto.String("web"),
+		ContainerDefinitions: []*ecsv1.ContainerDefinition{{Name: proto.String("app"), Image: proto.String("busybox"), Cpu: 256, Memory: proto.Int32(256)}},
+	})); err != nil {
+		t.Fatal(err)
+	}
+	r, err := srv.StartTask(ctx, connect.NewRequest(&ecsv1.StartTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("web"), ContainerInstances: arns}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Msg.GetTasks()) != 2 || r.Msg.GetTasks()[0].GetContainerInstanceArn() != arns[0] || r.Msg.GetTasks()[1].GetContainerInstanceArn() != arns[2] {
+		t.Fatalf("tasks %v", r.Msg.GetTasks())
+	}
+	if f := r.Msg.GetFailures(); len(f) != 1 || f[0].GetArn() != arns[1] || f[0].GetReason() != ReasonCPU {
+		t.Fatalf("failures %v", f)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
@@ -270,6 +271,7 @@ func (s *Server) ensureDefaultCluster(ctx context.Context, account string) error
 	if err != nil || (rec != nil && rec.GetCluster().GetStatus() == statusActive) {
 		return err
 	}
+	ctx = caller.With(ctx, caller.Identity{Account: account})
 	_, err = s.CreateCluster(ctx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String(DefaultCluster)}))
 	if e, ok := ecserr.FromConnect(err); ok {
 		return e

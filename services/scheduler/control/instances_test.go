@@ -1,6 +1,7 @@
 package control
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -30,6 +31,11 @@ func TestRegisterInstance(t *testing.T) {
 	}
 	if c := e.describeCluster("default"); c.GetRegisteredContainerInstancesCount() != 1 {
 		t.Fatalf("count after re-register %d", c.GetRegisteredContainerInstancesCount())
+	}
+	// The agent session server may call without a caller identity in ctx.
+	other := newAccount()
+	if _, err := e.s.RegisterInstance(context.Background(), other, &agentv1.RegisterRequest{HostId: "h", RuntimeReady: true}); err != nil {
+		t.Fatalf("register without identity in ctx: %v", err)
 	}
 	// Unknown non-default cluster.
 	if _, err := e.s.RegisterInstance(e.ctx, e.acc, &agentv1.RegisterRequest{Cluster: "nope", HostId: "h"}); !errorsIsType(err, "ClusterNotFoundException") {

@@ -524,7 +524,9 @@ func (s *Server) DeleteTaskDefinitions(ctx context.Context, req *connect.Request
 // ListTaskDefinitions lists task definition ARNs of a status (ACTIVE by default;
 // INACTIVE, DELETE_IN_PROGRESS), optionally of one family (familyPrefix is the full
 // family name, as AWS documents), by family then revision, ASC (default) or DESC;
-// maxResults 1–100 and nextToken page in O(maxResults). AWS reference: ListTaskDefinitions.
+// maxResults 1–100 and nextToken page in O(maxResults). Families sort by their index
+// keys ("family/revision"), so a family that extends another with '-' (web-api) lists
+// before it (web), where AWS sorts web first. AWS reference: ListTaskDefinitions.
 func (s *Server) ListTaskDefinitions(ctx context.Context, req *connect.Request[ecsv1.ListTaskDefinitionsRequest]) (*connect.Response[ecsv1.ListTaskDefinitionsResponse], error) {
 	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.ListTaskDefinitionsRequest) (*ecsv1.ListTaskDefinitionsResponse, error) {
 		limit, err := maxResults(m.MaxResults)

@@ -35,7 +35,7 @@ func devCommand() *cobra.Command {
 			"registry in one process, configured from the environment (BERTH_DATA_DIR,\n" +
 			"BERTH_GATEWAY_ADDR, BERTH_REGION, BERTH_CLUSTER, BERTH_ACCOUNT_ID,\n" +
 			"BERTH_ACCESS_KEY_ID, BERTH_SECRET_ACCESS_KEY, BERTH_CONTAINERD_ADDRESS,\n" +
-			"BERTH_REGISTRY_ADDR, BERTH_INSECURE_REGISTRIES). Prints a line containing\n" +
+			"BERTH_REGISTRY_ADDR, BERTH_INSECURE_REGISTRIES, BERTH_AGENT_LOG_ADDR). Prints a line containing\n" +
 			"\"ready\" once the agent has registered. State persists in the data dir.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -55,6 +55,7 @@ type devConfig struct {
 	SecretAccessKey    string
 	ContainerdAddress  string
 	RegistryAddr       string
+	AgentLogAddr       string
 	InsecureRegistries []string
 }
 
@@ -75,6 +76,7 @@ func devConfigFromEnv() devConfig {
 		SecretAccessKey:    env("BERTH_SECRET_ACCESS_KEY", "test"),
 		ContainerdAddress:  env("BERTH_CONTAINERD_ADDRESS", ""),
 		RegistryAddr:       env("BERTH_REGISTRY_ADDR", "127.0.0.1:5000"),
+		AgentLogAddr:       env("BERTH_AGENT_LOG_ADDR", "127.0.0.1:4568"),
 		InsecureRegistries: insecure,
 	}
 }
@@ -178,6 +180,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		ContainerdAddress:  ctrd,
 		Snapshotter:        snapshotter,
 		InsecureRegistries: cfg.InsecureRegistries,
+		LogAddr:            cfg.AgentLogAddr,
 		Logger:             log.With("service", "agent"),
 	})
 	if err != nil {

@@ -22,7 +22,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(devCommand(), schedulerCommand(), gatewayCommand(), agentCommand(), adminCommand(), imageCommand())
+	root.AddCommand(devCommand(), schedulerCommand(), gatewayCommand(), agentCommand(), adminCommand(), logsCommand(), imageCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "berth:", err)
 		os.Exit(1)

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
+	"github.com/berthhq/berth/services/gateway"
+)
+
+// logsCommand reads a task's container output from the agent that ran it.
+func logsCommand() *cobra.Command {
+	var agentURL, container string
+	var tail int32
+	var follow, timestamps bool
+	var since time.Duration
+	cmd := &cobra.Command{
+		Use:   "logs TASK",
+		Short: "Print a task's stdout and stderr, read from the agent that ran it",
+		Long: "TASK is a task ARN or id. The agent keeps each container's output under its data\n" +
+			"dir, also after the container is removed, for its retention period.",
+		Example: "  berth logs 58e913366baf34c0b9a0fd6f2173e085 --tail 20\n" +
+			"  berth logs arn:aws:ecs:us-east-1:000000000000:task/default/58e9... --follow",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			client := agentv1connect.NewLogServiceClient(gateway.NewH2CClient(), agentURL)
+			req := &agentv1.ReadLogsRequest{TaskArn: args[0], ContainerName: container, Tail: tail, Follow: follow}
+			if since > 0 {
+				req.Since = timestamppb.New(time.Now().Add(-since))
+			}
+			stream, err := client.ReadLogs(cmd.Context(), connect.NewRequest(req))
+			if err != nil {
+				return err
+			}
+			defer stream.Close()
+			out := cmd.OutOrStdout()
+			for stream.Receive() {
+				for _, l := range stream.Msg().GetLines() {
+					printLogLine(out, l, timestamps)
+				}
+			}
+			if err := stream.Err(); err != nil && !errors.Is(err, io.EOF) && cmd.Context().Err() == nil {
+				return err
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&agentURL, "agent", env("BERTH_AGENT_LOG_URL", "http://127.0.0.1:4568"), "URL of the agent's log service")
+	f.StringVarP(&container, "container", "c", "", "only this container")
+	f.Int32VarP(&tail, "tail", "n", 0, "only the last N lines (0: all)")
+	f.BoolVarP(&follow, "follow", "f", false, "keep printing new lines until the task stops")
+	f.BoolVarP(&timestamps, "timestamps", "t", false, "prefix each line with its time")
+	f.DurationVar(&since, "since", 0, "only lines newer than this (e.g. 10m)")
+	return cmd
+}
+
+func printLogLine(w io.Writer, l *agentv1.LogLine, timestamps bool) {
+	if timestamps {
+		fmt.Fprintf(w, "%s %s %s: %s\n", l.GetTime().AsTime().Format(time.RFC3339Nano), l.GetContainerName(), l.GetStream(), l.GetText())
+		return
+	}
+	fmt.Fprintf(w, "%s: %s\n", l.GetContainerName(), l.GetText())
+}

@@ -142,9 +142,9 @@ func NewReconciler(cfg ReconcilerConfig) *Reconciler {
 	}
 }
 
-// Run reconciles until ctx ends, and returns ctx's error. It watches the task and
-// container instance records of every account and reconciles a cluster when they changed,
-// when one of its service records changed, or when a launch backoff of one of its
+// Run reconciles until ctx ends, and returns ctx's error. It watches the task, container
+// instance and service records of every account and reconciles a cluster when they
+// changed, when one of its service records changed, or when a launch backoff of one of its
 // services ran out; at most every Interval (sooner on a kick or a watched change, but
 // never more than one pass at a time), and with a full pass (every cluster) at least every
 // FullPassEvery. A pass that fails is logged and the loop goes on, except when the fence
@@ -154,7 +154,8 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	for _, prefix := range []string{store.MustKeyPrefix("tasks"), store.MustKeyPrefix("instances")} {
+	// Services too: an API call on another replica does not kick this one.
+	for _, prefix := range []string{store.MustKeyPrefix("tasks"), store.MustKeyPrefix("instances"), store.MustKeyPrefix("services")} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -195,8 +196,8 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 }
 
-// watch marks clusters dirty as records under prefix (tasks/ or instances/ of every
-// account) change, from the current revision on; after a broken watch it marks every
+// watch marks clusters dirty as records under prefix (tasks/, instances/ or services/ of
+// every account) change, from the current revision on; after a broken watch it marks every
 // cluster dirty and watches again.
 func (r *Reconciler) watch(ctx context.Context, prefix string) {
 	for ctx.Err() == nil {
@@ -773,7 +774,7 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *clusterState, it service
 			if len(placed) > 0 {
 				ev.add(fmt.Sprintf("(service %s) has started %d tasks: %s.", name, len(placed), taskList(placed)))
 			}
-			if len(placed) < launch && !daemon {
+			if len(placed) < launch {
 				ev.add(placementMessage(name, failures))
 			}
 			for range placed {

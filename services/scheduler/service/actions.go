@@ -502,7 +502,8 @@ func (h *Handler) DeleteService(ctx context.Context, req *connect.Request[ecsv1.
 }
 
 // DescribeServices describes up to 10 services of a cluster by name or ARN, INACTIVE ones
-// included; include TAGS adds their tags. Unknown services come back in failures[] with
+// included; include TAGS adds their tags. runningCount and pendingCount (of the service
+// and of each deployment) are counted from the task records at the time of the call. Unknown services come back in failures[] with
 // reason MISSING and the service's ARN. Errors: ClusterNotFoundException,
 // InvalidParameterException for an empty or too long list. AWS reference:
 // DescribeServices.
@@ -556,7 +557,14 @@ func (h *Handler) DescribeServices(ctx context.Context, req *connect.Request[ecs
 				if err := proto.Unmarshal(kvs[0].Value, rec); err != nil {
 					return nil, fmt.Errorf("service: decode %s: %w", kvs[0].Key, err)
 				}
-				resp.Services = append(resp.Services, describe(rec, withTags))
+				out := describe(rec, withTags)
+				// Counts straight from the task records, not as of the last reconcile pass.
+				all, by, err := liveCounts(ctx, h.kv, account, cluster, out.GetServiceName())
+				if err != nil {
+					return nil, err
+				}
+				applyCounts(out, all, by)
+				resp.Services = append(resp.Services, out)
 			}
 		}
 		return resp, nil

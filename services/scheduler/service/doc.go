@@ -23,14 +23,13 @@
 //
 // # Counters
 //
-// runningCount and pendingCount of the service and of each deployment are recomputed from
-// the service's task records (by lastStatus, as the cluster's counters count) on every
-// pass over its cluster and written only when they changed: the task records are written
-// by control and the agent session, which do not know services, so counting in their
-// transactions is not possible. Run reconciles a cluster as soon as the watch reports a
-// change of its tasks, so DescribeServices trails the task records by one pass. The
-// cluster's activeServicesCount changes in the same transaction as the service status
-// (CreateService, DeleteService).
+// runningCount and pendingCount of the service and of each deployment (by lastStatus, as
+// the cluster's counters count) are counted from the service's task records: by
+// DescribeServices at the time of the call (through the ListTasks index, O(tasks of the
+// service)), and by every reconcile pass, which stores them in the record. Counting in the
+// task records' own transactions is not possible: control and the agent session write
+// them and do not know services. The cluster's activeServicesCount changes in the same
+// transaction as the service status (CreateService, DeleteService).
 //
 // # Reconciling a service
 //

@@ -704,3 +704,22 @@ func TestListPaginationTagsAndPropagation(t *testing.T) {
 		}
 	}
 }
+
+func TestDescribeCountsFollowTaskRecords(t *testing.T) {
+	e := newEnv(t, ReconcilerConfig{})
+	e.host("h1", 4096, 4096)
+	td := e.taskDef("cnt", "img", 128, 128, false)
+	e.createService("cnt", td, 2, nil)
+	e.pass()
+	if s := e.service("cnt"); s.GetPendingCount() != 2 || s.GetRunningCount() != 0 || s.GetDeployments()[0].GetPendingCount() != 2 {
+		t.Fatalf("after launch: pending %d running %d", s.GetPendingCount(), s.GetRunningCount())
+	}
+	e.agent() // no pass in between
+	if s := e.service("cnt"); s.GetPendingCount() != 0 || s.GetRunningCount() != 2 || s.GetDeployments()[0].GetRunningCount() != 2 {
+		t.Fatalf("after the agent's reports: pending %d running %d", s.GetPendingCount(), s.GetRunningCount())
+	}
+	e.kill(e.tasks()[0])
+	if s := e.service("cnt"); s.GetRunningCount() != 1 {
+		t.Fatalf("after a task died: running %d", s.GetRunningCount())
+	}
+}

@@ -1,0 +1,84 @@
+package service
+
+import (
+	"context"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/control"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
+)
+
+// taskCounts are running and pending task counts.
+type taskCounts struct{ running, pending int32 }
+
+// liveCounts counts a service's tasks by lastStatus, in total and per deployment, from
+// the task records themselves: the service's entries of the ListTasks index (both
+// desiredStatus values, so tasks being stopped still count while they run) and one
+// multi-key read per 100 tasks. It costs O(tasks of the service kept), not O(cluster).
+func liveCounts(ctx context.Context, kv clientv3.KV, account, cluster, name string) (taskCounts, map[string]taskCounts, error) {
+	var ids []string
+	for _, desired := range []string{"RUNNING", "STOPPED"} {
+		token := ""
+		for {
+			ks, next, err := store.ListKeys(ctx, kv, keys.TaskList(account, cluster, desired, keys.DimService, name, ""), store.MaxListLimit, token)
+			if err != nil {
+				return taskCounts{}, nil, fmt.Errorf("service: list tasks of %s: %w", name, err)
+			}
+			for _, k := range ks {
+				ids = append(ids, lastSegment(k))
+			}
+			if next == "" {
+				break
+			}
+			token = next
+		}
+	}
+	var all taskCounts
+	by := map[string]taskCounts{}
+	for i := 0; i < len(ids); i += 100 {
+		chunk := ids[i:min(i+100, len(ids))]
+		ops := make([]clientv3.Op, len(chunk))
+		for j, id := range chunk {
+			ops[j] = clientv3.OpGet(keys.Task(account, cluster, id))
+		}
+		resp, err := kv.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return taskCounts{}, nil, fmt.Errorf("service: read tasks of %s: %w", name, err)
+		}
+		for _, r := range resp.Responses {
+			for _, kvp := range r.GetResponseRange().GetKvs() {
+				rec := &storev1.TaskRecord{}
+				if err := proto.Unmarshal(kvp.Value, rec); err != nil {
+					return taskCounts{}, nil, fmt.Errorf("service: decode %s: %w", kvp.Key, err)
+				}
+				p, run := control.TaskCounts(rec.GetTask().GetLastStatus())
+				dep := rec.GetDeploymentId()
+				if dep == "" {
+					dep = rec.GetTask().GetStartedBy()
+				}
+				c := by[dep]
+				c.pending += p
+				c.running += run
+				by[dep] = c
+				all.pending += p
+				all.running += run
+			}
+		}
+	}
+	return all, by, nil
+}
+
+// applyCounts writes live counts into a described service.
+func applyCounts(s *ecsv1.Service, all taskCounts, by map[string]taskCounts) {
+	s.RunningCount, s.PendingCount = all.running, all.pending
+	for _, d := range s.GetDeployments() {
+		c := by[d.GetId()]
+		d.RunningCount, d.PendingCount = c.running, c.pending
+	}
+}

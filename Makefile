@@ -59,9 +59,10 @@ build:
 run: build
 	./bin/berth dev
 
-## bench: benchmarks of the hot paths, figures printed.
+## bench: one run of the figures users compare, printed as a table and written to
+## bench/results.json (tests/e2e/bench; needs root, containerd and runc; under 10 minutes).
 bench:
-	go test -run '^$$' -bench . -benchmem -benchtime 2s $(PACKAGES)
+	go run ./tests/e2e/bench -out bench/results.json
 
 clean:
 	rm -rf bin .cache

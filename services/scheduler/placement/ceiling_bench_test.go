@@ -1,0 +1,90 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
+	"google.golang.org/protobuf/proto"
+)
+
+// BenchmarkEtcdTxnCeiling is etcd's own ceiling for the writes a placement makes, with no
+// placement logic at all: each op is one txn of maxBatchTasks placements' writes (CAS and
+// put of an instance record, task record, index key, inbox entry per task — the shape of
+// a group commit), several txns in flight on disjoint instances so none conflicts, on the
+// same embedded etcd and 1,000 instances as BenchmarkPlace. Its placements/s is the
+// rate BenchmarkPlace could reach if choosing cost nothing.
+//
+//	go test -run x -bench 'Place/random$|EtcdTxnCeiling' -benchtime 10000x ./placement
+func BenchmarkEtcdTxnCeiling(b *testing.B) {
+	cli := etcdembed.StartForTest(b)
+	const n = 1000
+	for i := range n {
+		putInstance(b, cli, "ceiling", fmt.Sprintf("i%04d", i), 1<<20, 1<<20, nil)
+	}
+	ctx := context.Background()
+	// Each worker owns a disjoint slice of instances and keeps their records and
+	// revisions, as the placer's cache does.
+	var worker atomic.Int64
+	var seq atomic.Int64
+	b.SetParallelism(4)
+	c0 := cpuTime()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		w := int(worker.Add(1)) - 1
+		type inst struct {
+			id  string
+			rec *storev1.ContainerInstanceRecord
+			rev int64
+		}
+		var mine []*inst
+		for i := w; i < n; i += 16 {
+			id := fmt.Sprintf("i%04d", i)
+			rec, rev, err := store.Get[*storev1.ContainerInstanceRecord](ctx, cli, keys.Instance(testAccount, "ceiling", id))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			mine = append(mine, &inst{id: id, rec: rec, rev: rev})
+		}
+		next := 0
+		for pb.Next() {
+			txn := store.NewTxn(cli)
+			used := map[*inst]bool{}
+			for range maxBatchTasks {
+				in := mine[next%len(mine)]
+				next++
+				id := "t" + strconv.FormatInt(seq.Add(1), 10)
+				task := &ecsv1.Task{TaskArn: proto.String("arn:aws:ecs:us-east-1:000000000000:task/ceiling/" + id), LastStatus: proto.String("PENDING")}
+				txn.Create(keys.Task(testAccount, "ceiling", id), &storev1.TaskRecord{Task: task, ClusterName: "ceiling", ContainerInstanceId: in.id, ReservedCpu: 1, ReservedMemory: 1})
+				txn.PutIndex(keys.TaskList(testAccount, "ceiling", "RUNNING", keys.DimInstance, in.id, id))
+				txn.Put(keys.Inbox(in.id, id), &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Assignment{Assignment: &agentv1.Assignment{DeliveryId: id, Task: task}}})
+				used[in] = true
+			}
+			for in := range used {
+				txn.Update(keys.Instance(testAccount, "ceiling", in.id), in.rev, in.rec)
+			}
+			rev, err := txn.Commit(ctx)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			for in := range used {
+				in.rev = rev
+			}
+		}
+	})
+	b.StopTimer()
+	cpu := cpuTime() - c0
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "txns/s")
+	b.ReportMetric(float64(b.N*maxBatchTasks)/b.Elapsed().Seconds(), "placements/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*maxBatchTasks), "cpu-µs/placement")
+}

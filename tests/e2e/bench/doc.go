@@ -1,0 +1,23 @@
+// Command bench is `make bench`: one run on this machine that prints the figures a user
+// would compare and writes them to bench/results.json.
+//
+// It starts the real stack in-process (embedded etcd, a scheduler replica, the gateway,
+// an OCI registry holding the test image, a private containerd and one agent) and
+// measures, through the AWS SDK for Go v2 against the gateway:
+//
+//   - RunTask → RUNNING p50/p99 with a cached image, beside raw containerd create+start of
+//     the same image, and the ratio;
+//   - gateway DescribeTasks(100) and RunTask(1) p50/p99 at a fixed request rate (tasks
+//     placed on scripted fake agents);
+//   - agent sessions one scheduler replica holds, and the CPU it spends holding them
+//     (fake agents in a child process over h2c, heartbeating at the agent's default
+//     interval).
+//
+// Then it runs the benchmarks the services already have, through `go test -bench`, and
+// reads their reported metrics: placements per second with 1,000 instances
+// (placement.BenchmarkPlace) beside etcd's own batched-transaction ceiling
+// (placement.BenchmarkEtcdTxnCeiling), and DescribeTasks(100) / ListTasks latency at 10
+// and 10,000 tasks (control.BenchmarkDescribeTasks100, BenchmarkListTasksPage).
+//
+//	go run ./tests/e2e/bench -out bench/results.json
+package main

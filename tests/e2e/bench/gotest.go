@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// benchLine is one parsed `go test -bench` result: the benchmark's name without the -N
+// GOMAXPROCS suffix and its metrics by unit.
+type benchLine struct {
+	name    string
+	metrics map[string]float64
+}
+
+// goBench runs `go test -run ^$ -bench pattern -benchtime benchtime` in pkg (a directory
+// relative to the repository root) and returns the parsed result lines.
+func goBench(ctx context.Context, pkg, pattern, benchtime string) ([]benchLine, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-run", "^$", "-bench", pattern, "-benchtime", benchtime, "-timeout", "8m", ".")
+	cmd.Dir = filepath.Join(root, pkg)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("go test -bench %s in %s: %w\n%s", pattern, pkg, err, out.String())
+	}
+	var lines []benchLine
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := f[0]
+		if i := strings.LastIndex(name, "-"); i > 0 {
+			if _, err := strconv.Atoi(name[i+1:]); err == nil {
+				name = name[:i]
+			}
+		}
+		bl := benchLine{name: name, metrics: map[string]float64{}}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				break
+			}
+			bl.metrics[f[i+1]] = v
+		}
+		lines = append(lines, bl)
+	}
+	return lines, nil
+}
+
+func find(lines []benchLine, name string) (map[string]float64, bool) {
+	for _, l := range lines {
+		if l.name == name {
+			return l.metrics, true
+		}
+	}
+	return nil, false
+}
+
+func repoRoot() (string, error) {
+	out, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return "", fmt.Errorf("finding the repository root: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// goTestFigures runs the services' own benchmarks and turns their metrics into rows.
+func goTestFigures(ctx context.Context) ([]Row, error) {
+	var rows []Row
+	var errs []string
+
+	// Placements per second (1,000 instances, embedded etcd, group commit) beside etcd's
+	// ceiling for the same writes.
+	const gPlace = "placement: 1,000 instances, embedded etcd"
+	place, err := goBench(ctx, "services/scheduler/placement", "^BenchmarkPlace$/^random$", "20000x")
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	ceiling, err := goBench(ctx, "services/scheduler/placement", "^BenchmarkEtcdTxnCeiling$", "400x")
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	p, okP := find(place, "BenchmarkPlace/random")
+	c, okC := find(ceiling, "BenchmarkEtcdTxnCeiling")
+	if okP {
+		rows = append(rows,
+			Row{gPlace, "placements/s (Placer, random strategy)", p["placements/s"], "/s", "placement.BenchmarkPlace/random, 20,000 placements, 64 concurrent callers"},
+			Row{gPlace, "CPU per placement", p["cpu-µs/placement"], "µs", "placer + etcd client + embedded etcd server"})
+	}
+	if okC {
+		rows = append(rows,
+			Row{gPlace, "etcd ceiling: placements/s", c["placements/s"], "/s", "placement.BenchmarkEtcdTxnCeiling: the same writes, 24 per txn, no choosing"},
+			Row{gPlace, "etcd ceiling: txns/s", c["txns/s"], "/s", "8 txns in flight"})
+	}
+	if okP && okC && c["placements/s"] > 0 {
+		rows = append(rows, Row{gPlace, "ratio placements/s ÷ etcd ceiling", p["placements/s"] / c["placements/s"], "ratio", ""})
+	}
+
+	// List/Describe latency at 10 and 10,000 tasks (control package, in-process).
+	const gList = "List*/Describe* (control, in-process, embedded etcd)"
+	ctl, err := goBench(ctx, "services/scheduler/control", "^(BenchmarkDescribeTasks100|BenchmarkListTasksPage)$", "300x")
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	for _, n := range []string{"10", "10000"} {
+		if m, ok := find(ctl, "BenchmarkDescribeTasks100/tasks="+n); ok {
+			rows = append(rows, Row{gList, "DescribeTasks(100) at " + n + " tasks", m["ns/op"] / 1e6, "ms", "mean of 300 (control.BenchmarkDescribeTasks100)"})
+		}
+		if m, ok := find(ctl, "BenchmarkListTasksPage/tasks="+n); ok {
+			rows = append(rows, Row{gList, "ListTasks page at " + n + " tasks", m["ns/op"] / 1e6, "ms", "mean of 300 (control.BenchmarkListTasksPage)"})
+		}
+	}
+	if len(errs) > 0 {
+		return rows, fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return rows, nil
+}

@@ -137,10 +137,6 @@ type Agent struct {
 	hostID string
 	log    *slog.Logger
 	logLn  net.Listener
-
-	mu      sync.Mutex
-	gate    *runtime.Gate
-	manager *tasks.Manager
 }
 
 // New checks cfg, detects the host and loads (or creates) its host id, and
@@ -258,9 +254,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		CleanupWait: a.cfg.CleanupWait,
 		Log:         a.log.With("component", "tasks"),
 	})
-	a.mu.Lock()
-	a.gate, a.manager = gate, manager
-	a.mu.Unlock()
 	if a.cfg.Registry != nil {
 		a.cfg.Registry.MustRegister(taskCollector{manager})
 		defer a.cfg.Registry.Unregister(taskCollector{manager})

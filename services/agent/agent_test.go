@@ -27,6 +27,7 @@ import (
 	"github.com/berthhq/berth/services/agent/session"
 	"github.com/berthhq/berth/testkit/containerdtest"
 	"github.com/berthhq/berth/testkit/registrytest"
+	"github.com/berthhq/berth/testkit/testimage"
 )
 
 // world is a containerd and a registry holding the test image, shared by
@@ -344,6 +345,9 @@ func TestTasksMore(t *testing.T) {
 		c.StopTimeout = proto.Int32(20)
 		cp.assign(t, arn, taskDef("sleep", c))
 		cp.waitStatus(t, arn, "RUNNING", 60*time.Second)
+		// The program is PID 1: a SIGTERM before its handler is installed
+		// is not the agent's to honour.
+		time.Sleep(time.Second)
 		t0 := time.Now()
 		cp.stop(t, arn, "UserInitiated")
 		st := cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
@@ -365,7 +369,7 @@ func TestTasksMore(t *testing.T) {
 		c.StopTimeout = proto.Int32(2)
 		cp.assign(t, arn, taskDef("stubborn", c))
 		cp.waitStatus(t, arn, "RUNNING", 60*time.Second)
-		time.Sleep(200 * time.Millisecond) // let it install its handler
+		time.Sleep(time.Second) // let it install its handler
 		t0 := time.Now()
 		cp.stop(t, arn, "UserInitiated")
 		st := cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
@@ -553,6 +557,106 @@ func TestTasksMore(t *testing.T) {
 			t.Errorf("followed %q", got)
 		}
 		cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
+	})
+
+	t.Run("pull_behaviour_cache_fallback", func(t *testing.T) {
+		t.Parallel()
+		// A registry of its own, shut down after the first pull.
+		reg, err := registrytest.Serve(t.Context(), "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := testimage.Build(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := reg.Addr() + "/berth/cached:v1"
+		if err := testimage.Push(t.Context(), img, ref); err != nil {
+			t.Fatal(err)
+		}
+		cp := newControlPlane(t)
+		name := clusterName(t)
+		cfg := testConfig(t, w, cp, name)
+		cfg.PullBehavior = "default"
+		ta := startAgent(t, cfg, cp)
+		first := taskARN(name)
+		cp.assign(t, first, taskDef("cached", containerDef("main", ref, "exit", "0")))
+		cp.waitStatus(t, first, "STOPPED", 60*time.Second)
+		if err := reg.Shutdown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		// default: the pull fails, the cached image is used.
+		second := taskARN(name)
+		cp.assign(t, second, taskDef("cached", containerDef("main", ref, "exit", "6")))
+		if st := cp.waitStatus(t, second, "STOPPED", 60*time.Second); containerOf(st, "main").GetExitCode() != 6 {
+			t.Errorf("default behaviour with registry down: %v", st)
+		}
+		// always: the failed pull fails the task.
+		ta.stop()
+		cfg.PullBehavior = "always"
+		startAgent(t, cfg, cp)
+		cp.waitFor(t, 30*time.Second, "second hello", func() bool { return len(cp.hellos) >= 2 && cp.send != nil })
+		third := taskARN(name)
+		cp.assign(t, third, taskDef("cached", containerDef("main", ref, "exit", "0")))
+		st := cp.waitStatus(t, third, "STOPPED", 60*time.Second)
+		if !strings.HasPrefix(st.GetStoppedReason(), "CannotPullContainerError: ") || st.GetStopCode() != "TaskFailedToStart" {
+			t.Errorf("always behaviour with registry down: %v", st)
+		}
+	})
+
+	t.Run("outbox_resends_until_acked", func(t *testing.T) {
+		t.Parallel()
+		cp := newControlPlane(t)
+		cp.noStateAck = true
+		name := clusterName(t)
+		cfg := testConfig(t, w, cp, name)
+		ta := startAgent(t, cfg, cp)
+		arn := taskARN(name)
+		cp.assign(t, arn, taskDef("unacked", containerDef("main", w.image, "exit", "9")))
+		st := cp.waitStatus(t, arn, "STOPPED", 60*time.Second)
+		seq := st.GetSeq()
+		// Unacked: resent on the resend interval.
+		cp.waitFor(t, 10*time.Second, "a resend", func() bool {
+			n := 0
+			for _, s := range cp.states {
+				if s.GetSeq() == seq {
+					n++
+				}
+			}
+			return n >= 2
+		})
+		// And across an agent restart, until acked.
+		ta.stop()
+		cp.mu.Lock()
+		cp.noStateAck = false
+		mark := len(cp.states)
+		cp.mu.Unlock()
+		ta = startAgent(t, cfg, cp)
+		cp.waitFor(t, 30*time.Second, "resend after restart", func() bool {
+			for _, s := range cp.states[mark:] {
+				if s.GetSeq() == seq && s.GetLastStatus() == "STOPPED" {
+					return true
+				}
+			}
+			return false
+		})
+		// Acked now: a later restart sends nothing for it, and the task
+		// is not run again.
+		time.Sleep(300 * time.Millisecond)
+		ta.stop()
+		cp.mu.Lock()
+		mark = len(cp.states)
+		cp.mu.Unlock()
+		startAgent(t, cfg, cp)
+		cp.waitFor(t, 30*time.Second, "third hello", func() bool { return len(cp.hellos) >= 3 })
+		time.Sleep(time.Second)
+		cp.mu.Lock()
+		defer cp.mu.Unlock()
+		for _, s := range cp.states[mark:] {
+			if s.GetTaskArn() == arn {
+				t.Errorf("acked task reported again after restart: %v", s)
+			}
+		}
 	})
 
 	t.Run("health_unhealthy", func(t *testing.T) {

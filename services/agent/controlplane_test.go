@@ -102,6 +102,11 @@ func (cp *controlPlane) Session(ctx context.Context, stream *connect.BidiStream[
 		// The handler must not return while the sender still writes.
 		cancel()
 		<-senderDone
+		cp.mu.Lock()
+		if cp.send == send {
+			cp.send = nil
+		}
+		cp.mu.Unlock()
 	}()
 	go func() {
 		defer close(senderDone)

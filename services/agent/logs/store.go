@@ -286,6 +286,7 @@ func (s *Store) Sweep(now time.Time) (int, error) {
 
 // ReadRequest selects lines.
 type ReadRequest struct {
+	// TaskARN is the task whose logs to read.
 	TaskARN string
 	// Container is one container's name; empty reads all the task's
 	// containers, one after another.

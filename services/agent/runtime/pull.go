@@ -30,7 +30,9 @@ const (
 
 // Credential is a registry user name and password (or token).
 type Credential struct {
+	// Username is the registry user.
 	Username string
+	// Password is the user's password or an access token.
 	Password string
 }
 

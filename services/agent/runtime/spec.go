@@ -16,8 +16,11 @@ import (
 
 // Ulimit is one resource limit, named as in ECS ("nofile", "nproc", …).
 type Ulimit struct {
+	// Name is the limit without its RLIMIT_ prefix, lower case.
 	Name string
+	// Soft is the soft limit, in the resource's unit.
 	Soft uint64
+	// Hard is the hard limit, in the resource's unit.
 	Hard uint64
 }
 

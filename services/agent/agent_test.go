@@ -659,6 +659,29 @@ func TestTasksMore(t *testing.T) {
 		}
 	})
 
+	t.Run("expected_tasks_stops_others", func(t *testing.T) {
+		t.Parallel()
+		cp := newControlPlane(t)
+		name := clusterName(t)
+		startAgent(t, testConfig(t, w, cp, name), cp)
+		keep, drop := taskARN(name), taskARN(name)
+		cp.assign(t, keep, taskDef("keep", containerDef("main", w.image, "sleep", "600")))
+		cp.assign(t, drop, taskDef("drop", containerDef("main", w.image, "sleep", "600")))
+		cp.waitStatus(t, keep, "RUNNING", 60*time.Second)
+		cp.waitStatus(t, drop, "RUNNING", 60*time.Second)
+		cp.push(t, &agentv1.SessionResponse{Message: &agentv1.SessionResponse_ExpectedTasks{ExpectedTasks: &agentv1.ExpectedTasks{TaskArns: []string{keep}}}})
+		if st := cp.waitStatus(t, drop, "STOPPED", 30*time.Second); st.GetStopCode() != "ServiceSchedulerInitiated" {
+			t.Errorf("unexpected task stopped with %v", st)
+		}
+		cp.mu.Lock()
+		if s := cp.latestLocked(keep); s.GetLastStatus() != "RUNNING" {
+			t.Errorf("expected task: %v", s)
+		}
+		cp.mu.Unlock()
+		cp.stop(t, keep, "UserInitiated")
+		cp.waitStatus(t, keep, "STOPPED", 30*time.Second)
+	})
+
 	t.Run("health_unhealthy", func(t *testing.T) {
 		t.Parallel()
 		cp := newControlPlane(t)

@@ -57,7 +57,7 @@ func TestAgentRestartAdoptsContainers(t *testing.T) {
 	nStates := len(cp.states)
 	cp.mu.Unlock()
 
-	startAgent(t, cfg, cp)
+	ta2 := startAgent(t, cfg, cp)
 	cp.waitFor(t, 30*time.Second, "second hello", func() bool { return len(cp.hellos) >= 2 })
 	st := cp.waitStatus(t, short, "STOPPED", 30*time.Second)
 	if c := containerOf(st, "main"); c.ExitCode == nil || c.GetExitCode() != 0 {
@@ -94,6 +94,12 @@ func TestAgentRestartAdoptsContainers(t *testing.T) {
 	st = cp.waitStatus(t, long, "STOPPED", 30*time.Second)
 	if c := containerOf(st, "main"); c.GetExitCode() != 0 || st.GetStopCode() != "UserInitiated" {
 		t.Errorf("adopted task stopped: %v", st)
+	}
+	// Its output before and after the restart is in its log: the new
+	// agent re-attached the container's FIFOs.
+	out := texts(readLogs(t, ta2, &agentv1.ReadLogsRequest{TaskArn: long}), "stdout")
+	if !slices.Equal(out, []string{"sleeping 10m0s", "signalled; exiting"}) {
+		t.Errorf("adopted task's log: %q", out)
 	}
 }
 

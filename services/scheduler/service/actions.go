@@ -363,9 +363,11 @@ func startDeployment(rec *storev1.ServiceRecord, region, account, tdARN string, 
 		if d.GetStatus() == DeploymentPrimary {
 			d.Status = proto.String(DeploymentActive)
 			d.UpdatedAt = proto.Float64(epoch(now))
-			if dr := deploymentRecord(rec, d.GetId()); dr.FinishedAt == nil {
+			dr := deploymentRecord(rec, d.GetId())
+			if dr.FinishedAt == nil {
 				dr.FinishedAt = ts(now)
 			}
+			dr.NextLaunchAt = nil // only the PRIMARY deployment launches
 		}
 	}
 	id := NewDeploymentID()

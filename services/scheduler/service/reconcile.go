@@ -99,6 +99,8 @@ type Reconciler struct {
 	// svcRevs holds the ModRevision of every service record as last reconciled, so a
 	// change by an API call marks its cluster.
 	svcRevs map[string]int64
+	// clustersRead counts the clusters whose tasks a pass read (for tests).
+	clustersRead int
 }
 
 // NewReconciler returns a Reconciler for cfg.
@@ -319,26 +321,32 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) error {
 	seen := make(map[string]int64, len(r.svcRevs))
 	for _, g := range order {
 		changed := dirty[g]
+		var live []serviceItem
 		for _, it := range groups[g] {
+			if it.rec.GetService().GetStatus() == StatusInactive {
+				if err := r.expire(ctx, it, now); err != nil {
+					if errors.Is(err, store.ErrPreconditionFailed) {
+						return err
+					}
+					errs = append(errs, err)
+				}
+				continue
+			}
+			live = append(live, it)
 			seen[it.key] = it.rev
 			if r.svcRevs[it.key] != it.rev {
 				changed = true
 			}
-			if nl := it.rec.GetDeployments(); len(nl) > 0 && !changed {
-				for _, dr := range nl {
-					if dr.NextLaunchAt != nil && !now.Before(dr.GetNextLaunchAt().AsTime()) {
-						changed = true
-					}
+			if p := primary(it.rec.GetService()); p != nil {
+				if nl := deploymentRecord(it.rec, p.GetId()).GetNextLaunchAt(); nl != nil && !now.Before(nl.AsTime()) {
+					changed = true // the launch backoff ran out
 				}
-			}
-			if it.rec.GetService().GetStatus() == StatusInactive {
-				changed = true // retention is time-based; the check reads nothing more
 			}
 		}
 		if selective && !changed {
 			continue
 		}
-		if err := r.passCluster(ctx, groups[g]); err != nil {
+		if err := r.passCluster(ctx, live); err != nil {
 			if errors.Is(err, store.ErrPreconditionFailed) || ctx.Err() != nil {
 				return err
 			}
@@ -377,25 +385,24 @@ type clusterState struct {
 	instanceOrder    []string
 }
 
-func (r *Reconciler) passCluster(ctx context.Context, svcs []serviceItem) error {
-	account, cluster := svcs[0].account, svcs[0].rec.GetClusterName()
-	now := r.cfg.Now()
-	live := false
-	for _, s := range svcs {
-		if s.rec.GetService().GetStatus() != StatusInactive {
-			live = true
-			continue
-		}
-		// INACTIVE: delete the record once its retention has passed.
-		if inactiveSince(s.rec).Add(r.cfg.InactiveRetention).Before(now) {
-			if _, err := store.Delete(ctx, r.cfg.Client, s.key, s.rev, store.If(r.cfg.Fence...)); err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("service: delete inactive %s: %w", s.key, err)
-			}
-		}
-	}
-	if !live {
+// expire deletes the record of an INACTIVE service whose retention has passed.
+func (r *Reconciler) expire(ctx context.Context, s serviceItem, now time.Time) error {
+	if !inactiveSince(s.rec).Add(r.cfg.InactiveRetention).Before(now) {
 		return nil
 	}
+	if _, err := store.Delete(ctx, r.cfg.Client, s.key, s.rev, store.If(r.cfg.Fence...)); err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("service: delete inactive %s: %w", s.key, err)
+	}
+	return nil
+}
+
+// passCluster reconciles the given services (not INACTIVE) of one cluster.
+func (r *Reconciler) passCluster(ctx context.Context, svcs []serviceItem) error {
+	if len(svcs) == 0 {
+		return nil
+	}
+	account, cluster := svcs[0].account, svcs[0].rec.GetClusterName()
+	r.clustersRead++
 	cs := &clusterState{account: account, cluster: cluster, tasks: map[string][]store.Item[*storev1.TaskRecord]{}, instances: map[string]store.Item[*storev1.ContainerInstanceRecord]{}}
 	tasks, err := listAll[*storev1.TaskRecord](ctx, r.cfg.Client, keys.Tasks(account, cluster))
 	if err != nil {
@@ -417,9 +424,6 @@ func (r *Reconciler) passCluster(ctx context.Context, svcs []serviceItem) error 
 	}
 	var errs []error
 	for _, s := range svcs {
-		if s.rec.GetService().GetStatus() == StatusInactive {
-			continue
-		}
 		if err := r.reconcile(ctx, cs, s); err != nil {
 			if errors.Is(err, store.ErrPreconditionFailed) {
 				return err
@@ -622,7 +626,7 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *clusterState, it service
 		prim.RolloutState = proto.String(RolloutFailed)
 		prim.RolloutStateReason = proto.String("ECS deployment circuit breaker: tasks failed to start.")
 		prim.UpdatedAt = proto.Float64(epoch(now))
-		dr.FinishedAt = ts(now)
+		dr.FinishedAt, dr.NextLaunchAt = ts(now), nil // a FAILED deployment launches no more
 		ev.add(fmt.Sprintf("(service %s) (deployment %s) deployment failed: tasks failed to start.", name, prim.GetId()))
 		if cb.GetRollback() {
 			if target := lastCompleted(s, prim.GetId()); target != nil {

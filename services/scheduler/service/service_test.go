@@ -723,3 +723,33 @@ func TestDescribeCountsFollowTaskRecords(t *testing.T) {
 		t.Fatalf("after a task died: running %d", s.GetRunningCount())
 	}
 }
+
+func TestSelectivePassSkipsUnchangedClusters(t *testing.T) {
+	e := newEnv(t, ReconcilerConfig{})
+	e.host("h1", 4096, 4096)
+	td := e.taskDef("sel", "img", 128, 128, false)
+	e.createService("sel", td, 1, nil)
+	e.settle("sel", 10)
+	e.r.markAll(false)
+	read := func() int {
+		n := e.r.clustersRead
+		if err := e.r.pass(context.Background(), true); err != nil {
+			t.Fatal(err)
+		}
+		return e.r.clustersRead - n
+	}
+	read() // the last full pass wrote the service record
+	if n := read(); n != 0 {
+		t.Fatalf("unchanged pass read %d clusters", n)
+	}
+	must(e, e.h.UpdateService, &ecsv1.UpdateServiceRequest{Cluster: proto.String("c1"), Service: proto.String("sel"), DesiredCount: proto.Int32(2)})
+	if n := read(); n != 1 {
+		t.Fatalf("pass after UpdateService read %d clusters", n)
+	}
+	e.r.dmu.Lock()
+	e.r.dirty[e.acc+"/c1"] = true // what the watch does when a task changes
+	e.r.dmu.Unlock()
+	if n := read(); n != 1 {
+		t.Fatalf("pass after a task change read %d clusters", n)
+	}
+}

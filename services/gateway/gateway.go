@@ -41,14 +41,24 @@ const SigningName = "ecs"
 
 // Defaults used when the corresponding Config field is zero.
 const (
-	DefaultMaxBodyBytes   = 1 << 20
-	DefaultRate           = 200
-	DefaultBurst          = 400
-	DefaultKeyCacheTTL    = 10 * time.Second
-	DefaultNegativeTTL    = 2 * time.Second
-	DefaultLockoutAfter   = 10
-	DefaultLockoutBase    = time.Second
-	DefaultLockoutMax     = 5 * time.Minute
+	// DefaultMaxBodyBytes limits an ECS request body (1 MiB).
+	DefaultMaxBodyBytes = 1 << 20
+	// DefaultRate is the sustained per-account rate, in requests per second.
+	DefaultRate = 200
+	// DefaultBurst is the per-account bucket size.
+	DefaultBurst = 400
+	// DefaultKeyCacheTTL is how long a resolved access key is cached.
+	DefaultKeyCacheTTL = 10 * time.Second
+	// DefaultNegativeTTL is how long an unknown access key is remembered.
+	DefaultNegativeTTL = 2 * time.Second
+	// DefaultLockoutAfter is the number of consecutive failed authentications that lock
+	// an address out.
+	DefaultLockoutAfter = 10
+	// DefaultLockoutBase is the first lockout's length.
+	DefaultLockoutBase = time.Second
+	// DefaultLockoutMax caps the lockout length.
+	DefaultLockoutMax = 5 * time.Minute
+	// DefaultRequestTimeout bounds one ECS call to the scheduler.
 	DefaultRequestTimeout = 60 * time.Second
 )
 
@@ -285,6 +295,7 @@ type recorder struct {
 	wrote bool
 }
 
+// WriteHeader records code and passes it on.
 func (r *recorder) WriteHeader(code int) {
 	if !r.wrote {
 		r.code, r.wrote = code, true
@@ -292,6 +303,7 @@ func (r *recorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
+// Write records an implicit 200 and passes b on.
 func (r *recorder) Write(b []byte) (int, error) {
 	if !r.wrote {
 		r.code, r.wrote = http.StatusOK, true

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"google.golang.org/protobuf/proto"
@@ -97,13 +98,11 @@ func (d *decoder) message(raw json.RawMessage, msg protoreflect.Message, path st
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return serializationError("The request body is not valid JSON.")
 	}
-	fields := msg.Descriptor().Fields()
-	for i := 0; i < fields.Len(); i++ {
-		fd := fields.Get(i)
-		name := fd.JSONName()
+	for _, f := range describe(msg.Descriptor()) {
+		fd, name := f.fd, f.name
 		v, ok := obj[name]
 		if !ok || isNull(v) {
-			if proto.GetExtension(fd.Options(), ecsv1.E_Required).(bool) {
+			if f.required {
 				d.violations = append(d.violations, fmt.Sprintf("Value null at '%s' failed to satisfy constraint: Member must not be null", join(path, name)))
 			}
 			continue
@@ -211,7 +210,7 @@ func (d *decoder) scalar(raw json.RawMessage, fd protoreflect.FieldDescriptor, p
 		return protoreflect.ValueOfInt64(n), nil
 	case protoreflect.DoubleKind:
 		what := "a Double"
-		if proto.GetExtension(fd.Options(), ecsv1.E_Timestamp).(bool) {
+		if options(fd).timestamp {
 			what = "a Timestamp"
 		}
 		if !isNumber(raw) {
@@ -228,7 +227,7 @@ func (d *decoder) scalar(raw json.RawMessage, fd protoreflect.FieldDescriptor, p
 }
 
 func (d *decoder) checkEnum(fd protoreflect.FieldDescriptor, s, path string) {
-	allowed := proto.GetExtension(fd.Options(), ecsv1.E_EnumValues).([]string)
+	allowed := options(fd).enum
 	if len(allowed) == 0 {
 		return
 	}
@@ -293,4 +292,45 @@ func tokenName(raw json.RawMessage) string {
 
 func mismatch(raw json.RawMessage, what, path string) *Error {
 	return serializationError("%s can not be converted to %s (at '%s').", tokenName(raw), what, path)
+}
+
+// field is what the decoder needs of a field, read once from its descriptor and options.
+type field struct {
+	fd        protoreflect.FieldDescriptor
+	name      string
+	required  bool
+	timestamp bool
+	enum      []string
+}
+
+// fieldCache maps a FieldDescriptor to its *field, and a message's full name to its
+// []*field; reading extensions from options on every request would dominate decoding.
+var fieldCache sync.Map
+
+func options(fd protoreflect.FieldDescriptor) *field {
+	if f, ok := fieldCache.Load(fd); ok {
+		return f.(*field)
+	}
+	f := &field{
+		fd:        fd,
+		name:      fd.JSONName(),
+		required:  proto.GetExtension(fd.Options(), ecsv1.E_Required).(bool),
+		timestamp: proto.GetExtension(fd.Options(), ecsv1.E_Timestamp).(bool),
+		enum:      proto.GetExtension(fd.Options(), ecsv1.E_EnumValues).([]string),
+	}
+	actual, _ := fieldCache.LoadOrStore(fd, f)
+	return actual.(*field)
+}
+
+func describe(md protoreflect.MessageDescriptor) []*field {
+	if fs, ok := fieldCache.Load(md.FullName()); ok {
+		return fs.([]*field)
+	}
+	fields := md.Fields()
+	fs := make([]*field, fields.Len())
+	for i := range fs {
+		fs[i] = options(fields.Get(i))
+	}
+	actual, _ := fieldCache.LoadOrStore(md.FullName(), fs)
+	return actual.([]*field)
 }

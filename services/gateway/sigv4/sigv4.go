@@ -18,10 +18,15 @@ import (
 
 // Error codes of authentication failures, as AWS names them.
 const (
+	// MissingAuthenticationToken: the request has no Authorization header.
 	MissingAuthenticationToken = "MissingAuthenticationTokenException"
-	IncompleteSignature        = "IncompleteSignatureException"
-	UnrecognizedClient         = "UnrecognizedClientException"
-	InvalidSignature           = "InvalidSignatureException"
+	// IncompleteSignature: the Authorization header or X-Amz-Date is malformed or missing.
+	IncompleteSignature = "IncompleteSignatureException"
+	// UnrecognizedClient: the access key does not exist.
+	UnrecognizedClient = "UnrecognizedClientException"
+	// InvalidSignature: the signature does not match, the request is outside the allowed
+	// clock skew, or the credential scope names another date, region or service.
+	InvalidSignature = "InvalidSignatureException"
 )
 
 // UnsignedPayload is the payload hash of a request whose body is not signed, sent in

@@ -47,7 +47,7 @@ func TestAgentRestartAdoptsContainers(t *testing.T) {
 	longTD := taskDef("long", containerDef("main", w.image, "sleep", "600"))
 	cp.assign(t, long, longTD)
 	cp.assign(t, short, taskDef("short", containerDef("main", w.image, "sleep", "2")))
-	cp.waitStatus(t, long, "RUNNING", 60*time.Second)
+	firstRun := cp.waitStatus(t, long, "RUNNING", 60*time.Second)
 	cp.waitStatus(t, short, "RUNNING", 60*time.Second)
 	before := containerPIDs(t, w, cfg.Namespace)
 
@@ -85,6 +85,9 @@ func TestAgentRestartAdoptsContainers(t *testing.T) {
 	for _, s := range cp.states[nStates:] {
 		if s.GetTaskArn() == long && s.GetLastStatus() != "RUNNING" {
 			t.Errorf("adopted task reported %s", s.GetLastStatus())
+		}
+		if s.GetTaskArn() == long && !s.GetStartedAt().AsTime().Equal(firstRun.GetStartedAt().AsTime()) {
+			t.Errorf("adopted task's startedAt moved from %v to %v", firstRun.GetStartedAt().AsTime(), s.GetStartedAt().AsTime())
 		}
 	}
 	cp.mu.Unlock()

@@ -22,6 +22,7 @@ var (
 	bucketStatus      = []byte("status")
 	bucketDeliveries  = []byte("deliveries")
 	bucketAssignments = []byte("assignments")
+	bucketLast        = []byte("last")
 )
 
 // statusRank orders ECS lastStatus values along the task lifecycle.
@@ -58,7 +59,7 @@ func Open(path string) (*Outbox, error) {
 		return nil, fmt.Errorf("outbox: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketChanges, bucketStatus, bucketDeliveries, bucketAssignments} {
+		for _, b := range [][]byte{bucketChanges, bucketStatus, bucketDeliveries, bucketAssignments, bucketLast} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -109,6 +110,9 @@ func (o *Outbox) Append(change *agentv1.TaskStateChange) (uint64, error) {
 		if err := changes.Put(seqKey(seq), b); err != nil {
 			return err
 		}
+		if err := tx.Bucket(bucketLast).Put(arn, b); err != nil {
+			return err
+		}
 		return st.Put(arn, []byte(change.GetLastStatus()))
 	})
 	if err != nil {
@@ -131,6 +135,24 @@ func (o *Outbox) KnownStatus(taskARN string) (string, error) {
 		return "", fmt.Errorf("outbox: known status of %s: %w", taskARN, err)
 	}
 	return s, nil
+}
+
+// Last returns the last change stored for the task (acknowledged or not),
+// or nil if none, so a restarted agent can carry its timestamps on.
+func (o *Outbox) Last(taskARN string) (*agentv1.TaskStateChange, error) {
+	var c *agentv1.TaskStateChange
+	err := o.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketLast).Get([]byte(taskARN))
+		if v == nil {
+			return nil
+		}
+		c = new(agentv1.TaskStateChange)
+		return proto.Unmarshal(v, c)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outbox: last change of %s: %w", taskARN, err)
+	}
+	return c, nil
 }
 
 // Ack deletes the changes with the given sequence numbers; unknown numbers
@@ -242,6 +264,9 @@ func (o *Outbox) Assignments() ([]string, error) {
 // removed. Its known status stays, so a late change cannot move it back.
 func (o *Outbox) DeleteAssignment(taskARN string) error {
 	err := o.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketLast).Delete([]byte(taskARN)); err != nil {
+			return err
+		}
 		return tx.Bucket(bucketAssignments).Delete([]byte(taskARN))
 	})
 	if err != nil {

@@ -82,6 +82,9 @@ func (m *Manager) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 			a = syntheticAssignment(arn, names[arn])
 		}
 		t := newTask(m, a)
+		if last, err := m.cfg.Outbox.Last(arn); err == nil && last != nil {
+			t.restore(last)
+		}
 		m.mu.Lock()
 		m.tasks[arn] = t
 		m.mu.Unlock()

@@ -83,6 +83,32 @@ func newTask(m *Manager, a *agentv1.Assignment) *task {
 	return t
 }
 
+// restore carries timestamps and health over from the last state a
+// previous agent reported for the task.
+func (t *task) restore(last *agentv1.TaskStateChange) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at := func(p interface {
+		AsTime() time.Time
+		IsValid() bool
+	}) time.Time {
+		if !p.IsValid() {
+			return time.Time{}
+		}
+		return p.AsTime()
+	}
+	t.pullStarted, t.pullStopped = at(last.GetPullStartedAt()), at(last.GetPullStoppedAt())
+	t.startedAt, t.stoppingAt = at(last.GetStartedAt()), at(last.GetStoppingAt())
+	for _, cs := range last.GetContainers() {
+		if c := t.container(cs.GetName()); c != nil {
+			c.imageDigest = cs.GetImageDigest()
+			if c.health != "" && cs.GetHealthStatus() != "" {
+				c.health = cs.GetHealthStatus()
+			}
+		}
+	}
+}
+
 // broadcastLocked wakes everyone waiting for a change. Call with t.mu held.
 func (t *task) broadcastLocked() {
 	close(t.changed)
@@ -229,7 +255,9 @@ func (t *task) evaluateLocked() {
 	}
 	if !anyPending && !t.stopping && t.status == statusPending {
 		t.status = statusRunning
-		t.startedAt = time.Now()
+		if t.startedAt.IsZero() {
+			t.startedAt = time.Now()
+		}
 	}
 	if allStopped && t.status != statusStopped {
 		now := time.Now()

@@ -26,8 +26,9 @@ import (
 // acks state changes, and pushes assignments and stop orders down the
 // current session. It is served over real h2c.
 type controlPlane struct {
-	t   testing.TB
-	url string
+	t     testing.TB
+	url   string
+	close func() // stops serving and drops every connection
 
 	mu            sync.Mutex
 	changed       chan struct{}
@@ -43,6 +44,11 @@ type controlPlane struct {
 }
 
 func newControlPlane(t testing.TB) *controlPlane {
+	return newControlPlaneAt(t, "127.0.0.1:0")
+}
+
+// newControlPlaneAt serves a control plane on addr.
+func newControlPlaneAt(t testing.TB, addr string) *controlPlane {
 	cp := &controlPlane{t: t, changed: make(chan struct{}), instances: map[string]string{}}
 	mux := http.NewServeMux()
 	mux.Handle(agentv1connect.NewAgentServiceHandler(cp))
@@ -50,12 +56,13 @@ func newControlPlane(t testing.TB) *controlPlane {
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
 	srv := &http.Server{Handler: mux, Protocols: &p}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	cp.close = func() { srv.Close() }
+	t.Cleanup(cp.close)
 	cp.url = "http://" + ln.Addr().String()
 	return cp
 }

@@ -8,15 +8,18 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	"github.com/aws/aws-sdk-go-v2/service/ecs/types"
 	"github.com/aws/smithy-go"
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/gateway"
 )
@@ -407,5 +410,25 @@ func TestLockoutPerClientAddress(t *testing.T) {
 	}
 	if got := call("b", devSecret); got != "" {
 		t.Errorf("client b: %q", got)
+	}
+}
+
+func TestSchedulerDown(t *testing.T) {
+	e := newEnv(t, nil)
+	down := httptest.NewServer(http.NotFoundHandler())
+	downURL := down.URL
+	down.Close()
+	gw, err := gateway.New(gateway.Config{SchedulerURL: downURL, Region: region, Logger: e.cfg.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.url = h2cServer(t, gw).URL
+	r := post(t, e, gateway.TargetPrefix+"ListClusters", `{}`, devKey, devSecret)
+	if r.status != 500 || r.errTyp != "ServerException" || r.errMsg != "An internal error occurred." {
+		t.Errorf("ECS call with the scheduler down: %d %s %q", r.status, r.errTyp, r.errMsg)
+	}
+	_, err = agentClient(e, agentKey, agentSecret, nil).Register(context.Background(), connect.NewRequest(&agentv1.RegisterRequest{}))
+	if connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Errorf("agent call with the scheduler down: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
@@ -23,6 +24,16 @@ import (
 type ControlPlacer struct {
 	// Placer chooses and commits. Required.
 	Placer *Placer
+
+	// Cluster records as this placer last wrote them, so the next placement's txn can
+	// compare against them without a read (a stale one fails the CAS and is re-read).
+	mu       sync.Mutex
+	clusters map[string]clusterState
+}
+
+type clusterState struct {
+	rec *storev1.ClusterRecord
+	rev int64
 }
 
 var _ control.Placer = (*ControlPlacer)(nil)
@@ -72,18 +83,17 @@ func (c *ControlPlacer) place(ctx context.Context, req control.PlaceRequest, ins
 	}
 	r.Instances = instances
 	var written []*storev1.TaskRecord
+	var crec *storev1.ClusterRecord
+	var crev int64
+	attempt := 0
 	res, err := c.Placer.Place(ctx, PlaceRequest{
 		Account: req.Account, Cluster: req.Cluster, Request: r, CommitWritesInstances: true,
 		Commit: func(ctx context.Context, txn *store.Txn, placed []Placed) error {
-			crec, crev, err := store.Get[*storev1.ClusterRecord](ctx, c.Placer.cli, keys.Cluster(req.Account, req.Cluster))
+			attempt++
+			var err error
+			crec, crev, err = c.cluster(ctx, req.Account, req.Cluster, attempt > 1)
 			if err != nil {
-				if errors.Is(err, store.ErrNotFound) {
-					return ecserr.ClusterNotFoundError()
-				}
 				return err
-			}
-			if crec.GetCluster().GetStatus() != "ACTIVE" {
-				return ecserr.ClusterNotFoundError()
 			}
 			insts := map[string]*control.InstanceState{}
 			written = written[:0]
@@ -114,6 +124,13 @@ func (c *ControlPlacer) place(ctx context.Context, req control.PlaceRequest, ins
 	out := control.PlaceResult{}
 	if len(res.Placed) > 0 {
 		out.Placed = written
+		// PlaceTxn updated the cluster's counters in crec; it is now stored at the
+		// placement's revision.
+		c.mu.Lock()
+		if cur, ok := c.clusters[cacheKey(req.Account, req.Cluster)]; !ok || cur.rev < res.Revision {
+			c.clusters[cacheKey(req.Account, req.Cluster)] = clusterState{rec: crec, rev: res.Revision}
+		}
+		c.mu.Unlock()
 	}
 	seen := map[string]bool{}
 	for _, f := range res.Failures {
@@ -124,6 +141,40 @@ func (c *ControlPlacer) place(ctx context.Context, req control.PlaceRequest, ins
 		out.Failures = append(out.Failures, &ecsv1.Failure{Arn: proto.String(f.Arn), Reason: proto.String(f.Reason), Detail: proto.String(f.Detail)})
 	}
 	return out, nil
+}
+
+// cluster returns the cluster record to compare against: the one this placer last wrote,
+// unless fresh asks for a read (a retry after a conflict). It returns a private copy, and
+// ClusterNotFoundException when the cluster is absent or not ACTIVE.
+func (c *ControlPlacer) cluster(ctx context.Context, account, name string, fresh bool) (*storev1.ClusterRecord, int64, error) {
+	k := cacheKey(account, name)
+	if !fresh {
+		c.mu.Lock()
+		cur, ok := c.clusters[k]
+		c.mu.Unlock()
+		if ok {
+			return proto.Clone(cur.rec).(*storev1.ClusterRecord), cur.rev, nil
+		}
+	}
+	rec, rev, err := store.Get[*storev1.ClusterRecord](ctx, c.Placer.cli, keys.Cluster(account, name))
+	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.GetCluster().GetStatus() != "ACTIVE") {
+		c.mu.Lock()
+		delete(c.clusters, k)
+		c.mu.Unlock()
+		return nil, 0, ecserr.ClusterNotFoundError()
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	c.mu.Lock()
+	if c.clusters == nil {
+		c.clusters = map[string]clusterState{}
+	}
+	if cur, ok := c.clusters[k]; !ok || cur.rev < rev {
+		c.clusters[k] = clusterState{rec: proto.Clone(rec).(*storev1.ClusterRecord), rev: rev}
+	}
+	c.mu.Unlock()
+	return rec, rev, nil
 }
 
 // requiresAttributes turns the task definition's requiresAttributes into memberOf

@@ -56,6 +56,8 @@ type PlaceRequest struct {
 	// CommitWritesInstances hands the instance writes to Commit: Placer then neither
 	// reserves nor writes the instance records, and Commit must write each one under
 	// Placed.InstanceRev (as control.PlaceTxn does), or the placement is not protected.
+	// Commit must write Placed.Instance itself, changed in place: after the commit the
+	// Placer caches that record at the commit's revision.
 	CommitWritesInstances bool
 }
 
@@ -186,13 +188,9 @@ func (p *Placer) Place(ctx context.Context, req PlaceRequest) (res PlaceResult, 
 		}
 		rev, err := txn.Commit(ctx)
 		if err == nil {
-			if !req.CommitWritesInstances {
-				p.committed(req.Account, req.Cluster, placed, rev)
-			} else {
-				// The hook wrote the instances; re-read them (cheap, and this keeps the
-				// cache exact without knowing what the hook wrote).
-				p.refresh(ctx, req.Account, req.Cluster, placed)
-			}
+			// Placed.Instance is the record as written (by build, or changed in place by
+			// the hook under CommitWritesInstances), so the cache takes it as is.
+			p.committed(req.Account, req.Cluster, placed, rev)
 			unlock()
 			return PlaceResult{Placed: placed, Failures: plan.Failures, Revision: rev}, nil
 		}
@@ -480,30 +478,6 @@ func (p *Placer) committed(account, cluster string, placed []Placed, rev int64) 
 		if !done[pl.InstanceID] {
 			done[pl.InstanceID] = true
 			cc.upsert(pl.InstanceID, pl.Instance, rev)
-		}
-	}
-}
-
-// refresh re-reads the placed instances into the cache.
-func (p *Placer) refresh(ctx context.Context, account, cluster string, placed []Placed) {
-	if p.noCache {
-		return
-	}
-	p.mu.Lock()
-	cc := p.clusters[cacheKey(account, cluster)]
-	p.mu.Unlock()
-	if cc == nil {
-		return
-	}
-	done := map[string]bool{}
-	for _, pl := range placed {
-		if done[pl.InstanceID] {
-			continue
-		}
-		done[pl.InstanceID] = true
-		rec, rev, err := store.Get[*storev1.ContainerInstanceRecord](ctx, p.cli, keys.Instance(account, cluster, pl.InstanceID))
-		if err == nil {
-			cc.upsert(pl.InstanceID, rec, rev)
 		}
 	}
 }

@@ -260,6 +260,10 @@ func (s *Server) serve(ctx context.Context, id caller.Identity, stream stream) e
 		}
 		return connect.NewError(connect.CodeUnavailable, err)
 	}
+	if rec.GetContainerInstance().GetStatus() == "INACTIVE" {
+		// Deregistered: the agent must register again (and gets a new instance).
+		return connect.NewError(connect.CodeNotFound, errors.New("container instance is deregistered"))
+	}
 
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -96,9 +96,9 @@ type Reconciler struct {
 	dirty    map[string]bool
 	allDirty bool
 	wake     chan struct{}
-	// svcRevs holds the ModRevision of every service record as last reconciled, so a
-	// change by an API call marks its cluster.
-	svcRevs map[string]int64
+	// meta holds what the last pass read of every service record (nil before the first
+	// pass), so a selective pass reads only the clusters that changed.
+	meta map[string]svcMeta
 	// clustersRead counts the clusters whose tasks a pass read (for tests).
 	clustersRead int
 }
@@ -140,7 +140,7 @@ func NewReconciler(cfg ReconcilerConfig) *Reconciler {
 	}
 	return &Reconciler{
 		cfg: cfg, log: cfg.Logger, tds: map[string]*storev1.TaskDefinitionRecord{},
-		dirty: map[string]bool{}, allDirty: true, wake: make(chan struct{}, 1), svcRevs: map[string]int64{},
+		dirty: map[string]bool{}, allDirty: true, wake: make(chan struct{}, 1),
 	}
 }
 
@@ -286,43 +286,123 @@ type serviceItem struct {
 // store.ErrPreconditionFailed).
 func (r *Reconciler) Pass(ctx context.Context) error { return r.pass(ctx, false) }
 
-// pass is Pass; selective skips the clusters with no change since they were last
-// reconciled (see Run).
+// svcMeta is what a selective pass remembers of a service record it read.
+type svcMeta struct {
+	rev        int64
+	inactive   bool
+	expiresAt  time.Time // INACTIVE: when the record may be deleted
+	nextLaunch time.Time // PRIMARY deployment's launch backoff deadline; zero if none
+}
+
+func (r *Reconciler) metaOf(rec *storev1.ServiceRecord, rev int64) svcMeta {
+	m := svcMeta{rev: rev, inactive: rec.GetService().GetStatus() == StatusInactive}
+	if m.inactive {
+		m.expiresAt = inactiveSince(rec).Add(r.cfg.InactiveRetention)
+	}
+	if p := primary(rec.GetService()); p != nil {
+		for _, dr := range rec.GetDeployments() {
+			if dr.GetId() == p.GetId() && dr.NextLaunchAt != nil {
+				m.nextLaunch = dr.GetNextLaunchAt().AsTime()
+			}
+		}
+	}
+	return m
+}
+
+// groupOf returns "account/cluster" and the account of a service key.
+func groupOf(key string) (group, account string, ok bool) {
+	rest := strings.TrimPrefix(key, store.Prefix+"services/")
+	account, rest, ok = strings.Cut(rest, "/")
+	if !ok {
+		return "", "", false
+	}
+	cluster, _, ok := strings.Cut(rest, "/")
+	return account + "/" + cluster, account, ok
+}
+
+// pass is Pass; selective (Run between full passes) reads only the service keys and
+// their revisions, and then the records and tasks of the clusters that changed since
+// they were last reconciled: a service record changed, the watch saw a task or instance
+// change, or a launch backoff ran out.
 func (r *Reconciler) pass(ctx context.Context, selective bool) error {
 	dirty, all := r.takeDirty()
-	selective = selective && !all
+	selective = selective && !all && r.meta != nil
 	now := r.cfg.Now()
 	groups := map[string][]serviceItem{}
 	var order []string
-	token := ""
-	for {
-		items, next, err := store.List[*storev1.ServiceRecord](ctx, r.cfg.Client, store.MustKeyPrefix("services"), store.MaxListLimit, token)
-		if err != nil {
-			return fmt.Errorf("service: list services: %w", err)
+	var errs []error
+	add := func(prefix string) error {
+		token := ""
+		for {
+			items, next, err := store.List[*storev1.ServiceRecord](ctx, r.cfg.Client, prefix, store.MaxListLimit, token)
+			if err != nil {
+				return fmt.Errorf("service: list services: %w", err)
+			}
+			for _, it := range items {
+				g, account, ok := groupOf(it.Key)
+				if !ok {
+					continue
+				}
+				if _, seen := groups[g]; !seen {
+					order = append(order, g)
+				}
+				groups[g] = append(groups[g], serviceItem{account: account, key: it.Key, rec: it.Value, rev: it.ModRevision})
+			}
+			if next == "" {
+				return nil
+			}
+			token = next
 		}
-		for _, it := range items {
-			rest := strings.TrimPrefix(it.Key, store.Prefix+"services/")
-			account, _, ok := strings.Cut(rest, "/")
+	}
+	meta := map[string]svcMeta{}
+	if !selective {
+		if err := add(store.MustKeyPrefix("services")); err != nil {
+			return err
+		}
+	} else {
+		revs, err := r.serviceRevisions(ctx)
+		if err != nil {
+			return err
+		}
+		changed := map[string]bool{}
+		var changedOrder []string
+		for _, kr := range revs {
+			g, _, ok := groupOf(kr.key)
 			if !ok {
 				continue
 			}
-			g := account + "/" + it.Value.GetClusterName()
-			if _, seen := groups[g]; !seen {
-				order = append(order, g)
+			m, known := r.meta[kr.key]
+			switch {
+			case !known || m.rev != kr.rev || dirty[g] || (!m.inactive && !m.nextLaunch.IsZero() && !now.Before(m.nextLaunch)):
+				if !changed[g] {
+					changed[g] = true
+					changedOrder = append(changedOrder, g)
+				}
+			case m.inactive && now.After(m.expiresAt):
+				if _, err := store.Delete(ctx, r.cfg.Client, kr.key, kr.rev, store.If(r.cfg.Fence...)); err != nil {
+					if errors.Is(err, store.ErrPreconditionFailed) {
+						return err
+					}
+					if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+						errs = append(errs, fmt.Errorf("service: delete inactive %s: %w", kr.key, err))
+					}
+				}
+				continue
+			default:
+				meta[kr.key] = m
 			}
-			groups[g] = append(groups[g], serviceItem{account: account, key: it.Key, rec: it.Value, rev: it.ModRevision})
 		}
-		if next == "" {
-			break
+		for _, g := range changedOrder {
+			account, cluster, _ := strings.Cut(g, "/")
+			if err := add(keys.Services(account, cluster)); err != nil {
+				return err
+			}
 		}
-		token = next
 	}
-	var errs []error
-	seen := make(map[string]int64, len(r.svcRevs))
 	for _, g := range order {
-		changed := dirty[g]
 		var live []serviceItem
 		for _, it := range groups[g] {
+			meta[it.key] = r.metaOf(it.rec, it.rev)
 			if it.rec.GetService().GetStatus() == StatusInactive {
 				if err := r.expire(ctx, it, now); err != nil {
 					if errors.Is(err, store.ErrPreconditionFailed) {
@@ -333,18 +413,6 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) error {
 				continue
 			}
 			live = append(live, it)
-			seen[it.key] = it.rev
-			if r.svcRevs[it.key] != it.rev {
-				changed = true
-			}
-			if p := primary(it.rec.GetService()); p != nil {
-				if nl := deploymentRecord(it.rec, p.GetId()).GetNextLaunchAt(); nl != nil && !now.Before(nl.AsTime()) {
-					changed = true // the launch backoff ran out
-				}
-			}
-		}
-		if selective && !changed {
-			continue
 		}
 		if err := r.passCluster(ctx, live); err != nil {
 			if errors.Is(err, store.ErrPreconditionFailed) || ctx.Err() != nil {
@@ -356,8 +424,36 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) error {
 			r.dmu.Unlock()
 		}
 	}
-	r.svcRevs = seen
+	r.meta = meta
 	return errors.Join(errs...)
+}
+
+// keyRev is a key and its ModRevision.
+type keyRev struct {
+	key string
+	rev int64
+}
+
+// serviceRevisions lists every service key with its ModRevision, without values, 1,000
+// keys per request.
+func (r *Reconciler) serviceRevisions(ctx context.Context) ([]keyRev, error) {
+	prefix := store.MustKeyPrefix("services")
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	var out []keyRev
+	from := prefix
+	for {
+		resp, err := r.cfg.Client.Get(ctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(store.MaxListLimit))
+		if err != nil {
+			return nil, fmt.Errorf("service: list service keys: %w", err)
+		}
+		for _, kv := range resp.Kvs {
+			out = append(out, keyRev{key: string(kv.Key), rev: kv.ModRevision})
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return out, nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
 }
 
 // listAll reads every record under prefix, page by page.

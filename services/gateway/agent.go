@@ -88,7 +88,7 @@ func writeConnectError(w http.ResponseWriter, code connect.Code, msg string) {
 	_ = json.NewEncoder(w).Encode(struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
-	}{connectErrorCode(code), msg})
+	}{code.String(), msg})
 }
 
 // httpStatus is the Connect protocol's HTTP status for a code.

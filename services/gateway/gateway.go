@@ -8,10 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	"github.com/berthhq/berth/services/gateway/awsjson"
@@ -219,13 +219,14 @@ func New(cfg Config) (*Gateway, error) {
 	return g, nil
 }
 
-// Operations returns the names of the ECS actions the gateway routes, from the
-// EcsService descriptor.
+// Operations returns the names of the ECS actions the gateway routes (every method of
+// the EcsService descriptor), sorted.
 func (g *Gateway) Operations() []string {
 	names := make([]string, 0, len(g.ops))
 	for name := range g.ops {
 		names = append(names, name)
 	}
+	sort.Strings(names)
 	return names
 }
 
@@ -365,10 +366,6 @@ func remoteAddr(r *http.Request) string {
 	}
 	return host
 }
-
-// connectErrorCode is the connect package's code for a gateway-side failure on the agent
-// relay, written as a Connect error body.
-func connectErrorCode(c connect.Code) string { return c.String() }
 
 func contextWithTimeout(r *http.Request, d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), d)

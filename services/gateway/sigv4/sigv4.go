@@ -205,7 +205,7 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request, payloadHash stri
 		return Credential{}, fail(InvalidSignature, "Credential should be scoped to a valid region, not '%s'.", a.region)
 	}
 	if a.service != v.service {
-		return Credential{}, fail(InvalidSignature, "Credential should be scoped to correct service: '%s'.", v.service)
+		return Credential{}, fail(InvalidSignature, "Credential should be scoped to correct service: '%s', not '%s'.", v.service, a.service)
 	}
 	if a.terminator != terminator {
 		return Credential{}, fail(InvalidSignature, "Credential should be scoped with a valid terminator: '%s', not '%s'.", terminator, a.terminator)

@@ -139,7 +139,7 @@ func TestVerifyTable(t *testing.T) {
 		{name: "future", spec: signSpec{at: now.Add(16 * time.Minute)}, want: "InvalidSignatureException",
 			contains: "Signature not yet current: 20261130T121600Z is still later than 20261130T121500Z (20261130T120000Z + 15 min.)"},
 		{name: "wrong region", spec: signSpec{region: "eu-west-1"}, want: "InvalidSignatureException", contains: "Credential should be scoped to a valid region, not 'eu-west-1'."},
-		{name: "wrong service", spec: signSpec{service: "s3"}, want: "InvalidSignatureException", contains: "Credential should be scoped to correct service: 'ecs'."},
+		{name: "wrong service", spec: signSpec{service: "s3"}, want: "InvalidSignatureException", contains: "Credential should be scoped to correct service: 'ecs', not 's3'."},
 		{name: "scope date mismatch", mutate: func(r *http.Request) {
 			r.Header.Set("Authorization", strings.Replace(r.Header.Get("Authorization"), "/20261130/", "/20261129/", 1))
 		}, want: "InvalidSignatureException", contains: "Date in Credential scope does not match"},

@@ -272,7 +272,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case path == "/":
 		g.serveECS(rec, r, x)
 	case strings.HasPrefix(path, "/"+agentv1connect.AgentServiceName+"/"):
-		x.action = strings.TrimPrefix(path, "/")
+		if agentProcedures[path] {
+			x.action = strings.TrimPrefix(path, "/")
+		}
 		g.serveAgent(rec, r, x)
 	case g.cfg.Dev && path == "/_berth/health":
 		x.action = "_berth/health"
@@ -287,6 +289,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.errType = "UnknownOperationException"
 		writeError(rec, http.StatusNotFound, "UnknownOperationException", "No such route; ECS requests are POST / with X-Amz-Target.")
 	}
+}
+
+// agentProcedures are the AgentService paths named in logs and metrics; other paths
+// under the service are relayed (the scheduler answers them) but count as unknown, so a
+// client cannot grow the metrics' label set.
+var agentProcedures = map[string]bool{
+	agentv1connect.AgentServiceRegisterProcedure: true,
+	agentv1connect.AgentServiceSessionProcedure:  true,
 }
 
 // recorder remembers the status written, for the access log.

@@ -4,7 +4,8 @@
 SHELL := /bin/bash
 TOOLS := $(CURDIR)/.cache/tools
 BUF := $(TOOLS)/buf
-PACKAGES := ./gen/... ./testkit/... ./services/... ./cmd/... ./tests/...
+# Every package of every module in go.work (tools/ is outside the workspace).
+PACKAGES := github.com/berthhq/berth/...
 GO_TEST_FLAGS ?= -count=1 -timeout 25m
 export CGO_ENABLED ?= 0
 
@@ -47,7 +48,7 @@ breaking: tools
 ## test: every check and every test, as CI runs it.
 test: lint unit
 
-unit:
+unit: build
 	go test $(GO_TEST_FLAGS) $(PACKAGES)
 
 ## build: static binaries into bin/.

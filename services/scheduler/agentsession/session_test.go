@@ -371,3 +371,39 @@ func TestRegisterScope(t *testing.T) {
 		t.Fatalf("scoped register of an unknown host: %v", err)
 	}
 }
+
+// When the replica's presence lease is lost (revoked here; in life, etcd unreachable past
+// the TTL), the presence keys of live sessions are written again on a new lease.
+func TestPresenceSurvivesLeaseLoss(t *testing.T) {
+	h := newHarness(t, Config{})
+	a := h.connect(t, "")
+	a.next() // expected tasks
+	key := keys.Presence(acct, cluster, instID)
+	r, err := h.cli.Get(context.Background(), key)
+	if err != nil || len(r.Kvs) != 1 {
+		t.Fatalf("presence %v %v", r, err)
+	}
+	lease := clientv3.LeaseID(r.Kvs[0].Lease)
+	if _, err := h.cli.Revoke(context.Background(), lease); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := h.cli.Get(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Kvs) == 1 && clientv3.LeaseID(r.Kvs[0].Lease) != lease {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("presence not restored on a new lease")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The session itself lived on.
+	a.send(&agentv1.SessionRequest{Message: &agentv1.SessionRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{}}})
+	if h.srv.Sessions() != 1 {
+		t.Fatalf("sessions %d", h.srv.Sessions())
+	}
+}

@@ -32,7 +32,9 @@ func BenchmarkTaskStart(b *testing.B) {
 	w := newWorld(b)
 	cp := newControlPlane(b)
 	cfg := testConfig(b, w, cp, "bench")
-	cfg.Logger = nil
+	if os.Getenv("BERTH_BENCH_LOG") == "" {
+		cfg.Logger = nil
+	}
 	startAgent(b, cfg, cp)
 
 	// Warm the image cache with one task.

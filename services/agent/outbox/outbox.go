@@ -211,6 +211,37 @@ func (o *Outbox) TakeDelivery(id, taskARN string) (bool, error) {
 	return fresh, nil
 }
 
+// TakeAssignment records the assignment's delivery and stores the
+// assignment, in one transaction. It returns false, storing nothing new,
+// when the delivery id was taken before or the task already has a known
+// status or a stored assignment: a redelivery, to be acked and not run.
+func (o *Outbox) TakeAssignment(a *agentv1.Assignment) (bool, error) {
+	arn := []byte(a.GetTask().GetTaskArn())
+	b, err := proto.Marshal(a)
+	if err != nil {
+		return false, fmt.Errorf("outbox: encode assignment: %w", err)
+	}
+	fresh := false
+	err = o.db.Update(func(tx *bolt.Tx) error {
+		d := tx.Bucket(bucketDeliveries)
+		seen := d.Get([]byte(a.GetDeliveryId())) != nil ||
+			tx.Bucket(bucketStatus).Get(arn) != nil ||
+			tx.Bucket(bucketAssignments).Get(arn) != nil
+		if err := d.Put([]byte(a.GetDeliveryId()), arn); err != nil {
+			return err
+		}
+		if seen {
+			return nil
+		}
+		fresh = true
+		return tx.Bucket(bucketAssignments).Put(arn, b)
+	})
+	if err != nil {
+		return false, fmt.Errorf("outbox: take assignment %s: %w", arn, err)
+	}
+	return fresh, nil
+}
+
 // PutAssignment stores the assignment of a task the agent runs, so a
 // restarted agent can resume managing it.
 func (o *Outbox) PutAssignment(a *agentv1.Assignment) error {

@@ -5,7 +5,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/agent/outbox"
 )
 
@@ -51,6 +54,17 @@ func TestOutboxSurvivesReopenAndMovesForward(t *testing.T) {
 	}
 	if fresh, _ := o.TakeDelivery("d1", "t1"); fresh {
 		t.Fatal("redelivery taken as fresh after reopen")
+	}
+	a := &agentv1.Assignment{DeliveryId: "d2", Task: &ecsv1.Task{TaskArn: proto.String("t2")}}
+	if fresh, err := o.TakeAssignment(a); !fresh || err != nil {
+		t.Fatalf("first assignment: fresh %v, %v", fresh, err)
+	}
+	a.DeliveryId = "d3" // a second delivery of the same task
+	if fresh, _ := o.TakeAssignment(a); fresh {
+		t.Fatal("second delivery of a stored task taken as fresh")
+	}
+	if got, _ := o.Assignment("t2"); got.GetDeliveryId() != "d2" {
+		t.Fatalf("stored assignment %v", got)
 	}
 	if st, _ := o.KnownStatus("t1"); st != "STOPPED" {
 		t.Fatalf("known status %q", st)

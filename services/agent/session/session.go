@@ -266,6 +266,7 @@ func (s *Session) handle(ctx context.Context, m *agentv1.SessionResponse, send f
 	}
 	switch msg := m.GetMessage().(type) {
 	case *agentv1.SessionResponse_Assignment:
+		s.log.Debug("assignment received", "task", msg.Assignment.GetTask().GetTaskArn())
 		if err := s.handler.Assign(ctx, msg.Assignment); err != nil {
 			s.log.Error("assignment not taken", "task", msg.Assignment.GetTask().GetTaskArn(), "err", err)
 			return nil // not acked: redelivered

@@ -202,27 +202,22 @@ func (m *Manager) Assign(_ context.Context, a *agentv1.Assignment) error {
 	if arn == "" || a.GetTaskDefinition() == nil {
 		return fmt.Errorf("assignment %s: missing task ARN or task definition", a.GetDeliveryId())
 	}
-	fresh, err := m.cfg.Outbox.TakeDelivery(a.GetDeliveryId(), arn)
-	if err != nil {
-		return err
-	}
 	m.mu.Lock()
 	_, known := m.tasks[arn]
 	m.mu.Unlock()
-	if !fresh || known {
+	fresh := false
+	if !known {
+		var err error
+		if fresh, err = m.cfg.Outbox.TakeAssignment(a); err != nil {
+			return err
+		}
+	}
+	if !fresh {
 		m.log.Info("assignment redelivered; not run again", "task", arn, "delivery", a.GetDeliveryId())
 		return nil
 	}
-	if st, err := m.cfg.Outbox.KnownStatus(arn); err != nil {
-		return err
-	} else if st != "" {
-		m.log.Info("assignment for a task this host already ran; not run again", "task", arn, "status", st)
-		return nil
-	}
-	if err := m.cfg.Outbox.PutAssignment(a); err != nil {
-		return err
-	}
 	t := newTask(m, a)
+	m.log.Debug("assignment taken", "task", arn)
 	m.mu.Lock()
 	m.tasks[arn] = t
 	m.mu.Unlock()

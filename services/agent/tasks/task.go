@@ -180,6 +180,7 @@ func (t *task) run(ctx context.Context, adopted map[string]containerd.Container)
 	if len(missing) > 0 {
 		var err error
 		images, err = t.pull(ctx, missing)
+		log.Debug("images ready", "err", err)
 		if ctx.Err() != nil {
 			return
 		}

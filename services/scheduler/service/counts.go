@@ -17,18 +17,17 @@ import (
 // taskCounts are running and pending task counts.
 type taskCounts struct{ running, pending int32 }
 
-// liveCounts counts a service's tasks by lastStatus, in total and per deployment, from
-// the task records themselves: the service's entries of the ListTasks index (both
-// desiredStatus values, so tasks being stopped still count while they run) and one
-// multi-key read per 100 tasks. It costs O(tasks of the service kept), not O(cluster).
-func liveCounts(ctx context.Context, kv clientv3.KV, account, cluster, name string) (taskCounts, map[string]taskCounts, error) {
+// serviceTasks reads a service's task records (both desiredStatus values) through the
+// ListTasks index: the index keys, then one multi-key read per 100 tasks. It costs
+// O(tasks of the service kept), not O(cluster).
+func serviceTasks(ctx context.Context, kv clientv3.KV, account, cluster, name string) ([]store.Item[*storev1.TaskRecord], error) {
 	var ids []string
 	for _, desired := range []string{"RUNNING", "STOPPED"} {
 		token := ""
 		for {
 			ks, next, err := store.ListKeys(ctx, kv, keys.TaskList(account, cluster, desired, keys.DimService, name, ""), store.MaxListLimit, token)
 			if err != nil {
-				return taskCounts{}, nil, fmt.Errorf("service: list tasks of %s: %w", name, err)
+				return nil, fmt.Errorf("service: list tasks of %s: %w", name, err)
 			}
 			for _, k := range ks {
 				ids = append(ids, lastSegment(k))
@@ -39,8 +38,7 @@ func liveCounts(ctx context.Context, kv clientv3.KV, account, cluster, name stri
 			token = next
 		}
 	}
-	var all taskCounts
-	by := map[string]taskCounts{}
+	out := make([]store.Item[*storev1.TaskRecord], 0, len(ids))
 	for i := 0; i < len(ids); i += 100 {
 		chunk := ids[i:min(i+100, len(ids))]
 		ops := make([]clientv3.Op, len(chunk))
@@ -49,27 +47,44 @@ func liveCounts(ctx context.Context, kv clientv3.KV, account, cluster, name stri
 		}
 		resp, err := kv.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
-			return taskCounts{}, nil, fmt.Errorf("service: read tasks of %s: %w", name, err)
+			return nil, fmt.Errorf("service: read tasks of %s: %w", name, err)
 		}
 		for _, r := range resp.Responses {
 			for _, kvp := range r.GetResponseRange().GetKvs() {
 				rec := &storev1.TaskRecord{}
 				if err := proto.Unmarshal(kvp.Value, rec); err != nil {
-					return taskCounts{}, nil, fmt.Errorf("service: decode %s: %w", kvp.Key, err)
+					return nil, fmt.Errorf("service: decode %s: %w", kvp.Key, err)
 				}
-				p, run := control.TaskCounts(rec.GetTask().GetLastStatus())
-				dep := rec.GetDeploymentId()
-				if dep == "" {
-					dep = rec.GetTask().GetStartedBy()
-				}
-				c := by[dep]
-				c.pending += p
-				c.running += run
-				by[dep] = c
-				all.pending += p
-				all.running += run
+				out = append(out, store.Item[*storev1.TaskRecord]{Key: string(kvp.Key), Value: rec, ModRevision: kvp.ModRevision, CreateRevision: kvp.CreateRevision})
 			}
 		}
+	}
+	return out, nil
+}
+
+// liveCounts counts a service's tasks by lastStatus, in total and per deployment, from
+// the task records themselves (serviceTasks), so tasks being stopped still count while
+// they run.
+func liveCounts(ctx context.Context, kv clientv3.KV, account, cluster, name string) (taskCounts, map[string]taskCounts, error) {
+	tasks, err := serviceTasks(ctx, kv, account, cluster, name)
+	if err != nil {
+		return taskCounts{}, nil, err
+	}
+	var all taskCounts
+	by := map[string]taskCounts{}
+	for _, it := range tasks {
+		rec := it.Value
+		p, run := control.TaskCounts(rec.GetTask().GetLastStatus())
+		dep := rec.GetDeploymentId()
+		if dep == "" {
+			dep = rec.GetTask().GetStartedBy()
+		}
+		c := by[dep]
+		c.pending += p
+		c.running += run
+		by[dep] = c
+		all.pending += p
+		all.running += run
 	}
 	return all, by, nil
 }

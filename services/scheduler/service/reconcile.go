@@ -93,14 +93,16 @@ type Reconciler struct {
 	// changed since they were last reconciled, as reported by the watch; all is set until
 	// the watch is established and after it breaks.
 	dmu      sync.Mutex
-	dirty    map[string]bool
+	dirty    map[string]bool            // whole clusters (instances changed, a task deleted)
+	dirtySvc map[string]map[string]bool // cluster → services whose tasks or record changed; "" = a standalone task
 	allDirty bool
 	wake     chan struct{}
 	// meta holds what the last pass read of every service record (nil before the first
 	// pass), so a selective pass reads only the clusters that changed.
 	meta map[string]svcMeta
-	// clustersRead counts the clusters whose tasks a pass read (for tests).
-	clustersRead int
+	// clustersRead and servicesRead count the clusters and the services a pass
+	// reconciled (for tests).
+	clustersRead, servicesRead int
 }
 
 // NewReconciler returns a Reconciler for cfg.
@@ -140,7 +142,7 @@ func NewReconciler(cfg ReconcilerConfig) *Reconciler {
 	}
 	return &Reconciler{
 		cfg: cfg, log: cfg.Logger, tds: map[string]*storev1.TaskDefinitionRecord{},
-		dirty: map[string]bool{}, allDirty: true, wake: make(chan struct{}, 1),
+		dirty: map[string]bool{}, dirtySvc: map[string]map[string]bool{}, allDirty: true, wake: make(chan struct{}, 1),
 	}
 }
 
@@ -218,10 +220,27 @@ func (r *Reconciler) watch(ctx context.Context, prefix string) {
 			}
 			r.dmu.Lock()
 			for _, ev := range wr.Events {
-				// {prefix}{account}/{cluster}/{id}
+				// {prefix}{account}/{cluster}/{id or name}
 				rest := strings.TrimPrefix(string(ev.Kv.Key), prefix)
-				if i := strings.LastIndexByte(rest, '/'); i > 0 {
-					r.dirty[rest[:i]] = true
+				i := strings.LastIndexByte(rest, '/')
+				if i <= 0 {
+					continue
+				}
+				g := rest[:i]
+				switch {
+				case strings.HasSuffix(prefix, "/services/"):
+					r.markService(g, rest[i+1:])
+				case strings.HasSuffix(prefix, "/tasks/") && ev.Type == clientv3.EventTypePut:
+					rec := &storev1.TaskRecord{}
+					if proto.Unmarshal(ev.Kv.Value, rec) != nil {
+						r.dirty[g] = true
+						continue
+					}
+					r.markService(g, rec.GetServiceName())
+				default:
+					// Instances changed (joins, drains, capacity) or a task record was
+					// deleted: the whole cluster.
+					r.dirty[g] = true
 				}
 			}
 			r.dmu.Unlock()
@@ -229,6 +248,18 @@ func (r *Reconciler) watch(ctx context.Context, prefix string) {
 		}
 		r.markAll(true)
 	}
+}
+
+// markService marks one service of cluster g (account/cluster) dirty; name "" records
+// that a standalone task changed, which concerns the services still converging (freed
+// capacity). The caller holds dmu.
+func (r *Reconciler) markService(g, name string) {
+	m := r.dirtySvc[g]
+	if m == nil {
+		m = map[string]bool{}
+		r.dirtySvc[g] = m
+	}
+	m[name] = true
 }
 
 // markAll sets or clears the "everything is dirty" flag (set while a watch is down).
@@ -248,13 +279,14 @@ func (r *Reconciler) signal() {
 	}
 }
 
-// takeDirty returns the dirty clusters and whether everything is dirty, clearing the set.
-func (r *Reconciler) takeDirty() (map[string]bool, bool) {
+// takeDirty returns the dirty clusters, the dirty services by cluster and whether
+// everything is dirty, clearing the sets.
+func (r *Reconciler) takeDirty() (map[string]bool, map[string]map[string]bool, bool) {
 	r.dmu.Lock()
 	defer r.dmu.Unlock()
-	d := r.dirty
-	r.dirty = map[string]bool{}
-	return d, r.allDirty
+	d, ds := r.dirty, r.dirtySvc
+	r.dirty, r.dirtySvc = map[string]bool{}, map[string]map[string]bool{}
+	return d, ds, r.allDirty
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -292,6 +324,7 @@ type svcMeta struct {
 	inactive   bool
 	expiresAt  time.Time // INACTIVE: when the record may be deleted
 	nextLaunch time.Time // PRIMARY deployment's launch backoff deadline; zero if none
+	waiting    bool      // not in steady state: reconciled again on any change of its cluster
 }
 
 func (r *Reconciler) metaOf(rec *storev1.ServiceRecord, rev int64) svcMeta {
@@ -299,6 +332,7 @@ func (r *Reconciler) metaOf(rec *storev1.ServiceRecord, rev int64) svcMeta {
 	if m.inactive {
 		m.expiresAt = inactiveSince(rec).Add(r.cfg.InactiveRetention)
 	}
+	m.waiting = !steadyRecord(rec)
 	if p := primary(rec.GetService()); p != nil {
 		for _, dr := range rec.GetDeployments() {
 			if dr.GetId() == p.GetId() && dr.NextLaunchAt != nil {
@@ -307,6 +341,21 @@ func (r *Reconciler) metaOf(rec *storev1.ServiceRecord, rev int64) svcMeta {
 		}
 	}
 	return m
+}
+
+// steadyRecord reports whether a service record says the service is in steady state:
+// ACTIVE, one deployment, COMPLETED, running == desired, nothing pending.
+func steadyRecord(rec *storev1.ServiceRecord) bool {
+	s := rec.GetService()
+	n := 0
+	for _, d := range s.GetDeployments() {
+		if d.GetStatus() != DeploymentInactive {
+			n++
+		}
+	}
+	p := primary(s)
+	return s.GetStatus() == StatusActive && n == 1 && p != nil && p.GetRolloutState() == RolloutCompleted &&
+		s.GetRunningCount() == s.GetDesiredCount() && s.GetPendingCount() == 0
 }
 
 // groupOf returns "account/cluster" and the account of a service key.
@@ -325,7 +374,7 @@ func groupOf(key string) (group, account string, ok bool) {
 // they were last reconciled: a service record changed, the watch saw a task or instance
 // change, or a launch backoff ran out.
 func (r *Reconciler) pass(ctx context.Context, selective bool) error {
-	dirty, all := r.takeDirty()
+	dirty, dirtySvc, all := r.takeDirty()
 	selective = selective && !all && r.meta != nil
 	now := r.cfg.Now()
 	groups := map[string][]serviceItem{}
@@ -355,6 +404,9 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) error {
 		}
 	}
 	meta := map[string]svcMeta{}
+	// wanted, for a selective pass, names the services of each changed cluster to
+	// reconcile (nil: all of them, reading all the cluster's tasks).
+	var wanted map[string]map[string]bool
 	if !selective {
 		if err := add(store.MustKeyPrefix("services")); err != nil {
 			return err
@@ -364,6 +416,7 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) error {
 		if err != nil {
 			return err
 		}
+		wanted = map[string]map[string]bool{}
 		changed := map[string]bool{}
 		var changedOrder []string
 		for _, kr := range revs {
@@ -372,12 +425,18 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) error {
 				continue
 			}
 			m, known := r.meta[kr.key]
+			name := lastSegment(kr.key)
 			switch {
-			case !known || m.rev != kr.rev || dirty[g] || (!m.inactive && !m.nextLaunch.IsZero() && !now.Before(m.nextLaunch)):
+			case !known || m.rev != kr.rev || dirty[g] || dirtySvc[g][name] || (dirtySvc[g] != nil && m.waiting) ||
+				(!m.inactive && !m.nextLaunch.IsZero() && !now.Before(m.nextLaunch)):
 				if !changed[g] {
 					changed[g] = true
 					changedOrder = append(changedOrder, g)
 				}
+				if wanted[g] == nil {
+					wanted[g] = map[string]bool{}
+				}
+				wanted[g][name] = true
 			case m.inactive && now.After(m.expiresAt):
 				if _, err := store.Delete(ctx, r.cfg.Client, kr.key, kr.rev, store.If(r.cfg.Fence...)); err != nil {
 					if errors.Is(err, store.ErrPreconditionFailed) {
@@ -394,15 +453,56 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) error {
 		}
 		for _, g := range changedOrder {
 			account, cluster, _ := strings.Cut(g, "/")
-			if err := add(keys.Services(account, cluster)); err != nil {
-				return err
+			if dirty[g] {
+				if err := add(keys.Services(account, cluster)); err != nil {
+					return err
+				}
+				continue
+			}
+			// Only the services that changed or are still converging.
+			names := make([]string, 0, len(wanted[g]))
+			for n := range wanted[g] {
+				names = append(names, n)
+			}
+			slices.Sort(names)
+			for i := 0; i < len(names); i += 100 {
+				ops := make([]clientv3.Op, 0, 100)
+				for _, n := range names[i:min(i+100, len(names))] {
+					ops = append(ops, clientv3.OpGet(keys.Service(account, cluster, n)))
+				}
+				resp, err := r.cfg.Client.Txn(ctx).Then(ops...).Commit()
+				if err != nil {
+					return fmt.Errorf("service: read services of %s: %w", g, err)
+				}
+				for _, rr := range resp.Responses {
+					for _, kvp := range rr.GetResponseRange().GetKvs() {
+						rec := &storev1.ServiceRecord{}
+						if err := proto.Unmarshal(kvp.Value, rec); err != nil {
+							return fmt.Errorf("service: decode %s: %w", kvp.Key, err)
+						}
+						if _, seen := groups[g]; !seen {
+							order = append(order, g)
+						}
+						groups[g] = append(groups[g], serviceItem{account: account, key: string(kvp.Key), rec: rec, rev: kvp.ModRevision})
+					}
+				}
 			}
 		}
 	}
 	for _, g := range order {
 		var live []serviceItem
+		subset := wanted != nil && !dirty[g]
 		for _, it := range groups[g] {
-			meta[it.key] = r.metaOf(it.rec, it.rev)
+			m := r.metaOf(it.rec, it.rev)
+			if subset && !wanted[g][lastSegment(it.key)] && !m.waiting {
+				// Unchanged: keep what the last pass knew (its revision) so a later change
+				// is still seen.
+				if old, ok := r.meta[it.key]; ok {
+					meta[it.key] = old
+				}
+				continue
+			}
+			meta[it.key] = m
 			if it.rec.GetService().GetStatus() == StatusInactive {
 				if err := r.expire(ctx, it, now); err != nil {
 					if errors.Is(err, store.ErrPreconditionFailed) {
@@ -414,7 +514,7 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) error {
 			}
 			live = append(live, it)
 		}
-		if err := r.passCluster(ctx, live); err != nil {
+		if err := r.passCluster(ctx, live, !subset); err != nil {
 			if errors.Is(err, store.ErrPreconditionFailed) || ctx.Err() != nil {
 				return err
 			}
@@ -492,21 +592,34 @@ func (r *Reconciler) expire(ctx context.Context, s serviceItem, now time.Time) e
 	return nil
 }
 
-// passCluster reconciles the given services (not INACTIVE) of one cluster.
-func (r *Reconciler) passCluster(ctx context.Context, svcs []serviceItem) error {
+// passCluster reconciles the given services (not INACTIVE) of one cluster. whole reads
+// every task of the cluster at once (a full pass, or most services changed); otherwise
+// each service's tasks are read through the ListTasks index.
+func (r *Reconciler) passCluster(ctx context.Context, svcs []serviceItem, whole bool) error {
 	if len(svcs) == 0 {
 		return nil
 	}
 	account, cluster := svcs[0].account, svcs[0].rec.GetClusterName()
 	r.clustersRead++
 	cs := &clusterState{account: account, cluster: cluster, tasks: map[string][]store.Item[*storev1.TaskRecord]{}, instances: map[string]store.Item[*storev1.ContainerInstanceRecord]{}}
-	tasks, err := listAll[*storev1.TaskRecord](ctx, r.cfg.Client, keys.Tasks(account, cluster))
-	if err != nil {
-		return fmt.Errorf("service: list tasks of %s/%s: %w", account, cluster, err)
-	}
-	for _, t := range tasks {
-		if n := t.Value.GetServiceName(); n != "" {
-			cs.tasks[n] = append(cs.tasks[n], t)
+	if whole {
+		tasks, err := listAll[*storev1.TaskRecord](ctx, r.cfg.Client, keys.Tasks(account, cluster))
+		if err != nil {
+			return fmt.Errorf("service: list tasks of %s/%s: %w", account, cluster, err)
+		}
+		for _, t := range tasks {
+			if n := t.Value.GetServiceName(); n != "" {
+				cs.tasks[n] = append(cs.tasks[n], t)
+			}
+		}
+	} else {
+		for _, sv := range svcs {
+			name := sv.rec.GetService().GetServiceName()
+			tasks, err := serviceTasks(ctx, r.cfg.Client, account, cluster, name)
+			if err != nil {
+				return err
+			}
+			cs.tasks[name] = tasks
 		}
 	}
 	insts, err := listAll[*storev1.ContainerInstanceRecord](ctx, r.cfg.Client, keys.Instances(account, cluster))
@@ -656,6 +769,7 @@ func (r *Reconciler) views(ctx context.Context, account string, cs *clusterState
 
 // reconcile converges one service; see Pass.
 func (r *Reconciler) reconcile(ctx context.Context, cs *clusterState, it serviceItem) error {
+	r.servicesRead++
 	now := r.cfg.Now()
 	rec := proto.Clone(it.rec).(*storev1.ServiceRecord)
 	s := rec.GetService()

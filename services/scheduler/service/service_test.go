@@ -747,9 +747,22 @@ func TestSelectivePassSkipsUnchangedClusters(t *testing.T) {
 		t.Fatalf("pass after UpdateService read %d clusters", n)
 	}
 	e.r.dmu.Lock()
-	e.r.dirty[e.acc+"/c1"] = true // what the watch does when a task changes
+	e.r.dirty[e.acc+"/c1"] = true // what the watch does when an instance changes
 	e.r.dmu.Unlock()
 	if n := read(); n != 1 {
-		t.Fatalf("pass after a task change read %d clusters", n)
+		t.Fatalf("pass after an instance change read %d clusters", n)
+	}
+	// A task change concerns its service only.
+	e.createService("other", td, 1, nil)
+	e.settle("other", 10)
+	e.settle("sel", 10)
+	read()
+	read()
+	svcs := e.r.servicesRead
+	e.r.dmu.Lock()
+	e.r.markService(e.acc+"/c1", "sel")
+	e.r.dmu.Unlock()
+	if n := read(); n != 1 || e.r.servicesRead-svcs != 1 {
+		t.Fatalf("pass after a task change of one service read %d clusters, %d services", n, e.r.servicesRead-svcs)
 	}
 }

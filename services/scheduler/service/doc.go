@@ -31,6 +31,12 @@
 // them and do not know services. The cluster's activeServicesCount changes in the same
 // transaction as the service status (CreateService, DeleteService).
 //
+// # Passes
+//
+// Pass reads every service, task and instance record and reconciles everything; the
+// leader's Run does that once a minute and otherwise reconciles only what its watches saw
+// change (see Run), so an idle pass over 1,000 services costs one keys-only listing.
+//
 // # Reconciling a service
 //
 // A task is healthy when RUNNING and, when its essential containers have health checks,

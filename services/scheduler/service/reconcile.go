@@ -147,13 +147,15 @@ func NewReconciler(cfg ReconcilerConfig) *Reconciler {
 }
 
 // Run reconciles until ctx ends, and returns ctx's error. It watches the task, container
-// instance and service records of every account and reconciles a cluster when they
-// changed, when one of its service records changed, or when a launch backoff of one of its
-// services ran out; at most every Interval (sooner on a kick or a watched change, but
-// never more than one pass at a time), and with a full pass (every cluster) at least every
-// FullPassEvery. A pass that fails is logged and the loop goes on, except when the fence
-// failed (store.ErrPreconditionFailed): this replica no longer leads, and Run returns that
-// error.
+// instance and service records of every account and reconciles only what changed: a
+// service whose record or one of whose tasks changed (its tasks read through the ListTasks
+// index), every service of a cluster whose instances changed, services still converging
+// whenever a task of their cluster changed (freed capacity), and a service whose launch
+// backoff ran out. Passes run at most every Interval and sooner on a kick or a watched
+// change, one at a time; a full pass (every cluster, every task) runs at least every
+// FullPassEvery and whenever a watch broke. A pass that fails is logged and the loop goes
+// on, except when the fence failed (store.ErrPreconditionFailed): this replica no longer
+// leads, and Run returns that error.
 func (r *Reconciler) Run(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -260,6 +262,20 @@ func (r *Reconciler) markService(g, name string) {
 		r.dirtySvc[g] = m
 	}
 	m[name] = true
+}
+
+// restoreDirty puts back change marks a failed pass took.
+func (r *Reconciler) restoreDirty(dirty map[string]bool, dirtySvc map[string]map[string]bool) {
+	r.dmu.Lock()
+	defer r.dmu.Unlock()
+	for g := range dirty {
+		r.dirty[g] = true
+	}
+	for g, names := range dirtySvc {
+		for n := range names {
+			r.markService(g, n)
+		}
+	}
 }
 
 // markAll sets or clears the "everything is dirty" flag (set while a watch is down).
@@ -373,8 +389,13 @@ func groupOf(key string) (group, account string, ok bool) {
 // their revisions, and then the records and tasks of the clusters that changed since
 // they were last reconciled: a service record changed, the watch saw a task or instance
 // change, or a launch backoff ran out.
-func (r *Reconciler) pass(ctx context.Context, selective bool) error {
+func (r *Reconciler) pass(ctx context.Context, selective bool) (err error) {
 	dirty, dirtySvc, all := r.takeDirty()
+	defer func() {
+		if err != nil && r.meta != nil {
+			r.restoreDirty(dirty, dirtySvc) // what this pass did not get to
+		}
+	}()
 	selective = selective && !all && r.meta != nil
 	now := r.cfg.Now()
 	groups := map[string][]serviceItem{}
@@ -412,9 +433,9 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) error {
 			return err
 		}
 	} else {
-		revs, err := r.serviceRevisions(ctx)
-		if err != nil {
-			return err
+		revs, lerr := r.serviceRevisions(ctx)
+		if lerr != nil {
+			return lerr
 		}
 		wanted = map[string]map[string]bool{}
 		changed := map[string]bool{}

@@ -36,6 +36,10 @@ const Version = "0.1.0"
 // reserves them (SSH, Docker, the ECS agent's introspection).
 var ReservedPorts = []int{22, 2375, 2376, 51678, 51679}
 
+// LogEndpointAttribute is the attribute that carries the URL of the
+// agent's LogService (h2c), so clients can find a task's logs.
+const LogEndpointAttribute = "berth.log-endpoint"
+
 // Capabilities are the com.amazonaws.ecs.capability.* and ecs.capability.*
 // attributes the agent registers: the Docker remote API levels whose
 // task-definition features it implements, health checks and container
@@ -107,7 +111,8 @@ type Config struct {
 	// LogMaxFiles is the number of log files kept per container; default 3.
 	LogMaxFiles int
 	// LogAddr is where the LogService listens ("host:port"; port 0 picks
-	// one); empty disables it.
+	// one); default "127.0.0.1:0" (loopback, any port); "off" disables it.
+	// The address is registered as the berth.log-endpoint attribute.
 	LogAddr string
 	// HeartbeatInterval is the time between heartbeats; default 10 s.
 	HeartbeatInterval time.Duration
@@ -180,7 +185,10 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	a := &Agent{cfg: cfg, host: host, hostID: hostID, log: cfg.Logger}
-	if cfg.LogAddr != "" {
+	if cfg.LogAddr == "" {
+		cfg.LogAddr = "127.0.0.1:0"
+	}
+	if cfg.LogAddr != "off" {
 		ln, err := net.Listen("tcp", cfg.LogAddr)
 		if err != nil {
 			return nil, fmt.Errorf("agent: log service listen on %s: %w", cfg.LogAddr, err)
@@ -344,6 +352,9 @@ func (h *hostView) Registration() *agentv1.RegisterRequest {
 	attr("ecs.cpu-architecture", h.a.host.Arch)
 	for _, c := range Capabilities {
 		attr(c, "")
+	}
+	if addr := h.a.LogAddr(); addr != "" {
+		attr(LogEndpointAttribute, "http://"+addr)
 	}
 	for k, v := range h.a.cfg.Attributes {
 		attr(k, v)

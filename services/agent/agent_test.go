@@ -216,6 +216,9 @@ func TestTasks(t *testing.T) {
 		if attrs["ecs.os-type"] != "linux" || attrs["ecs.cpu-architecture"] == "" || attrs["team"] != "berth" {
 			t.Errorf("attributes = %v", attrs)
 		}
+		if attrs["berth.log-endpoint"] != "http://"+ta.a.LogAddr() {
+			t.Errorf("berth.log-endpoint = %q, want http://%s", attrs["berth.log-endpoint"], ta.a.LogAddr())
+		}
 		if _, ok := attrs["ecs.capability.container-health-check"]; !ok {
 			t.Errorf("no health-check capability in %v", attrs)
 		}

@@ -130,7 +130,7 @@ func fakeFleet(ctx context.Context, url, account, cluster, prefix string, n int,
 		clients = append(clients, agentv1connect.NewAgentServiceClient(gateway.NewH2CClient(), url))
 	}
 	agents := make([]*fakeAgent, n)
-	sem := make(chan struct{}, 16)
+	sem := make(chan struct{}, 32)
 	var regErr atomic.Value
 	var wg sync.WaitGroup
 	for i := range n {
@@ -160,9 +160,23 @@ func fakeFleet(ctx context.Context, url, account, cluster, prefix string, n int,
 	var sessions sync.WaitGroup
 	for _, a := range agents {
 		sessions.Go(func() {
-			err := a.run(ctx, heartbeat, func() { connected.Add(1) })
-			if err != nil && ctx.Err() == nil {
-				errc <- err
+			// Reconnect after a failed or dropped session, as the real agent does.
+			for first := true; ctx.Err() == nil; first = false {
+				err := a.run(ctx, heartbeat, func() {
+					if first {
+						connected.Add(1)
+					}
+				})
+				if err != nil && ctx.Err() == nil {
+					select {
+					case errc <- err:
+					default:
+					}
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second + rand.N(time.Second)):
+				}
 			}
 		})
 	}
@@ -170,7 +184,7 @@ func fakeFleet(ctx context.Context, url, account, cluster, prefix string, n int,
 		sessions.Wait()
 		select {
 		case err := <-errc:
-			return err
+			return fmt.Errorf("a session failed (and reconnected): %w", err)
 		default:
 			return nil
 		}

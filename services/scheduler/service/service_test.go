@@ -766,3 +766,56 @@ func TestSelectivePassSkipsUnchangedClusters(t *testing.T) {
 		t.Fatalf("pass after a task change of one service read %d clusters, %d services", n, e.r.servicesRead-svcs)
 	}
 }
+
+// TestRunSelectiveRollingAndDaemon drives Run's change-tracked passes only (no full pass
+// after the first): a rolling update keeps its bounds and finishes, and a DAEMON service
+// follows a joining instance.
+func TestRunSelectiveRollingAndDaemon(t *testing.T) {
+	e := newEnv(t, ReconcilerConfig{Interval: time.Hour, FullPassEvery: time.Hour})
+	kick := NewKicker()
+	e.h.kick = kick
+	e.r.cfg.Kick = kick
+	e.host("h1", 8192, 8192)
+	td1 := e.taskDef("rr", "img:1", 128, 128, true)
+	td2 := e.taskDef("rr", "img:2", 128, 128, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.r.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitFor := func(what string, cond func() bool, check func()) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			e.agent()
+			if check != nil {
+				check()
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	e.createService("rr", td1, 4, nil)
+	waitFor("4 healthy tasks", func() bool { return e.count("rr").healthyByTD[td1] == 4 }, nil)
+	waitFor("steady state", func() bool { return hasEvent(e.service("rr"), "has reached a steady state.") }, nil)
+	must(e, e.h.UpdateService, &ecsv1.UpdateServiceRequest{Cluster: proto.String("c1"), Service: proto.String("rr"), TaskDefinition: proto.String(td2)})
+	waitFor("rollout", func() bool {
+		s := e.service("rr")
+		c := e.count("rr")
+		return c.healthyByTD[td2] == 4 && c.byTD[td1] == 0 && len(s.GetDeployments()) == 1 && s.GetDeployments()[0].GetRolloutState() == "COMPLETED"
+	}, func() {
+		if c := e.count("rr"); c.healthy < 4 || c.total > 8 {
+			t.Fatalf("rollout out of bounds: %d healthy, %d total", c.healthy, c.total)
+		}
+	})
+	must(e, e.h.CreateService, &ecsv1.CreateServiceRequest{
+		Cluster: proto.String("c1"), ServiceName: proto.String("dd"), TaskDefinition: proto.String(td1), SchedulingStrategy: proto.String("DAEMON"),
+	})
+	waitFor("daemon on h1", func() bool { return e.count("dd").healthy == 1 }, nil)
+	e.host("h2", 8192, 8192)
+	waitFor("daemon on h2", func() bool { return e.count("dd").healthy == 2 }, nil)
+}

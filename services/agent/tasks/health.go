@@ -42,9 +42,14 @@ func (t *task) healthLoop(ctx context.Context, c *ctrState, hc *ecsv1.HealthChec
 			return
 		case <-tick.C:
 		}
-		ok := t.execCheck(ctx, c, args, timeout)
+		ok, ran := t.execCheck(ctx, c, args, timeout)
 		if ctx.Err() != nil {
 			return
+		}
+		if !ran {
+			// No runtime to ask (containerd restarting, container being
+			// re-adopted): no verdict either way.
+			continue
 		}
 		t.mu.Lock()
 		prev := c.health
@@ -93,19 +98,19 @@ func healthArgs(cmd []string) ([]string, error) {
 }
 
 // execCheck runs args in c and reports whether they exited 0 within
-// timeout.
-func (t *task) execCheck(ctx context.Context, c *ctrState, args []string, timeout time.Duration) bool {
+// timeout; ran is false when there was no runtime to run them in.
+func (t *task) execCheck(ctx context.Context, c *ctrState, args []string, timeout time.Duration) (ok, ran bool) {
 	t.mu.Lock()
 	proc, ctr := c.proc, c.ctr
 	t.mu.Unlock()
-	if proc == nil || ctr == nil {
-		return false
+	if ready, _, _ := t.m.cfg.Gate.State(); !ready || proc == nil || ctr == nil {
+		return false, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	spec, err := ctr.Spec(ctx)
 	if err != nil || spec.Process == nil {
-		return false
+		return false, false
 	}
 	pspec := *spec.Process
 	pspec.Args = args
@@ -113,7 +118,7 @@ func (t *task) execCheck(ctx context.Context, c *ctrState, args []string, timeou
 	id := fmt.Sprintf("health-%d", execSeq.Add(1))
 	p, err := proc.Exec(ctx, id, &pspec, cio.NullIO)
 	if err != nil {
-		return false
+		return false, false
 	}
 	defer func() {
 		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -122,19 +127,19 @@ func (t *task) execCheck(ctx context.Context, c *ctrState, args []string, timeou
 	}()
 	exitC, err := p.Wait(ctx)
 	if err != nil {
-		return false
+		return false, true
 	}
 	if err := p.Start(ctx); err != nil {
-		return false
+		return false, true
 	}
 	select {
 	case st := <-exitC:
 		code, _, err := st.Result()
-		return err == nil && code == 0
+		return err == nil && code == 0, true
 	case <-ctx.Done():
 		kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer kcancel()
 		_ = p.Kill(kctx, 9)
-		return false
+		return false, true
 	}
 }

@@ -348,9 +348,33 @@ func (t *task) stateLocked() *agentv1.TaskStateChange {
 		if ct.exitCode != nil {
 			cs.ExitCode = new(*ct.exitCode)
 		}
+		if ct.status == statusRunning {
+			cs.NetworkBindings = hostBindings(ct.def)
+		}
 		c.Containers = append(c.Containers, cs)
 	}
 	return c
+}
+
+// hostBindings returns the network bindings of a container in host
+// network mode: each port mapping binds its container port on the host, as
+// the ECS agent reports for networkMode host.
+func hostBindings(def *ecsv1.ContainerDefinition) []*ecsv1.NetworkBinding {
+	var out []*ecsv1.NetworkBinding
+	for _, pm := range def.GetPortMappings() {
+		port := pm.GetContainerPort()
+		if port == 0 {
+			port = pm.GetHostPort()
+		}
+		if port == 0 {
+			continue
+		}
+		protocol := cmpOr(pm.GetProtocol(), "tcp")
+		out = append(out, &ecsv1.NetworkBinding{
+			BindIp: new("0.0.0.0"), ContainerPort: new(port), HostPort: new(port), Protocol: new(protocol),
+		})
+	}
+	return out
 }
 
 // pull makes every container's image available.

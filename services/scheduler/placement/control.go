@@ -25,10 +25,17 @@ type ControlPlacer struct {
 	// Placer chooses and commits. Required.
 	Placer *Placer
 
+	// Batch, when true, commits concurrent RunTask placements of one cluster and task
+	// definition (without clientToken) together: one txn, one write of the cluster's
+	// counters, for all of them. Without it each placement is its own txn, and the
+	// cluster record they all update makes them take turns.
+	Batch bool
+
 	// Cluster records as this placer last wrote them, so the next placement's txn can
 	// compare against them without a read (a stale one fails the CAS and is re-read).
 	mu       sync.Mutex
 	clusters map[string]clusterState
+	queues   map[string]*ctlQueue // by account/cluster/task definition, under mu
 }
 
 type clusterState struct {
@@ -67,21 +74,15 @@ func (c *ControlPlacer) Place(ctx context.Context, req control.PlaceRequest) (co
 		}
 		return out, nil
 	}
+	if c.Batch && req.ClientToken == "" {
+		return c.placeBatched(ctx, req)
+	}
 	return c.place(ctx, req, nil)
 }
 
 // place places req.Tasks, on the named instances only when instances is not nil.
 func (c *ControlPlacer) place(ctx context.Context, req control.PlaceRequest, instances []string) (control.PlaceResult, error) {
-	t0 := req.Tasks[0]
-	r := Request{
-		Demand: Demand{CPU: t0.GetReservedCpu(), Memory: t0.GetReservedMemory(), Ports: t0.GetReservedPorts(), UDPPorts: t0.GetReservedUdpPorts()},
-		Count:  len(req.Tasks),
-		Group:  t0.GetTask().GetGroup(),
-		Constraints: append(ConstraintsFrom(req.PlacementConstraints, req.TaskDefinition.GetPlacementConstraints()),
-			requiresAttributes(req.TaskDefinition)...),
-		Strategy: StrategiesFrom(req.PlacementStrategy),
-	}
-	r.Instances = instances
+	r := toRequest(req, instances)
 	var written []*storev1.TaskRecord
 	var crec *storev1.ClusterRecord
 	var crev int64
@@ -112,35 +113,67 @@ func (c *ControlPlacer) place(ctx context.Context, req control.PlaceRequest, ins
 		},
 	})
 	if err != nil {
-		var e *ecserr.Error
-		if errors.As(err, &e) {
-			return control.PlaceResult{}, err
-		}
-		if errors.Is(err, ErrInvalid) || errors.Is(err, ErrExpression) {
-			return control.PlaceResult{}, ecserr.InvalidParameterf("%s", strings.TrimPrefix(err.Error(), "placement: "))
-		}
-		return control.PlaceResult{}, fmt.Errorf("placement: %w", err)
+		return control.PlaceResult{}, domainError(err)
 	}
-	out := control.PlaceResult{}
+	out := control.PlaceResult{Failures: failures(res.Failures)}
 	if len(res.Placed) > 0 {
 		out.Placed = written
-		// PlaceTxn updated the cluster's counters in crec; it is now stored at the
-		// placement's revision.
-		c.mu.Lock()
-		if cur, ok := c.clusters[cacheKey(req.Account, req.Cluster)]; !ok || cur.rev < res.Revision {
-			c.clusters[cacheKey(req.Account, req.Cluster)] = clusterState{rec: crec, rev: res.Revision}
-		}
-		c.mu.Unlock()
+		c.wrote(req.Account, req.Cluster, crec, res.Revision)
 	}
+	return out, nil
+}
+
+// toRequest converts control's request for the engine.
+func toRequest(req control.PlaceRequest, instances []string) Request {
+	t0 := req.Tasks[0]
+	return Request{
+		Demand: Demand{CPU: t0.GetReservedCpu(), Memory: t0.GetReservedMemory(), Ports: t0.GetReservedPorts(), UDPPorts: t0.GetReservedUdpPorts()},
+		Count:  len(req.Tasks),
+		Group:  t0.GetTask().GetGroup(),
+		Constraints: append(ConstraintsFrom(req.PlacementConstraints, req.TaskDefinition.GetPlacementConstraints()),
+			requiresAttributes(req.TaskDefinition)...),
+		Strategy:  StrategiesFrom(req.PlacementStrategy),
+		Instances: instances,
+	}
+}
+
+// domainError turns a placement error into what control returns: ECS exceptions as they
+// are, a bad constraint or strategy as InvalidParameterException, anything else wrapped.
+func domainError(err error) error {
+	var e *ecserr.Error
+	if errors.As(err, &e) {
+		return err
+	}
+	if errors.Is(err, ErrInvalid) || errors.Is(err, ErrExpression) {
+		return ecserr.InvalidParameterf("%s", strings.TrimPrefix(err.Error(), "placement: "))
+	}
+	return fmt.Errorf("placement: %w", err)
+}
+
+// failures converts engine failures to ECS ones, one per instance and reason.
+func failures(fs []Failure) []*ecsv1.Failure {
+	var out []*ecsv1.Failure
 	seen := map[string]bool{}
-	for _, f := range res.Failures {
+	for _, f := range fs {
 		if seen[f.Arn+f.Reason] {
 			continue
 		}
 		seen[f.Arn+f.Reason] = true
-		out.Failures = append(out.Failures, &ecsv1.Failure{Arn: proto.String(f.Arn), Reason: proto.String(f.Reason), Detail: proto.String(f.Detail)})
+		out = append(out, &ecsv1.Failure{Arn: proto.String(f.Arn), Reason: proto.String(f.Reason), Detail: proto.String(f.Detail)})
 	}
-	return out, nil
+	return out
+}
+
+// wrote records the cluster record PlaceTxn updated (its counters) as stored at rev.
+func (c *ControlPlacer) wrote(account, cluster string, crec *storev1.ClusterRecord, rev int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.clusters == nil {
+		c.clusters = map[string]clusterState{}
+	}
+	if cur, ok := c.clusters[cacheKey(account, cluster)]; !ok || cur.rev < rev {
+		c.clusters[cacheKey(account, cluster)] = clusterState{rec: crec, rev: rev}
+	}
 }
 
 // cluster returns the cluster record to compare against: the one this placer last wrote,

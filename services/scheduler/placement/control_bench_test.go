@@ -24,6 +24,12 @@ import (
 //
 //	go test -run x -bench ControlPlace -benchtime 5000x ./placement
 func BenchmarkControlPlace(b *testing.B) {
+	for _, batch := range []bool{false, true} {
+		b.Run(map[bool]string{false: "single", true: "batched"}[batch], func(b *testing.B) { benchControlPlace(b, batch) })
+	}
+}
+
+func benchControlPlace(b *testing.B, batch bool) {
 	cli := etcdembed.StartForTest(b)
 	p := NewPlacer(cli, nil)
 	defer p.Close()
@@ -48,7 +54,7 @@ func BenchmarkControlPlace(b *testing.B) {
 	wg.Wait()
 	td := &ecsv1.TaskDefinition{Family: proto.String("web"), TaskDefinitionArn: proto.String("arn:aws:ecs:us-east-1:" + testAccount + ":task-definition/web:1"),
 		ContainerDefinitions: []*ecsv1.ContainerDefinition{{Name: proto.String("app"), Cpu: 1, Memory: proto.Int32(1)}}}
-	cp := &ControlPlacer{Placer: p}
+	cp := &ControlPlacer{Placer: p, Batch: batch}
 	var seq sync.Mutex
 	n := 0
 	newTask := func() *storev1.TaskRecord {

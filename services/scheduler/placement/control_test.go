@@ -20,10 +20,16 @@ import (
 // RunTask through control with ControlPlacer: strategies and constraints reach the
 // engine, and 200 concurrent RunTask calls against tight capacity never over-commit.
 func TestControlPlacerRunTask(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		t.Run(map[bool]string{false: "single", true: "batched"}[batch], func(t *testing.T) { testControlPlacerRunTask(t, batch) })
+	}
+}
+
+func testControlPlacerRunTask(t *testing.T, batch bool) {
 	cli := etcdembed.StartForTest(t)
 	p := NewPlacer(cli, nil)
 	defer p.Close()
-	srv := control.New(control.Config{KV: cli, Placer: &ControlPlacer{Placer: p}})
+	srv := control.New(control.Config{KV: cli, Placer: &ControlPlacer{Placer: p, Batch: batch}})
 	ctx := caller.With(context.Background(), caller.Identity{Account: testAccount})
 	if _, err := srv.CreateCluster(ctx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("c")})); err != nil {
 		t.Fatal(err)
@@ -111,6 +117,14 @@ func TestControlPlacerRunTask(t *testing.T) {
 		if cpu > 1024 {
 			t.Fatalf("instance %s over-committed: %d", id, cpu)
 		}
+	}
+	// The cluster's counters saw every placement exactly once.
+	d, err := srv.DescribeClusters(ctx, connect.NewRequest(&ecsv1.DescribeClustersRequest{Clusters: []string{"c"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Msg.GetClusters()[0].GetPendingTasksCount(); got != 20 {
+		t.Fatalf("cluster pendingTasksCount %d, want 20", got)
 	}
 }
 

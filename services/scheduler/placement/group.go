@@ -1,0 +1,118 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/store"
+	"google.golang.org/protobuf/proto"
+)
+
+// GroupCommitFunc adds to txn the writes of several requests placed together: placed[i]
+// are request i's placements. Like CommitFunc under CommitWritesInstances, it must write
+// each touched instance record (Placed.Instance, shared by every placement on that
+// instance and changed in place) under Placed.InstanceRev. It may run several times.
+type GroupCommitFunc func(ctx context.Context, txn *store.Txn, placed [][]Placed) error
+
+// PlaceGroup places several requests on one cluster in one txn: it plans them one after
+// another on one snapshot (each sees the ones before it) and calls commit once with all
+// the placements; the hook writes the instances (as control.PlaceTxn does). A conflict
+// re-reads the touched instances and plans the whole group again. It returns one result
+// per request, or an error as Place does (nothing written then).
+func (p *Placer) PlaceGroup(ctx context.Context, account, cluster string, reqs []Request, commit GroupCommitFunc) ([]PlaceResult, error) {
+	for _, r := range reqs {
+		if err := Compile(r); err != nil {
+			return nil, err
+		}
+	}
+	eng := NewEngine(rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
+	var stale []string
+	for attempt := 1; ; attempt++ {
+		snap, err := p.snapshot(ctx, account, cluster, stale)
+		if err != nil {
+			return nil, err
+		}
+		views := slices.Clone(snap.views)
+		recs := map[string]*storev1.ContainerInstanceRecord{}
+		var order []string
+		results := make([]PlaceResult, len(reqs))
+		placed := make([][]Placed, len(reqs))
+		any := false
+		for i, r := range reqs {
+			plan, err := eng.Place(views, r)
+			if err != nil {
+				return nil, err
+			}
+			results[i].Failures = plan.Failures
+			for j, ch := range plan.Choices {
+				id := ch.Instance.ID
+				rec := recs[id]
+				if rec == nil {
+					rec = proto.Clone(snap.entry(id).rec).(*storev1.ContainerInstanceRecord)
+					recs[id] = rec
+					order = append(order, id)
+				}
+				k := snap.pos[id]
+				v := views[k].clone()
+				reserve(v, r.Demand, r.Group)
+				views[k] = v
+				placed[i] = append(placed[i], Placed{Index: j, InstanceID: id, InstanceARN: ch.Instance.ARN, Instance: rec, InstanceRev: snap.entry(id).rev})
+				any = true
+			}
+			results[i].Placed = placed[i]
+		}
+		if !any {
+			return results, nil
+		}
+		txn := store.NewTxn(p.cli)
+		if err := commit(ctx, txn, placed); err != nil {
+			return nil, err
+		}
+		var unlock func()
+		if cc := p.clusterCacheOf(account, cluster); cc != nil {
+			cc.commitMu.Lock()
+			unlock = cc.commitMu.Unlock
+		} else {
+			unlock = func() {}
+		}
+		rev, err := txn.Commit(ctx)
+		if err == nil {
+			var all []Placed
+			for _, pl := range placed {
+				all = append(all, pl...)
+			}
+			p.committed(account, cluster, all, rev)
+			unlock()
+			for i := range results {
+				if len(results[i].Placed) > 0 {
+					results[i].Revision = rev
+				}
+			}
+			return results, nil
+		}
+		unlock()
+		if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("placement: commit: %w", err)
+		}
+		if attempt >= p.attempts {
+			return nil, fmt.Errorf("%w: gave up after %d attempts: %w", ErrConflicts, attempt, err)
+		}
+		stale = append(stale[:0], order...)
+		if err := sleep(ctx, backoff(attempt)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (p *Placer) clusterCacheOf(account, cluster string) *clusterCache {
+	if p.noCache {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.clusters[cacheKey(account, cluster)]
+}

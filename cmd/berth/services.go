@@ -104,7 +104,7 @@ func gatewayCommand() *cobra.Command {
 }
 
 func agentCommand() *cobra.Command {
-	var gatewayURL, cluster, dataDir, containerdAddr, namespace, region, credsFile, logAddr string
+	var gatewayURL, cluster, dataDir, containerdAddr, namespace, snapshotter, region, credsFile, logAddr string
 	var insecure []string
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -141,6 +141,7 @@ func agentCommand() *cobra.Command {
 				DataDir:            abs,
 				ContainerdAddress:  containerdAddr,
 				Namespace:          namespace,
+				Snapshotter:        snapshotter,
 				InsecureRegistries: insecure,
 				LogAddr:            logAddr,
 				Logger:             log,
@@ -157,6 +158,7 @@ func agentCommand() *cobra.Command {
 	f.StringVar(&dataDir, "data-dir", env("BERTH_DATA_DIR", "./.berth/agent"), "agent state, logs and FIFOs")
 	f.StringVar(&containerdAddr, "containerd", env("BERTH_CONTAINERD_ADDRESS", "/run/containerd/containerd.sock"), "containerd socket")
 	f.StringVar(&namespace, "namespace", env("BERTH_CONTAINERD_NAMESPACE", "berth"), "containerd namespace of this agent's containers")
+	f.StringVar(&snapshotter, "snapshotter", env("BERTH_CONTAINERD_SNAPSHOTTER", "overlayfs"), "containerd snapshotter for images and root filesystems")
 	f.StringVar(&region, "region", env("BERTH_REGION", "us-east-1"), "region of the SigV4 scope")
 	f.StringVar(&credsFile, "credentials-file", env("BERTH_CREDENTIALS_FILE", ""), "file with BERTH_ACCESS_KEY_ID= and BERTH_SECRET_ACCESS_KEY= lines")
 	f.StringVar(&logAddr, "log-addr", env("BERTH_AGENT_LOG_ADDR", ""), "address of the agent's LogService (empty: loopback, any port)")

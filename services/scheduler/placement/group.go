@@ -41,7 +41,7 @@ func (p *Placer) PlaceGroup(ctx context.Context, account, cluster string, reqs [
 		var order []string
 		results := make([]PlaceResult, len(reqs))
 		placed := make([][]Placed, len(reqs))
-		any := false
+		placedAny := false
 		for i, r := range reqs {
 			plan, err := eng.Place(views, r)
 			if err != nil {
@@ -61,11 +61,11 @@ func (p *Placer) PlaceGroup(ctx context.Context, account, cluster string, reqs [
 				reserve(v, r.Demand, r.Group)
 				views[k] = v
 				placed[i] = append(placed[i], Placed{Index: j, InstanceID: id, InstanceARN: ch.Instance.ARN, Instance: rec, InstanceRev: snap.entry(id).rev})
-				any = true
+				placedAny = true
 			}
 			results[i].Placed = placed[i]
 		}
-		if !any {
+		if !placedAny {
 			return results, nil
 		}
 		txn := store.NewTxn(p.cli)

@@ -149,9 +149,9 @@ func NewReconciler(cfg ReconcilerConfig) *Reconciler {
 // Run reconciles until ctx ends, and returns ctx's error. It watches the task, container
 // instance and service records of every account and reconciles only what changed: a
 // service whose record or one of whose tasks changed (its tasks read through the ListTasks
-// index), every service of a cluster whose instances changed, services still converging
-// whenever a task of their cluster changed (freed capacity), and a service whose launch
-// backoff ran out. Passes run at most every Interval and sooner on a kick or a watched
+// index), every service of a cluster whose instances changed, every service not in
+// steady state (still converging: waiting for capacity, a health check grace period, a
+// rollout), and a service whose launch backoff ran out. Passes run at most every Interval and sooner on a kick or a watched
 // change, one at a time; a full pass (every cluster, every task) runs at least every
 // FullPassEvery and whenever a watch broke. A pass that fails is logged and the loop goes
 // on, except when the fence failed (store.ErrPreconditionFailed): this replica no longer
@@ -252,9 +252,9 @@ func (r *Reconciler) watch(ctx context.Context, prefix string) {
 	}
 }
 
-// markService marks one service of cluster g (account/cluster) dirty; name "" records
-// that a standalone task changed, which concerns the services still converging (freed
-// capacity). The caller holds dmu.
+// markService marks one service of cluster g (account/cluster) dirty (name "" for a
+// standalone task, which concerns no service: the services still converging are
+// reconciled on every pass anyway). The caller holds dmu.
 func (r *Reconciler) markService(g, name string) {
 	m := r.dirtySvc[g]
 	if m == nil {
@@ -340,7 +340,7 @@ type svcMeta struct {
 	inactive   bool
 	expiresAt  time.Time // INACTIVE: when the record may be deleted
 	nextLaunch time.Time // PRIMARY deployment's launch backoff deadline; zero if none
-	waiting    bool      // not in steady state: reconciled again on any change of its cluster
+	waiting    bool      // not in steady state: reconciled on every pass
 }
 
 func (r *Reconciler) metaOf(rec *storev1.ServiceRecord, rev int64) svcMeta {
@@ -448,7 +448,7 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) (err error) {
 			m, known := r.meta[kr.key]
 			name := lastSegment(kr.key)
 			switch {
-			case !known || m.rev != kr.rev || dirty[g] || dirtySvc[g][name] || (dirtySvc[g] != nil && m.waiting) ||
+			case !known || m.rev != kr.rev || dirty[g] || dirtySvc[g][name] || m.waiting ||
 				(!m.inactive && !m.nextLaunch.IsZero() && !now.Before(m.nextLaunch)):
 				if !changed[g] {
 					changed[g] = true
@@ -728,7 +728,12 @@ func healthChecked(td *ecsv1.TaskDefinition) map[string]bool {
 	return out
 }
 
-func (r *Reconciler) views(ctx context.Context, account string, cs *clusterState, items []store.Item[*storev1.TaskRecord]) ([]*view, error) {
+// views classifies a service's tasks. An UNHEALTHY task inside the service's
+// healthCheckGracePeriodSeconds (counted from its startedAt) is only not healthy yet, as
+// AWS ignores failing container health checks during the grace period.
+func (r *Reconciler) views(ctx context.Context, account string, cs *clusterState, svc *ecsv1.Service, items []store.Item[*storev1.TaskRecord]) ([]*view, error) {
+	grace := time.Duration(svc.GetHealthCheckGracePeriodSeconds()) * time.Second
+	now := r.cfg.Now()
 	out := make([]*view, 0, len(items))
 	for _, it := range items {
 		t := it.Value.GetTask()
@@ -756,7 +761,8 @@ func (r *Reconciler) views(ctx context.Context, account string, cs *clusterState
 				switch c.GetHealthStatus() {
 				case "HEALTHY":
 				case "UNHEALTHY":
-					v.healthy, v.unhealthy = false, true
+					v.healthy = false
+					v.unhealthy = grace <= 0 || t.StartedAt == nil || !now.Before(fromEpoch(t.GetStartedAt()).Add(grace))
 				default:
 					v.healthy = false
 				}
@@ -795,7 +801,7 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *clusterState, it service
 	rec := proto.Clone(it.rec).(*storev1.ServiceRecord)
 	s := rec.GetService()
 	name := s.GetServiceName()
-	views, err := r.views(ctx, cs.account, cs, cs.tasks[name])
+	views, err := r.views(ctx, cs.account, cs, s, cs.tasks[name])
 	if err != nil {
 		return err
 	}

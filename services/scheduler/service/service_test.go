@@ -819,3 +819,36 @@ func TestRunSelectiveRollingAndDaemon(t *testing.T) {
 	e.host("h2", 8192, 8192)
 	waitFor("daemon on h2", func() bool { return e.count("dd").healthy == 2 }, nil)
 }
+
+func TestHealthCheckGracePeriod(t *testing.T) {
+	e := newEnv(t, ReconcilerConfig{})
+	e.host("h1", 4096, 4096)
+	td := e.taskDef("gr", "img", 128, 128, true)
+	e.behave = func(*ecsv1.Task) string { return "unhealthy" }
+	must(e, e.h.CreateService, &ecsv1.CreateServiceRequest{
+		Cluster: proto.String("c1"), ServiceName: proto.String("gr"), TaskDefinition: proto.String(td), DesiredCount: proto.Int32(1),
+		HealthCheckGracePeriodSeconds: proto.Int32(60),
+	})
+	e.step()
+	e.clock.Advance(59 * time.Second)
+	e.pass()
+	if c := e.count("gr"); c.total != 1 {
+		t.Fatalf("inside the grace period: %d live tasks", c.total)
+	}
+	for _, rec := range e.tasks() {
+		if rec.GetTask().GetDesiredStatus() != "RUNNING" {
+			t.Fatal("task stopped inside the grace period")
+		}
+	}
+	e.clock.Advance(2 * time.Second)
+	e.pass()
+	stopped := 0
+	for _, rec := range e.tasks() {
+		if rec.GetTask().GetStoppedReason() == ReasonUnhealthy {
+			stopped++
+		}
+	}
+	if stopped != 1 {
+		t.Fatalf("after the grace period %d tasks stopped for health checks", stopped)
+	}
+}

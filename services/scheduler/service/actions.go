@@ -225,6 +225,19 @@ func describe(rec *storev1.ServiceRecord, withTags bool) *ecsv1.Service {
 	return s
 }
 
+// describeLive is describe without tags and with counts from the task records; when
+// those cannot be read (the write already happened) it keeps the record's counts.
+func (h *Handler) describeLive(ctx context.Context, account string, rec *storev1.ServiceRecord) *ecsv1.Service {
+	out := describe(rec, false)
+	all, by, err := liveCounts(ctx, h.kv, account, rec.GetClusterName(), out.GetServiceName())
+	if err != nil {
+		h.log.WarnContext(ctx, "service: live counts", "service", out.GetServiceName(), "err", err)
+		return out
+	}
+	applyCounts(out, all, by)
+	return out
+}
+
 // loadService reads a service of an ACTIVE cluster by reference; a missing one is
 // ServiceNotFoundException.
 func (h *Handler) loadService(ctx context.Context, account, clusterRef, ref string) (string, string, error) {
@@ -351,7 +364,7 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 			return nil, err
 		}
 		h.kick.Kick()
-		return &ecsv1.UpdateServiceResponse{Service: describe(out, false)}, nil
+		return &ecsv1.UpdateServiceResponse{Service: h.describeLive(ctx, account, out)}, nil
 	})
 }
 
@@ -499,7 +512,7 @@ func (h *Handler) DeleteService(ctx context.Context, req *connect.Request[ecsv1.
 			return nil, err
 		}
 		h.kick.Kick()
-		return &ecsv1.DeleteServiceResponse{Service: describe(out, false)}, nil
+		return &ecsv1.DeleteServiceResponse{Service: h.describeLive(ctx, account, out)}, nil
 	})
 }
 

@@ -118,7 +118,7 @@ func New(cfg Config) (*App, error) {
 		KV:     a.kv,
 		Region: cfg.Region,
 		Logger: cfg.Logger.With("component", "control"),
-		Placer: &placement.ControlPlacer{Placer: a.placer},
+		Placer: &placement.ControlPlacer{Placer: a.placer, Batch: true},
 	})
 	a.kick = service.NewKicker()
 	a.services = service.NewHandler(service.Config{

@@ -1,0 +1,279 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berthhq/berth/testkit/containerdtest"
+	"github.com/berthhq/berth/testkit/registrytest"
+)
+
+// composeCmd returns the compose command this machine has: docker-compose, or the
+// `docker compose` plugin.
+func composeCmd(t *testing.T) []string {
+	if p, err := exec.LookPath("docker-compose"); err == nil {
+		return []string{p}
+	}
+	if exec.Command("docker", "compose", "version").Run() == nil {
+		return []string{"docker", "compose"}
+	}
+	t.Skip("neither docker-compose nor the `docker compose` plugin is installed")
+	return nil
+}
+
+// TestCompose brings up deploy/compose.yaml (3 etcd members, 2 schedulers, the gateway,
+// 2 agents on a containerd of this host), runs a task to completion through the gateway
+// with the AWS CLI, stops one agent container and sees its instance disconnect, and
+// brings the stack down.
+func TestCompose(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the compose stack takes a few minutes")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
+		t.Skipf("no docker engine reachable (docker info: %v: %s); the compose test needs docker", err, bytes.TrimSpace(out))
+	}
+	compose := composeCmd(t)
+	if _, err := exec.LookPath("aws"); err != nil {
+		t.Skip("the AWS CLI (`aws`) is not installed; CI installs it")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deploy := filepath.Join(root, "deploy")
+
+	// The host side: a containerd for the agents and a registry with the test image.
+	ctd := containerdtest.Start(t)
+	reg := registrytest.Start(t)
+	image := registrytest.PushTestImage(t, reg, "berth/testimage", "compose")
+
+	t0 := time.Now()
+	run(t, ctx, root, nil, filepath.Join(deploy, "build.sh"))
+	t.Logf("static binaries built in %s", time.Since(t0).Round(time.Second))
+
+	data := t.TempDir()
+	port := freePort(t)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	project := "berthe2e" + hex.EncodeToString(b[:])
+	env := append(os.Environ(),
+		"BERTH_GATEWAY_PORT="+strconv.Itoa(port),
+		"BERTH_CONTAINERD_SOCKET="+ctd.Address(),
+		"BERTH_CONTAINERD_SNAPSHOTTER="+ctd.Snapshotter(),
+		"BERTH_CONTAINERD_ROOT="+ctd.Dir(),
+		"BERTH_COMPOSE_DATA="+data,
+	)
+	dc := func(ctx context.Context, args ...string) (string, error) {
+		argv := append(append(append([]string{}, compose[1:]...), "-p", project, "-f", filepath.Join(deploy, "compose.yaml")), args...)
+		cmd := exec.CommandContext(ctx, compose[0], argv...)
+		cmd.Env = env
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		if err != nil {
+			return stdout.String(), fmt.Errorf("%s %s: %w\n%s", compose[0], strings.Join(args, " "), err, stderr.String())
+		}
+		return stdout.String(), nil
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 2*time.Minute)
+		defer cancel()
+		if t.Failed() {
+			if logs, err := dc(ctx, "logs", "--no-color", "--tail", "40"); err == nil {
+				t.Logf("compose logs:\n%s", logs)
+			}
+		}
+		if _, err := dc(ctx, "down", "-v", "--remove-orphans", "--timeout", "5"); err != nil {
+			t.Errorf("compose down: %v", err)
+		}
+	})
+
+	t0 = time.Now()
+	if _, err := dc(ctx, "build"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dc(ctx, "up", "-d", "etcd1", "etcd2", "etcd3", "scheduler1", "scheduler2", "gateway"); err != nil {
+		t.Fatal(err)
+	}
+	// The first admin call succeeds once etcd has formed its cluster and scheduler1
+	// serves.
+	const account = "000000000000"
+	retry(t, ctx, 90*time.Second, "account creation through scheduler1", func() error {
+		_, err := dc(ctx, "run", "--rm", "admin", "account", "create", account)
+		if err != nil && strings.Contains(err.Error(), "already_exists") {
+			return nil
+		}
+		return err
+	})
+	agentEnv, err := dc(ctx, "run", "--rm", "admin", "key", "create", account, "--output", "env", "--description", "compose agents")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "agent.env"), []byte(agentEnv), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	userKey, err := dc(ctx, "run", "--rm", "admin", "key", "create", account, "--description", "compose test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyID, secret, ok := strings.Cut(strings.TrimSpace(userKey), "\t")
+	if !ok {
+		t.Fatalf("key create printed %q", userKey)
+	}
+	if _, err := dc(ctx, "up", "-d", "agent1", "agent2"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stack up in %s", time.Since(t0).Round(time.Second))
+
+	aws := func(args ...string) (map[string]any, error) {
+		argv := append([]string{"--endpoint-url", "http://127.0.0.1:" + strconv.Itoa(port), "--output", "json", "ecs"}, args...)
+		cmd := exec.CommandContext(ctx, "aws", argv...)
+		cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+keyID, "AWS_SECRET_ACCESS_KEY="+secret,
+			"AWS_DEFAULT_REGION=us-east-1", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_MAX_ATTEMPTS=1")
+		out, err := cmd.Output()
+		if err != nil {
+			var stderr []byte
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = ee.Stderr
+			}
+			return nil, fmt.Errorf("aws ecs %s: %w: %s", strings.Join(args, " "), err, stderr)
+		}
+		var v map[string]any
+		if len(bytes.TrimSpace(out)) == 0 {
+			return map[string]any{}, nil
+		}
+		return v, json.Unmarshal(out, &v)
+	}
+	connected := func() (up, down int, err error) {
+		list, err := aws("list-container-instances", "--cluster", "default")
+		if err != nil {
+			return 0, 0, err
+		}
+		arns, _ := list["containerInstanceArns"].([]any)
+		if len(arns) == 0 {
+			return 0, 0, nil
+		}
+		args := []string{"describe-container-instances", "--cluster", "default", "--container-instances"}
+		for _, a := range arns {
+			args = append(args, a.(string))
+		}
+		desc, err := aws(args...)
+		if err != nil {
+			return 0, 0, err
+		}
+		cis, _ := desc["containerInstances"].([]any)
+		for _, ci := range cis {
+			if ci.(map[string]any)["agentConnected"] == true {
+				up++
+			} else {
+				down++
+			}
+		}
+		return up, down, nil
+	}
+	retry(t, ctx, 90*time.Second, "both agents connected", func() error {
+		up, _, err := connected()
+		if err == nil && up != 2 {
+			err = fmt.Errorf("%d agents connected", up)
+		}
+		return err
+	})
+
+	// A task to completion.
+	defs, _ := json.Marshal([]map[string]any{{"name": "main", "image": image, "command": []string{"exit", "0"}, "memory": 16, "essential": true}})
+	if _, err := aws("register-task-definition", "--family", "compose", "--network-mode", "host", "--container-definitions", string(defs)); err != nil {
+		t.Fatal(err)
+	}
+	runOut, err := aws("run-task", "--cluster", "default", "--task-definition", "compose")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, _ := runOut["tasks"].([]any)
+	if len(tasks) != 1 {
+		t.Fatalf("run-task: %v", runOut)
+	}
+	taskArn := tasks[0].(map[string]any)["taskArn"].(string)
+	var final map[string]any
+	retry(t, ctx, 2*time.Minute, "task STOPPED", func() error {
+		d, err := aws("describe-tasks", "--cluster", "default", "--tasks", taskArn)
+		if err != nil {
+			return err
+		}
+		ts, _ := d["tasks"].([]any)
+		if len(ts) != 1 {
+			return fmt.Errorf("describe-tasks: %v", d)
+		}
+		final = ts[0].(map[string]any)
+		if s := final["lastStatus"]; s != "STOPPED" {
+			return fmt.Errorf("lastStatus %v", s)
+		}
+		return nil
+	})
+	ctrs, _ := final["containers"].([]any)
+	if len(ctrs) != 1 || ctrs[0].(map[string]any)["exitCode"] != float64(0) || final["stopCode"] != "EssentialContainerExited" {
+		t.Errorf("task ended %v %v with containers %v", final["stopCode"], final["stoppedReason"], ctrs)
+	}
+
+	// One agent container stops: its instance is seen disconnected, the other stays.
+	if _, err := dc(ctx, "stop", "--timeout", "10", "agent1"); err != nil {
+		t.Fatal(err)
+	}
+	retry(t, ctx, 90*time.Second, "agent1's instance disconnected", func() error {
+		up, down, err := connected()
+		if err == nil && (up != 1 || down != 1) {
+			err = fmt.Errorf("%d connected, %d disconnected", up, down)
+		}
+		return err
+	})
+	t.Logf("compose test done in %s", time.Since(t0).Round(time.Second))
+}
+
+func run(t *testing.T, ctx context.Context, dir string, env []string, name string, args ...string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = env
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", name, err, out)
+	}
+}
+
+func retry(t *testing.T, ctx context.Context, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("%s: not after %s: %v", what, timeout, err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}

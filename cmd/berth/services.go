@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -45,7 +46,8 @@ func schedulerCommand() *cobra.Command {
 				return fmt.Errorf("etcd %s: %w", endpoints, err)
 			}
 			defer cli.Close()
-			a, err := app.New(app.Config{Etcd: cli, Region: region, Logger: log, Replica: replica, LeaderTTL: leaderTTL})
+			a, err := app.New(app.Config{Etcd: cli, Region: region, Logger: log, Replica: replica, LeaderTTL: leaderTTL,
+				Registry: prometheus.NewRegistry()}) // /metrics on the internal listener
 			if err != nil {
 				return err
 			}
@@ -76,14 +78,15 @@ func schedulerCommand() *cobra.Command {
 
 func gatewayCommand() *cobra.Command {
 	var schedulerURL, listen, region string
-	var dev bool
+	var dev, metrics bool
 	cmd := &cobra.Command{
 		Use:   "gateway",
 		Short: "Run the ECS endpoint: AWS JSON 1.1 + SigV4 in, scheduler Connect calls out",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := jsonLogger(cmd)
-			gw, err := gateway.New(gateway.Config{SchedulerURL: schedulerURL, Region: region, Logger: log, Dev: dev})
+			gw, err := gateway.New(gateway.Config{SchedulerURL: schedulerURL, Region: region, Logger: log, Dev: dev,
+				Registry: prometheus.NewRegistry(), ServeMetrics: metrics})
 			if err != nil {
 				return err
 			}
@@ -100,6 +103,7 @@ func gatewayCommand() *cobra.Command {
 	f.StringVar(&listen, "listen", env("BERTH_GATEWAY_ADDR", "127.0.0.1:4566"), "address of the ECS endpoint")
 	f.StringVar(&region, "region", env("BERTH_REGION", "us-east-1"), "region of the SigV4 scope and ARNs")
 	f.BoolVar(&dev, "dev", false, "serve the dev-only routes /_berth/health and /_berth/reset")
+	f.BoolVar(&metrics, "metrics", env("BERTH_GATEWAY_METRICS", "") == "true", "serve Prometheus metrics at /metrics on the (public) ECS listener")
 	return cmd
 }
 
@@ -145,6 +149,7 @@ func agentCommand() *cobra.Command {
 				InsecureRegistries: insecure,
 				LogAddr:            logAddr,
 				Logger:             log,
+				Registry:           prometheus.NewRegistry(), // /metrics on the LogService listener
 			})
 			if err != nil {
 				return err

@@ -17,6 +17,10 @@ import (
 // not enough the cache starts over.
 const maxCachedKeys = 10000
 
+// resolveTimeout bounds one key resolution: without it a request whose key is not cached
+// waits as long as its client does when the scheduler cannot read etcd (no quorum).
+const resolveTimeout = 10 * time.Second
+
 // keyCache resolves access keys through the scheduler's AdminService.ResolveAccessKey and
 // caches answers briefly: found keys for ttl, unknown keys for negTTL. Secrets stay in
 // memory and are never logged.
@@ -51,6 +55,8 @@ func (c *keyCache) Resolve(ctx context.Context, id string) (sigv4.Credential, er
 		}
 		return e.cred, nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	defer cancel()
 	res, err := c.admin.ResolveAccessKey(ctx, connect.NewRequest(&adminv1.ResolveAccessKeyRequest{AccessKeyId: id}))
 	switch {
 	case connect.CodeOf(err) == connect.CodeNotFound:

@@ -255,6 +255,7 @@ func TestLeaderKillDuringBurst(t *testing.T) {
 		failures []string
 		err      error
 	}
+	once := c.NewECSClient(1)
 	results := make([]result, calls)
 	var started atomic.Int32
 	killed := make(chan struct{})
@@ -275,10 +276,19 @@ func TestLeaderKillDuringBurst(t *testing.T) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			started.Add(1)
-			res, err := c.ECS.RunTask(t.Context(), &ecs.RunTaskInput{
+			// Even calls carry a clientToken and retry (idempotent); odd ones carry none
+			// (the group-commit path) and make one attempt, so a call whose answer was
+			// lost shows as an error rather than as a hidden duplicate.
+			in := &ecs.RunTaskInput{
 				Cluster: aws.String(harness.ClusterName), TaskDefinition: aws.String(td),
-				ClientToken: aws.String(fmt.Sprintf("burst-%03d", i)), StartedBy: aws.String("burst"),
-			})
+				StartedBy: aws.String("burst"),
+			}
+			client := once
+			if i%2 == 0 {
+				in.ClientToken = aws.String(fmt.Sprintf("burst-%03d", i))
+				client = c.ECS
+			}
+			res, err := client.RunTask(t.Context(), in)
 			r := result{err: err}
 			if err == nil {
 				for _, task := range res.Tasks {
@@ -318,7 +328,7 @@ func TestLeaderKillDuringBurst(t *testing.T) {
 		}
 	}
 	t.Logf("%d tasks accepted, %d calls answered with failures, %d calls errored", len(accepted), nFail, nErr)
-	if len(accepted) < calls*9/10 {
+	if len(accepted) < calls*3/4 {
 		t.Fatalf("only %d of %d RunTask calls were accepted", len(accepted), calls)
 	}
 
@@ -340,9 +350,11 @@ func TestLeaderKillDuringBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A call that errored may still have placed its task; nothing else may exist.
-	if extra := len(all) - len(accepted); extra < 0 || extra > nErr {
+	extra := len(all) - len(accepted)
+	if extra < 0 || extra > nErr {
 		t.Errorf("the cluster holds %d tasks for %d accepted and %d errored calls", len(all), len(accepted), nErr)
 	}
+	t.Logf("%d tasks placed by calls that errored", extra)
 	quiet(t, c)
 }
 

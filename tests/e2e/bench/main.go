@@ -68,7 +68,7 @@ func main() {
 	flag.IntVar(&o.samples, "samples", 30, "RunTask → RUNNING samples (and as many raw containerd starts)")
 	flag.Float64Var(&o.rate, "rate", 10, "fixed request rate (requests/s) for the gateway figures")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "how long each fixed-rate run lasts")
-	flag.IntVar(&o.sessions, "sessions", 2000, "fake agent sessions to open against one scheduler replica")
+	flag.IntVar(&o.sessions, "sessions", 5000, "fake agent sessions to open against one scheduler replica")
 	flag.DurationVar(&o.heartbeat, "heartbeat", 10*time.Second, "fake agents' heartbeat interval (the agent's default)")
 	flag.BoolVar(&o.skipStack, "skip-stack", false, "skip the in-process stack figures")
 	flag.BoolVar(&o.skipGoTest, "skip-go-test", false, "skip the figures taken from `go test -bench`")

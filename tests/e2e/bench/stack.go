@@ -498,7 +498,7 @@ func sessionFigures(ctx context.Context, s *stack, o options) ([]Row, error) {
 		close(lines)
 	}()
 	var registered time.Duration
-	deadline := time.After(4 * time.Minute)
+	deadline := time.After(5 * time.Minute)
 	for up := false; !up; {
 		select {
 		case l, ok := <-lines:
@@ -510,7 +510,7 @@ func sessionFigures(ctx context.Context, s *stack, o options) ([]Row, error) {
 			}
 		case <-deadline:
 			if s.sched.Sessions()-before < o.sessions*9/10 {
-				return nil, fmt.Errorf("only %d of %d sessions after 4 minutes", s.sched.Sessions()-before, o.sessions)
+				return nil, fmt.Errorf("only %d of %d sessions after 5 minutes", s.sched.Sessions()-before, o.sessions)
 			}
 			up = true // measure what is held; the row says how many
 			continue

@@ -468,7 +468,7 @@ func (s *Server) ListContainerInstances(ctx context.Context, req *connect.Reques
 		if m.Status != nil && !oneOf(m.GetStatus(), "ACTIVE", "DRAINING", "REGISTERING", "DEREGISTERING", "REGISTRATION_FAILED") {
 			return nil, ecserr.InvalidParameterf("Invalid status %q.", m.GetStatus())
 		}
-		expr, err := ParseExpr(m.GetFilter())
+		expr, err := parseExpr(m.GetFilter())
 		if err != nil {
 			return nil, err
 		}
@@ -491,7 +491,7 @@ func (s *Server) ListContainerInstances(ctx context.Context, req *connect.Reques
 		for _, r := range recs {
 			ci := r.GetContainerInstance()
 			st := ci.GetStatus()
-			if st == statusInactive || (m.Status != nil && st != m.GetStatus()) || !expr.Match(ci) {
+			if st == statusInactive || (m.Status != nil && st != m.GetStatus()) || !matches(expr, ci) {
 				continue
 			}
 			resp.ContainerInstanceArns = append(resp.ContainerInstanceArns, ci.GetContainerInstanceArn())

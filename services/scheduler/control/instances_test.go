@@ -134,6 +134,20 @@ func TestContainerInstanceListDescribeDeregister(t *testing.T) {
 	if got := list(&ecsv1.ListContainerInstancesRequest{Filter: proto.String("attribute:ecs.os-type == linux and attribute:stack exists")}); len(got) != 1 {
 		t.Fatalf("filter and %v", got)
 	}
+	// The filter is package cql's language: globs for =~ (as control's own parser took
+	// them), the built-in subjects, a blank filter matching everything.
+	if got := list(&ecsv1.ListContainerInstancesRequest{Filter: proto.String("attribute:stack =~ pr*")}); len(got) != 1 || got[0] != arns[1] {
+		t.Fatalf("filter glob %v", got)
+	}
+	if got := list(&ecsv1.ListContainerInstancesRequest{Filter: proto.String("agentConnected == true and not attribute:stack exists")}); len(got) != 2 {
+		t.Fatalf("filter builtin %v", got)
+	}
+	if got := list(&ecsv1.ListContainerInstancesRequest{Filter: proto.String("instanceId == " + arns[2][strings.LastIndexByte(arns[2], '/')+1:])}); len(got) != 1 || got[0] != arns[2] {
+		t.Fatalf("filter instanceId %v", got)
+	}
+	if got := list(&ecsv1.ListContainerInstancesRequest{Filter: proto.String("  ")}); len(got) != 3 {
+		t.Fatalf("blank filter %v", got)
+	}
 	_, err := call(e, e.s.ListContainerInstances, &ecsv1.ListContainerInstancesRequest{Cluster: proto.String("c"), Filter: proto.String("garbage")})
 	wantErr(t, err, "InvalidParameterException")
 	_, err = call(e, e.s.ListContainerInstances, &ecsv1.ListContainerInstancesRequest{Cluster: proto.String("nope")})

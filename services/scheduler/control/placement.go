@@ -16,6 +16,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/cql"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
@@ -449,14 +450,14 @@ func (p *FirstFitPlacer) attempt(ctx context.Context, req PlaceRequest) (PlaceRe
 		byID[id] = st
 		scratch[id] = proto.Clone(st.Record.GetContainerInstance()).(*ecsv1.ContainerInstance)
 	}
-	var exprs []*Expr
+	var exprs []*cql.Expr
 	distinct := false
 	for _, c := range req.PlacementConstraints {
 		switch c.GetType() {
 		case "distinctInstance":
 			distinct = true
 		case "memberOf":
-			e, err := ParseExpr(c.GetExpression())
+			e, err := parseExpr(c.GetExpression())
 			if err != nil {
 				return res, err
 			}
@@ -465,7 +466,7 @@ func (p *FirstFitPlacer) attempt(ctx context.Context, req PlaceRequest) (PlaceRe
 	}
 	for _, c := range req.TaskDefinition.GetPlacementConstraints() {
 		if c.GetType() == "memberOf" {
-			e, err := ParseExpr(c.GetExpression())
+			e, err := parseExpr(c.GetExpression())
 			if err != nil {
 				return res, err
 			}
@@ -480,7 +481,7 @@ func (p *FirstFitPlacer) attempt(ctx context.Context, req PlaceRequest) (PlaceRe
 			return ReasonAgent
 		}
 		for _, e := range exprs {
-			if !e.Match(ci) {
+			if !matches(e, ci) {
 				return ReasonAttribute
 			}
 		}

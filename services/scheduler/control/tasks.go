@@ -275,7 +275,7 @@ func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTask
 				return nil, ecserr.InvalidParameterf("Invalid placement constraint type %q.", c.GetType())
 			}
 			if c.GetType() == "memberOf" {
-				if _, err := ParseExpr(c.GetExpression()); err != nil {
+				if _, err := parseExpr(c.GetExpression()); err != nil {
 					return nil, err
 				}
 			}

@@ -2,7 +2,7 @@
 // decision without ever over-committing an instance.
 //
 // It is split Nomad-style: Engine is pure (feasibility checks — ACTIVE, agent connected,
-// distinctInstance and memberOf constraints in ECS's cluster query language (ParseExpr),
+// distinctInstance and memberOf constraints in ECS's cluster query language (package cql),
 // CPU, memory, host ports — then ranking by the placementStrategy chain: binpack, spread,
 // random) over an in-memory []*Instance, so it is table-tested without a cluster. Placer
 // is the etcd side: a watch-fed snapshot of a cluster's instances, the engine, then one

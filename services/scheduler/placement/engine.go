@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/berthhq/berth/services/scheduler/cql"
 )
 
 // Failure reasons, as AWS reports them in RunTask's and StartTask's failures[]
@@ -173,7 +175,7 @@ func NewEngine(rng *rand.Rand) *Engine { return &Engine{rng: rng} }
 // compiled holds a request's parsed constraints.
 type compiled struct {
 	distinct bool
-	memberOf []*Expr
+	memberOf []*cql.Expr
 }
 
 // Compile parses the request's constraints and checks its strategies. It returns an error
@@ -196,7 +198,7 @@ func compile(req Request) (compiled, error) {
 			}
 			c.distinct = true
 		case ConstraintMemberOf:
-			e, err := ParseExpr(k.Expression)
+			e, err := cql.ParseExpr(k.Expression)
 			if err != nil {
 				return c, err
 			}

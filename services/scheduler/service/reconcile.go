@@ -19,6 +19,7 @@ import (
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
 	"github.com/berthhq/berth/services/scheduler/control"
+	"github.com/berthhq/berth/services/scheduler/cql"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/store"
@@ -1159,10 +1160,10 @@ func (r *Reconciler) updateCounts(s *ecsv1.Service, views []*view) {
 // not draining, and matching the service's and the task definition's memberOf
 // constraints and required attributes.
 func (r *Reconciler) eligibleInstances(cs *clusterState, s *ecsv1.Service, td *ecsv1.TaskDefinition) []string {
-	var exprs []*placement.Expr
+	var exprs []*cql.Expr
 	for _, c := range placement.ConstraintsFrom(s.GetPlacementConstraints(), td.GetPlacementConstraints()) {
 		if c.Type == placement.ConstraintMemberOf {
-			if e, err := placement.ParseExpr(c.Expression); err == nil {
+			if e, err := cql.ParseExpr(c.Expression); err == nil {
 				exprs = append(exprs, e)
 			}
 		}

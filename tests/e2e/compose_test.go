@@ -100,6 +100,9 @@ func TestCompose(t *testing.T) {
 		if _, err := dc(ctx, "down", "-v", "--remove-orphans", "--timeout", "5"); err != nil {
 			t.Errorf("compose down: %v", err)
 		}
+		// Earlier builds of berth:dev and berth-etcd:dev left untagged; the current ones
+		// stay as the next run's cache.
+		_ = exec.CommandContext(ctx, "docker", "image", "prune", "-f", "--filter", "label=dev.berth.compose=true").Run()
 	})
 
 	t0 = time.Now()

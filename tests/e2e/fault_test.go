@@ -162,6 +162,11 @@ func TestAgentKill9(t *testing.T) {
 	})
 	stillRunning(t, c, all[1:])
 	quiet(t, c)
+	// By now the agent has surely reconciled: still the same containers.
+	delete(before, stop)
+	if err := harness.SameContainers(before, census(t, c)); err != nil {
+		t.Fatalf("after the restarted agent settled: %v", err)
+	}
 }
 
 // TestContainerdRestart stops containerd under running agents: their instances show the
@@ -222,6 +227,9 @@ func TestContainerdRestart(t *testing.T) {
 	more := startOn(t, c, td, instanceARN(t, c, 0), 1)
 	c.WaitRunning(t.Context(), more, 2*time.Minute)
 	quiet(t, c)
+	if err := harness.SameContainers(before, census(t, c)); err != nil {
+		t.Fatalf("after the agents settled: %v", err)
+	}
 }
 
 // TestLeaderKillDuringBurst kills -9 the scheduler leader, which serves the gateway's
@@ -507,6 +515,7 @@ func TestStopStartEverything(t *testing.T) {
 	c.WaitRunning(ctx, append(slices.Clone(arns), svcTasks...), 2*time.Minute)
 	quiet(t, c)
 	before := census(t, c)
+	instancesBefore := instanceARNs(t, c)
 	clustersBefore := listClusters(t, c)
 	tdsBefore := listTaskDefinitions(t, c)
 
@@ -525,6 +534,9 @@ func TestStopStartEverything(t *testing.T) {
 	if got := listTaskDefinitions(t, c); !slices.Equal(got, tdsBefore) {
 		t.Errorf("task definitions after restart %v, before %v", got, tdsBefore)
 	}
+	if got := instanceARNs(t, c); !slices.Equal(got, instancesBefore) {
+		t.Errorf("container instances after restart %v, before %v (the agents must rejoin as themselves)", got, instancesBefore)
+	}
 	time.Sleep(3 * time.Second)
 	if err := harness.SameContainers(before, census(t, c)); err != nil {
 		t.Fatalf("after restarting everything: %v", err)
@@ -540,6 +552,24 @@ func TestStopStartEverything(t *testing.T) {
 		t.Errorf("service tasks after restart %v, before %v", got, svcTasks)
 	}
 	quiet(t, c)
+	if err := harness.SameContainers(before, census(t, c)); err != nil {
+		t.Fatalf("after the restarted system settled: %v", err)
+	}
+}
+
+// instanceARNs lists the cluster's container instances (every status).
+func instanceARNs(t *testing.T, c *harness.Cluster) []string {
+	t.Helper()
+	cis, err := c.Instances(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ci := range cis {
+		out = append(out, aws.ToString(ci.ContainerInstanceArn))
+	}
+	slices.Sort(out)
+	return out
 }
 
 // serviceSteady returns the service's RUNNING tasks when it is ACTIVE with n of n running.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"time"
 
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/store"
@@ -23,7 +24,8 @@ type GroupCommitFunc func(ctx context.Context, txn *store.Txn, placed [][]Placed
 // the placements; the hook writes the instances (as control.PlaceTxn does). A conflict
 // re-reads the touched instances and plans the whole group again. It returns one result
 // per request, or an error as Place does (nothing written then).
-func (p *Placer) PlaceGroup(ctx context.Context, account, cluster string, reqs []Request, commit GroupCommitFunc) ([]PlaceResult, error) {
+func (p *Placer) PlaceGroup(ctx context.Context, account, cluster string, reqs []Request, commit GroupCommitFunc) (res []PlaceResult, err error) {
+	defer func(start time.Time) { p.metrics.observeGroup(start, res, err) }(time.Now())
 	for _, r := range reqs {
 		if err := Compile(r); err != nil {
 			return nil, err

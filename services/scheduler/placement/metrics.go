@@ -60,3 +60,18 @@ func (m *Metrics) observe(start time.Time, res PlaceResult, err error) {
 		m.failures.WithLabelValues(f.Reason).Inc()
 	}
 }
+
+// observeGroup records one PlaceGroup call that started at start: one latency sample, and
+// the placements and failures of every request in the group.
+func (m *Metrics) observeGroup(start time.Time, res []PlaceResult, err error) {
+	if m == nil {
+		return
+	}
+	m.observe(start, PlaceResult{}, err)
+	for _, r := range res {
+		m.placed.Add(float64(len(r.Placed)))
+		for _, f := range r.Failures {
+			m.failures.WithLabelValues(f.Reason).Inc()
+		}
+	}
+}

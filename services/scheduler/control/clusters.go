@@ -196,7 +196,7 @@ func (s *Server) DescribeClusters(ctx context.Context, req *connect.Request[ecsv
 		var ks []string
 		var names []string
 		for _, ref := range refs {
-			name, err := clusterName(account, ref)
+			name, err := ClusterName(account, ref)
 			if err != nil {
 				resp.Failures = append(resp.Failures, missing(clusterFailureARN(s.region, account, ref)))
 				continue
@@ -302,7 +302,7 @@ func (s *Server) DeleteCluster(ctx context.Context, req *connect.Request[ecsv1.D
 
 // mutateCluster applies fn to an ACTIVE cluster under CAS and returns it.
 func (s *Server) mutateCluster(ctx context.Context, account, ref string, fn func(*ecsv1.Cluster) error) (*ecsv1.Cluster, error) {
-	name, err := clusterName(account, ref)
+	name, err := ClusterName(account, ref)
 	if err != nil {
 		return nil, err
 	}

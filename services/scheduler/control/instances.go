@@ -139,7 +139,7 @@ func (s *Server) RegisterInstance(ctx context.Context, account string, req *agen
 	if req == nil || req.GetHostId() == "" {
 		return nil, ecserr.InvalidParameterf("host_id is required.")
 	}
-	name, err := clusterName(account, req.GetCluster())
+	name, err := ClusterName(account, req.GetCluster())
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +316,7 @@ func (s *Server) RegisterContainerInstance(ctx context.Context, req *connect.Req
 		if err := validateTags(m.GetTags()); err != nil {
 			return nil, err
 		}
-		name, err := clusterName(account, m.GetCluster())
+		name, err := ClusterName(account, m.GetCluster())
 		if err != nil {
 			return nil, err
 		}
@@ -422,7 +422,7 @@ func (s *Server) DescribeContainerInstances(ctx context.Context, req *connect.Re
 		if len(m.GetContainerInstances()) == 0 || len(m.GetContainerInstances()) > 100 {
 			return nil, ecserr.InvalidParameterf("containerInstances must list between 1 and 100 container instances.")
 		}
-		name, err := clusterName(account, m.GetCluster())
+		name, err := ClusterName(account, m.GetCluster())
 		if err != nil {
 			return nil, err
 		}
@@ -472,7 +472,7 @@ func (s *Server) ListContainerInstances(ctx context.Context, req *connect.Reques
 		if err != nil {
 			return nil, err
 		}
-		name, err := clusterName(account, m.GetCluster())
+		name, err := ClusterName(account, m.GetCluster())
 		if err != nil {
 			return nil, err
 		}

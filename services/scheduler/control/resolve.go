@@ -10,6 +10,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -23,10 +24,11 @@ const (
 	statusDeleteInProg = "DELETE_IN_PROGRESS"
 )
 
-// clusterName resolves a cluster reference (empty for "default", a name or an ARN) to a
-// name. An ARN of another account or of another resource type is a cluster that does not
-// exist for this caller: ClusterNotFoundException.
-func clusterName(account, ref string) (string, error) {
+// ClusterName resolves a cluster reference (empty for "default", a name or an ARN) to a
+// name, for every ECS call (the service scheduler's too). An ARN of another account or
+// of another resource type is a cluster that does not exist for this caller:
+// ClusterNotFoundException; an ARN that does not parse, InvalidParameterException.
+func ClusterName(account, ref string) (string, error) {
 	if ref == "" {
 		return DefaultCluster, nil
 	}
@@ -54,11 +56,18 @@ func (s *Server) cluster(ctx context.Context, account, name string) (*storev1.Cl
 // activeCluster resolves ref and reads the cluster, which must be ACTIVE; otherwise
 // ClusterNotFoundException ("Cluster not found."), as AWS answers for both.
 func (s *Server) activeCluster(ctx context.Context, account, ref string) (string, *storev1.ClusterRecord, int64, error) {
-	name, err := clusterName(account, ref)
+	return ActiveCluster(ctx, s.kv, account, ref)
+}
+
+// ActiveCluster is Server.activeCluster on kv, for the service scheduler: it resolves ref
+// (ClusterName) and reads the cluster, which must be ACTIVE; otherwise
+// ClusterNotFoundException.
+func ActiveCluster(ctx context.Context, kv clientv3.KV, account, ref string) (string, *storev1.ClusterRecord, int64, error) {
+	name, err := ClusterName(account, ref)
 	if err != nil {
 		return "", nil, 0, err
 	}
-	rec, rev, err := s.cluster(ctx, account, name)
+	rec, rev, err := get[*storev1.ClusterRecord](ctx, kv, keys.Cluster(account, name))
 	if err != nil {
 		return "", nil, 0, err
 	}

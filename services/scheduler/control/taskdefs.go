@@ -335,10 +335,13 @@ func parseTaskDefRef(account, ref string) (family string, revision int, ok bool)
 // taskDefinition resolves a reference to a stored revision: family alone means its
 // latest ACTIVE revision. It returns a nil record when there is none.
 func (s *Server) taskDefinition(ctx context.Context, account, ref string) (*storev1.TaskDefinitionRecord, int64, error) {
-	return lookupTaskDefinition(ctx, s.kv, account, ref)
+	return LookupTaskDefinition(ctx, s.kv, account, ref)
 }
 
-func lookupTaskDefinition(ctx context.Context, kv clientv3.KV, account, ref string) (*storev1.TaskDefinitionRecord, int64, error) {
+// LookupTaskDefinition resolves a task definition reference of account (family — its
+// latest ACTIVE revision —, family:revision or ARN) to the stored revision, whatever its
+// status: nil when there is none or the reference cannot name one.
+func LookupTaskDefinition(ctx context.Context, kv clientv3.KV, account, ref string) (*storev1.TaskDefinitionRecord, int64, error) {
 	family, rev, ok := parseTaskDefRef(account, ref)
 	if !ok {
 		return nil, 0, nil
@@ -362,7 +365,7 @@ func RunnableTaskDefinition(ctx context.Context, kv clientv3.KV, account, ref st
 	if ref == "" {
 		return nil, ecserr.InvalidParameterf("taskDefinition is required.")
 	}
-	rec, _, err := lookupTaskDefinition(ctx, kv, account, ref)
+	rec, _, err := LookupTaskDefinition(ctx, kv, account, ref)
 	if err != nil {
 		return nil, err
 	}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -133,7 +135,42 @@ func (s *Server) newTasks(ctx context.Context, account, cluster string, td *ecsv
 			{Key: proto.String("aws:ecs:taskDefinitionFamily"), Value: proto.String(td.GetFamily())},
 		})
 	}
-	ov := sp.overrides
+	now := s.now()
+	out := make([]*storev1.TaskRecord, 0, n)
+	for range n {
+		out = append(out, NewTaskRecord(TaskTemplate{
+			Region: s.region, Account: account, Cluster: cluster, LongARN: long, NewID: s.newID, Now: now,
+			TaskDefinition: td, Overrides: sp.overrides, Group: group, LaunchType: launch, StartedBy: sp.startedBy,
+			Tags: tags, EnableExecuteCommand: sp.execCommand,
+		}))
+	}
+	return out, nil
+}
+
+// TaskTemplate is what NewTaskRecord builds a task from.
+type TaskTemplate struct {
+	Region, Account, Cluster string
+	// LongARN writes the task ARN in the long format (with the cluster name).
+	LongARN bool
+	// NewID returns the task id, then one id per container.
+	NewID func() string
+	// Now is the task's createdAt.
+	Now            time.Time
+	TaskDefinition *ecsv1.TaskDefinition
+	// Overrides are the task's overrides (cloned); nil for none.
+	Overrides *ecsv1.TaskOverride
+	// Group, LaunchType, StartedBy ("" for none) and Tags are written as given.
+	Group, LaunchType, StartedBy string
+	Tags                         []*ecsv1.Tag
+	EnableExecuteCommand         bool
+}
+
+// NewTaskRecord builds a PENDING task record, not yet placed, as RunTask writes it and
+// the service scheduler launches it: its containers PENDING with the task definition's
+// cpu and memory (overridden per container), its reservations from TaskReservation.
+func NewTaskRecord(tt TaskTemplate) *storev1.TaskRecord {
+	td := tt.TaskDefinition
+	ov := tt.Overrides
 	if ov == nil {
 		ov = &ecsv1.TaskOverride{}
 	}
@@ -144,74 +181,73 @@ func (s *Server) newTasks(ctx context.Context, account, cluster string, td *ecsv
 	if ov.InferenceAcceleratorOverrides == nil {
 		ov.InferenceAcceleratorOverrides = []*ecsv1.InferenceAcceleratorOverride{}
 	}
-	cpu, mem, tcp, udp := TaskReservation(td, ov)
-	now := s.nowEpoch()
-	out := make([]*storev1.TaskRecord, 0, n)
-	for range n {
-		id := s.newID()
-		taskARN := arn.TaskARN(s.region, account, cluster, id, long)
-		t := &ecsv1.Task{
-			TaskArn:               proto.String(taskARN),
-			ClusterArn:            proto.String(arn.ClusterARN(s.region, account, cluster)),
-			TaskDefinitionArn:     td.TaskDefinitionArn,
-			Overrides:             ov,
-			LastStatus:            proto.String("PENDING"),
-			DesiredStatus:         proto.String(desiredRunning),
-			CreatedAt:             now,
-			Group:                 proto.String(group),
-			LaunchType:            proto.String(launch),
-			Version:               1,
-			Tags:                  tags,
-			EnableExecuteCommand:  sp.execCommand,
-			Cpu:                   proto.String(itoa(cpu)),
-			Memory:                proto.String(itoa(mem)),
-			Attachments:           []*ecsv1.Attachment{},
-			Attributes:            []*ecsv1.Attribute{},
-			InferenceAccelerators: []*ecsv1.InferenceAccelerator{},
-		}
-		if sp.startedBy != "" {
-			t.StartedBy = proto.String(sp.startedBy)
-		}
-		byName := map[string]*ecsv1.ContainerOverride{}
-		for _, o := range ov.GetContainerOverrides() {
-			byName[o.GetName()] = o
-		}
-		for _, c := range td.GetContainerDefinitions() {
-			ct := &ecsv1.Container{
-				ContainerArn:      proto.String(strings.Replace(taskARN, ":task/", ":container/", 1) + "/" + s.newID()),
-				TaskArn:           proto.String(taskARN),
-				Name:              c.Name,
-				Image:             c.Image,
-				LastStatus:        proto.String("PENDING"),
-				Cpu:               proto.String(itoa(c.GetCpu())),
-				NetworkBindings:   []*ecsv1.NetworkBinding{},
-				NetworkInterfaces: []*ecsv1.NetworkInterface{},
-			}
-			if c.Memory != nil {
-				ct.Memory = proto.String(itoa(c.GetMemory()))
-			}
-			if c.MemoryReservation != nil {
-				ct.MemoryReservation = proto.String(itoa(c.GetMemoryReservation()))
-			}
-			if o := byName[c.GetName()]; o != nil {
-				if o.Cpu != nil {
-					ct.Cpu = proto.String(itoa(o.GetCpu()))
-				}
-				if o.Memory != nil {
-					ct.Memory = proto.String(itoa(o.GetMemory()))
-				}
-				if o.MemoryReservation != nil {
-					ct.MemoryReservation = proto.String(itoa(o.GetMemoryReservation()))
-				}
-			}
-			t.Containers = append(t.Containers, ct)
-		}
-		out = append(out, &storev1.TaskRecord{
-			Task: t, ClusterName: cluster,
-			ReservedCpu: cpu, ReservedMemory: mem, ReservedPorts: tcp, ReservedUdpPorts: udp,
-		})
+	tags := tt.Tags
+	if tags == nil {
+		tags = []*ecsv1.Tag{}
 	}
-	return out, nil
+	cpu, mem, tcp, udp := TaskReservation(td, ov)
+	id := tt.NewID()
+	taskARN := arn.TaskARN(tt.Region, tt.Account, tt.Cluster, id, tt.LongARN)
+	t := &ecsv1.Task{
+		TaskArn:               proto.String(taskARN),
+		ClusterArn:            proto.String(arn.ClusterARN(tt.Region, tt.Account, tt.Cluster)),
+		TaskDefinitionArn:     td.TaskDefinitionArn,
+		Overrides:             ov,
+		LastStatus:            proto.String("PENDING"),
+		DesiredStatus:         proto.String(desiredRunning),
+		CreatedAt:             proto.Float64(epoch(tt.Now)),
+		Group:                 proto.String(tt.Group),
+		LaunchType:            proto.String(tt.LaunchType),
+		Version:               1,
+		Tags:                  tags,
+		EnableExecuteCommand:  tt.EnableExecuteCommand,
+		Cpu:                   proto.String(itoa(cpu)),
+		Memory:                proto.String(itoa(mem)),
+		Attachments:           []*ecsv1.Attachment{},
+		Attributes:            []*ecsv1.Attribute{},
+		InferenceAccelerators: []*ecsv1.InferenceAccelerator{},
+	}
+	if tt.StartedBy != "" {
+		t.StartedBy = proto.String(tt.StartedBy)
+	}
+	byName := map[string]*ecsv1.ContainerOverride{}
+	for _, o := range ov.GetContainerOverrides() {
+		byName[o.GetName()] = o
+	}
+	for _, c := range td.GetContainerDefinitions() {
+		ct := &ecsv1.Container{
+			ContainerArn:      proto.String(strings.Replace(taskARN, ":task/", ":container/", 1) + "/" + tt.NewID()),
+			TaskArn:           proto.String(taskARN),
+			Name:              c.Name,
+			Image:             c.Image,
+			LastStatus:        proto.String("PENDING"),
+			Cpu:               proto.String(itoa(c.GetCpu())),
+			NetworkBindings:   []*ecsv1.NetworkBinding{},
+			NetworkInterfaces: []*ecsv1.NetworkInterface{},
+		}
+		if c.Memory != nil {
+			ct.Memory = proto.String(itoa(c.GetMemory()))
+		}
+		if c.MemoryReservation != nil {
+			ct.MemoryReservation = proto.String(itoa(c.GetMemoryReservation()))
+		}
+		if o := byName[c.GetName()]; o != nil {
+			if o.Cpu != nil {
+				ct.Cpu = proto.String(itoa(o.GetCpu()))
+			}
+			if o.Memory != nil {
+				ct.Memory = proto.String(itoa(o.GetMemory()))
+			}
+			if o.MemoryReservation != nil {
+				ct.MemoryReservation = proto.String(itoa(o.GetMemoryReservation()))
+			}
+		}
+		t.Containers = append(t.Containers, ct)
+	}
+	return &storev1.TaskRecord{
+		Task: t, ClusterName: tt.Cluster,
+		ReservedCpu: cpu, ReservedMemory: mem, ReservedPorts: tcp, ReservedUdpPorts: udp,
+	}
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
@@ -435,7 +471,7 @@ func (s *Server) StopTask(ctx context.Context, req *connect.Request[ecsv1.StopTa
 		if len(m.GetReason()) > 1024 {
 			return nil, ecserr.InvalidParameterf("reason can be at most 1024 characters.")
 		}
-		name, err := clusterName(account, m.GetCluster())
+		name, err := ClusterName(account, m.GetCluster())
 		if err != nil {
 			return nil, err
 		}
@@ -472,9 +508,19 @@ func (s *Server) StopTaskRecord(ctx context.Context, account, cluster, taskID, s
 }
 
 func (s *Server) stopTask(ctx context.Context, account, key, stopCode, reason string) (*storev1.TaskRecord, error) {
+	return StopTaskTxn(ctx, s.kv, s.now, account, key, stopCode, reason)
+}
+
+// StopTaskTxn stops the task at key as StopTask does: desiredStatus STOPPED with the
+// stopCode, reason and stoppingAt, and a StopOrder in its instance's inbox; a task not
+// placed goes straight to STOPPED (its containers too) with the cluster's counters. The
+// txn also requires ifs (the service scheduler passes the leader's fence) and is retried
+// on conflict until ctx ends. A task already desired STOPPED is left as it is. It returns
+// the task as read; InvalidParameterException when there is none. now is the clock.
+func StopTaskTxn(ctx context.Context, kv clientv3.KV, now func() time.Time, account, key, stopCode, reason string, ifs ...clientv3.Cmp) (*storev1.TaskRecord, error) {
 	var out *storev1.TaskRecord
 	err := retry(ctx, func() error {
-		rec, rev, err := get[*storev1.TaskRecord](ctx, s.kv, key)
+		rec, rev, err := get[*storev1.TaskRecord](ctx, kv, key)
 		if err != nil {
 			return err
 		}
@@ -487,20 +533,20 @@ func (s *Server) stopTask(ctx context.Context, account, key, stopCode, reason st
 			return nil
 		}
 		old := proto.Clone(rec).(*storev1.TaskRecord)
-		now := s.nowEpoch()
+		stamp := proto.Float64(epoch(now()))
 		t.DesiredStatus = proto.String(desiredStopped)
 		t.StopCode = proto.String(stopCode)
 		t.StoppedReason = proto.String(reason)
-		t.StoppingAt = now
+		t.StoppingAt = stamp
 		t.Version++
-		txn := store.NewTxn(s.kv)
+		txn := store.NewTxn(kv).If(ifs...)
 		inst := rec.GetContainerInstanceId()
 		if inst != "" && t.GetLastStatus() != "STOPPED" {
 			txn.Put(keys.Inbox(inst, TaskID(rec)), &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Stop{Stop: &agentv1.StopOrder{
 				DeliveryId: TaskID(rec) + "-stop", TaskArn: t.GetTaskArn(), Reason: reason, StopCode: stopCode,
 			}}})
 		} else if t.GetLastStatus() != "STOPPED" {
-			crec, crev, err := s.cluster(ctx, account, rec.GetClusterName())
+			crec, crev, err := get[*storev1.ClusterRecord](ctx, kv, keys.Cluster(account, rec.GetClusterName()))
 			if err != nil {
 				return err
 			}
@@ -509,7 +555,7 @@ func (s *Server) stopTask(ctx context.Context, account, key, stopCode, reason st
 			}
 			ApplyCountDelta(crec.GetCluster(), t.GetLastStatus(), "STOPPED")
 			t.LastStatus = proto.String("STOPPED")
-			t.StoppedAt, t.ExecutionStoppedAt = now, now
+			t.StoppedAt, t.ExecutionStoppedAt = stamp, stamp
 			for _, c := range t.GetContainers() {
 				c.LastStatus = proto.String("STOPPED")
 			}
@@ -534,7 +580,7 @@ func (s *Server) DescribeTasks(ctx context.Context, req *connect.Request[ecsv1.D
 		if len(m.GetTasks()) > 100 {
 			return nil, ecserr.InvalidParameterf("tasks can list at most 100 tasks.")
 		}
-		name, err := clusterName(account, m.GetCluster())
+		name, err := ClusterName(account, m.GetCluster())
 		if err != nil {
 			return nil, err
 		}
@@ -612,7 +658,7 @@ func (s *Server) ListTasks(ctx context.Context, req *connect.Request[ecsv1.ListT
 		if m.Family != nil && m.ServiceName != nil {
 			return nil, ecserr.InvalidParameterf("family may not be specified with serviceName.")
 		}
-		name, err := clusterName(account, m.GetCluster())
+		name, err := ClusterName(account, m.GetCluster())
 		if err != nil {
 			return nil, err
 		}

@@ -1,9 +1,11 @@
 package control
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -347,6 +349,38 @@ func TestStopUnplacedTask(t *testing.T) {
 		t.Fatalf("stopped %v", st)
 	}
 	e.checkCounters("c")
+}
+
+// TestStopTaskTxnFence: StopTaskTxn's extra compares (the service scheduler's leader
+// fence) guard the write; a failing one leaves the task as it was.
+func TestStopTaskTxnFence(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster("c")
+	rec := &storev1.TaskRecord{ClusterName: "c", ContainerInstanceId: "i1", Task: &ecsv1.Task{
+		TaskArn: proto.String("arn:aws:ecs:us-east-1:" + e.acc + ":task/c/00000000000000000000000000000002"), LastStatus: proto.String("RUNNING"),
+		DesiredStatus: proto.String("RUNNING"), TaskDefinitionArn: proto.String("arn:aws:ecs:us-east-1:" + e.acc + ":task-definition/x:1"),
+	}}
+	txn := store.NewTxn(sharedEtcd)
+	WriteTaskTxn(txn, e.acc, nil, 0, rec)
+	if _, err := txn.Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	key := keys.Task(e.acc, "c", "00000000000000000000000000000002")
+	ctx, cancel := context.WithTimeout(e.ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := StopTaskTxn(ctx, sharedEtcd, time.Now, e.acc, key, "ServiceSchedulerInitiated", "scale in", store.Fence("/berth/v1/leader/none", 42)); err == nil {
+		t.Fatal("stopped through a failing fence")
+	}
+	if got := e.describeTask("c", rec.GetTask().GetTaskArn()); got.GetDesiredStatus() != "RUNNING" {
+		t.Fatalf("task changed through a failing fence: %v", got)
+	}
+	got, err := StopTaskTxn(e.ctx, sharedEtcd, time.Now, e.acc, key, "ServiceSchedulerInitiated", "scale in")
+	if err != nil || got.GetTask().GetDesiredStatus() != "STOPPED" || got.GetTask().GetStopCode() != "ServiceSchedulerInitiated" {
+		t.Fatalf("stop: %v %v", got, err)
+	}
+	if _, err := StopTaskTxn(e.ctx, sharedEtcd, time.Now, e.acc, keys.Task(e.acc, "c", "00000000000000000000000000000009"), "x", "y"); err == nil {
+		t.Fatal("stopped a task that does not exist")
+	}
 }
 
 func TestDescribeAndListTasks(t *testing.T) {

@@ -131,7 +131,7 @@ func toRequest(req control.PlaceRequest, instances []string) Request {
 		Count:  len(req.Tasks),
 		Group:  t0.GetTask().GetGroup(),
 		Constraints: append(ConstraintsFrom(req.PlacementConstraints, req.TaskDefinition.GetPlacementConstraints()),
-			requiresAttributes(req.TaskDefinition)...),
+			RequiresAttributes(req.TaskDefinition)...),
 		Strategy:  StrategiesFrom(req.PlacementStrategy),
 		Instances: instances,
 	}
@@ -210,9 +210,9 @@ func (c *ControlPlacer) cluster(ctx context.Context, account, name string, fresh
 	return rec, rev, nil
 }
 
-// requiresAttributes turns the task definition's requiresAttributes into memberOf
-// constraints.
-func requiresAttributes(td *ecsv1.TaskDefinition) []Constraint {
+// RequiresAttributes turns the task definition's requiresAttributes into memberOf
+// constraints (for RunTask here, and for the service scheduler's launches).
+func RequiresAttributes(td *ecsv1.TaskDefinition) []Constraint {
 	var out []Constraint
 	for _, a := range td.GetRequiresAttributes() {
 		expr := "attribute:" + a.GetName() + " exists"

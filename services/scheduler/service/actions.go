@@ -16,6 +16,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/control"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
@@ -101,7 +102,7 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 		if p := m.GetPropagateTags(); p != "" && p != "TASK_DEFINITION" && p != "SERVICE" && p != "NONE" {
 			return nil, ecserr.InvalidParameterf("Invalid propagateTags %q: valid values are TASK_DEFINITION, SERVICE and NONE.", p)
 		}
-		cluster, _, _, err := h.activeCluster(ctx, account, m.GetCluster())
+		cluster, _, _, err := control.ActiveCluster(ctx, h.kv, account, m.GetCluster())
 		if err != nil {
 			return nil, err
 		}
@@ -241,7 +242,7 @@ func (h *Handler) describeLive(ctx context.Context, account string, rec *storev1
 // loadService reads a service of an ACTIVE cluster by reference; a missing one is
 // ServiceNotFoundException.
 func (h *Handler) loadService(ctx context.Context, account, clusterRef, ref string) (string, string, error) {
-	cluster, _, _, err := h.activeCluster(ctx, account, clusterRef)
+	cluster, _, _, err := control.ActiveCluster(ctx, h.kv, account, clusterRef)
 	if err != nil {
 		return "", "", err
 	}
@@ -537,7 +538,7 @@ func (h *Handler) DescribeServices(ctx context.Context, req *connect.Request[ecs
 			}
 			withTags = true
 		}
-		cluster, _, _, err := h.activeCluster(ctx, account, m.GetCluster())
+		cluster, _, _, err := control.ActiveCluster(ctx, h.kv, account, m.GetCluster())
 		if err != nil {
 			return nil, err
 		}
@@ -618,7 +619,7 @@ func (h *Handler) ListServices(ctx context.Context, req *connect.Request[ecsv1.L
 		if ss := m.GetSchedulingStrategy(); ss != "" && ss != StrategyReplica && ss != StrategyDaemon {
 			return nil, ecserr.InvalidParameterf("Invalid schedulingStrategy %q.", ss)
 		}
-		cluster, _, _, err := h.activeCluster(ctx, account, m.GetCluster())
+		cluster, _, _, err := control.ActiveCluster(ctx, h.kv, account, m.GetCluster())
 		if err != nil {
 			return nil, err
 		}

@@ -22,8 +22,8 @@ import (
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
 	"github.com/berthhq/berth/services/scheduler/caller"
+	"github.com/berthhq/berth/services/scheduler/control"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
-	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/store"
 )
@@ -159,27 +159,6 @@ func fromEpoch(v float64) time.Time {
 
 func (h *Handler) nowEpoch() *float64 { return proto.Float64(epoch(h.now())) }
 
-// clusterName resolves a cluster reference (empty for "default", a name or an ARN).
-func clusterName(account, ref string) (string, error) {
-	if ref == "" {
-		return DefaultCluster, nil
-	}
-	if arn.IsARN(ref) {
-		a, err := arn.Parse(ref)
-		if err != nil || a.Type != arn.Cluster {
-			return "", ecserr.InvalidParameterf("Invalid cluster ARN: %s", ref)
-		}
-		if a.Account != account {
-			return "", ecserr.ClusterNotFoundError()
-		}
-		ref = a.Name
-	}
-	if !validName(ref) {
-		return "", ecserr.ClusterNotFoundError()
-	}
-	return ref, nil
-}
-
 // get reads a record, nil when absent.
 func get[T proto.Message](ctx context.Context, kv clientv3.KV, key string) (T, int64, error) {
 	v, rev, err := store.Get[T](ctx, kv, key)
@@ -188,22 +167,6 @@ func get[T proto.Message](ctx context.Context, kv clientv3.KV, key string) (T, i
 		return zero, 0, nil
 	}
 	return v, rev, err
-}
-
-// activeCluster reads an ACTIVE cluster; otherwise ClusterNotFoundException.
-func (h *Handler) activeCluster(ctx context.Context, account, ref string) (string, *storev1.ClusterRecord, int64, error) {
-	name, err := clusterName(account, ref)
-	if err != nil {
-		return "", nil, 0, err
-	}
-	rec, rev, err := get[*storev1.ClusterRecord](ctx, h.kv, keys.Cluster(account, name))
-	if err != nil {
-		return "", nil, 0, fmt.Errorf("service: read cluster %s: %w", name, err)
-	}
-	if rec == nil || rec.GetCluster().GetStatus() != StatusActive {
-		return "", nil, 0, ecserr.ClusterNotFoundError()
-	}
-	return name, rec, rev, nil
 }
 
 // serviceName resolves a service reference (a name, or a short or long service ARN of
@@ -220,59 +183,17 @@ func serviceName(account, cluster, ref string) (string, bool) {
 	return ref, validName(ref)
 }
 
-// parseTaskDefRef splits a task definition reference (family, family:revision or ARN).
-func parseTaskDefRef(account, ref string) (family string, revision int, ok bool) {
-	if arn.IsARN(ref) {
-		a, err := arn.Parse(ref)
-		if err != nil || a.Type != arn.TaskDefinition || a.Account != account {
-			return "", 0, false
-		}
-		return a.Name, a.Revision, validName(a.Name)
-	}
-	family, rev, hasRev := strings.Cut(ref, ":")
-	if !validName(family) {
-		return "", 0, false
-	}
-	if !hasRev {
-		return family, 0, true
-	}
-	var n int
-	if _, err := fmt.Sscanf(rev, "%d", &n); err != nil || n < 1 || fmt.Sprint(n) != rev {
-		return "", 0, false
-	}
-	return family, n, true
-}
-
-// taskDefinition resolves a task definition reference to an ACTIVE revision (family
-// alone: its latest ACTIVE revision). Errors: InvalidParameterException "TaskDefinition
-// not found.", ClientException "TaskDefinition is inactive" (AWS's messages).
+// taskDefinition resolves a task definition reference (control.LookupTaskDefinition) to
+// an ACTIVE revision (family alone: its latest ACTIVE revision). Errors:
+// InvalidParameterException "TaskDefinition not found.", ClientException "TaskDefinition
+// is inactive" (AWS's answers to the service calls).
 func taskDefinition(ctx context.Context, kv clientv3.KV, account, ref string) (*storev1.TaskDefinitionRecord, error) {
 	if ref == "" {
 		return nil, ecserr.InvalidParameterf("taskDefinition is required.")
 	}
-	family, rev, ok := parseTaskDefRef(account, ref)
-	if !ok {
-		return nil, ecserr.InvalidParameterf("TaskDefinition not found.")
-	}
-	if rev == 0 {
-		// Latest ACTIVE revision: the last key of the family's ACTIVE index.
-		prefix := keys.TaskDefinitionByStatus(account, StatusActive, family, 0)
-		resp, err := kv.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-			clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1))
-		if err != nil {
-			return nil, fmt.Errorf("service: latest revision of %s: %w", family, err)
-		}
-		if len(resp.Kvs) == 0 {
-			return nil, ecserr.InvalidParameterf("TaskDefinition not found.")
-		}
-		k := string(resp.Kvs[0].Key)
-		if _, err := fmt.Sscanf(k[strings.LastIndexByte(k, '/')+1:], "%d", &rev); err != nil {
-			return nil, fmt.Errorf("service: bad task definition index key %q", k)
-		}
-	}
-	rec, _, err := get[*storev1.TaskDefinitionRecord](ctx, kv, keys.TaskDefinition(account, family, rev))
+	rec, _, err := control.LookupTaskDefinition(ctx, kv, account, ref)
 	if err != nil {
-		return nil, fmt.Errorf("service: read task definition %s:%d: %w", family, rev, err)
+		return nil, fmt.Errorf("service: read task definition %s: %w", ref, err)
 	}
 	if rec == nil {
 		return nil, ecserr.InvalidParameterf("TaskDefinition not found.")

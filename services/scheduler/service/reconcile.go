@@ -14,7 +14,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
-	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
@@ -1205,7 +1204,7 @@ func (r *Reconciler) launch(ctx context.Context, cs *clusterState, rec *storev1.
 		Demand:      demand,
 		Count:       n,
 		Group:       "service:" + s.GetServiceName(),
-		Constraints: append(placement.ConstraintsFrom(s.GetPlacementConstraints(), td.GetPlacementConstraints()), requiresAttributes(td)...),
+		Constraints: append(placement.ConstraintsFrom(s.GetPlacementConstraints(), td.GetPlacementConstraints()), placement.RequiresAttributes(td)...),
 		Strategy:    placement.StrategiesFrom(s.GetPlacementStrategy()),
 	}
 	if len(instances) > 0 {
@@ -1248,30 +1247,11 @@ func (r *Reconciler) launch(ctx context.Context, cs *clusterState, rec *storev1.
 	return ids, res.Failures, nil
 }
 
-// requiresAttributes turns the task definition's requiresAttributes into memberOf
-// constraints (as placement.ControlPlacer does for RunTask).
-func requiresAttributes(td *ecsv1.TaskDefinition) []placement.Constraint {
-	var out []placement.Constraint
-	for _, a := range td.GetRequiresAttributes() {
-		expr := "attribute:" + a.GetName() + " exists"
-		if a.Value != nil {
-			expr = "attribute:" + a.GetName() + " == '" + a.GetValue() + "'"
-		}
-		out = append(out, placement.Constraint{Type: placement.ConstraintMemberOf, Expression: expr})
-	}
-	return out
-}
-
 // newTask builds a PENDING service task record (not yet placed): startedBy and
 // deployment_id the deployment, group "service:<name>", tags propagated as the service
 // says, reservations from the task definition.
 func (r *Reconciler) newTask(account, cluster string, rec *storev1.ServiceRecord, tdRec *storev1.TaskDefinitionRecord, depID string) *storev1.TaskRecord {
 	s := rec.GetService()
-	td := tdRec.GetTaskDefinition()
-	id := r.cfg.NewID()
-	taskARN := arn.TaskARN(r.cfg.Region, account, cluster, id, true)
-	ov := &ecsv1.TaskOverride{ContainerOverrides: []*ecsv1.ContainerOverride{}, InferenceAcceleratorOverrides: []*ecsv1.InferenceAcceleratorOverride{}}
-	cpu, mem, tcp, udp := control.TaskReservation(td, ov)
 	var tags []*ecsv1.Tag
 	switch s.GetPropagateTags() {
 	case "SERVICE":
@@ -1284,97 +1264,25 @@ func (r *Reconciler) newTask(account, cluster string, rec *storev1.ServiceRecord
 			&ecsv1.Tag{Key: proto.String("aws:ecs:clusterName"), Value: proto.String(cluster)},
 			&ecsv1.Tag{Key: proto.String("aws:ecs:serviceName"), Value: proto.String(s.GetServiceName())})
 	}
-	now := proto.Float64(epoch(r.cfg.Now()))
-	t := &ecsv1.Task{
-		TaskArn:               proto.String(taskARN),
-		ClusterArn:            proto.String(arn.ClusterARN(r.cfg.Region, account, cluster)),
-		TaskDefinitionArn:     td.TaskDefinitionArn,
-		Overrides:             ov,
-		LastStatus:            proto.String("PENDING"),
-		DesiredStatus:         proto.String("RUNNING"),
-		CreatedAt:             now,
-		Group:                 proto.String("service:" + s.GetServiceName()),
-		StartedBy:             proto.String(depID),
-		LaunchType:            proto.String(s.GetLaunchType()),
-		Version:               1,
-		Tags:                  nonNil(tags),
-		EnableExecuteCommand:  s.GetEnableExecuteCommand(),
-		Cpu:                   proto.String(fmt.Sprint(cpu)),
-		Memory:                proto.String(fmt.Sprint(mem)),
-		Attachments:           []*ecsv1.Attachment{},
-		Attributes:            []*ecsv1.Attribute{},
-		InferenceAccelerators: []*ecsv1.InferenceAccelerator{},
-	}
-	for _, c := range td.GetContainerDefinitions() {
-		ct := &ecsv1.Container{
-			ContainerArn:      proto.String(strings.Replace(taskARN, ":task/", ":container/", 1) + "/" + r.cfg.NewID()),
-			TaskArn:           proto.String(taskARN),
-			Name:              c.Name,
-			Image:             c.Image,
-			LastStatus:        proto.String("PENDING"),
-			Cpu:               proto.String(fmt.Sprint(c.GetCpu())),
-			NetworkBindings:   []*ecsv1.NetworkBinding{},
-			NetworkInterfaces: []*ecsv1.NetworkInterface{},
-		}
-		if c.Memory != nil {
-			ct.Memory = proto.String(fmt.Sprint(c.GetMemory()))
-		}
-		if c.MemoryReservation != nil {
-			ct.MemoryReservation = proto.String(fmt.Sprint(c.GetMemoryReservation()))
-		}
-		t.Containers = append(t.Containers, ct)
-	}
-	return &storev1.TaskRecord{
-		Task: t, ClusterName: cluster, ServiceName: s.GetServiceName(), DeploymentId: depID,
-		ReservedCpu: cpu, ReservedMemory: mem, ReservedPorts: tcp, ReservedUdpPorts: udp,
-	}
+	t := control.NewTaskRecord(control.TaskTemplate{
+		Region: r.cfg.Region, Account: account, Cluster: cluster, LongARN: true, NewID: r.cfg.NewID, Now: r.cfg.Now(),
+		TaskDefinition: tdRec.GetTaskDefinition(), Group: "service:" + s.GetServiceName(), LaunchType: s.GetLaunchType(),
+		StartedBy: depID, Tags: tags, EnableExecuteCommand: s.GetEnableExecuteCommand(),
+	})
+	t.ServiceName, t.DeploymentId = s.GetServiceName(), depID
+	return t
 }
 
-// stopTask stops a task as control's StopTask does (desiredStatus STOPPED, stopCode
-// ServiceSchedulerInitiated, the reason, a StopOrder in the agent's inbox; a task not
-// placed goes straight to STOPPED with the cluster's counters), fenced, retried on
-// conflict. It is control.Server.StopTaskRecord plus the leader's fence.
+// stopTask stops a task as control's StopTask does (control.StopTaskTxn: desiredStatus
+// STOPPED, stopCode ServiceSchedulerInitiated, the reason, a StopOrder in the agent's
+// inbox; a task not placed goes straight to STOPPED with the cluster's counters), fenced,
+// retried on conflict. A task already STOPPED is left alone.
 func (r *Reconciler) stopTask(ctx context.Context, account string, it store.Item[*storev1.TaskRecord], reason string) error {
-	rec, rev := proto.Clone(it.Value).(*storev1.TaskRecord), it.ModRevision
-	key := it.Key
-	for attempt := 0; ; attempt++ {
-		t := rec.GetTask()
-		if t.GetDesiredStatus() == "STOPPED" || t.GetLastStatus() == "STOPPED" {
-			return nil
-		}
-		old := proto.Clone(rec).(*storev1.TaskRecord)
-		now := proto.Float64(epoch(r.cfg.Now()))
-		t.DesiredStatus = proto.String("STOPPED")
-		t.StopCode = proto.String(StopCodeScheduler)
-		t.StoppedReason = proto.String(reason)
-		t.StoppingAt = now
-		t.Version++
-		txn := store.NewTxn(r.cfg.Client).If(r.cfg.Fence...)
-		if inst := rec.GetContainerInstanceId(); inst != "" {
-			txn.Put(keys.Inbox(inst, control.TaskID(rec)), &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Stop{Stop: &agentv1.StopOrder{
-				DeliveryId: control.TaskID(rec) + "-stop", TaskArn: t.GetTaskArn(), Reason: reason, StopCode: StopCodeScheduler,
-			}}})
-		} else {
-			crec, crev, err := store.Get[*storev1.ClusterRecord](ctx, r.cfg.Client, keys.Cluster(account, rec.GetClusterName()))
-			if err != nil {
-				return fmt.Errorf("service: read cluster: %w", err)
-			}
-			control.ApplyCountDelta(crec.GetCluster(), t.GetLastStatus(), "STOPPED")
-			t.LastStatus = proto.String("STOPPED")
-			t.StoppedAt, t.ExecutionStoppedAt = now, now
-			txn.Update(keys.Cluster(account, rec.GetClusterName()), crev, crec)
-		}
-		control.WriteTaskTxn(txn, account, old, rev, rec)
-		_, err := txn.Commit(ctx)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, store.ErrConflict) || attempt >= 16 {
-			return fmt.Errorf("service: stop task %s: %w", control.TaskID(rec), err)
-		}
-		rec, rev, err = store.Get[*storev1.TaskRecord](ctx, r.cfg.Client, key)
-		if err != nil {
-			return fmt.Errorf("service: re-read task: %w", err)
-		}
+	if it.Value.GetTask().GetLastStatus() == "STOPPED" {
+		return nil
 	}
+	if _, err := control.StopTaskTxn(ctx, r.cfg.Client, r.cfg.Now, account, it.Key, StopCodeScheduler, reason, r.cfg.Fence...); err != nil {
+		return fmt.Errorf("service: stop task %s: %w", control.TaskID(it.Value), err)
+	}
+	return nil
 }

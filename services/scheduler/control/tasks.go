@@ -107,6 +107,11 @@ func checkSpec(sp *taskSpec, td *ecsv1.TaskDefinition) error {
 	if sp.launchType != "" && !oneOf(sp.launchType, "EC2", "FARGATE", "EXTERNAL", "MANAGED_INSTANCES") {
 		return ecserr.InvalidParameterf("Invalid launchType %q.", sp.launchType)
 	}
+	// Berth has no serverless capacity: a FARGATE (or MANAGED_INSTANCES) task must not be
+	// run on a container instance while claiming to be one.
+	if oneOf(sp.launchType, "FARGATE", "MANAGED_INSTANCES") {
+		return ecserr.New("UnsupportedFeatureException", "Berth runs tasks on registered container instances only: launchType %s is not supported; use EC2 or EXTERNAL.", sp.launchType)
+	}
 	return validateOverrides(td, sp.overrides)
 }
 

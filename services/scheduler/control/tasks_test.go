@@ -156,6 +156,7 @@ func TestRunTaskValidation(t *testing.T) {
 		{"count 0", &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("web"), Count: proto.Int32(0)}, "InvalidParameterException", "count"},
 		{"count 11", &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("web"), Count: proto.Int32(11)}, "InvalidParameterException", "count"},
 		{"no cluster", &ecsv1.RunTaskRequest{TaskDefinition: proto.String("web")}, "ClusterNotFoundException", "Cluster not found."},
+		{"fargate", &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("web"), LaunchType: proto.String("FARGATE")}, "UnsupportedFeatureException", "FARGATE"},
 		{"no task definition", &ecsv1.RunTaskRequest{Cluster: proto.String("c")}, "InvalidParameterException", "taskDefinition"},
 		{"unknown task definition", &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("nope")}, "ClientException", "TaskDefinition not found."},
 		{"inactive task definition", &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("old:1")}, "InvalidParameterException", "TaskDefinition is inactive"},

@@ -8,7 +8,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
@@ -91,6 +93,11 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
+	unlock, err := lockDataDir(dataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -262,7 +269,9 @@ func devContainerd(ctx context.Context, log *slog.Logger, dataDir, addr string) 
 func waitRegistered(ctx context.Context, sched *app.App, cfg devConfig, hostID string) error {
 	ictx := caller.With(ctx, caller.Identity{Account: cfg.AccountID})
 	for {
-		if connectedInstances(ictx, sched, cfg.Cluster) > 0 {
+		// Sessions counts live agent streams on this (only) replica: the instance record
+		// alone can still say agentConnected from before a restart.
+		if sched.Sessions() > 0 && connectedInstances(ictx, sched, cfg.Cluster) > 0 {
 			return nil
 		}
 		select {
@@ -304,7 +313,33 @@ func devHealth(ctx context.Context, etcd *etcdembed.Server, sched *app.App, cfg 
 		report["etcd"] = err.Error()
 		return report, false
 	}
-	agents := connectedInstances(caller.With(sctx, caller.Identity{Account: cfg.AccountID}), sched, cfg.Cluster)
+	agents := 0
+	if sched.Sessions() > 0 {
+		agents = connectedInstances(caller.With(sctx, caller.Identity{Account: cfg.AccountID}), sched, cfg.Cluster)
+	}
 	report["agents"] = agents
 	return report, agents > 0
+}
+
+// lockDataDir takes an exclusive lock on dataDir/berth.lock so a second `berth dev` on the
+// same data dir fails at once instead of waiting forever on etcd's database lock. It
+// returns the function that releases the lock.
+func lockDataDir(dataDir string) (func(), error) {
+	path := filepath.Join(dataDir, "berth.lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock data dir: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
+		f.Close()
+		return nil, fmt.Errorf("data dir %s is in use by another berth dev (pid %s): stop it, or set BERTH_DATA_DIR to another directory",
+			dataDir, strings.TrimSpace(string(holder)))
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
 }

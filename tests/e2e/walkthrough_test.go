@@ -250,6 +250,15 @@ func TestDevStatePersists(t *testing.T) {
 	dev := startDev(t, root, env, filepath.Join(dir, "dev.log"))
 	image := envValue(env, "BERTH_REGISTRY_ADDR") + "/berth/demo:latest"
 
+	// A second berth dev on the same data dir says so at once rather than waiting forever
+	// on etcd's database lock.
+	second := exec.Command(filepath.Join(root, "bin/berth"), "dev")
+	second.Dir, second.Env = root, env
+	out, err := second.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "is in use by another berth dev") {
+		t.Errorf("second berth dev on the same data dir: err %v, output %q", err, out)
+	}
+
 	cli(t, root, env, "bin/berth", "image", "demo")
 	cli(t, root, env, "aws", "ecs", "create-cluster", "--cluster-name", "keep")
 	cli(t, root, env, "aws", "ecs", "register-task-definition", "--family", "sleeper",

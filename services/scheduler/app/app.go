@@ -143,7 +143,7 @@ func New(cfg Config) (*App, error) {
 		Logger:   cfg.Logger.With("component", "leader"),
 	})
 
-	identity := connect.WithInterceptors(caller.Interceptor{})
+	identity := connect.WithInterceptors(caller.Interceptor{}, rpcLog{log: cfg.Logger.With("component", "rpc")})
 	mux := http.NewServeMux()
 	mux.Handle(ecsv1connect.NewEcsServiceHandler(ecsHandler{a.control, a.services}, identity))
 	mux.Handle(agentv1connect.NewAgentServiceHandler(a.sessions, identity))

@@ -1,0 +1,69 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
+	"github.com/berthhq/berth/services/scheduler/caller"
+	"github.com/berthhq/berth/services/scheduler/etcdembed"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestRPCLogCarriesRequestIdentity: a failed ECS call is logged with the gateway's request
+// id, the caller's account and the ECS error type, so a request can be followed from the
+// gateway's access log into the scheduler's.
+func TestRPCLogCarriesRequestIdentity(t *testing.T) {
+	var logs syncBuffer
+	a, err := New(Config{Etcd: etcdembed.StartForTest(t), Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	client := ecsv1connect.NewEcsServiceClient(srv.Client(), srv.URL)
+	req := connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("bad name!")})
+	req.Header().Set(caller.AccountHeader, "123456789012")
+	req.Header().Set(caller.RequestIDHeader, "req-42")
+	if _, err := client.CreateCluster(context.Background(), req); err == nil {
+		t.Fatal("CreateCluster with an invalid name succeeded")
+	}
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != "rpc" {
+			continue
+		}
+		if rec["request_id"] != "req-42" || rec["account"] != "123456789012" || rec["error"] != "InvalidParameterException" ||
+			!strings.HasSuffix(rec["procedure"].(string), "/CreateCluster") {
+			t.Fatalf("rpc log line %s", line)
+		}
+		return
+	}
+	t.Fatalf("no rpc log line in:\n%s", logs.String())
+}

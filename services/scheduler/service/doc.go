@@ -46,8 +46,10 @@
 // tasks — are surplus. Missing tasks are launched while the service's non-stopped tasks
 // stay within maximumPercent of desired (rounded down); surplus tasks are stopped, those
 // not healthy at once and healthy ones only while the healthy count stays at or above
-// minimumHealthyPercent of desired (rounded up). A deployment is COMPLETED when its tasks
-// are all running and healthy and no other deployment has tasks left.
+// minimumHealthyPercent of desired (rounded up). A deployment is COMPLETED (and the
+// service in steady state) when its tasks are all running and healthy, each for at least
+// ReconcilerConfig.StableAfter (a task RUNNING for an instant in a crash loop does not
+// count), nothing is pending and no other deployment has tasks left.
 //
 // A task that stopped without being asked to (TaskFailedToStart,
 // EssentialContainerExited, no stop code) or was stopped for failing health checks is a
@@ -56,5 +58,6 @@
 // with rollback, starts a new deployment of the last COMPLETED deployment's task
 // definition. Independently of the breaker, n failed tasks since the deployment's last
 // successful one delay its next launch by min(BackoffBase × 2^(n-1), BackoffCap) (27
-// minutes by default, AWS's cap); a task that becomes healthy resets the count.
+// minutes by default, AWS's cap); a task that stays healthy for StableAfter resets the
+// count.
 package service

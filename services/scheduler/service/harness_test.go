@@ -87,7 +87,8 @@ type env struct {
 	cluster string
 	// behave decides what the fake agent does with a PENDING task: "run" (RUNNING,
 	// containers HEALTHY when health-checked), "crash" (STOPPED, EssentialContainerExited),
-	// "hold" (stay PENDING), "unhealthy" (RUNNING with UNHEALTHY containers).
+	// "hold" (stay PENDING), "unhealthy" (RUNNING with UNHEALTHY containers), "flap"
+	// (RUNNING, then STOPPED with exit code 3 on the next round: a real agent's crash loop).
 	behave func(t *ecsv1.Task) string
 }
 
@@ -110,6 +111,10 @@ func newEnv(t testing.TB, cfg ReconcilerConfig) *env {
 	p := placement.NewPlacer(sharedEtcd, nil, placement.WithoutCache())
 	t.Cleanup(p.Close)
 	cfg.Client, cfg.Placer, cfg.Now = sharedEtcd, p, clk.Now
+	if cfg.StableAfter == 0 {
+		// The clock stands still between steps: tests opt into the stability window.
+		cfg.StableAfter = -1
+	}
 	e.r = NewReconciler(cfg)
 	must(e, e.ctl.CreateCluster, &ecsv1.CreateClusterRequest{ClusterName: proto.String(e.cluster)})
 	return e
@@ -211,6 +216,11 @@ func (e *env) agent() {
 			ch.LastStatus = "STOPPED"
 			for _, c := range t.GetContainers() {
 				ch.Containers = append(ch.Containers, &agentv1.ContainerState{Name: c.GetName(), LastStatus: "STOPPED", ExitCode: proto.Int32(0)})
+			}
+		case t.GetLastStatus() == "RUNNING" && e.behave(t) == "flap":
+			ch.LastStatus, ch.StopCode, ch.StoppedReason = "STOPPED", "EssentialContainerExited", "Essential container in task exited"
+			for _, c := range t.GetContainers() {
+				ch.Containers = append(ch.Containers, &agentv1.ContainerState{Name: c.GetName(), LastStatus: "STOPPED", ExitCode: proto.Int32(3)})
 			}
 		case t.GetLastStatus() == "PENDING":
 			switch e.behave(t) {

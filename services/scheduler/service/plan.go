@@ -57,3 +57,9 @@ func LaunchDelay(n, after int, base, limit time.Duration) time.Duration {
 	}
 	return min(d, limit)
 }
+
+// DefaultStableAfter is how long a service task must stay RUNNING and healthy before the
+// scheduler counts it as started: a deployment is COMPLETED, and a service in steady
+// state, only when all its tasks have; a task that exits right after starting (a crash
+// loop) is a failed task, never a success that resets the launch backoff.
+const DefaultStableAfter = 5 * time.Second

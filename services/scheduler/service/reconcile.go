@@ -70,6 +70,12 @@ type ReconcilerConfig struct {
 	// BreakerMinThreshold is the floor of the circuit breaker threshold. Default
 	// DefaultBreakerMinThreshold.
 	BreakerMinThreshold int
+	// StableAfter is how long a task must have been RUNNING (and healthy) before it counts
+	// as started successfully: toward its deployment's completion and the service's steady
+	// state, and as the success that resets the launch backoff. A task that was only
+	// placed, or that crashes right after starting, never counts. Default
+	// DefaultStableAfter; negative disables the wait.
+	StableAfter time.Duration
 	// InactiveRetention is how long an INACTIVE service stays describable before its
 	// record is deleted. Default 1 hour.
 	InactiveRetention time.Duration
@@ -133,6 +139,9 @@ func NewReconciler(cfg ReconcilerConfig) *Reconciler {
 	}
 	if cfg.BreakerMinThreshold <= 0 {
 		cfg.BreakerMinThreshold = DefaultBreakerMinThreshold
+	}
+	if cfg.StableAfter == 0 {
+		cfg.StableAfter = DefaultStableAfter
 	}
 	if cfg.InactiveRetention <= 0 {
 		cfg.InactiveRetention = time.Hour
@@ -710,6 +719,7 @@ type view struct {
 	running   bool
 	pending   bool
 	healthy   bool
+	stable    bool // healthy and RUNNING for at least StableAfter: started successfully
 	unhealthy bool
 	draining  bool // its instance is not ACTIVE (draining, deregistered, gone)
 	failed    bool // stopped by itself (not by a user or the scheduler), or for health checks
@@ -786,7 +796,11 @@ func (r *Reconciler) views(ctx context.Context, account string, cs *clusterState
 				v.failed = true
 			}
 		}
-		if v.live && v.healthy {
+		// A task RUNNING for an instant (a crash loop: PENDING, RUNNING, STOPPED within a
+		// second) has not started successfully: only one that stayed up StableAfter has.
+		v.stable = v.healthy && (r.cfg.StableAfter < 0 ||
+			(t.StartedAt != nil && !now.Before(fromEpoch(t.GetStartedAt()).Add(r.cfg.StableAfter))))
+		if v.live && v.stable {
 			v.success = true
 		}
 		out = append(out, v)
@@ -890,7 +904,9 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *clusterState, it service
 		if v.live || v.stopping {
 			total++
 		}
-		if v.live && v.healthy {
+		// Only tasks that stayed up count toward minimumHealthyPercent: old tasks are not
+		// stopped for new ones that are RUNNING for an instant in a crash loop.
+		if v.live && v.stable {
 			healthyLive++
 		}
 	}
@@ -945,7 +961,7 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *clusterState, it service
 	var stopped []string
 	for _, v := range surplus {
 		reason := fmt.Sprintf(ReasonScaleIn, prim.GetId())
-		free := !v.healthy
+		free := !v.stable
 		switch {
 		case v.unhealthy:
 			reason = ReasonUnhealthy
@@ -1038,8 +1054,11 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *clusterState, it service
 			}
 		}
 	}
+	// Steady (and the deployment COMPLETED) only once every kept task has stayed RUNNING
+	// and healthy for StableAfter and nothing is pending: a crash loop's tasks, RUNNING for
+	// an instant, never get there, so its deployment stays IN_PROGRESS for the breaker.
 	steady := allQuiet && prim.GetRunningCount() == desired && prim.GetPendingCount() == 0 &&
-		len(keep) == int(desired) && countHealthy(keep) == int(desired) && !hasStopping(views)
+		len(keep) == int(desired) && countStable(keep) == int(desired) && !hasStopping(views)
 	if steady && prim.GetRolloutState() == RolloutInProgress && !deleting {
 		prim.RolloutState = proto.String(RolloutCompleted)
 		prim.RolloutStateReason = proto.String("ECS deployment " + prim.GetId() + " completed.")
@@ -1078,10 +1097,10 @@ func hasStopping(vs []*view) bool {
 	return slices.ContainsFunc(vs, func(v *view) bool { return v.stopping })
 }
 
-func countHealthy(vs []*view) int {
+func countStable(vs []*view) int {
 	n := 0
 	for _, v := range vs {
-		if v.healthy {
+		if v.stable {
 			n++
 		}
 	}

@@ -852,3 +852,120 @@ func TestHealthCheckGracePeriod(t *testing.T) {
 		t.Fatalf("after the grace period %d tasks stopped for health checks", stopped)
 	}
 }
+
+// TestCrashLoopNeverCompletes is the user trial against a real agent: a service whose
+// container exits 3 right after starting, so each task goes PENDING, RUNNING and STOPPED
+// within a second. The deployment must stay IN_PROGRESS with no steady-state event, the
+// launch backoff must hold, and the circuit breaker must mark it FAILED at the threshold.
+// A service whose tasks stay up completes once they have run for StableAfter.
+func TestCrashLoopNeverCompletes(t *testing.T) {
+	e := newEnv(t, ReconcilerConfig{StableAfter: DefaultStableAfter})
+	e.host("h1", 8192, 8192)
+	crash := e.taskDef("crash", "crash", 128, 128, false)
+	good := e.taskDef("ok", "good", 128, 128, false)
+	e.behave = func(t *ecsv1.Task) string {
+		if t.GetTaskDefinitionArn() == crash {
+			return "flap"
+		}
+		return "run"
+	}
+	dc := &ecsv1.DeploymentConfiguration{DeploymentCircuitBreaker: &ecsv1.DeploymentCircuitBreaker{Enable: true, Rollback: false}}
+	e.createService("crash", crash, 2, dc)
+	depID := e.service("crash").GetDeployments()[0].GetId()
+	key := keys.Service(e.acc, "c1", "crash")
+	threshold := BreakerThreshold(2, DefaultBreakerMinThreshold)
+	backedOff := false
+	failed := false
+	for i := 0; i < 200 && !failed; i++ {
+		e.pass()  // launches (unless backing off); sees the tasks RUNNING for an instant
+		e.agent() // PENDING → RUNNING, RUNNING → STOPPED (exit 3)
+		e.clock.Advance(500 * time.Millisecond)
+		s := e.service("crash")
+		d := findDeployment(s, depID)
+		if hasEvent(s, "has reached a steady state.") || hasEvent(s, "deployment completed.") {
+			t.Fatalf("crash loop reported steady/completed after %d rounds: running %d events %v", i, s.GetRunningCount(), s.GetEvents())
+		}
+		switch d.GetRolloutState() {
+		case RolloutFailed:
+			failed = true
+			continue
+		case RolloutInProgress:
+		default:
+			t.Fatalf("rolloutState %s after %d rounds", d.GetRolloutState(), i)
+		}
+		rec, _, err := store.Get[*storev1.ServiceRecord](context.Background(), sharedEtcd, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := deploymentRecord(rec, depID).GetNextLaunchAt()
+		if next == nil || !e.clock.Now().Before(next.AsTime()) {
+			continue
+		}
+		backedOff = true
+		// Nothing launches inside the backoff, even with the crashed tasks replaced.
+		e.agent()
+		before := len(e.tasks())
+		e.clock.Advance(next.AsTime().Sub(e.clock.Now()) - time.Second)
+		e.pass()
+		if n := len(e.tasks()); n != before {
+			t.Fatalf("%d tasks launched inside the backoff", n-before)
+		}
+		e.clock.Advance(time.Second)
+	}
+	s := e.service("crash")
+	d := findDeployment(s, depID)
+	if !failed || int(d.GetFailedTasks()) < threshold {
+		t.Fatalf("breaker did not trip: %v", d)
+	}
+	if !backedOff || !hasEvent(s, "(service crash) is unable to consistently start tasks successfully.") {
+		t.Fatalf("no launch backoff in the crash loop: events %v", s.GetEvents())
+	}
+	if !hasEvent(s, "(service crash) (deployment "+depID+") deployment failed: tasks failed to start.") ||
+		d.GetRolloutStateReason() != "ECS deployment circuit breaker: tasks failed to start." {
+		t.Fatalf("failed deployment %v events %v", d, s.GetEvents())
+	}
+	if hasEvent(s, "has reached a steady state.") || hasEvent(s, "deployment completed.") {
+		t.Fatalf("events %v", s.GetEvents())
+	}
+	// A FAILED deployment launches no more.
+	before := len(e.tasks())
+	for range 3 {
+		e.clock.Advance(DefaultBackoffCap)
+		e.step()
+	}
+	if n := len(e.tasks()); n != before {
+		t.Fatalf("failed deployment launched %d more tasks", n-before)
+	}
+
+	// Tasks that stay up: COMPLETED and steady only after StableAfter.
+	e.createService("ok", good, 2, dc)
+	okID := e.service("ok").GetDeployments()[0].GetId()
+	e.step() // launch, RUNNING
+	e.pass()
+	if s := e.service("ok"); findDeployment(s, okID).GetRolloutState() != RolloutInProgress || hasEvent(s, "has reached a steady state.") {
+		t.Fatalf("completed before StableAfter: %v %v", findDeployment(s, okID), s.GetEvents())
+	}
+	e.clock.Advance(DefaultStableAfter)
+	e.pass()
+	if s := e.service("ok"); findDeployment(s, okID).GetRolloutState() != RolloutCompleted || !hasEvent(s, "(service ok) has reached a steady state.") ||
+		!hasEvent(s, "(service ok) (deployment "+okID+") deployment completed.") {
+		t.Fatalf("not completed after StableAfter: %v %v", findDeployment(s, okID), s.GetEvents())
+	}
+	// A rolling update to the crash loop (minimumHealthyPercent 100) keeps the old tasks:
+	// new ones RUNNING for an instant are not healthy enough to replace them.
+	must(e, e.h.UpdateService, &ecsv1.UpdateServiceRequest{Cluster: proto.String("c1"), Service: proto.String("ok"), TaskDefinition: proto.String(crash)})
+	badID := e.service("ok").GetDeployments()[0].GetId()
+	for i := 0; i < 200 && findDeployment(e.service("ok"), badID).GetRolloutState() != RolloutFailed; i++ {
+		e.step()
+		e.clock.Advance(time.Second) // the new tasks crash a second after they start
+		if e.count("ok").byTD[crash] == 0 {
+			e.clock.Advance(DefaultBackoffCap) // past any launch backoff
+		}
+		if n := e.count("ok"); n.healthyByTD[good] < 2 {
+			t.Fatalf("round %d: healthy old tasks %d", i, n.healthyByTD[good])
+		}
+	}
+	if d := findDeployment(e.service("ok"), badID); d.GetRolloutState() != RolloutFailed {
+		t.Fatalf("rolling update to the crash loop: %v", d)
+	}
+}

@@ -44,7 +44,7 @@ func FuzzGateway(f *testing.F) {
 		req.Header.Set("X-Amz-Target", gateway.TargetPrefix+target)
 		sum := sha256.Sum256([]byte(body))
 		if err := v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: devKey, SecretAccessKey: devSecret}, req, hex.EncodeToString(sum[:]), "ecs", region, time.Now()); err != nil {
-			t.Skip(err)
+			t.Skipf("fuzz input is not a signable HTTP request (not a gateway case): %v", err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -296,7 +296,12 @@ func TestDevStatePersists(t *testing.T) {
 	if after != startedAt {
 		t.Errorf("task after restart: %q, want %q (still RUNNING, not restarted)", after, startedAt)
 	}
+	// Stop the task and wait for it, so no container outlives the test.
 	cli(t, root, env, "aws", "ecs", "stop-task", "--task", task)
+	waitFor(t, func() (string, bool) {
+		s := cli(t, root, env, "aws", "ecs", "describe-tasks", "--tasks", task, "--query", "tasks[0].lastStatus", "--output", "text")
+		return s, s == "STOPPED"
+	})
 }
 
 // cli runs a command with env in root and returns its trimmed stdout; it fails the test on

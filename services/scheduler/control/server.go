@@ -96,9 +96,16 @@ func NewID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// handle runs fn with the caller's account and the request message (never nil), and
-// converts its error for the RPC boundary.
+// handle is Handle with the server's logger.
 func handle[Req, Resp any](ctx context.Context, s *Server, req *connect.Request[Req], fn func(ctx context.Context, account string, msg *Req) (*Resp, error)) (*connect.Response[Resp], error) {
+	return Handle(ctx, s.log, req, fn)
+}
+
+// Handle runs an ECS action: fn gets the caller's account (from caller.From; a call
+// without one is refused with AccessDeniedException) and the request message (never nil,
+// also for a nil request). fn's error is converted with ecserr.ToConnect; errors that are
+// not ECS exceptions are logged to log first, since the client only sees ServerException.
+func Handle[Req, Resp any](ctx context.Context, log *slog.Logger, req *connect.Request[Req], fn func(ctx context.Context, account string, msg *Req) (*Resp, error)) (*connect.Response[Resp], error) {
 	id, ok := caller.From(ctx)
 	if !ok || id.Account == "" {
 		return nil, ecserr.ToConnect(ecserr.New("AccessDeniedException", "The request carries no account."))
@@ -112,16 +119,18 @@ func handle[Req, Resp any](ctx context.Context, s *Server, req *connect.Request[
 	}
 	resp, err := fn(ctx, id.Account, msg)
 	if err != nil {
-		return nil, s.toConnect(ctx, err)
+		return nil, toConnect(ctx, log, err)
 	}
 	return connect.NewResponse(resp), nil
 }
 
 // toConnect converts err with ecserr.ToConnect, logging what is not a domain error.
-func (s *Server) toConnect(ctx context.Context, err error) error {
+func (s *Server) toConnect(ctx context.Context, err error) error { return toConnect(ctx, s.log, err) }
+
+func toConnect(ctx context.Context, log *slog.Logger, err error) error {
 	var e *ecserr.Error
 	if !errors.As(err, &e) {
-		s.log.ErrorContext(ctx, "ecs call failed", "err", err)
+		log.ErrorContext(ctx, "ecs call failed", "err", err)
 	}
 	return ecserr.ToConnect(err)
 }
@@ -135,10 +144,14 @@ func epoch(t time.Time) float64 {
 // nowEpoch is epoch(s.now()).
 func (s *Server) nowEpoch() *float64 { return proto.Float64(epoch(s.now())) }
 
-// retry runs fn until it returns something other than a store revision conflict
+// retry is Retry.
+func retry(ctx context.Context, fn func() error) error { return Retry(ctx, fn) }
+
+// Retry runs fn until it returns something other than a store revision conflict
 // (ErrConflict, or ErrExists from a create-if-absent race), with a short jittered
-// backoff, until ctx ends. Use it for multi-record transactions Mutate cannot express.
-func retry(ctx context.Context, fn func() error) error {
+// backoff, until ctx ends, whose error it then returns. Use it for multi-record
+// transactions Mutate cannot express.
+func Retry(ctx context.Context, fn func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := fn()
 		if err == nil || !(errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) || errors.Is(err, errRetry)) {

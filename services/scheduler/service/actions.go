@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -22,24 +21,8 @@ import (
 	"github.com/berthhq/berth/services/scheduler/store"
 )
 
-// retry runs fn until it returns something other than a store revision conflict
-// (ErrConflict, ErrExists), with a short jittered backoff, until ctx ends.
-func retry(ctx context.Context, fn func() error) error {
-	for attempt := 1; ; attempt++ {
-		err := fn()
-		if err == nil || !(errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists)) {
-			return err
-		}
-		d := time.Millisecond << min(attempt-1, 6)
-		t := time.NewTimer(d/2 + mrand.N(d/2+1))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-}
+// retry is control.Retry.
+func retry(ctx context.Context, fn func() error) error { return control.Retry(ctx, fn) }
 
 // CreateService creates a service (REPLICA by default, or DAEMON) running
 // taskDefinition (family, family:revision or ARN; ACTIVE) on the cluster's container

@@ -21,7 +21,6 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
-	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/control"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/placement"
@@ -119,30 +118,9 @@ func (k *Kicker) C() <-chan struct{} {
 	return k.ch
 }
 
-// handle runs fn with the caller's account and the request message (never nil), and
-// converts its error for the RPC boundary with ecserr.ToConnect, logging faults that are
-// not ECS exceptions.
+// handle is control.Handle with the handler's logger.
 func handle[Req, Resp any](ctx context.Context, h *Handler, req *connect.Request[Req], fn func(ctx context.Context, account string, msg *Req) (*Resp, error)) (*connect.Response[Resp], error) {
-	id, ok := caller.From(ctx)
-	if !ok || id.Account == "" {
-		return nil, ecserr.ToConnect(ecserr.New("AccessDeniedException", "The request carries no account."))
-	}
-	var msg *Req
-	if req != nil {
-		msg = req.Msg
-	}
-	if msg == nil {
-		msg = new(Req)
-	}
-	resp, err := fn(ctx, id.Account, msg)
-	if err != nil {
-		var e *ecserr.Error
-		if !errors.As(err, &e) {
-			h.log.ErrorContext(ctx, "service call failed", "err", err)
-		}
-		return nil, ecserr.ToConnect(err)
-	}
-	return connect.NewResponse(resp), nil
+	return control.Handle(ctx, h.log, req, fn)
 }
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)

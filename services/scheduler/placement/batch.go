@@ -216,7 +216,7 @@ func (p *Placer) commitBatch(account, cluster string, cc *clusterCache, eng *Eng
 			return
 		}
 		stale = append(stale[:0], order...)
-		if err := sleep(p.ctx, backoff(attempt)); err != nil {
+		if err := store.Sleep(p.ctx, store.Backoff(attempt)); err != nil {
 			for _, c := range calls {
 				c.done <- batchResult{err: err}
 			}

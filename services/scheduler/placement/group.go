@@ -104,7 +104,7 @@ func (p *Placer) PlaceGroup(ctx context.Context, account, cluster string, reqs [
 			return nil, fmt.Errorf("%w: gave up after %d attempts: %w", ErrConflicts, attempt, err)
 		}
 		stale = append(stale[:0], order...)
-		if err := sleep(ctx, backoff(attempt)); err != nil {
+		if err := store.Sleep(ctx, store.Backoff(attempt)); err != nil {
 			return nil, err
 		}
 	}

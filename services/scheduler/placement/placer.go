@@ -209,7 +209,7 @@ func (p *Placer) Place(ctx context.Context, req PlaceRequest) (res PlaceResult, 
 				stale = append(stale, pl.InstanceID)
 			}
 		}
-		if err := sleep(ctx, backoff(attempt)); err != nil {
+		if err := store.Sleep(ctx, store.Backoff(attempt)); err != nil {
 			return PlaceResult{}, err
 		}
 	}
@@ -522,19 +522,3 @@ func (cc *clusterCache) snapshot() *snapshot {
 }
 
 func lastSegment(key string) string { return key[strings.LastIndexByte(key, '/')+1:] }
-
-func backoff(attempt int) time.Duration {
-	d := time.Millisecond << min(attempt-1, 5)
-	return d/2 + rand.N(d/2+1)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

@@ -165,20 +165,21 @@ func MutateTxn[T proto.Message](ctx context.Context, kv clientv3.KV, key string,
 		// The failed txn read the record's current state atomically; use it
 		// instead of another Get.
 		cur = current[key]
-		if err := sleep(ctx, backoff(attempt)); err != nil {
+		if err := Sleep(ctx, Backoff(attempt)); err != nil {
 			return zero, 0, fmt.Errorf("store: mutate %s: %w", key, err)
 		}
 	}
 }
 
-// backoff returns a jittered wait before retry number attempt (1-based):
+// Backoff returns a jittered wait before retry number attempt (1-based) of a CAS loop:
 // between half and all of 1ms doubled per attempt, capped at 64ms.
-func backoff(attempt int) time.Duration {
+func Backoff(attempt int) time.Duration {
 	d := time.Millisecond << min(attempt-1, 6)
 	return d/2 + rand.N(d/2+1)
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d, or returns ctx's error as soon as ctx ends.
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -104,7 +104,7 @@ func Watch[T proto.Message](ctx context.Context, c Client, prefix string, fromRe
 			default:
 				// Transient: retry the list after a pause.
 				failures++
-				if err := sleep(ctx, watchBackoff(failures)); err != nil {
+				if err := Sleep(ctx, watchBackoff(failures)); err != nil {
 					return err
 				}
 				continue
@@ -128,7 +128,7 @@ func Watch[T proto.Message](ctx context.Context, c Client, prefix string, fromRe
 			failures = 0
 		}
 		failures++
-		if err := sleep(ctx, watchBackoff(failures)); err != nil {
+		if err := Sleep(ctx, watchBackoff(failures)); err != nil {
 			return err
 		}
 	}

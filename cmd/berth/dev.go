@@ -37,7 +37,8 @@ func devCommand() *cobra.Command {
 			"registry in one process, configured from the environment (BERTH_DATA_DIR,\n" +
 			"BERTH_GATEWAY_ADDR, BERTH_REGION, BERTH_CLUSTER, BERTH_ACCOUNT_ID,\n" +
 			"BERTH_ACCESS_KEY_ID, BERTH_SECRET_ACCESS_KEY, BERTH_CONTAINERD_ADDRESS,\n" +
-			"BERTH_REGISTRY_ADDR, BERTH_INSECURE_REGISTRIES, BERTH_AGENT_LOG_ADDR). Prints a line containing\n" +
+			"BERTH_REGISTRY_ADDR, BERTH_INSECURE_REGISTRIES, BERTH_AGENT_LOG_ADDR,\n" +
+			"BERTH_TASK_STABLE_AFTER). Prints a line containing\n" +
 			"\"ready\" once the agent has registered. State persists in the data dir.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -59,6 +60,11 @@ type devConfig struct {
 	RegistryAddr       string
 	AgentLogAddr       string
 	InsecureRegistries []string
+
+	// TaskStableAfter (BERTH_TASK_STABLE_AFTER, a Go duration such as "5s") shortens how
+	// long a service task without health checks must stay RUNNING before it counts toward
+	// minimumHealthyPercent and its rollout's completion; empty keeps AWS's 40 s.
+	TaskStableAfter string
 }
 
 func devConfigFromEnv() devConfig {
@@ -80,6 +86,8 @@ func devConfigFromEnv() devConfig {
 		RegistryAddr:       env("BERTH_REGISTRY_ADDR", "127.0.0.1:5000"),
 		AgentLogAddr:       env("BERTH_AGENT_LOG_ADDR", "127.0.0.1:4568"),
 		InsecureRegistries: insecure,
+
+		TaskStableAfter: env("BERTH_TASK_STABLE_AFTER", ""),
 	}
 }
 
@@ -107,7 +115,14 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	}
 	defer etcd.Close()
 
-	sched, err := app.New(app.Config{Etcd: etcd.Client(), Region: cfg.Region, Logger: log.With("service", "scheduler"), Dev: true})
+	var stableAfter time.Duration
+	if cfg.TaskStableAfter != "" {
+		if stableAfter, err = time.ParseDuration(cfg.TaskStableAfter); err != nil || stableAfter <= 0 {
+			return fmt.Errorf("BERTH_TASK_STABLE_AFTER=%q: want a positive duration such as 5s", cfg.TaskStableAfter)
+		}
+	}
+	sched, err := app.New(app.Config{Etcd: etcd.Client(), Region: cfg.Region, Logger: log.With("service", "scheduler"), Dev: true,
+		TaskStableAfter: stableAfter})
 	if err != nil {
 		return err
 	}

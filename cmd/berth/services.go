@@ -28,7 +28,7 @@ func jsonLogger(cmd *cobra.Command) *slog.Logger {
 
 func schedulerCommand() *cobra.Command {
 	var endpoints, listen, region, replica string
-	var leaderTTL time.Duration
+	var leaderTTL, stableAfter time.Duration
 	cmd := &cobra.Command{
 		Use:   "scheduler",
 		Short: "Run a scheduler replica against an etcd cluster",
@@ -47,7 +47,7 @@ func schedulerCommand() *cobra.Command {
 			}
 			defer cli.Close()
 			a, err := app.New(app.Config{Etcd: cli, Region: region, Logger: log, Replica: replica, LeaderTTL: leaderTTL,
-				Registry: prometheus.NewRegistry()}) // /metrics on the internal listener
+				Registry: prometheus.NewRegistry(), TaskStableAfter: stableAfter}) // /metrics on the internal listener
 			if err != nil {
 				return err
 			}
@@ -73,6 +73,7 @@ func schedulerCommand() *cobra.Command {
 	f.StringVar(&region, "region", env("BERTH_REGION", "us-east-1"), "region written in ARNs")
 	f.StringVar(&replica, "replica", env("BERTH_REPLICA", ""), "replica name (default host-pid)")
 	f.DurationVar(&leaderTTL, "leader-ttl", 5*time.Second, "leader election session TTL")
+	f.DurationVar(&stableAfter, "task-stable-after", 0, "how long a service task without health checks stays RUNNING before it counts toward minimumHealthyPercent (0: 40s, as AWS)")
 	return cmd
 }
 

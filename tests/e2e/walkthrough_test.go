@@ -72,6 +72,9 @@ func devEnv(t testing.TB, dataDir string) []string {
 		"BERTH_REGISTRY_ADDR="+reg,
 		"BERTH_AGENT_LOG_ADDR="+logs,
 		"BERTH_AGENT_LOG_URL=http://"+logs,
+		// The README's shorter stability wait: AWS's 40 s would make the rolling update
+		// step alone take a minute and a half.
+		"BERTH_TASK_STABLE_AFTER=5s",
 		"AWS_ENDPOINT_URL=http://"+gw,
 		"AWS_ACCESS_KEY_ID=test",
 		"AWS_SECRET_ACCESS_KEY=test",

@@ -56,6 +56,11 @@ type Config struct {
 	ReaperInterval, LostAfter, PendingTimeout, Retention time.Duration
 	// ReconcileInterval is the time between service reconcile passes. Default 1 s.
 	ReconcileInterval time.Duration
+	// TaskStableAfter is how long a service task without health checks must stay RUNNING
+	// before it counts toward minimumHealthyPercent and its deployment's completion (see
+	// service.ReconcilerConfig.StableAfter). Zero means service.DefaultStableAfter (40 s,
+	// as AWS); negative counts tasks at once.
+	TaskStableAfter time.Duration
 	// Registry, when set, receives the replica's Prometheus metrics (placements, etcd
 	// requests, tasks by status, sessions, heartbeat lag, leadership) and Handler serves
 	// it at /metrics. Nil records nothing.
@@ -208,6 +213,8 @@ func (a *App) Run(ctx context.Context) error {
 				Fence:    []clientv3.Cmp{term.Fence()},
 				Interval: a.cfg.ReconcileInterval,
 				Kick:     a.kick,
+
+				StableAfter: a.cfg.TaskStableAfter,
 			})
 			if err := rec.Run(ctx); err != nil && ctx.Err() == nil {
 				a.log.Error("service reconciler stopped", "err", err)

@@ -46,10 +46,14 @@
 // tasks — are surplus. Missing tasks are launched while the service's non-stopped tasks
 // stay within maximumPercent of desired (rounded down); surplus tasks are stopped, those
 // not healthy at once and healthy ones only while the healthy count stays at or above
-// minimumHealthyPercent of desired (rounded up). A deployment is COMPLETED (and the
-// service in steady state) when its tasks are all running and healthy, each for at least
-// ReconcilerConfig.StableAfter (a task RUNNING for an instant in a crash loop does not
-// count), nothing is pending and no other deployment has tasks left.
+// minimumHealthyPercent of desired (rounded up). A task counts toward that minimum, as on
+// AWS, once its health-checked essential containers are HEALTHY or, without health checks,
+// once it has been RUNNING for ReconcilerConfig.StableAfter (40 s by default: a task
+// RUNNING for an instant in a crash loop does not count). A RUNNING task that does not
+// count yet is stopped only while the tasks that do count reach the minimum, so however
+// many deployments an update supersedes, the running count never falls below the minimum
+// because of a deployment. A deployment is COMPLETED (and the service in steady state)
+// when its tasks all count, nothing is pending and no other deployment has tasks left.
 //
 // A task that stopped without being asked to (TaskFailedToStart,
 // EssentialContainerExited, no stop code) or was stopped for failing health checks is a

@@ -58,8 +58,14 @@ func LaunchDelay(n, after int, base, limit time.Duration) time.Duration {
 	return min(d, limit)
 }
 
-// DefaultStableAfter is how long a service task must stay RUNNING and healthy before the
-// scheduler counts it as started: a deployment is COMPLETED, and a service in steady
-// state, only when all its tasks have; a task that exits right after starting (a crash
-// loop) is a failed task, never a success that resets the launch backoff.
-const DefaultStableAfter = 5 * time.Second
+// DefaultStableAfter is how long a service task without health-checked essential
+// containers must stay RUNNING before the scheduler counts it as started: toward
+// minimumHealthyPercent (so old tasks may be stopped for it), and toward its deployment's
+// completion and the service's steady state; a task that exits right after starting (a
+// crash loop) is a failed task, never a success that resets the launch backoff. 40 s is
+// AWS's wait ("the service scheduler will wait for 40 seconds after a task reaches a
+// RUNNING state before the task is counted towards the minimum healthy percent total",
+// DeploymentConfiguration in the ECS API reference). ReconcilerConfig.StableAfter shortens
+// it (berth dev: BERTH_TASK_STABLE_AFTER). A task with health-checked essential containers
+// counts once they are HEALTHY, as on AWS.
+const DefaultStableAfter = 40 * time.Second

@@ -70,11 +70,12 @@ type ReconcilerConfig struct {
 	// BreakerMinThreshold is the floor of the circuit breaker threshold. Default
 	// DefaultBreakerMinThreshold.
 	BreakerMinThreshold int
-	// StableAfter is how long a task must have been RUNNING (and healthy) before it counts
-	// as started successfully: toward its deployment's completion and the service's steady
-	// state, and as the success that resets the launch backoff. A task that was only
-	// placed, or that crashes right after starting, never counts. Default
-	// DefaultStableAfter; negative disables the wait.
+	// StableAfter is how long a task without health-checked essential containers must
+	// have been RUNNING before it counts as started successfully: toward
+	// minimumHealthyPercent, its deployment's completion and the service's steady state,
+	// and as the success that resets the launch backoff (a health-checked task counts once
+	// HEALTHY). A task that was only placed, or that crashes right after starting, never
+	// counts. Default DefaultStableAfter (40 s, as AWS); negative disables the wait.
 	StableAfter time.Duration
 	// InactiveRetention is how long an INACTIVE service stays describable before its
 	// record is deleted. Default 1 hour.
@@ -719,7 +720,7 @@ type view struct {
 	running   bool
 	pending   bool
 	healthy   bool
-	stable    bool // healthy and RUNNING for at least StableAfter: started successfully
+	stable    bool // healthy, and HEALTHY by its health checks or RUNNING for StableAfter: started successfully
 	unhealthy bool
 	draining  bool // its instance is not ACTIVE (draining, deregistered, gone)
 	failed    bool // stopped by itself (not by a user or the scheduler), or for health checks
@@ -757,15 +758,17 @@ func (r *Reconciler) views(ctx context.Context, account string, cs *clusterState
 		v.stopping = !v.stopped && t.GetDesiredStatus() != "RUNNING"
 		p, run := control.TaskCounts(last)
 		v.pending, v.running = p == 1, run == 1
+		checked := false // an essential container has a health check
 		if v.running {
 			td, err := r.taskDef(ctx, account, t.GetTaskDefinitionArn())
 			if err != nil {
 				return nil, err
 			}
-			checked := healthChecked(td.GetTaskDefinition())
+			hc := healthChecked(td.GetTaskDefinition())
+			checked = len(hc) > 0
 			v.healthy = true
 			for _, c := range t.GetContainers() {
-				if !checked[c.GetName()] {
+				if !hc[c.GetName()] {
 					continue
 				}
 				switch c.GetHealthStatus() {
@@ -798,7 +801,10 @@ func (r *Reconciler) views(ctx context.Context, account string, cs *clusterState
 		}
 		// A task RUNNING for an instant (a crash loop: PENDING, RUNNING, STOPPED within a
 		// second) has not started successfully: only one that stayed up StableAfter has.
-		v.stable = v.healthy && (r.cfg.StableAfter < 0 ||
+		// One with health-checked essential containers counts once they are HEALTHY, as
+		// AWS counts it toward minimumHealthyPercent (DeploymentConfiguration in the ECS
+		// API reference).
+		v.stable = v.healthy && (r.cfg.StableAfter < 0 || checked ||
 			(t.StartedAt != nil && !now.Before(fromEpoch(t.GetStartedAt()).Add(r.cfg.StableAfter))))
 		if v.live && v.stable {
 			v.success = true
@@ -961,7 +967,14 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *clusterState, it service
 	var stopped []string
 	for _, v := range surplus {
 		reason := fmt.Sprintf(ReasonScaleIn, prim.GetId())
-		free := !v.stable
+		// A task not yet RUNNING, or failing its health checks, goes at once. A RUNNING one that has not yet
+		// counted toward minimumHealthyPercent (RUNNING for less than StableAfter, health
+		// checks not yet passed) is no more free: stopping it lowers the running count, so
+		// it goes only while the tasks that do count already reach the minimum. Stopping
+		// such tasks freely took a service to zero when a second update superseded a
+		// rollout whose tasks had just started.
+		free := !v.running || v.unhealthy
+		counted := v.stable
 		switch {
 		case v.unhealthy:
 			reason = ReasonUnhealthy
@@ -980,10 +993,14 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *clusterState, it service
 			if primFailed && v.dep != prim.GetId() {
 				continue // a failed deployment without rollback stops launching; keep the old tasks
 			}
-			if healthyLive-1 < minHealthy {
+			left := healthyLive
+			if counted {
+				left--
+			}
+			if left < minHealthy {
 				continue
 			}
-			healthyLive--
+			healthyLive = left
 		}
 		if err := r.stopTask(ctx, cs.account, v.item, reason); err != nil {
 			return err

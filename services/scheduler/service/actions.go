@@ -24,11 +24,15 @@ import (
 // retry is control.Retry.
 func retry(ctx context.Context, fn func() error) error { return control.Retry(ctx, fn) }
 
+// msgDaemonDesiredCount is AWS's InvalidParameterException message for a desiredCount
+// sent with (or to) a DAEMON service, whose count is the number of eligible instances.
+const msgDaemonDesiredCount = "The daemon scheduling strategy does not support a desired count for services. Remove the desired count value and try again"
+
 // CreateService creates a service (REPLICA by default, or DAEMON) running
 // taskDefinition (family, family:revision or ARN; ACTIVE) on the cluster's container
 // instances, and returns it ACTIVE with one PRIMARY deployment IN_PROGRESS; the leader's
-// reconciler starts the tasks. desiredCount is required for REPLICA; DAEMON runs one
-// task per ACTIVE instance. deploymentConfiguration defaults to 100/200 (REPLICA) and
+// reconciler starts the tasks. desiredCount is required for REPLICA and refused for
+// DAEMON, which runs one task per ACTIVE instance. deploymentConfiguration defaults to 100/200 (REPLICA) and
 // 0/100 (DAEMON). The cluster's activeServicesCount is incremented in the same
 // transaction. Errors: ClusterNotFoundException; InvalidParameterException for a bad
 // name, count, configuration, placement, tags, an unknown task definition, or a name
@@ -54,6 +58,8 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 		switch {
 		case strategy == StrategyReplica && m.DesiredCount == nil:
 			return nil, ecserr.InvalidParameterf("Desired count must be specified for the REPLICA scheduling strategy.")
+		case strategy == StrategyDaemon && m.DesiredCount != nil:
+			return nil, ecserr.InvalidParameterf("%s", msgDaemonDesiredCount)
 		case desired < 0:
 			return nil, ecserr.InvalidParameterf("Desired count must be greater than or equal to 0.")
 		case strategy == StrategyDaemon:
@@ -286,7 +292,10 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 				return ecserr.New("ServiceNotActiveException", "Service was not ACTIVE.")
 			}
 			strategy := s.GetSchedulingStrategy()
-			if m.DesiredCount != nil && strategy == StrategyReplica {
+			if m.DesiredCount != nil && strategy == StrategyDaemon {
+				return ecserr.InvalidParameterf("%s", msgDaemonDesiredCount)
+			}
+			if m.DesiredCount != nil {
 				s.DesiredCount = m.GetDesiredCount()
 			}
 			if m.DeploymentConfiguration != nil {
@@ -585,11 +594,13 @@ func maxResults(v *int32, def int) (int, error) {
 	return int(*v), nil
 }
 
-// ListServices lists the ARNs of a cluster's ACTIVE and DRAINING services in name order,
-// filtered by launchType and schedulingStrategy; maxResults 1–100 (default 10) and an
-// opaque nextToken page through them (a page may hold fewer than maxResults when filters
-// drop services). Errors: ClusterNotFoundException, InvalidParameterException. AWS
-// reference: ListServices.
+// ListServices lists the ARNs of a cluster's ACTIVE services in name order, filtered by
+// launchType and schedulingStrategy: DRAINING and INACTIVE ones are left out, as the
+// DeleteService reference says a deleted service "is no longer visible … in the
+// ListServices API operation". maxResults 1–100 (default 10) and an opaque nextToken page
+// through them; the filters apply before paging, so a page is short only when it is the
+// last. Errors: ClusterNotFoundException, InvalidParameterException. AWS reference:
+// ListServices.
 func (h *Handler) ListServices(ctx context.Context, req *connect.Request[ecsv1.ListServicesRequest]) (*connect.Response[ecsv1.ListServicesResponse], error) {
 	return handle(ctx, h, req, func(ctx context.Context, account string, m *ecsv1.ListServicesRequest) (*ecsv1.ListServicesResponse, error) {
 		limit, err := maxResults(m.MaxResults, 10)
@@ -606,27 +617,37 @@ func (h *Handler) ListServices(ctx context.Context, req *connect.Request[ecsv1.L
 		if err != nil {
 			return nil, err
 		}
-		items, next, err := store.List[*storev1.ServiceRecord](ctx, h.kv, keys.Services(account, cluster), limit, m.GetNextToken())
-		if err != nil {
-			if errors.Is(err, store.ErrInvalidToken) {
-				return nil, ecserr.InvalidParameterf("Invalid nextToken.")
-			}
-			return nil, fmt.Errorf("service: list: %w", err)
-		}
 		resp := &ecsv1.ListServicesResponse{ServiceArns: []string{}}
-		for _, it := range items {
-			s := it.Value.GetService()
-			if s.GetStatus() == StatusInactive ||
-				(m.GetLaunchType() != "" && s.GetLaunchType() != m.GetLaunchType()) ||
-				(m.GetSchedulingStrategy() != "" && s.GetSchedulingStrategy() != m.GetSchedulingStrategy()) {
-				continue
+		// Read on past the services the filters drop until the page is full and one more
+		// match shows that another page exists; the token resumes after the last kept one.
+		token, lastKept := m.GetNextToken(), ""
+		for {
+			items, next, err := store.List[*storev1.ServiceRecord](ctx, h.kv, keys.Services(account, cluster), store.MaxListLimit, token)
+			if err != nil {
+				if errors.Is(err, store.ErrInvalidToken) {
+					return nil, ecserr.InvalidParameterf("Invalid nextToken.")
+				}
+				return nil, fmt.Errorf("service: list: %w", err)
 			}
-			resp.ServiceArns = append(resp.ServiceArns, s.GetServiceArn())
+			for _, it := range items {
+				s := it.Value.GetService()
+				if s.GetStatus() != StatusActive ||
+					(m.GetLaunchType() != "" && s.GetLaunchType() != m.GetLaunchType()) ||
+					(m.GetSchedulingStrategy() != "" && s.GetSchedulingStrategy() != m.GetSchedulingStrategy()) {
+					continue
+				}
+				if len(resp.ServiceArns) == limit {
+					resp.NextToken = proto.String(store.TokenAfter(lastKept))
+					return resp, nil
+				}
+				resp.ServiceArns = append(resp.ServiceArns, s.GetServiceArn())
+				lastKept = it.Key
+			}
+			if next == "" {
+				return resp, nil
+			}
+			token = next
 		}
-		if next != "" {
-			resp.NextToken = proto.String(next)
-		}
-		return resp, nil
 	})
 }
 

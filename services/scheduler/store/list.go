@@ -104,6 +104,11 @@ func listPage(ctx context.Context, kv clientv3.KV, prefix string, limit int, tok
 	return kvs, next, resp.Header.Revision, nil
 }
 
+// TokenAfter returns the continue token with which List and ListKeys resume right after
+// key (a key under the prefix they list): for callers that filter what they list and end
+// a page at the last entry they kept rather than at the last one read.
+func TokenAfter(key string) string { return encodeToken(key) }
+
 // A continue token is the last key returned, base64url-encoded. It carries
 // no secret: a forged token can only move the start within the prefix, which
 // decodeToken enforces.

@@ -85,7 +85,8 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 	if m.Cpu != nil {
 		v, ok := normalizeCPU(m.GetCpu())
 		if !ok {
-			return nil, ecserr.Clientf("Invalid 'cpu' setting for task: %q.", m.GetCpu())
+			// AWS's message (it does not repeat the value).
+			return nil, ecserr.Clientf("Invalid 'cpu' setting for task. For more information, see the Troubleshooting section of the Amazon ECS Developer Guide.")
 		}
 		td.Cpu = proto.String(v)
 	}

@@ -91,18 +91,27 @@ var (
 	mbPattern   = regexp.MustCompile(`^(?i)\s*([0-9]+)\s*(mb|mib)?\s*$`)
 )
 
+// Task-level cpu bounds for tasks on EC2 and external instances, in CPU units: "between
+// 128 CPU units (0.125 vCPUs) and 196608 CPU units (192 vCPUs)" (task definition
+// parameters, Task size, in the Amazon ECS developer guide).
+const (
+	minTaskCPU = 128
+	maxTaskCPU = 196608
+)
+
 // normalizeCPU turns a task-level cpu ("1 vCPU", "0.5 vcpu", "1024") into CPU units as a
-// decimal string, as RegisterTaskDefinition stores it. ok is false for anything else.
+// decimal string, as RegisterTaskDefinition stores it. ok is false for anything else and
+// for values outside minTaskCPU–maxTaskCPU.
 func normalizeCPU(v string) (string, bool) {
 	if m := vcpuPattern.FindStringSubmatch(v); m != nil {
 		f, err := strconv.ParseFloat(m[1], 64)
-		if err != nil || f <= 0 || f > 192 {
+		if err != nil || f*1024 < minTaskCPU || f*1024 > maxTaskCPU {
 			return "", false
 		}
 		return strconv.Itoa(int(f * 1024)), true
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || n < 1 || n > 196608 {
+	if err != nil || n < minTaskCPU || n > maxTaskCPU {
 		return "", false
 	}
 	return strconv.Itoa(n), true

@@ -144,7 +144,8 @@ type Failure struct {
 	// Arn is the container instance ARN the failure is about.
 	Arn string
 	// Reason is one of ReasonCPU, ReasonMemory, ReasonPorts, ReasonAgent,
-	// ReasonAttribute, ReasonMissing, ReasonInactive.
+	// ReasonAttribute, ReasonMissing, ReasonInactive; or, for a RunTask placement when
+	// no instance is ACTIVE, the instance's status (e.g. "DRAINING").
 	Reason string
 	// Detail explains the reason.
 	Detail string
@@ -306,8 +307,19 @@ func (e *Engine) Place(snapshot []*Instance, req Request) (Plan, error) {
 		if len(feasible) == 0 {
 			if len(req.Instances) == 0 {
 				// For RunTask AWS reports the instances that were considered; an instance
-				// not ACTIVE is not considered at all.
-				fails = slices.DeleteFunc(fails, func(f Failure) bool { return f.Reason == ReasonInactive })
+				// not ACTIVE is not considered at all. When no instance was (every one
+				// DRAINING), each is reported with its status, so the answer never says
+				// nothing about why the tasks were not placed (control.Placer's contract).
+				considered := slices.DeleteFunc(slices.Clone(fails), func(f Failure) bool { return f.Reason == ReasonInactive })
+				if len(considered) == 0 {
+					for i, f := range fails {
+						if in := instanceByARN(cands, f.Arn); in != nil && in.Status != "" {
+							fails[i].Reason = in.Status
+						}
+					}
+				} else {
+					fails = considered
+				}
 			}
 			plan.Failures = append(plan.Failures, fails...)
 			return plan, nil
@@ -316,6 +328,16 @@ func (e *Engine) Place(snapshot []*Instance, req Request) (Plan, error) {
 		usedInRequest[best.ID] = true
 	}
 	return plan, nil
+}
+
+// instanceByARN returns the instance of cands with ARN a, or nil.
+func instanceByARN(cands []*Instance, a string) *Instance {
+	for _, in := range cands {
+		if in.ARN == a {
+			return in
+		}
+	}
+	return nil
 }
 
 // take records best as the next choice and reserves the demand on a private copy of it

@@ -134,3 +134,42 @@ func TestListServicesActiveOnlyFullPages(t *testing.T) {
 		t.Fatalf("one page: %v token %q", r.GetServiceArns(), r.GetNextToken())
 	}
 }
+
+// TestStuckDeploymentShowsBothDeployments is issue 12's deployment that cannot make
+// progress: desired 1, minimumHealthyPercent 50 (rounded up: 1 task must stay running),
+// maximumPercent 100 (rounded down: at most 1 task), on a host with room for one task.
+// As on AWS the old task is never stopped and no new one starts; deployments[] shows the
+// PRIMARY deployment IN_PROGRESS with desiredCount 1 and nothing running, and the ACTIVE
+// one still running its task.
+func TestStuckDeploymentShowsBothDeployments(t *testing.T) {
+	if MinHealthy(1, 50) != 1 || MaxTotal(1, 100) != 1 || MinHealthy(3, 50) != 2 || MaxTotal(3, 150) != 4 {
+		t.Fatalf("rounding: min %d max %d min %d max %d", MinHealthy(1, 50), MaxTotal(1, 100), MinHealthy(3, 50), MaxTotal(3, 150))
+	}
+	e := newEnv(t, ReconcilerConfig{})
+	e.host("h1", 256, 256)
+	td1 := e.taskDef("stuck", "img:1", 256, 256, false)
+	td2 := e.taskDef("stuck", "img:2", 256, 256, false)
+	dc := &ecsv1.DeploymentConfiguration{MinimumHealthyPercent: proto.Int32(50), MaximumPercent: proto.Int32(100)}
+	e.createService("stuck", td1, 1, dc)
+	e.settle("stuck", 10)
+	must(e, e.h.UpdateService, &ecsv1.UpdateServiceRequest{Cluster: proto.String("c1"), Service: proto.String("stuck"), TaskDefinition: proto.String(td2)})
+	for range 5 {
+		e.step()
+		e.clock.Advance(time.Minute)
+	}
+	s := e.service("stuck")
+	if n := e.count("stuck"); n.byTD[td1] != 1 || n.byTD[td2] != 0 {
+		t.Fatalf("tasks by definition %v: the old task must keep running and no new one start", n.byTD)
+	}
+	if s.GetRunningCount() != 1 || s.GetDesiredCount() != 1 || len(s.GetDeployments()) != 2 {
+		t.Fatalf("service running %d desired %d deployments %v", s.GetRunningCount(), s.GetDesiredCount(), s.GetDeployments())
+	}
+	p, a := s.GetDeployments()[0], s.GetDeployments()[1]
+	if p.GetStatus() != DeploymentPrimary || p.GetTaskDefinition() != td2 || p.GetDesiredCount() != 1 || p.GetRunningCount() != 0 ||
+		p.GetPendingCount() != 0 || p.GetRolloutState() != RolloutInProgress {
+		t.Fatalf("PRIMARY %v", p)
+	}
+	if a.GetStatus() != DeploymentActive || a.GetTaskDefinition() != td1 || a.GetDesiredCount() != 1 || a.GetRunningCount() != 1 {
+		t.Fatalf("ACTIVE %v", a)
+	}
+}

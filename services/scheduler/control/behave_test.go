@@ -1,11 +1,14 @@
 package control
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/scheduler/ecserr"
 )
 
 // TestTaskCPUMinimum: a task-level cpu below the EC2 minimum of 128 units (0.125 vCPU) is
@@ -29,4 +32,66 @@ func TestTaskCPUMinimum(t *testing.T) {
 			t.Fatalf("cpu %q stored as %q", cpu, td.GetCpu())
 		}
 	}
+}
+
+// TestUnknownClusterDescribeList: Describe* and List* calls naming a cluster that does not
+// exist (by name or by ARN) answer ClusterNotFoundException, as AWS does.
+func TestUnknownClusterDescribeList(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster("real")
+	for _, ref := range []string{"nope", "arn:aws:ecs:us-east-1:" + e.acc + ":cluster/nope"} {
+		c := proto.String(ref)
+		checks := map[string]func() error{
+			"DescribeContainerInstances": func() error {
+				_, err := call(e, e.s.DescribeContainerInstances, &ecsv1.DescribeContainerInstancesRequest{Cluster: c, ContainerInstances: []string{"0123456789abcdef0123456789abcdef"}})
+				return errOrNil(err)
+			},
+			"ListContainerInstances": func() error {
+				_, err := call(e, e.s.ListContainerInstances, &ecsv1.ListContainerInstancesRequest{Cluster: c})
+				return errOrNil(err)
+			},
+			"DescribeTasks": func() error {
+				_, err := call(e, e.s.DescribeTasks, &ecsv1.DescribeTasksRequest{Cluster: c, Tasks: []string{"0123456789abcdef0123456789abcdef"}})
+				return errOrNil(err)
+			},
+			"ListTasks": func() error {
+				_, err := call(e, e.s.ListTasks, &ecsv1.ListTasksRequest{Cluster: c})
+				return errOrNil(err)
+			},
+			"ListTasks by family": func() error {
+				_, err := call(e, e.s.ListTasks, &ecsv1.ListTasksRequest{Cluster: c, Family: proto.String("web")})
+				return errOrNil(err)
+			},
+			"ListAttributes": func() error {
+				_, err := call(e, e.s.ListAttributes, &ecsv1.ListAttributesRequest{Cluster: c, TargetType: proto.String("container-instance")})
+				return errOrNil(err)
+			},
+			"DescribeClusters": func() error {
+				r, err := call(e, e.s.DescribeClusters, &ecsv1.DescribeClustersRequest{Clusters: []string{ref}})
+				if err != nil {
+					return err
+				}
+				// DescribeClusters answers a MISSING failure, not an error.
+				if len(r.GetFailures()) != 1 || r.GetFailures()[0].GetReason() != "MISSING" {
+					return fmt.Errorf("failures %v", r.GetFailures())
+				}
+				return ecserr.ClusterNotFoundError()
+			},
+		}
+		for name, f := range checks {
+			err := f()
+			var ee *ecserr.Error
+			if !errors.As(err, &ee) || ee.Type != "ClusterNotFoundException" {
+				t.Errorf("%s with cluster %q: %v, want ClusterNotFoundException", name, ref, err)
+			}
+		}
+	}
+}
+
+// errOrNil returns err as an error, nil for a nil *ecserr.Error.
+func errOrNil(err *ecserr.Error) error {
+	if err == nil {
+		return nil
+	}
+	return err
 }

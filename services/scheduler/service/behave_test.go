@@ -173,3 +173,22 @@ func TestStuckDeploymentShowsBothDeployments(t *testing.T) {
 		t.Fatalf("ACTIVE %v", a)
 	}
 }
+
+// TestUnknownClusterServiceCalls: the service calls naming a cluster that does not exist
+// answer ClusterNotFoundException, as AWS does (UpdateService and DeleteService too).
+func TestUnknownClusterServiceCalls(t *testing.T) {
+	e := newEnv(t, ReconcilerConfig{})
+	for _, ref := range []string{"nope", "arn:aws:ecs:us-east-1:" + e.acc + ":cluster/nope"} {
+		c := proto.String(ref)
+		_, err := call(e, e.h.DescribeServices, &ecsv1.DescribeServicesRequest{Cluster: c, Services: []string{"web"}})
+		wantErr(t, err, "ClusterNotFoundException")
+		_, err = call(e, e.h.ListServices, &ecsv1.ListServicesRequest{Cluster: c})
+		wantErr(t, err, "ClusterNotFoundException")
+		_, err = call(e, e.h.ListServiceDeployments, &ecsv1.ListServiceDeploymentsRequest{Cluster: c, Service: proto.String("web")})
+		wantErr(t, err, "ClusterNotFoundException")
+		_, err = call(e, e.h.UpdateService, &ecsv1.UpdateServiceRequest{Cluster: c, Service: proto.String("web"), DesiredCount: proto.Int32(1)})
+		wantErr(t, err, "ClusterNotFoundException")
+		_, err = call(e, e.h.DeleteService, &ecsv1.DeleteServiceRequest{Cluster: c, Service: proto.String("web")})
+		wantErr(t, err, "ClusterNotFoundException")
+	}
+}

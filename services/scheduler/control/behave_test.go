@@ -95,3 +95,41 @@ func errOrNil(err *ecserr.Error) error {
 	}
 	return err
 }
+
+// TestRegisterWithInstanceIdentityDocument: as the ECS agent registers an EC2 host, the
+// instance identity document names the instance: ec2InstanceId is its instanceId and its
+// availabilityZone becomes the ecs.availability-zone attribute; registering again with the
+// same document is the same container instance.
+func TestRegisterWithInstanceIdentityDocument(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster("c")
+	doc := `{"accountId":"123456789012","architecture":"x86_64","availabilityZone":"eu-west-1b","imageId":"ami-0abcdef1234567890",` +
+		`"instanceId":"i-0123456789abcdef0","instanceType":"m5.large","privateIp":"10.0.0.12","region":"eu-west-1","version":"2017-09-30"}`
+	reg := func() *ecsv1.ContainerInstance {
+		return must(e, e.s.RegisterContainerInstance, &ecsv1.RegisterContainerInstanceRequest{
+			Cluster: proto.String("c"), InstanceIdentityDocument: proto.String(doc),
+			InstanceIdentityDocumentSignature: proto.String("sig"), TotalResources: Resources(1024, 1024, nil, nil),
+		}).GetContainerInstance()
+	}
+	ci := reg()
+	if ci.GetEc2InstanceId() != "i-0123456789abcdef0" {
+		t.Fatalf("ec2InstanceId %q, want the document's instanceId", ci.GetEc2InstanceId())
+	}
+	az := ""
+	for _, a := range ci.GetAttributes() {
+		if a.GetName() == "ecs.availability-zone" {
+			az = a.GetValue()
+		}
+	}
+	if az != "eu-west-1b" {
+		t.Fatalf("ecs.availability-zone %q, attributes %v", az, ci.GetAttributes())
+	}
+	if again := reg(); again.GetContainerInstanceArn() != ci.GetContainerInstanceArn() {
+		t.Fatalf("re-registration made a new instance %s (was %s)", again.GetContainerInstanceArn(), ci.GetContainerInstanceArn())
+	}
+	// A document whose instanceId cannot be an EC2 instance id is refused, naming the field.
+	_, err := call(e, e.s.RegisterContainerInstance, &ecsv1.RegisterContainerInstanceRequest{
+		Cluster: proto.String("c"), InstanceIdentityDocument: proto.String(`{"instanceId":"../x"}`),
+	})
+	wantErr(t, err, "InvalidParameterException")
+}

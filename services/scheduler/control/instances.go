@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -306,9 +308,42 @@ func (s *Server) SetAgentConnected(ctx context.Context, account, containerInstan
 	return err
 }
 
+// attrAvailabilityZone is the attribute the ECS agent sets from the instance identity
+// document's availabilityZone.
+const attrAvailabilityZone = "ecs.availability-zone"
+
+// ec2InstanceIDPattern is what an instance identity document's instanceId must look like
+// to name a host (it becomes part of etcd keys): AWS's i- ids and similar plain tokens.
+var ec2InstanceIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// identityDocument is the part of an EC2 instance identity document Berth reads (the
+// JSON of http://169.254.169.254/latest/dynamic/instance-identity/document). Its signature
+// is not verified: Berth has no EC2 to ask.
+type identityDocument struct {
+	InstanceID       string `json:"instanceId"`
+	AvailabilityZone string `json:"availabilityZone"` // e.g. "eu-west-1b": names the region too
+}
+
+// parseIdentityDocument reads an instance identity document. ok is false when doc is not
+// a JSON object with an instanceId (an opaque identity); an instanceId that cannot be an
+// instance id is InvalidParameterException.
+func parseIdentityDocument(doc string) (identityDocument, bool, error) {
+	var iid identityDocument
+	if json.Unmarshal([]byte(doc), &iid) != nil || iid.InstanceID == "" {
+		return identityDocument{}, false, nil
+	}
+	if !ec2InstanceIDPattern.MatchString(iid.InstanceID) {
+		return identityDocument{}, false, ecserr.InvalidParameterf("instanceIdentityDocument: invalid instanceId %q.", iid.InstanceID)
+	}
+	return iid, true, nil
+}
+
 // RegisterContainerInstance registers an instance through the ECS API (as the ECS agent
 // does): a given containerInstanceArn re-registers that instance, otherwise the instance
-// identity document (or a fresh id) identifies the host. totalResources, attributes,
+// identity document (or a fresh id) identifies the host: an EC2 document's instanceId is
+// the instance's ec2InstanceId and its availabilityZone the ecs.availability-zone
+// attribute, as the ECS agent registers an EC2 host; any other document is an opaque
+// identity. totalResources, attributes,
 // versionInfo and tags are taken. Errors: ClusterNotFoundException, InvalidParameterException.
 // AWS reference: RegisterContainerInstance.
 func (s *Server) RegisterContainerInstance(ctx context.Context, req *connect.Request[ecsv1.RegisterContainerInstanceRequest]) (*connect.Response[ecsv1.RegisterContainerInstanceResponse], error) {
@@ -321,6 +356,7 @@ func (s *Server) RegisterContainerInstance(ctx context.Context, req *connect.Req
 			return nil, err
 		}
 		host := ""
+		attrs := m.GetAttributes()
 		switch {
 		case m.GetContainerInstanceArn() != "":
 			c, id, ok, err := s.locate(ctx, account, arn.ContainerInstance, m.GetContainerInstanceArn())
@@ -339,13 +375,25 @@ func (s *Server) RegisterContainerInstance(ctx context.Context, req *connect.Req
 			}
 			host = rec.GetHostId()
 		case m.GetInstanceIdentityDocument() != "":
-			sum := sha256.Sum256([]byte(m.GetInstanceIdentityDocument()))
-			host = "iid-" + hex.EncodeToString(sum[:16])
+			iid, ok, err := parseIdentityDocument(m.GetInstanceIdentityDocument())
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				// Not an EC2 document (no JSON with an instanceId): an opaque host identity.
+				sum := sha256.Sum256([]byte(m.GetInstanceIdentityDocument()))
+				host = "iid-" + hex.EncodeToString(sum[:16])
+				break
+			}
+			host = iid.InstanceID
+			if iid.AvailabilityZone != "" && !slices.ContainsFunc(attrs, func(a *ecsv1.Attribute) bool { return a.GetName() == attrAvailabilityZone }) {
+				attrs = append(slices.Clone(attrs), &ecsv1.Attribute{Name: proto.String(attrAvailabilityZone), Value: proto.String(iid.AvailabilityZone)})
+			}
 		default:
 			host = "ecs-" + s.newID()
 		}
 		resp, err := s.RegisterInstance(ctx, account, &agentv1.RegisterRequest{
-			Cluster: name, HostId: host, Resources: m.GetTotalResources(), Attributes: m.GetAttributes(),
+			Cluster: name, HostId: host, Resources: m.GetTotalResources(), Attributes: attrs,
 			VersionInfo: m.GetVersionInfo(), RuntimeReady: true,
 		})
 		if err != nil {

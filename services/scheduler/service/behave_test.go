@@ -192,3 +192,21 @@ func TestUnknownClusterServiceCalls(t *testing.T) {
 		wantErr(t, err, "ClusterNotFoundException")
 	}
 }
+
+// TestUnknownTaskDefinitionIsClientException: CreateService and UpdateService naming a
+// task definition that does not exist answer ClientException "TaskDefinition not found.",
+// as AWS answers CreateService.
+func TestUnknownTaskDefinitionIsClientException(t *testing.T) {
+	e := newEnv(t, ReconcilerConfig{})
+	td := e.taskDef("known", "img", 128, 128, false)
+	_, err := call(e, e.h.CreateService, &ecsv1.CreateServiceRequest{
+		Cluster: proto.String("c1"), ServiceName: proto.String("web"), TaskDefinition: proto.String("unknown:7"), DesiredCount: proto.Int32(1),
+	})
+	wantErr(t, err, "ClientException")
+	if err.Message != "TaskDefinition not found." {
+		t.Fatalf("message %q", err.Message)
+	}
+	e.createService("web", td, 0, nil)
+	_, err = call(e, e.h.UpdateService, &ecsv1.UpdateServiceRequest{Cluster: proto.String("c1"), Service: proto.String("web"), TaskDefinition: proto.String("unknown")})
+	wantErr(t, err, "ClientException")
+}

@@ -162,9 +162,9 @@ func serviceName(account, cluster, ref string) (string, bool) {
 }
 
 // taskDefinition resolves a task definition reference (control.LookupTaskDefinition) to
-// an ACTIVE revision (family alone: its latest ACTIVE revision). Errors:
-// InvalidParameterException "TaskDefinition not found.", ClientException "TaskDefinition
-// is inactive" (AWS's answers to the service calls).
+// an ACTIVE revision (family alone: its latest ACTIVE revision). Errors: ClientException
+// "TaskDefinition not found." (as AWS answers CreateService, e.g. Cloud-CV/EvalAI#2419) and
+// ClientException "TaskDefinition is inactive".
 func taskDefinition(ctx context.Context, kv clientv3.KV, account, ref string) (*storev1.TaskDefinitionRecord, error) {
 	if ref == "" {
 		return nil, ecserr.InvalidParameterf("taskDefinition is required.")
@@ -174,7 +174,7 @@ func taskDefinition(ctx context.Context, kv clientv3.KV, account, ref string) (*
 		return nil, fmt.Errorf("service: read task definition %s: %w", ref, err)
 	}
 	if rec == nil {
-		return nil, ecserr.InvalidParameterf("TaskDefinition not found.")
+		return nil, ecserr.Clientf("TaskDefinition not found.")
 	}
 	if rec.GetTaskDefinition().GetStatus() != StatusActive {
 		return nil, ecserr.Clientf("TaskDefinition is inactive")

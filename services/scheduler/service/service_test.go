@@ -100,7 +100,7 @@ func TestCreateServiceValidation(t *testing.T) {
 		{"bad name", &ecsv1.CreateServiceRequest{Cluster: proto.String("c1"), ServiceName: proto.String("a/b"), TaskDefinition: proto.String(td), DesiredCount: proto.Int32(1)}, "InvalidParameterException"},
 		{"no count", &ecsv1.CreateServiceRequest{Cluster: proto.String("c1"), ServiceName: proto.String("s"), TaskDefinition: proto.String(td)}, "InvalidParameterException"},
 		{"negative", &ecsv1.CreateServiceRequest{Cluster: proto.String("c1"), ServiceName: proto.String("s"), TaskDefinition: proto.String(td), DesiredCount: proto.Int32(-1)}, "InvalidParameterException"},
-		{"unknown td", &ecsv1.CreateServiceRequest{Cluster: proto.String("c1"), ServiceName: proto.String("s"), TaskDefinition: proto.String("nope"), DesiredCount: proto.Int32(1)}, "InvalidParameterException"},
+		{"unknown td", &ecsv1.CreateServiceRequest{Cluster: proto.String("c1"), ServiceName: proto.String("s"), TaskDefinition: proto.String("nope"), DesiredCount: proto.Int32(1)}, "ClientException"}, // AWS: ClientException "TaskDefinition not found."
 		{"no cluster", &ecsv1.CreateServiceRequest{Cluster: proto.String("nope"), ServiceName: proto.String("s"), TaskDefinition: proto.String(td), DesiredCount: proto.Int32(1)}, "ClusterNotFoundException"},
 		{"min > 100", &ecsv1.CreateServiceRequest{Cluster: proto.String("c1"), ServiceName: proto.String("s"), TaskDefinition: proto.String(td), DesiredCount: proto.Int32(1),
 			DeploymentConfiguration: &ecsv1.DeploymentConfiguration{MinimumHealthyPercent: proto.Int32(101)}}, "InvalidParameterException"},

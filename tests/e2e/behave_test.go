@@ -16,7 +16,8 @@ import (
 // gateway with the AWS SDK for Go v2, checking that each error comes back as the SDK's
 // typed exception (what a Go deploy tool matches with errors.As) and that the fixed
 // behaviours hold end to end: DAEMON with a desiredCount, a task cpu below 128 units,
-// unknown clusters, ListServices without DRAINING services and with full pages,
+// unknown clusters, ListServices without DRAINING services and with full pages, ListTasks
+// of an unknown service,
 // RegisterContainerInstance with an instance identity document, and RunTask with every
 // instance DRAINING.
 func TestBehavioursWithSDK(t *testing.T) {
@@ -111,6 +112,15 @@ func TestBehavioursWithSDK(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("ListServices %v, want %v", got, want)
+	}
+
+	// ListTasks of a service that does not exist: ServiceNotFoundException.
+	var snf *ecstypes.ServiceNotFoundException
+	if _, err := c.ListTasks(ctx, &ecs.ListTasksInput{Cluster: cluster, ServiceName: aws.String("nope")}); !errors.As(err, &snf) {
+		t.Fatalf("ListTasks of an unknown service: %v", err)
+	}
+	if _, err := c.ListTasks(ctx, &ecs.ListTasksInput{Cluster: cluster, ServiceName: aws.String("s1")}); err != nil {
+		t.Fatalf("ListTasks of s1: %v", err)
 	}
 
 	// RegisterContainerInstance with an instance identity document.

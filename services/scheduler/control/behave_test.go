@@ -1,6 +1,7 @@
 package control
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -8,7 +9,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
 )
 
 // TestTaskCPUMinimum: a task-level cpu below the EC2 minimum of 128 units (0.125 vCPU) is
@@ -132,4 +136,24 @@ func TestRegisterWithInstanceIdentityDocument(t *testing.T) {
 		Cluster: proto.String("c"), InstanceIdentityDocument: proto.String(`{"instanceId":"../x"}`),
 	})
 	wantErr(t, err, "InvalidParameterException")
+}
+
+// TestListTasksUnknownService: ListTasks filtered by a serviceName that names no service
+// of the cluster is ServiceNotFoundException ("Service not found."), as AWS answers; a
+// service that exists lists its tasks (none here), by name or by ARN.
+func TestListTasksUnknownService(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster("c")
+	_, err := call(e, e.s.ListTasks, &ecsv1.ListTasksRequest{Cluster: proto.String("c"), ServiceName: proto.String("nope")})
+	wantErr(t, err, "ServiceNotFoundException")
+	rec := &storev1.ServiceRecord{ClusterName: "c", Service: &ecsv1.Service{ServiceName: proto.String("web"), Status: proto.String("ACTIVE")}}
+	if _, err := store.Create(context.Background(), sharedEtcd, keys.Service(e.acc, "c", "web"), rec); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{"web", "arn:aws:ecs:us-east-1:" + e.acc + ":service/c/web"} {
+		r := must(e, e.s.ListTasks, &ecsv1.ListTasksRequest{Cluster: proto.String("c"), ServiceName: proto.String(ref)})
+		if len(r.GetTaskArns()) != 0 {
+			t.Fatalf("tasks %v", r.GetTaskArns())
+		}
+	}
 }

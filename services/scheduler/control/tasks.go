@@ -639,8 +639,9 @@ func (s *Server) DescribeTasks(ctx context.Context, req *connect.Request[ecsv1.D
 // containerInstance, family, serviceName, startedBy from an index (further filters and
 // launchType are applied to the page, which may then hold fewer than maxResults);
 // maxResults 1–100 and nextToken page in O(maxResults): one index range read and one
-// batched read of the page's records. Errors: ClusterNotFoundException, InvalidParameterException.
-// AWS reference: ListTasks.
+// batched read of the page's records. Errors: ClusterNotFoundException,
+// ServiceNotFoundException (serviceName names no service of the cluster),
+// InvalidParameterException. AWS reference: ListTasks.
 func (s *Server) ListTasks(ctx context.Context, req *connect.Request[ecsv1.ListTasksRequest]) (*connect.Response[ecsv1.ListTasksResponse], error) {
 	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.ListTasksRequest) (*ecsv1.ListTasksResponse, error) {
 		limit, err := maxResults(m.MaxResults)
@@ -672,6 +673,23 @@ func (s *Server) ListTasks(ctx context.Context, req *connect.Request[ecsv1.ListT
 		} else if rec == nil {
 			return nil, ecserr.ClusterNotFoundError()
 		}
+		svcName := m.GetServiceName()
+		if m.ServiceName != nil {
+			// A service that does not exist is ServiceNotFoundException, as AWS answers
+			// (not an empty list).
+			if arn.IsARN(svcName) {
+				if a, err := arn.Parse(svcName); err == nil && a.Type == arn.Service && a.Account == account && (a.Cluster == "" || a.Cluster == name) {
+					svcName = a.Name
+				}
+			}
+			n, err := s.kv.Get(ctx, keys.Service(account, name, svcName), clientv3.WithCountOnly())
+			if err != nil {
+				return nil, err
+			}
+			if !validName(svcName) || n.Count == 0 {
+				return nil, ecserr.ServiceNotFoundError()
+			}
+		}
 		resp := &ecsv1.ListTasksResponse{TaskArns: []string{}}
 		if desired == "PENDING" {
 			return resp, nil
@@ -693,7 +711,7 @@ func (s *Server) ListTasks(ctx context.Context, req *connect.Request[ecsv1.ListT
 			dim, val string
 		}{
 			{instID != "", keys.DimInstance, instID},
-			{m.ServiceName != nil, keys.DimService, m.GetServiceName()},
+			{m.ServiceName != nil, keys.DimService, svcName},
 			{m.Family != nil, keys.DimFamily, m.GetFamily()},
 			{m.StartedBy != nil, keys.DimStartedBy, m.GetStartedBy()},
 		} {

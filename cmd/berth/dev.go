@@ -94,6 +94,14 @@ func devConfigFromEnv() devConfig {
 // runDev runs `berth dev` until ctx ends. The ready line goes to out, logs to logw.
 func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var stableAfter time.Duration
+	if cfg.TaskStableAfter != "" {
+		d, err := time.ParseDuration(cfg.TaskStableAfter)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("BERTH_TASK_STABLE_AFTER=%q: want a positive duration such as 5s", cfg.TaskStableAfter)
+		}
+		stableAfter = d
+	}
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return err
@@ -115,12 +123,6 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	}
 	defer etcd.Close()
 
-	var stableAfter time.Duration
-	if cfg.TaskStableAfter != "" {
-		if stableAfter, err = time.ParseDuration(cfg.TaskStableAfter); err != nil || stableAfter <= 0 {
-			return fmt.Errorf("BERTH_TASK_STABLE_AFTER=%q: want a positive duration such as 5s", cfg.TaskStableAfter)
-		}
-	}
 	sched, err := app.New(app.Config{Etcd: etcd.Client(), Region: cfg.Region, Logger: log.With("service", "scheduler"), Dev: true,
 		TaskStableAfter: stableAfter})
 	if err != nil {

@@ -20,7 +20,8 @@ import (
 func TestRunTaskNoEligibleInstanceSaysWhy(t *testing.T) {
 	for _, batch := range []bool{false, true} {
 		cli := etcdembed.StartForTest(t)
-		p := NewPlacer(cli, nil)
+		// Without the watch-fed cache: the test changes instances and places at once.
+		p := NewPlacer(cli, nil, WithoutCache())
 		defer p.Close()
 		srv := control.New(control.Config{KV: cli, Placer: &ControlPlacer{Placer: p, Batch: batch}})
 		ctx := caller.With(context.Background(), caller.Identity{Account: testAccount})

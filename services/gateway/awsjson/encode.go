@@ -18,7 +18,9 @@ import (
 // JSON numbers (never strings, unlike protojson), doubles and timestamps are numbers
 // (timestamps in epoch seconds). Maps are objects with sorted keys. Lists are arrays,
 // omitted when empty except for the top-level members of the response, which AWS always
-// writes (for example "failures": []). Marshal never fails on a valid message; NaN and
+// writes (for example "failures": []). Members AWS returns even when empty (a task
+// definition's "volumes": [], a task's "overrides": {...}) are written from the Defaults
+// table, and so is every list member the model marks required. Marshal never fails on a valid message; NaN and
 // infinite doubles, which JSON cannot carry, are written as 0.
 func Marshal(m proto.Message) ([]byte, error) {
 	return appendMessage(make([]byte, 0, 256), m.ProtoReflect(), true), nil
@@ -36,32 +38,65 @@ func AppendError(b []byte, typ, message string) []byte {
 func appendMessage(b []byte, msg protoreflect.Message, top bool) []byte {
 	b = append(b, '{')
 	first := true
-	fields := msg.Descriptor().Fields()
+	md := msg.Descriptor()
+	defaults := memberDefaults(md)
+	fields := md.Fields()
 	for i := 0; i < fields.Len(); i++ {
 		fd := fields.Get(i)
+		def := Omit
+		if defaults != nil {
+			def = defaults[i]
+		}
+		var v protoreflect.Value
 		switch {
 		case fd.IsList():
-			if msg.Get(fd).List().Len() == 0 && !top {
+			// Get once: each Get of a list allocates its reflective wrapper.
+			v = msg.Get(fd)
+			if v.List().Len() == 0 {
+				if def == EmptyList || (top && def != OmitEmpty) {
+					b = appendName(b, &first, fd)
+					b = append(b, "[]"...)
+				}
 				continue
 			}
 		case fd.IsMap():
-			if msg.Get(fd).Map().Len() == 0 && !top {
+			v = msg.Get(fd)
+			if v.Map().Len() == 0 && !top {
 				continue
 			}
 		case fd.HasPresence():
 			if !msg.Has(fd) {
-				continue
+				switch def {
+				case EmptyStructure:
+					// Get of an unset message field is its read-only empty value, whose
+					// own defaults appendMessage then writes.
+				case True:
+					b = appendName(b, &first, fd)
+					b = append(b, "true"...)
+					continue
+				default:
+					continue
+				}
 			}
+			v = msg.Get(fd)
+		default:
+			v = msg.Get(fd)
 		}
-		if !first {
-			b = append(b, ',')
-		}
-		first = false
-		b = appendString(b, fd.JSONName())
-		b = append(b, ':')
-		b = appendField(b, fd, msg.Get(fd))
+		b = appendName(b, &first, fd)
+		b = appendField(b, fd, v)
 	}
 	return append(b, '}')
+}
+
+// appendName writes the member's name and colon, preceded by a comma unless it is the
+// object's first member.
+func appendName(b []byte, first *bool, fd protoreflect.FieldDescriptor) []byte {
+	if !*first {
+		b = append(b, ',')
+	}
+	*first = false
+	b = appendString(b, fd.JSONName())
+	return append(b, ':')
 }
 
 func appendField(b []byte, fd protoreflect.FieldDescriptor, v protoreflect.Value) []byte {

@@ -188,9 +188,6 @@ var defaultsOff bool
 // memberDefaults returns the defaults of md's fields indexed by field index, or nil when
 // none of its members has one.
 func memberDefaults(md protoreflect.MessageDescriptor) []Default {
-	if defaultsOff {
-		return nil
-	}
 	loadDefaults()
 	return defaultsIndex[md.FullName()]
 }

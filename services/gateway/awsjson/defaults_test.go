@@ -171,3 +171,29 @@ func TestMarshalTaskShapes(t *testing.T) {
 		t.Errorf("DescribeTasks\n got %s\nwant %s", tasks, wantTasks)
 	}
 }
+
+// TestMarshalResultsDoNotShareBuffers: Marshal reuses scratch buffers, so a returned body
+// must stay intact while other responses are encoded, concurrently too.
+func TestMarshalResultsDoNotShareBuffers(t *testing.T) {
+	first, _ := awsjson.Marshal(&ecsv1.DescribeTaskDefinitionResponse{TaskDefinition: &ecsv1.TaskDefinition{Family: proto.String("first")}})
+	want := string(first)
+	done := make(chan struct{})
+	for i := 0; i < 4; i++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for j := 0; j < 200; j++ {
+				body, _ := awsjson.Marshal(&ecsv1.DescribeTaskDefinitionResponse{TaskDefinition: &ecsv1.TaskDefinition{Family: proto.String("other-family-name")}})
+				if !json.Valid(body) {
+					t.Errorf("invalid body %s", body)
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		<-done
+	}
+	if string(first) != want {
+		t.Errorf("first body changed to %s", first)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/testkit/shapecheck"
 	"github.com/berthhq/berth/tests/e2e/harness"
 )
 
@@ -71,8 +72,15 @@ func freeAddr(t testing.TB) string {
 // answer against the ECS model's required members (the test fails at its end on any
 // violation).
 func devEnv(t testing.TB, dataDir string) []string {
+	env, _ := devEnvShapes(t, dataDir)
+	return env
+}
+
+// devEnvShapes is devEnv, also returning the recorder of the checking proxy.
+func devEnvShapes(t testing.TB, dataDir string) ([]string, *shapecheck.Recorder) {
 	gw, reg, logs := freeAddr(t), freeAddr(t), freeAddr(t)
-	proxy := httptest.NewServer(harness.ShapeRecorder(t).Proxy(&url.URL{Scheme: "http", Host: gw}))
+	rec := harness.ShapeRecorder(t)
+	proxy := httptest.NewServer(rec.Proxy(&url.URL{Scheme: "http", Host: gw}))
 	t.Cleanup(proxy.Close)
 	return append(os.Environ(),
 		"BERTH_DATA_DIR="+dataDir,
@@ -85,7 +93,7 @@ func devEnv(t testing.TB, dataDir string) []string {
 		"AWS_SECRET_ACCESS_KEY=test",
 		"AWS_DEFAULT_REGION=us-east-1",
 		"AWS_PAGER=",
-	)
+	), rec
 }
 
 func envValue(env []string, name string) string {

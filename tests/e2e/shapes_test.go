@@ -14,7 +14,8 @@ import (
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 )
 
-// TestResponseShapesTour calls every ECS action Berth serves at least once, with the AWS
+// TestResponseShapesTour calls every ECS action Berth serves at least once (all but
+// ListServicesByNamespace answer 200), with the AWS
 // SDK for Go v2, against a real `bin/berth dev` through devEnv's checking proxy, so each
 // kind of answer Berth produces is walked through the ECS model's required lists (the
 // test fails at its end on any missing member). It then checks that the proxy did see
@@ -72,6 +73,15 @@ func TestResponseShapesTour(t *testing.T) {
 	must("ListAccountSettings", err)
 	_, err = c.DeleteAccountSetting(ctx, &ecs.DeleteAccountSettingInput{Name: ecstypes.SettingNameContainerInsights})
 	must("DeleteAccountSetting", err)
+
+	// An instance registered and deregistered by API, as the ECS agent does, in tour.
+	reg, err := c.RegisterContainerInstance(ctx, &ecs.RegisterContainerInstanceInput{Cluster: aws.String("tour"),
+		TotalResources: []ecstypes.Resource{{Name: aws.String("CPU"), Type: aws.String("INTEGER"), IntegerValue: 1024},
+			{Name: aws.String("MEMORY"), Type: aws.String("INTEGER"), IntegerValue: 512}}})
+	must("RegisterContainerInstance", err)
+	_, err = c.DeregisterContainerInstance(ctx, &ecs.DeregisterContainerInstanceInput{Cluster: aws.String("tour"),
+		ContainerInstance: reg.ContainerInstance.ContainerInstanceArn, Force: aws.Bool(true)})
+	must("DeregisterContainerInstance", err)
 
 	// Task definitions.
 	register := func() *ecstypes.TaskDefinition {
@@ -222,6 +232,7 @@ func TestResponseShapesTour(t *testing.T) {
 	for _, op := range []string{
 		"CreateCluster", "DescribeClusters", "ListClusters", "UpdateClusterSettings", "UpdateCluster", "PutClusterCapacityProviders",
 		"PutAccountSetting", "PutAccountSettingDefault", "ListAccountSettings", "DeleteAccountSetting",
+		"RegisterContainerInstance", "DeregisterContainerInstance",
 		"RegisterTaskDefinition", "DescribeTaskDefinition", "ListTaskDefinitions", "ListTaskDefinitionFamilies", "DeregisterTaskDefinition", "DeleteTaskDefinitions",
 		"ListContainerInstances", "DescribeContainerInstances", "PutAttributes", "ListAttributes", "DeleteAttributes", "UpdateContainerInstancesState",
 		"RunTask", "StartTask", "DescribeTasks", "ListTasks", "StopTask",

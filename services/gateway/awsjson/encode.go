@@ -22,8 +22,8 @@ import (
 // omitted when empty except for the top-level members of the response, which AWS always
 // writes (for example "failures": []). Members AWS returns even when empty (a task
 // definition's "volumes": [], a task's "overrides": {...}) are written from the Defaults
-// table, and so is every list member the model marks required. Marshal never fails on a valid message; NaN and
-// infinite doubles, which JSON cannot carry, are written as 0.
+// table, and so is every list member the model marks required. Marshal never fails on a
+// valid message; NaN and infinite doubles, which JSON cannot carry, are written as 0.
 func Marshal(m proto.Message) ([]byte, error) {
 	bp := scratch.Get().(*[]byte)
 	b := appendMessage((*bp)[:0], m.ProtoReflect(), true)

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/berthhq/berth/testkit/containerdtest"
 	"github.com/berthhq/berth/testkit/registrytest"
+	"github.com/berthhq/berth/tests/e2e/harness"
 )
 
 // composeCmd returns the compose command this machine has: docker-compose, or the
@@ -142,8 +145,12 @@ func TestCompose(t *testing.T) {
 	}
 	t.Logf("stack up in %s", time.Since(t0).Round(time.Second))
 
+	// The CLI reaches the gateway through a proxy checking every answer against the ECS
+	// model's required members.
+	proxy := httptest.NewServer(harness.ShapeRecorder(t).Proxy(&url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(port)}))
+	defer proxy.Close()
 	aws := func(args ...string) (map[string]any, error) {
-		argv := append([]string{"--endpoint-url", "http://127.0.0.1:" + strconv.Itoa(port), "--output", "json", "ecs"}, args...)
+		argv := append([]string{"--endpoint-url", proxy.URL, "--output", "json", "ecs"}, args...)
 		cmd := exec.CommandContext(ctx, "aws", argv...)
 		cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+keyID, "AWS_SECRET_ACCESS_KEY="+secret,
 			"AWS_DEFAULT_REGION=us-east-1", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_MAX_ATTEMPTS=1")

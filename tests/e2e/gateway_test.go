@@ -19,6 +19,7 @@ import (
 	"github.com/berthhq/berth/services/gateway"
 	"github.com/berthhq/berth/services/scheduler/app"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
+	"github.com/berthhq/berth/tests/e2e/harness"
 )
 
 // apiStack is the real gateway in front of a real scheduler replica on embedded etcd, in
@@ -46,7 +47,8 @@ func startAPIStack(t *testing.T, accounts ...string) *apiStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(gw)
+	// Every answer the gateway writes is checked against the ECS model's required members.
+	srv := httptest.NewServer(harness.ShapeRecorder(t).Handler(gw))
 	t.Cleanup(srv.Close)
 
 	s := &apiStack{clients: map[string]*ecs.Client{}}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berthhq/berth/testkit/shapecheck"
+	"github.com/berthhq/berth/tests/e2e/harness"
 )
 
 // devProcess is a running `bin/berth dev`.
@@ -63,9 +68,20 @@ func freeAddr(t testing.TB) string {
 }
 
 // devEnv returns the environment of a `berth dev` on free loopback ports with its data
-// in dataDir, and of the AWS CLI pointed at it.
+// in dataDir, and of the AWS CLI (or boto3) pointed at it through a proxy that checks every
+// answer against the ECS model's required members (the test fails at its end on any
+// violation).
 func devEnv(t testing.TB, dataDir string) []string {
+	env, _ := devEnvShapes(t, dataDir)
+	return env
+}
+
+// devEnvShapes is devEnv, also returning the recorder of the checking proxy.
+func devEnvShapes(t testing.TB, dataDir string) ([]string, *shapecheck.Recorder) {
 	gw, reg, logs := freeAddr(t), freeAddr(t), freeAddr(t)
+	rec := harness.ShapeRecorder(t)
+	proxy := httptest.NewServer(rec.Proxy(&url.URL{Scheme: "http", Host: gw}))
+	t.Cleanup(proxy.Close)
 	return append(os.Environ(),
 		"BERTH_DATA_DIR="+dataDir,
 		"BERTH_GATEWAY_ADDR="+gw,
@@ -75,12 +91,12 @@ func devEnv(t testing.TB, dataDir string) []string {
 		// The README's shorter stability wait: AWS's 40 s would make the rolling update
 		// step alone take a minute and a half.
 		"BERTH_TASK_STABLE_AFTER=5s",
-		"AWS_ENDPOINT_URL=http://"+gw,
+		"AWS_ENDPOINT_URL="+proxy.URL,
 		"AWS_ACCESS_KEY_ID=test",
 		"AWS_SECRET_ACCESS_KEY=test",
 		"AWS_DEFAULT_REGION=us-east-1",
 		"AWS_PAGER=",
-	)
+	), rec
 }
 
 func envValue(env []string, name string) string {

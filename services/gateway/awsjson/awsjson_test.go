@@ -106,11 +106,14 @@ func TestAppendErrorEscaping(t *testing.T) {
 	golden(t, "error_escaping.golden", got)
 }
 
+// TestMarshalOmitsEmptyNestedListsAndUnsetOptionals: members outside the Defaults table
+// stay out when empty or unset (a cluster's tags, settings and configuration, as AWS leaves
+// them out unless include asks for them), while the table's are written.
 func TestMarshalOmitsEmptyNestedListsAndUnsetOptionals(t *testing.T) {
 	got, _ := awsjson.Marshal(&ecsv1.DescribeClustersResponse{
-		Clusters: []*ecsv1.Cluster{{ClusterName: proto.String("default")}},
+		Clusters: []*ecsv1.Cluster{{ClusterName: proto.String("default"), Tags: []*ecsv1.Tag{}, Settings: []*ecsv1.ClusterSetting{}}},
 	})
-	want := `{"clusters":[{"activeServicesCount":0,"clusterName":"default","pendingTasksCount":0,"registeredContainerInstancesCount":0,"runningTasksCount":0}],"failures":[]}`
+	want := `{"clusters":[{"activeServicesCount":0,"capacityProviders":[],"clusterName":"default","defaultCapacityProviderStrategy":[],"pendingTasksCount":0,"registeredContainerInstancesCount":0,"runningTasksCount":0,"statistics":[]}],"failures":[]}`
 	if string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}

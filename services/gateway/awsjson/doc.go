@@ -5,7 +5,8 @@
 // types, InvalidParameterException for missing required members and values outside an
 // enum); Marshal encodes a response with AWS's conventions (numbers as JSON numbers,
 // timestamps as epoch seconds, unboxed scalars always written, empty lists omitted except at
-// the top level of a response).
+// the top level of a response and where the Defaults table says AWS returns them, e.g.
+// "volumes": [] in a task definition).
 //
 // The wire format followed is the awsJson1_1 protocol:
 // https://smithy.io/2.0/aws/protocols/aws-json-1_1-protocol.html

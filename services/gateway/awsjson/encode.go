@@ -4,10 +4,12 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 // Marshal encodes m, an operation's response message, as an AWS JSON 1.1 body.
@@ -18,10 +20,61 @@ import (
 // JSON numbers (never strings, unlike protojson), doubles and timestamps are numbers
 // (timestamps in epoch seconds). Maps are objects with sorted keys. Lists are arrays,
 // omitted when empty except for the top-level members of the response, which AWS always
-// writes (for example "failures": []). Marshal never fails on a valid message; NaN and
-// infinite doubles, which JSON cannot carry, are written as 0.
+// writes (for example "failures": []). Members AWS returns even when empty (a task
+// definition's "volumes": [], a task's "overrides": {...}) are written from the Defaults
+// table, and so is every list member the model marks required. Marshal never fails on a
+// valid message; NaN and infinite doubles, which JSON cannot carry, are written as 0.
 func Marshal(m proto.Message) ([]byte, error) {
-	return appendMessage(make([]byte, 0, 256), m.ProtoReflect(), true), nil
+	bp := scratch.Get().(*[]byte)
+	b := appendMessage((*bp)[:0], m.ProtoReflect(), true)
+	// One exact-size copy instead of the ~2x of repeated growth; the scratch buffer is
+	// kept for the next response unless it grew past maxScratch.
+	out := make([]byte, len(b))
+	copy(out, b)
+	if cap(b) <= maxScratch {
+		*bp = b
+		scratch.Put(bp)
+	}
+	return out, nil
+}
+
+// scratch holds encoding buffers between responses; maxScratch (bytes) bounds what it keeps.
+var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+const maxScratch = 1 << 20
+
+// shapeInfo is what the encoder needs of a message type, computed once: each field's
+// quoted JSON name with its colon, and the Defaults of its fields (nil when none).
+type shapeInfo struct {
+	names    [][]byte
+	defaults []Default
+	// zero holds, for fields whose default is EmptyStructure, the read-only empty message
+	// written when the field is unset (Get would allocate one per call).
+	zero []protoreflect.Message
+}
+
+// shapes maps a message's full name to its *shapeInfo.
+var shapes sync.Map
+
+func shapeOf(md protoreflect.MessageDescriptor) *shapeInfo {
+	if si, ok := shapes.Load(md.FullName()); ok {
+		return si.(*shapeInfo)
+	}
+	fields := md.Fields()
+	si := &shapeInfo{names: make([][]byte, fields.Len()), defaults: memberDefaults(md)}
+	for i := range si.names {
+		si.names[i] = append(appendString(nil, fields.Get(i).JSONName()), ':')
+		if si.defaults != nil && si.defaults[i] == EmptyStructure {
+			if si.zero == nil {
+				si.zero = make([]protoreflect.Message, fields.Len())
+			}
+			if mt, err := protoregistry.GlobalTypes.FindMessageByName(fields.Get(i).Message().FullName()); err == nil {
+				si.zero[i] = mt.Zero()
+			}
+		}
+	}
+	actual, _ := shapes.LoadOrStore(md.FullName(), si)
+	return actual.(*shapeInfo)
 }
 
 // AppendError appends the AWS JSON error body {"__type": typ, "message": message}.
@@ -36,32 +89,73 @@ func AppendError(b []byte, typ, message string) []byte {
 func appendMessage(b []byte, msg protoreflect.Message, top bool) []byte {
 	b = append(b, '{')
 	first := true
-	fields := msg.Descriptor().Fields()
+	md := msg.Descriptor()
+	si := shapeOf(md)
+	defaults := si.defaults
+	if defaultsOff {
+		defaults = nil
+	}
+	fields := md.Fields()
 	for i := 0; i < fields.Len(); i++ {
 		fd := fields.Get(i)
+		def := Omit
+		if defaults != nil {
+			def = defaults[i]
+		}
+		var v protoreflect.Value
 		switch {
 		case fd.IsList():
-			if msg.Get(fd).List().Len() == 0 && !top {
+			// Has is false for an empty list and, unlike Get, allocates no reflective
+			// wrapper.
+			if !msg.Has(fd) {
+				if def == EmptyList || (top && def != OmitEmpty) {
+					b = appendName(b, &first, si.names[i])
+					b = append(b, "[]"...)
+				}
 				continue
 			}
+			v = msg.Get(fd)
 		case fd.IsMap():
-			if msg.Get(fd).Map().Len() == 0 && !top {
+			if !msg.Has(fd) && !top {
 				continue
 			}
+			v = msg.Get(fd)
 		case fd.HasPresence():
 			if !msg.Has(fd) {
-				continue
+				switch def {
+				case EmptyStructure:
+					// The read-only empty message, whose own defaults appendMessage writes.
+					if z := si.zero[i]; z != nil {
+						b = appendName(b, &first, si.names[i])
+						b = appendMessage(b, z, false)
+						continue
+					}
+				case True:
+					b = appendName(b, &first, si.names[i])
+					b = append(b, "true"...)
+					continue
+				default:
+					continue
+				}
 			}
+			v = msg.Get(fd)
+		default:
+			v = msg.Get(fd)
 		}
-		if !first {
-			b = append(b, ',')
-		}
-		first = false
-		b = appendString(b, fd.JSONName())
-		b = append(b, ':')
-		b = appendField(b, fd, msg.Get(fd))
+		b = appendName(b, &first, si.names[i])
+		b = appendField(b, fd, v)
 	}
 	return append(b, '}')
+}
+
+// appendName writes the member's quoted name and colon (from shapeInfo.names), preceded by a comma unless it is the
+// object's first member.
+func appendName(b []byte, first *bool, name []byte) []byte {
+	if !*first {
+		b = append(b, ',')
+	}
+	*first = false
+	return append(b, name...)
 }
 
 func appendField(b []byte, fd protoreflect.FieldDescriptor, v protoreflect.Value) []byte {

@@ -25,5 +25,5 @@ func ExampleMarshal() {
 	})
 	fmt.Println(string(body))
 	// Output:
-	// {"clusters":[{"activeServicesCount":0,"clusterName":"default","pendingTasksCount":0,"registeredContainerInstancesCount":0,"runningTasksCount":0,"status":"ACTIVE"}],"failures":[]}
+	// {"clusters":[{"activeServicesCount":0,"capacityProviders":[],"clusterName":"default","defaultCapacityProviderStrategy":[],"pendingTasksCount":0,"registeredContainerInstancesCount":0,"runningTasksCount":0,"statistics":[],"status":"ACTIVE"}],"failures":[]}
 }

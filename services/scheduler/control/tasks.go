@@ -221,7 +221,7 @@ func NewTaskRecord(tt TaskTemplate) *storev1.TaskRecord {
 	}
 	for _, c := range td.GetContainerDefinitions() {
 		ct := &ecsv1.Container{
-			ContainerArn:      proto.String(strings.Replace(taskARN, ":task/", ":container/", 1) + "/" + tt.NewID()),
+			ContainerArn:      proto.String(containerARN(taskARN, tt.LongARN, tt.NewID())),
 			TaskArn:           proto.String(taskARN),
 			Name:              c.Name,
 			Image:             c.Image,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/berthhq/berth/testkit/containerdtest"
 	"github.com/berthhq/berth/testkit/registrytest"
+	"github.com/berthhq/berth/testkit/shapecheck"
 )
 
 // Defaults of the system under test.
@@ -82,6 +84,9 @@ type Cluster struct {
 	ECS *ecs.Client
 	// EtcdClient talks to all members (for leader lookups and consistency checks).
 	EtcdClient *clientv3.Client
+	// Shapes checks every response the cluster's ECS clients receive against the ECS
+	// model's required members; the test fails at its end on any violation.
+	Shapes *shapecheck.Recorder
 }
 
 // Start brings the whole system up and returns once every agent has registered and is
@@ -91,7 +96,7 @@ func Start(t *testing.T, opts Options) *Cluster {
 	if opts.Agents == 0 {
 		opts.Agents = 2
 	}
-	c := &Cluster{t: t, Dir: t.TempDir(), Bins: FindBinaries(t)}
+	c := &Cluster{t: t, Dir: t.TempDir(), Bins: FindBinaries(t), Shapes: ShapeRecorder(t)}
 	if err := os.MkdirAll(filepath.Join(c.Dir, "logs"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -259,6 +264,7 @@ func (c *Cluster) must(err error) {
 func (c *Cluster) NewECSClient(attempts int) *ecs.Client {
 	keyID, secret := c.AccessKeyID, c.SecretAccessKey
 	return ecs.New(ecs.Options{
+		HTTPClient:   &http.Client{Transport: c.Shapes.Transport(nil)},
 		BaseEndpoint: aws.String(c.GatewayURL),
 		Region:       Region,
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {

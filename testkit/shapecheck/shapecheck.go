@@ -1,0 +1,328 @@
+// Package shapecheck checks AWS JSON 1.1 responses against the ECS service model
+// (api/ecs/ecs-2014-11-13.json, botocore's model): every structure in a response must hold
+// each member its shape lists as "required", and no member the shape does not define. It
+// reads the model itself rather than Berth's generated descriptors, so a generator mistake
+// cannot hide a missing member. Tests put a Recorder in the path of every response they
+// get: Transport for AWS SDK for Go clients, Handler in front of an in-process gateway, or
+// Proxy in front of a gateway process for the AWS CLI and boto3.
+package shapecheck
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// ModelPath is the ECS model's path relative to the repository root.
+const ModelPath = "api/ecs/ecs-2014-11-13.json"
+
+// Model is the part of a botocore service model the checker needs.
+type Model struct {
+	// TargetPrefix is the X-Amz-Target prefix of the service's actions, with its dot.
+	TargetPrefix string
+	operations   map[string]string // operation name → output shape name
+	shapes       map[string]*shape
+}
+
+type shape struct {
+	Type     string            `json:"type"`
+	Members  map[string]member `json:"members"`
+	Required []string          `json:"required"`
+	Member   *member           `json:"member"`
+	Value    *member           `json:"value"`
+}
+
+type member struct {
+	Shape string `json:"shape"`
+}
+
+// Load reads a botocore JSON service model from path.
+func Load(path string) (*Model, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var raw struct {
+		Metadata struct {
+			TargetPrefix string `json:"targetPrefix"`
+		} `json:"metadata"`
+		Operations map[string]struct {
+			Output *member `json:"output"`
+		} `json:"operations"`
+		Shapes map[string]*shape `json:"shapes"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("shapecheck: %s: %w", path, err)
+	}
+	m := &Model{TargetPrefix: raw.Metadata.TargetPrefix + ".", operations: map[string]string{}, shapes: raw.Shapes}
+	for name, op := range raw.Operations {
+		if op.Output != nil {
+			m.operations[name] = op.Output.Shape
+		}
+	}
+	return m, nil
+}
+
+// LoadFromRepo finds ModelPath in the working directory or the nearest parent that has
+// it (tests run in their package's directory) and loads it.
+func LoadFromRepo() (*Model, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		p := filepath.Join(dir, ModelPath)
+		if _, err := os.Stat(p); err == nil {
+			return Load(p)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return nil, errors.New("shapecheck: " + ModelPath + " not found in any parent directory")
+		}
+		dir = parent
+	}
+}
+
+// Check decodes body, the response of operation (for example "DescribeServices"), and
+// returns one line per violation: a required member missing or null, a member the shape
+// does not define, or a JSON value of the wrong kind. Each line names the path, e.g.
+// "DescribeServices: services[0].deploymentConfiguration.alarms: missing required member
+// alarmNames (DeploymentAlarms)". An operation the model lacks is itself a violation.
+func (m *Model) Check(operation string, body []byte) []string {
+	out, ok := m.operations[operation]
+	if !ok {
+		return []string{fmt.Sprintf("%s: no such operation with an output in the model", operation)}
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return []string{fmt.Sprintf("%s: response is not JSON: %v", operation, err)}
+	}
+	w := walker{m: m, op: operation}
+	w.value(out, v, "")
+	return w.violations
+}
+
+type walker struct {
+	m          *Model
+	op         string
+	violations []string
+}
+
+func (w *walker) fail(path, format string, args ...any) {
+	if path == "" {
+		path = "(response)"
+	}
+	w.violations = append(w.violations, w.op+": "+path+": "+fmt.Sprintf(format, args...))
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+func (w *walker) value(shapeName string, v any, path string) {
+	s := w.m.shapes[shapeName]
+	if s == nil {
+		w.fail(path, "shape %s is not in the model", shapeName)
+		return
+	}
+	if v == nil {
+		w.fail(path, "null %s", s.Type)
+		return
+	}
+	switch s.Type {
+	case "structure":
+		obj, ok := v.(map[string]any)
+		if !ok {
+			w.fail(path, "want an object (%s), got %T", shapeName, v)
+			return
+		}
+		for _, r := range s.Required {
+			if val, ok := obj[r]; !ok || val == nil {
+				w.fail(path, "missing required member %s (%s)", r, shapeName)
+			}
+		}
+		names := make([]string, 0, len(obj))
+		for k := range obj {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			mem, ok := s.Members[k]
+			if !ok {
+				w.fail(join(path, k), "member not defined by %s", shapeName)
+				continue
+			}
+			w.value(mem.Shape, obj[k], join(path, k))
+		}
+	case "list":
+		list, ok := v.([]any)
+		if !ok {
+			w.fail(path, "want a list (%s), got %T", shapeName, v)
+			return
+		}
+		for i, e := range list {
+			w.value(s.Member.Shape, e, fmt.Sprintf("%s[%d]", path, i))
+		}
+	case "map":
+		obj, ok := v.(map[string]any)
+		if !ok {
+			w.fail(path, "want a map (%s), got %T", shapeName, v)
+			return
+		}
+		for k, e := range obj {
+			w.value(s.Value.Shape, e, fmt.Sprintf("%s[%q]", path, k))
+		}
+	case "string":
+		if _, ok := v.(string); !ok {
+			w.fail(path, "want a string, got %T", v)
+		}
+	case "boolean":
+		if _, ok := v.(bool); !ok {
+			w.fail(path, "want a boolean, got %T", v)
+		}
+	case "integer", "long", "double", "float", "timestamp":
+		if _, ok := v.(json.Number); !ok {
+			w.fail(path, "want a number (%s), got %T", s.Type, v)
+		}
+	}
+}
+
+// Recorder checks every successful ECS response passing through it and keeps the
+// violations; safe for concurrent use.
+type Recorder struct {
+	model      *Model
+	mu         sync.Mutex
+	violations []string
+	checked    map[string]int
+}
+
+// NewRecorder returns a Recorder checking against model.
+func NewRecorder(model *Model) *Recorder {
+	return &Recorder{model: model, checked: map[string]int{}}
+}
+
+// Record checks one response: target is the request's X-Amz-Target, status the HTTP
+// status. Only 200 answers to the model's service are checked (errors have their own
+// {"__type", "message"} shape).
+func (r *Recorder) Record(target string, status int, body []byte) {
+	op, ok := strings.CutPrefix(target, r.model.TargetPrefix)
+	if !ok || status != http.StatusOK {
+		return
+	}
+	v := r.model.Check(op, body)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checked[op]++
+	r.violations = append(r.violations, v...)
+}
+
+// Violations returns every violation recorded so far.
+func (r *Recorder) Violations() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.violations...)
+}
+
+// Checked returns how many responses of each operation were checked.
+func (r *Recorder) Checked() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int, len(r.checked))
+	for k, v := range r.checked {
+		out[k] = v
+	}
+	return out
+}
+
+// Err returns nil when no violation was recorded, else an error listing them (at most 20,
+// then how many more).
+func (r *Recorder) Err() error {
+	v := r.Violations()
+	if len(v) == 0 {
+		return nil
+	}
+	shown := v
+	if len(shown) > 20 {
+		shown = shown[:20]
+	}
+	msg := fmt.Sprintf("%d response(s) break the ECS model:\n  %s", len(v), strings.Join(shown, "\n  "))
+	if len(v) > len(shown) {
+		msg += fmt.Sprintf("\n  … and %d more", len(v)-len(shown))
+	}
+	return errors.New(msg)
+}
+
+// Transport returns an http.RoundTripper that sends through next (http.DefaultTransport
+// when nil) and records every response it receives; the body is handed on unchanged.
+func (r *Recorder) Transport(next http.RoundTripper) http.RoundTripper {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return roundTripper{r: r, next: next}
+}
+
+type roundTripper struct {
+	r    *Recorder
+	next http.RoundTripper
+}
+
+func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := t.next.RoundTrip(req)
+	if err != nil || res.StatusCode != http.StatusOK {
+		return res, err
+	}
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	t.r.Record(req.Header.Get("X-Amz-Target"), res.StatusCode, body)
+	return res, nil
+}
+
+// Handler returns next with every response it writes recorded.
+func (r *Recorder) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		cw := &capture{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(cw, req)
+		r.Record(req.Header.Get("X-Amz-Target"), cw.status, cw.body.Bytes())
+	})
+}
+
+// Proxy returns a reverse proxy to target (for example a `berth dev` gateway) that records
+// every response; point the AWS CLI or boto3 at it.
+func (r *Recorder) Proxy(target *url.URL) http.Handler {
+	return r.Handler(httputil.NewSingleHostReverseProxy(target))
+}
+
+type capture struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (c *capture) WriteHeader(status int) {
+	c.status = status
+	c.ResponseWriter.WriteHeader(status)
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	c.body.Write(p)
+	return c.ResponseWriter.Write(p)
+}

@@ -1,0 +1,221 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// awsCLI runs `aws ecs ARGS... --output json` with env and decodes its output.
+func awsCLI(t *testing.T, ctx context.Context, env []string, args ...string) map[string]any {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "aws", append(append([]string{"ecs"}, args...), "--output", "json")...)
+	cmd.Env = env
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("aws ecs %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("aws ecs %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return v
+}
+
+// requireMembers fails unless obj (a decoded AWS answer) has each member with the JSON
+// text given (a "" text only asks for presence).
+func requireMembers(t *testing.T, what string, obj any, want map[string]string) {
+	t.Helper()
+	m, ok := obj.(map[string]any)
+	if !ok {
+		t.Fatalf("%s: %T, want an object", what, obj)
+	}
+	for k, text := range want {
+		v, ok := m[k]
+		if !ok {
+			t.Errorf("%s lacks %q", what, k)
+			continue
+		}
+		got, _ := json.Marshal(v)
+		if text != "" && string(got) != text {
+			t.Errorf("%s.%s = %s, want %s", what, k, got, text)
+		}
+	}
+}
+
+func dig(v any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, _ := v.(map[string]any)
+			v = m[k]
+		case int:
+			l, _ := v.([]any)
+			if k >= len(l) {
+				return nil
+			}
+			v = l[k]
+		}
+	}
+	return v
+}
+
+// TestDeployToolLoop drives the loop third-party deploy tools run against ECS — describe
+// the service's task definition, copy it, change the image and the environment, register
+// the copy, update the service, wait for services-stable — once as a bash tool on the AWS
+// CLI + jq does (testdata/deploy_cli.sh) and once as a Python tool on boto3 does
+// (testdata/deploy_boto3.py), against a real `bin/berth dev` (gateway, scheduler, agent,
+// private containerd, registry). Every answer passes the ECS model's required-member check
+// (devEnv's proxy). It also checks, in the CLI's raw JSON, that the members AWS returns
+// empty are there and the optional ones AWS leaves out are not. On a gateway that omits
+// empty lists, both loops fail at register: the copy's volumes is null.
+func TestDeployToolLoop(t *testing.T) {
+	root := repoRoot(t)
+	requireDevPrereqs(t, root)
+	for _, bin := range []string{"jq", "python3"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s not found in PATH (apt-get install jq python3)", bin)
+		}
+	}
+	if err := exec.Command("python3", "-c", "import boto3").Run(); err != nil {
+		t.Skip("boto3 is not importable by python3 (pip install boto3)")
+	}
+	dir := t.TempDir()
+	env := devEnv(t, filepath.Join(dir, "data"))
+	startDev(t, root, env, filepath.Join(dir, "dev.log"))
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+
+	registry := envValue(env, "BERTH_REGISTRY_ADDR")
+	v1, v2 := registry+"/berth/demo:latest", registry+"/berth/demo:v2"
+	for _, ref := range []string{v1, v2} {
+		cmd := exec.CommandContext(ctx, filepath.Join(root, "bin/berth"), "image", "demo", ref)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("berth image demo %s: %v\n%s", ref, err, out)
+		}
+	}
+
+	for _, tool := range []struct {
+		name    string
+		command []string
+	}{
+		{"aws-cli+jq", []string{"bash", "testdata/deploy_cli.sh"}},
+		{"boto3", []string{"python3", "testdata/deploy_boto3.py"}},
+	} {
+		t.Run(tool.name, func(t *testing.T) {
+			service := "deploy-" + strings.TrimSuffix(strings.ReplaceAll(tool.name, "+", "-"), "-jq")
+			awsCLI(t, ctx, env, "register-task-definition", "--family", service, "--container-definitions",
+				`[{"name":"app","image":"`+v1+`","memory":32,"command":["sleep","3600"]}]`)
+			// An alarms block without names, which AWS (and the model) answers with
+			// "alarmNames": [].
+			awsCLI(t, ctx, env, "create-service", "--service-name", service, "--task-definition", service,
+				"--desired-count", "1", "--deployment-configuration",
+				`{"maximumPercent":200,"minimumHealthyPercent":100,"alarms":{"alarmNames":[],"enable":false,"rollback":false}}`)
+
+			// Deploy tools update a service that is already steady.
+			wait := exec.CommandContext(ctx, "aws", "ecs", "wait", "services-stable", "--services", service)
+			wait.Env = env
+			if out, err := wait.CombinedOutput(); err != nil {
+				t.Fatalf("aws ecs wait services-stable before the deploy: %v\n%s", err, out)
+			}
+
+			cmd := exec.CommandContext(ctx, tool.command[0], append(tool.command[1:], service, v2)...)
+			cmd.Env = env
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s deploy loop failed: %v\n%s", tool.name, err, out)
+			}
+			t.Logf("%s:\n%s", tool.name, out)
+			if !strings.Contains(string(out), "stable") {
+				t.Errorf("%s did not reach services-stable:\n%s", tool.name, out)
+			}
+
+			svc := dig(awsCLI(t, ctx, env, "describe-services", "--services", service), "services", 0)
+			td := dig(svc, "taskDefinition").(string)
+			if !strings.HasSuffix(td, ":task-definition/"+service+":2") || dig(svc, "runningCount") != 1.0 ||
+				len(dig(svc, "deployments").([]any)) != 1 {
+				t.Errorf("after the deploy: taskDefinition %s, runningCount %v, deployments %v", td, dig(svc, "runningCount"), dig(svc, "deployments"))
+			}
+			if a := dig(svc, "deploymentConfiguration", "alarms"); a == nil {
+				t.Errorf("deploymentConfiguration.alarms was dropped: %v", dig(svc, "deploymentConfiguration"))
+			}
+			desc := awsCLI(t, ctx, env, "describe-task-definition", "--task-definition", td)
+			c := dig(desc, "taskDefinition", "containerDefinitions", 0)
+			if dig(c, "image") != v2 {
+				t.Errorf("registered copy's image = %v, want %s", dig(c, "image"), v2)
+			}
+			env2, _ := json.Marshal(dig(c, "environment"))
+			if string(env2) != `[{"name":"VERSION","value":"2"}]` {
+				t.Errorf("registered copy's environment = %s", env2)
+			}
+			tasks := awsCLI(t, ctx, env, "list-tasks", "--service-name", service, "--desired-status", "RUNNING")
+			arns := dig(tasks, "taskArns").([]any)
+			if len(arns) != 1 {
+				t.Fatalf("running tasks of %s: %v", service, arns)
+			}
+			task := dig(awsCLI(t, ctx, env, "describe-tasks", "--tasks", arns[0].(string)), "tasks", 0)
+			if dig(task, "taskDefinitionArn") != td || dig(task, "containers", 0, "image") != v2 {
+				t.Errorf("running task: taskDefinitionArn %v image %v, want %s %s", dig(task, "taskDefinitionArn"), dig(task, "containers", 0, "image"), td, v2)
+			}
+		})
+	}
+	if t.Failed() {
+		return
+	}
+
+	// Shapes, in the CLI's raw JSON: members AWS returns empty are present
+	// (ecs-examples-2014-11-13.json; issue 12), optional ones it leaves out are absent.
+	desc := awsCLI(t, ctx, env, "describe-task-definition", "--task-definition", "deploy-aws-cli")
+	if _, ok := desc["tags"]; ok {
+		t.Errorf("describe-task-definition without --include TAGS answered tags: %v", desc["tags"])
+	}
+	td := dig(desc, "taskDefinition")
+	requireMembers(t, "taskDefinition", td, map[string]string{
+		"volumes": "[]", "placementConstraints": "[]", "requiresAttributes": "", "compatibilities": "",
+	})
+	requireMembers(t, "containerDefinitions[0]", dig(td, "containerDefinitions", 0), map[string]string{
+		"portMappings": "[]", "mountPoints": "[]", "volumesFrom": "[]", "essential": "true", "cpu": "0", "environment": "",
+	})
+	svc := dig(awsCLI(t, ctx, env, "describe-services", "--services", "deploy-boto3"), "services", 0)
+	requireMembers(t, "service", svc, map[string]string{
+		"loadBalancers": "[]", "serviceRegistries": "[]", "placementConstraints": "[]", "placementStrategy": "[]", "events": "",
+	})
+	if _, ok := svc.(map[string]any)["tags"]; ok {
+		t.Errorf("describe-services without --include TAGS answered tags")
+	}
+	requireMembers(t, "deploymentConfiguration.alarms", dig(svc, "deploymentConfiguration", "alarms"), map[string]string{
+		"alarmNames": "[]", "enable": "false", "rollback": "false",
+	})
+
+	run := awsCLI(t, ctx, env, "run-task", "--task-definition", "deploy-boto3", "--tags", "key=team,value=core")
+	taskARN := dig(run, "tasks", 0, "taskArn").(string)
+	task := dig(awsCLI(t, ctx, env, "describe-tasks", "--tasks", taskARN), "tasks", 0)
+	requireMembers(t, "task", task, map[string]string{"attachments": "[]", "overrides": ""})
+	requireMembers(t, "task.overrides", dig(task, "overrides"), map[string]string{"containerOverrides": "", "inferenceAcceleratorOverrides": "[]"})
+	requireMembers(t, "task.containers[0]", dig(task, "containers", 0), map[string]string{"networkBindings": "", "networkInterfaces": "[]"})
+	if _, ok := task.(map[string]any)["tags"]; ok {
+		t.Errorf("describe-tasks without --include TAGS answered tags")
+	}
+	tagged := dig(awsCLI(t, ctx, env, "describe-tasks", "--tasks", taskARN, "--include", "TAGS"), "tasks", 0)
+	requireMembers(t, "task with --include TAGS", tagged, map[string]string{"tags": `[{"key":"team","value":"core"}]`})
+	// containerArn: container/{cluster}/{taskId}/{36-char UUID}.
+	taskID := taskARN[strings.LastIndex(taskARN, "/")+1:]
+	carn, _ := dig(task, "containers", 0, "containerArn").(string)
+	prefix := strings.Replace(taskARN, ":task/", ":container/", 1) + "/"
+	if !strings.HasPrefix(carn, prefix) || len(carn)-len(prefix) != 36 || !strings.Contains(carn, "/default/"+taskID+"/") {
+		t.Errorf("containerArn %q, want %s{36-char UUID}", carn, prefix)
+	}
+	awsCLI(t, ctx, env, "stop-task", "--task", taskARN)
+	for _, s := range []string{"deploy-aws-cli", "deploy-boto3"} {
+		awsCLI(t, ctx, env, "delete-service", "--service", s, "--force")
+	}
+}

@@ -170,6 +170,27 @@ type TaskTemplate struct {
 	EnableExecuteCommand         bool
 }
 
+// containerOverridesOf returns one override per container of td, in the task definition's
+// order: the given override of that container, or one holding only its name. AWS answers
+// so ("overrides": {"containerOverrides": [{"name": "sleep"}]} in the RunTask and
+// DescribeTasks examples of the API reference), and deploy tools index the list by
+// container. Overrides naming no container of td were refused by validateOverrides.
+func containerOverridesOf(td *ecsv1.TaskDefinition, given []*ecsv1.ContainerOverride) []*ecsv1.ContainerOverride {
+	byName := make(map[string]*ecsv1.ContainerOverride, len(given))
+	for _, o := range given {
+		byName[o.GetName()] = o
+	}
+	out := make([]*ecsv1.ContainerOverride, 0, len(td.GetContainerDefinitions()))
+	for _, c := range td.GetContainerDefinitions() {
+		if o := byName[c.GetName()]; o != nil {
+			out = append(out, o)
+			continue
+		}
+		out = append(out, &ecsv1.ContainerOverride{Name: proto.String(c.GetName())})
+	}
+	return out
+}
+
 // NewTaskRecord builds a PENDING task record, not yet placed, as RunTask writes it and
 // the service scheduler launches it: its containers PENDING with the task definition's
 // cpu and memory (overridden per container), its reservations from TaskReservation.
@@ -180,9 +201,7 @@ func NewTaskRecord(tt TaskTemplate) *storev1.TaskRecord {
 		ov = &ecsv1.TaskOverride{}
 	}
 	ov = proto.Clone(ov).(*ecsv1.TaskOverride)
-	if ov.ContainerOverrides == nil {
-		ov.ContainerOverrides = []*ecsv1.ContainerOverride{}
-	}
+	ov.ContainerOverrides = containerOverridesOf(td, ov.GetContainerOverrides())
 	if ov.InferenceAcceleratorOverrides == nil {
 		ov.InferenceAcceleratorOverrides = []*ecsv1.InferenceAcceleratorOverride{}
 	}

@@ -50,7 +50,8 @@ func devCommand() *cobra.Command {
 type devConfig struct {
 	DataDir            string
 	GatewayAddr        string
-	Region             string
+	Region             string   // the dev agent's region and the default one
+	Regions            []string // allow-list of SigV4 scope regions; nil: every public AWS region
 	Cluster            string
 	AccountID          string
 	AccessKeyID        string
@@ -62,16 +63,12 @@ type devConfig struct {
 }
 
 func devConfigFromEnv() devConfig {
-	var insecure []string
-	for _, r := range strings.Split(env("BERTH_INSECURE_REGISTRIES", ""), ",") {
-		if r = strings.TrimSpace(r); r != "" {
-			insecure = append(insecure, r)
-		}
-	}
+	insecure := splitList(env("BERTH_INSECURE_REGISTRIES", ""))
 	return devConfig{
 		DataDir:            env("BERTH_DATA_DIR", "./.berth"),
 		GatewayAddr:        env("BERTH_GATEWAY_ADDR", "127.0.0.1:4566"),
 		Region:             env("BERTH_REGION", "us-east-1"),
+		Regions:            splitList(env("BERTH_REGIONS", "")),
 		Cluster:            env("BERTH_CLUSTER", "default"),
 		AccountID:          env("BERTH_ACCOUNT_ID", "000000000000"),
 		AccessKeyID:        env("BERTH_ACCESS_KEY_ID", "test"),
@@ -81,6 +78,17 @@ func devConfigFromEnv() devConfig {
 		AgentLogAddr:       env("BERTH_AGENT_LOG_ADDR", "127.0.0.1:4568"),
 		InsecureRegistries: insecure,
 	}
+}
+
+// splitList splits a comma-separated list, dropping blanks.
+func splitList(v string) []string {
+	var out []string
+	for _, r := range strings.Split(v, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // runDev runs `berth dev` until ctx ends. The ready line goes to out, logs to logw.
@@ -140,7 +148,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	health := func(ctx context.Context) (any, bool) { return devHealth(ctx, etcd, sched, cfg) }
 	gw, err := gateway.New(gateway.Config{
 		SchedulerURL: "http://" + schedLn.Addr().String(),
-		Region:       cfg.Region,
+		Regions:      cfg.Regions,
 		Logger:       log.With("service", "gateway"),
 		Dev:          true,
 		Health:       health,
@@ -170,7 +178,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	defer stopContainerd()
 
 	if cfg.Cluster != "default" {
-		ictx := caller.With(ctx, caller.Identity{Account: cfg.AccountID})
+		ictx := caller.With(ctx, caller.Identity{Account: cfg.AccountID, Region: cfg.Region})
 		if _, err := sched.ECS().CreateCluster(ictx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String(cfg.Cluster)})); err != nil {
 			cancel()
 			return fmt.Errorf("create cluster %s: %w", cfg.Cluster, err)
@@ -267,7 +275,7 @@ func devContainerd(ctx context.Context, log *slog.Logger, dataDir, addr string) 
 // waitRegistered polls until the dev agent's container instance is registered and
 // connected in the dev cluster.
 func waitRegistered(ctx context.Context, sched *app.App, cfg devConfig, hostID string) error {
-	ictx := caller.With(ctx, caller.Identity{Account: cfg.AccountID})
+	ictx := caller.With(ctx, caller.Identity{Account: cfg.AccountID, Region: cfg.Region})
 	for {
 		// Sessions counts live agent streams on this (only) replica: the instance record
 		// alone can still say agentConnected from before a restart.
@@ -315,7 +323,7 @@ func devHealth(ctx context.Context, etcd *etcdembed.Server, sched *app.App, cfg 
 	}
 	agents := 0
 	if sched.Sessions() > 0 {
-		agents = connectedInstances(caller.With(sctx, caller.Identity{Account: cfg.AccountID}), sched, cfg.Cluster)
+		agents = connectedInstances(caller.With(sctx, caller.Identity{Account: cfg.AccountID, Region: cfg.Region}), sched, cfg.Cluster)
 	}
 	report["agents"] = agents
 	return report, agents > 0

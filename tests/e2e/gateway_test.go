@@ -42,7 +42,7 @@ func startAPIStack(t *testing.T, accounts ...string) *apiStack {
 	}
 	go func() { _ = app.Serve(ctx, ln, sched.Handler()) }()
 	go func() { _ = sched.Run(ctx) }()
-	gw, err := gateway.New(gateway.Config{SchedulerURL: "http://" + ln.Addr().String(), Region: "us-east-1", Logger: slog.New(slog.DiscardHandler)})
+	gw, err := gateway.New(gateway.Config{SchedulerURL: "http://" + ln.Addr().String(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

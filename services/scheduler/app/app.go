@@ -37,7 +37,9 @@ import (
 type Config struct {
 	// Etcd is the etcd client. Required.
 	Etcd *clientv3.Client
-	// Region is written in ARNs, e.g. "us-east-1". Default "us-east-1".
+	// Region is the default region, e.g. "us-east-1" (default): ECS state written by
+	// builds that had no regions is moved into it once (see MigrateLayout). Requests are
+	// served in the region of their SigV4 scope, whatever this is.
 	Region string
 	// Logger receives the replica's logs; nil discards them.
 	Logger *slog.Logger
@@ -116,14 +118,12 @@ func New(cfg Config) (*App, error) {
 		placement.WithMetrics(placement.NewMetrics(reg)))
 	a.control = control.New(control.Config{
 		KV:     a.kv,
-		Region: cfg.Region,
 		Logger: cfg.Logger.With("component", "control"),
 		Placer: &placement.ControlPlacer{Placer: a.placer, Batch: true},
 	})
 	a.kick = service.NewKicker()
 	a.services = service.NewHandler(service.Config{
 		KV:     a.kv,
-		Region: cfg.Region,
 		Logger: cfg.Logger.With("component", "service"),
 		Kick:   a.kick,
 	})
@@ -203,7 +203,6 @@ func (a *App) Run(ctx context.Context) error {
 			rec := service.NewReconciler(service.ReconcilerConfig{
 				Client:   a.watchKV,
 				Placer:   a.placer,
-				Region:   a.cfg.Region,
 				Logger:   a.log.With("component", "reconciler"),
 				Fence:    []clientv3.Cmp{term.Fence()},
 				Interval: a.cfg.ReconcileInterval,

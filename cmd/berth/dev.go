@@ -119,6 +119,10 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	if err != nil {
 		return err
 	}
+	// A data dir from a build without regions: its state moves into BERTH_REGION.
+	if err := sched.MigrateLayout(ctx); err != nil {
+		return err
+	}
 	schedLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err

@@ -51,6 +51,9 @@ func schedulerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := a.MigrateLayout(cmd.Context()); err != nil {
+				return err
+			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return err

@@ -27,6 +27,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/control"
 	"github.com/berthhq/berth/services/scheduler/etcdmetrics"
+	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/leader"
 	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/reaper"
@@ -171,6 +172,20 @@ func (a *App) IsLeader() bool { return a.leading.Load() }
 
 // Sessions returns the number of agent sessions this replica holds.
 func (a *App) Sessions() int { return a.sessions.Sessions() }
+
+// MigrateLayout moves ECS state written by builds without regions into the default
+// region (Config.Region), once (keys.MigrateLayout); call it before serving. It logs how
+// many keys moved.
+func (a *App) MigrateLayout(ctx context.Context) error {
+	n, err := keys.MigrateLayout(ctx, a.cfg.Etcd, a.cfg.Region)
+	if err != nil {
+		return fmt.Errorf("app: migrate key layout: %w", err)
+	}
+	if n > 0 {
+		a.log.Info("moved state from before regions into the default region", "keys", n, "region", a.cfg.Region)
+	}
+	return nil
+}
 
 // Run campaigns for leadership until ctx ends; while leading it runs the reaper and the
 // service reconciler with every write fenced by the term. It returns ctx's error.

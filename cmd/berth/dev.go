@@ -37,8 +37,11 @@ func devCommand() *cobra.Command {
 			"registry in one process, configured from the environment (BERTH_DATA_DIR,\n" +
 			"BERTH_GATEWAY_ADDR, BERTH_REGION, BERTH_CLUSTER, BERTH_ACCOUNT_ID,\n" +
 			"BERTH_ACCESS_KEY_ID, BERTH_SECRET_ACCESS_KEY, BERTH_CONTAINERD_ADDRESS,\n" +
-			"BERTH_REGISTRY_ADDR, BERTH_INSECURE_REGISTRIES, BERTH_AGENT_LOG_ADDR). Prints a line containing\n" +
-			"\"ready\" once the agent has registered. State persists in the data dir.",
+			"BERTH_REGISTRY_ADDR, BERTH_INSECURE_REGISTRIES, BERTH_AGENT_LOG_ADDR, BERTH_REGIONS). Prints a\n" +
+			"line containing \"ready\" once the agent has registered. State persists in the data dir.\n\n" +
+			"Every region answers on its own (the region of each request's SigV4 scope; BERTH_REGIONS,\n" +
+			"comma-separated, narrows the default of every public AWS region). BERTH_REGION is the\n" +
+			"dev agent's region, where its tasks run, and the region of the ready line.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runDev(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), devConfigFromEnv())

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/agent"
 	"github.com/berthhq/berth/services/gateway"
+	"github.com/berthhq/berth/services/gateway/sigv4"
 	"github.com/berthhq/berth/services/gateway/sigv4client"
 	"github.com/berthhq/berth/services/scheduler/app"
 	"github.com/berthhq/berth/services/scheduler/caller"
@@ -81,6 +83,22 @@ func devConfigFromEnv() devConfig {
 		AgentLogAddr:       env("BERTH_AGENT_LOG_ADDR", "127.0.0.1:4568"),
 		InsecureRegistries: insecure,
 	}
+}
+
+// devRegions is the gateway's allow-list for `berth dev`: BERTH_REGIONS, which must hold
+// BERTH_REGION (the dev agent signs for it), or else every public AWS region plus
+// BERTH_REGION, so a dev region of one's own naming keeps working.
+func devRegions(cfg devConfig) ([]string, error) {
+	if len(cfg.Regions) > 0 {
+		if !slices.Contains(cfg.Regions, cfg.Region) {
+			return nil, fmt.Errorf("BERTH_REGIONS (%s) must include BERTH_REGION (%s), the dev agent's region", strings.Join(cfg.Regions, ","), cfg.Region)
+		}
+		return cfg.Regions, nil
+	}
+	if slices.Contains(sigv4.PublicRegions, cfg.Region) {
+		return nil, nil // the gateway's default
+	}
+	return append(slices.Clone(sigv4.PublicRegions), cfg.Region), nil
 }
 
 // splitList splits a comma-separated list, dropping blanks.
@@ -152,10 +170,15 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		return err
 	}
 
+	regions, err := devRegions(cfg)
+	if err != nil {
+		cancel()
+		return err
+	}
 	health := func(ctx context.Context) (any, bool) { return devHealth(ctx, etcd, sched, cfg) }
 	gw, err := gateway.New(gateway.Config{
 		SchedulerURL: "http://" + schedLn.Addr().String(),
-		Regions:      cfg.Regions,
+		Regions:      regions,
 		Logger:       log.With("service", "gateway"),
 		Dev:          true,
 		Health:       health,

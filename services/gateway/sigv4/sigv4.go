@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -102,7 +103,12 @@ type Options struct {
 	Resolver Resolver
 }
 
-// New returns a Verifier. It returns an error when Service or Resolver is missing.
+// regionName is the shape of a region name the scheduler accepts (its caller package):
+// it becomes a key part and an ARN field.
+var regionName = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+
+// New returns a Verifier. It returns an error when Service or Resolver is missing, or
+// when Regions holds a name that cannot be a region.
 func New(o Options) (*Verifier, error) {
 	if o.Service == "" || o.Resolver == nil {
 		return nil, errors.New("sigv4: Service and Resolver are required")
@@ -112,6 +118,9 @@ func New(o Options) (*Verifier, error) {
 	}
 	regions := make(map[string]bool, len(o.Regions))
 	for _, r := range o.Regions {
+		if !regionName.MatchString(r) || len(r) > 32 {
+			return nil, fmt.Errorf("sigv4: %q is not a region name (lowercase words and digits joined by '-')", r)
+		}
 		regions[r] = true
 	}
 	if o.MaxSkew <= 0 {

@@ -182,8 +182,14 @@ func TestVerifyTable(t *testing.T) {
 }
 
 // TestVerifyRegionAllowList: a configured allow-list replaces the public regions; a
-// region outside it is refused even when AWS has it.
+// region outside it is refused even when AWS has it; a name that cannot be a region is
+// refused at configuration.
 func TestVerifyRegionAllowList(t *testing.T) {
+	for _, bad := range []string{"EU-WEST-1", "eu/west", ""} {
+		if _, err := sigv4.New(sigv4.Options{Service: "ecs", Regions: []string{bad}, Resolver: sigv4.ResolverFunc(resolver)}); err == nil {
+			t.Errorf("allow-list %q accepted", bad)
+		}
+	}
 	v, err := sigv4.New(sigv4.Options{Service: "ecs", Regions: []string{"eu-west-1"}, Now: func() time.Time { return now }, Resolver: sigv4.ResolverFunc(resolver)})
 	if err != nil {
 		t.Fatal(err)

@@ -57,13 +57,14 @@ func From(ctx context.Context) (Identity, bool) {
 
 var accountPattern = regexp.MustCompile(`^[0-9]{12}$`)
 
-// regionPattern is the shape of an AWS region name ("us-east-1", "us-gov-west-1",
-// "ap-southeast-5"). The gateway checks the name against its allow-list; this check only
-// keeps a malformed header from becoming a key part.
-var regionPattern = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$`)
+// regionPattern accepts region names: lowercase words and digits joined by '-' ("us-east-1",
+// "us-gov-west-1", or an operator's own name in the gateway's allow-list), at most 32
+// characters. The gateway checks the name against its allow-list; this check only keeps a
+// malformed header from becoming a key part or an ARN field.
+var regionPattern = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
 
-// ValidRegion reports whether r has the shape of an AWS region name.
-func ValidRegion(r string) bool { return regionPattern.MatchString(r) }
+// ValidRegion reports whether r can be a region name (see regionPattern).
+func ValidRegion(r string) bool { return len(r) <= 32 && regionPattern.MatchString(r) }
 
 // Scope returns the (account, region) the identity's calls are served in.
 func (id Identity) Scope() keys.Scope { return keys.Scope{Account: id.Account, Region: id.Region} }

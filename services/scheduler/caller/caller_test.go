@@ -20,6 +20,8 @@ func TestIdentityNeedsRegion(t *testing.T) {
 		{"123456789012", "", ErrNoRegion},
 		{"123456789012", "../x", ErrNoRegion},
 		{"123456789012", "eu-west-1/a", ErrNoRegion},
+		{"123456789012", "EU-WEST-1", ErrNoRegion},
+		{"123456789012", "local", nil},
 		{"12345", "eu-west-1", ErrNoAccount},
 	} {
 		h := http.Header{}

@@ -87,7 +87,7 @@ func TestManySessions(t *testing.T) {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			ci := &ecsv1.ContainerInstance{ContainerInstanceArn: proto.String(arnOf(i)), Status: proto.String("ACTIVE")}
-			if _, err := store.Create(ctx, cli, keys.Instance(keys.Scope{Account: acct, Region: testRegion}, cl, fmt.Sprintf("i%05d", i)), &storev1.ContainerInstanceRecord{ContainerInstance: ci}); err != nil {
+			if _, err := store.Create(ctx, cli, keys.Instance(testScope, cl, fmt.Sprintf("i%05d", i)), &storev1.ContainerInstanceRecord{ContainerInstance: ci}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -173,7 +173,7 @@ func TestManySessions(t *testing.T) {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			e := &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Assignment{Assignment: &agentv1.Assignment{DeliveryId: "t", Task: &ecsv1.Task{TaskArn: proto.String("x")}}}}
-			if _, err := store.NewTxn(cli).Put(keys.Inbox(keys.Scope{Account: acct, Region: testRegion}, fmt.Sprintf("i%05d", i), "t"), e).Commit(ctx); err != nil {
+			if _, err := store.NewTxn(cli).Put(keys.Inbox(testScope, fmt.Sprintf("i%05d", i), "t"), e).Commit(ctx); err != nil {
 				t.Error(err)
 			}
 		})

@@ -15,7 +15,6 @@ import (
 	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/control"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
-	"github.com/berthhq/berth/services/scheduler/keys"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -45,7 +44,7 @@ func benchControlPlace(b *testing.B, batch bool) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if _, err := srv.RegisterInstance(ctx, keys.Scope{Account: testAccount, Region: testRegion}, &agentv1.RegisterRequest{
+			if _, err := srv.RegisterInstance(ctx, testScope, &agentv1.RegisterRequest{
 				Cluster: "c", HostId: fmt.Sprintf("h%04d", i), RuntimeReady: true, Resources: control.Resources(1<<20, 1<<20, nil, nil),
 			}); err != nil {
 				b.Error(err)
@@ -79,7 +78,7 @@ func benchControlPlace(b *testing.B, batch bool) {
 	var once sync.Once
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			res, err := cp.Place(context.Background(), control.PlaceRequest{Account: keys.Scope{Account: testAccount, Region: testRegion}, Cluster: "c", Tasks: []*storev1.TaskRecord{newTask()}, TaskDefinition: td})
+			res, err := cp.Place(context.Background(), control.PlaceRequest{Account: testScope, Cluster: "c", Tasks: []*storev1.TaskRecord{newTask()}, TaskDefinition: td})
 			if err != nil || len(res.Placed) != 1 {
 				once.Do(func() { b.Errorf("place: %v %v", err, res.Failures) })
 			}

@@ -36,7 +36,7 @@ func testControlPlacerRunTask(t *testing.T, batch bool) {
 	}
 	var arns []string
 	for i, zone := range []string{"a", "a", "b", "b", "b"} {
-		resp, err := srv.RegisterInstance(ctx, keys.Scope{Account: testAccount, Region: testRegion}, &agentv1.RegisterRequest{
+		resp, err := srv.RegisterInstance(ctx, testScope, &agentv1.RegisterRequest{
 			Cluster: "c", HostId: "h" + string(rune('0'+i)), RuntimeReady: true,
 			Resources:  control.Resources(1024, 1024, []string{"22"}, nil),
 			Attributes: []*ecsv1.Attribute{{Name: proto.String("zone"), Value: proto.String(zone)}},
@@ -44,7 +44,7 @@ func testControlPlacerRunTask(t *testing.T, batch bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := srv.SetAgentConnected(ctx, keys.Scope{Account: testAccount, Region: testRegion}, resp.GetContainerInstance().GetContainerInstanceArn(), true); err != nil {
+		if err := srv.SetAgentConnected(ctx, testScope, resp.GetContainerInstance().GetContainerInstanceArn(), true); err != nil {
 			t.Fatal(err)
 		}
 		arns = append(arns, resp.GetContainerInstance().GetContainerInstanceArn())
@@ -103,7 +103,7 @@ func testControlPlacerRunTask(t *testing.T, batch bool) {
 		t.Fatalf("placed %d failed %d", placed, failed)
 	}
 	sum := map[string]int32{}
-	items, _, err := store.List[*storev1.TaskRecord](context.Background(), cli, keys.Tasks(keys.Scope{Account: testAccount, Region: testRegion}, "c"), 1000, "")
+	items, _, err := store.List[*storev1.TaskRecord](context.Background(), cli, keys.Tasks(testScope, "c"), 1000, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestControlPlacerStartTask(t *testing.T) {
 	}
 	var arns []string
 	for i, cpu := range []int32{1024, 100, 1024} {
-		resp, err := srv.RegisterInstance(ctx, keys.Scope{Account: testAccount, Region: testRegion}, &agentv1.RegisterRequest{
+		resp, err := srv.RegisterInstance(ctx, testScope, &agentv1.RegisterRequest{
 			Cluster: "c", HostId: "h" + string(rune('0'+i)), RuntimeReady: true, Resources: control.Resources(cpu, 1024, nil, nil),
 		})
 		if err != nil {

@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
-	"github.com/berthhq/berth/services/scheduler/keys"
 )
 
 func TestMetricsCountPlacementsAndFailures(t *testing.T) {
@@ -20,7 +19,7 @@ func TestMetricsCountPlacementsAndFailures(t *testing.T) {
 	ctx := context.Background()
 	// Two fit; the third asks for more CPU than is left.
 	for _, cpu := range []int32{512, 512, 512} {
-		if _, err := p.Place(ctx, PlaceRequest{Account: keys.Scope{Account: testAccount, Region: testRegion}, Cluster: "m", Request: Request{Demand: Demand{CPU: cpu, Memory: 1}}}); err != nil {
+		if _, err := p.Place(ctx, PlaceRequest{Account: testScope, Cluster: "m", Request: Request{Demand: Demand{CPU: cpu, Memory: 1}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/agent"
 	"github.com/berthhq/berth/services/gateway"
+	"github.com/berthhq/berth/services/gateway/sigv4"
 	"github.com/berthhq/berth/services/gateway/sigv4client"
 	"github.com/berthhq/berth/services/scheduler/app"
 	"github.com/berthhq/berth/services/scheduler/caller"
@@ -37,9 +39,12 @@ func devCommand() *cobra.Command {
 			"registry in one process, configured from the environment (BERTH_DATA_DIR,\n" +
 			"BERTH_GATEWAY_ADDR, BERTH_REGION, BERTH_CLUSTER, BERTH_ACCOUNT_ID,\n" +
 			"BERTH_ACCESS_KEY_ID, BERTH_SECRET_ACCESS_KEY, BERTH_CONTAINERD_ADDRESS,\n" +
-			"BERTH_REGISTRY_ADDR, BERTH_INSECURE_REGISTRIES, BERTH_AGENT_LOG_ADDR,\n" +
-			"BERTH_TASK_STABLE_AFTER). Prints a line containing\n" +
-			"\"ready\" once the agent has registered. State persists in the data dir.",
+			"BERTH_REGISTRY_ADDR, BERTH_INSECURE_REGISTRIES, BERTH_AGENT_LOG_ADDR, BERTH_REGIONS,\n" +
+			"BERTH_TASK_STABLE_AFTER). Prints a line containing \"ready\" once the agent has\n" +
+			"registered. State persists in the data dir.\n\n" +
+			"Every region answers on its own (the region of each request's SigV4 scope; BERTH_REGIONS,\n" +
+			"comma-separated, narrows the default of every public AWS region). BERTH_REGION is the\n" +
+			"dev agent's region, where its tasks run, and the region of the ready line.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runDev(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), devConfigFromEnv())
@@ -51,7 +56,8 @@ func devCommand() *cobra.Command {
 type devConfig struct {
 	DataDir            string
 	GatewayAddr        string
-	Region             string
+	Region             string   // the dev agent's region and the default one
+	Regions            []string // allow-list of SigV4 scope regions; nil: every public AWS region
 	Cluster            string
 	AccountID          string
 	AccessKeyID        string
@@ -68,16 +74,12 @@ type devConfig struct {
 }
 
 func devConfigFromEnv() devConfig {
-	var insecure []string
-	for _, r := range strings.Split(env("BERTH_INSECURE_REGISTRIES", ""), ",") {
-		if r = strings.TrimSpace(r); r != "" {
-			insecure = append(insecure, r)
-		}
-	}
+	insecure := splitList(env("BERTH_INSECURE_REGISTRIES", ""))
 	return devConfig{
 		DataDir:            env("BERTH_DATA_DIR", "./.berth"),
 		GatewayAddr:        env("BERTH_GATEWAY_ADDR", "127.0.0.1:4566"),
 		Region:             env("BERTH_REGION", "us-east-1"),
+		Regions:            splitList(env("BERTH_REGIONS", "")),
 		Cluster:            env("BERTH_CLUSTER", "default"),
 		AccountID:          env("BERTH_ACCOUNT_ID", "000000000000"),
 		AccessKeyID:        env("BERTH_ACCESS_KEY_ID", "test"),
@@ -89,6 +91,33 @@ func devConfigFromEnv() devConfig {
 
 		TaskStableAfter: env("BERTH_TASK_STABLE_AFTER", ""),
 	}
+}
+
+// devRegions is the gateway's allow-list for `berth dev`: BERTH_REGIONS, which must hold
+// BERTH_REGION (the dev agent signs for it), or else every public AWS region plus
+// BERTH_REGION, so a dev region of one's own naming keeps working.
+func devRegions(cfg devConfig) ([]string, error) {
+	if len(cfg.Regions) > 0 {
+		if !slices.Contains(cfg.Regions, cfg.Region) {
+			return nil, fmt.Errorf("BERTH_REGIONS (%s) must include BERTH_REGION (%s), the dev agent's region", strings.Join(cfg.Regions, ","), cfg.Region)
+		}
+		return cfg.Regions, nil
+	}
+	if slices.Contains(sigv4.PublicRegions, cfg.Region) {
+		return nil, nil // the gateway's default
+	}
+	return append(slices.Clone(sigv4.PublicRegions), cfg.Region), nil
+}
+
+// splitList splits a comma-separated list, dropping blanks.
+func splitList(v string) []string {
+	var out []string
+	for _, r := range strings.Split(v, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // runDev runs `berth dev` until ctx ends. The ready line goes to out, logs to logw.
@@ -128,6 +157,10 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	if err != nil {
 		return err
 	}
+	// A data dir from a build without regions: its state moves into BERTH_REGION.
+	if err := sched.MigrateLayout(ctx); err != nil {
+		return err
+	}
 	schedLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -154,10 +187,15 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		return err
 	}
 
+	regions, err := devRegions(cfg)
+	if err != nil {
+		cancel()
+		return err
+	}
 	health := func(ctx context.Context) (any, bool) { return devHealth(ctx, etcd, sched, cfg) }
 	gw, err := gateway.New(gateway.Config{
 		SchedulerURL: "http://" + schedLn.Addr().String(),
-		Region:       cfg.Region,
+		Regions:      regions,
 		Logger:       log.With("service", "gateway"),
 		Dev:          true,
 		Health:       health,
@@ -187,7 +225,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	defer stopContainerd()
 
 	if cfg.Cluster != "default" {
-		ictx := caller.With(ctx, caller.Identity{Account: cfg.AccountID})
+		ictx := caller.With(ctx, caller.Identity{Account: cfg.AccountID, Region: cfg.Region})
 		if _, err := sched.ECS().CreateCluster(ictx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String(cfg.Cluster)})); err != nil {
 			cancel()
 			return fmt.Errorf("create cluster %s: %w", cfg.Cluster, err)
@@ -284,7 +322,7 @@ func devContainerd(ctx context.Context, log *slog.Logger, dataDir, addr string) 
 // waitRegistered polls until the dev agent's container instance is registered and
 // connected in the dev cluster.
 func waitRegistered(ctx context.Context, sched *app.App, cfg devConfig, hostID string) error {
-	ictx := caller.With(ctx, caller.Identity{Account: cfg.AccountID})
+	ictx := caller.With(ctx, caller.Identity{Account: cfg.AccountID, Region: cfg.Region})
 	for {
 		// Sessions counts live agent streams on this (only) replica: the instance record
 		// alone can still say agentConnected from before a restart.
@@ -332,7 +370,7 @@ func devHealth(ctx context.Context, etcd *etcdembed.Server, sched *app.App, cfg 
 	}
 	agents := 0
 	if sched.Sessions() > 0 {
-		agents = connectedInstances(caller.With(sctx, caller.Identity{Account: cfg.AccountID}), sched, cfg.Cluster)
+		agents = connectedInstances(caller.With(sctx, caller.Identity{Account: cfg.AccountID, Region: cfg.Region}), sched, cfg.Cluster)
 	}
 	report["agents"] = agents
 	return report, agents > 0

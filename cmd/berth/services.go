@@ -51,6 +51,9 @@ func schedulerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := a.MigrateLayout(cmd.Context()); err != nil {
+				return err
+			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return err
@@ -70,7 +73,7 @@ func schedulerCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&endpoints, "etcd-endpoints", env("BERTH_ETCD_ENDPOINTS", "127.0.0.1:2379"), "etcd client endpoints, comma-separated")
 	f.StringVar(&listen, "listen", env("BERTH_SCHEDULER_ADDR", "127.0.0.1:4567"), "address of the internal Connect listener (h2c)")
-	f.StringVar(&region, "region", env("BERTH_REGION", "us-east-1"), "region written in ARNs")
+	f.StringVar(&region, "region", env("BERTH_REGION", "us-east-1"), "default region: ECS state from builds without regions is moved into it once at start (requests are served in the region they are signed for)")
 	f.StringVar(&replica, "replica", env("BERTH_REPLICA", ""), "replica name (default host-pid)")
 	f.DurationVar(&leaderTTL, "leader-ttl", 5*time.Second, "leader election session TTL")
 	f.DurationVar(&stableAfter, "task-stable-after", 0, "how long a service task without health checks stays RUNNING before it counts toward minimumHealthyPercent (0: 40s, as AWS)")
@@ -78,7 +81,7 @@ func schedulerCommand() *cobra.Command {
 }
 
 func gatewayCommand() *cobra.Command {
-	var schedulerURL, listen, region string
+	var schedulerURL, listen, region, regions string
 	var dev, metrics bool
 	cmd := &cobra.Command{
 		Use:   "gateway",
@@ -86,7 +89,7 @@ func gatewayCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := jsonLogger(cmd)
-			gw, err := gateway.New(gateway.Config{SchedulerURL: schedulerURL, Region: region, Logger: log, Dev: dev,
+			gw, err := gateway.New(gateway.Config{SchedulerURL: schedulerURL, Regions: splitList(regions), Logger: log, Dev: dev,
 				Registry: prometheus.NewRegistry(), ServeMetrics: metrics})
 			if err != nil {
 				return err
@@ -102,7 +105,9 @@ func gatewayCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&schedulerURL, "scheduler-url", env("BERTH_SCHEDULER_URL", "http://127.0.0.1:4567"), "base URL of a scheduler replica (or a load balancer in front of several)")
 	f.StringVar(&listen, "listen", env("BERTH_GATEWAY_ADDR", "127.0.0.1:4566"), "address of the ECS endpoint")
-	f.StringVar(&region, "region", env("BERTH_REGION", "us-east-1"), "region of the SigV4 scope and ARNs")
+	f.StringVar(&regions, "regions", env("BERTH_REGIONS", ""), "regions a request's SigV4 scope may name, comma-separated (default: every region of the public AWS partition); each is served on its own")
+	f.StringVar(&region, "region", "", "ignored: requests are served in the region they are signed for")
+	_ = f.MarkDeprecated("region", "requests are served in the region of their SigV4 scope; use --regions to restrict which")
 	f.BoolVar(&dev, "dev", false, "serve the dev-only routes /_berth/health and /_berth/reset")
 	f.BoolVar(&metrics, "metrics", env("BERTH_GATEWAY_METRICS", "") == "true", "serve Prometheus metrics at /metrics on the (public) ECS listener")
 	return cmd
@@ -165,7 +170,7 @@ func agentCommand() *cobra.Command {
 	f.StringVar(&containerdAddr, "containerd", env("BERTH_CONTAINERD_ADDRESS", "/run/containerd/containerd.sock"), "containerd socket")
 	f.StringVar(&namespace, "namespace", env("BERTH_CONTAINERD_NAMESPACE", "berth"), "containerd namespace of this agent's containers")
 	f.StringVar(&snapshotter, "snapshotter", env("BERTH_CONTAINERD_SNAPSHOTTER", "overlayfs"), "containerd snapshotter for images and root filesystems")
-	f.StringVar(&region, "region", env("BERTH_REGION", "us-east-1"), "region of the SigV4 scope")
+	f.StringVar(&region, "region", env("BERTH_REGION", "us-east-1"), "region this host's agent registers and signs in; its tasks come from that region's clusters only")
 	f.StringVar(&credsFile, "credentials-file", env("BERTH_CREDENTIALS_FILE", ""), "file with BERTH_ACCESS_KEY_ID= and BERTH_SECRET_ACCESS_KEY= lines")
 	f.StringVar(&logAddr, "log-addr", env("BERTH_AGENT_LOG_ADDR", ""), "address of the agent's LogService (empty: loopback, any port)")
 	f.StringSliceVar(&insecure, "insecure-registry", nil, "plain-HTTP registry host:port (repeatable); loopback ones always are")

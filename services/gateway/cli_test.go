@@ -7,11 +7,19 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/berthhq/berth/services/gateway"
 )
 
 // runAWS runs the AWS CLI against the gateway with the dev credentials and an empty
 // configuration, and returns stdout, stderr and whether it succeeded.
 func runAWS(t *testing.T, e *env, args ...string) (string, string, bool) {
+	t.Helper()
+	return runAWSIn(t, e, region, args...)
+}
+
+// runAWSIn is runAWS signing for another region (the CLI's --region).
+func runAWSIn(t *testing.T, e *env, region string, args ...string) (string, string, bool) {
 	t.Helper()
 	cmd := exec.Command("aws", append(args, "--endpoint-url", e.url, "--region", region, "--output", "json")...)
 	var environ []string
@@ -86,5 +94,25 @@ func TestAWSCLI(t *testing.T) {
 	_, stderr, ok = runAWS(t, e, "ecs", "list-services")
 	if ok || !strings.Contains(stderr, "(UnsupportedFeatureException)") || !strings.Contains(stderr, "ListServices") {
 		t.Errorf("list-services: ok=%t stderr=%q", ok, stderr)
+	}
+}
+
+// TestAWSCLIRegions: the CLI's --region picks the region the request is served in; a
+// name outside the allow-list is refused as AWS refuses it.
+func TestAWSCLIRegions(t *testing.T) {
+	if _, err := exec.LookPath("aws"); err != nil {
+		t.Skip("the AWS CLI (`aws`) is not installed; CI installs it")
+	}
+	e := newEnv(t, nil)
+	if _, stderr, ok := runAWSIn(t, e, "eu-west-1", "ecs", "list-clusters"); !ok {
+		t.Fatalf("list-clusters in eu-west-1: %s", stderr)
+	}
+	if got := e.ecs.lastHeader().Get(gateway.RegionHeader); got != "eu-west-1" {
+		t.Errorf("%s = %q, want eu-west-1", gateway.RegionHeader, got)
+	}
+	_, stderr, ok := runAWSIn(t, e, "xx-nowhere-1", "ecs", "list-clusters")
+	if ok || !strings.Contains(stderr, "(InvalidSignatureException)") ||
+		!strings.Contains(stderr, "Credential should be scoped to a valid region, not 'xx-nowhere-1'.") {
+		t.Errorf("unknown region: ok=%v stderr=%s", ok, stderr)
 	}
 }

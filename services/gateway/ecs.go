@@ -191,6 +191,7 @@ func (g *Gateway) call(ctx context.Context, op *operation, in proto.Message, cre
 // setIdentity replaces any identity headers with the authenticated caller's.
 func setIdentity(h http.Header, cred sigv4.Credential, requestID string) {
 	h.Set(AccountHeader, cred.AccountID)
+	h.Set(RegionHeader, cred.Region)
 	if cred.ContainerInstanceARN != "" {
 		h.Set(ContainerInstanceHeader, cred.ContainerInstanceARN)
 	} else {

@@ -14,7 +14,6 @@ import (
 func ExampleNew() {
 	gw, err := gateway.New(gateway.Config{
 		SchedulerURL: "http://127.0.0.1:7070",
-		Region:       "us-east-1",
 		Logger:       slog.Default(),
 		Dev:          true,
 		Health:       func(context.Context) (any, bool) { return map[string]string{"etcd": "ok"}, true },

@@ -26,6 +26,9 @@ import (
 const (
 	// AccountHeader carries the caller's 12-digit account id.
 	AccountHeader = "Berth-Account"
+	// RegionHeader carries the region of the request's SigV4 credential scope, which the
+	// scheduler serves the request in.
+	RegionHeader = "Berth-Region"
 	// ContainerInstanceHeader carries the container instance ARN an instance-scoped
 	// credential acts for.
 	ContainerInstanceHeader = "Berth-Container-Instance"
@@ -71,8 +74,11 @@ type Config struct {
 	// without TLS, http.Protocols with SetUnencryptedHTTP2) is used. It must speak HTTP/2
 	// for the agent's bidi stream.
 	HTTPClient *http.Client
-	// Region is the region of the SigV4 scope, e.g. "us-east-1". Required.
-	Region string
+	// Regions is the allow-list of regions a request's SigV4 scope may name; each is
+	// served on its own (state, ARNs, agents). Nil or empty means every region of the
+	// commercial AWS partition (sigv4.PublicRegions). A request signed for another region
+	// is refused with InvalidSignatureException, as AWS answers.
+	Regions []string
 	// Logger receives the access log and errors; slog.Default() when nil.
 	Logger *slog.Logger
 	// Dev enables GET /_berth/health and POST /_berth/reset (for `berth dev` only).
@@ -144,10 +150,10 @@ func NewH2CClient() *http.Client {
 
 // New returns the gateway handler. Serve it with an http.Server whose Protocols include
 // unencrypted HTTP/2 (or TLS) so the agent's bidi stream works. New returns an error when
-// SchedulerURL or Region is missing.
+// SchedulerURL is missing.
 func New(cfg Config) (*Gateway, error) {
-	if cfg.SchedulerURL == "" || cfg.Region == "" {
-		return nil, errors.New("gateway: SchedulerURL and Region are required")
+	if cfg.SchedulerURL == "" {
+		return nil, errors.New("gateway: SchedulerURL is required")
 	}
 	cfg.SchedulerURL = strings.TrimRight(cfg.SchedulerURL, "/")
 	if cfg.HTTPClient == nil {
@@ -195,7 +201,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	admin := adminv1connect.NewAdminServiceClient(cfg.HTTPClient, cfg.SchedulerURL)
 	keys := newKeyCache(admin, cfg.KeyCacheTTL, cfg.NegativeTTL, cfg.Now)
-	verifier, err := sigv4.New(sigv4.Options{Region: cfg.Region, Service: SigningName, Now: cfg.Now, Resolver: keys})
+	verifier, err := sigv4.New(sigv4.Options{Regions: cfg.Regions, Service: SigningName, Now: cfg.Now, Resolver: keys})
 	if err != nil {
 		return nil, err
 	}

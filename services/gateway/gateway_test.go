@@ -32,8 +32,8 @@ func staticCreds(key, secret string) aws.CredentialsProvider {
 
 func sdkClient(e *env, key, secret string) *ecs.Client {
 	return ecs.New(ecs.Options{
-		Region:       region,
 		BaseEndpoint: aws.String(e.url),
+		Region:       region,
 		Credentials:  staticCreds(key, secret),
 		Retryer:      aws.NopRetryer{},
 	})
@@ -91,6 +91,40 @@ func send(t testing.TB, e *env, req *http.Request) rawResponse {
 		t.Errorf("response without x-amzn-RequestId")
 	}
 	return r
+}
+
+// TestSDKRegions: the region of the SigV4 scope travels to the scheduler in
+// RegionHeader; one outside the allow-list (default: the public AWS regions, or
+// Config.Regions) is refused with AWS's InvalidSignatureException before any call.
+func TestSDKRegions(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	for _, r := range []string{"us-east-1", "eu-west-1", "ap-southeast-2"} {
+		c := ecs.New(ecs.Options{BaseEndpoint: aws.String(e.url), Region: r, Credentials: staticCreds(devKey, devSecret), Retryer: aws.NopRetryer{}})
+		if _, err := c.ListClusters(ctx, &ecs.ListClustersInput{}); err != nil {
+			t.Fatalf("%s: %v", r, err)
+		}
+		if got := e.ecs.lastHeader().Get(gateway.RegionHeader); got != r {
+			t.Errorf("%s = %q, want %s", gateway.RegionHeader, got, r)
+		}
+	}
+	calls := e.ecs.calls()
+	bad := ecs.New(ecs.Options{BaseEndpoint: aws.String(e.url), Region: "xx-nowhere-1", Credentials: staticCreds(devKey, devSecret), Retryer: aws.NopRetryer{}})
+	_, err := bad.ListClusters(ctx, &ecs.ListClustersInput{})
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "InvalidSignatureException" || ae.ErrorMessage() != "Credential should be scoped to a valid region, not 'xx-nowhere-1'." {
+		t.Errorf("unknown region: %v", err)
+	}
+	if e.ecs.calls() != calls {
+		t.Error("a refused request reached the scheduler")
+	}
+
+	// An operator's allow-list replaces the public regions.
+	only := newEnv(t, func(c *gateway.Config) { c.Regions = []string{"eu-west-1"} })
+	c := ecs.New(ecs.Options{BaseEndpoint: aws.String(only.url), Region: "us-east-1", Credentials: staticCreds(devKey, devSecret), Retryer: aws.NopRetryer{}})
+	if _, err := c.ListClusters(ctx, &ecs.ListClustersInput{}); !errors.As(err, &ae) || ae.ErrorCode() != "InvalidSignatureException" {
+		t.Errorf("us-east-1 outside the allow-list: %v", err)
+	}
 }
 
 func TestSDKClient(t *testing.T) {
@@ -418,7 +452,7 @@ func TestSchedulerDown(t *testing.T) {
 	down := httptest.NewServer(http.NotFoundHandler())
 	downURL := down.URL
 	down.Close()
-	gw, err := gateway.New(gateway.Config{SchedulerURL: downURL, Region: region, Logger: e.cfg.Logger})
+	gw, err := gateway.New(gateway.Config{SchedulerURL: downURL, Logger: e.cfg.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,13 @@ func (s *stubECS) record(h http.Header) {
 	s.mu.Unlock()
 }
 
+// calls returns how many calls reached the stub.
+func (s *stubECS) calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.headers)
+}
+
 func (s *stubECS) lastHeader() http.Header {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -236,7 +243,6 @@ func newEnv(t testing.TB, tweak func(*gateway.Config)) *env {
 	e.sched = h2cServer(t, mux).URL
 	e.cfg = gateway.Config{
 		SchedulerURL: e.sched,
-		Region:       region,
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Dev:          true,
 		Now:          e.clock.Now,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -23,9 +24,25 @@ import (
 )
 
 // apiStack is the real gateway in front of a real scheduler replica on embedded etcd, in
-// process, with one ECS client per account.
+// process, with one ECS client per account (signing for us-east-1).
 type apiStack struct {
 	clients map[string]*ecs.Client
+	// url is the gateway's endpoint (h2c, so agent streams work through it too).
+	url string
+	// keys holds each account's access key id and secret.
+	keys map[string][2]string
+}
+
+// client returns an ECS client of acct signing for region.
+func (s *apiStack) client(acct, region string) *ecs.Client {
+	k := s.keys[acct]
+	return ecs.New(ecs.Options{
+		Region:       region,
+		BaseEndpoint: aws.String(s.url),
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: k[0], SecretAccessKey: k[1]}, nil
+		}),
+	})
 }
 
 func startAPIStack(t *testing.T, accounts ...string) *apiStack {
@@ -43,15 +60,19 @@ func startAPIStack(t *testing.T, accounts ...string) *apiStack {
 	}
 	go func() { _ = app.Serve(ctx, ln, sched.Handler()) }()
 	go func() { _ = sched.Run(ctx) }()
-	gw, err := gateway.New(gateway.Config{SchedulerURL: "http://" + ln.Addr().String(), Region: "us-east-1", Logger: slog.New(slog.DiscardHandler)})
+	gw, err := gateway.New(gateway.Config{SchedulerURL: "http://" + ln.Addr().String(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Every answer the gateway writes is checked against the ECS model's required members.
-	srv := httptest.NewServer(harness.ShapeRecorder(t).Handler(gw))
+	srv := httptest.NewUnstartedServer(harness.ShapeRecorder(t).Handler(gw))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
 	t.Cleanup(srv.Close)
 
-	s := &apiStack{clients: map[string]*ecs.Client{}}
+	s := &apiStack{clients: map[string]*ecs.Client{}, url: srv.URL, keys: map[string][2]string{}}
 	for _, acct := range accounts {
 		if _, err := sched.Admin().CreateAccount(ctx, connect.NewRequest(&adminv1.CreateAccountRequest{Id: acct})); err != nil {
 			t.Fatal(err)
@@ -60,14 +81,8 @@ func startAPIStack(t *testing.T, accounts ...string) *apiStack {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, secret := key.Msg.GetAccessKey().GetAccessKeyId(), key.Msg.GetSecretAccessKey()
-		s.clients[acct] = ecs.New(ecs.Options{
-			Region:       "us-east-1",
-			BaseEndpoint: aws.String(srv.URL),
-			Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-				return aws.Credentials{AccessKeyID: id, SecretAccessKey: secret}, nil
-			}),
-		})
+		s.keys[acct] = [2]string{key.Msg.GetAccessKey().GetAccessKeyId(), key.Msg.GetSecretAccessKey()}
+		s.clients[acct] = s.client(acct, "us-east-1")
 	}
 	return s
 }

@@ -4,6 +4,10 @@
 // through a Resolver, recomputes the signature over the received request with the AWS SDK
 // for Go v2's signer (no hand-rolled canonicalisation) and compares it in constant time.
 //
+// The scope may name any region of an allow-list (Options.Regions, PublicRegions by
+// default); Verify returns it in Credential.Region, since AWS serves each region on its
+// own and the request is served in the region it was signed for.
+//
 // Failures are *awsjson.Error values with the codes and messages AWS answers with:
 // MissingAuthenticationTokenException, IncompleteSignatureException,
 // UnrecognizedClientException and InvalidSignatureException (including "Signature

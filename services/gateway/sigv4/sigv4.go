@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -54,6 +55,9 @@ type Credential struct {
 	AccountID string
 	// ContainerInstanceARN is set when the key may act only as that instance's agent.
 	ContainerInstanceARN string
+	// Region is the region of the request's credential scope, set by Verify (a
+	// Resolver leaves it empty): the region the request is served in.
+	Region string
 }
 
 // ErrUnknownKey is returned by a Resolver for an access key that does not exist; Verify
@@ -72,9 +76,9 @@ type ResolverFunc func(ctx context.Context, accessKeyID string) (Credential, err
 // Resolve calls f.
 func (f ResolverFunc) Resolve(ctx context.Context, id string) (Credential, error) { return f(ctx, id) }
 
-// Verifier checks SigV4 signatures for one region and signing name.
+// Verifier checks SigV4 signatures for one signing name and any region of an allow-list.
 type Verifier struct {
-	region   string
+	regions  map[string]bool
 	service  string
 	maxSkew  time.Duration
 	now      func() time.Time
@@ -84,8 +88,11 @@ type Verifier struct {
 
 // Options configure a Verifier.
 type Options struct {
-	// Region is the region the credential scope must name, e.g. "us-east-1".
-	Region string
+	// Regions is the allow-list of regions the credential scope may name; a request
+	// scoped to another is refused as AWS refuses a region it does not serve
+	// (InvalidSignatureException, "Credential should be scoped to a valid region, not
+	// '…'."). Nil or empty means PublicRegions.
+	Regions []string
 	// Service is the signing name the scope must name, e.g. "ecs".
 	Service string
 	// MaxSkew is the clock skew allowed; DefaultMaxSkew when zero.
@@ -96,10 +103,25 @@ type Options struct {
 	Resolver Resolver
 }
 
-// New returns a Verifier. It returns an error when Region, Service or Resolver is missing.
+// regionName is the shape of a region name the scheduler accepts (its caller package):
+// it becomes a key part and an ARN field.
+var regionName = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+
+// New returns a Verifier. It returns an error when Service or Resolver is missing, or
+// when Regions holds a name that cannot be a region.
 func New(o Options) (*Verifier, error) {
-	if o.Region == "" || o.Service == "" || o.Resolver == nil {
-		return nil, errors.New("sigv4: Region, Service and Resolver are required")
+	if o.Service == "" || o.Resolver == nil {
+		return nil, errors.New("sigv4: Service and Resolver are required")
+	}
+	if len(o.Regions) == 0 {
+		o.Regions = PublicRegions
+	}
+	regions := make(map[string]bool, len(o.Regions))
+	for _, r := range o.Regions {
+		if !regionName.MatchString(r) || len(r) > 32 {
+			return nil, fmt.Errorf("sigv4: %q is not a region name (lowercase words and digits joined by '-')", r)
+		}
+		regions[r] = true
 	}
 	if o.MaxSkew <= 0 {
 		o.MaxSkew = DefaultMaxSkew
@@ -107,7 +129,7 @@ func New(o Options) (*Verifier, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Verifier{region: o.Region, service: o.Service, maxSkew: o.MaxSkew, now: o.Now, resolver: o.Resolver, signer: v4.NewSigner()}, nil
+	return &Verifier{regions: regions, service: o.Service, maxSkew: o.MaxSkew, now: o.Now, resolver: o.Resolver, signer: v4.NewSigner()}, nil
 }
 
 func fail(typ, format string, args ...any) *awsjson.Error {
@@ -169,7 +191,7 @@ func parseAuthorization(h string) (authorization, *awsjson.Error) {
 // read, or UnsignedPayload for a request signed without its payload (then the request
 // must carry X-Amz-Content-Sha256: UNSIGNED-PAYLOAD, and that header must be signed).
 //
-// It returns the access key on success. An authentication failure is an *awsjson.Error
+// It returns the access key, with Region set to the scope's region, on success. An authentication failure is an *awsjson.Error
 // (see the package documentation); any other error means the resolver could not answer
 // and the request should fail as a server error.
 func (v *Verifier) Verify(ctx context.Context, r *http.Request, payloadHash string) (Credential, error) {
@@ -201,7 +223,7 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request, payloadHash stri
 	if a.date != t.Format(dateFormat) {
 		return Credential{}, fail(InvalidSignature, "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: '%s' != '%s', from '%s'.", a.date, t.Format(dateFormat), amzDate)
 	}
-	if a.region != v.region {
+	if !v.regions[a.region] {
 		return Credential{}, fail(InvalidSignature, "Credential should be scoped to a valid region, not '%s'.", a.region)
 	}
 	if a.service != v.service {
@@ -220,6 +242,7 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request, payloadHash stri
 	if err != nil {
 		return Credential{}, fmt.Errorf("sigv4: resolve access key: %w", err)
 	}
+	cred.Region = a.region
 	want, signed, err := v.recompute(ctx, r, a, cred, payloadHash, t)
 	if err != nil {
 		return Credential{}, fail(InvalidSignature, "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.")
@@ -265,7 +288,7 @@ func (v *Verifier) recompute(ctx context.Context, r *http.Request, a authorizati
 		clone.Header[key] = append([]string(nil), vals...)
 	}
 	creds := aws.Credentials{AccessKeyID: cred.AccessKeyID, SecretAccessKey: cred.SecretAccessKey}
-	if err := v.signer.SignHTTP(ctx, creds, clone, payloadHash, v.service, v.region, t, func(o *v4.SignerOptions) {
+	if err := v.signer.SignHTTP(ctx, creds, clone, payloadHash, v.service, a.region, t, func(o *v4.SignerOptions) {
 		o.DisableSessionToken = true
 	}); err != nil {
 		return "", "", err

@@ -38,7 +38,7 @@ func resolver(ctx context.Context, id string) (sigv4.Credential, error) {
 // in X-Result and the message in the body.
 func server(t *testing.T, unsigned bool) *httptest.Server {
 	t.Helper()
-	v, err := sigv4.New(sigv4.Options{Region: "us-east-1", Service: "ecs", Now: func() time.Time { return now }, Resolver: sigv4.ResolverFunc(resolver)})
+	v, err := sigv4.New(sigv4.Options{Service: "ecs", Now: func() time.Time { return now }, Resolver: sigv4.ResolverFunc(resolver)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func server(t *testing.T, unsigned bool) *httptest.Server {
 		switch {
 		case err == nil:
 			w.Header().Set("X-Result", "OK")
-			_, _ = io.WriteString(w, cred.AccountID)
+			_, _ = io.WriteString(w, cred.AccountID+" "+cred.Region)
 		case errors.As(err, &ae):
 			w.Header().Set("X-Result", ae.Type)
 			_, _ = io.WriteString(w, ae.Message)
@@ -120,7 +120,9 @@ func TestVerifyTable(t *testing.T) {
 		want     string
 		contains string
 	}{
-		{name: "valid", want: "OK"},
+		{name: "valid", want: "OK", contains: " us-east-1"},
+		{name: "another public region", spec: signSpec{region: "eu-west-1"}, want: "OK", contains: " eu-west-1"},
+		{name: "newest public region", spec: signSpec{region: "mx-central-1"}, want: "OK", contains: " mx-central-1"},
 		{name: "no authorization", mutate: func(r *http.Request) { r.Header.Del("Authorization") }, want: "MissingAuthenticationTokenException", contains: "Missing Authentication Token"},
 		{name: "unknown key", spec: signSpec{key: "AKIDUNKNOWN", secret: "x"}, want: "UnrecognizedClientException", contains: "security token included in the request is invalid"},
 		{name: "wrong secret", spec: signSpec{key: good.AccessKeyID, secret: "wrong"}, want: "InvalidSignatureException", contains: "does not match the signature you provided"},
@@ -138,7 +140,8 @@ func TestVerifyTable(t *testing.T) {
 		{name: "within skew", spec: signSpec{at: now.Add(-14 * time.Minute)}, want: "OK"},
 		{name: "future", spec: signSpec{at: now.Add(16 * time.Minute)}, want: "InvalidSignatureException",
 			contains: "Signature not yet current: 20261130T121600Z is still later than 20261130T121500Z (20261130T120000Z + 15 min.)"},
-		{name: "wrong region", spec: signSpec{region: "eu-west-1"}, want: "InvalidSignatureException", contains: "Credential should be scoped to a valid region, not 'eu-west-1'."},
+		{name: "unknown region", spec: signSpec{region: "xx-nowhere-1"}, want: "InvalidSignatureException", contains: "Credential should be scoped to a valid region, not 'xx-nowhere-1'."},
+		{name: "other partition", spec: signSpec{region: "cn-north-1"}, want: "InvalidSignatureException", contains: "Credential should be scoped to a valid region, not 'cn-north-1'."},
 		{name: "wrong service", spec: signSpec{service: "s3"}, want: "InvalidSignatureException", contains: "Credential should be scoped to correct service: 'ecs', not 's3'."},
 		{name: "scope date mismatch", mutate: func(r *http.Request) {
 			r.Header.Set("Authorization", strings.Replace(r.Header.Get("Authorization"), "/20261130/", "/20261129/", 1))
@@ -175,6 +178,34 @@ func TestVerifyTable(t *testing.T) {
 				t.Errorf("message %q lacks %q", msg, tc.contains)
 			}
 		})
+	}
+}
+
+// TestVerifyRegionAllowList: a configured allow-list replaces the public regions; a
+// region outside it is refused even when AWS has it; a name that cannot be a region is
+// refused at configuration.
+func TestVerifyRegionAllowList(t *testing.T) {
+	for _, bad := range []string{"EU-WEST-1", "eu/west", ""} {
+		if _, err := sigv4.New(sigv4.Options{Service: "ecs", Regions: []string{bad}, Resolver: sigv4.ResolverFunc(resolver)}); err == nil {
+			t.Errorf("allow-list %q accepted", bad)
+		}
+	}
+	v, err := sigv4.New(sigv4.Options{Service: "ecs", Regions: []string{"eu-west-1"}, Now: func() time.Time { return now }, Resolver: sigv4.ResolverFunc(resolver)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for region, want := range map[string]string{"eu-west-1": "", "us-east-1": "Credential should be scoped to a valid region, not 'us-east-1'."} {
+		req := newRequest(t, "http://127.0.0.1/", "{}")
+		sign(t, req, "{}", signSpec{region: region})
+		sum := sha256.Sum256([]byte("{}"))
+		cred, err := v.Verify(t.Context(), req, hex.EncodeToString(sum[:]))
+		var ae *awsjson.Error
+		switch {
+		case want == "" && (err != nil || cred.Region != region):
+			t.Errorf("%s: %+v, %v; want allowed", region, cred, err)
+		case want != "" && (!errors.As(err, &ae) || ae.Type != sigv4.InvalidSignature || ae.Message != want):
+			t.Errorf("%s: %v; want InvalidSignatureException %q", region, err, want)
+		}
 	}
 }
 

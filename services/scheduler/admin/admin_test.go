@@ -135,15 +135,15 @@ func TestResetState(t *testing.T) {
 		}
 	}
 	ecsKeys := []string{
-		keys.Cluster("000000000000", "default"),
-		keys.Task("000000000000", "default", "t1"),
-		keys.Task("111111111111", "other", "t2"),
-		keys.InstanceByHost("000000000000", "default", "h1"),
-		keys.Inbox("i1", "t1"),
-		keys.TaskDefinition("000000000000", "web", 1),
-		keys.Family("000000000000", "web"),
-		keys.Instance("000000000000", "default", "i1"),
-		keys.Service("000000000000", "default", "s"),
+		keys.Cluster(keys.Scope{Account: "000000000000", Region: testRegion}, "default"),
+		keys.Task(keys.Scope{Account: "000000000000", Region: testRegion}, "default", "t1"),
+		keys.Task(keys.Scope{Account: "111111111111", Region: testRegion}, "other", "t2"),
+		keys.InstanceByHost(keys.Scope{Account: "000000000000", Region: testRegion}, "default", "h1"),
+		keys.Inbox(keys.Scope{Account: "000000000000", Region: testRegion}, "i1", "t1"),
+		keys.TaskDefinition(keys.Scope{Account: "000000000000", Region: testRegion}, "web", 1),
+		keys.Family(keys.Scope{Account: "000000000000", Region: testRegion}, "web"),
+		keys.Instance(keys.Scope{Account: "000000000000", Region: testRegion}, "default", "i1"),
+		keys.Service(keys.Scope{Account: "000000000000", Region: testRegion}, "default", "s"),
 	}
 	kept := []string{keys.Account("000000000000"), keys.AccessKey("test"), store.Prefix + "election/leader/1"}
 	for _, k := range append(append([]string{}, ecsKeys...), kept...) {
@@ -169,3 +169,6 @@ func TestResetState(t *testing.T) {
 		}
 	}
 }
+
+// testRegion is the region the tests call in.
+const testRegion = "us-east-1"

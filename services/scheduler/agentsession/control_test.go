@@ -40,12 +40,13 @@ func TestEndToEndWithControl(t *testing.T) {
 	tr.Protocols.SetUnencryptedHTTP2(true)
 	client := agentv1connect.NewAgentServiceClient(&http.Client{Transport: tr}, hs.URL)
 
-	ctx := caller.With(context.Background(), caller.Identity{Account: acct})
+	ctx := caller.With(context.Background(), caller.Identity{Account: acct, Region: testRegion})
 	if _, err := ctl.CreateCluster(ctx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("e2e")})); err != nil {
 		t.Fatal(err)
 	}
 	reg := connect.NewRequest(&agentv1.RegisterRequest{Cluster: "e2e", HostId: "host-a", RuntimeReady: true, Resources: control.Resources(2048, 2048, nil, nil)})
 	reg.Header().Set(caller.AccountHeader, acct)
+	reg.Header().Set(caller.RegionHeader, "us-east-1")
 	rr, err := client.Register(context.Background(), reg)
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +57,7 @@ func TestEndToEndWithControl(t *testing.T) {
 	defer cancel()
 	st := client.Session(sctx)
 	st.RequestHeader().Set(caller.AccountHeader, acct)
+	st.RequestHeader().Set(caller.RegionHeader, "us-east-1")
 	if err := st.Send(&agentv1.SessionRequest{Message: &agentv1.SessionRequest_Hello{Hello: &agentv1.Hello{ContainerInstanceArn: ciARN}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -174,3 +176,6 @@ func TestEndToEndWithControl(t *testing.T) {
 		t.Fatalf("RunTask after capacity returned: %v %v", run, err)
 	}
 }
+
+// testRegion is the region the tests call in.
+const testRegion = "us-east-1"

@@ -8,8 +8,8 @@
 // No heartbeat is written to etcd.
 //
 // Presence — which agents hold a session somewhere — is a key per instance,
-// presence/{account}/{cluster}/{instance}, written when a session opens and deleted when
-// it ends, attached to one etcd lease per replica (PresenceTTL, kept alive in the
+// presence/{account}/{region}/{cluster}/{instance}, written when a session opens and
+// deleted when it ends, attached to one etcd lease per replica (PresenceTTL, kept alive in the
 // background). We chose a lease per replica over coarse last-seen writes because it costs
 // one keep-alive per replica whatever the number of agents (last-seen writes cost
 // O(agents) writes per interval, each a raft round and a revision), and because a crashed
@@ -19,8 +19,9 @@
 // A live session re-asserts agentConnected every ReassertEvery, healing the rare reaper
 // write that races a reconnect.
 //
-// Deliveries: placing or stopping a task writes inbox/{instance}/{task} (an InboxEntry).
-// The session lists that prefix and watches it from the list's revision (store.Watch:
+// Deliveries: placing or stopping a task writes inbox/{account}/{region}/{instance}/{task}
+// (an InboxEntry), in the region the agent signs for (its session's scope, so an agent
+// never sees another region's deliveries). The session lists that prefix and watches it from the list's revision (store.Watch:
 // resumes by revision after a disconnect, re-lists after compaction) and pushes each entry.
 // An acked assignment's entry is deleted (compare-and-delete on the revision sent, so a
 // stop order that replaced it survives); an acked stop order stays until the agent reports

@@ -48,13 +48,13 @@ func (m *memStream) Receive() (*agentv1.SessionRequest, error) {
 
 type nopControl struct{}
 
-func (nopControl) RegisterInstance(context.Context, string, *agentv1.RegisterRequest) (*agentv1.RegisterResponse, error) {
+func (nopControl) RegisterInstance(context.Context, keys.Scope, *agentv1.RegisterRequest) (*agentv1.RegisterResponse, error) {
 	return nil, nil
 }
-func (nopControl) ApplyTaskStateChange(context.Context, string, string, *agentv1.TaskStateChange) error {
+func (nopControl) ApplyTaskStateChange(context.Context, keys.Scope, string, *agentv1.TaskStateChange) error {
 	return nil
 }
-func (nopControl) SetAgentConnected(context.Context, string, string, bool) error { return nil }
+func (nopControl) SetAgentConnected(context.Context, keys.Scope, string, bool) error { return nil }
 
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
@@ -87,7 +87,7 @@ func TestManySessions(t *testing.T) {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			ci := &ecsv1.ContainerInstance{ContainerInstanceArn: proto.String(arnOf(i)), Status: proto.String("ACTIVE")}
-			if _, err := store.Create(ctx, cli, keys.Instance(acct, cl, fmt.Sprintf("i%05d", i)), &storev1.ContainerInstanceRecord{ContainerInstance: ci}); err != nil {
+			if _, err := store.Create(ctx, cli, keys.Instance(testScope, cl, fmt.Sprintf("i%05d", i)), &storev1.ContainerInstanceRecord{ContainerInstance: ci}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -101,7 +101,7 @@ func TestManySessions(t *testing.T) {
 	runtime.ReadMemStats(&ms0)
 	g0 := runtime.NumGoroutine()
 
-	sctx, cancel := context.WithCancel(caller.With(ctx, caller.Identity{Account: acct}))
+	sctx, cancel := context.WithCancel(caller.With(ctx, caller.Identity{Account: acct, Region: testRegion}))
 	defer cancel()
 	streams := make([]*memStream, n)
 	start := time.Now()
@@ -109,7 +109,7 @@ func TestManySessions(t *testing.T) {
 		st := &memStream{in: make(chan *agentv1.SessionRequest, 4)}
 		st.in <- &agentv1.SessionRequest{Message: &agentv1.SessionRequest_Hello{Hello: &agentv1.Hello{ContainerInstanceArn: arnOf(i)}}}
 		streams[i] = st
-		go func() { _ = srv.serve(sctx, caller.Identity{Account: acct}, st) }()
+		go func() { _ = srv.serve(sctx, caller.Identity{Account: acct, Region: testRegion}, st) }()
 	}
 	for {
 		ready := 0
@@ -173,7 +173,7 @@ func TestManySessions(t *testing.T) {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			e := &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Assignment{Assignment: &agentv1.Assignment{DeliveryId: "t", Task: &ecsv1.Task{TaskArn: proto.String("x")}}}}
-			if _, err := store.NewTxn(cli).Put(keys.Inbox(fmt.Sprintf("i%05d", i), "t"), e).Commit(ctx); err != nil {
+			if _, err := store.NewTxn(cli).Put(keys.Inbox(testScope, fmt.Sprintf("i%05d", i), "t"), e).Commit(ctx); err != nil {
 				t.Error(err)
 			}
 		})

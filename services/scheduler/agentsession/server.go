@@ -27,11 +27,11 @@ import (
 // *Server satisfies it). Each method takes the caller's account.
 type Control interface {
 	// RegisterInstance registers or refreshes the host described by req.
-	RegisterInstance(ctx context.Context, account string, req *agentv1.RegisterRequest) (*agentv1.RegisterResponse, error)
+	RegisterInstance(ctx context.Context, account keys.Scope, req *agentv1.RegisterRequest) (*agentv1.RegisterResponse, error)
 	// ApplyTaskStateChange records a task state change the agent of instanceARN reported.
-	ApplyTaskStateChange(ctx context.Context, account, instanceARN string, change *agentv1.TaskStateChange) error
+	ApplyTaskStateChange(ctx context.Context, account keys.Scope, instanceARN string, change *agentv1.TaskStateChange) error
 	// SetAgentConnected sets the instance's agentConnected.
-	SetAgentConnected(ctx context.Context, account, instanceARN string, connected bool) error
+	SetAgentConnected(ctx context.Context, account keys.Scope, instanceARN string, connected bool) error
 }
 
 // Defaults for Config.
@@ -139,6 +139,9 @@ func identity(ctx context.Context) (caller.Identity, error) {
 	if !ok || id.Account == "" {
 		return caller.Identity{}, connect.NewError(connect.CodeUnauthenticated, caller.ErrNoAccount)
 	}
+	if id.Region == "" {
+		return caller.Identity{}, connect.NewError(connect.CodeUnauthenticated, caller.ErrNoRegion)
+	}
 	return id, nil
 }
 
@@ -158,7 +161,7 @@ func (s *Server) Register(ctx context.Context, req *connect.Request[agentv1.Regi
 			return nil, err
 		}
 	}
-	resp, err := s.cfg.Control.RegisterInstance(ctx, id.Account, req.Msg)
+	resp, err := s.cfg.Control.RegisterInstance(ctx, id.Scope(), req.Msg)
 	if err != nil {
 		return nil, ecserr.ToConnect(err)
 	}
@@ -184,7 +187,7 @@ func (s *Server) checkHostScope(ctx context.Context, id caller.Identity, req *ag
 	if strings.Contains(cluster, "/") || req.GetHostId() == "" {
 		return ecserr.ToConnect(ecserr.InvalidParameterf("Invalid cluster or host id."))
 	}
-	v, _, err := store.Get[*wrapperspb.StringValue](ctx, s.cfg.Etcd, keys.InstanceByHost(id.Account, cluster, req.GetHostId()))
+	v, _, err := store.Get[*wrapperspb.StringValue](ctx, s.cfg.Etcd, keys.InstanceByHost(id.Scope(), cluster, req.GetHostId()))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return connect.NewError(connect.CodePermissionDenied, errScope)
@@ -250,10 +253,14 @@ func (s *Server) serve(ctx context.Context, id caller.Identity, stream stream) e
 	if ref.Account != id.Account {
 		return connect.NewError(connect.CodePermissionDenied, errors.New("container instance belongs to another account"))
 	}
+	if ref.Region != id.Region {
+		// The agent registered (and signs) in one region; its instance lives there only.
+		return connect.NewError(connect.CodeNotFound, fmt.Errorf("container instance is not registered in region %s", id.Region))
+	}
 	if id.ContainerInstanceARN != "" && !sameInstance(id.ContainerInstanceARN, ref.Name) {
 		return connect.NewError(connect.CodePermissionDenied, errScope)
 	}
-	rec, _, err := store.Get[*storev1.ContainerInstanceRecord](ctx, s.cfg.Etcd, keys.Instance(ref.Account, ref.Cluster, ref.Name))
+	rec, _, err := store.Get[*storev1.ContainerInstanceRecord](ctx, s.cfg.Etcd, keys.Instance(id.Scope(), ref.Cluster, ref.Name))
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return connect.NewError(connect.CodeNotFound, errors.New("container instance is not registered"))
@@ -270,7 +277,7 @@ func (s *Server) serve(ctx context.Context, id caller.Identity, stream stream) e
 	ss := &session{
 		srv:      s,
 		id:       fmt.Sprintf("%s-%d", s.cfg.Replica, s.nextSID.Add(1)),
-		account:  ref.Account,
+		account:  id.Scope(),
 		cluster:  ref.Cluster,
 		instance: ref.Name,
 		arn:      hello.GetContainerInstanceArn(),

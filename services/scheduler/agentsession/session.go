@@ -36,7 +36,7 @@ type delivery struct {
 type session struct {
 	srv      *Server
 	id       string
-	account  string
+	account  keys.Scope
 	cluster  string
 	instance string
 	arn      string
@@ -113,7 +113,7 @@ func (ss *session) run(ctx context.Context) error {
 		ss.cancel()
 	}()
 
-	werr := store.Watch(ctx, s.cfg.Etcd, keys.InboxOf(ss.instance), 0, ss.onInbox)
+	werr := store.Watch(ctx, s.cfg.Etcd, keys.InboxOf(ss.account, ss.instance), 0, ss.onInbox)
 	ss.log.Debug("agentsession: inbox watch ended", "session", ss.id, "err", werr)
 
 	// No more sends once the handler returns.
@@ -211,7 +211,7 @@ func (ss *session) onInbox(ev store.Event[*storev1.InboxEntry]) error {
 
 // deliver sends one inbox entry, unless this session already sent it at this revision.
 func (ss *session) deliver(it store.Item[*storev1.InboxEntry]) error {
-	taskID := it.Key[len(keys.InboxOf(ss.instance)):]
+	taskID := it.Key[len(keys.InboxOf(ss.account, ss.instance)):]
 	var msg *agentv1.SessionResponse
 	var id string
 	stop := false
@@ -325,7 +325,7 @@ func (ss *session) onTaskState(ctx context.Context, ch *agentv1.TaskStateChange)
 	}
 	if ch.GetLastStatus() == "STOPPED" {
 		if a, perr := arn.Parse(ch.GetTaskArn()); perr == nil && a.Type == arn.Task {
-			if _, derr := store.Delete(ctx, ss.srv.cfg.Etcd, keys.Inbox(ss.instance, a.Name), 0); derr != nil && !errors.Is(derr, store.ErrNotFound) {
+			if _, derr := store.Delete(ctx, ss.srv.cfg.Etcd, keys.Inbox(ss.account, ss.instance, a.Name), 0); derr != nil && !errors.Is(derr, store.ErrNotFound) {
 				ss.log.Warn("agentsession: reclaim inbox entry", "task", a.Name, "err", derr)
 			}
 		}

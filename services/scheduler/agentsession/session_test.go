@@ -30,6 +30,9 @@ const (
 	instARN = "arn:aws:ecs:us-east-1:" + acct + ":container-instance/" + cluster + "/" + instID
 )
 
+// testScope is acct in testRegion, where the tests run.
+var testScope = keys.Scope{Account: acct, Region: testRegion}
+
 func taskARN(id string) string {
 	return "arn:aws:ecs:us-east-1:" + acct + ":task/" + cluster + "/" + id
 }
@@ -42,11 +45,11 @@ type fakeControl struct {
 	failApply error
 }
 
-func (f *fakeControl) RegisterInstance(_ context.Context, account string, req *agentv1.RegisterRequest) (*agentv1.RegisterResponse, error) {
+func (f *fakeControl) RegisterInstance(_ context.Context, account keys.Scope, req *agentv1.RegisterRequest) (*agentv1.RegisterResponse, error) {
 	return &agentv1.RegisterResponse{ContainerInstance: &ecsv1.ContainerInstance{ContainerInstanceArn: proto.String(instARN)}}, nil
 }
 
-func (f *fakeControl) ApplyTaskStateChange(_ context.Context, account, instanceARN string, ch *agentv1.TaskStateChange) error {
+func (f *fakeControl) ApplyTaskStateChange(_ context.Context, account keys.Scope, instanceARN string, ch *agentv1.TaskStateChange) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failApply != nil {
@@ -56,7 +59,7 @@ func (f *fakeControl) ApplyTaskStateChange(_ context.Context, account, instanceA
 	return nil
 }
 
-func (f *fakeControl) SetAgentConnected(_ context.Context, account, instanceARN string, connected bool) error {
+func (f *fakeControl) SetAgentConnected(_ context.Context, account keys.Scope, instanceARN string, connected bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.connected == nil {
@@ -95,7 +98,7 @@ func newHarness(t *testing.T, cfg Config) *harness {
 	tr.Protocols.SetUnencryptedHTTP2(true)
 	h := &harness{cli: cli, ctl: ctl, srv: srv, url: hs.URL, http: &http.Client{Transport: tr}}
 	ci := &ecsv1.ContainerInstance{ContainerInstanceArn: proto.String(instARN), Status: proto.String("ACTIVE")}
-	if _, err := store.Create(context.Background(), cli, keys.Instance(acct, cluster, instID), &storev1.ContainerInstanceRecord{ContainerInstance: ci, ClusterName: cluster}); err != nil {
+	if _, err := store.Create(context.Background(), cli, keys.Instance(testScope, cluster, instID), &storev1.ContainerInstanceRecord{ContainerInstance: ci, ClusterName: cluster}); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -116,6 +119,7 @@ func (h *harness) connect(t *testing.T, scope string) *agent {
 	c := agentv1connect.NewAgentServiceClient(h.http, h.url)
 	st := c.Session(ctx)
 	st.RequestHeader().Set(caller.AccountHeader, acct)
+	st.RequestHeader().Set(caller.RegionHeader, "us-east-1")
 	if scope != "" {
 		st.RequestHeader().Set(caller.ContainerInstanceHeader, scope)
 	}
@@ -167,7 +171,7 @@ func (a *agent) send(m *agentv1.SessionRequest) {
 
 func putInbox(t *testing.T, cli *clientv3.Client, taskID string, e *storev1.InboxEntry) {
 	t.Helper()
-	if _, err := cli.Put(context.Background(), keys.Inbox(instID, taskID), mustMarshal(t, e)); err != nil {
+	if _, err := cli.Put(context.Background(), keys.Inbox(testScope, instID, taskID), mustMarshal(t, e)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -215,10 +219,10 @@ func TestInboxRedeliveredAfterDisconnectAndRunOnce(t *testing.T) {
 	// The task is expected on the instance (desired RUNNING index) and assigned in the
 	// inbox.
 	ctx := context.Background()
-	if _, err := store.Create(ctx, h.cli, keys.Task(acct, cluster, "t1"), &storev1.TaskRecord{Task: &ecsv1.Task{TaskArn: proto.String(taskARN("t1")), LastStatus: proto.String("PENDING")}}); err != nil {
+	if _, err := store.Create(ctx, h.cli, keys.Task(testScope, cluster, "t1"), &storev1.TaskRecord{Task: &ecsv1.Task{TaskArn: proto.String(taskARN("t1")), LastStatus: proto.String("PENDING")}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.NewTxn(h.cli).PutIndex(keys.TaskList(acct, cluster, "RUNNING", keys.DimInstance, instID, "t1")).Commit(ctx); err != nil {
+	if _, err := store.NewTxn(h.cli).PutIndex(keys.TaskList(testScope, cluster, "RUNNING", keys.DimInstance, instID, "t1")).Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	putInbox(t, h.cli, "t1", assignment("t1"))
@@ -248,12 +252,12 @@ func TestInboxRedeliveredAfterDisconnectAndRunOnce(t *testing.T) {
 		t.Fatal("agentConnected not set on hello")
 	}
 	h.ctl.mu.Unlock()
-	if !exists(t, h.cli, keys.Presence(acct, cluster, instID)) {
+	if !exists(t, h.cli, keys.Presence(testScope, cluster, instID)) {
 		t.Fatal("no presence key")
 	}
 	a1.close()
-	waitGone(t, h.cli, keys.Presence(acct, cluster, instID))
-	if !exists(t, h.cli, keys.Inbox(instID, "t1")) {
+	waitGone(t, h.cli, keys.Presence(testScope, cluster, instID))
+	if !exists(t, h.cli, keys.Inbox(testScope, instID, "t1")) {
 		t.Fatal("unacked assignment deleted")
 	}
 
@@ -266,7 +270,7 @@ func TestInboxRedeliveredAfterDisconnectAndRunOnce(t *testing.T) {
 	}
 	take(as)
 	a2.send(&agentv1.SessionRequest{Message: &agentv1.SessionRequest_Ack{Ack: &agentv1.Ack{DeliveryIds: []string{"t1"}}}})
-	waitGone(t, h.cli, keys.Inbox(instID, "t1"))
+	waitGone(t, h.cli, keys.Inbox(testScope, instID, "t1"))
 	if runs[taskARN("t1")] != 1 {
 		t.Fatalf("task started %d times", runs[taskARN("t1")])
 	}
@@ -280,14 +284,14 @@ func TestInboxRedeliveredAfterDisconnectAndRunOnce(t *testing.T) {
 	a2.send(&agentv1.SessionRequest{Message: &agentv1.SessionRequest_Ack{Ack: &agentv1.Ack{DeliveryIds: []string{stop.GetDeliveryId()}}}})
 	a2.send(&agentv1.SessionRequest{Message: &agentv1.SessionRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{RuntimeReady: true}}})
 	time.Sleep(200 * time.Millisecond)
-	if !exists(t, h.cli, keys.Inbox(instID, "t1")) {
+	if !exists(t, h.cli, keys.Inbox(testScope, instID, "t1")) {
 		t.Fatal("acked stop order deleted before STOPPED")
 	}
 	a2.send(&agentv1.SessionRequest{Message: &agentv1.SessionRequest_TaskState{TaskState: &agentv1.TaskStateChange{Seq: 7, TaskArn: taskARN("t1"), LastStatus: "STOPPED"}}})
 	if ack := a2.next().GetStateAck(); ack == nil || len(ack.Seqs) != 1 || ack.Seqs[0] != 7 {
 		t.Fatalf("state ack %v", ack)
 	}
-	waitGone(t, h.cli, keys.Inbox(instID, "t1"))
+	waitGone(t, h.cli, keys.Inbox(testScope, instID, "t1"))
 	h.ctl.mu.Lock()
 	if len(h.ctl.changes) != 1 || h.ctl.changes[0].GetLastStatus() != "STOPPED" {
 		t.Fatalf("changes %v", h.ctl.changes)
@@ -351,7 +355,7 @@ func TestHeartbeatTimeoutDropsSession(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("silent session not dropped")
 	}
-	waitGone(t, h.cli, keys.Presence(acct, cluster, instID))
+	waitGone(t, h.cli, keys.Presence(testScope, cluster, instID))
 }
 
 func TestRegisterScope(t *testing.T) {
@@ -359,6 +363,7 @@ func TestRegisterScope(t *testing.T) {
 	c := agentv1connect.NewAgentServiceClient(h.http, h.url)
 	req := connect.NewRequest(&agentv1.RegisterRequest{Cluster: cluster, HostId: "host-1"})
 	req.Header().Set(caller.AccountHeader, acct)
+	req.Header().Set(caller.RegionHeader, "us-east-1")
 	resp, err := c.Register(context.Background(), req)
 	if err != nil || resp.Msg.GetContainerInstance().GetContainerInstanceArn() != instARN {
 		t.Fatalf("register: %v %v", resp, err)
@@ -366,6 +371,7 @@ func TestRegisterScope(t *testing.T) {
 	// A scoped credential for a host that maps to no instance is refused.
 	req = connect.NewRequest(&agentv1.RegisterRequest{Cluster: cluster, HostId: "host-2"})
 	req.Header().Set(caller.AccountHeader, acct)
+	req.Header().Set(caller.RegionHeader, "us-east-1")
 	req.Header().Set(caller.ContainerInstanceHeader, instARN)
 	if _, err := c.Register(context.Background(), req); connect.CodeOf(err) != connect.CodePermissionDenied {
 		t.Fatalf("scoped register of an unknown host: %v", err)
@@ -378,7 +384,7 @@ func TestPresenceSurvivesLeaseLoss(t *testing.T) {
 	h := newHarness(t, Config{})
 	a := h.connect(t, "")
 	a.next() // expected tasks
-	key := keys.Presence(acct, cluster, instID)
+	key := keys.Presence(testScope, cluster, instID)
 	r, err := h.cli.Get(context.Background(), key)
 	if err != nil || len(r.Kvs) != 1 {
 		t.Fatalf("presence %v %v", r, err)

@@ -27,6 +27,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/control"
 	"github.com/berthhq/berth/services/scheduler/etcdmetrics"
+	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/leader"
 	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/reaper"
@@ -37,7 +38,9 @@ import (
 type Config struct {
 	// Etcd is the etcd client. Required.
 	Etcd *clientv3.Client
-	// Region is written in ARNs, e.g. "us-east-1". Default "us-east-1".
+	// Region is the default region, e.g. "us-east-1" (default): ECS state written by
+	// builds that had no regions is moved into it once (see MigrateLayout). Requests are
+	// served in the region of their SigV4 scope, whatever this is.
 	Region string
 	// Logger receives the replica's logs; nil discards them.
 	Logger *slog.Logger
@@ -121,14 +124,12 @@ func New(cfg Config) (*App, error) {
 		placement.WithMetrics(placement.NewMetrics(reg)))
 	a.control = control.New(control.Config{
 		KV:     a.kv,
-		Region: cfg.Region,
 		Logger: cfg.Logger.With("component", "control"),
 		Placer: &placement.ControlPlacer{Placer: a.placer, Batch: true},
 	})
 	a.kick = service.NewKicker()
 	a.services = service.NewHandler(service.Config{
 		KV:     a.kv,
-		Region: cfg.Region,
 		Logger: cfg.Logger.With("component", "service"),
 		Kick:   a.kick,
 	})
@@ -177,6 +178,20 @@ func (a *App) IsLeader() bool { return a.leading.Load() }
 // Sessions returns the number of agent sessions this replica holds.
 func (a *App) Sessions() int { return a.sessions.Sessions() }
 
+// MigrateLayout moves ECS state written by builds without regions into the default
+// region (Config.Region), once (keys.MigrateLayout); call it before serving. It logs how
+// many keys moved.
+func (a *App) MigrateLayout(ctx context.Context) error {
+	n, err := keys.MigrateLayout(ctx, a.cfg.Etcd, a.cfg.Region)
+	if err != nil {
+		return fmt.Errorf("app: migrate key layout: %w", err)
+	}
+	if n > 0 {
+		a.log.Info("moved state from before regions into the default region", "keys", n, "region", a.cfg.Region)
+	}
+	return nil
+}
+
 // Run campaigns for leadership until ctx ends; while leading it runs the reaper and the
 // service reconciler with every write fenced by the term. It returns ctx's error.
 func (a *App) Run(ctx context.Context) error {
@@ -208,7 +223,6 @@ func (a *App) Run(ctx context.Context) error {
 			rec := service.NewReconciler(service.ReconcilerConfig{
 				Client:   a.watchKV,
 				Placer:   a.placer,
-				Region:   a.cfg.Region,
 				Logger:   a.log.With("component", "reconciler"),
 				Fence:    []clientv3.Cmp{term.Fence()},
 				Interval: a.cfg.ReconcileInterval,

@@ -50,6 +50,7 @@ func TestRPCLogCarriesRequestIdentity(t *testing.T) {
 	client := ecsv1connect.NewEcsServiceClient(srv.Client(), srv.URL)
 	req := connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("bad name!")})
 	req.Header().Set(caller.AccountHeader, "123456789012")
+	req.Header().Set(caller.RegionHeader, "us-east-1")
 	req.Header().Set(caller.RequestIDHeader, "req-42")
 	if _, err := client.CreateCluster(context.Background(), req); err == nil {
 		t.Fatal("CreateCluster with an invalid name succeeded")

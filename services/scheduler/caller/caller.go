@@ -1,5 +1,6 @@
 // Package caller carries the identity of an ECS call's caller through the scheduler. The
-// gateway authenticates the request (SigV4) and sends the account, and for an agent's
+// gateway authenticates the request (SigV4) and sends the account and the region of the
+// credential scope, and for an agent's
 // instance-scoped credential the container instance, in the headers named here; the
 // scheduler trusts them because only the gateway reaches its internal listener.
 package caller
@@ -10,12 +11,18 @@ import (
 	"regexp"
 
 	"connectrpc.com/connect"
+
+	"github.com/berthhq/berth/services/scheduler/keys"
 )
 
 // Header names the gateway sets on every internal call.
 const (
 	// AccountHeader carries the 12-digit account id of the caller.
 	AccountHeader = "Berth-Account"
+	// RegionHeader carries the region of the request's SigV4 credential scope (e.g.
+	// "eu-west-1"), which the gateway has checked against its allow-list. Every ECS
+	// resource lives in one (account, region); see keys.Scope.
+	RegionHeader = "Berth-Region"
 	// ContainerInstanceHeader carries the container instance ARN an agent credential is
 	// scoped to; absent for account-wide credentials.
 	ContainerInstanceHeader = "Berth-Container-Instance"
@@ -27,6 +34,8 @@ const (
 type Identity struct {
 	// Account is the caller's 12-digit account id.
 	Account string
+	// Region is the region the call is served in, from the SigV4 credential scope.
+	Region string
 	// ContainerInstanceARN is set when the credential acts only for one instance's agent.
 	ContainerInstanceARN string
 	// RequestID is the gateway's request id, for logs; may be empty.
@@ -48,21 +57,40 @@ func From(ctx context.Context) (Identity, bool) {
 
 var accountPattern = regexp.MustCompile(`^[0-9]{12}$`)
 
+// regionPattern accepts region names: lowercase words and digits joined by '-' ("us-east-1",
+// "us-gov-west-1", or an operator's own name in the gateway's allow-list), at most 32
+// characters. The gateway checks the name against its allow-list; this check only keeps a
+// malformed header from becoming a key part or an ARN field.
+var regionPattern = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+
+// ValidRegion reports whether r can be a region name (see regionPattern).
+func ValidRegion(r string) bool { return len(r) <= 32 && regionPattern.MatchString(r) }
+
+// Scope returns the (account, region) the identity's calls are served in.
+func (id Identity) Scope() keys.Scope { return keys.Scope{Account: id.Account, Region: id.Region} }
+
 // ErrNoAccount is returned by the interceptor when a call carries no valid account.
 var ErrNoAccount = errors.New("missing or invalid " + AccountHeader + " header")
 
+// ErrNoRegion is returned by the interceptor when a call carries no valid region.
+var ErrNoRegion = errors.New("missing or invalid " + RegionHeader + " header")
+
 // Interceptor reads the identity headers of every unary and streaming call into the
-// context, and refuses calls without a valid account with CodeUnauthenticated.
+// context, and refuses calls without a valid account or region with CodeUnauthenticated.
 type Interceptor struct{}
 
 func identityFrom(h interface{ Get(string) string }) (Identity, error) {
 	id := Identity{
 		Account:              h.Get(AccountHeader),
+		Region:               h.Get(RegionHeader),
 		ContainerInstanceARN: h.Get(ContainerInstanceHeader),
 		RequestID:            h.Get(RequestIDHeader),
 	}
 	if !accountPattern.MatchString(id.Account) {
 		return Identity{}, connect.NewError(connect.CodeUnauthenticated, ErrNoAccount)
+	}
+	if !ValidRegion(id.Region) {
+		return Identity{}, connect.NewError(connect.CodeUnauthenticated, ErrNoRegion)
 	}
 	return id, nil
 }

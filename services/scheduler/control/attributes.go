@@ -35,7 +35,7 @@ func targetNotFound(id string) error {
 }
 
 // attributeTargets validates attributes and groups them by target instance id.
-func (s *Server) attributeTargets(ctx context.Context, account, cluster string, attrs []*ecsv1.Attribute, withValues bool) (map[string][]*ecsv1.Attribute, []string, error) {
+func (s *Server) attributeTargets(ctx context.Context, account keys.Scope, cluster string, attrs []*ecsv1.Attribute, withValues bool) (map[string][]*ecsv1.Attribute, []string, error) {
 	if len(attrs) == 0 || len(attrs) > 10 {
 		return nil, nil, ecserr.InvalidParameterf("attributes must list between 1 and 10 attributes.")
 	}
@@ -74,7 +74,7 @@ func (s *Server) attributeTargets(ctx context.Context, account, cluster string, 
 // Errors: ClusterNotFoundException, TargetNotFoundException, AttributeLimitExceededException,
 // InvalidParameterException. AWS reference: PutAttributes.
 func (s *Server) PutAttributes(ctx context.Context, req *connect.Request[ecsv1.PutAttributesRequest]) (*connect.Response[ecsv1.PutAttributesResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.PutAttributesRequest) (*ecsv1.PutAttributesResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.PutAttributesRequest) (*ecsv1.PutAttributesResponse, error) {
 		name, _, _, err := s.activeCluster(ctx, account, m.GetCluster())
 		if err != nil {
 			return nil, err
@@ -132,7 +132,7 @@ func mergeAttributeValues(cur, add []*ecsv1.Attribute) []*ecsv1.Attribute {
 // DeleteAttributes removes custom attributes from container instances and returns the
 // attributes deleted. Errors as PutAttributes. AWS reference: DeleteAttributes.
 func (s *Server) DeleteAttributes(ctx context.Context, req *connect.Request[ecsv1.DeleteAttributesRequest]) (*connect.Response[ecsv1.DeleteAttributesResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.DeleteAttributesRequest) (*ecsv1.DeleteAttributesResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteAttributesRequest) (*ecsv1.DeleteAttributesResponse, error) {
 		name, _, _, err := s.activeCluster(ctx, account, m.GetCluster())
 		if err != nil {
 			return nil, err
@@ -178,7 +178,7 @@ func (s *Server) DeleteAttributes(ctx context.Context, req *connect.Request[ecsv
 // nextToken continues. Errors: ClusterNotFoundException, InvalidParameterException.
 // AWS reference: ListAttributes.
 func (s *Server) ListAttributes(ctx context.Context, req *connect.Request[ecsv1.ListAttributesRequest]) (*connect.Response[ecsv1.ListAttributesResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.ListAttributesRequest) (*ecsv1.ListAttributesResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListAttributesRequest) (*ecsv1.ListAttributesResponse, error) {
 		if m.GetTargetType() != targetContainerInstance {
 			return nil, ecserr.InvalidParameterf("targetType must be container-instance.")
 		}

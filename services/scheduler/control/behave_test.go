@@ -147,7 +147,7 @@ func TestListTasksUnknownService(t *testing.T) {
 	_, err := call(e, e.s.ListTasks, &ecsv1.ListTasksRequest{Cluster: proto.String("c"), ServiceName: proto.String("nope")})
 	wantErr(t, err, "ServiceNotFoundException")
 	rec := &storev1.ServiceRecord{ClusterName: "c", Service: &ecsv1.Service{ServiceName: proto.String("web"), Status: proto.String("ACTIVE")}}
-	if _, err := store.Create(context.Background(), sharedEtcd, keys.Service(e.acc, "c", "web"), rec); err != nil {
+	if _, err := store.Create(context.Background(), sharedEtcd, keys.Service(e.sc, "c", "web"), rec); err != nil {
 		t.Fatal(err)
 	}
 	for _, ref := range []string{"web", "arn:aws:ecs:us-east-1:" + e.acc + ":service/c/web"} {

@@ -33,7 +33,7 @@ func seedTasks(b *testing.B, e *env, n int) []string {
 				Containers: []*ecsv1.Container{{Name: proto.String("app"), Image: proto.String("busybox"), LastStatus: proto.String("RUNNING")}},
 				LaunchType: proto.String("EC2"), Version: 2,
 			}}
-			WriteTaskTxn(txn, e.acc, nil, 0, rec)
+			WriteTaskTxn(txn, e.sc, nil, 0, rec)
 			arns = append(arns, a)
 		}
 		if _, err := txn.Commit(e.ctx); err != nil {
@@ -95,7 +95,7 @@ func BenchmarkIndexPage(b *testing.B) {
 	for _, n := range benchSizes {
 		e := newEnv(b)
 		seedTasks(b, e, n)
-		prefix := keys.TaskList(e.acc, "c", "RUNNING", keys.DimAll, "-", "")
+		prefix := keys.TaskList(e.sc, "c", "RUNNING", keys.DimAll, "-", "")
 		b.Run(fmt.Sprintf("plain/tasks=%d", n), func(b *testing.B) {
 			for b.Loop() {
 				if _, _, err := pageKeys(e.ctx, sharedEtcd, prefix, 5, "", false); err != nil {

@@ -68,7 +68,7 @@ func validateStrategy(providers []string, strategy []*ecsv1.CapacityProviderStra
 // created afresh. Errors: InvalidParameterException for a bad name, tags or settings.
 // AWS reference: CreateCluster.
 func (s *Server) CreateCluster(ctx context.Context, req *connect.Request[ecsv1.CreateClusterRequest]) (*connect.Response[ecsv1.CreateClusterResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.CreateClusterRequest) (*ecsv1.CreateClusterResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.CreateClusterRequest) (*ecsv1.CreateClusterResponse, error) {
 		name := m.GetClusterName()
 		if m.ClusterName == nil {
 			name = DefaultCluster
@@ -90,7 +90,7 @@ func (s *Server) CreateCluster(ctx context.Context, req *connect.Request[ecsv1.C
 			return nil, err
 		}
 		c := &ecsv1.Cluster{
-			ClusterArn:                      proto.String(arn.ClusterARN(s.region, account, name)),
+			ClusterArn:                      proto.String(arn.ClusterARN(account.Region, account.Account, name)),
 			ClusterName:                     proto.String(name),
 			Status:                          proto.String(statusActive),
 			Tags:                            mergeTags(nil, m.GetTags()),
@@ -179,7 +179,7 @@ func describeCluster(c *ecsv1.Cluster, include []string) *ecsv1.Cluster {
 // clusters are described; unknown ones come back in failures with reason MISSING.
 // AWS reference: DescribeClusters.
 func (s *Server) DescribeClusters(ctx context.Context, req *connect.Request[ecsv1.DescribeClustersRequest]) (*connect.Response[ecsv1.DescribeClustersResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.DescribeClustersRequest) (*ecsv1.DescribeClustersResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeClustersRequest) (*ecsv1.DescribeClustersResponse, error) {
 		refs := m.GetClusters()
 		if len(refs) == 0 {
 			refs = []string{DefaultCluster}
@@ -198,7 +198,7 @@ func (s *Server) DescribeClusters(ctx context.Context, req *connect.Request[ecsv
 		for _, ref := range refs {
 			name, err := ClusterName(account, ref)
 			if err != nil {
-				resp.Failures = append(resp.Failures, missing(clusterFailureARN(s.region, account, ref)))
+				resp.Failures = append(resp.Failures, missing(clusterFailureARN(account.Region, account.Account, ref)))
 				continue
 			}
 			ks = append(ks, keys.Cluster(account, name))
@@ -210,7 +210,7 @@ func (s *Server) DescribeClusters(ctx context.Context, req *connect.Request[ecsv
 		}
 		for i, rec := range recs {
 			if rec == nil {
-				resp.Failures = append(resp.Failures, missing(arn.ClusterARN(s.region, account, names[i])))
+				resp.Failures = append(resp.Failures, missing(arn.ClusterARN(account.Region, account.Account, names[i])))
 				continue
 			}
 			resp.Clusters = append(resp.Clusters, describeCluster(rec.GetCluster(), m.GetInclude()))
@@ -235,7 +235,7 @@ func missing(a string) *ecsv1.Failure {
 // (1–100, default 100) per page with an opaque nextToken; a page costs O(maxResults).
 // AWS reference: ListClusters.
 func (s *Server) ListClusters(ctx context.Context, req *connect.Request[ecsv1.ListClustersRequest]) (*connect.Response[ecsv1.ListClustersResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.ListClustersRequest) (*ecsv1.ListClustersResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListClustersRequest) (*ecsv1.ListClustersResponse, error) {
 		limit, err := maxResults(m.MaxResults)
 		if err != nil {
 			return nil, err
@@ -246,7 +246,7 @@ func (s *Server) ListClusters(ctx context.Context, req *connect.Request[ecsv1.Li
 		}
 		resp := &ecsv1.ListClustersResponse{ClusterArns: make([]string, 0, len(ks))}
 		for _, k := range ks {
-			resp.ClusterArns = append(resp.ClusterArns, arn.ClusterARN(s.region, account, lastPart(k)))
+			resp.ClusterArns = append(resp.ClusterArns, arn.ClusterARN(account.Region, account.Account, lastPart(k)))
 		}
 		if next != "" {
 			resp.NextToken = proto.String(next)
@@ -261,7 +261,7 @@ func (s *Server) ListClusters(ctx context.Context, req *connect.Request[ecsv1.Li
 // ClusterContainsTasksException while tasks are pending or running; an unknown or
 // INACTIVE cluster is ClusterNotFoundException. AWS reference: DeleteCluster.
 func (s *Server) DeleteCluster(ctx context.Context, req *connect.Request[ecsv1.DeleteClusterRequest]) (*connect.Response[ecsv1.DeleteClusterResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.DeleteClusterRequest) (*ecsv1.DeleteClusterResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteClusterRequest) (*ecsv1.DeleteClusterResponse, error) {
 		if m.GetCluster() == "" {
 			return nil, ecserr.InvalidParameterf("cluster is required.")
 		}
@@ -301,7 +301,7 @@ func (s *Server) DeleteCluster(ctx context.Context, req *connect.Request[ecsv1.D
 }
 
 // mutateCluster applies fn to an ACTIVE cluster under CAS and returns it.
-func (s *Server) mutateCluster(ctx context.Context, account, ref string, fn func(*ecsv1.Cluster) error) (*ecsv1.Cluster, error) {
+func (s *Server) mutateCluster(ctx context.Context, account keys.Scope, ref string, fn func(*ecsv1.Cluster) error) (*ecsv1.Cluster, error) {
 	name, err := ClusterName(account, ref)
 	if err != nil {
 		return nil, err
@@ -325,7 +325,7 @@ func (s *Server) mutateCluster(ctx context.Context, account, ref string, fn func
 // and returns it. Errors: ClusterNotFoundException, InvalidParameterException.
 // AWS reference: UpdateCluster.
 func (s *Server) UpdateCluster(ctx context.Context, req *connect.Request[ecsv1.UpdateClusterRequest]) (*connect.Response[ecsv1.UpdateClusterResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.UpdateClusterRequest) (*ecsv1.UpdateClusterResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateClusterRequest) (*ecsv1.UpdateClusterResponse, error) {
 		if m.GetCluster() == "" {
 			return nil, ecserr.InvalidParameterf("cluster is required.")
 		}
@@ -353,7 +353,7 @@ func (s *Server) UpdateCluster(ctx context.Context, req *connect.Request[ecsv1.U
 // cluster. Errors: ClusterNotFoundException, InvalidParameterException.
 // AWS reference: UpdateClusterSettings.
 func (s *Server) UpdateClusterSettings(ctx context.Context, req *connect.Request[ecsv1.UpdateClusterSettingsRequest]) (*connect.Response[ecsv1.UpdateClusterSettingsResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.UpdateClusterSettingsRequest) (*ecsv1.UpdateClusterSettingsResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateClusterSettingsRequest) (*ecsv1.UpdateClusterSettingsResponse, error) {
 		if m.GetCluster() == "" {
 			return nil, ecserr.InvalidParameterf("cluster is required.")
 		}
@@ -379,7 +379,7 @@ func (s *Server) UpdateClusterSettings(ctx context.Context, req *connect.Request
 // InvalidParameterException for a strategy naming a provider not in the list.
 // AWS reference: PutClusterCapacityProviders.
 func (s *Server) PutClusterCapacityProviders(ctx context.Context, req *connect.Request[ecsv1.PutClusterCapacityProvidersRequest]) (*connect.Response[ecsv1.PutClusterCapacityProvidersResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.PutClusterCapacityProvidersRequest) (*ecsv1.PutClusterCapacityProvidersResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.PutClusterCapacityProvidersRequest) (*ecsv1.PutClusterCapacityProvidersResponse, error) {
 		if m.GetCluster() == "" {
 			return nil, ecserr.InvalidParameterf("cluster is required.")
 		}

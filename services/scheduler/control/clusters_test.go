@@ -180,14 +180,14 @@ func TestDeleteCluster(t *testing.T) {
 	_, err = call(e, e.s.DeleteCluster, &ecsv1.DeleteClusterRequest{Cluster: proto.String("busy")})
 	wantErr(t, err, "ClusterContainsTasksException")
 	must(e, e.s.StopTask, &ecsv1.StopTaskRequest{Cluster: proto.String("busy"), Task: run.GetTasks()[0].TaskArn})
-	if err := e.s.ApplyTaskStateChange(e.ctx, e.acc, ci.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: run.GetTasks()[0].GetTaskArn(), LastStatus: "STOPPED"}); err != nil {
+	if err := e.s.ApplyTaskStateChange(e.ctx, e.sc, ci.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: run.GetTasks()[0].GetTaskArn(), LastStatus: "STOPPED"}); err != nil {
 		t.Fatal(err)
 	}
 	must(e, e.s.DeleteCluster, &ecsv1.DeleteClusterRequest{Cluster: proto.String("busy")})
 
 	// Services block deletion (the counter is the service scheduler's; set it directly).
 	e.createCluster("svc")
-	if _, err := e.s.mutateCluster(e.ctx, e.acc, "svc", func(c *ecsv1.Cluster) error { c.ActiveServicesCount = 1; return nil }); err != nil {
+	if _, err := e.s.mutateCluster(e.ctx, e.sc, "svc", func(c *ecsv1.Cluster) error { c.ActiveServicesCount = 1; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	_, err = call(e, e.s.DeleteCluster, &ecsv1.DeleteClusterRequest{Cluster: proto.String("svc")})
@@ -246,7 +246,7 @@ func TestAccountIsolation(t *testing.T) {
 	// b's agent cannot report on a's tasks.
 	ci := a.registerHost("shared-name", "h", 1024, 1024)
 	run := must(a, a.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("shared-name"), TaskDefinition: proto.String("fam")})
-	err2 := b.s.ApplyTaskStateChange(b.ctx, b.acc, ci.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: run.GetTasks()[0].GetTaskArn(), LastStatus: "RUNNING"})
+	err2 := b.s.ApplyTaskStateChange(b.ctx, b.sc, ci.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: run.GetTasks()[0].GetTaskArn(), LastStatus: "RUNNING"})
 	if !errorsIsType(err2, "AccessDeniedException") {
 		t.Fatalf("cross-account state change: %v", err2)
 	}

@@ -5,8 +5,10 @@
 // (https://docs.aws.amazon.com/AmazonECS/latest/APIReference/).
 //
 // Server implements ecsv1connect.EcsServiceHandler: every handler takes the caller's
-// account from package caller, validates its request as AWS does, and returns errors as
-// ecserr exceptions converted with ecserr.ToConnect. Server also exports the entry points
+// (account, region) scope from package caller, validates its request as AWS does, and
+// returns errors as ecserr exceptions converted with ecserr.ToConnect. Each region is
+// served on its own, as on AWS: keys and ARNs are the scope's, and an ARN naming another
+// account or region names a resource that does not exist here. Server also exports the entry points
 // the agent session server calls (RegisterInstance, ApplyTaskStateChange,
 // SetAgentConnected).
 //
@@ -20,8 +22,8 @@
 // records they count, and secondary index keys in the same transaction as their record.
 //
 // Notes for the packages built on this one:
-//   - A task's inbox key (keys.Inbox(instance, task)) holds its Assignment until the task
-//     stops; StopTask overwrites it with a StopOrder (delivery id "{task}-stop") when the
+//   - A task's inbox key (keys.Inbox(scope, instance, task)) holds its Assignment until
+//     the task stops; StopTask overwrites it with a StopOrder (delivery id "{task}-stop") when the
 //     task is placed and not yet STOPPED, so an agent may get a StopOrder for a task
 //     whose assignment it never took: it should report the task STOPPED.
 //     ApplyTaskStateChange deletes the key when the task reaches STOPPED.

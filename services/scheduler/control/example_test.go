@@ -29,9 +29,11 @@ func Example() {
 	}
 	defer srv.Close()
 
-	s := control.New(control.Config{KV: srv.Client(), Region: "us-east-1"})
-	const account = "123456789012"
-	ctx = caller.With(ctx, caller.Identity{Account: account})
+	s := control.New(control.Config{KV: srv.Client()})
+	// The gateway sends the account of the access key and the region of the SigV4 scope.
+	id := caller.Identity{Account: "123456789012", Region: "us-east-1"}
+	ctx = caller.With(ctx, id)
+	account := id.Scope()
 
 	// The agent registers its host; "default" is created as the ECS agent does.
 	reg, _ := s.RegisterInstance(ctx, account, &agentv1.RegisterRequest{

@@ -17,6 +17,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/keys"
 )
 
 // One embedded etcd serves the whole package; each test isolates itself with fresh
@@ -54,19 +55,28 @@ type env struct {
 	t   testing.TB
 	s   *Server
 	acc string
+	sc  keys.Scope // acc in the env's region
 	ctx context.Context
 }
 
+// testRegion is the region tests call in unless they pick another (env.in).
+const testRegion = "us-east-1"
+
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	s := New(Config{KV: sharedEtcd, Region: "us-east-1"})
-	acc := newAccount()
-	return &env{t: t, s: s, acc: acc, ctx: caller.With(context.Background(), caller.Identity{Account: acc})}
+	s := New(Config{KV: sharedEtcd})
+	return (&env{t: t, s: s}).scoped(newAccount(), testRegion)
 }
 
-// as returns a copy of e acting for another account on the same server.
-func (e *env) as(acc string) *env {
-	return &env{t: e.t, s: e.s, acc: acc, ctx: caller.With(context.Background(), caller.Identity{Account: acc})}
+// as returns a copy of e acting for another account on the same server (same region).
+func (e *env) as(acc string) *env { return e.scoped(acc, e.sc.Region) }
+
+// in returns a copy of e acting for the same account in another region.
+func (e *env) in(region string) *env { return e.scoped(e.acc, region) }
+
+func (e *env) scoped(acc, region string) *env {
+	id := caller.Identity{Account: acc, Region: region}
+	return &env{t: e.t, s: e.s, acc: acc, sc: id.Scope(), ctx: caller.With(context.Background(), id)}
 }
 
 // call invokes a handler and returns its response or its ECS error.
@@ -124,7 +134,7 @@ func (e *env) simpleTaskDef(family string, cpu, memory int32, ports ...int32) *e
 // registerHost registers a host with cpu units and memory MiB, connected.
 func (e *env) registerHost(cluster, host string, cpu, memory int32) *ecsv1.ContainerInstance {
 	e.t.Helper()
-	resp, err := e.s.RegisterInstance(e.ctx, e.acc, &agentv1.RegisterRequest{
+	resp, err := e.s.RegisterInstance(e.ctx, e.sc, &agentv1.RegisterRequest{
 		Cluster: cluster, HostId: host, RuntimeReady: true,
 		Resources: Resources(cpu, memory, []string{"22"}, nil),
 		Attributes: []*ecsv1.Attribute{

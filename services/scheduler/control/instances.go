@@ -137,7 +137,7 @@ func mergeAttributes(cur, req []*ecsv1.Attribute) []*ecsv1.Attribute {
 // memory) that returning capacity clears; an operator's DRAINING stays. Every change
 // increments the instance's version. Errors: InvalidParameterException for a missing
 // host_id or bad resources, ClusterNotFoundException for an unknown non-default cluster.
-func (s *Server) RegisterInstance(ctx context.Context, account string, req *agentv1.RegisterRequest) (*agentv1.RegisterResponse, error) {
+func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *agentv1.RegisterRequest) (*agentv1.RegisterResponse, error) {
 	if req == nil || req.GetHostId() == "" {
 		return nil, ecserr.InvalidParameterf("host_id is required.")
 	}
@@ -228,7 +228,7 @@ func (s *Server) RegisterInstance(ctx context.Context, account string, req *agen
 		}
 		id := s.newID()
 		ci := &ecsv1.ContainerInstance{
-			ContainerInstanceArn: proto.String(arn.ContainerInstanceARN(s.region, account, name, id, long)),
+			ContainerInstanceArn: proto.String(arn.ContainerInstanceARN(account.Region, account.Account, name, id, long)),
 			Ec2InstanceId:        proto.String(req.GetHostId()),
 			RegisteredResources:  Resources(cpu, mem, ports, udp),
 			RemainingResources:   Resources(cpu, mem, ports, udp),
@@ -261,19 +261,19 @@ func (s *Server) RegisterInstance(ctx context.Context, account string, req *agen
 	if err != nil {
 		return nil, err
 	}
-	return &agentv1.RegisterResponse{ContainerInstance: out, ClusterArn: arn.ClusterARN(s.region, account, name)}, nil
+	return &agentv1.RegisterResponse{ContainerInstance: out, ClusterArn: arn.ClusterARN(account.Region, account.Account, name)}, nil
 }
 
 // instanceID returns the id part of a container instance ARN.
 func instanceID(ciARN string) string { return ciARN[strings.LastIndexByte(ciARN, '/')+1:] }
 
 // ensureDefaultCluster creates the account's "default" cluster if it has none ACTIVE.
-func (s *Server) ensureDefaultCluster(ctx context.Context, account string) error {
+func (s *Server) ensureDefaultCluster(ctx context.Context, account keys.Scope) error {
 	rec, _, err := s.cluster(ctx, account, DefaultCluster)
 	if err != nil || (rec != nil && rec.GetCluster().GetStatus() == statusActive) {
 		return err
 	}
-	ctx = caller.With(ctx, caller.Identity{Account: account})
+	ctx = caller.With(ctx, caller.Identity{Account: account.Account, Region: account.Region})
 	_, err = s.CreateCluster(ctx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String(DefaultCluster)}))
 	if e, ok := ecserr.FromConnect(err); ok {
 		return e
@@ -284,7 +284,7 @@ func (s *Server) ensureDefaultCluster(ctx context.Context, account string) error
 // SetAgentConnected records whether the instance's agent holds a session. An instance
 // in involuntary drain stays disconnected. It increments the version when the flag
 // changes. Errors: AccessDeniedException for an instance not of the account.
-func (s *Server) SetAgentConnected(ctx context.Context, account, containerInstanceARN string, connected bool) error {
+func (s *Server) SetAgentConnected(ctx context.Context, account keys.Scope, containerInstanceARN string, connected bool) error {
 	cluster, id, ok, err := s.locate(ctx, account, arn.ContainerInstance, containerInstanceARN)
 	if err != nil {
 		return err
@@ -347,7 +347,7 @@ func parseIdentityDocument(doc string) (identityDocument, bool, error) {
 // versionInfo and tags are taken. Errors: ClusterNotFoundException, InvalidParameterException.
 // AWS reference: RegisterContainerInstance.
 func (s *Server) RegisterContainerInstance(ctx context.Context, req *connect.Request[ecsv1.RegisterContainerInstanceRequest]) (*connect.Response[ecsv1.RegisterContainerInstanceResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.RegisterContainerInstanceRequest) (*ecsv1.RegisterContainerInstanceResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.RegisterContainerInstanceRequest) (*ecsv1.RegisterContainerInstanceResponse, error) {
 		if err := validateTags(m.GetTags()); err != nil {
 			return nil, err
 		}
@@ -438,7 +438,7 @@ func describeInstance(r *storev1.ContainerInstanceRecord, include []string) *ecs
 
 // instanceKeys resolves references to instance keys of a cluster; unresolvable ones get
 // keys that do not exist, so they come back MISSING.
-func (s *Server) instanceKeys(ctx context.Context, account, cluster string, refs []string) ([]string, error) {
+func (s *Server) instanceKeys(ctx context.Context, account keys.Scope, cluster string, refs []string) ([]string, error) {
 	ks := make([]string, len(refs))
 	for i, ref := range refs {
 		id, ok, err := s.idRef(ctx, account, cluster, arn.ContainerInstance, ref)
@@ -453,12 +453,12 @@ func (s *Server) instanceKeys(ctx context.Context, account, cluster string, refs
 	return ks, nil
 }
 
-func (s *Server) instanceFailureARN(ctx context.Context, account, cluster, ref string) string {
+func (s *Server) instanceFailureARN(ctx context.Context, account keys.Scope, cluster, ref string) string {
 	if arn.IsARN(ref) {
 		return ref
 	}
 	long, _ := s.longARN(ctx, account, SettingContainerInstanceLongARN)
-	return arn.ContainerInstanceARN(s.region, account, cluster, ref, long)
+	return arn.ContainerInstanceARN(account.Region, account.Account, cluster, ref, long)
 }
 
 // DescribeContainerInstances describes up to 100 instances of a cluster by id or ARN;
@@ -466,7 +466,7 @@ func (s *Server) instanceFailureARN(ctx context.Context, account, cluster, ref s
 // with reason MISSING. Errors: ClusterNotFoundException.
 // AWS reference: DescribeContainerInstances.
 func (s *Server) DescribeContainerInstances(ctx context.Context, req *connect.Request[ecsv1.DescribeContainerInstancesRequest]) (*connect.Response[ecsv1.DescribeContainerInstancesResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.DescribeContainerInstancesRequest) (*ecsv1.DescribeContainerInstancesResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeContainerInstancesRequest) (*ecsv1.DescribeContainerInstancesResponse, error) {
 		if len(m.GetContainerInstances()) == 0 || len(m.GetContainerInstances()) > 100 {
 			return nil, ecserr.InvalidParameterf("containerInstances must list between 1 and 100 container instances.")
 		}
@@ -508,7 +508,7 @@ func (s *Server) DescribeContainerInstances(ctx context.Context, req *connect.Re
 // Errors: ClusterNotFoundException, InvalidParameterException for a bad filter.
 // AWS reference: ListContainerInstances.
 func (s *Server) ListContainerInstances(ctx context.Context, req *connect.Request[ecsv1.ListContainerInstancesRequest]) (*connect.Response[ecsv1.ListContainerInstancesResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.ListContainerInstancesRequest) (*ecsv1.ListContainerInstancesResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListContainerInstancesRequest) (*ecsv1.ListContainerInstancesResponse, error) {
 		limit, err := maxResults(m.MaxResults)
 		if err != nil {
 			return nil, err
@@ -557,7 +557,7 @@ func (s *Server) ListContainerInstances(ctx context.Context, req *connect.Reques
 // Errors: ClusterNotFoundException, InvalidParameterException.
 // AWS reference: DeregisterContainerInstance.
 func (s *Server) DeregisterContainerInstance(ctx context.Context, req *connect.Request[ecsv1.DeregisterContainerInstanceRequest]) (*connect.Response[ecsv1.DeregisterContainerInstanceResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.DeregisterContainerInstanceRequest) (*ecsv1.DeregisterContainerInstanceResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeregisterContainerInstanceRequest) (*ecsv1.DeregisterContainerInstanceResponse, error) {
 		if m.GetContainerInstance() == "" {
 			return nil, ecserr.InvalidParameterf("containerInstance is required.")
 		}
@@ -618,7 +618,7 @@ func (s *Server) DeregisterContainerInstance(ctx context.Context, req *connect.R
 // instances is the service scheduler's work. Errors: ClusterNotFoundException,
 // InvalidParameterException. AWS reference: UpdateContainerInstancesState.
 func (s *Server) UpdateContainerInstancesState(ctx context.Context, req *connect.Request[ecsv1.UpdateContainerInstancesStateRequest]) (*connect.Response[ecsv1.UpdateContainerInstancesStateResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.UpdateContainerInstancesStateRequest) (*ecsv1.UpdateContainerInstancesStateResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateContainerInstancesStateRequest) (*ecsv1.UpdateContainerInstancesStateResponse, error) {
 		if !oneOf(m.GetStatus(), statusActive, statusDraining) {
 			return nil, ecserr.InvalidParameterf("Container instance status must be ACTIVE or DRAINING.")
 		}
@@ -672,7 +672,7 @@ func (s *Server) UpdateContainerInstancesState(ctx context.Context, req *connect
 
 // instancePage reads one page of a cluster's instance records in id order: an O(limit)
 // key read (pageIDKeys) and one batched read of the records.
-func (s *Server) instancePage(ctx context.Context, account, cluster string, limit int, token string) ([]*storev1.ContainerInstanceRecord, string, error) {
+func (s *Server) instancePage(ctx context.Context, account keys.Scope, cluster string, limit int, token string) ([]*storev1.ContainerInstanceRecord, string, error) {
 	ks, next, err := pageIDKeys(ctx, s.kv, keys.Instances(account, cluster), limit, token)
 	if err != nil {
 		return nil, "", err

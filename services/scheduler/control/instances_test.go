@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"github.com/berthhq/berth/services/scheduler/keys"
 	"strings"
 	"testing"
 
@@ -34,15 +35,15 @@ func TestRegisterInstance(t *testing.T) {
 	}
 	// The agent session server may call without a caller identity in ctx.
 	other := newAccount()
-	if _, err := e.s.RegisterInstance(context.Background(), other, &agentv1.RegisterRequest{HostId: "h", RuntimeReady: true}); err != nil {
+	if _, err := e.s.RegisterInstance(context.Background(), keys.Scope{Account: other, Region: testRegion}, &agentv1.RegisterRequest{HostId: "h", RuntimeReady: true}); err != nil {
 		t.Fatalf("register without identity in ctx: %v", err)
 	}
 	// Unknown non-default cluster.
-	if _, err := e.s.RegisterInstance(e.ctx, e.acc, &agentv1.RegisterRequest{Cluster: "nope", HostId: "h"}); !errorsIsType(err, "ClusterNotFoundException") {
+	if _, err := e.s.RegisterInstance(e.ctx, e.sc, &agentv1.RegisterRequest{Cluster: "nope", HostId: "h"}); !errorsIsType(err, "ClusterNotFoundException") {
 		t.Fatalf("unknown cluster: %v", err)
 	}
 	for _, bad := range []*agentv1.RegisterRequest{nil, {}, {HostId: "h", Resources: []*ecsv1.Resource{{Name: proto.String("CPU"), IntegerValue: -1}}}, {HostId: "h", Resources: []*ecsv1.Resource{{Name: proto.String("PORTS"), StringSetValue: []string{"x"}}}}} {
-		if _, err := e.s.RegisterInstance(e.ctx, e.acc, bad); !errorsIsType(err, "InvalidParameterException") {
+		if _, err := e.s.RegisterInstance(e.ctx, e.sc, bad); !errorsIsType(err, "InvalidParameterException") {
 			t.Fatalf("bad request %v: %v", bad, err)
 		}
 	}
@@ -55,7 +56,7 @@ func TestInvoluntaryAndOperatorDrain(t *testing.T) {
 	arnS := ci.GetContainerInstanceArn()
 
 	// The runtime goes away: zero capacity and not ready → DRAINING, disconnected.
-	r, err := e.s.RegisterInstance(e.ctx, e.acc, &agentv1.RegisterRequest{Cluster: "c", HostId: "h", RuntimeReady: false, RuntimeReason: "containerd unreachable"})
+	r, err := e.s.RegisterInstance(e.ctx, e.sc, &agentv1.RegisterRequest{Cluster: "c", HostId: "h", RuntimeReady: false, RuntimeReason: "containerd unreachable"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestInvoluntaryAndOperatorDrain(t *testing.T) {
 		t.Fatalf("involuntary drain %v", d)
 	}
 	// SetAgentConnected(true) cannot reconnect an involuntarily drained instance.
-	if err := e.s.SetAgentConnected(e.ctx, e.acc, arnS, true); err != nil {
+	if err := e.s.SetAgentConnected(e.ctx, e.sc, arnS, true); err != nil {
 		t.Fatal(err)
 	}
 	if e.describeInstance("c", arnS).GetAgentConnected() {
@@ -92,13 +93,13 @@ func TestInvoluntaryAndOperatorDrain(t *testing.T) {
 	wantErr(t, cerr, "InvalidParameterException")
 
 	// SetAgentConnected toggles and bumps the version; unknown instances are refused.
-	if err := e.s.SetAgentConnected(e.ctx, e.acc, arnS, false); err != nil {
+	if err := e.s.SetAgentConnected(e.ctx, e.sc, arnS, false); err != nil {
 		t.Fatal(err)
 	}
 	if e.describeInstance("c", arnS).GetAgentConnected() {
 		t.Fatal("still connected")
 	}
-	if err := e.s.SetAgentConnected(e.ctx, newAccount(), arnS, true); !errorsIsType(err, "AccessDeniedException") {
+	if err := e.s.SetAgentConnected(e.ctx, keys.Scope{Account: newAccount(), Region: testRegion}, arnS, true); !errorsIsType(err, "AccessDeniedException") {
 		t.Fatalf("other account: %v", err)
 	}
 }

@@ -196,7 +196,7 @@ func TestAccountSettings(t *testing.T) {
 }
 
 func mustSettings(t *testing.T, e *env) []*ecsv1.Setting {
-	st, err := e.s.settings(e.ctx, e.acc)
+	st, err := e.s.settings(e.ctx, e.sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,13 +261,13 @@ func TestNilEntries(t *testing.T) {
 	_, _ = call(e, e.s.PutClusterCapacityProviders, &ecsv1.PutClusterCapacityProvidersRequest{Cluster: proto.String("c"), DefaultCapacityProviderStrategy: []*ecsv1.CapacityProviderStrategyItem{nil}})
 	_, _ = call(e, e.s.UpdateClusterSettings, &ecsv1.UpdateClusterSettingsRequest{Cluster: proto.String("c"), Settings: []*ecsv1.ClusterSetting{nil}})
 	_, _ = call(e, e.s.UntagResource, &ecsv1.UntagResourceRequest{ResourceArn: ci.ContainerInstanceArn, TagKeys: []string{""}})
-	if _, err := e.s.RegisterInstance(e.ctx, e.acc, &agentv1.RegisterRequest{Cluster: "c", HostId: "h", Resources: []*ecsv1.Resource{nil}, Attributes: []*ecsv1.Attribute{nil}}); err != nil {
+	if _, err := e.s.RegisterInstance(e.ctx, e.sc, &agentv1.RegisterRequest{Cluster: "c", HostId: "h", Resources: []*ecsv1.Resource{nil}, Attributes: []*ecsv1.Attribute{nil}}); err != nil {
 		t.Fatal(err)
 	}
 	tk := must(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("f")})
 	if len(tk.GetTasks()) == 1 {
-		_ = e.s.ApplyTaskStateChange(e.ctx, e.acc, ci.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: tk.GetTasks()[0].GetTaskArn(), LastStatus: "RUNNING", Containers: []*agentv1.ContainerState{nil}})
+		_ = e.s.ApplyTaskStateChange(e.ctx, e.sc, ci.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: tk.GetTasks()[0].GetTaskArn(), LastStatus: "RUNNING", Containers: []*agentv1.ContainerState{nil}})
 	}
-	_ = e.s.ApplyTaskStateChange(e.ctx, e.acc, "", &agentv1.TaskStateChange{LastStatus: "RUNNING"})
-	_ = e.s.SetAgentConnected(e.ctx, e.acc, "", true)
+	_ = e.s.ApplyTaskStateChange(e.ctx, e.sc, "", &agentv1.TaskStateChange{LastStatus: "RUNNING"})
+	_ = e.s.SetAgentConnected(e.ctx, e.sc, "", true)
 }

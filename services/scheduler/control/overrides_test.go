@@ -24,7 +24,7 @@ func TestTaskRecordContainerOverridesPerContainer(t *testing.T) {
 	n := 0
 	tt := TaskTemplate{
 		Region: "us-east-1", Account: "000000000000", Cluster: "c", LongARN: true, Now: time.Unix(1, 0),
-		NewID: func() string { n++; return "00000000-0000-0000-0000-00000000000" + strconv.Itoa(n%10) },
+		NewID:          func() string { n++; return "00000000-0000-0000-0000-00000000000" + strconv.Itoa(n%10) },
 		TaskDefinition: td,
 		Overrides: &ecsv1.TaskOverride{ContainerOverrides: []*ecsv1.ContainerOverride{
 			{Name: proto.String("sidecar"), Command: []string{"sleep", "1"}},

@@ -52,8 +52,8 @@ type Placer interface {
 
 // PlaceRequest is what RunTask and StartTask ask a Placer to place.
 type PlaceRequest struct {
-	// Account owns the cluster.
-	Account string
+	// Account is the (account, region) scope that owns the cluster.
+	Account keys.Scope
 	// Cluster is the cluster name.
 	Cluster string
 	// Tasks are the tasks to place (the RunTask count is len(Tasks)), not yet stored:
@@ -139,7 +139,7 @@ func taskFamily(rec *storev1.TaskRecord) string {
 
 // TaskIndexKeys returns the index keys of a task in its current state (see keys.TaskList:
 // by desiredStatus and all / instance / family / service / startedBy).
-func TaskIndexKeys(account string, rec *storev1.TaskRecord) []string {
+func TaskIndexKeys(account keys.Scope, rec *storev1.TaskRecord) []string {
 	c, id, desired := rec.GetClusterName(), TaskID(rec), rec.GetTask().GetDesiredStatus()
 	ks := []string{keys.TaskList(account, c, desired, keys.DimAll, "-", id)}
 	if v := rec.GetContainerInstanceId(); v != "" {
@@ -160,7 +160,7 @@ func TaskIndexKeys(account string, rec *storev1.TaskRecord) []string {
 // WriteTaskTxn adds to txn the write of a task record and its index keys: a create when
 // old is nil (with the id → cluster mapping), else an update under old's ModRevision rev,
 // deleting the index keys old had and rec has not. Counters are the caller's.
-func WriteTaskTxn(txn *store.Txn, account string, old *storev1.TaskRecord, rev int64, rec *storev1.TaskRecord) {
+func WriteTaskTxn(txn *store.Txn, account keys.Scope, old *storev1.TaskRecord, rev int64, rec *storev1.TaskRecord) {
 	key := keys.Task(account, rec.GetClusterName(), TaskID(rec))
 	newKeys := TaskIndexKeys(account, rec)
 	if old == nil {
@@ -327,8 +327,8 @@ type InstanceState struct {
 
 // Placement is a set of placement decisions to commit in one transaction.
 type Placement struct {
-	// Account owns the cluster.
-	Account string
+	// Account is the (account, region) scope that owns the cluster.
+	Account keys.Scope
 	// Cluster is the cluster record as read, and ClusterRev its ModRevision.
 	Cluster    *storev1.ClusterRecord
 	ClusterRev int64
@@ -372,7 +372,7 @@ func PlaceTxn(txn *store.Txn, p Placement) error {
 		}
 		touched[t.GetContainerInstanceId()] = true
 		WriteTaskTxn(txn, p.Account, nil, 0, t)
-		txn.Put(keys.Inbox(t.GetContainerInstanceId(), TaskID(t)), &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Assignment{Assignment: &agentv1.Assignment{
+		txn.Put(keys.Inbox(p.Account, t.GetContainerInstanceId(), TaskID(t)), &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Assignment{Assignment: &agentv1.Assignment{
 			DeliveryId: TaskID(t), Task: t.GetTask(), TaskDefinition: p.TaskDefinition,
 		}}})
 		ids = append(ids, TaskID(t))

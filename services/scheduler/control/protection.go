@@ -24,7 +24,7 @@ const (
 
 // protectionTargets resolves task references to keys; unresolvable ones become failures.
 // It returns the keys, the ids and the references resolved, in step.
-func (s *Server) protectionTargets(ctx context.Context, account, cluster string, refs []string) (ks, ids, resolved []string, failures []*ecsv1.Failure, err error) {
+func (s *Server) protectionTargets(ctx context.Context, account keys.Scope, cluster string, refs []string) (ks, ids, resolved []string, failures []*ecsv1.Failure, err error) {
 	for _, ref := range refs {
 		id, ok, err := s.idRef(ctx, account, cluster, arn.Task, ref)
 		if err != nil {
@@ -46,7 +46,7 @@ func (s *Server) protectionTargets(ctx context.Context, account, cluster string,
 // Errors: ClusterNotFoundException, InvalidParameterException.
 // AWS reference: UpdateTaskProtection.
 func (s *Server) UpdateTaskProtection(ctx context.Context, req *connect.Request[ecsv1.UpdateTaskProtectionRequest]) (*connect.Response[ecsv1.UpdateTaskProtectionResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.UpdateTaskProtectionRequest) (*ecsv1.UpdateTaskProtectionResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateTaskProtectionRequest) (*ecsv1.UpdateTaskProtectionResponse, error) {
 		if len(m.GetTasks()) == 0 || len(m.GetTasks()) > 10 {
 			return nil, ecserr.InvalidParameterf("tasks must list between 1 and 10 tasks.")
 		}
@@ -96,7 +96,7 @@ func (s *Server) UpdateTaskProtection(ctx context.Context, req *connect.Request[
 // Errors: ClusterNotFoundException, InvalidParameterException.
 // AWS reference: GetTaskProtection.
 func (s *Server) GetTaskProtection(ctx context.Context, req *connect.Request[ecsv1.GetTaskProtectionRequest]) (*connect.Response[ecsv1.GetTaskProtectionResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.GetTaskProtectionRequest) (*ecsv1.GetTaskProtectionResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.GetTaskProtectionRequest) (*ecsv1.GetTaskProtectionResponse, error) {
 		if len(m.GetTasks()) == 0 || len(m.GetTasks()) > 100 {
 			return nil, ecserr.InvalidParameterf("tasks must list between 1 and 100 tasks.")
 		}

@@ -28,7 +28,7 @@ const (
 // name, for every ECS call (the service scheduler's too). An ARN of another account or
 // of another resource type is a cluster that does not exist for this caller:
 // ClusterNotFoundException; an ARN that does not parse, InvalidParameterException.
-func ClusterName(account, ref string) (string, error) {
+func ClusterName(account keys.Scope, ref string) (string, error) {
 	if ref == "" {
 		return DefaultCluster, nil
 	}
@@ -37,7 +37,7 @@ func ClusterName(account, ref string) (string, error) {
 		if err != nil || a.Type != arn.Cluster {
 			return "", ecserr.InvalidParameterf("Invalid cluster ARN: %s", ref)
 		}
-		if a.Account != account {
+		if !account.Owns(a.Account, a.Region) {
 			return "", ecserr.ClusterNotFoundError()
 		}
 		ref = a.Name
@@ -49,20 +49,20 @@ func ClusterName(account, ref string) (string, error) {
 }
 
 // cluster reads a cluster record (nil when absent).
-func (s *Server) cluster(ctx context.Context, account, name string) (*storev1.ClusterRecord, int64, error) {
+func (s *Server) cluster(ctx context.Context, account keys.Scope, name string) (*storev1.ClusterRecord, int64, error) {
 	return get[*storev1.ClusterRecord](ctx, s.kv, keys.Cluster(account, name))
 }
 
 // activeCluster resolves ref and reads the cluster, which must be ACTIVE; otherwise
 // ClusterNotFoundException ("Cluster not found."), as AWS answers for both.
-func (s *Server) activeCluster(ctx context.Context, account, ref string) (string, *storev1.ClusterRecord, int64, error) {
+func (s *Server) activeCluster(ctx context.Context, account keys.Scope, ref string) (string, *storev1.ClusterRecord, int64, error) {
 	return ActiveCluster(ctx, s.kv, account, ref)
 }
 
 // ActiveCluster is Server.activeCluster on kv, for the service scheduler: it resolves ref
 // (ClusterName) and reads the cluster, which must be ACTIVE; otherwise
 // ClusterNotFoundException.
-func ActiveCluster(ctx context.Context, kv clientv3.KV, account, ref string) (string, *storev1.ClusterRecord, int64, error) {
+func ActiveCluster(ctx context.Context, kv clientv3.KV, account keys.Scope, ref string) (string, *storev1.ClusterRecord, int64, error) {
 	name, err := ClusterName(account, ref)
 	if err != nil {
 		return "", nil, 0, err
@@ -80,12 +80,12 @@ func ActiveCluster(ctx context.Context, kv clientv3.KV, account, ref string) (st
 // idRef resolves a task or container instance reference (an id, or a long or short ARN
 // of kind) within cluster. ok is false when the reference cannot name a resource of the
 // caller in that cluster (another account, another cluster, another type, bad syntax).
-func (s *Server) idRef(ctx context.Context, account, cluster, kind, ref string) (id string, ok bool, err error) {
+func (s *Server) idRef(ctx context.Context, account keys.Scope, cluster, kind, ref string) (id string, ok bool, err error) {
 	if !arn.IsARN(ref) {
 		return ref, validID(ref), nil
 	}
 	a, perr := arn.Parse(ref)
-	if perr != nil || a.Type != kind || a.Account != account || !validID(a.Name) {
+	if perr != nil || a.Type != kind || !account.Owns(a.Account, a.Region) || !validID(a.Name) {
 		return "", false, nil
 	}
 	if a.Cluster != "" {
@@ -99,7 +99,7 @@ func (s *Server) idRef(ctx context.Context, account, cluster, kind, ref string) 
 }
 
 // clusterOfID returns the cluster of a task or container instance id ("" if unknown).
-func (s *Server) clusterOfID(ctx context.Context, account, kind, id string) (string, error) {
+func (s *Server) clusterOfID(ctx context.Context, account keys.Scope, kind, id string) (string, error) {
 	v, _, err := get[*wrapperspb.StringValue](ctx, s.kv, keys.IDCluster(account, kind, id))
 	if err != nil || v == nil {
 		return "", err
@@ -110,9 +110,9 @@ func (s *Server) clusterOfID(ctx context.Context, account, kind, id string) (str
 // locate resolves a task or container instance ARN to its cluster and id, for calls that
 // name the resource by ARN only (tags, the agent's calls). ok is false for an ARN that
 // cannot name a resource of the caller.
-func (s *Server) locate(ctx context.Context, account, kind, ref string) (cluster, id string, ok bool, err error) {
+func (s *Server) locate(ctx context.Context, account keys.Scope, kind, ref string) (cluster, id string, ok bool, err error) {
 	a, perr := arn.Parse(ref)
-	if perr != nil || a.Type != kind || a.Account != account || !validID(a.Name) {
+	if perr != nil || a.Type != kind || !account.Owns(a.Account, a.Region) || !validID(a.Name) {
 		return "", "", false, nil
 	}
 	if a.Cluster != "" {

@@ -17,6 +17,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
 	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
 )
 
@@ -27,8 +28,6 @@ const DefaultCluster = "default"
 type Config struct {
 	// KV is the etcd client (a *clientv3.Client works). Required.
 	KV clientv3.KV
-	// Region is the region written in ARNs, e.g. "us-east-1". Default "us-east-1".
-	Region string
 	// Logger receives internal faults; nil discards them.
 	Logger *slog.Logger
 	// Placer places RunTask and StartTask tasks. Nil means a FirstFitPlacer on KV.
@@ -48,7 +47,6 @@ type Server struct {
 	unsupported
 
 	kv     clientv3.KV
-	region string
 	log    *slog.Logger
 	placer Placer
 	now    func() time.Time
@@ -61,14 +59,10 @@ var _ ecsv1connect.EcsServiceHandler = (*Server)(nil)
 func New(cfg Config) *Server {
 	s := &Server{
 		kv:     cfg.KV,
-		region: cfg.Region,
 		log:    cfg.Logger,
 		placer: cfg.Placer,
 		now:    cfg.Now,
 		newID:  cfg.NewID,
-	}
-	if s.region == "" {
-		s.region = "us-east-1"
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -85,9 +79,6 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Region returns the region the server writes in ARNs.
-func (s *Server) Region() string { return s.region }
-
 // NewID returns 32 random lowercase hex characters, the shape of ECS task and container
 // instance ids.
 func NewID() string {
@@ -97,18 +88,24 @@ func NewID() string {
 }
 
 // handle is Handle with the server's logger.
-func handle[Req, Resp any](ctx context.Context, s *Server, req *connect.Request[Req], fn func(ctx context.Context, account string, msg *Req) (*Resp, error)) (*connect.Response[Resp], error) {
+func handle[Req, Resp any](ctx context.Context, s *Server, req *connect.Request[Req], fn func(ctx context.Context, account keys.Scope, msg *Req) (*Resp, error)) (*connect.Response[Resp], error) {
 	return Handle(ctx, s.log, req, fn)
 }
 
-// Handle runs an ECS action: fn gets the caller's account (from caller.From; a call
-// without one is refused with AccessDeniedException) and the request message (never nil,
+// Handle runs an ECS action: fn gets the caller's (account, region) scope (from
+// caller.From; a call without an account or region is refused with
+// AccessDeniedException) and the request message (never nil,
 // also for a nil request). fn's error is converted with ecserr.ToConnect; errors that are
 // not ECS exceptions are logged to log first, since the client only sees ServerException.
-func Handle[Req, Resp any](ctx context.Context, log *slog.Logger, req *connect.Request[Req], fn func(ctx context.Context, account string, msg *Req) (*Resp, error)) (*connect.Response[Resp], error) {
+func Handle[Req, Resp any](ctx context.Context, log *slog.Logger, req *connect.Request[Req], fn func(ctx context.Context, account keys.Scope, msg *Req) (*Resp, error)) (*connect.Response[Resp], error) {
 	id, ok := caller.From(ctx)
 	if !ok || id.Account == "" {
 		return nil, ecserr.ToConnect(ecserr.New("AccessDeniedException", "The request carries no account."))
+	}
+	if id.Region == "" {
+		// Every resource lives in a region; a call without one would silently land in
+		// some default. The gateway always sends it (caller.RegionHeader).
+		return nil, ecserr.ToConnect(ecserr.New("AccessDeniedException", "The request carries no region."))
 	}
 	var msg *Req
 	if req != nil {
@@ -117,7 +114,7 @@ func Handle[Req, Resp any](ctx context.Context, log *slog.Logger, req *connect.R
 	if msg == nil {
 		msg = new(Req)
 	}
-	resp, err := fn(ctx, id.Account, msg)
+	resp, err := fn(ctx, id.Scope(), msg)
 	if err != nil {
 		return nil, toConnect(ctx, log, err)
 	}

@@ -63,11 +63,11 @@ func validSettingValue(name, value string) bool {
 }
 
 // rootARN is the account's root principal, the only principal Berth knows.
-func rootARN(account string) string { return "arn:aws:iam::" + account + ":root" }
+func rootARN(account keys.Scope) string { return "arn:aws:iam::" + account.Account + ":root" }
 
 // settings reads the account's stored settings: principal settings carry the principal
 // ARN, account defaults (PutAccountSettingDefault) none.
-func (s *Server) settings(ctx context.Context, account string) ([]*ecsv1.Setting, error) {
+func (s *Server) settings(ctx context.Context, account keys.Scope) ([]*ecsv1.Setting, error) {
 	rec, _, err := get[*ecsv1.ListAccountSettingsResponse](ctx, s.kv, keys.Settings(account))
 	if err != nil || rec == nil {
 		return nil, err
@@ -96,7 +96,7 @@ func effective(stored []*ecsv1.Setting, name string) string {
 }
 
 // longARN reports whether new ARNs of the setting's resource type use the long format.
-func (s *Server) longARN(ctx context.Context, account, setting string) (bool, error) {
+func (s *Server) longARN(ctx context.Context, account keys.Scope, setting string) (bool, error) {
 	return LongARNFormat(ctx, s.kv, account, setting)
 }
 
@@ -105,7 +105,7 @@ func (s *Server) longARN(ctx context.Context, account, setting string) (bool, er
 // long format, the one with the cluster name: true unless the account's effective
 // setting is "disabled". For the service scheduler's service ARNs. AWS reference:
 // https://docs.aws.amazon.com/AmazonECS/latest/developerguide/ecs-account-settings.html
-func LongARNFormat(ctx context.Context, kv clientv3.KV, account, setting string) (bool, error) {
+func LongARNFormat(ctx context.Context, kv clientv3.KV, account keys.Scope, setting string) (bool, error) {
 	rec, _, err := get[*ecsv1.ListAccountSettingsResponse](ctx, kv, keys.Settings(account))
 	if err != nil {
 		return false, err
@@ -114,7 +114,7 @@ func LongARNFormat(ctx context.Context, kv clientv3.KV, account, setting string)
 }
 
 // putSetting stores a setting; principal "" stores the account default.
-func (s *Server) putSetting(ctx context.Context, account, name, value, principal string) error {
+func (s *Server) putSetting(ctx context.Context, account keys.Scope, name, value, principal string) error {
 	key := keys.Settings(account)
 	return retry(ctx, func() error {
 		rec, rev, err := get[*ecsv1.ListAccountSettingsResponse](ctx, s.kv, key)
@@ -161,7 +161,7 @@ func checkSetting(name, value string) error {
 // switch the format of ARNs issued afterwards. Errors: InvalidParameterException for an
 // unknown name, a bad value or another principal. AWS reference: PutAccountSetting.
 func (s *Server) PutAccountSetting(ctx context.Context, req *connect.Request[ecsv1.PutAccountSettingRequest]) (*connect.Response[ecsv1.PutAccountSettingResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.PutAccountSettingRequest) (*ecsv1.PutAccountSettingResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.PutAccountSettingRequest) (*ecsv1.PutAccountSettingResponse, error) {
 		if err := checkSetting(m.GetName(), m.GetValue()); err != nil {
 			return nil, err
 		}
@@ -185,7 +185,7 @@ func (s *Server) PutAccountSetting(ctx context.Context, req *connect.Request[ecs
 // PutAccountSettingDefault sets an account setting's default for every principal of the
 // account. Errors as PutAccountSetting. AWS reference: PutAccountSettingDefault.
 func (s *Server) PutAccountSettingDefault(ctx context.Context, req *connect.Request[ecsv1.PutAccountSettingDefaultRequest]) (*connect.Response[ecsv1.PutAccountSettingDefaultResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.PutAccountSettingDefaultRequest) (*ecsv1.PutAccountSettingDefaultResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.PutAccountSettingDefaultRequest) (*ecsv1.PutAccountSettingDefaultResponse, error) {
 		if err := checkSetting(m.GetName(), m.GetValue()); err != nil {
 			return nil, err
 		}
@@ -202,7 +202,7 @@ func (s *Server) PutAccountSettingDefault(ctx context.Context, req *connect.Requ
 // DeleteAccountSetting removes a principal's setting, so the account default (or AWS's)
 // applies again, and returns the setting removed. AWS reference: DeleteAccountSetting.
 func (s *Server) DeleteAccountSetting(ctx context.Context, req *connect.Request[ecsv1.DeleteAccountSettingRequest]) (*connect.Response[ecsv1.DeleteAccountSettingResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.DeleteAccountSettingRequest) (*ecsv1.DeleteAccountSettingResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteAccountSettingRequest) (*ecsv1.DeleteAccountSettingResponse, error) {
 		name := m.GetName()
 		if _, ok := settingDefaults[name]; !ok {
 			return nil, ecserr.InvalidParameterf("Invalid setting name %q.", name)
@@ -249,7 +249,7 @@ func (s *Server) DeleteAccountSetting(ctx context.Context, req *connect.Request[
 // force for every setting; otherwise those explicitly set. name, value and principalArn
 // filter; maxResults is 1–10 (0, the unset value, means 10) and nextToken pages. AWS reference: ListAccountSettings.
 func (s *Server) ListAccountSettings(ctx context.Context, req *connect.Request[ecsv1.ListAccountSettingsRequest]) (*connect.Response[ecsv1.ListAccountSettingsResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.ListAccountSettingsRequest) (*ecsv1.ListAccountSettingsResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListAccountSettingsRequest) (*ecsv1.ListAccountSettingsResponse, error) {
 		limit := 10
 		if m.GetMaxResults() != 0 {
 			if m.GetMaxResults() < 1 || m.GetMaxResults() > 10 {

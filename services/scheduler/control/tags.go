@@ -18,7 +18,7 @@ import (
 // tasks and services of the caller's account. Errors: InvalidParameterException for an
 // ARN that is not a taggable ECS resource; ClusterNotFoundException for an unknown
 // cluster; ResourceNotFoundException for another unknown resource.
-func (s *Server) mutateTags(ctx context.Context, account, resourceARN string, fn func([]*ecsv1.Tag) ([]*ecsv1.Tag, error)) ([]*ecsv1.Tag, error) {
+func (s *Server) mutateTags(ctx context.Context, account keys.Scope, resourceARN string, fn func([]*ecsv1.Tag) ([]*ecsv1.Tag, error)) ([]*ecsv1.Tag, error) {
 	if resourceARN == "" {
 		return nil, ecserr.InvalidParameterf("resourceArn is required.")
 	}
@@ -27,7 +27,7 @@ func (s *Server) mutateTags(ctx context.Context, account, resourceARN string, fn
 		return nil, ecserr.InvalidParameterf("The ARN %s is not a valid ECS resource ARN.", resourceARN)
 	}
 	notFound := ecserr.New("ResourceNotFoundException", "The specified resource could not be found.")
-	if a.Account != account {
+	if !account.Owns(a.Account, a.Region) {
 		if a.Type == arn.Cluster {
 			return nil, ecserr.ClusterNotFoundError()
 		}
@@ -113,7 +113,7 @@ func (s *Server) mutateTags(ctx context.Context, account, resourceARN string, fn
 // InvalidParameterException, ClusterNotFoundException, ResourceNotFoundException.
 // AWS reference: TagResource.
 func (s *Server) TagResource(ctx context.Context, req *connect.Request[ecsv1.TagResourceRequest]) (*connect.Response[ecsv1.TagResourceResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.TagResourceRequest) (*ecsv1.TagResourceResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.TagResourceRequest) (*ecsv1.TagResourceResponse, error) {
 		if len(m.GetTags()) == 0 {
 			return nil, ecserr.InvalidParameterf("tags is required.")
 		}
@@ -137,7 +137,7 @@ func (s *Server) TagResource(ctx context.Context, req *connect.Request[ecsv1.Tag
 // UntagResource removes tags by key from a resource; absent keys are ignored. Errors as
 // TagResource. AWS reference: UntagResource.
 func (s *Server) UntagResource(ctx context.Context, req *connect.Request[ecsv1.UntagResourceRequest]) (*connect.Response[ecsv1.UntagResourceResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.UntagResourceRequest) (*ecsv1.UntagResourceResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UntagResourceRequest) (*ecsv1.UntagResourceResponse, error) {
 		if len(m.GetTagKeys()) == 0 {
 			return nil, ecserr.InvalidParameterf("tagKeys is required.")
 		}
@@ -154,7 +154,7 @@ func (s *Server) UntagResource(ctx context.Context, req *connect.Request[ecsv1.U
 // ListTagsForResource returns a resource's tags. Errors as TagResource.
 // AWS reference: ListTagsForResource.
 func (s *Server) ListTagsForResource(ctx context.Context, req *connect.Request[ecsv1.ListTagsForResourceRequest]) (*connect.Response[ecsv1.ListTagsForResourceResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.ListTagsForResourceRequest) (*ecsv1.ListTagsForResourceResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListTagsForResourceRequest) (*ecsv1.ListTagsForResourceResponse, error) {
 		tags, err := s.mutateTags(ctx, account, m.GetResourceArn(), func(cur []*ecsv1.Tag) ([]*ecsv1.Tag, error) {
 			return cur, store.ErrNoChange
 		})

@@ -261,7 +261,7 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 // invalid definition, InvalidParameterException for bad tags.
 // AWS reference: RegisterTaskDefinition.
 func (s *Server) RegisterTaskDefinition(ctx context.Context, req *connect.Request[ecsv1.RegisterTaskDefinitionRequest]) (*connect.Response[ecsv1.RegisterTaskDefinitionResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.RegisterTaskDefinitionResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.RegisterTaskDefinitionResponse, error) {
 		td, err := buildTaskDefinition(m)
 		if err != nil {
 			return nil, err
@@ -284,7 +284,7 @@ func (s *Server) RegisterTaskDefinition(ctx context.Context, req *connect.Reques
 			fam.LastRevision = int32(rev)
 			fam.ActiveRevisions++
 			td.Revision = int32(rev)
-			td.TaskDefinitionArn = proto.String(arn.TaskDefinitionARN(s.region, account, family, rev))
+			td.TaskDefinitionArn = proto.String(arn.TaskDefinitionARN(account.Region, account.Account, family, rev))
 			td.RegisteredAt = s.nowEpoch()
 			txn := store.NewTxn(s.kv)
 			if frev == 0 {
@@ -311,10 +311,10 @@ func (s *Server) RegisterTaskDefinition(ctx context.Context, req *connect.Reques
 // parseTaskDefRef splits a task definition reference (family, family:revision or ARN)
 // into family and revision (0 when only the family is given). ok is false when it cannot
 // name a task definition of account.
-func parseTaskDefRef(account, ref string) (family string, revision int, ok bool) {
+func parseTaskDefRef(account keys.Scope, ref string) (family string, revision int, ok bool) {
 	if arn.IsARN(ref) {
 		a, err := arn.Parse(ref)
-		if err != nil || a.Type != arn.TaskDefinition || a.Account != account {
+		if err != nil || a.Type != arn.TaskDefinition || !account.Owns(a.Account, a.Region) {
 			return "", 0, false
 		}
 		return a.Name, a.Revision, validName(a.Name)
@@ -335,14 +335,14 @@ func parseTaskDefRef(account, ref string) (family string, revision int, ok bool)
 
 // taskDefinition resolves a reference to a stored revision: family alone means its
 // latest ACTIVE revision. It returns a nil record when there is none.
-func (s *Server) taskDefinition(ctx context.Context, account, ref string) (*storev1.TaskDefinitionRecord, int64, error) {
+func (s *Server) taskDefinition(ctx context.Context, account keys.Scope, ref string) (*storev1.TaskDefinitionRecord, int64, error) {
 	return LookupTaskDefinition(ctx, s.kv, account, ref)
 }
 
 // LookupTaskDefinition resolves a task definition reference of account (family — its
 // latest ACTIVE revision —, family:revision or ARN) to the stored revision, whatever its
 // status: nil when there is none or the reference cannot name one.
-func LookupTaskDefinition(ctx context.Context, kv clientv3.KV, account, ref string) (*storev1.TaskDefinitionRecord, int64, error) {
+func LookupTaskDefinition(ctx context.Context, kv clientv3.KV, account keys.Scope, ref string) (*storev1.TaskDefinitionRecord, int64, error) {
 	family, rev, ok := parseTaskDefRef(account, ref)
 	if !ok {
 		return nil, 0, nil
@@ -362,7 +362,7 @@ func LookupTaskDefinition(ctx context.Context, kv clientv3.KV, account, ref stri
 // tasks, as RunTask, StartTask and CreateService do. Errors: ClientException
 // "TaskDefinition not found." for an unknown one, InvalidParameterException
 // "TaskDefinition is inactive" for one deregistered or being deleted (AWS's answers).
-func RunnableTaskDefinition(ctx context.Context, kv clientv3.KV, account, ref string) (*storev1.TaskDefinitionRecord, error) {
+func RunnableTaskDefinition(ctx context.Context, kv clientv3.KV, account keys.Scope, ref string) (*storev1.TaskDefinitionRecord, error) {
 	if ref == "" {
 		return nil, ecserr.InvalidParameterf("taskDefinition is required.")
 	}
@@ -384,7 +384,7 @@ func RunnableTaskDefinition(ctx context.Context, kv clientv3.KV, account, ref st
 // described too. include TAGS adds its tags. Errors: ClientException "Unable to describe
 // task definition." for an unknown one. AWS reference: DescribeTaskDefinition.
 func (s *Server) DescribeTaskDefinition(ctx context.Context, req *connect.Request[ecsv1.DescribeTaskDefinitionRequest]) (*connect.Response[ecsv1.DescribeTaskDefinitionResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.DescribeTaskDefinitionRequest) (*ecsv1.DescribeTaskDefinitionResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeTaskDefinitionRequest) (*ecsv1.DescribeTaskDefinitionResponse, error) {
 		if m.GetTaskDefinition() == "" {
 			return nil, ecserr.Clientf("taskDefinition is required.")
 		}
@@ -411,7 +411,7 @@ func (s *Server) DescribeTaskDefinition(ctx context.Context, req *connect.Reques
 // returns it unchanged. Errors: ClientException for a missing revision number or an
 // unknown revision. AWS reference: DeregisterTaskDefinition.
 func (s *Server) DeregisterTaskDefinition(ctx context.Context, req *connect.Request[ecsv1.DeregisterTaskDefinitionRequest]) (*connect.Response[ecsv1.DeregisterTaskDefinitionResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.DeregisterTaskDefinitionRequest) (*ecsv1.DeregisterTaskDefinitionResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeregisterTaskDefinitionRequest) (*ecsv1.DeregisterTaskDefinitionResponse, error) {
 		family, rev, ok := parseTaskDefRef(account, m.GetTaskDefinition())
 		if !ok {
 			return nil, ecserr.Clientf("The specified task definition does not exist.")
@@ -466,7 +466,7 @@ func (s *Server) DeregisterTaskDefinition(ctx context.Context, req *connect.Requ
 // returns them; ACTIVE or unknown ones come back in failures. A revision in
 // DELETE_IN_PROGRESS is returned again. AWS reference: DeleteTaskDefinitions.
 func (s *Server) DeleteTaskDefinitions(ctx context.Context, req *connect.Request[ecsv1.DeleteTaskDefinitionsRequest]) (*connect.Response[ecsv1.DeleteTaskDefinitionsResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.DeleteTaskDefinitionsRequest) (*ecsv1.DeleteTaskDefinitionsResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteTaskDefinitionsRequest) (*ecsv1.DeleteTaskDefinitionsResponse, error) {
 		if len(m.GetTaskDefinitions()) == 0 || len(m.GetTaskDefinitions()) > 10 {
 			return nil, ecserr.InvalidParameterf("taskDefinitions must list between 1 and 10 task definitions.")
 		}
@@ -532,7 +532,7 @@ func (s *Server) DeleteTaskDefinitions(ctx context.Context, req *connect.Request
 // keys ("family/revision"), so a family that extends another with '-' (web-api) lists
 // before it (web), where AWS sorts web first. AWS reference: ListTaskDefinitions.
 func (s *Server) ListTaskDefinitions(ctx context.Context, req *connect.Request[ecsv1.ListTaskDefinitionsRequest]) (*connect.Response[ecsv1.ListTaskDefinitionsResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.ListTaskDefinitionsRequest) (*ecsv1.ListTaskDefinitionsResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListTaskDefinitionsRequest) (*ecsv1.ListTaskDefinitionsResponse, error) {
 		limit, err := maxResults(m.MaxResults)
 		if err != nil {
 			return nil, err
@@ -562,7 +562,7 @@ func (s *Server) ListTaskDefinitions(ctx context.Context, req *connect.Request[e
 		for _, k := range ks {
 			parts := strings.Split(k, "/")
 			rev, _ := strconv.Atoi(parts[len(parts)-1])
-			resp.TaskDefinitionArns = append(resp.TaskDefinitionArns, arn.TaskDefinitionARN(s.region, account, parts[len(parts)-2], rev))
+			resp.TaskDefinitionArns = append(resp.TaskDefinitionArns, arn.TaskDefinitionARN(account.Region, account.Account, parts[len(parts)-2], rev))
 		}
 		if next != "" {
 			resp.NextToken = proto.String(next)
@@ -576,7 +576,7 @@ func (s *Server) ListTaskDefinitions(ctx context.Context, req *connect.Request[e
 // default), in name order; maxResults 1–100 and nextToken page in O(maxResults).
 // AWS reference: ListTaskDefinitionFamilies.
 func (s *Server) ListTaskDefinitionFamilies(ctx context.Context, req *connect.Request[ecsv1.ListTaskDefinitionFamiliesRequest]) (*connect.Response[ecsv1.ListTaskDefinitionFamiliesResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.ListTaskDefinitionFamiliesRequest) (*ecsv1.ListTaskDefinitionFamiliesResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListTaskDefinitionFamiliesRequest) (*ecsv1.ListTaskDefinitionFamiliesResponse, error) {
 		limit, err := maxResults(m.MaxResults)
 		if err != nil {
 			return nil, err

@@ -79,7 +79,7 @@ func validateOverrides(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) error {
 }
 
 // resolveRunnable is RunnableTaskDefinition returning the definition and its tags.
-func (s *Server) resolveRunnable(ctx context.Context, account, ref string) (*ecsv1.TaskDefinition, []*ecsv1.Tag, error) {
+func (s *Server) resolveRunnable(ctx context.Context, account keys.Scope, ref string) (*ecsv1.TaskDefinition, []*ecsv1.Tag, error) {
 	rec, err := RunnableTaskDefinition(ctx, s.kv, account, ref)
 	if err != nil {
 		return nil, nil, err
@@ -116,7 +116,7 @@ func checkSpec(sp *taskSpec, td *ecsv1.TaskDefinition) error {
 }
 
 // newTasks builds n pending task records for a cluster.
-func (s *Server) newTasks(ctx context.Context, account, cluster string, td *ecsv1.TaskDefinition, tdTags []*ecsv1.Tag, sp *taskSpec, n int) ([]*storev1.TaskRecord, error) {
+func (s *Server) newTasks(ctx context.Context, account keys.Scope, cluster string, td *ecsv1.TaskDefinition, tdTags []*ecsv1.Tag, sp *taskSpec, n int) ([]*storev1.TaskRecord, error) {
 	long, err := s.longARN(ctx, account, SettingTaskLongARN)
 	if err != nil {
 		return nil, err
@@ -144,7 +144,7 @@ func (s *Server) newTasks(ctx context.Context, account, cluster string, td *ecsv
 	out := make([]*storev1.TaskRecord, 0, n)
 	for range n {
 		out = append(out, NewTaskRecord(TaskTemplate{
-			Region: s.region, Account: account, Cluster: cluster, LongARN: long, NewID: s.newID, Now: now,
+			Region: account.Region, Account: account.Account, Cluster: cluster, LongARN: long, NewID: s.newID, Now: now,
 			TaskDefinition: td, Overrides: sp.overrides, Group: group, LaunchType: launch, StartedBy: sp.startedBy,
 			Tags: tags, EnableExecuteCommand: sp.execCommand,
 		}))
@@ -297,7 +297,7 @@ func describeTask(r *storev1.TaskRecord, withTags bool) *ecsv1.Task {
 // definition, override of an unknown container, no container instances), ClientException
 // (unknown task definition). AWS reference: RunTask.
 func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTaskRequest]) (*connect.Response[ecsv1.RunTaskResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.RunTaskRequest) (*ecsv1.RunTaskResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.RunTaskRequest) (*ecsv1.RunTaskResponse, error) {
 		count := int32(1)
 		if m.Count != nil {
 			count = m.GetCount()
@@ -388,7 +388,7 @@ func placeResponse(res PlaceResult) *ecsv1.RunTaskResponse {
 }
 
 // tasksForToken returns the RunTask response for a client token already used, or nil.
-func (s *Server) tasksForToken(ctx context.Context, account, cluster, token string) (*ecsv1.RunTaskResponse, error) {
+func (s *Server) tasksForToken(ctx context.Context, account keys.Scope, cluster, token string) (*ecsv1.RunTaskResponse, error) {
 	v, _, err := get[*wrapperspb.StringValue](ctx, s.kv, keys.ClientToken(account, cluster, token))
 	if err != nil || v == nil {
 		return nil, err
@@ -415,7 +415,7 @@ func (s *Server) tasksForToken(ctx context.Context, account, cluster, token stri
 // short of resources yields a failure instead. Errors as RunTask.
 // AWS reference: StartTask.
 func (s *Server) StartTask(ctx context.Context, req *connect.Request[ecsv1.StartTaskRequest]) (*connect.Response[ecsv1.StartTaskResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.StartTaskRequest) (*ecsv1.StartTaskResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.StartTaskRequest) (*ecsv1.StartTaskResponse, error) {
 		if len(m.GetContainerInstances()) == 0 || len(m.GetContainerInstances()) > maxRunCount {
 			return nil, ecserr.InvalidParameterf("containerInstances must list between 1 and %d container instances.", maxRunCount)
 		}
@@ -473,7 +473,7 @@ func (s *Server) StartTask(ctx context.Context, req *connect.Request[ecsv1.Start
 
 // taskKey resolves a task reference (id or ARN) of a cluster to its key; ok false when it
 // cannot name a task of the caller there.
-func (s *Server) taskKey(ctx context.Context, account, cluster, ref string) (string, bool, error) {
+func (s *Server) taskKey(ctx context.Context, account keys.Scope, cluster, ref string) (string, bool, error) {
 	id, ok, err := s.idRef(ctx, account, cluster, arn.Task, ref)
 	if err != nil || !ok {
 		return "", false, err
@@ -488,7 +488,7 @@ func (s *Server) taskKey(ctx context.Context, account, cluster, ref string) (str
 // ClusterNotFoundException, InvalidParameterException "The referenced task was not found.".
 // AWS reference: StopTask.
 func (s *Server) StopTask(ctx context.Context, req *connect.Request[ecsv1.StopTaskRequest]) (*connect.Response[ecsv1.StopTaskResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.StopTaskRequest) (*ecsv1.StopTaskResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.StopTaskRequest) (*ecsv1.StopTaskResponse, error) {
 		if m.GetTask() == "" {
 			return nil, ecserr.InvalidParameterf("task is required.")
 		}
@@ -527,11 +527,11 @@ func (s *Server) StopTask(ctx context.Context, req *connect.Request[ecsv1.StopTa
 // reason (ServiceSchedulerInitiated for the service scheduler), and returns the task.
 // It is exported for the service reconciler. Errors: InvalidParameterException when the
 // task does not exist.
-func (s *Server) StopTaskRecord(ctx context.Context, account, cluster, taskID, stopCode, reason string) (*storev1.TaskRecord, error) {
+func (s *Server) StopTaskRecord(ctx context.Context, account keys.Scope, cluster, taskID, stopCode, reason string) (*storev1.TaskRecord, error) {
 	return s.stopTask(ctx, account, keys.Task(account, cluster, taskID), stopCode, reason)
 }
 
-func (s *Server) stopTask(ctx context.Context, account, key, stopCode, reason string) (*storev1.TaskRecord, error) {
+func (s *Server) stopTask(ctx context.Context, account keys.Scope, key, stopCode, reason string) (*storev1.TaskRecord, error) {
 	return StopTaskTxn(ctx, s.kv, s.now, account, key, stopCode, reason)
 }
 
@@ -541,7 +541,7 @@ func (s *Server) stopTask(ctx context.Context, account, key, stopCode, reason st
 // txn also requires ifs (the service scheduler passes the leader's fence) and is retried
 // on conflict until ctx ends. A task already desired STOPPED is left as it is. It returns
 // the task as read; InvalidParameterException when there is none. now is the clock.
-func StopTaskTxn(ctx context.Context, kv clientv3.KV, now func() time.Time, account, key, stopCode, reason string, ifs ...clientv3.Cmp) (*storev1.TaskRecord, error) {
+func StopTaskTxn(ctx context.Context, kv clientv3.KV, now func() time.Time, account keys.Scope, key, stopCode, reason string, ifs ...clientv3.Cmp) (*storev1.TaskRecord, error) {
 	var out *storev1.TaskRecord
 	err := retry(ctx, func() error {
 		rec, rev, err := get[*storev1.TaskRecord](ctx, kv, key)
@@ -566,7 +566,7 @@ func StopTaskTxn(ctx context.Context, kv clientv3.KV, now func() time.Time, acco
 		txn := store.NewTxn(kv).If(ifs...)
 		inst := rec.GetContainerInstanceId()
 		if inst != "" && t.GetLastStatus() != "STOPPED" {
-			txn.Put(keys.Inbox(inst, TaskID(rec)), &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Stop{Stop: &agentv1.StopOrder{
+			txn.Put(keys.Inbox(account, inst, TaskID(rec)), &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Stop{Stop: &agentv1.StopOrder{
 				DeliveryId: TaskID(rec) + "-stop", TaskArn: t.GetTaskArn(), Reason: reason, StopCode: stopCode,
 			}}})
 		} else if t.GetLastStatus() != "STOPPED" {
@@ -597,7 +597,7 @@ func StopTaskTxn(ctx context.Context, kv clientv3.KV, now func() time.Time, acco
 // Errors: ClusterNotFoundException, InvalidParameterException for an empty or too long
 // list. AWS reference: DescribeTasks.
 func (s *Server) DescribeTasks(ctx context.Context, req *connect.Request[ecsv1.DescribeTasksRequest]) (*connect.Response[ecsv1.DescribeTasksResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.DescribeTasksRequest) (*ecsv1.DescribeTasksResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeTasksRequest) (*ecsv1.DescribeTasksResponse, error) {
 		if len(m.GetTasks()) == 0 {
 			return nil, ecserr.InvalidParameterf("Tasks cannot be empty.")
 		}
@@ -645,7 +645,7 @@ func (s *Server) DescribeTasks(ctx context.Context, req *connect.Request[ecsv1.D
 					}
 					long = &l
 				}
-				ref = arn.TaskARN(s.region, account, name, ref, *long)
+				ref = arn.TaskARN(account.Region, account.Account, name, ref, *long)
 			}
 			resp.Failures = append(resp.Failures, missing(ref))
 		}
@@ -662,7 +662,7 @@ func (s *Server) DescribeTasks(ctx context.Context, req *connect.Request[ecsv1.D
 // ServiceNotFoundException (serviceName names no service of the cluster),
 // InvalidParameterException. AWS reference: ListTasks.
 func (s *Server) ListTasks(ctx context.Context, req *connect.Request[ecsv1.ListTasksRequest]) (*connect.Response[ecsv1.ListTasksResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account string, m *ecsv1.ListTasksRequest) (*ecsv1.ListTasksResponse, error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListTasksRequest) (*ecsv1.ListTasksResponse, error) {
 		limit, err := maxResults(m.MaxResults)
 		if err != nil {
 			return nil, err
@@ -697,7 +697,7 @@ func (s *Server) ListTasks(ctx context.Context, req *connect.Request[ecsv1.ListT
 			// A service that does not exist is ServiceNotFoundException, as AWS answers
 			// (not an empty list).
 			if arn.IsARN(svcName) {
-				if a, err := arn.Parse(svcName); err == nil && a.Type == arn.Service && a.Account == account && (a.Cluster == "" || a.Cluster == name) {
+				if a, err := arn.Parse(svcName); err == nil && a.Type == arn.Service && account.Owns(a.Account, a.Region) && (a.Cluster == "" || a.Cluster == name) {
 					svcName = a.Name
 				}
 			}
@@ -786,7 +786,7 @@ func (s *Server) ListTasks(ctx context.Context, req *connect.Request[ecsv1.ListT
 // pending/running counters change in the same transaction. Errors: AccessDeniedException
 // for a task that is not on that instance or not of the account; InvalidParameterException
 // for an unknown status.
-func (s *Server) ApplyTaskStateChange(ctx context.Context, account, containerInstanceARN string, ch *agentv1.TaskStateChange) error {
+func (s *Server) ApplyTaskStateChange(ctx context.Context, account keys.Scope, containerInstanceARN string, ch *agentv1.TaskStateChange) error {
 	if ch == nil {
 		return ecserr.InvalidParameterf("task state change is empty.")
 	}
@@ -887,7 +887,7 @@ func (s *Server) ApplyTaskStateChange(ctx context.Context, account, containerIns
 			}
 		}
 		if stopped {
-			txn.Delete(keys.Inbox(instID, taskID))
+			txn.Delete(keys.Inbox(account, instID, taskID))
 		}
 		WriteTaskTxn(txn, account, old, rev, rec)
 		_, err = txn.Commit(ctx)

@@ -23,7 +23,7 @@ func (e *env) checkCounters(cluster string) {
 	perInst := map[string][2]int32{}
 	token := ""
 	for {
-		items, next, err := store.List[*storev1.TaskRecord](e.ctx, sharedEtcd, keys.Tasks(e.acc, cluster), 100, token)
+		items, next, err := store.List[*storev1.TaskRecord](e.ctx, sharedEtcd, keys.Tasks(e.sc, cluster), 100, token)
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -42,7 +42,7 @@ func (e *env) checkCounters(cluster string) {
 	if c.GetPendingTasksCount() != pending || c.GetRunningTasksCount() != running {
 		e.t.Fatalf("cluster counters pending %d running %d, records say %d %d", c.GetPendingTasksCount(), c.GetRunningTasksCount(), pending, running)
 	}
-	items, _, err := store.List[*storev1.ContainerInstanceRecord](e.ctx, sharedEtcd, keys.Instances(e.acc, cluster), 1000, "")
+	items, _, err := store.List[*storev1.ContainerInstanceRecord](e.ctx, sharedEtcd, keys.Instances(e.sc, cluster), 1000, "")
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func (e *env) checkCounters(cluster string) {
 
 func (e *env) inbox(instanceARN, taskARN string) *storev1.InboxEntry {
 	e.t.Helper()
-	v, _, err := get[*storev1.InboxEntry](e.ctx, sharedEtcd, keys.Inbox(instanceID(instanceARN), taskARN[strings.LastIndexByte(taskARN, '/')+1:]))
+	v, _, err := get[*storev1.InboxEntry](e.ctx, sharedEtcd, keys.Inbox(e.sc, instanceID(instanceARN), taskARN[strings.LastIndexByte(taskARN, '/')+1:]))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -125,10 +125,10 @@ func TestRunTaskPlacement(t *testing.T) {
 	}
 	must(e, e.s.UpdateContainerInstancesState, &ecsv1.UpdateContainerInstancesStateRequest{Cluster: proto.String("c"), ContainerInstances: []string{ci1.GetContainerInstanceArn(), ci2.GetContainerInstanceArn()}, Status: proto.String("ACTIVE")})
 	// A disconnected agent: AGENT.
-	if err := e.s.SetAgentConnected(e.ctx, e.acc, ci1.GetContainerInstanceArn(), false); err != nil {
+	if err := e.s.SetAgentConnected(e.ctx, e.sc, ci1.GetContainerInstanceArn(), false); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.s.SetAgentConnected(e.ctx, e.acc, ci2.GetContainerInstanceArn(), false); err != nil {
+	if err := e.s.SetAgentConnected(e.ctx, e.sc, ci2.GetContainerInstanceArn(), false); err != nil {
 		t.Fatal(err)
 	}
 	e.simpleTaskDef("tiny", 1, 6)
@@ -253,7 +253,7 @@ func TestStopTaskAndStateChanges(t *testing.T) {
 	apply := func(ch *agentv1.TaskStateChange) {
 		t.Helper()
 		ch.TaskArn = taskARN
-		if err := e.s.ApplyTaskStateChange(e.ctx, e.acc, ciARN, ch); err != nil {
+		if err := e.s.ApplyTaskStateChange(e.ctx, e.sc, ciARN, ch); err != nil {
 			t.Fatal(err)
 		}
 		e.checkCounters("c")
@@ -274,13 +274,13 @@ func TestStopTaskAndStateChanges(t *testing.T) {
 	}
 	// Another instance cannot report on the task.
 	other := e.registerHost("c", "h2", 1024, 1024)
-	if err := e.s.ApplyTaskStateChange(e.ctx, e.acc, other.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: taskARN, LastStatus: "STOPPED"}); !errorsIsType(err, "AccessDeniedException") {
+	if err := e.s.ApplyTaskStateChange(e.ctx, e.sc, other.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: taskARN, LastStatus: "STOPPED"}); !errorsIsType(err, "AccessDeniedException") {
 		t.Fatalf("foreign instance: %v", err)
 	}
-	if err := e.s.ApplyTaskStateChange(e.ctx, e.acc, ciARN, &agentv1.TaskStateChange{TaskArn: taskARN, LastStatus: "BOGUS"}); !errorsIsType(err, "InvalidParameterException") {
+	if err := e.s.ApplyTaskStateChange(e.ctx, e.sc, ciARN, &agentv1.TaskStateChange{TaskArn: taskARN, LastStatus: "BOGUS"}); !errorsIsType(err, "InvalidParameterException") {
 		t.Fatalf("bogus status: %v", err)
 	}
-	if err := e.s.ApplyTaskStateChange(e.ctx, e.acc, ciARN, nil); err == nil {
+	if err := e.s.ApplyTaskStateChange(e.ctx, e.sc, ciARN, nil); err == nil {
 		t.Fatal("nil change accepted")
 	}
 
@@ -337,10 +337,10 @@ func TestStopUnplacedTask(t *testing.T) {
 		TaskArn: proto.String("arn:aws:ecs:us-east-1:" + e.acc + ":task/c/00000000000000000000000000000001"), LastStatus: proto.String("PROVISIONING"),
 		DesiredStatus: proto.String("RUNNING"), TaskDefinitionArn: proto.String("arn:aws:ecs:us-east-1:" + e.acc + ":task-definition/x:1"),
 	}}
-	crec, crev, _ := e.s.cluster(e.ctx, e.acc, "c")
+	crec, crev, _ := e.s.cluster(e.ctx, e.sc, "c")
 	ApplyCountDelta(crec.GetCluster(), "", "PROVISIONING")
-	txn := store.NewTxn(sharedEtcd).Update(keys.Cluster(e.acc, "c"), crev, crec)
-	WriteTaskTxn(txn, e.acc, nil, 0, rec)
+	txn := store.NewTxn(sharedEtcd).Update(keys.Cluster(e.sc, "c"), crev, crec)
+	WriteTaskTxn(txn, e.sc, nil, 0, rec)
 	if _, err := txn.Commit(e.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -362,24 +362,24 @@ func TestStopTaskTxnFence(t *testing.T) {
 		DesiredStatus: proto.String("RUNNING"), TaskDefinitionArn: proto.String("arn:aws:ecs:us-east-1:" + e.acc + ":task-definition/x:1"),
 	}}
 	txn := store.NewTxn(sharedEtcd)
-	WriteTaskTxn(txn, e.acc, nil, 0, rec)
+	WriteTaskTxn(txn, e.sc, nil, 0, rec)
 	if _, err := txn.Commit(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	key := keys.Task(e.acc, "c", "00000000000000000000000000000002")
+	key := keys.Task(e.sc, "c", "00000000000000000000000000000002")
 	ctx, cancel := context.WithTimeout(e.ctx, 300*time.Millisecond)
 	defer cancel()
-	if _, err := StopTaskTxn(ctx, sharedEtcd, time.Now, e.acc, key, "ServiceSchedulerInitiated", "scale in", store.Fence("/berth/v1/leader/none", 42)); err == nil {
+	if _, err := StopTaskTxn(ctx, sharedEtcd, time.Now, e.sc, key, "ServiceSchedulerInitiated", "scale in", store.Fence("/berth/v1/leader/none", 42)); err == nil {
 		t.Fatal("stopped through a failing fence")
 	}
 	if got := e.describeTask("c", rec.GetTask().GetTaskArn()); got.GetDesiredStatus() != "RUNNING" {
 		t.Fatalf("task changed through a failing fence: %v", got)
 	}
-	got, err := StopTaskTxn(e.ctx, sharedEtcd, time.Now, e.acc, key, "ServiceSchedulerInitiated", "scale in")
+	got, err := StopTaskTxn(e.ctx, sharedEtcd, time.Now, e.sc, key, "ServiceSchedulerInitiated", "scale in")
 	if err != nil || got.GetTask().GetDesiredStatus() != "STOPPED" || got.GetTask().GetStopCode() != "ServiceSchedulerInitiated" {
 		t.Fatalf("stop: %v %v", got, err)
 	}
-	if _, err := StopTaskTxn(e.ctx, sharedEtcd, time.Now, e.acc, keys.Task(e.acc, "c", "00000000000000000000000000000009"), "x", "y"); err == nil {
+	if _, err := StopTaskTxn(e.ctx, sharedEtcd, time.Now, e.sc, keys.Task(e.sc, "c", "00000000000000000000000000000009"), "x", "y"); err == nil {
 		t.Fatal("stopped a task that does not exist")
 	}
 }
@@ -464,7 +464,7 @@ func TestARNFormatSettings(t *testing.T) {
 	}
 	// Short ARNs resolve everywhere: describe, agent reports, tags.
 	e.describeTask("c", tk.GetTaskArn())
-	if err := e.s.ApplyTaskStateChange(e.ctx, e.acc, ci.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: tk.GetTaskArn(), LastStatus: "RUNNING"}); err != nil {
+	if err := e.s.ApplyTaskStateChange(e.ctx, e.sc, ci.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: tk.GetTaskArn(), LastStatus: "RUNNING"}); err != nil {
 		t.Fatal(err)
 	}
 	must(e, e.s.TagResource, &ecsv1.TagResourceRequest{ResourceArn: tk.TaskArn, Tags: []*ecsv1.Tag{{Key: proto.String("k"), Value: proto.String("v")}}})
@@ -507,7 +507,7 @@ func TestCountersUnderConcurrency(t *testing.T) {
 	for i, tk := range tasks {
 		wg.Go(func() {
 			report := func(status string) {
-				if err := e.s.ApplyTaskStateChange(e.ctx, e.acc, tk.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: tk.GetTaskArn(), LastStatus: status}); err != nil {
+				if err := e.s.ApplyTaskStateChange(e.ctx, e.sc, tk.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: tk.GetTaskArn(), LastStatus: status}); err != nil {
 					t.Error(err)
 				}
 			}

@@ -4,14 +4,14 @@ import "github.com/berthhq/berth/services/scheduler/store"
 
 // Agent presence and leadership (package agentsession and package leader):
 //
-//	presence/{account}/{cluster}/{instanceId}   value: "{replica} {session}" (raw string), on the
+//	presence/{account}/{region}/{cluster}/{instanceId} value: "{replica} {session}" (raw string), on the
 //	    holding replica's lease, so it vanishes when that replica dies
 //	leader/{name}/                              concurrency.Election prefix
 
 // Presence returns the key that says an instance's agent holds a session on some
 // replica.
-func Presence(account, cluster, instanceID string) string {
-	return store.MustKey("presence", account, cluster, instanceID)
+func Presence(account Scope, cluster, instanceID string) string {
+	return store.MustKey("presence", account.Account, account.Region, cluster, instanceID)
 }
 
 // Presences returns the prefix of every presence key.

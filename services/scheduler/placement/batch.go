@@ -69,7 +69,7 @@ func (p *Placer) placeBatched(ctx context.Context, req PlaceRequest) (PlaceResul
 }
 
 // runBatcher commits queued calls until the queue stays empty, then exits.
-func (p *Placer) runBatcher(account, cluster string, cc *clusterCache) {
+func (p *Placer) runBatcher(account keys.Scope, cluster string, cc *clusterCache) {
 	defer p.wg.Done()
 	eng := NewEngine(rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
 	b := &cc.batch
@@ -100,7 +100,7 @@ func (p *Placer) runBatcher(account, cluster string, cc *clusterCache) {
 }
 
 // commitBatch plans and commits calls together, retrying on conflicts.
-func (p *Placer) commitBatch(account, cluster string, cc *clusterCache, eng *Engine, calls []*batchCall) {
+func (p *Placer) commitBatch(account keys.Scope, cluster string, cc *clusterCache, eng *Engine, calls []*batchCall) {
 	var stale []string
 	for attempt := 1; ; attempt++ {
 		// Drop calls whose callers gave up.

@@ -24,20 +24,20 @@ func TestRunTaskNoEligibleInstanceSaysWhy(t *testing.T) {
 		p := NewPlacer(cli, nil, WithoutCache())
 		defer p.Close()
 		srv := control.New(control.Config{KV: cli, Placer: &ControlPlacer{Placer: p, Batch: batch}})
-		ctx := caller.With(context.Background(), caller.Identity{Account: testAccount})
+		ctx := caller.With(context.Background(), caller.Identity{Account: testAccount, Region: testRegion})
 		if _, err := srv.CreateCluster(ctx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("c")})); err != nil {
 			t.Fatal(err)
 		}
 		var arns []string
 		for i := range 2 {
-			resp, err := srv.RegisterInstance(ctx, testAccount, &agentv1.RegisterRequest{
+			resp, err := srv.RegisterInstance(ctx, testScope, &agentv1.RegisterRequest{
 				Cluster: "c", HostId: "h" + string(rune('0'+i)), RuntimeReady: true, Resources: control.Resources(1024, 1024, nil, nil),
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
 			a := resp.GetContainerInstance().GetContainerInstanceArn()
-			if err := srv.SetAgentConnected(ctx, testAccount, a, true); err != nil {
+			if err := srv.SetAgentConnected(ctx, testScope, a, true); err != nil {
 				t.Fatal(err)
 			}
 			arns = append(arns, a)
@@ -69,14 +69,14 @@ func TestRunTaskNoEligibleInstanceSaysWhy(t *testing.T) {
 		}
 		// No agent connected.
 		for _, a := range arns {
-			if err := srv.SetAgentConnected(ctx, testAccount, a, false); err != nil {
+			if err := srv.SetAgentConnected(ctx, testScope, a, false); err != nil {
 				t.Fatal(err)
 			}
 		}
 		run("no agent connected", ReasonAgent)
 		// Every instance DRAINING.
 		for _, a := range arns {
-			if err := srv.SetAgentConnected(ctx, testAccount, a, true); err != nil {
+			if err := srv.SetAgentConnected(ctx, testScope, a, true); err != nil {
 				t.Fatal(err)
 			}
 		}

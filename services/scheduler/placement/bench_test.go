@@ -57,15 +57,15 @@ func BenchmarkPlace(b *testing.B) {
 				for _, pl := range placed {
 					id := "t" + strconv.FormatInt(seq.Add(1), 10) + "-" + strconv.Itoa(rand.IntN(1<<30))
 					task := &ecsv1.Task{TaskArn: proto.String("arn:aws:ecs:us-east-1:000000000000:task/bench/" + id), LastStatus: proto.String("PENDING")}
-					txn.Create(keys.Task(testAccount, "bench", id), &storev1.TaskRecord{Task: task, ClusterName: "bench", ContainerInstanceId: pl.InstanceID, ReservedCpu: 1, ReservedMemory: 1})
-					txn.PutIndex(keys.TaskList(testAccount, "bench", "RUNNING", keys.DimInstance, pl.InstanceID, id))
-					txn.Put(keys.Inbox(pl.InstanceID, id), &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Assignment{Assignment: &agentv1.Assignment{DeliveryId: id, Task: task}}})
+					txn.Create(keys.Task(testScope, "bench", id), &storev1.TaskRecord{Task: task, ClusterName: "bench", ContainerInstanceId: pl.InstanceID, ReservedCpu: 1, ReservedMemory: 1})
+					txn.PutIndex(keys.TaskList(testScope, "bench", "RUNNING", keys.DimInstance, pl.InstanceID, id))
+					txn.Put(keys.Inbox(testScope, pl.InstanceID, id), &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Assignment{Assignment: &agentv1.Assignment{DeliveryId: id, Task: task}}})
 				}
 				return nil
 			}
 			ctx := context.Background()
 			// Warm the cache.
-			if _, err := p.Place(ctx, PlaceRequest{Account: testAccount, Cluster: "bench", Request: Request{Demand: d}}); err != nil {
+			if _, err := p.Place(ctx, PlaceRequest{Account: testScope, Cluster: "bench", Request: Request{Demand: d}}); err != nil {
 				b.Fatal(err)
 			}
 			b.SetParallelism(32)
@@ -74,7 +74,7 @@ func BenchmarkPlace(b *testing.B) {
 			var once sync.Once
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					res, err := p.Place(ctx, PlaceRequest{Account: testAccount, Cluster: "bench",
+					res, err := p.Place(ctx, PlaceRequest{Account: testScope, Cluster: "bench",
 						Request: Request{Demand: d, Strategy: strategy}, Commit: commit})
 					if err != nil || len(res.Placed) != 1 {
 						once.Do(func() { b.Errorf("place: %v %+v", err, res.Failures) })
@@ -114,3 +114,6 @@ func BenchmarkEngine(b *testing.B) {
 		}
 	}
 }
+
+// testRegion is the region the tests call in.
+const testRegion = "us-east-1"

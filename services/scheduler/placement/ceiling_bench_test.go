@@ -48,7 +48,7 @@ func BenchmarkEtcdTxnCeiling(b *testing.B) {
 		var mine []*inst
 		for i := w; i < n; i += 16 {
 			id := fmt.Sprintf("i%04d", i)
-			rec, rev, err := store.Get[*storev1.ContainerInstanceRecord](ctx, cli, keys.Instance(testAccount, "ceiling", id))
+			rec, rev, err := store.Get[*storev1.ContainerInstanceRecord](ctx, cli, keys.Instance(testScope, "ceiling", id))
 			if err != nil {
 				b.Error(err)
 				return
@@ -64,13 +64,13 @@ func BenchmarkEtcdTxnCeiling(b *testing.B) {
 				next++
 				id := "t" + strconv.FormatInt(seq.Add(1), 10)
 				task := &ecsv1.Task{TaskArn: proto.String("arn:aws:ecs:us-east-1:000000000000:task/ceiling/" + id), LastStatus: proto.String("PENDING")}
-				txn.Create(keys.Task(testAccount, "ceiling", id), &storev1.TaskRecord{Task: task, ClusterName: "ceiling", ContainerInstanceId: in.id, ReservedCpu: 1, ReservedMemory: 1})
-				txn.PutIndex(keys.TaskList(testAccount, "ceiling", "RUNNING", keys.DimInstance, in.id, id))
-				txn.Put(keys.Inbox(in.id, id), &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Assignment{Assignment: &agentv1.Assignment{DeliveryId: id, Task: task}}})
+				txn.Create(keys.Task(testScope, "ceiling", id), &storev1.TaskRecord{Task: task, ClusterName: "ceiling", ContainerInstanceId: in.id, ReservedCpu: 1, ReservedMemory: 1})
+				txn.PutIndex(keys.TaskList(testScope, "ceiling", "RUNNING", keys.DimInstance, in.id, id))
+				txn.Put(keys.Inbox(testScope, in.id, id), &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Assignment{Assignment: &agentv1.Assignment{DeliveryId: id, Task: task}}})
 				used[in] = true
 			}
 			for in := range used {
-				txn.Update(keys.Instance(testAccount, "ceiling", in.id), in.rev, in.rec)
+				txn.Update(keys.Instance(testScope, "ceiling", in.id), in.rev, in.rec)
 			}
 			rev, err := txn.Commit(ctx)
 			if err != nil {

@@ -165,7 +165,7 @@ func failures(fs []Failure) []*ecsv1.Failure {
 }
 
 // wrote records the cluster record PlaceTxn updated (its counters) as stored at rev.
-func (c *ControlPlacer) wrote(account, cluster string, crec *storev1.ClusterRecord, rev int64) {
+func (c *ControlPlacer) wrote(account keys.Scope, cluster string, crec *storev1.ClusterRecord, rev int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.clusters == nil {
@@ -179,7 +179,7 @@ func (c *ControlPlacer) wrote(account, cluster string, crec *storev1.ClusterReco
 // cluster returns the cluster record to compare against: the one this placer last wrote,
 // unless fresh asks for a read (a retry after a conflict). It returns a private copy, and
 // ClusterNotFoundException when the cluster is absent or not ACTIVE.
-func (c *ControlPlacer) cluster(ctx context.Context, account, name string, fresh bool) (*storev1.ClusterRecord, int64, error) {
+func (c *ControlPlacer) cluster(ctx context.Context, account keys.Scope, name string, fresh bool) (*storev1.ClusterRecord, int64, error) {
 	k := cacheKey(account, name)
 	if !fresh {
 		c.mu.Lock()

@@ -39,7 +39,7 @@ func (c *ControlPlacer) placeBatched(ctx context.Context, req control.PlaceReque
 	if err := Compile(toRequest(req, nil)); err != nil {
 		return control.PlaceResult{}, domainError(err)
 	}
-	k := req.Account + "/" + req.Cluster + "/" + req.TaskDefinition.GetTaskDefinitionArn()
+	k := req.Account.String() + "/" + req.Cluster + "/" + req.TaskDefinition.GetTaskDefinitionArn()
 	call := &ctlCall{ctx: ctx, req: req, done: make(chan ctlResult, 1)}
 	c.mu.Lock()
 	if c.queues == nil {

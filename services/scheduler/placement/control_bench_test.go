@@ -34,7 +34,7 @@ func benchControlPlace(b *testing.B, batch bool) {
 	p := NewPlacer(cli, nil)
 	defer p.Close()
 	srv := control.New(control.Config{KV: cli, Placer: &ControlPlacer{Placer: p}})
-	ctx := caller.With(context.Background(), caller.Identity{Account: testAccount})
+	ctx := caller.With(context.Background(), caller.Identity{Account: testAccount, Region: testRegion})
 	if _, err := srv.CreateCluster(ctx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("c")})); err != nil {
 		b.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func benchControlPlace(b *testing.B, batch bool) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if _, err := srv.RegisterInstance(ctx, testAccount, &agentv1.RegisterRequest{
+			if _, err := srv.RegisterInstance(ctx, testScope, &agentv1.RegisterRequest{
 				Cluster: "c", HostId: fmt.Sprintf("h%04d", i), RuntimeReady: true, Resources: control.Resources(1<<20, 1<<20, nil, nil),
 			}); err != nil {
 				b.Error(err)
@@ -78,7 +78,7 @@ func benchControlPlace(b *testing.B, batch bool) {
 	var once sync.Once
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			res, err := cp.Place(context.Background(), control.PlaceRequest{Account: testAccount, Cluster: "c", Tasks: []*storev1.TaskRecord{newTask()}, TaskDefinition: td})
+			res, err := cp.Place(context.Background(), control.PlaceRequest{Account: testScope, Cluster: "c", Tasks: []*storev1.TaskRecord{newTask()}, TaskDefinition: td})
 			if err != nil || len(res.Placed) != 1 {
 				once.Do(func() { b.Errorf("place: %v %v", err, res.Failures) })
 			}

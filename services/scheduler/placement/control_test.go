@@ -30,13 +30,13 @@ func testControlPlacerRunTask(t *testing.T, batch bool) {
 	p := NewPlacer(cli, nil)
 	defer p.Close()
 	srv := control.New(control.Config{KV: cli, Placer: &ControlPlacer{Placer: p, Batch: batch}})
-	ctx := caller.With(context.Background(), caller.Identity{Account: testAccount})
+	ctx := caller.With(context.Background(), caller.Identity{Account: testAccount, Region: testRegion})
 	if _, err := srv.CreateCluster(ctx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("c")})); err != nil {
 		t.Fatal(err)
 	}
 	var arns []string
 	for i, zone := range []string{"a", "a", "b", "b", "b"} {
-		resp, err := srv.RegisterInstance(ctx, testAccount, &agentv1.RegisterRequest{
+		resp, err := srv.RegisterInstance(ctx, testScope, &agentv1.RegisterRequest{
 			Cluster: "c", HostId: "h" + string(rune('0'+i)), RuntimeReady: true,
 			Resources:  control.Resources(1024, 1024, []string{"22"}, nil),
 			Attributes: []*ecsv1.Attribute{{Name: proto.String("zone"), Value: proto.String(zone)}},
@@ -44,7 +44,7 @@ func testControlPlacerRunTask(t *testing.T, batch bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := srv.SetAgentConnected(ctx, testAccount, resp.GetContainerInstance().GetContainerInstanceArn(), true); err != nil {
+		if err := srv.SetAgentConnected(ctx, testScope, resp.GetContainerInstance().GetContainerInstanceArn(), true); err != nil {
 			t.Fatal(err)
 		}
 		arns = append(arns, resp.GetContainerInstance().GetContainerInstanceArn())
@@ -103,7 +103,7 @@ func testControlPlacerRunTask(t *testing.T, batch bool) {
 		t.Fatalf("placed %d failed %d", placed, failed)
 	}
 	sum := map[string]int32{}
-	items, _, err := store.List[*storev1.TaskRecord](context.Background(), cli, keys.Tasks(testAccount, "c"), 1000, "")
+	items, _, err := store.List[*storev1.TaskRecord](context.Background(), cli, keys.Tasks(testScope, "c"), 1000, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,13 +135,13 @@ func TestControlPlacerStartTask(t *testing.T) {
 	p := NewPlacer(cli, nil)
 	defer p.Close()
 	srv := control.New(control.Config{KV: cli, Placer: &ControlPlacer{Placer: p}})
-	ctx := caller.With(context.Background(), caller.Identity{Account: testAccount})
+	ctx := caller.With(context.Background(), caller.Identity{Account: testAccount, Region: testRegion})
 	if _, err := srv.CreateCluster(ctx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("c")})); err != nil {
 		t.Fatal(err)
 	}
 	var arns []string
 	for i, cpu := range []int32{1024, 100, 1024} {
-		resp, err := srv.RegisterInstance(ctx, testAccount, &agentv1.RegisterRequest{
+		resp, err := srv.RegisterInstance(ctx, testScope, &agentv1.RegisterRequest{
 			Cluster: "c", HostId: "h" + string(rune('0'+i)), RuntimeReady: true, Resources: control.Resources(cpu, 1024, nil, nil),
 		})
 		if err != nil {

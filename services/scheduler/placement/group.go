@@ -9,6 +9,7 @@ import (
 	"time"
 
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
 	"google.golang.org/protobuf/proto"
 )
@@ -24,7 +25,7 @@ type GroupCommitFunc func(ctx context.Context, txn *store.Txn, placed [][]Placed
 // the placements; the hook writes the instances (as control.PlaceTxn does). A conflict
 // re-reads the touched instances and plans the whole group again. It returns one result
 // per request, or an error as Place does (nothing written then).
-func (p *Placer) PlaceGroup(ctx context.Context, account, cluster string, reqs []Request, commit GroupCommitFunc) (res []PlaceResult, err error) {
+func (p *Placer) PlaceGroup(ctx context.Context, account keys.Scope, cluster string, reqs []Request, commit GroupCommitFunc) (res []PlaceResult, err error) {
 	defer func(start time.Time) { p.metrics.observeGroup(start, res, err) }(time.Now())
 	for _, r := range reqs {
 		if err := Compile(r); err != nil {
@@ -110,7 +111,7 @@ func (p *Placer) PlaceGroup(ctx context.Context, account, cluster string, reqs [
 	}
 }
 
-func (p *Placer) clusterCacheOf(account, cluster string) *clusterCache {
+func (p *Placer) clusterCacheOf(account keys.Scope, cluster string) *clusterCache {
 	if p.noCache {
 		return nil
 	}

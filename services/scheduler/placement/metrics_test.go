@@ -19,7 +19,7 @@ func TestMetricsCountPlacementsAndFailures(t *testing.T) {
 	ctx := context.Background()
 	// Two fit; the third asks for more CPU than is left.
 	for _, cpu := range []int32{512, 512, 512} {
-		if _, err := p.Place(ctx, PlaceRequest{Account: testAccount, Cluster: "m", Request: Request{Demand: Demand{CPU: cpu, Memory: 1}}}); err != nil {
+		if _, err := p.Place(ctx, PlaceRequest{Account: testScope, Cluster: "m", Request: Request{Demand: Demand{CPU: cpu, Memory: 1}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

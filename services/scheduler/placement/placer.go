@@ -45,8 +45,10 @@ type CommitFunc func(ctx context.Context, txn *store.Txn, placed []Placed) error
 
 // PlaceRequest is one call to Placer.Place.
 type PlaceRequest struct {
-	// Account and Cluster name the cluster whose instances are candidates.
-	Account, Cluster string
+	// Account is the (account, region) scope and Cluster the cluster whose instances are
+	// candidates; instances of another region are never candidates.
+	Account keys.Scope
+	Cluster string
 	// Request is what to place (count, demand, constraints, strategy, named instances).
 	Request Request
 	// Commit adds the task writes to the placement's txn; nil writes only reservations.
@@ -339,10 +341,10 @@ type clusterCache struct {
 	snap    *snapshot // rebuilt lazily after a change
 }
 
-func cacheKey(account, cluster string) string { return account + "/" + cluster }
+func cacheKey(account keys.Scope, cluster string) string { return account.String() + "/" + cluster }
 
 // snapshot returns the cluster's instances, first re-reading the stale ones.
-func (p *Placer) snapshot(ctx context.Context, account, cluster string, stale []string) (*snapshot, error) {
+func (p *Placer) snapshot(ctx context.Context, account keys.Scope, cluster string, stale []string) (*snapshot, error) {
 	if p.noCache {
 		return p.list(ctx, account, cluster)
 	}
@@ -364,7 +366,7 @@ func (p *Placer) snapshot(ctx context.Context, account, cluster string, stale []
 	return cc.snapshot(), nil
 }
 
-func (p *Placer) list(ctx context.Context, account, cluster string) (*snapshot, error) {
+func (p *Placer) list(ctx context.Context, account keys.Scope, cluster string) (*snapshot, error) {
 	entries := map[string]*entry{}
 	token := ""
 	for {
@@ -397,7 +399,7 @@ func buildSnapshot(entries map[string]*entry) *snapshot {
 	return s
 }
 
-func (p *Placer) cache(ctx context.Context, account, cluster string) (*clusterCache, error) {
+func (p *Placer) cache(ctx context.Context, account keys.Scope, cluster string) (*clusterCache, error) {
 	k := cacheKey(account, cluster)
 	p.mu.Lock()
 	cc := p.clusters[k]
@@ -423,7 +425,7 @@ func (p *Placer) cache(ctx context.Context, account, cluster string) (*clusterCa
 }
 
 // watch keeps cc in step with the cluster's instances until Close.
-func (p *Placer) watch(account, cluster string, cc *clusterCache) {
+func (p *Placer) watch(account keys.Scope, cluster string, cc *clusterCache) {
 	defer p.wg.Done()
 	var once sync.Once
 	markReady := func() { once.Do(func() { close(cc.ready) }) }
@@ -463,7 +465,7 @@ func (p *Placer) watch(account, cluster string, cc *clusterCache) {
 
 // committed records this process's own writes at once, so the next placement does not
 // have to wait for the watch to see them.
-func (p *Placer) committed(account, cluster string, placed []Placed, rev int64) {
+func (p *Placer) committed(account keys.Scope, cluster string, placed []Placed, rev int64) {
 	if p.noCache || len(placed) == 0 {
 		return
 	}

@@ -19,6 +19,9 @@ import (
 
 const testAccount = "000000000000"
 
+// testScope is testAccount in testRegion, where the tests place.
+var testScope = keys.Scope{Account: testAccount, Region: testRegion}
+
 func intRes(name string, v int32) *ecsv1.Resource {
 	return &ecsv1.Resource{Name: proto.String(name), Type: proto.String("INTEGER"), IntegerValue: v}
 }
@@ -36,7 +39,7 @@ func putInstance(t testing.TB, cli *clientv3.Client, cluster, id string, cpu, me
 	for k, v := range attrs {
 		ci.Attributes = append(ci.Attributes, &ecsv1.Attribute{Name: proto.String(k), Value: proto.String(v)})
 	}
-	if _, err := store.Create(context.Background(), cli, keys.Instance(testAccount, cluster, id), &storev1.ContainerInstanceRecord{ContainerInstance: ci, ClusterName: cluster}); err != nil {
+	if _, err := store.Create(context.Background(), cli, keys.Instance(testScope, cluster, id), &storev1.ContainerInstanceRecord{ContainerInstance: ci, ClusterName: cluster}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -50,11 +53,11 @@ func taskCommit(cluster string, d Demand, seq *int64, mu *sync.Mutex) CommitFunc
 			*seq++
 			id := fmt.Sprintf("t%06d", *seq)
 			mu.Unlock()
-			txn.Create(keys.Task(testAccount, cluster, id), &storev1.TaskRecord{
+			txn.Create(keys.Task(testScope, cluster, id), &storev1.TaskRecord{
 				ClusterName: cluster, ContainerInstanceId: p.InstanceID,
 				ReservedCpu: d.CPU, ReservedMemory: d.Memory,
 			})
-			txn.PutIndex(keys.TaskList(testAccount, cluster, "RUNNING", keys.DimInstance, p.InstanceID, id))
+			txn.PutIndex(keys.TaskList(testScope, cluster, "RUNNING", keys.DimInstance, p.InstanceID, id))
 		}
 		return nil
 	}
@@ -98,7 +101,7 @@ func TestPlacerConcurrentNeverOvercommits(t *testing.T) {
 			for range calls {
 				wg.Go(func() {
 					res, err := p.Place(ctx, PlaceRequest{
-						Account: testAccount, Cluster: cluster,
+						Account: testScope, Cluster: cluster,
 						Request: Request{Demand: d, Strategy: []Strategy{{Type: "binpack", Field: "cpu"}}},
 						Commit:  taskCommit(cluster, d, &seq, &mu),
 					})
@@ -123,7 +126,7 @@ func TestPlacerConcurrentNeverOvercommits(t *testing.T) {
 				t.Fatalf("placed %d failed %d errors %d, want 20/%d/0", placed, failed, errs, calls-20)
 			}
 			// Sum reservations per instance from the task records.
-			tasks, _, err := store.List[*storev1.TaskRecord](ctx, cli, keys.Tasks(testAccount, cluster), 1000, "")
+			tasks, _, err := store.List[*storev1.TaskRecord](ctx, cli, keys.Tasks(testScope, cluster), 1000, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,7 +138,7 @@ func TestPlacerConcurrentNeverOvercommits(t *testing.T) {
 				if cpu > 1024 {
 					t.Fatalf("instance %s over-committed: %d CPU units", id, cpu)
 				}
-				rec, _, err := store.Get[*storev1.ContainerInstanceRecord](ctx, cli, keys.Instance(testAccount, cluster, id))
+				rec, _, err := store.Get[*storev1.ContainerInstanceRecord](ctx, cli, keys.Instance(testScope, cluster, id))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -158,7 +161,7 @@ func TestPlacerStartTaskAndFence(t *testing.T) {
 	putInstance(t, cli, "c", "b", 1024, 1024, nil)
 	p := NewPlacer(cli, nil)
 	defer p.Close()
-	res, err := p.Place(ctx, PlaceRequest{Account: testAccount, Cluster: "c",
+	res, err := p.Place(ctx, PlaceRequest{Account: testScope, Cluster: "c",
 		Request: Request{Demand: Demand{CPU: 512, Memory: 512, Ports: []int32{8080}}, Count: 2, Instances: []string{"b"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +170,7 @@ func TestPlacerStartTaskAndFence(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	// A failed fence compare is returned, not retried.
-	_, err = p.Place(ctx, PlaceRequest{Account: testAccount, Cluster: "c", Request: Request{Demand: Demand{CPU: 1}},
+	_, err = p.Place(ctx, PlaceRequest{Account: testScope, Cluster: "c", Request: Request{Demand: Demand{CPU: 1}},
 		If: []clientv3.Cmp{store.Fence("/berth/v1/leader/none", 42)}})
 	if !errors.Is(err, store.ErrPreconditionFailed) {
 		t.Fatalf("fenced place: %v", err)

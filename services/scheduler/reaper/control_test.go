@@ -7,3 +7,6 @@ var (
 	_ Control = (*control.Server)(nil)
 	_         = Config{TaskIndexKeys: control.TaskIndexKeys}
 )
+
+// testRegion is the region the tests call in.
+const testRegion = "us-east-1"

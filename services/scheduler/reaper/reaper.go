@@ -22,11 +22,11 @@ import (
 // satisfies it).
 type Control interface {
 	// SetAgentConnected sets the instance's agentConnected.
-	SetAgentConnected(ctx context.Context, account, instanceARN string, connected bool) error
+	SetAgentConnected(ctx context.Context, account keys.Scope, instanceARN string, connected bool) error
 	// ApplyTaskStateChange records a task state change on instanceARN; the reaper reports
 	// STOPPED for lost and timed-out tasks through it, so reservations and counters are
 	// released exactly as when an agent reports the stop.
-	ApplyTaskStateChange(ctx context.Context, account, instanceARN string, change *agentv1.TaskStateChange) error
+	ApplyTaskStateChange(ctx context.Context, account keys.Scope, instanceARN string, change *agentv1.TaskStateChange) error
 }
 
 // Stop codes and reasons the reaper writes.
@@ -56,7 +56,7 @@ type Config struct {
 	Control Control
 	// TaskIndexKeys returns a task's index keys (control.TaskIndexKeys), deleted with the
 	// task at garbage collection. Required.
-	TaskIndexKeys func(account string, rec *storev1.TaskRecord) []string
+	TaskIndexKeys func(account keys.Scope, rec *storev1.TaskRecord) []string
 	// Interval is the time between sweeps. Default 5s.
 	Interval time.Duration
 	// Grace is how long after becoming leader the reaper waits before reaping. Default
@@ -209,12 +209,12 @@ func (r *Reaper) sweepInstances(ctx context.Context, now time.Time, st *Stats) e
 	}
 	seen := map[string]bool{}
 	for _, it := range insts {
-		rel := strings.TrimPrefix(it.Key, keys.AllInstances()) // account/cluster/id
+		rel := strings.TrimPrefix(it.Key, keys.AllInstances()) // account/region/cluster/id
 		parts := strings.Split(rel, "/")
-		if len(parts) != 3 {
+		if len(parts) != 4 {
 			continue
 		}
-		account, cluster, id := parts[0], parts[1], parts[2]
+		account, cluster, id := keys.Scope{Account: parts[0], Region: parts[1]}, parts[2], parts[3]
 		seen[rel] = true
 		ci := it.Value.GetContainerInstance()
 		if ci.GetStatus() == "INACTIVE" {
@@ -260,7 +260,7 @@ func (r *Reaper) sweepInstances(ctx context.Context, now time.Time, st *Stats) e
 }
 
 // stopInstanceTasks marks every unstopped task of a lost instance STOPPED.
-func (r *Reaper) stopInstanceTasks(ctx context.Context, now time.Time, account, cluster, id, instARN string) (int, error) {
+func (r *Reaper) stopInstanceTasks(ctx context.Context, now time.Time, account keys.Scope, cluster, id, instARN string) (int, error) {
 	n := 0
 	for _, desired := range []string{"RUNNING", "STOPPED"} {
 		prefix := keys.TaskList(account, cluster, desired, keys.DimInstance, id, "")
@@ -290,7 +290,7 @@ func (r *Reaper) stopInstanceTasks(ctx context.Context, now time.Time, account, 
 	return n, nil
 }
 
-func (r *Reaper) stop(ctx context.Context, now time.Time, account, instARN string, rec *storev1.TaskRecord, code, reason string) error {
+func (r *Reaper) stop(ctx context.Context, now time.Time, account keys.Scope, instARN string, rec *storev1.TaskRecord, code, reason string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -308,11 +308,11 @@ func (r *Reaper) stop(ctx context.Context, now time.Time, account, instARN strin
 func (r *Reaper) sweepTasks(ctx context.Context, now time.Time, st *Stats) error {
 	return each(ctx, r.cfg.KV, keys.AllTasks(), func(it store.Item[*storev1.TaskRecord]) error {
 		rel := strings.TrimPrefix(it.Key, keys.AllTasks())
-		parts := strings.Split(rel, "/")
-		if len(parts) != 3 {
+		parts := strings.Split(rel, "/") // account/region/cluster/id
+		if len(parts) != 4 {
 			return nil
 		}
-		account, taskID := parts[0], parts[2]
+		account, taskID := keys.Scope{Account: parts[0], Region: parts[1]}, parts[3]
 		rec := it.Value
 		t := rec.GetTask()
 		switch t.GetLastStatus() {
@@ -330,7 +330,7 @@ func (r *Reaper) sweepTasks(ctx context.Context, now time.Time, st *Stats) error
 				entry := &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Stop{Stop: &agentv1.StopOrder{
 					TaskArn: t.GetTaskArn(), Reason: reason, StopCode: StopCodeFailedToStart,
 				}}}
-				if _, err := store.NewTxn(r.cfg.KV).If(r.term.Fence()).Put(keys.Inbox(id, taskID), entry).Commit(ctx); err != nil {
+				if _, err := store.NewTxn(r.cfg.KV).If(r.term.Fence()).Put(keys.Inbox(account, id, taskID), entry).Commit(ctx); err != nil {
 					return fmt.Errorf("reaper: stop order for %s: %w", taskID, err)
 				}
 			}
@@ -351,7 +351,7 @@ func (r *Reaper) sweepTasks(ctx context.Context, now time.Time, st *Stats) error
 			txn.Delete(keys.IDCluster(account, "task", taskID))
 			txn.Delete(keys.Protection(account, rec.GetClusterName(), taskID))
 			if id := rec.GetContainerInstanceId(); id != "" {
-				txn.Delete(keys.Inbox(id, taskID))
+				txn.Delete(keys.Inbox(account, id, taskID))
 			}
 			if _, err := txn.Commit(ctx); err != nil {
 				if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {

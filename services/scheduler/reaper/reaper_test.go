@@ -23,10 +23,13 @@ const (
 	cl   = "c"
 )
 
+// testScope is acct in testRegion, where the tests run.
+var testScope = keys.Scope{Account: acct, Region: testRegion}
+
 // fakeControl applies the reaper's calls to the records directly.
 type fakeControl struct{ kv clientv3.KV }
 
-func (f fakeControl) SetAgentConnected(ctx context.Context, account, instanceARN string, connected bool) error {
+func (f fakeControl) SetAgentConnected(ctx context.Context, account keys.Scope, instanceARN string, connected bool) error {
 	a, _ := arn.Parse(instanceARN)
 	_, _, err := store.Mutate(ctx, f.kv, keys.Instance(account, a.Cluster, a.Name), func(r *storev1.ContainerInstanceRecord) error {
 		r.ContainerInstance.AgentConnected = connected
@@ -35,7 +38,7 @@ func (f fakeControl) SetAgentConnected(ctx context.Context, account, instanceARN
 	return err
 }
 
-func (f fakeControl) ApplyTaskStateChange(ctx context.Context, account, instanceARN string, ch *agentv1.TaskStateChange) error {
+func (f fakeControl) ApplyTaskStateChange(ctx context.Context, account keys.Scope, instanceARN string, ch *agentv1.TaskStateChange) error {
 	a, _ := arn.Parse(ch.GetTaskArn())
 	_, _, err := store.Mutate(ctx, f.kv, keys.Task(account, a.Cluster, a.Name), func(r *storev1.TaskRecord) error {
 		r.Task.LastStatus = proto.String(ch.GetLastStatus())
@@ -49,7 +52,7 @@ func (f fakeControl) ApplyTaskStateChange(ctx context.Context, account, instance
 
 func instARN(id string) string { return arn.ContainerInstanceARN("us-east-1", acct, cl, id, true) }
 
-func indexKeys(account string, rec *storev1.TaskRecord) []string {
+func indexKeys(account keys.Scope, rec *storev1.TaskRecord) []string {
 	id := rec.GetTask().GetTaskArn()
 	id = id[len(id)-2:]
 	return []string{keys.TaskList(account, cl, rec.GetTask().GetDesiredStatus(), keys.DimInstance, rec.GetContainerInstanceId(), id)}
@@ -72,7 +75,7 @@ func TestReaperWithControllableClock(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"i1", "i2"} {
-		must(store.Create(ctx, cli, keys.Instance(acct, cl, id), &storev1.ContainerInstanceRecord{ClusterName: cl, ContainerInstance: &ecsv1.ContainerInstance{
+		must(store.Create(ctx, cli, keys.Instance(testScope, cl, id), &storev1.ContainerInstanceRecord{ClusterName: cl, ContainerInstance: &ecsv1.ContainerInstance{
 			ContainerInstanceArn: proto.String(instARN(id)), Status: proto.String("ACTIVE"), AgentConnected: true,
 		}}))
 	}
@@ -82,7 +85,7 @@ func TestReaperWithControllableClock(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must2(cli.Put(ctx, keys.Presence(acct, cl, "i2"), "r1 s1"))
+	must2(cli.Put(ctx, keys.Presence(testScope, cl, "i2"), "r1 s1"))
 	task := func(id, inst, last, desired string, created, stopped time.Time) {
 		rec := &storev1.TaskRecord{ClusterName: cl, ContainerInstanceId: inst, Task: &ecsv1.Task{
 			TaskArn: proto.String(arn.TaskARN("us-east-1", acct, cl, id, true)), ContainerInstanceArn: proto.String(instARN(inst)),
@@ -91,7 +94,7 @@ func TestReaperWithControllableClock(t *testing.T) {
 		if !stopped.IsZero() {
 			rec.Task.StoppedAt = epoch(stopped)
 		}
-		must(store.NewTxn(cli).Create(keys.Task(acct, cl, id), rec).PutIndex(indexKeys(acct, rec)[0]).Commit(ctx))
+		must(store.NewTxn(cli).Create(keys.Task(testScope, cl, id), rec).PutIndex(indexKeys(testScope, rec)[0]).Commit(ctx))
 	}
 	now := clk.now()
 	task("t1", "i1", "RUNNING", "RUNNING", now.Add(-time.Hour), time.Time{})
@@ -121,25 +124,25 @@ func TestReaperWithControllableClock(t *testing.T) {
 	if st != (Stats{Disconnected: 1, TimedOut: 1, Collected: 1}) {
 		t.Fatalf("sweep %+v", st)
 	}
-	i1, _, _ := store.Get[*storev1.ContainerInstanceRecord](ctx, cli, keys.Instance(acct, cl, "i1"))
+	i1, _, _ := store.Get[*storev1.ContainerInstanceRecord](ctx, cli, keys.Instance(testScope, cl, "i1"))
 	if i1.GetContainerInstance().GetAgentConnected() {
 		t.Fatal("i1 still connected")
 	}
-	t2, _, _ := store.Get[*storev1.TaskRecord](ctx, cli, keys.Task(acct, cl, "t2"))
+	t2, _, _ := store.Get[*storev1.TaskRecord](ctx, cli, keys.Task(testScope, cl, "t2"))
 	if t2.GetTask().GetLastStatus() != "STOPPED" || t2.GetTask().GetStopCode() != StopCodeFailedToStart {
 		t.Fatalf("t2 %v", t2.GetTask())
 	}
-	if e, _, err := store.Get[*storev1.InboxEntry](ctx, cli, keys.Inbox("i2", "t2")); err != nil || e.GetStop() == nil {
+	if e, _, err := store.Get[*storev1.InboxEntry](ctx, cli, keys.Inbox(testScope, "i2", "t2")); err != nil || e.GetStop() == nil {
 		t.Fatalf("stop order for t2: %v %v", e, err)
 	}
-	if _, _, err := store.Get[*storev1.TaskRecord](ctx, cli, keys.Task(acct, cl, "t3")); !errors.Is(err, store.ErrNotFound) {
+	if _, _, err := store.Get[*storev1.TaskRecord](ctx, cli, keys.Task(testScope, cl, "t3")); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("t3 not collected: %v", err)
 	}
-	if ks, _, _ := store.ListKeys(ctx, cli, keys.TaskList(acct, cl, "STOPPED", keys.DimInstance, "i2", ""), 10, ""); len(ks) != 1 {
+	if ks, _, _ := store.ListKeys(ctx, cli, keys.TaskList(testScope, cl, "STOPPED", keys.DimInstance, "i2", ""), 10, ""); len(ks) != 1 {
 		t.Fatalf("index keys after GC: %v", ks)
 	}
 	t1 := func() *ecsv1.Task {
-		rec, _, err := store.Get[*storev1.TaskRecord](ctx, cli, keys.Task(acct, cl, "t1"))
+		rec, _, err := store.Get[*storev1.TaskRecord](ctx, cli, keys.Task(testScope, cl, "t1"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +178,7 @@ func TestReaperWithControllableClock(t *testing.T) {
 	if _, err := r2.Sweep(ctx, term); !errors.Is(err, store.ErrPreconditionFailed) {
 		t.Fatalf("deposed sweep: %v", err)
 	}
-	if _, _, err := store.Get[*storev1.TaskRecord](ctx, cli, keys.Task(acct, cl, "t4")); err != nil {
+	if _, _, err := store.Get[*storev1.TaskRecord](ctx, cli, keys.Task(testScope, cl, "t4")); err != nil {
 		t.Fatalf("t4 collected by a deposed leader: %v", err)
 	}
 }

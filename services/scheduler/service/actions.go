@@ -39,7 +39,7 @@ const msgDaemonDesiredCount = "The daemon scheduling strategy does not support a
 // already used by an ACTIVE ("Creation of service was not idempotent.") or DRAINING
 // service; ClientException "TaskDefinition is inactive". AWS reference: CreateService.
 func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.CreateServiceRequest]) (*connect.Response[ecsv1.CreateServiceResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account string, m *ecsv1.CreateServiceRequest) (*ecsv1.CreateServiceResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.CreateServiceRequest) (*ecsv1.CreateServiceResponse, error) {
 		name := m.GetServiceName()
 		if name == "" {
 			return nil, ecserr.InvalidParameterf("serviceName is required.")
@@ -107,9 +107,9 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 			propagate = "NONE"
 		}
 		svc := &ecsv1.Service{
-			ServiceArn:                    proto.String(arn.ServiceARN(h.region, account, cluster, name, true)),
+			ServiceArn:                    proto.String(arn.ServiceARN(account.Region, account.Account, cluster, name, true)),
 			ServiceName:                   proto.String(name),
-			ClusterArn:                    proto.String(arn.ClusterARN(h.region, account, cluster)),
+			ClusterArn:                    proto.String(arn.ClusterARN(account.Region, account.Account, cluster)),
 			LoadBalancers:                 nonNil(m.GetLoadBalancers()),
 			ServiceRegistries:             nonNil(m.GetServiceRegistries()),
 			Status:                        proto.String(StatusActive),
@@ -127,11 +127,11 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 			SchedulingStrategy:            proto.String(strategy),
 			DeploymentController:          &ecsv1.DeploymentController{Type: proto.String("ECS")},
 			Tags:                          nonNil(m.GetTags()),
-			CreatedBy:                     proto.String("arn:aws:iam::" + account + ":root"),
+			CreatedBy:                     proto.String("arn:aws:iam::" + account.Account + ":root"),
 			EnableEcsManagedTags:          m.GetEnableEcsManagedTags(),
 			PropagateTags:                 proto.String(propagate),
 			EnableExecuteCommand:          m.GetEnableExecuteCommand(),
-			CurrentServiceDeployment:      proto.String(serviceDeploymentARN(h.region, account, cluster, name, depID)),
+			CurrentServiceDeployment:      proto.String(serviceDeploymentARN(account.Region, account.Account, cluster, name, depID)),
 		}
 		svc.Deployments = []*ecsv1.Deployment{newDeployment(depID, td.GetTaskDefinitionArn(), desired, launch, m.GetNetworkConfiguration(), now)}
 		rec := &storev1.ServiceRecord{
@@ -217,7 +217,7 @@ func describe(rec *storev1.ServiceRecord, withTags bool) *ecsv1.Service {
 
 // describeLive is describe without tags and with counts from the task records; when
 // those cannot be read (the write already happened) it keeps the record's counts.
-func (h *Handler) describeLive(ctx context.Context, account string, rec *storev1.ServiceRecord) *ecsv1.Service {
+func (h *Handler) describeLive(ctx context.Context, account keys.Scope, rec *storev1.ServiceRecord) *ecsv1.Service {
 	out := describe(rec, false)
 	all, by, err := liveCounts(ctx, h.kv, account, rec.GetClusterName(), out.GetServiceName())
 	if err != nil {
@@ -230,7 +230,7 @@ func (h *Handler) describeLive(ctx context.Context, account string, rec *storev1
 
 // loadService reads a service of an ACTIVE cluster by reference; a missing one is
 // ServiceNotFoundException.
-func (h *Handler) loadService(ctx context.Context, account, clusterRef, ref string) (string, string, error) {
+func (h *Handler) loadService(ctx context.Context, account keys.Scope, clusterRef, ref string) (string, string, error) {
 	cluster, _, _, err := control.ActiveCluster(ctx, h.kv, account, clusterRef)
 	if err != nil {
 		return "", "", err
@@ -255,7 +255,7 @@ func (h *Handler) loadService(ctx context.Context, account, clusterRef, ref stri
 // ("Service was not ACTIVE."), InvalidParameterException, ClientException. AWS
 // reference: UpdateService.
 func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.UpdateServiceRequest]) (*connect.Response[ecsv1.UpdateServiceResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account string, m *ecsv1.UpdateServiceRequest) (*ecsv1.UpdateServiceResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateServiceRequest) (*ecsv1.UpdateServiceResponse, error) {
 		cluster, name, err := h.loadService(ctx, account, m.GetCluster(), m.GetService())
 		if err != nil {
 			return nil, err
@@ -344,7 +344,7 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 			}
 			now := h.now()
 			if redeploy {
-				startDeployment(rec, h.region, account, s.GetTaskDefinition(), false, now)
+				startDeployment(rec, account, s.GetTaskDefinition(), false, now)
 			} else if p := primary(s); p != nil && strategy == StrategyReplica {
 				p.DesiredCount = s.GetDesiredCount()
 				p.UpdatedAt = proto.Float64(epoch(now))
@@ -363,7 +363,7 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 
 // startDeployment adds a new PRIMARY deployment of tdARN to rec; the previous PRIMARY
 // becomes ACTIVE (and, if it had not finished, is marked finished now).
-func startDeployment(rec *storev1.ServiceRecord, region, account, tdARN string, rollback bool, now time.Time) string {
+func startDeployment(rec *storev1.ServiceRecord, account keys.Scope, tdARN string, rollback bool, now time.Time) string {
 	s := rec.GetService()
 	for _, d := range s.GetDeployments() {
 		if d.GetStatus() == DeploymentPrimary {
@@ -384,7 +384,7 @@ func startDeployment(rec *storev1.ServiceRecord, region, account, tdARN string, 
 	s.Deployments = append([]*ecsv1.Deployment{d}, s.Deployments...)
 	rec.Deployments = append(rec.Deployments, &storev1.DeploymentRecord{Id: id, Rollback: rollback})
 	s.TaskDefinition = proto.String(tdARN)
-	s.CurrentServiceDeployment = proto.String(serviceDeploymentARN(region, account, rec.GetClusterName(), s.GetServiceName(), id))
+	s.CurrentServiceDeployment = proto.String(serviceDeploymentARN(account.Region, account.Account, rec.GetClusterName(), s.GetServiceName(), id))
 	trimHistory(rec)
 	return id
 }
@@ -458,7 +458,7 @@ func deploymentRecord(rec *storev1.ServiceRecord, id string) *storev1.Deployment
 // ServiceNotFoundException as on AWS. Errors: ClusterNotFoundException,
 // ServiceNotFoundException. AWS reference: DeleteService.
 func (h *Handler) DeleteService(ctx context.Context, req *connect.Request[ecsv1.DeleteServiceRequest]) (*connect.Response[ecsv1.DeleteServiceResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account string, m *ecsv1.DeleteServiceRequest) (*ecsv1.DeleteServiceResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteServiceRequest) (*ecsv1.DeleteServiceResponse, error) {
 		cluster, name, err := h.loadService(ctx, account, m.GetCluster(), m.GetService())
 		if err != nil {
 			return nil, err
@@ -516,7 +516,7 @@ func (h *Handler) DeleteService(ctx context.Context, req *connect.Request[ecsv1.
 // InvalidParameterException for an empty or too long list. AWS reference:
 // DescribeServices.
 func (h *Handler) DescribeServices(ctx context.Context, req *connect.Request[ecsv1.DescribeServicesRequest]) (*connect.Response[ecsv1.DescribeServicesResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account string, m *ecsv1.DescribeServicesRequest) (*ecsv1.DescribeServicesResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeServicesRequest) (*ecsv1.DescribeServicesResponse, error) {
 		if len(m.GetServices()) == 0 {
 			return nil, ecserr.InvalidParameterf("Services cannot be empty.")
 		}
@@ -556,7 +556,7 @@ func (h *Handler) DescribeServices(ctx context.Context, req *connect.Request[ecs
 				if len(kvs) == 0 {
 					a := refs[i]
 					if !arn.IsARN(a) {
-						a = arn.ServiceARN(h.region, account, cluster, a, true)
+						a = arn.ServiceARN(account.Region, account.Account, cluster, a, true)
 					}
 					resp.Failures = append(resp.Failures, missing(a))
 					continue
@@ -602,7 +602,7 @@ func maxResults(v *int32, def int) (int, error) {
 // last. Errors: ClusterNotFoundException, InvalidParameterException. AWS reference:
 // ListServices.
 func (h *Handler) ListServices(ctx context.Context, req *connect.Request[ecsv1.ListServicesRequest]) (*connect.Response[ecsv1.ListServicesResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account string, m *ecsv1.ListServicesRequest) (*ecsv1.ListServicesResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListServicesRequest) (*ecsv1.ListServicesResponse, error) {
 		limit, err := maxResults(m.MaxResults, 10)
 		if err != nil {
 			return nil, err
@@ -655,7 +655,7 @@ func (h *Handler) ListServices(ctx context.Context, req *connect.Request[ecsv1.L
 // Cloud Map namespaces, so no service belongs to one. AWS reference:
 // ListServicesByNamespace.
 func (h *Handler) ListServicesByNamespace(ctx context.Context, req *connect.Request[ecsv1.ListServicesByNamespaceRequest]) (*connect.Response[ecsv1.ListServicesByNamespaceResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account string, m *ecsv1.ListServicesByNamespaceRequest) (*ecsv1.ListServicesByNamespaceResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListServicesByNamespaceRequest) (*ecsv1.ListServicesByNamespaceResponse, error) {
 		if m.GetNamespace() == "" {
 			return nil, ecserr.InvalidParameterf("namespace is required.")
 		}
@@ -697,7 +697,7 @@ func deploymentStatus(d *ecsv1.Deployment, dr *storev1.DeploymentRecord) (string
 // with a nextToken. Errors: ClusterNotFoundException, ServiceNotFoundException,
 // InvalidParameterException. AWS reference: ListServiceDeployments.
 func (h *Handler) ListServiceDeployments(ctx context.Context, req *connect.Request[ecsv1.ListServiceDeploymentsRequest]) (*connect.Response[ecsv1.ListServiceDeploymentsResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account string, m *ecsv1.ListServiceDeploymentsRequest) (*ecsv1.ListServiceDeploymentsResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListServiceDeploymentsRequest) (*ecsv1.ListServiceDeploymentsResponse, error) {
 		limit, err := maxResults(m.MaxResults, 20)
 		if err != nil {
 			return nil, err
@@ -730,7 +730,7 @@ func (h *Handler) ListServiceDeployments(ctx context.Context, req *connect.Reque
 					continue
 				}
 			}
-			all = append(all, brief(h.region, account, rec, d, st, reason))
+			all = append(all, brief(account, rec, d, st, reason))
 		}
 		resp := &ecsv1.ListServiceDeploymentsResponse{ServiceDeployments: []*ecsv1.ServiceDeploymentBrief{}}
 		if start < len(all) {
@@ -744,13 +744,13 @@ func (h *Handler) ListServiceDeployments(ctx context.Context, req *connect.Reque
 	})
 }
 
-func brief(region, account string, rec *storev1.ServiceRecord, d *ecsv1.Deployment, st, reason string) *ecsv1.ServiceDeploymentBrief {
+func brief(account keys.Scope, rec *storev1.ServiceRecord, d *ecsv1.Deployment, st, reason string) *ecsv1.ServiceDeploymentBrief {
 	s := rec.GetService()
 	b := &ecsv1.ServiceDeploymentBrief{
 		ClusterArn:               s.ClusterArn,
 		ServiceArn:               s.ServiceArn,
-		ServiceDeploymentArn:     proto.String(serviceDeploymentARN(region, account, rec.GetClusterName(), s.GetServiceName(), d.GetId())),
-		TargetServiceRevisionArn: proto.String(serviceRevisionARN(region, account, rec.GetClusterName(), s.GetServiceName(), d.GetId())),
+		ServiceDeploymentArn:     proto.String(serviceDeploymentARN(account.Region, account.Account, rec.GetClusterName(), s.GetServiceName(), d.GetId())),
+		TargetServiceRevisionArn: proto.String(serviceRevisionARN(account.Region, account.Account, rec.GetClusterName(), s.GetServiceName(), d.GetId())),
 		CreatedAt:                d.CreatedAt,
 		StartedAt:                d.CreatedAt,
 		Status:                   proto.String(st),
@@ -762,23 +762,23 @@ func brief(region, account string, rec *storev1.ServiceRecord, d *ecsv1.Deployme
 	return b
 }
 
-// parseChildARN splits a service-deployment or service-revision ARN into account,
-// cluster, service and deployment number.
-func parseChildARN(kind, a string) (account, cluster, svc, num string, ok bool) {
+// parseChildARN splits a service-deployment or service-revision ARN into its (account,
+// region) scope, cluster, service and deployment number.
+func parseChildARN(kind, a string) (account keys.Scope, cluster, svc, num string, ok bool) {
 	parts := strings.SplitN(a, ":", 6)
 	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "ecs" {
-		return "", "", "", "", false
+		return keys.Scope{}, "", "", "", false
 	}
 	segs := strings.Split(parts[5], "/")
 	if len(segs) != 4 || segs[0] != kind {
-		return "", "", "", "", false
+		return keys.Scope{}, "", "", "", false
 	}
-	return parts[4], segs[1], segs[2], segs[3], true
+	return keys.Scope{Account: parts[4], Region: parts[3]}, segs[1], segs[2], segs[3], true
 }
 
 // lookupChild reads the service and deployment a service-deployment or service-revision
 // ARN names; ok is false when there is none for the caller.
-func (h *Handler) lookupChild(ctx context.Context, account, kind, a string) (*storev1.ServiceRecord, *ecsv1.Deployment, bool, error) {
+func (h *Handler) lookupChild(ctx context.Context, account keys.Scope, kind, a string) (*storev1.ServiceRecord, *ecsv1.Deployment, bool, error) {
 	acc, cluster, svc, num, ok := parseChildARN(kind, a)
 	if !ok || acc != account || !validName(cluster) || !validName(svc) {
 		return nil, nil, false, nil
@@ -796,7 +796,7 @@ func (h *Handler) lookupChild(ctx context.Context, account, kind, a string) (*st
 // in failures[] with reason MISSING. The circuit breaker section reports the failed task
 // count and AWS's threshold. AWS reference: DescribeServiceDeployments.
 func (h *Handler) DescribeServiceDeployments(ctx context.Context, req *connect.Request[ecsv1.DescribeServiceDeploymentsRequest]) (*connect.Response[ecsv1.DescribeServiceDeploymentsResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account string, m *ecsv1.DescribeServiceDeploymentsRequest) (*ecsv1.DescribeServiceDeploymentsResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeServiceDeploymentsRequest) (*ecsv1.DescribeServiceDeploymentsResponse, error) {
 		if n := len(m.GetServiceDeploymentArns()); n == 0 || n > 20 {
 			return nil, ecserr.InvalidParameterf("serviceDeploymentArns must have 1 to 20 items.")
 		}
@@ -816,11 +816,11 @@ func (h *Handler) DescribeServiceDeployments(ctx context.Context, req *connect.R
 	})
 }
 
-func (h *Handler) serviceDeployment(account string, rec *storev1.ServiceRecord, d *ecsv1.Deployment) *ecsv1.ServiceDeployment {
+func (h *Handler) serviceDeployment(account keys.Scope, rec *storev1.ServiceRecord, d *ecsv1.Deployment) *ecsv1.ServiceDeployment {
 	s := rec.GetService()
 	dr := deploymentRecord(rec, d.GetId())
 	st, reason := deploymentStatus(d, dr)
-	b := brief(h.region, account, rec, d, st, reason)
+	b := brief(account, rec, d, st, reason)
 	sd := &ecsv1.ServiceDeployment{
 		ClusterArn:              b.ClusterArn,
 		ServiceArn:              b.ServiceArn,
@@ -833,7 +833,7 @@ func (h *Handler) serviceDeployment(account string, rec *storev1.ServiceRecord, 
 		UpdatedAt:               d.UpdatedAt,
 		DeploymentConfiguration: s.GetDeploymentConfiguration(),
 		TargetServiceRevision: &ecsv1.ServiceRevisionSummary{
-			Arn:                proto.String(serviceRevisionARN(h.region, account, rec.GetClusterName(), s.GetServiceName(), d.GetId())),
+			Arn:                proto.String(serviceRevisionARN(account.Region, account.Account, rec.GetClusterName(), s.GetServiceName(), d.GetId())),
 			RequestedTaskCount: d.GetDesiredCount(),
 			RunningTaskCount:   d.GetRunningCount(),
 			PendingTaskCount:   d.GetPendingCount(),
@@ -843,7 +843,7 @@ func (h *Handler) serviceDeployment(account string, rec *storev1.ServiceRecord, 
 	for _, o := range s.GetDeployments() {
 		if o.GetStatus() == DeploymentActive && o.GetCreatedAt() <= d.GetCreatedAt() && o.GetId() != d.GetId() {
 			sd.SourceServiceRevisions = append(sd.SourceServiceRevisions, &ecsv1.ServiceRevisionSummary{
-				Arn:                proto.String(serviceRevisionARN(h.region, account, rec.GetClusterName(), s.GetServiceName(), o.GetId())),
+				Arn:                proto.String(serviceRevisionARN(account.Region, account.Account, rec.GetClusterName(), s.GetServiceName(), o.GetId())),
 				RequestedTaskCount: o.GetDesiredCount(),
 				RunningTaskCount:   o.GetRunningCount(),
 				PendingTaskCount:   o.GetPendingCount(),
@@ -878,7 +878,7 @@ func (h *Handler) serviceDeployment(account string, rec *storev1.ServiceRecord, 
 // registries of the service. Unknown ones come back in failures[] with reason MISSING.
 // AWS reference: DescribeServiceRevisions.
 func (h *Handler) DescribeServiceRevisions(ctx context.Context, req *connect.Request[ecsv1.DescribeServiceRevisionsRequest]) (*connect.Response[ecsv1.DescribeServiceRevisionsResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account string, m *ecsv1.DescribeServiceRevisionsRequest) (*ecsv1.DescribeServiceRevisionsResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeServiceRevisionsRequest) (*ecsv1.DescribeServiceRevisionsResponse, error) {
 		if n := len(m.GetServiceRevisionArns()); n == 0 || n > 20 {
 			return nil, ecserr.InvalidParameterf("serviceRevisionArns must have 1 to 20 items.")
 		}

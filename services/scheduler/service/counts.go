@@ -20,7 +20,7 @@ type taskCounts struct{ running, pending int32 }
 // serviceTasks reads a service's task records (both desiredStatus values) through the
 // ListTasks index: the index keys, then one multi-key read per 100 tasks. It costs
 // O(tasks of the service kept), not O(cluster).
-func serviceTasks(ctx context.Context, kv clientv3.KV, account, cluster, name string) ([]store.Item[*storev1.TaskRecord], error) {
+func serviceTasks(ctx context.Context, kv clientv3.KV, account keys.Scope, cluster, name string) ([]store.Item[*storev1.TaskRecord], error) {
 	var ids []string
 	for _, desired := range []string{"RUNNING", "STOPPED"} {
 		token := ""
@@ -65,7 +65,7 @@ func serviceTasks(ctx context.Context, kv clientv3.KV, account, cluster, name st
 // liveCounts counts a service's tasks by lastStatus, in total and per deployment, from
 // the task records themselves (serviceTasks), so tasks being stopped still count while
 // they run.
-func liveCounts(ctx context.Context, kv clientv3.KV, account, cluster, name string) (taskCounts, map[string]taskCounts, error) {
+func liveCounts(ctx context.Context, kv clientv3.KV, account keys.Scope, cluster, name string) (taskCounts, map[string]taskCounts, error) {
 	tasks, err := serviceTasks(ctx, kv, account, cluster, name)
 	if err != nil {
 		return taskCounts{}, nil, err

@@ -19,13 +19,13 @@ func Example() {
 	log := slog.Default()
 	placer := placement.NewPlacer(cli, log)
 	kick := service.NewKicker()
-	handler := service.NewHandler(service.Config{KV: cli, Region: "us-east-1", Logger: log, Kick: kick})
+	handler := service.NewHandler(service.Config{KV: cli, Logger: log, Kick: kick})
 	_ = handler // mux.Handle(ecsv1connect.NewEcsServiceHandler(struct{*control.Server; *service.Handler}{...}))
 
 	elector := leader.New(leader.Config{Client: cli, Identity: "replica-1"})
 	_ = elector.Run(context.Background(), func(ctx context.Context, term leader.Term) {
 		r := service.NewReconciler(service.ReconcilerConfig{
-			Client: cli, Placer: placer, Region: "us-east-1", Logger: log,
+			Client: cli, Placer: placer, Logger: log,
 			Fence: []clientv3.Cmp{term.Fence()}, Kick: kick,
 		})
 		_ = r.Run(ctx) // returns when leadership ends

@@ -23,6 +23,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/arn"
 	"github.com/berthhq/berth/services/scheduler/control"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/store"
 )
@@ -53,8 +54,6 @@ const DefaultCluster = "default"
 type Config struct {
 	// KV is the etcd client (a *clientv3.Client works). Required.
 	KV clientv3.KV
-	// Region is written in ARNs. Default "us-east-1".
-	Region string
 	// Logger receives internal faults; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -70,19 +69,15 @@ type Config struct {
 // answers UnsupportedFeatureException for these actions) so that these take precedence.
 // A Handler holds no per-request state and is safe for concurrent use.
 type Handler struct {
-	kv     clientv3.KV
-	region string
-	log    *slog.Logger
-	now    func() time.Time
-	kick   *Kicker
+	kv   clientv3.KV
+	log  *slog.Logger
+	now  func() time.Time
+	kick *Kicker
 }
 
 // NewHandler returns a Handler for cfg. It does not touch etcd.
 func NewHandler(cfg Config) *Handler {
-	h := &Handler{kv: cfg.KV, region: cfg.Region, log: cfg.Logger, now: cfg.Now, kick: cfg.Kick}
-	if h.region == "" {
-		h.region = "us-east-1"
-	}
+	h := &Handler{kv: cfg.KV, log: cfg.Logger, now: cfg.Now, kick: cfg.Kick}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -119,7 +114,7 @@ func (k *Kicker) C() <-chan struct{} {
 }
 
 // handle is control.Handle with the handler's logger.
-func handle[Req, Resp any](ctx context.Context, h *Handler, req *connect.Request[Req], fn func(ctx context.Context, account string, msg *Req) (*Resp, error)) (*connect.Response[Resp], error) {
+func handle[Req, Resp any](ctx context.Context, h *Handler, req *connect.Request[Req], fn func(ctx context.Context, account keys.Scope, msg *Req) (*Resp, error)) (*connect.Response[Resp], error) {
 	return control.Handle(ctx, h.log, req, fn)
 }
 
@@ -150,10 +145,10 @@ func get[T proto.Message](ctx context.Context, kv clientv3.KV, key string) (T, i
 // serviceName resolves a service reference (a name, or a short or long service ARN of
 // the account and cluster); ok is false when it cannot name a service of the caller in
 // that cluster.
-func serviceName(account, cluster, ref string) (string, bool) {
+func serviceName(account keys.Scope, cluster, ref string) (string, bool) {
 	if arn.IsARN(ref) {
 		a, err := arn.Parse(ref)
-		if err != nil || a.Type != arn.Service || a.Account != account || (a.Cluster != "" && a.Cluster != cluster) {
+		if err != nil || a.Type != arn.Service || !account.Owns(a.Account, a.Region) || (a.Cluster != "" && a.Cluster != cluster) {
 			return "", false
 		}
 		ref = a.Name
@@ -165,7 +160,7 @@ func serviceName(account, cluster, ref string) (string, bool) {
 // an ACTIVE revision (family alone: its latest ACTIVE revision). Errors: ClientException
 // "TaskDefinition not found." (as AWS answers CreateService, e.g. Cloud-CV/EvalAI#2419) and
 // ClientException "TaskDefinition is inactive".
-func taskDefinition(ctx context.Context, kv clientv3.KV, account, ref string) (*storev1.TaskDefinitionRecord, error) {
+func taskDefinition(ctx context.Context, kv clientv3.KV, account keys.Scope, ref string) (*storev1.TaskDefinitionRecord, error) {
 	if ref == "" {
 		return nil, ecserr.InvalidParameterf("taskDefinition is required.")
 	}

@@ -52,6 +52,9 @@ func TestMain(m *testing.M) {
 
 var accountSeq atomic.Int64
 
+// testRegion is the region the tests call in.
+const testRegion = "us-east-1"
+
 func newAccount() string {
 	return fmt.Sprintf("%012d", time.Now().UnixNano()%1e6*1e5+accountSeq.Add(1))
 }
@@ -79,6 +82,7 @@ func (c *clock) Advance(d time.Duration) {
 type env struct {
 	t       testing.TB
 	acc     string
+	sc      keys.Scope // acc in testRegion
 	ctx     context.Context
 	ctl     *control.Server
 	h       *Handler
@@ -97,7 +101,7 @@ func newEnv(t testing.TB, cfg ReconcilerConfig) *env {
 	acc := newAccount()
 	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	e := &env{
-		t: t, acc: acc, ctx: caller.With(context.Background(), caller.Identity{Account: acc}),
+		t: t, acc: acc, sc: keys.Scope{Account: acc, Region: testRegion}, ctx: caller.With(context.Background(), caller.Identity{Account: acc, Region: testRegion}),
 		ctl:     control.New(control.Config{KV: sharedEtcd, Now: clk.Now}),
 		h:       NewHandler(Config{KV: sharedEtcd, Now: clk.Now}),
 		clock:   clk,
@@ -167,7 +171,7 @@ func (e *env) taskDef(family, image string, cpu, memory int32, health bool) stri
 // host registers a connected container instance with cpu units and MiB.
 func (e *env) host(name string, cpu, memory int32, attrs ...*ecsv1.Attribute) string {
 	e.t.Helper()
-	resp, err := e.ctl.RegisterInstance(e.ctx, e.acc, &agentv1.RegisterRequest{
+	resp, err := e.ctl.RegisterInstance(e.ctx, e.sc, &agentv1.RegisterRequest{
 		Cluster: e.cluster, HostId: name, RuntimeReady: true,
 		Resources:  control.Resources(cpu, memory, nil, nil),
 		Attributes: attrs,
@@ -188,7 +192,7 @@ func (e *env) drain(ciARN string, state string) {
 // tasks returns every task record of the cluster.
 func (e *env) tasks() []*storev1.TaskRecord {
 	e.t.Helper()
-	items, err := listAll[*storev1.TaskRecord](context.Background(), sharedEtcd, keys.Tasks(e.acc, e.cluster))
+	items, err := listAll[*storev1.TaskRecord](context.Background(), sharedEtcd, keys.Tasks(e.sc, e.cluster))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -245,7 +249,7 @@ func (e *env) agent() {
 		default:
 			continue
 		}
-		if err := e.ctl.ApplyTaskStateChange(context.Background(), e.acc, t.GetContainerInstanceArn(), ch); err != nil {
+		if err := e.ctl.ApplyTaskStateChange(context.Background(), e.sc, t.GetContainerInstanceArn(), ch); err != nil {
 			e.t.Fatalf("ApplyTaskStateChange: %v", err)
 		}
 	}
@@ -259,7 +263,7 @@ func (e *env) kill(rec *storev1.TaskRecord) {
 	for _, c := range t.GetContainers() {
 		ch.Containers = append(ch.Containers, &agentv1.ContainerState{Name: c.GetName(), LastStatus: "STOPPED", ExitCode: proto.Int32(137)})
 	}
-	if err := e.ctl.ApplyTaskStateChange(context.Background(), e.acc, t.GetContainerInstanceArn(), ch); err != nil {
+	if err := e.ctl.ApplyTaskStateChange(context.Background(), e.sc, t.GetContainerInstanceArn(), ch); err != nil {
 		e.t.Fatalf("kill: %v", err)
 	}
 }

@@ -46,8 +46,6 @@ type ReconcilerConfig struct {
 	Client store.Client
 	// Placer places service tasks (the same Placer RunTask uses). Required.
 	Placer *placement.Placer
-	// Region is written in ARNs. Default "us-east-1".
-	Region string
 	// Logger receives what the loop does and its faults; nil discards.
 	Logger *slog.Logger
 	// Now is the clock (launch backoff, events, timestamps); nil means time.Now.
@@ -114,9 +112,6 @@ type Reconciler struct {
 
 // NewReconciler returns a Reconciler for cfg.
 func NewReconciler(cfg ReconcilerConfig) *Reconciler {
-	if cfg.Region == "" {
-		cfg.Region = "us-east-1"
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -232,7 +227,7 @@ func (r *Reconciler) watch(ctx context.Context, prefix string) {
 			}
 			r.dmu.Lock()
 			for _, ev := range wr.Events {
-				// {prefix}{account}/{cluster}/{id or name}
+				// {prefix}{account}/{region}/{cluster}/{id or name}
 				rest := strings.TrimPrefix(string(ev.Kv.Key), prefix)
 				i := strings.LastIndexByte(rest, '/')
 				if i <= 0 {
@@ -262,7 +257,7 @@ func (r *Reconciler) watch(ctx context.Context, prefix string) {
 	}
 }
 
-// markService marks one service of cluster g (account/cluster) dirty (name "" for a
+// markService marks one service of cluster g (account/region/cluster) dirty (name "" for a
 // standalone task, which concerns no service: the services still converging are
 // reconciled on every pass anyway). The caller holds dmu.
 func (r *Reconciler) markService(g, name string) {
@@ -328,7 +323,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // serviceItem is a service record as listed, with the account from its key.
 type serviceItem struct {
-	account string
+	account keys.Scope
 	key     string
 	rec     *storev1.ServiceRecord
 	rev     int64
@@ -384,15 +379,25 @@ func steadyRecord(rec *storev1.ServiceRecord) bool {
 		s.GetRunningCount() == s.GetDesiredCount() && s.GetPendingCount() == 0
 }
 
-// groupOf returns "account/cluster" and the account of a service key.
-func groupOf(key string) (group, account string, ok bool) {
+// groupOf returns "account/region/cluster" (the group: one cluster of one scope) and the
+// scope of a service key.
+func groupOf(key string) (group string, account keys.Scope, ok bool) {
 	rest := strings.TrimPrefix(key, store.Prefix+"services/")
-	account, rest, ok = strings.Cut(rest, "/")
-	if !ok {
-		return "", "", false
+	i := strings.LastIndexByte(rest, '/')
+	if i <= 0 {
+		return "", keys.Scope{}, false
 	}
-	cluster, _, ok := strings.Cut(rest, "/")
-	return account + "/" + cluster, account, ok
+	account, _, ok = splitGroup(rest[:i])
+	return rest[:i], account, ok
+}
+
+// splitGroup parses a group ("account/region/cluster") into its scope and cluster.
+func splitGroup(g string) (account keys.Scope, cluster string, ok bool) {
+	parts := strings.Split(g, "/")
+	if len(parts) != 3 {
+		return keys.Scope{}, "", false
+	}
+	return keys.Scope{Account: parts[0], Region: parts[1]}, parts[2], true
 }
 
 // pass is Pass; selective (Run between full passes) reads only the service keys and
@@ -483,7 +488,7 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) (err error) {
 			}
 		}
 		for _, g := range changedOrder {
-			account, cluster, _ := strings.Cut(g, "/")
+			account, cluster, _ := splitGroup(g)
 			if dirty[g] {
 				if err := add(keys.Services(account, cluster)); err != nil {
 					return err
@@ -606,10 +611,11 @@ func listAll[T proto.Message](ctx context.Context, kv clientv3.KV, prefix string
 
 // clusterState is what a pass reads once per cluster.
 type clusterState struct {
-	account, cluster string
-	tasks            map[string][]store.Item[*storev1.TaskRecord] // by service name
-	instances        map[string]store.Item[*storev1.ContainerInstanceRecord]
-	instanceOrder    []string
+	account       keys.Scope
+	cluster       string
+	tasks         map[string][]store.Item[*storev1.TaskRecord] // by service name
+	instances     map[string]store.Item[*storev1.ContainerInstanceRecord]
+	instanceOrder []string
 }
 
 // expire deletes the record of an INACTIVE service whose retention has passed.
@@ -687,7 +693,7 @@ func inactiveSince(rec *storev1.ServiceRecord) time.Time {
 func lastSegment(key string) string { return key[strings.LastIndexByte(key, '/')+1:] }
 
 // taskDef returns a task definition record by ARN, cached.
-func (r *Reconciler) taskDef(ctx context.Context, account, tdARN string) (*storev1.TaskDefinitionRecord, error) {
+func (r *Reconciler) taskDef(ctx context.Context, account keys.Scope, tdARN string) (*storev1.TaskDefinitionRecord, error) {
 	r.mu.Lock()
 	td := r.tds[tdARN]
 	r.mu.Unlock()
@@ -742,7 +748,7 @@ func healthChecked(td *ecsv1.TaskDefinition) map[string]bool {
 // views classifies a service's tasks. An UNHEALTHY task inside the service's
 // healthCheckGracePeriodSeconds (counted from its startedAt) is only not healthy yet, as
 // AWS ignores failing container health checks during the grace period.
-func (r *Reconciler) views(ctx context.Context, account string, cs *clusterState, svc *ecsv1.Service, items []store.Item[*storev1.TaskRecord]) ([]*view, error) {
+func (r *Reconciler) views(ctx context.Context, account keys.Scope, cs *clusterState, svc *ecsv1.Service, items []store.Item[*storev1.TaskRecord]) ([]*view, error) {
 	grace := time.Duration(svc.GetHealthCheckGracePeriodSeconds()) * time.Second
 	now := r.cfg.Now()
 	out := make([]*view, 0, len(items))
@@ -887,7 +893,7 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *clusterState, it service
 		ev.add(fmt.Sprintf("(service %s) (deployment %s) deployment failed: tasks failed to start.", name, prim.GetId()))
 		if cb.GetRollback() {
 			if target := lastCompleted(s, prim.GetId()); target != nil {
-				id := startDeployment(rec, r.cfg.Region, cs.account, target.GetTaskDefinition(), true, now)
+				id := startDeployment(rec, cs.account, target.GetTaskDefinition(), true, now)
 				ev.add(fmt.Sprintf("(service %s) rolling back to deployment %s.", name, target.GetId()))
 				r.log.InfoContext(ctx, "service deployment rolled back", "service", name, "failed", prim.GetId(), "to", target.GetId(), "new", id)
 				prim = primary(s)
@@ -1286,7 +1292,7 @@ func (r *Reconciler) launch(ctx context.Context, cs *clusterState, rec *storev1.
 // newTask builds a PENDING service task record (not yet placed): startedBy and
 // deployment_id the deployment, group "service:<name>", tags propagated as the service
 // says, reservations from the task definition.
-func (r *Reconciler) newTask(account, cluster string, rec *storev1.ServiceRecord, tdRec *storev1.TaskDefinitionRecord, depID string) *storev1.TaskRecord {
+func (r *Reconciler) newTask(account keys.Scope, cluster string, rec *storev1.ServiceRecord, tdRec *storev1.TaskDefinitionRecord, depID string) *storev1.TaskRecord {
 	s := rec.GetService()
 	var tags []*ecsv1.Tag
 	switch s.GetPropagateTags() {
@@ -1301,7 +1307,7 @@ func (r *Reconciler) newTask(account, cluster string, rec *storev1.ServiceRecord
 			&ecsv1.Tag{Key: proto.String("aws:ecs:serviceName"), Value: proto.String(s.GetServiceName())})
 	}
 	t := control.NewTaskRecord(control.TaskTemplate{
-		Region: r.cfg.Region, Account: account, Cluster: cluster, LongARN: true, NewID: r.cfg.NewID, Now: r.cfg.Now(),
+		Region: account.Region, Account: account.Account, Cluster: cluster, LongARN: true, NewID: r.cfg.NewID, Now: r.cfg.Now(),
 		TaskDefinition: tdRec.GetTaskDefinition(), Group: "service:" + s.GetServiceName(), LaunchType: s.GetLaunchType(),
 		StartedBy: depID, Tags: tags, EnableExecuteCommand: s.GetEnableExecuteCommand(),
 	})
@@ -1313,7 +1319,7 @@ func (r *Reconciler) newTask(account, cluster string, rec *storev1.ServiceRecord
 // STOPPED, stopCode ServiceSchedulerInitiated, the reason, a StopOrder in the agent's
 // inbox; a task not placed goes straight to STOPPED with the cluster's counters), fenced,
 // retried on conflict. A task already STOPPED is left alone.
-func (r *Reconciler) stopTask(ctx context.Context, account string, it store.Item[*storev1.TaskRecord], reason string) error {
+func (r *Reconciler) stopTask(ctx context.Context, account keys.Scope, it store.Item[*storev1.TaskRecord], reason string) error {
 	if it.Value.GetTask().GetLastStatus() == "STOPPED" {
 		return nil
 	}

@@ -429,7 +429,7 @@ func TestCircuitBreakerRollsBack(t *testing.T) {
 		t.Fatalf("deployments %v", deps)
 	}
 	var failed *storev1.ServiceRecord
-	failed, _, _ = store.Get[*storev1.ServiceRecord](context.Background(), sharedEtcd, keys.Service(e.acc, "c1", "cb"))
+	failed, _, _ = store.Get[*storev1.ServiceRecord](context.Background(), sharedEtcd, keys.Service(e.sc, "c1", "cb"))
 	if d := findDeployment(failed.GetService(), failedID); d.GetRolloutState() != "FAILED" || int(d.GetFailedTasks()) < BreakerThreshold(2, DefaultBreakerMinThreshold) {
 		t.Fatalf("failed deployment %v", d)
 	}
@@ -447,7 +447,7 @@ func TestLaunchBackoffWithoutBreaker(t *testing.T) {
 		return "run"
 	}
 	e.createService("loop", td, 1, nil)
-	key := keys.Service(e.acc, "c1", "loop")
+	key := keys.Service(e.sc, "c1", "loop")
 	launches := func() int { return len(e.tasks()) }
 	for i := 0; launches() < 20; i++ {
 		if i > 100 {
@@ -747,7 +747,7 @@ func TestSelectivePassSkipsUnchangedClusters(t *testing.T) {
 		t.Fatalf("pass after UpdateService read %d clusters", n)
 	}
 	e.r.dmu.Lock()
-	e.r.dirty[e.acc+"/c1"] = true // what the watch does when an instance changes
+	e.r.dirty[e.sc.String()+"/c1"] = true // what the watch does when an instance changes
 	e.r.dmu.Unlock()
 	if n := read(); n != 1 {
 		t.Fatalf("pass after an instance change read %d clusters", n)
@@ -760,7 +760,7 @@ func TestSelectivePassSkipsUnchangedClusters(t *testing.T) {
 	read()
 	svcs := e.r.servicesRead
 	e.r.dmu.Lock()
-	e.r.markService(e.acc+"/c1", "sel")
+	e.r.markService(e.sc.String()+"/c1", "sel")
 	e.r.dmu.Unlock()
 	if n := read(); n != 1 || e.r.servicesRead-svcs != 1 {
 		t.Fatalf("pass after a task change of one service read %d clusters, %d services", n, e.r.servicesRead-svcs)
@@ -872,7 +872,7 @@ func TestCrashLoopNeverCompletes(t *testing.T) {
 	dc := &ecsv1.DeploymentConfiguration{DeploymentCircuitBreaker: &ecsv1.DeploymentCircuitBreaker{Enable: true, Rollback: false}}
 	e.createService("crash", crash, 2, dc)
 	depID := e.service("crash").GetDeployments()[0].GetId()
-	key := keys.Service(e.acc, "c1", "crash")
+	key := keys.Service(e.sc, "c1", "crash")
 	threshold := BreakerThreshold(2, DefaultBreakerMinThreshold)
 	backedOff := false
 	failed := false

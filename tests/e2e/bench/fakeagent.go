@@ -50,6 +50,7 @@ func (f *fakeAgent) register(ctx context.Context) error {
 		RuntimeReady: true,
 	})
 	req.Header().Set(caller.AccountHeader, f.account)
+	req.Header().Set(caller.RegionHeader, region)
 	resp, err := f.client.Register(ctx, req)
 	if err != nil {
 		return fmt.Errorf("register %s: %w", f.hostID, err)
@@ -65,6 +66,7 @@ func (f *fakeAgent) run(ctx context.Context, heartbeat time.Duration, up func())
 	defer cancel()
 	st := f.client.Session(ctx)
 	st.RequestHeader().Set(caller.AccountHeader, f.account)
+	st.RequestHeader().Set(caller.RegionHeader, region)
 	var mu sync.Mutex
 	send := func(m *agentv1.SessionRequest) error {
 		mu.Lock()

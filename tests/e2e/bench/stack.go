@@ -82,7 +82,7 @@ func startStack(ctx context.Context, dir string, wg *sync.WaitGroup) (*stack, er
 		return nil, fmt.Errorf("access key: %w", err)
 	}
 	gw, err := gateway.New(gateway.Config{
-		SchedulerURL: s.schedURL, Region: region, Rate: -1, LockoutAfter: -1,
+		SchedulerURL: s.schedURL, Rate: -1, LockoutAfter: -1,
 		Logger: slog.New(slog.DiscardHandler), Registry: s.reg,
 	})
 	if err != nil {

@@ -172,7 +172,6 @@ func Start(t *testing.T, opts Options) *Cluster {
 		Args: []string{"gateway",
 			"--scheduler-url", "http://" + lb.Addr(),
 			"--listen", gwAddr,
-			"--region", Region,
 		},
 		LogPath: filepath.Join(c.Dir, "logs", "gateway.log"),
 	}

@@ -296,9 +296,15 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	return res, nil
 }
 
-// Handler returns next with every response it writes recorded.
+// Handler returns next with every ECS response it writes recorded. Requests without an
+// X-Amz-Target (the agent's streamed Connect session, dev routes) pass through untouched,
+// so a stream is never held in the capture buffer.
 func (r *Recorder) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Header.Get("X-Amz-Target") == "" {
+			next.ServeHTTP(w, req)
+			return
+		}
 		cw := &capture{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(cw, req)
 		r.Record(req.Header.Get("X-Amz-Target"), cw.status, cw.body.Bytes())
@@ -326,3 +332,6 @@ func (c *capture) Write(p []byte) (int, error) {
 	c.body.Write(p)
 	return c.ResponseWriter.Write(p)
 }
+
+// Unwrap lets http.ResponseController reach the underlying writer (Flush, deadlines).
+func (c *capture) Unwrap() http.ResponseWriter { return c.ResponseWriter }

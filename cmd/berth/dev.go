@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/agent"
@@ -63,22 +64,22 @@ type devConfig struct {
 
 func devConfigFromEnv() devConfig {
 	var insecure []string
-	for _, r := range strings.Split(env("BERTH_INSECURE_REGISTRIES", ""), ",") {
+	for _, r := range strings.Split(cli.Env("BERTH_INSECURE_REGISTRIES", ""), ",") {
 		if r = strings.TrimSpace(r); r != "" {
 			insecure = append(insecure, r)
 		}
 	}
 	return devConfig{
-		DataDir:            env("BERTH_DATA_DIR", "./.berth"),
-		GatewayAddr:        env("BERTH_GATEWAY_ADDR", "127.0.0.1:4566"),
-		Region:             env("BERTH_REGION", "us-east-1"),
-		Cluster:            env("BERTH_CLUSTER", "default"),
-		AccountID:          env("BERTH_ACCOUNT_ID", "000000000000"),
-		AccessKeyID:        env("BERTH_ACCESS_KEY_ID", "test"),
-		SecretAccessKey:    env("BERTH_SECRET_ACCESS_KEY", "test"),
-		ContainerdAddress:  env("BERTH_CONTAINERD_ADDRESS", ""),
-		RegistryAddr:       env("BERTH_REGISTRY_ADDR", "127.0.0.1:5000"),
-		AgentLogAddr:       env("BERTH_AGENT_LOG_ADDR", "127.0.0.1:4568"),
+		DataDir:            cli.Env("BERTH_DATA_DIR", "./.berth"),
+		GatewayAddr:        cli.Env("BERTH_GATEWAY_ADDR", "127.0.0.1:4566"),
+		Region:             cli.Env("BERTH_REGION", "us-east-1"),
+		Cluster:            cli.Env("BERTH_CLUSTER", "default"),
+		AccountID:          cli.Env("BERTH_ACCOUNT_ID", "000000000000"),
+		AccessKeyID:        cli.Env("BERTH_ACCESS_KEY_ID", "test"),
+		SecretAccessKey:    cli.Env("BERTH_SECRET_ACCESS_KEY", "test"),
+		ContainerdAddress:  cli.Env("BERTH_CONTAINERD_ADDRESS", ""),
+		RegistryAddr:       cli.Env("BERTH_REGISTRY_ADDR", "127.0.0.1:5000"),
+		AgentLogAddr:       cli.Env("BERTH_AGENT_LOG_ADDR", "127.0.0.1:4568"),
 		InsecureRegistries: insecure,
 	}
 }
@@ -129,7 +130,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 			done <- err
 		}()
 	}
-	start("scheduler listener", func() error { return app.Serve(ctx, schedLn, sched.Handler()) })
+	start("scheduler listener", func() error { return cli.Serve(ctx, schedLn, sched.Handler()) })
 	start("scheduler", func() error { return sched.Run(ctx) })
 
 	if err := seedDevAccount(ctx, sched, cfg); err != nil {
@@ -155,7 +156,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		return fmt.Errorf("gateway address %s: %w", cfg.GatewayAddr, err)
 	}
 	endpoint := "http://" + gwLn.Addr().String()
-	start("gateway", func() error { return app.Serve(ctx, gwLn, gw) })
+	start("gateway", func() error { return cli.Serve(ctx, gwLn, gw) })
 
 	if cfg.RegistryAddr != "" {
 		reg, err := registrytest.Serve(ctx, cfg.RegistryAddr)

@@ -19,11 +19,14 @@ var (
 	etcdAny    = "go.etcd.io/etcd/"
 	etcdServer = "go.etcd.io/etcd/server/"
 	containerd = "github.com/containerd/"
+	// The gateway's server package: an agent only dials the gateway (gateway/h2c,
+	// gateway/sigv4client).
+	gatewayServer = "github.com/berthhq/berth/services/gateway"
 
-	// roleRules are the module split issue 13 asks for: an agent host carries no etcd, a
-	// gateway no containerd client and no etcd server.
+	// roleRules are the module split issue 13 asks for: an agent host carries no etcd
+	// (nor the gateway's server), a gateway no containerd client and no etcd server.
 	roleRules = []roleRule{
-		{pkg: "./berth-agent", forbidden: []string{etcdAny}},
+		{pkg: "./berth-agent", forbidden: []string{etcdAny, gatewayServer + "$"}},
 		{pkg: "./berth-gateway", forbidden: []string{containerd, etcdServer}},
 	}
 )
@@ -42,19 +45,27 @@ func deps(t *testing.T, pkg string) []string {
 	return strings.Fields(string(out))
 }
 
-// violations returns the packages of list that start with one of the forbidden prefixes.
+// violations returns the packages of list that match one of forbidden: a prefix, or
+// with a trailing "$" one exact package.
 func violations(list, forbidden []string) []string {
 	var bad []string
+	match := func(p, f string) bool {
+		if exact, ok := strings.CutSuffix(f, "$"); ok {
+			return p == exact
+		}
+		return strings.HasPrefix(p, f)
+	}
 	for _, p := range list {
-		if slices.ContainsFunc(forbidden, func(f string) bool { return strings.HasPrefix(p, f) }) {
+		if slices.ContainsFunc(forbidden, func(f string) bool { return match(p, f) }) {
 			bad = append(bad, p)
 		}
 	}
 	return bad
 }
 
-// TestRoleBinariesLinkOnlyTheirRole fails when berth-agent links etcd or berth-gateway
-// links containerd or etcd's server, naming the offending packages.
+// TestRoleBinariesLinkOnlyTheirRole fails when berth-agent links etcd
+// (or the gateway server) or berth-gateway links containerd or etcd's server, naming the
+// offending packages.
 func TestRoleBinariesLinkOnlyTheirRole(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("the go command is not on PATH; this test runs `go list -deps`")

@@ -111,7 +111,7 @@ func main() {
 }
 
 // parts are the bench's parts, in the order they run, as -only names them.
-var parts = []string{"runtask", "gateway", "gateway-high", "sessions", "placement-path", "go-test"}
+var parts = []string{"runtask", "agent-rss", "gateway", "gateway-high", "sessions", "placement-path", "go-test"}
 
 // want reports whether part runs: every part unless -only names some.
 func (o options) want(part string) bool { return o.only == nil || o.only[part] }
@@ -142,7 +142,7 @@ func run(ctx context.Context, o options) error {
 		}
 		fmt.Fprintf(os.Stderr, "bench: %s done in %s\n", name, time.Since(t0).Round(time.Second))
 	}
-	if !o.skipStack && (o.want("runtask") || o.want("gateway") || o.want("gateway-high") || o.want("sessions") || o.want("placement-path")) {
+	if !o.skipStack && (o.want("runtask") || o.want("agent-rss") || o.want("gateway") || o.want("gateway-high") || o.want("sessions") || o.want("placement-path")) {
 		step("stack", func() ([]Row, error) { return stackFigures(ctx, o, dir) })
 	}
 	if !o.skipGoTest && o.want("go-test") {

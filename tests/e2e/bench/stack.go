@@ -238,6 +238,7 @@ func stackFigures(ctx context.Context, o options, dir string) ([]Row, error) {
 		}
 	}
 	part("runtask", func() ([]Row, error) { return runTaskFigures(ctx, s, o, dir, &wg) })
+	part("agent-rss", func() ([]Row, error) { return agentRSSFigures(ctx, s, dir) })
 	if o.want("gateway") || o.want("gateway-high") {
 		r, err := gatewayFigures(ctx, s, o)
 		rows = append(rows, r...)

@@ -21,13 +21,13 @@ import (
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/agent"
+	"github.com/berthhq/berth/services/agent/containerdproc"
+	"github.com/berthhq/berth/services/agent/ociregistry"
 	"github.com/berthhq/berth/services/gateway"
 	"github.com/berthhq/berth/services/gateway/sigv4client"
 	"github.com/berthhq/berth/services/scheduler/app"
 	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
-	"github.com/berthhq/berth/testkit/containerdtest"
-	"github.com/berthhq/berth/testkit/registrytest"
 )
 
 func devCommand() *cobra.Command {
@@ -159,7 +159,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	start("gateway", func() error { return cli.Serve(ctx, gwLn, gw) })
 
 	if cfg.RegistryAddr != "" {
-		reg, err := registrytest.Serve(ctx, cfg.RegistryAddr)
+		reg, err := ociregistry.Serve(ctx, cfg.RegistryAddr)
 		if err != nil {
 			cancel()
 			return fmt.Errorf("registry at %s (set BERTH_REGISTRY_ADDR, or empty to disable): %w", cfg.RegistryAddr, err)
@@ -250,7 +250,7 @@ func devContainerd(ctx context.Context, log *slog.Logger, dataDir, addr string) 
 		_ = c.Close()
 		return system, "", func() {}
 	}
-	inst, err := containerdtest.StartProcess(ctx, filepath.Join(dataDir, "containerd"))
+	inst, err := containerdproc.StartProcess(ctx, filepath.Join(dataDir, "containerd"))
 	if err != nil {
 		log.Warn("no container runtime: the agent advertises zero CPU and memory until one answers; "+
 			"install containerd and runc (apt-get install containerd runc) or set BERTH_CONTAINERD_ADDRESS",

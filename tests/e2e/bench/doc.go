@@ -7,6 +7,8 @@
 //
 //   - RunTask → RUNNING p50/p99 with a cached image, beside raw containerd create+start of
 //     the same image, and the ratio;
+//   - the agent's resident memory as a process of its own (berth-agent and the all-in-one
+//     `berth agent`), idle and with 50 tasks RUNNING;
 //   - gateway DescribeTasks(100) and RunTask(1) p50/p99 at a fixed request rate (tasks
 //     placed on scripted fake agents), and DescribeTasks(100) again at a fixed 200
 //     requests/s (-high-rate);

@@ -28,12 +28,12 @@ import (
 
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
 	"github.com/berthhq/berth/services/agent"
+	"github.com/berthhq/berth/services/agent/containerdproc"
+	"github.com/berthhq/berth/services/agent/ociregistry"
 	"github.com/berthhq/berth/services/gateway"
 	"github.com/berthhq/berth/services/gateway/sigv4client"
 	"github.com/berthhq/berth/services/scheduler/app"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
-	"github.com/berthhq/berth/testkit/containerdtest"
-	"github.com/berthhq/berth/testkit/registrytest"
 	"github.com/berthhq/berth/testkit/testimage"
 )
 
@@ -51,7 +51,7 @@ type stack struct {
 	gwURL    string
 	ecs      *ecs.Client
 	image    string
-	ctd      *containerdtest.Instance
+	ctd      *containerdproc.Instance
 	reg      *prometheus.Registry
 }
 
@@ -103,7 +103,7 @@ func startStack(ctx context.Context, dir string, wg *sync.WaitGroup) (*stack, er
 		Retryer: aws.NopRetryer{},
 	})
 
-	reg, err := registrytest.Serve(ctx, "127.0.0.1:0")
+	reg, err := ociregistry.Serve(ctx, "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
@@ -116,7 +116,7 @@ func startStack(ctx context.Context, dir string, wg *sync.WaitGroup) (*stack, er
 	if err := testimage.Push(ctx, img, s.image); err != nil {
 		return nil, fmt.Errorf("push test image: %w", err)
 	}
-	s.ctd, err = containerdtest.StartProcess(ctx, filepath.Join(dir, "containerd"))
+	s.ctd, err = containerdproc.StartProcess(ctx, filepath.Join(dir, "containerd"))
 	if err != nil {
 		return nil, fmt.Errorf("containerd: %w", err)
 	}

@@ -129,8 +129,7 @@ func (t *task) run(ctx context.Context, adopted map[string]containerd.Container)
 			t.mu.Lock()
 			reason := reasonCannotPull + err.Error()
 			for _, c := range missing {
-				c.Status, c.NeverRan = state.Stopped, true
-				c.Reason = reason
+				t.st.MarkStopped(c.Container, nil, reason, true) // c.done is closed below
 			}
 			t.beginStopLocked(StopCodeTaskFailedToStart, reason)
 			t.mu.Unlock()

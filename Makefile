@@ -51,9 +51,12 @@ test: lint unit
 unit: build
 	go test $(GO_TEST_FLAGS) $(PACKAGES)
 
-## build: static binaries into bin/.
+## build: static binaries into bin/: the all-in-one berth, and berth-agent and
+## berth-gateway, which link only their role (cmd/berth's deps test checks it).
 build:
 	go build -trimpath -o bin/berth ./cmd/berth
+	go build -trimpath -o bin/berth-agent ./cmd/berth/berth-agent
+	go build -trimpath -o bin/berth-gateway ./cmd/berth/berth-gateway
 	go build -trimpath -o bin/berth-testimage ./testkit/testimage/cmd/berth-testimage
 
 ## run: build and run `berth dev` in the foreground.

@@ -7,6 +7,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
+	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
 	"github.com/berthhq/berth/services/gateway"
@@ -22,7 +23,7 @@ func adminCommand() *cobra.Command {
 		Use:   "admin",
 		Short: "Manage accounts and access keys (talks to a scheduler's internal listener)",
 	}
-	cmd.PersistentFlags().StringVar(&schedulerURL, "scheduler-url", env("BERTH_SCHEDULER_URL", "http://127.0.0.1:4567"), "base URL of a scheduler replica")
+	cmd.PersistentFlags().StringVar(&schedulerURL, "scheduler-url", cli.Env("BERTH_SCHEDULER_URL", "http://127.0.0.1:4567"), "base URL of a scheduler replica")
 
 	account := &cobra.Command{Use: "account", Short: "Create, list and delete accounts"}
 	var accountName string

@@ -18,17 +18,18 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/agent"
+	"github.com/berthhq/berth/services/agent/containerdproc"
+	"github.com/berthhq/berth/services/agent/ociregistry"
 	"github.com/berthhq/berth/services/gateway"
 	"github.com/berthhq/berth/services/gateway/sigv4"
 	"github.com/berthhq/berth/services/gateway/sigv4client"
 	"github.com/berthhq/berth/services/scheduler/app"
 	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
-	"github.com/berthhq/berth/testkit/containerdtest"
-	"github.com/berthhq/berth/testkit/registrytest"
 )
 
 func devCommand() *cobra.Command {
@@ -74,22 +75,22 @@ type devConfig struct {
 }
 
 func devConfigFromEnv() devConfig {
-	insecure := splitList(env("BERTH_INSECURE_REGISTRIES", ""))
+	insecure := cli.SplitList(cli.Env("BERTH_INSECURE_REGISTRIES", ""))
 	return devConfig{
-		DataDir:            env("BERTH_DATA_DIR", "./.berth"),
-		GatewayAddr:        env("BERTH_GATEWAY_ADDR", "127.0.0.1:4566"),
-		Region:             env("BERTH_REGION", "us-east-1"),
-		Regions:            splitList(env("BERTH_REGIONS", "")),
-		Cluster:            env("BERTH_CLUSTER", "default"),
-		AccountID:          env("BERTH_ACCOUNT_ID", "000000000000"),
-		AccessKeyID:        env("BERTH_ACCESS_KEY_ID", "test"),
-		SecretAccessKey:    env("BERTH_SECRET_ACCESS_KEY", "test"),
-		ContainerdAddress:  env("BERTH_CONTAINERD_ADDRESS", ""),
-		RegistryAddr:       env("BERTH_REGISTRY_ADDR", "127.0.0.1:5000"),
-		AgentLogAddr:       env("BERTH_AGENT_LOG_ADDR", "127.0.0.1:4568"),
+		DataDir:            cli.Env("BERTH_DATA_DIR", "./.berth"),
+		GatewayAddr:        cli.Env("BERTH_GATEWAY_ADDR", "127.0.0.1:4566"),
+		Region:             cli.Env("BERTH_REGION", "us-east-1"),
+		Regions:            cli.SplitList(cli.Env("BERTH_REGIONS", "")),
+		Cluster:            cli.Env("BERTH_CLUSTER", "default"),
+		AccountID:          cli.Env("BERTH_ACCOUNT_ID", "000000000000"),
+		AccessKeyID:        cli.Env("BERTH_ACCESS_KEY_ID", "test"),
+		SecretAccessKey:    cli.Env("BERTH_SECRET_ACCESS_KEY", "test"),
+		ContainerdAddress:  cli.Env("BERTH_CONTAINERD_ADDRESS", ""),
+		RegistryAddr:       cli.Env("BERTH_REGISTRY_ADDR", "127.0.0.1:5000"),
+		AgentLogAddr:       cli.Env("BERTH_AGENT_LOG_ADDR", "127.0.0.1:4568"),
 		InsecureRegistries: insecure,
 
-		TaskStableAfter: env("BERTH_TASK_STABLE_AFTER", ""),
+		TaskStableAfter: cli.Env("BERTH_TASK_STABLE_AFTER", ""),
 	}
 }
 
@@ -110,15 +111,6 @@ func devRegions(cfg devConfig) ([]string, error) {
 }
 
 // splitList splits a comma-separated list, dropping blanks.
-func splitList(v string) []string {
-	var out []string
-	for _, r := range strings.Split(v, ",") {
-		if r = strings.TrimSpace(r); r != "" {
-			out = append(out, r)
-		}
-	}
-	return out
-}
 
 // runDev runs `berth dev` until ctx ends. The ready line goes to out, logs to logw.
 func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
@@ -179,7 +171,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 			done <- err
 		}()
 	}
-	start("scheduler listener", func() error { return app.Serve(ctx, schedLn, sched.Handler()) })
+	start("scheduler listener", func() error { return cli.Serve(ctx, schedLn, sched.Handler()) })
 	start("scheduler", func() error { return sched.Run(ctx) })
 
 	if err := seedDevAccount(ctx, sched, cfg); err != nil {
@@ -210,10 +202,10 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		return fmt.Errorf("gateway address %s: %w", cfg.GatewayAddr, err)
 	}
 	endpoint := "http://" + gwLn.Addr().String()
-	start("gateway", func() error { return app.Serve(ctx, gwLn, gw) })
+	start("gateway", func() error { return cli.Serve(ctx, gwLn, gw) })
 
 	if cfg.RegistryAddr != "" {
-		reg, err := registrytest.Serve(ctx, cfg.RegistryAddr)
+		reg, err := ociregistry.Serve(ctx, cfg.RegistryAddr)
 		if err != nil {
 			cancel()
 			return fmt.Errorf("registry at %s (set BERTH_REGISTRY_ADDR, or empty to disable): %w", cfg.RegistryAddr, err)
@@ -304,7 +296,7 @@ func devContainerd(ctx context.Context, log *slog.Logger, dataDir, addr string) 
 		_ = c.Close()
 		return system, "", func() {}
 	}
-	inst, err := containerdtest.StartProcess(ctx, filepath.Join(dataDir, "containerd"))
+	inst, err := containerdproc.StartProcess(ctx, filepath.Join(dataDir, "containerd"))
 	if err != nil {
 		log.Warn("no container runtime: the agent advertises zero CPU and memory until one answers; "+
 			"install containerd and runc (apt-get install containerd runc) or set BERTH_CONTAINERD_ADDRESS",

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/spf13/cobra"
 
+	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	"github.com/berthhq/berth/testkit/testimage"
 )
 
@@ -56,7 +57,7 @@ func imageDemoCommand() *cobra.Command {
 			"exit N, env, echo OUT ERR, serve PORT, ignore-sigterm, alloc MiB, check URL.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ref := env("BERTH_REGISTRY_ADDR", "127.0.0.1:5000") + "/berth/demo:latest"
+			ref := cli.Env("BERTH_REGISTRY_ADDR", "127.0.0.1:5000") + "/berth/demo:latest"
 			if len(args) == 1 {
 				ref = args[0]
 			}
@@ -112,7 +113,7 @@ func push(cmd *cobra.Command, img v1.Image, ref string) error {
 	// go-containerregistry already speaks plain HTTP to loopback and private-network
 	// registries; BERTH_INSECURE_REGISTRIES names any others.
 	var opts []name.Option
-	if probe, err := name.ParseReference(ref); err == nil && slices.Contains(strings.Split(env("BERTH_INSECURE_REGISTRIES", ""), ","), probe.Context().RegistryStr()) {
+	if probe, err := name.ParseReference(ref); err == nil && slices.Contains(strings.Split(cli.Env("BERTH_INSECURE_REGISTRIES", ""), ","), probe.Context().RegistryStr()) {
 		opts = append(opts, name.Insecure)
 	}
 	r, err := name.ParseReference(ref, opts...)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	"github.com/berthhq/berth/services/gateway"
@@ -53,7 +54,7 @@ func logsCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&agentURL, "agent", env("BERTH_AGENT_LOG_URL", "http://127.0.0.1:4568"), "URL of the agent's log service")
+	f.StringVar(&agentURL, "agent", cli.Env("BERTH_AGENT_LOG_URL", "http://127.0.0.1:4568"), "URL of the agent's log service")
 	f.StringVarP(&container, "container", "c", "", "only this container")
 	f.Int32VarP(&tail, "tail", "n", 0, "only the last N lines (0: all)")
 	f.BoolVarP(&follow, "follow", "f", false, "keep printing new lines until the task stops")

@@ -24,6 +24,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/agent"
+	"github.com/berthhq/berth/services/agent/ociregistry"
 	"github.com/berthhq/berth/services/agent/session"
 	"github.com/berthhq/berth/testkit/containerdtest"
 	"github.com/berthhq/berth/testkit/registrytest"
@@ -565,7 +566,7 @@ func TestTasksMore(t *testing.T) {
 	t.Run("pull_behaviour_cache_fallback", func(t *testing.T) {
 		t.Parallel()
 		// A registry of its own, shut down after the first pull.
-		reg, err := registrytest.Serve(t.Context(), "127.0.0.1:0")
+		reg, err := ociregistry.Serve(t.Context(), "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	"github.com/berthhq/berth/services/gateway/awsjson"
+	"github.com/berthhq/berth/services/gateway/h2c"
 	"github.com/berthhq/berth/services/gateway/sigv4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -137,16 +138,9 @@ type Gateway struct {
 }
 
 // NewH2CClient returns an http.Client that speaks only HTTP/2 without TLS (h2c) to http://
-// URLs, for reaching the scheduler's internal listener (bidi streams need HTTP/2).
-func NewH2CClient() *http.Client {
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{
-		Protocols:           &p,
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
-	}}
-}
+// URLs, for reaching the scheduler's internal listener (bidi streams need HTTP/2). It is
+// h2c.NewClient, which callers that link no gateway server (the agent) use directly.
+func NewH2CClient() *http.Client { return h2c.NewClient() }
 
 // New returns the gateway handler. Serve it with an http.Server whose Protocols include
 // unencrypted HTTP/2 (or TLS) so the agent's bidi stream works. New returns an error when

@@ -247,33 +247,3 @@ func TestCleanupRemovesLeftovers(t *testing.T) {
 		t.Error("containerd still running after cleanup")
 	}
 }
-
-func TestStartProcessLongDir(t *testing.T) {
-	t.Parallel()
-	if os.Geteuid() != 0 {
-		t.Skip("containerd needs root")
-	}
-	containerdtest.Start(t) // skips without the binaries
-	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 100))
-	inst, err := containerdtest.StartProcess(t.Context(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := inst.Stop(context.WithoutCancel(t.Context())); err != nil {
-			t.Error(err)
-		}
-		os.RemoveAll(filepath.Dir(inst.Address()))
-	}()
-	if got := inst.Address(); len(got) > 100 || !strings.HasPrefix(got, os.TempDir()+"/bt-") {
-		t.Errorf("address %q: want a short path under %s/bt-*", got, os.TempDir())
-	}
-	client, err := containerd.New(inst.Address())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	if _, err := client.Version(t.Context()); err != nil {
-		t.Errorf("Version: %v", err)
-	}
-}

@@ -1,4 +1,4 @@
-// Package containerdtest runs a private containerd daemon for tests and for
-// `berth dev`: its own root, state, config and socket under one directory,
-// started, probed until it serves, restarted and stopped by this package.
+// Package containerdtest gives a test a private containerd daemon (the product's
+// services/agent/containerdproc, which `berth dev` runs too): Start(t) starts one under
+// t.TempDir() and, when the test ends, removes what the test left in it and stops it.
 package containerdtest

@@ -3,20 +3,46 @@ package containerdtest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
-	"github.com/containerd/containerd/v2/pkg/namespaces"
-	"github.com/containerd/errdefs"
+
+	"github.com/berthhq/berth/services/agent/containerdproc"
 )
 
 // cleanupTimeout bounds the whole cleanup of a test's daemon: removing
 // leftover tasks and containers, then stopping it.
 const cleanupTimeout = time.Minute
+
+// Snapshotter names the daemon chooses between (containerdproc's).
+const (
+	SnapshotterOverlayfs = containerdproc.SnapshotterOverlayfs
+	SnapshotterNative    = containerdproc.SnapshotterNative
+)
+
+// Option configures the daemon: containerdproc.WithBinary, WithLogLevel or
+// WithStartTimeout.
+type Option = containerdproc.Option
+
+// WithBinary runs the containerd binary at path instead of the one found in PATH.
+func WithBinary(path string) Option { return containerdproc.WithBinary(path) }
+
+// WithLogLevel sets containerd's log level ("debug", "info", "warn", "error"); the
+// default is "info".
+func WithLogLevel(level string) Option { return containerdproc.WithLogLevel(level) }
+
+// WithStartTimeout bounds how long a start waits for the daemon to serve; the default
+// is 30s.
+func WithStartTimeout(d time.Duration) Option { return containerdproc.WithStartTimeout(d) }
+
+// Instance is a test's private containerd: the product's containerdproc.Instance (Stop,
+// Start, Restart, Address, Snapshotter, …) plus Client for a test.
+type Instance struct {
+	*containerdproc.Instance
+}
 
 // Start starts a private containerd for the test under t.TempDir() and
 // returns once it serves. It skips the test when not running as root or when
@@ -26,23 +52,19 @@ const cleanupTimeout = time.Minute
 // failed, the end of the daemon's log is logged.
 func Start(t testing.TB, opts ...Option) *Instance {
 	t.Helper()
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if _, err := checkHost(o.binary); err != nil {
+	proc, err := containerdproc.New(t.TempDir(), opts...)
+	if errors.Is(err, containerdproc.ErrUnavailable) {
 		t.Skipf("containerdtest: %v", err)
 	}
-
-	inst, err := newInstance(t.TempDir(), opts...)
 	if err != nil {
 		t.Fatalf("containerdtest: %v", err)
 	}
+	inst := &Instance{proc}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), cleanupTimeout)
 		defer cancel()
 		if inst.Running() {
-			if err := inst.purge(ctx); err != nil {
+			if err := inst.Purge(ctx); err != nil {
 				t.Errorf("containerdtest: remove leftover containers: %v", err)
 			}
 		}
@@ -50,9 +72,10 @@ func Start(t testing.TB, opts ...Option) *Instance {
 			t.Errorf("containerdtest: %v", err)
 		}
 		if t.Failed() {
-			t.Logf("containerd log %s ends:\n%s", inst.LogPath(), inst.logTail())
+			t.Logf("containerd log %s ends:\n%s", inst.LogPath(), inst.LogTail())
 		}
-		if dir := filepath.Dir(inst.address); dir != inst.dir {
+		// A long t.TempDir() puts the socket in a directory of its own under /tmp.
+		if dir := filepath.Dir(inst.Address()); dir != inst.Dir() {
 			_ = os.RemoveAll(dir)
 		}
 	})
@@ -66,56 +89,10 @@ func Start(t testing.TB, opts ...Option) *Instance {
 // closed when the test ends.
 func (i *Instance) Client(t testing.TB, ns string) *containerd.Client {
 	t.Helper()
-	client, err := containerd.New(i.address, containerd.WithDefaultNamespace(ns))
+	client, err := containerd.New(i.Address(), containerd.WithDefaultNamespace(ns))
 	if err != nil {
-		t.Fatalf("containerdtest: client for %s: %v", i.address, err)
+		t.Fatalf("containerdtest: client for %s: %v", i.Address(), err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
 	return client
-}
-
-// purge kills and deletes every task and deletes every container, with its
-// snapshot, in every namespace, so no shim or mount outlives the test.
-func (i *Instance) purge(ctx context.Context) error {
-	client, err := containerd.New(i.address)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	nss, err := client.NamespaceService().List(ctx)
-	if err != nil {
-		return fmt.Errorf("list namespaces: %w", err)
-	}
-	var errs []error
-	for _, ns := range nss {
-		nsCtx := namespaces.WithNamespace(ctx, ns)
-		ctrs, err := client.Containers(nsCtx)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("list containers in %s: %w", ns, err))
-			continue
-		}
-		for _, c := range ctrs {
-			if err := deleteContainer(nsCtx, c); err != nil {
-				errs = append(errs, fmt.Errorf("container %s/%s: %w", ns, c.ID(), err))
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func deleteContainer(ctx context.Context, c containerd.Container) error {
-	task, err := c.Task(ctx, nil)
-	switch {
-	case errdefs.IsNotFound(err):
-	case err != nil:
-		return fmt.Errorf("load task: %w", err)
-	default:
-		if _, err := task.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
-			return fmt.Errorf("delete task: %w", err)
-		}
-	}
-	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
-		return fmt.Errorf("delete container: %w", err)
-	}
-	return nil
 }

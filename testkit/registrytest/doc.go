@@ -1,4 +1,4 @@
-// Package registrytest serves an in-memory OCI distribution registry
-// (go-containerregistry's pkg/registry) over plain HTTP: on a loopback port
-// for a test, or as `berth dev`'s embedded registry.
+// Package registrytest gives a test an OCI registry (the product's
+// services/agent/ociregistry, `berth dev`'s embedded registry) on a loopback port for the
+// length of the test, and pushes the test image to it.
 package registrytest

@@ -86,9 +86,27 @@ func Create(ctx context.Context, client *containerd.Client, spec ContainerSpec) 
 	if len(args) == 0 {
 		return nil, fmt.Errorf("create container %s: no command: the image has no entrypoint or cmd and none was given", spec.ID)
 	}
+	opts := append([]oci.SpecOpts{oci.WithImageConfig(spec.Image), oci.WithProcessArgs(args...)}, specOpts(spec)...)
+	ctr, err := client.NewContainer(ctx, spec.ID,
+		containerd.WithImage(spec.Image),
+		containerd.WithSnapshotter(spec.Snapshotter),
+		containerd.WithNewSnapshot(spec.ID+"-rootfs", spec.Image),
+		containerd.WithContainerLabels(spec.Labels),
+		containerd.WithImageStopSignal(spec.Image, "SIGTERM"),
+		containerd.WithNewSpec(opts...),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("create container %s: %w", spec.ID, err)
+	}
+	return ctr, nil
+}
+
+// specOpts returns the OCI spec options of spec after the image's own config (which
+// they override): host network, hosts and resolv.conf files, environment, working
+// directory, user, host name (the host's when unset), CPU shares (at least 2, as Docker
+// clamps them), memory limit and reservation, ulimits and a read-only root.
+func specOpts(spec ContainerSpec) []oci.SpecOpts {
 	opts := []oci.SpecOpts{
-		oci.WithImageConfig(spec.Image),
-		oci.WithProcessArgs(args...),
 		oci.WithHostNamespace(specs.NetworkNamespace),
 		oci.WithHostHostsFile,
 		oci.WithHostResolvconf,
@@ -107,11 +125,7 @@ func Create(ctx context.Context, client *containerd.Client, spec ContainerSpec) 
 	} else if h, err := os.Hostname(); err == nil {
 		opts = append(opts, oci.WithHostname(h))
 	}
-	shares := spec.CPUShares
-	if shares < 2 {
-		shares = 2
-	}
-	opts = append(opts, oci.WithCPUShares(shares))
+	opts = append(opts, oci.WithCPUShares(max(spec.CPUShares, 2)))
 	if spec.MemoryMiB > 0 {
 		opts = append(opts, oci.WithMemoryLimit(uint64(spec.MemoryMiB)<<20))
 	}
@@ -124,18 +138,7 @@ func Create(ctx context.Context, client *containerd.Client, spec ContainerSpec) 
 	if spec.ReadonlyRootfs {
 		opts = append(opts, oci.WithRootFSReadonly())
 	}
-	ctr, err := client.NewContainer(ctx, spec.ID,
-		containerd.WithImage(spec.Image),
-		containerd.WithSnapshotter(spec.Snapshotter),
-		containerd.WithNewSnapshot(spec.ID+"-rootfs", spec.Image),
-		containerd.WithContainerLabels(spec.Labels),
-		containerd.WithImageStopSignal(spec.Image, "SIGTERM"),
-		containerd.WithNewSpec(opts...),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("create container %s: %w", spec.ID, err)
-	}
-	return ctr, nil
+	return opts
 }
 
 // withMemoryReservation sets the soft memory limit in bytes.

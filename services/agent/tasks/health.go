@@ -8,6 +8,7 @@ import (
 	"time"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/agent/tasks/state"
 	"github.com/containerd/containerd/v2/pkg/cio"
 )
 
@@ -27,7 +28,7 @@ func (t *task) healthLoop(ctx context.Context, c *ctrState, hc *ecsv1.HealthChec
 	startPeriod := secondsOr(hc.StartPeriod, 0)
 	args, err := healthArgs(hc.GetCommand())
 	if err != nil {
-		t.m.log.Warn("health check not run", "task", t.arn, "container", c.name, "err", err)
+		t.m.log.Warn("health check not run", "task", t.arn, "container", c.Name, "err", err)
 		return
 	}
 	began := time.Now()
@@ -52,19 +53,19 @@ func (t *task) healthLoop(ctx context.Context, c *ctrState, hc *ecsv1.HealthChec
 			continue
 		}
 		t.mu.Lock()
-		prev := c.health
+		prev := c.Health
 		switch {
 		case ok:
 			failures = 0
-			c.health = healthHealthy
+			c.Health = state.Healthy
 		case time.Since(began) < startPeriod:
 		default:
 			failures++
 			if failures >= max(retries, 1) {
-				c.health = healthUnhealthy
+				c.Health = state.Unhealthy
 			}
 		}
-		if c.health != prev && c.status != statusStopped {
+		if c.Health != prev && c.Status != state.Stopped {
 			t.broadcastLocked()
 		}
 		t.mu.Unlock()

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 )
 
 func TestContainerIDSafeAndBounded(t *testing.T) {
@@ -21,16 +19,6 @@ func TestContainerIDSafeAndBounded(t *testing.T) {
 	}
 	if ContainerID(arn, strings.Repeat("x", 200)) == ContainerID(arn, strings.Repeat("x", 201)) {
 		t.Error("long names collide")
-	}
-}
-
-func TestHostBindings(t *testing.T) {
-	t.Parallel()
-	p := int32(8080)
-	def := &ecsv1.ContainerDefinition{PortMappings: []*ecsv1.PortMapping{{ContainerPort: &p}}}
-	b := hostBindings(def)
-	if len(b) != 1 || b[0].GetHostPort() != 8080 || b[0].GetContainerPort() != 8080 || b[0].GetProtocol() != "tcp" || b[0].GetBindIp() != "0.0.0.0" {
-		t.Errorf("bindings %v", b)
 	}
 }
 

@@ -18,42 +18,31 @@ import (
 	"github.com/berthhq/berth/services/agent/logs"
 	"github.com/berthhq/berth/services/agent/outbox"
 	"github.com/berthhq/berth/services/agent/runtime"
+	"github.com/berthhq/berth/services/agent/tasks/state"
 )
 
 // Stop codes, as ECS reports them on a stopped task.
 const (
-	StopCodeTaskFailedToStart        = "TaskFailedToStart"
-	StopCodeEssentialContainerExited = "EssentialContainerExited"
-	StopCodeUserInitiated            = "UserInitiated"
+	StopCodeTaskFailedToStart        = state.StopCodeTaskFailedToStart
+	StopCodeEssentialContainerExited = state.StopCodeEssentialContainerExited
+	StopCodeUserInitiated            = state.StopCodeUserInitiated
 )
 
 // Reasons the agent reports, worded as the ECS agent words them.
 const (
-	ReasonOOM                = "OutOfMemoryError: Container killed due to memory usage"
-	ReasonEssentialExited    = "Essential container in task exited"
-	reasonCannotPull         = "CannotPullContainerError: "
-	reasonCannotCreate       = "CannotCreateContainerError: "
-	reasonCannotStart        = "CannotStartContainerError: "
-	reasonDependency         = "DependencyConditionUnsatisfied: "
-	reasonNotExpected        = "Task not expected on this instance by the control plane"
-	defaultStopTimeout       = 30 * time.Second
-	defaultCleanupWait       = 3 * time.Hour
-	runtimeRetryInterval     = 500 * time.Millisecond
-	defaultHealthInterval    = 30 * time.Second
-	defaultHealthTimeout     = 5 * time.Second
-	defaultHealthRetries     = 3
-	healthHealthy            = "HEALTHY"
-	healthUnhealthy          = "UNHEALTHY"
-	healthUnknown            = "UNKNOWN"
-	statusPending            = "PENDING"
-	statusRunning            = "RUNNING"
-	statusStopped            = "STOPPED"
-	dependencyStart          = "START"
-	dependencyComplete       = "COMPLETE"
-	dependencySuccess        = "SUCCESS"
-	dependencyHealthy        = "HEALTHY"
-	expectedMissingStopCode  = "ServiceSchedulerInitiated"
-	defaultReportCoalesceGap = 0
+	ReasonOOM               = "OutOfMemoryError: Container killed due to memory usage"
+	ReasonEssentialExited   = state.ReasonEssentialExited
+	reasonCannotPull        = "CannotPullContainerError: "
+	reasonCannotCreate      = "CannotCreateContainerError: "
+	reasonCannotStart       = "CannotStartContainerError: "
+	reasonNotExpected       = "Task not expected on this instance by the control plane"
+	defaultStopTimeout      = 30 * time.Second
+	defaultCleanupWait      = 3 * time.Hour
+	runtimeRetryInterval    = 500 * time.Millisecond
+	defaultHealthInterval   = 30 * time.Second
+	defaultHealthTimeout    = 5 * time.Second
+	defaultHealthRetries    = 3
+	expectedMissingStopCode = "ServiceSchedulerInitiated"
 )
 
 // Config configures a Manager.

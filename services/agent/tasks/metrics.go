@@ -1,5 +1,7 @@
 package tasks
 
+import "github.com/berthhq/berth/services/agent/tasks/state"
+
 // CountByStatus returns how many of the tasks this manager holds are in each lastStatus
 // (PENDING, RUNNING, STOPPED), for metrics. It takes each task's lock briefly, never
 // while holding the manager's.
@@ -10,10 +12,10 @@ func (m *Manager) CountByStatus() map[string]int {
 		ts = append(ts, t)
 	}
 	m.mu.Unlock()
-	counts := map[string]int{statusPending: 0, statusRunning: 0, statusStopped: 0}
+	counts := map[string]int{state.Pending: 0, state.Running: 0, state.Stopped: 0}
 	for _, t := range ts {
 		t.mu.Lock()
-		counts[t.status]++
+		counts[t.st.Status]++
 		t.mu.Unlock()
 	}
 	return counts

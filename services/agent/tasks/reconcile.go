@@ -10,6 +10,7 @@ import (
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/agent/tasks/state"
 )
 
 // reconcile re-adopts what a previous agent left: containers in the
@@ -64,7 +65,7 @@ func (m *Manager) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 			continue
 		}
 		known, _ := m.cfg.Outbox.KnownStatus(arn)
-		if known == statusStopped {
+		if known == state.Stopped {
 			ids := make([]string, 0, len(found[arn]))
 			for id := range found[arn] {
 				ids = append(ids, id)

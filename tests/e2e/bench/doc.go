@@ -7,11 +7,19 @@
 //
 //   - RunTask → RUNNING p50/p99 with a cached image, beside raw containerd create+start of
 //     the same image, and the ratio;
+//   - the agent's resident memory as a process of its own (berth-agent and the all-in-one
+//     `berth agent`), idle and with 50 tasks RUNNING;
 //   - gateway DescribeTasks(100) and RunTask(1) p50/p99 at a fixed request rate (tasks
-//     placed on scripted fake agents);
+//     placed on scripted fake agents), and DescribeTasks(100) again at a fixed 200
+//     requests/s (-high-rate);
 //   - agent sessions one scheduler replica holds, and the CPU it spends holding them
 //     (fake agents in a child process over h2c, heartbeating at the agent's default
-//     interval).
+//     interval);
+//   - placements per second through the production path: RunTask (count 10) over
+//     Connect to the scheduler (as the gateway calls it) into control's placement and
+//     group commit, 64 concurrent callers, 1,000 fake agents holding sessions, beside
+//     etcd's batched-txn ceiling measured in the same run (-profile-dir writes the
+//     window's CPU profile).
 //
 // Then it runs the benchmarks the services already have, through `go test -bench`, and
 // reads their reported metrics: placements per second with 1,000 instances
@@ -20,4 +28,5 @@
 // and 10,000 tasks (control.BenchmarkDescribeTasks100, BenchmarkListTasksPage).
 //
 //	go run ./tests/e2e/bench -out bench/results.json
+//	go run ./tests/e2e/bench -only placement-path,gateway-high -out /tmp/rows.json  # some parts alone
 package main

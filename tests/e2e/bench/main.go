@@ -51,15 +51,19 @@ type Results struct {
 }
 
 type options struct {
-	out        string
-	samples    int
-	rate       float64
-	duration   time.Duration
-	sessions   int
-	heartbeat  time.Duration
-	skipStack  bool
-	skipGoTest bool
-	workDir    string
+	out           string
+	samples       int
+	rate          float64
+	highRate      float64
+	duration      time.Duration
+	placeDuration time.Duration
+	profileDir    string
+	only          map[string]bool
+	sessions      int
+	heartbeat     time.Duration
+	skipStack     bool
+	skipGoTest    bool
+	workDir       string
 }
 
 func main() {
@@ -67,7 +71,11 @@ func main() {
 	flag.StringVar(&o.out, "out", "bench/results.json", "where to write the figures as JSON")
 	flag.IntVar(&o.samples, "samples", 30, "RunTask → RUNNING samples (and as many raw containerd starts)")
 	flag.Float64Var(&o.rate, "rate", 10, "fixed request rate (requests/s) for the gateway figures")
+	flag.Float64Var(&o.highRate, "high-rate", 200, "the second, higher fixed rate (requests/s) of DescribeTasks(100)")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "how long each fixed-rate run lasts")
+	flag.DurationVar(&o.placeDuration, "place-duration", 10*time.Second, "how long the RunTask placement run lasts")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "write CPU profiles of the placement-path and gateway-high runs (<part>.pprof) into this directory")
+	onlyFlag := flag.String("only", "", "run only these parts, comma-separated: "+strings.Join(parts, ", ")+" (default: all)")
 	flag.IntVar(&o.sessions, "sessions", 5000, "fake agent sessions to open against one scheduler replica")
 	flag.DurationVar(&o.heartbeat, "heartbeat", 10*time.Second, "fake agents' heartbeat interval (the agent's default)")
 	flag.BoolVar(&o.skipStack, "skip-stack", false, "skip the in-process stack figures")
@@ -76,6 +84,16 @@ func main() {
 	var fake fakeFlags
 	fake.register(flag.CommandLine)
 	flag.Parse()
+	if *onlyFlag != "" {
+		o.only = map[string]bool{}
+		for _, p := range strings.Split(*onlyFlag, ",") {
+			if !slices.Contains(parts, p) {
+				fmt.Fprintf(os.Stderr, "bench: -only: unknown part %q (parts: %s)\n", p, strings.Join(parts, ", "))
+				os.Exit(2)
+			}
+			o.only[p] = true
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -91,6 +109,12 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// parts are the bench's parts, in the order they run, as -only names them.
+var parts = []string{"runtask", "agent-rss", "gateway", "gateway-high", "sessions", "placement-path", "go-test"}
+
+// want reports whether part runs: every part unless -only names some.
+func (o options) want(part string) bool { return o.only == nil || o.only[part] }
 
 func run(ctx context.Context, o options) error {
 	start := time.Now()
@@ -118,10 +142,10 @@ func run(ctx context.Context, o options) error {
 		}
 		fmt.Fprintf(os.Stderr, "bench: %s done in %s\n", name, time.Since(t0).Round(time.Second))
 	}
-	if !o.skipStack {
+	if !o.skipStack && (o.want("runtask") || o.want("agent-rss") || o.want("gateway") || o.want("gateway-high") || o.want("sessions") || o.want("placement-path")) {
 		step("stack", func() ([]Row, error) { return stackFigures(ctx, o, dir) })
 	}
-	if !o.skipGoTest {
+	if !o.skipGoTest && o.want("go-test") {
 		step("go test -bench", func() ([]Row, error) { return goTestFigures(ctx) })
 	}
 	res.Seconds = time.Since(start).Seconds()

@@ -28,12 +28,12 @@ import (
 
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
 	"github.com/berthhq/berth/services/agent"
+	"github.com/berthhq/berth/services/agent/containerdproc"
+	"github.com/berthhq/berth/services/agent/ociregistry"
 	"github.com/berthhq/berth/services/gateway"
 	"github.com/berthhq/berth/services/gateway/sigv4client"
 	"github.com/berthhq/berth/services/scheduler/app"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
-	"github.com/berthhq/berth/testkit/containerdtest"
-	"github.com/berthhq/berth/testkit/registrytest"
 	"github.com/berthhq/berth/testkit/testimage"
 )
 
@@ -51,7 +51,7 @@ type stack struct {
 	gwURL    string
 	ecs      *ecs.Client
 	image    string
-	ctd      *containerdtest.Instance
+	ctd      *containerdproc.Instance
 	reg      *prometheus.Registry
 }
 
@@ -103,7 +103,7 @@ func startStack(ctx context.Context, dir string, wg *sync.WaitGroup) (*stack, er
 		Retryer: aws.NopRetryer{},
 	})
 
-	reg, err := registrytest.Serve(ctx, "127.0.0.1:0")
+	reg, err := ociregistry.Serve(ctx, "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
@@ -116,7 +116,7 @@ func startStack(ctx context.Context, dir string, wg *sync.WaitGroup) (*stack, er
 	if err := testimage.Push(ctx, img, s.image); err != nil {
 		return nil, fmt.Errorf("push test image: %w", err)
 	}
-	s.ctd, err = containerdtest.StartProcess(ctx, filepath.Join(dir, "containerd"))
+	s.ctd, err = containerdproc.StartProcess(ctx, filepath.Join(dir, "containerd"))
 	if err != nil {
 		return nil, fmt.Errorf("containerd: %w", err)
 	}
@@ -226,22 +226,29 @@ func stackFigures(ctx context.Context, o options, dir string) ([]Row, error) {
 		_ = s.ctd.Stop(stop)
 	}()
 	var rows []Row
-	r, err := runTaskFigures(ctx, s, o, dir, &wg)
-	rows = append(rows, r...)
-	if err != nil {
-		return rows, fmt.Errorf("RunTask → RUNNING: %w", err)
+	var errs []error
+	part := func(name string, f func() ([]Row, error)) {
+		if !o.want(name) {
+			return
+		}
+		r, err := f()
+		rows = append(rows, r...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
 	}
-	r, err = gatewayFigures(ctx, s, o)
-	rows = append(rows, r...)
-	if err != nil {
-		return rows, fmt.Errorf("gateway at a fixed rate: %w", err)
+	part("runtask", func() ([]Row, error) { return runTaskFigures(ctx, s, o, dir, &wg) })
+	part("agent-rss", func() ([]Row, error) { return agentRSSFigures(ctx, s, dir) })
+	if o.want("gateway") || o.want("gateway-high") {
+		r, err := gatewayFigures(ctx, s, o)
+		rows = append(rows, r...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("gateway at a fixed rate: %w", err))
+		}
 	}
-	r, err = sessionFigures(ctx, s, o)
-	rows = append(rows, r...)
-	if err != nil {
-		return rows, fmt.Errorf("agent sessions: %w", err)
-	}
-	return rows, nil
+	part("sessions", func() ([]Row, error) { return sessionFigures(ctx, s, o) })
+	part("placement-path", func() ([]Row, error) { return placementPathFigures(ctx, s, o) })
+	return rows, errors.Join(errs...)
 }
 
 // runTaskFigures: RunTask → RUNNING through the gateway with the real agent and a cached
@@ -404,27 +411,55 @@ func gatewayFigures(ctx context.Context, s *stack, o options) ([]Row, error) {
 		}
 	}
 	arns = arns[:100]
-	describe, derr := fixedRate(ctx, o.rate, o.duration, func(ctx context.Context) error {
+	describeTasks := func(ctx context.Context) error {
 		out, err := s.ecs.DescribeTasks(ctx, &ecs.DescribeTasksInput{Cluster: aws.String(cluster), Tasks: arns})
 		if err == nil && len(out.Tasks) != 100 {
 			err = fmt.Errorf("DescribeTasks returned %d tasks", len(out.Tasks))
 		}
 		return err
-	})
-	run, rerr := fixedRate(ctx, o.rate, o.duration, func(ctx context.Context) error {
-		out, err := s.ecs.RunTask(ctx, &ecs.RunTaskInput{Cluster: aws.String(cluster), TaskDefinition: aws.String(td)})
-		if err == nil && len(out.Tasks) != 1 {
-			err = fmt.Errorf("RunTask placed nothing: %+v", out.Failures)
-		}
-		return err
-	})
-	rows := []Row{
-		{g, "DescribeTasks(100) p50", ms(percentile(describe, 50)), "ms", fmt.Sprintf("%d calls", len(describe))},
-		{g, "DescribeTasks(100) p99", ms(percentile(describe, 99)), "ms", ""},
-		{g, "RunTask(1) p50", ms(percentile(run, 50)), "ms", fmt.Sprintf("%d calls; placed on %d fake agents", len(run), agents)},
-		{g, "RunTask(1) p99", ms(percentile(run, 99)), "ms", ""},
 	}
-	return rows, errors.Join(derr, rerr)
+	var rows []Row
+	var errs []error
+	if o.want("gateway") {
+		describe, derr := fixedRate(ctx, o.rate, o.duration, describeTasks)
+		run, rerr := fixedRate(ctx, o.rate, o.duration, func(ctx context.Context) error {
+			out, err := s.ecs.RunTask(ctx, &ecs.RunTaskInput{Cluster: aws.String(cluster), TaskDefinition: aws.String(td)})
+			if err == nil && len(out.Tasks) != 1 {
+				err = fmt.Errorf("RunTask placed nothing: %+v", out.Failures)
+			}
+			return err
+		})
+		rows = append(rows,
+			Row{g, "DescribeTasks(100) p50", ms(percentile(describe, 50)), "ms", fmt.Sprintf("%d calls", len(describe))},
+			Row{g, "DescribeTasks(100) p99", ms(percentile(describe, 99)), "ms", ""},
+			Row{g, "RunTask(1) p50", ms(percentile(run, 50)), "ms", fmt.Sprintf("%d calls; placed on %d fake agents", len(run), agents)},
+			Row{g, "RunTask(1) p99", ms(percentile(run, 99)), "ms", ""})
+		errs = append(errs, derr, rerr)
+	}
+	if o.want("gateway-high") {
+		gh := fmt.Sprintf("gateway DescribeTasks(100) at a fixed %g requests/s for %s (AWS SDK for Go v2, SigV4)", o.highRate, o.duration)
+		stopProfile, err := startProfile(o, "gateway-high")
+		if err != nil {
+			return rows, err
+		}
+		c0, t0 := cpuTime(), time.Now()
+		describe, derr := fixedRate(ctx, o.highRate, o.duration, describeTasks)
+		wall := time.Since(t0) // until the last call completed
+		cores := (cpuTime() - c0).Seconds() / wall.Seconds()
+		stopProfile()
+		done := float64(len(describe)) / wall.Seconds()
+		keptUp := "kept up with the offered rate"
+		if done < 0.95*o.highRate {
+			keptUp = "below the offered rate: calls queued (open loop), so the latencies include the queue"
+		}
+		rows = append(rows,
+			Row{gh, "DescribeTasks(100) completed/s", done, "/s", keptUp},
+			Row{gh, "DescribeTasks(100) p50", ms(percentile(describe, 50)), "ms", fmt.Sprintf("%d calls succeeded of %d sent", len(describe), int(o.highRate*o.duration.Seconds()))},
+			Row{gh, "DescribeTasks(100) p99", ms(percentile(describe, 99)), "ms", ""},
+			Row{gh, "CPU during the run", cores, "cores", "this process: SDK client, gateway, scheduler, embedded etcd"})
+		errs = append(errs, derr)
+	}
+	return rows, errors.Join(errs...)
 }
 
 // fixedRate calls f at rate per second for d (open loop: a slow call does not delay the

@@ -1,10 +1,10 @@
-package registrytest_test
+package ociregistry_test
 
 import (
 	"context"
 	"log"
 
-	"github.com/berthhq/berth/testkit/registrytest"
+	"github.com/berthhq/berth/services/agent/ociregistry"
 	"github.com/berthhq/berth/testkit/testimage"
 )
 
@@ -12,7 +12,7 @@ import (
 // test image to it.
 func ExampleServe() {
 	ctx := context.Background()
-	reg, err := registrytest.Serve(ctx, "127.0.0.1:5000")
+	reg, err := ociregistry.Serve(ctx, "127.0.0.1:5000")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package containerdtest_test
+package containerdproc_test
 
 import (
 	"context"
@@ -6,14 +6,14 @@ import (
 
 	containerd "github.com/containerd/containerd/v2/client"
 
-	"github.com/berthhq/berth/testkit/containerdtest"
+	"github.com/berthhq/berth/services/agent/containerdproc"
 )
 
 // Running a private containerd under a data directory, as `berth dev` does
 // when no system containerd answers.
 func ExampleStartProcess() {
 	ctx := context.Background()
-	inst, err := containerdtest.StartProcess(ctx, ".berth/containerd")
+	inst, err := containerdproc.StartProcess(ctx, ".berth/containerd")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,4 +1,8 @@
-package registrytest
+// Package ociregistry serves an in-memory OCI distribution registry
+// (go-containerregistry's pkg/registry) over plain HTTP: `berth dev`'s embedded registry,
+// which the host's agent pulls from (loopback registries are plain HTTP to it), and, through
+// testkit/registrytest, a test's registry.
+package ociregistry
 
 import (
 	"context"
@@ -8,12 +12,9 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
-
-	"github.com/berthhq/berth/testkit/testimage"
 )
 
 // Option configures a Server.
@@ -94,39 +95,4 @@ func (s *Server) Close() error {
 		return fmt.Errorf("registry close: %w", err)
 	}
 	return nil
-}
-
-// Start serves a registry on a free loopback port for the length of the
-// test, logging its requests to t.Output(). It fails the test if it cannot
-// listen.
-func Start(t testing.TB) *Server {
-	t.Helper()
-	s, err := Serve(context.WithoutCancel(t.Context()), "127.0.0.1:0", WithRequestLog(t.Output()))
-	if err != nil {
-		t.Fatalf("registrytest: %v", err)
-	}
-	// Close, not Shutdown: a client's connection that never sent a
-	// request would hold Shutdown for 5s, and a test that is over has no
-	// requests worth finishing.
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("registrytest: %v", err)
-		}
-	})
-	return s
-}
-
-// PushTestImage pushes the test image (testimage.Build) to reg as repo:tag
-// and returns its reference, "ADDR/repo:tag". It fails the test on error.
-func PushTestImage(t testing.TB, reg *Server, repo, tag string) string {
-	t.Helper()
-	img, err := testimage.Build(t.Context())
-	if err != nil {
-		t.Fatalf("registrytest: %v", err)
-	}
-	ref := reg.Addr() + "/" + repo + ":" + tag
-	if err := testimage.Push(t.Context(), img, ref); err != nil {
-		t.Fatalf("registrytest: %v", err)
-	}
-	return ref
 }

@@ -1,4 +1,8 @@
-package containerdtest
+// Package containerdproc runs a private containerd daemon: its own root, state, config
+// and socket under one directory, started, probed until it serves, restarted and
+// stopped by this package. `berth dev` runs its host's containerd this way when no
+// BERTH_CONTAINERD_ADDRESS is given; testkit/containerdtest wraps it for tests.
+package containerdproc
 
 import (
 	"bytes"
@@ -53,7 +57,7 @@ var disabledPlugins = []string{
 	"io.containerd.nri.v1.nri",
 }
 
-// ErrUnavailable is wrapped by the errors of StartProcess when this host
+// ErrUnavailable is wrapped by the errors of StartProcess and New when this host
 // cannot run a private containerd: not root, or a binary it needs is not in
 // PATH. The message says which and how to install it.
 var ErrUnavailable = errors.New("cannot run containerd on this host")
@@ -143,7 +147,7 @@ type Instance struct {
 // ErrUnavailable. If the daemon does not come up, the error quotes the end
 // of its log.
 func StartProcess(ctx context.Context, dir string, opts ...Option) (*Instance, error) {
-	inst, err := newInstance(dir, opts...)
+	inst, err := New(dir, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +157,11 @@ func StartProcess(ctx context.Context, dir string, opts ...Option) (*Instance, e
 	return inst, nil
 }
 
-func newInstance(dir string, opts ...Option) (*Instance, error) {
+// New prepares a daemon under dir (created if missing) without starting it: it checks
+// the host (root, the containerd, containerd-shim-runc-v2 and runc binaries; the error
+// wraps ErrUnavailable otherwise), picks the socket address and writes the config.
+// Start runs it.
+func New(dir string, opts ...Option) (*Instance, error) {
 	o := options{logLevel: "info", startTimeout: defaultStartTimeout}
 	for _, opt := range opts {
 		opt(&o)
@@ -339,16 +347,16 @@ func (i *Instance) waitServing(ctx context.Context) error {
 		select {
 		case <-i.exited:
 			return fmt.Errorf("containerd exited while starting (%v); log %s ends:\n%s",
-				i.cmd.ProcessState, i.logPath, i.logTail())
+				i.cmd.ProcessState, i.logPath, i.LogTail())
 		case <-ctx.Done():
 			return fmt.Errorf("containerd at %s did not serve: %w (last error: %v); log %s ends:\n%s",
-				i.address, ctx.Err(), err, i.logPath, i.logTail())
+				i.address, ctx.Err(), err, i.logPath, i.LogTail())
 		case <-tick.C:
 		}
 	}
 
 	if err := checkServices(ctx, client); err != nil {
-		return fmt.Errorf("%w; log %s ends:\n%s", err, i.logPath, i.logTail())
+		return fmt.Errorf("%w; log %s ends:\n%s", err, i.logPath, i.LogTail())
 	}
 	if i.snapshotter == "" {
 		snap, err := chooseSnapshotter(ctx, client)
@@ -434,8 +442,9 @@ func (i *Instance) Restart(ctx context.Context) error {
 	return i.Start(ctx)
 }
 
-// logTail returns the last few KiB of the daemon's log, for error messages.
-func (i *Instance) logTail() string {
+// LogTail returns the last 8 KiB of the daemon's log (less when the log is shorter; ""
+// when it cannot be read), for error messages.
+func (i *Instance) LogTail() string {
 	f, err := os.Open(i.logPath)
 	if err != nil {
 		return fmt.Sprintf("(cannot read log: %v)", err)

@@ -1,0 +1,118 @@
+// Package cli holds what every Berth binary's command line shares: environment defaults,
+// the JSON logger, the credentials-file reader, the h2c server loop and main's exit path.
+// It imports no service package, so a per-role binary (berth-agent, berth-gateway) links
+// only the service it runs.
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// SplitList returns the non-empty, space-trimmed items of a comma-separated list
+// ("a, b,,c" → [a b c]); nil for none.
+func SplitList(v string) []string {
+	var out []string
+	for _, r := range strings.Split(v, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Env returns the environment variable name's value, or def when it is unset (an empty
+// value that is set is returned as is).
+func Env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+// JSONLogger returns the services' logger: slog JSON on the command's stderr.
+func JSONLogger(cmd *cobra.Command) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
+}
+
+// ReadEnvFile reads path's KEY=VALUE lines into a map (an optional leading "export " and
+// surrounding quotes are dropped); blank lines and # comments are skipped. It returns an
+// error naming the file and the line that is not KEY=VALUE, or the file's read error.
+func ReadEnvFile(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	vals := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return nil, fmt.Errorf("%s: line %q is not KEY=VALUE", path, line)
+		}
+		vals[strings.TrimSpace(strings.TrimPrefix(k, "export "))] = strings.Trim(strings.TrimSpace(v), `"'`)
+	}
+	return vals, sc.Err()
+}
+
+// IgnoreCanceled returns nil when ctx is done (a signal asked the service to stop, so its
+// error is the expected shutdown) and err otherwise.
+func IgnoreCanceled(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// Serve serves h on ln over HTTP/1.1 and h2c (HTTP/2 without TLS: Connect's streaming
+// calls need HTTP/2) until ctx is done, then shuts down gracefully for up to 5 s. It
+// returns the server's error, or nil after a shutdown ctx asked for.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: h, Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		_ = srv.Close()
+	}
+	return nil
+}
+
+// Main runs root with a context canceled by SIGINT or SIGTERM and exits the process: 0 on
+// success, 1 after printing the error prefixed with root's name.
+func Main(root *cobra.Command) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	root.SilenceUsage = true
+	root.SilenceErrors = true
+	err := root.ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, root.Name()+":", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	"google.golang.org/protobuf/proto"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
+	"github.com/berthhq/berth/services/gateway"
+	"github.com/berthhq/berth/services/scheduler/caller"
+)
+
+// Placement through the production path: the figures issue 13 asks for beside the
+// isolated Placer benchmark.
+const (
+	placeInstances = 1000 // simulated instances (fake agents holding sessions)
+	placeCallers   = 64   // concurrent RunTask callers
+	placeCount     = 10   // tasks per RunTask
+)
+
+// placementPathFigures measures placements per second through the production path:
+// RunTask (count 10) as the gateway sends it (Connect over h2c to the scheduler's internal
+// listener, the account in the caller header) into control's RunTask, its placement and
+// group commit, on placeInstances fake agents that hold sessions and acknowledge their
+// assignments, from placeCallers concurrent callers for o.placeDuration, on the stack's
+// embedded etcd. With -profile-dir, the window's CPU profile is written there.
+func placementPathFigures(ctx context.Context, s *stack, o options) ([]Row, error) {
+	const cluster = "place"
+	g := fmt.Sprintf("placement through RunTask: %d instances, embedded etcd", placeInstances)
+	if _, err := s.ecs.CreateCluster(ctx, &ecs.CreateClusterInput{ClusterName: aws.String(cluster)}); err != nil {
+		return nil, err
+	}
+	fctx, stopFleet := context.WithCancel(ctx)
+	defer stopFleet()
+	// Capacity enough for every task the window can place: no placement fails for room.
+	connected, _, err := fakeFleet(fctx, s.schedURL, account, cluster, "place", placeInstances, 10*time.Second, 1<<30, 1<<30)
+	if err != nil {
+		return nil, err
+	}
+	for deadline := time.Now().Add(2 * time.Minute); connected.Load() < placeInstances; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%d of %d fake agents connected after 2 minutes", connected.Load(), placeInstances)
+		}
+	}
+	td, err := s.registerTaskDef(ctx, "bench-place", s.image, "sleep", "3600")
+	if err != nil {
+		return nil, err
+	}
+	client := ecsv1connect.NewEcsServiceClient(gateway.NewH2CClient(), s.schedURL)
+	runTask := func(ctx context.Context) (int, error) {
+		req := connect.NewRequest(&ecsv1.RunTaskRequest{Cluster: proto.String(cluster), TaskDefinition: proto.String(td), Count: proto.Int32(placeCount)})
+		req.Header().Set(caller.AccountHeader, account)
+		resp, err := client.RunTask(ctx, req)
+		if err != nil {
+			return 0, err
+		}
+		if f := resp.Msg.GetFailures(); len(f) > 0 {
+			return len(resp.Msg.GetTasks()), fmt.Errorf("RunTask failures: %s %s", f[0].GetArn(), f[0].GetReason())
+		}
+		return len(resp.Msg.GetTasks()), nil
+	}
+	// Warm up until every instance counts as connected for placement: a session's hello
+	// lands a moment after the fake agent reports it sent.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		n, err := runTask(ctx)
+		if err == nil && n == placeCount {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("warm-up RunTask: %d placed: %v", n, err)
+		}
+	}
+
+	stopProfile, err := startProfile(o, "placement-path")
+	if err != nil {
+		return nil, err
+	}
+	defer stopProfile()
+	var placed, calls atomic.Int64
+	var mu sync.Mutex
+	var lat []time.Duration
+	var firstErr error
+	wctx, stop := context.WithTimeout(ctx, o.placeDuration)
+	defer stop()
+	runtime.GC()
+	c0, t0 := cpuTime(), time.Now()
+	var wg sync.WaitGroup
+	for range placeCallers {
+		wg.Go(func() {
+			for wctx.Err() == nil {
+				s0 := time.Now()
+				n, err := runTask(ctx) // not wctx: a call in flight at the end completes and counts
+				el := time.Since(s0)
+				placed.Add(int64(n))
+				calls.Add(1)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				if err == nil {
+					lat = append(lat, el)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(t0)
+	cores := (cpuTime() - c0).Seconds() / elapsed.Seconds()
+	stopProfile()
+	rate := float64(placed.Load()) / elapsed.Seconds()
+	rows := []Row{
+		{g, "placements/s through RunTask", rate, "/s", fmt.Sprintf("RunTask count %d over Connect h2c (as the gateway calls), %d concurrent callers, %s; %d placed in %d calls",
+			placeCount, placeCallers, o.placeDuration, placed.Load(), calls.Load())},
+		{g, "RunTask(10) p50", ms(percentile(lat, 50)), "ms", ""},
+		{g, "RunTask(10) p99", ms(percentile(lat, 99)), "ms", ""},
+		{g, "CPU during the run", cores, "cores", fmt.Sprintf("this process: scheduler, embedded etcd, %d fake agents acknowledging assignments, callers", placeInstances)},
+	}
+	if rate > 0 {
+		rows = append(rows, Row{g, "CPU per placement", cores * 1e6 / rate, "µs", "same process"})
+	}
+	c, cerr := etcdCeiling(ctx)
+	if cerr == nil && c["placements/s"] > 0 {
+		rows = append(rows,
+			Row{g, "etcd ceiling: placements/s", c["placements/s"], "/s", "placement.BenchmarkEtcdTxnCeiling in this run: the same writes, batched per txn, no choosing"},
+			Row{g, "ratio RunTask placements/s ÷ etcd ceiling", rate / c["placements/s"], "ratio", ""})
+	}
+	return rows, errors.Join(firstErr, cerr)
+}
+
+// startProfile starts a CPU profile of the part into o.profileDir/<part>.pprof and
+// returns the function that stops it (safe to call twice); without -profile-dir it does
+// nothing.
+func startProfile(o options, part string) (stop func(), err error) {
+	if o.profileDir == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(filepath.Join(o.profileDir, part+".pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		})
+	}, nil
+}
+
+var ceiling struct {
+	once    sync.Once
+	metrics map[string]float64
+	err     error
+}
+
+// etcdCeiling runs placement.BenchmarkEtcdTxnCeiling once per bench run and returns its
+// metrics (placements/s, txns/s, cpu-µs/placement): the placement figures of the run are
+// compared with one ceiling measured on the machine at the same time.
+func etcdCeiling(ctx context.Context) (map[string]float64, error) {
+	ceiling.once.Do(func() {
+		lines, err := goBench(ctx, "services/scheduler/placement", "^BenchmarkEtcdTxnCeiling$", "400x")
+		if err != nil {
+			ceiling.err = err
+			return
+		}
+		m, ok := find(lines, "BenchmarkEtcdTxnCeiling")
+		if !ok {
+			ceiling.err = errors.New("BenchmarkEtcdTxnCeiling printed no result")
+			return
+		}
+		ceiling.metrics = m
+	})
+	return ceiling.metrics, ceiling.err
+}

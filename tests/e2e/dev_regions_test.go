@@ -38,7 +38,8 @@ func TestDevTwoRegions(t *testing.T) {
 		t.Fatal(err)
 	}
 	agent := exec.Command(filepath.Join(root, "bin/berth"), "agent",
-		"--gateway", envValue(env, "AWS_ENDPOINT_URL"), "--region", "eu-west-1", "--cluster", "default",
+		// The gateway itself: the AWS_ENDPOINT_URL proxy checks ECS answers and speaks no h2c.
+		"--gateway", "http://"+envValue(env, "BERTH_GATEWAY_ADDR"), "--region", "eu-west-1", "--cluster", "default",
 		"--data-dir", filepath.Join(dir, "agent-eu"), "--containerd", addr, "--snapshotter", snap,
 		"--namespace", "berth-eu", "--log-addr", freeAddr(t))
 	agent.Env = append(env, "BERTH_ACCESS_KEY_ID=test", "BERTH_SECRET_ACCESS_KEY=test")

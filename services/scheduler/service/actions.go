@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
@@ -535,7 +534,7 @@ func (h *Handler) DescribeServices(ctx context.Context, req *connect.Request[ecs
 			return nil, err
 		}
 		resp := &ecsv1.DescribeServicesResponse{Services: []*ecsv1.Service{}, Failures: []*ecsv1.Failure{}}
-		ops := make([]clientv3.Op, 0, len(m.GetServices()))
+		ks := make([]string, 0, len(m.GetServices()))
 		refs := make([]string, 0, len(m.GetServices()))
 		for _, ref := range m.GetServices() {
 			name, ok := serviceName(account, cluster, ref)
@@ -543,37 +542,30 @@ func (h *Handler) DescribeServices(ctx context.Context, req *connect.Request[ecs
 				resp.Failures = append(resp.Failures, missing(ref))
 				continue
 			}
-			ops = append(ops, clientv3.OpGet(keys.Service(account, cluster, name)))
+			ks = append(ks, keys.Service(account, cluster, name))
 			refs = append(refs, ref)
 		}
-		if len(ops) > 0 {
-			tr, err := h.kv.Txn(ctx).Then(ops...).Commit()
+		items, err := store.GetMany[*storev1.ServiceRecord](ctx, h.kv, ks)
+		if err != nil {
+			return nil, fmt.Errorf("service: describe: %w", err)
+		}
+		for i, it := range items {
+			if it.Value == nil {
+				a := refs[i]
+				if !arn.IsARN(a) {
+					a = arn.ServiceARN(account.Region, account.Account, cluster, a, true)
+				}
+				resp.Failures = append(resp.Failures, missing(a))
+				continue
+			}
+			out := describe(it.Value, withTags)
+			// Counts straight from the task records, not as of the last reconcile pass.
+			all, by, err := liveCounts(ctx, h.kv, account, cluster, out.GetServiceName())
 			if err != nil {
-				return nil, fmt.Errorf("service: describe: %w", err)
+				return nil, err
 			}
-			for i, r := range tr.Responses {
-				kvs := r.GetResponseRange().GetKvs()
-				if len(kvs) == 0 {
-					a := refs[i]
-					if !arn.IsARN(a) {
-						a = arn.ServiceARN(account.Region, account.Account, cluster, a, true)
-					}
-					resp.Failures = append(resp.Failures, missing(a))
-					continue
-				}
-				rec := &storev1.ServiceRecord{}
-				if err := proto.Unmarshal(kvs[0].Value, rec); err != nil {
-					return nil, fmt.Errorf("service: decode %s: %w", kvs[0].Key, err)
-				}
-				out := describe(rec, withTags)
-				// Counts straight from the task records, not as of the last reconcile pass.
-				all, by, err := liveCounts(ctx, h.kv, account, cluster, out.GetServiceName())
-				if err != nil {
-					return nil, err
-				}
-				applyCounts(out, all, by)
-				resp.Services = append(resp.Services, out)
-			}
+			applyCounts(out, all, by)
+			resp.Services = append(resp.Services, out)
 		}
 		return resp, nil
 	})

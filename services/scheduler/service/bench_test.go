@@ -93,7 +93,7 @@ func BenchmarkPass(b *testing.B) {
 		e.r.markAll(false)
 		for range b.N {
 			e.r.dmu.Lock()
-			e.r.markService(e.acc+"/"+testRegion+"/"+e.cluster, "svc-0500")
+			e.r.markService(keys.ClusterRef{Scope: e.sc, Cluster: e.cluster}, "svc-0500")
 			e.r.dmu.Unlock()
 			if err := e.r.pass(ctx, true); err != nil {
 				b.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -93,13 +92,15 @@ type Reconciler struct {
 	mu  sync.Mutex
 	tds map[string]*storev1.TaskDefinitionRecord // by ARN; task definitions never change but for status
 
-	// Change tracking for Run: clusters ("account/cluster") whose tasks or instances
-	// changed since they were last reconciled, as reported by the watch; all is set until
-	// the watch is established and after it breaks.
+	// Change tracking for Run: clusters whose tasks or instances changed since they were
+	// last reconciled, as reported by the watch; allDirty is set until the watch is
+	// established and after it breaks, full (once) when a watch lost events to a
+	// compaction or was established again.
 	dmu      sync.Mutex
-	dirty    map[string]bool            // whole clusters (instances changed, a task deleted)
-	dirtySvc map[string]map[string]bool // cluster → services whose tasks or record changed; "" = a standalone task
+	dirty    map[keys.ClusterRef]bool            // whole clusters (instances changed, a task deleted)
+	dirtySvc map[keys.ClusterRef]map[string]bool // cluster → services whose tasks or record changed; "" = a standalone task
 	allDirty bool
+	full     bool
 	wake     chan struct{}
 	// meta holds what the last pass read of every service record (nil before the first
 	// pass), so a selective pass reads only the clusters that changed.
@@ -146,7 +147,7 @@ func NewReconciler(cfg ReconcilerConfig) *Reconciler {
 	}
 	return &Reconciler{
 		cfg: cfg, log: cfg.Logger, tds: map[string]*storev1.TaskDefinitionRecord{},
-		dirty: map[string]bool{}, dirtySvc: map[string]map[string]bool{}, allDirty: true, wake: make(chan struct{}, 1),
+		dirty: map[keys.ClusterRef]bool{}, dirtySvc: map[keys.ClusterRef]map[string]bool{}, allDirty: true, wake: make(chan struct{}, 1),
 	}
 }
 
@@ -165,11 +166,11 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	// Services too: an API call on another replica does not kick this one.
-	for _, prefix := range []string{store.MustKeyPrefix("tasks"), store.MustKeyPrefix("instances"), store.MustKeyPrefix("services")} {
+	for _, w := range []func(context.Context) error{r.watchTasks, r.watchInstances, r.watchServices} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.watch(wctx, prefix)
+			r.watch(wctx, w)
 		}()
 	}
 	defer wg.Wait()
@@ -206,60 +207,73 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 }
 
-// watch marks clusters dirty as records under prefix (tasks/, instances/ or services/ of
-// every account) change, from the current revision on; after a broken watch it marks every
-// cluster dirty and watches again.
-func (r *Reconciler) watch(ctx context.Context, prefix string) {
+// watch runs one of the watches (watchTasks, watchInstances, watchServices) until ctx
+// ends. store.Watch resumes by itself after a lost connection, without missing or
+// repeating a change; when it ends otherwise (a value that does not decode) every
+// cluster is dirty until it is back.
+func (r *Reconciler) watch(ctx context.Context, w func(context.Context) error) {
 	for ctx.Err() == nil {
-		resp, err := r.cfg.Client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err != nil {
-			if sleepCtx(ctx, time.Second) != nil {
-				return
-			}
-			continue
+		err := w(ctx)
+		if ctx.Err() != nil {
+			return
 		}
-		wch := r.cfg.Client.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
-		r.markAll(false)
-		for wr := range wch {
-			if wr.Err() != nil {
-				break
-			}
-			r.dmu.Lock()
-			for _, ev := range wr.Events {
-				// {prefix}{account}/{region}/{cluster}/{id or name}
-				rest := strings.TrimPrefix(string(ev.Kv.Key), prefix)
-				i := strings.LastIndexByte(rest, '/')
-				if i <= 0 {
-					continue
-				}
-				g := rest[:i]
-				switch {
-				case strings.HasSuffix(prefix, "/services/"):
-					r.markService(g, rest[i+1:])
-				case strings.HasSuffix(prefix, "/tasks/") && ev.Type == clientv3.EventTypePut:
-					rec := &storev1.TaskRecord{}
-					if proto.Unmarshal(ev.Kv.Value, rec) != nil {
-						r.dirty[g] = true
-						continue
-					}
-					r.markService(g, rec.GetServiceName())
-				default:
-					// Instances changed (joins, drains, capacity) or a task record was
-					// deleted: the whole cluster.
-					r.dirty[g] = true
-				}
-			}
-			r.dmu.Unlock()
-			r.signal()
-		}
+		r.log.WarnContext(ctx, "service reconciler watch ended", "err", err)
 		r.markAll(true)
+		if sleepCtx(ctx, time.Second) != nil {
+			return
+		}
 	}
 }
 
-// markService marks one service of cluster g (account/region/cluster) dirty (name "" for a
-// standalone task, which concerns no service: the services still converging are
-// reconciled on every pass anyway). The caller holds dmu.
-func (r *Reconciler) markService(g, name string) {
+// watchTasks marks a service dirty when one of its tasks is written (a standalone task
+// concerns no service) and the whole cluster when a task record is deleted.
+func (r *Reconciler) watchTasks(ctx context.Context) error {
+	return store.Watch(ctx, r.cfg.Client, keys.AllTasks(), 0, func(ev store.Event[*storev1.TaskRecord]) error {
+		return r.changed(ev.Type, ev.Item.Key, keys.ParseTask, func(c keys.ClusterRef, _ string) {
+			if ev.Type == store.EventPut {
+				r.markService(c, ev.Item.Value.GetServiceName())
+			} else {
+				r.dirty[c] = true
+			}
+		})
+	})
+}
+
+// watchInstances marks a cluster dirty when one of its instances changes (joins,
+// drains, capacity).
+func (r *Reconciler) watchInstances(ctx context.Context) error {
+	return store.Watch(ctx, r.cfg.Client, keys.AllInstances(), 0, func(ev store.Event[*storev1.ContainerInstanceRecord]) error {
+		return r.changed(ev.Type, ev.Item.Key, keys.ParseInstance, func(c keys.ClusterRef, _ string) { r.dirty[c] = true })
+	})
+}
+
+// watchServices marks a service dirty when its record changes.
+func (r *Reconciler) watchServices(ctx context.Context) error {
+	return store.Watch(ctx, r.cfg.Client, keys.AllServices(), 0, func(ev store.Event[*storev1.ServiceRecord]) error {
+		return r.changed(ev.Type, ev.Item.Key, keys.ParseService, r.markService)
+	})
+}
+
+// changed records one watch event: a resync (the first one, when the watch is
+// established, and after a compaction cost it events) clears allDirty and asks for one
+// full pass; a put or delete calls mark with the key's cluster and last part, under dmu.
+// Keys of another shape are ignored.
+func (r *Reconciler) changed(typ store.EventType, key string, parse func(string) (keys.ClusterRef, string, bool), mark func(keys.ClusterRef, string)) error {
+	r.dmu.Lock()
+	if typ == store.EventResync {
+		r.allDirty, r.full = false, true
+	} else if c, last, ok := parse(key); ok {
+		mark(c, last)
+	}
+	r.dmu.Unlock()
+	r.signal()
+	return nil
+}
+
+// markService marks one service of cluster g dirty (name "" for a standalone task, which
+// concerns no service: the services still converging are reconciled on every pass
+// anyway). The caller holds dmu.
+func (r *Reconciler) markService(g keys.ClusterRef, name string) {
 	m := r.dirtySvc[g]
 	if m == nil {
 		m = map[string]bool{}
@@ -269,7 +283,7 @@ func (r *Reconciler) markService(g, name string) {
 }
 
 // restoreDirty puts back change marks a failed pass took.
-func (r *Reconciler) restoreDirty(dirty map[string]bool, dirtySvc map[string]map[string]bool) {
+func (r *Reconciler) restoreDirty(dirty map[keys.ClusterRef]bool, dirtySvc map[keys.ClusterRef]map[string]bool) {
 	r.dmu.Lock()
 	defer r.dmu.Unlock()
 	for g := range dirty {
@@ -300,13 +314,13 @@ func (r *Reconciler) signal() {
 }
 
 // takeDirty returns the dirty clusters, the dirty services by cluster and whether
-// everything is dirty, clearing the sets.
-func (r *Reconciler) takeDirty() (map[string]bool, map[string]map[string]bool, bool) {
+// everything is dirty, clearing the sets and the one-time full mark.
+func (r *Reconciler) takeDirty() (map[keys.ClusterRef]bool, map[keys.ClusterRef]map[string]bool, bool) {
 	r.dmu.Lock()
 	defer r.dmu.Unlock()
-	d, ds := r.dirty, r.dirtySvc
-	r.dirty, r.dirtySvc = map[string]bool{}, map[string]map[string]bool{}
-	return d, ds, r.allDirty
+	d, ds, all := r.dirty, r.dirtySvc, r.allDirty || r.full
+	r.dirty, r.dirtySvc, r.full = map[keys.ClusterRef]bool{}, map[keys.ClusterRef]map[string]bool{}, false
+	return d, ds, all
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -320,9 +334,10 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// serviceItem is a service record as listed, with the account from its key.
+// serviceItem is a service record as listed, with its cluster and name from its key.
 type serviceItem struct {
 	account keys.Scope
+	name    string
 	key     string
 	rec     *storev1.ServiceRecord
 	rev     int64
@@ -378,27 +393,6 @@ func steadyRecord(rec *storev1.ServiceRecord) bool {
 		s.GetRunningCount() == s.GetDesiredCount() && s.GetPendingCount() == 0
 }
 
-// groupOf returns "account/region/cluster" (the group: one cluster of one scope) and the
-// scope of a service key.
-func groupOf(key string) (group string, account keys.Scope, ok bool) {
-	rest := strings.TrimPrefix(key, store.Prefix+"services/")
-	i := strings.LastIndexByte(rest, '/')
-	if i <= 0 {
-		return "", keys.Scope{}, false
-	}
-	account, _, ok = splitGroup(rest[:i])
-	return rest[:i], account, ok
-}
-
-// splitGroup parses a group ("account/region/cluster") into its scope and cluster.
-func splitGroup(g string) (account keys.Scope, cluster string, ok bool) {
-	parts := strings.Split(g, "/")
-	if len(parts) != 3 {
-		return keys.Scope{}, "", false
-	}
-	return keys.Scope{Account: parts[0], Region: parts[1]}, parts[2], true
-}
-
 // pass is Pass; selective (Run between full passes) reads only the service keys and
 // their revisions, and then the records and tasks of the clusters that changed since
 // they were last reconciled: a service record changed, the watch saw a task or instance
@@ -412,8 +406,8 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) (err error) {
 	}()
 	selective = selective && !all && r.meta != nil
 	now := r.cfg.Now()
-	groups := map[string][]serviceItem{}
-	var order []string
+	groups := map[keys.ClusterRef][]serviceItem{}
+	var order []keys.ClusterRef
 	var errs []error
 	add := func(prefix string) error {
 		token := ""
@@ -423,14 +417,14 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) (err error) {
 				return fmt.Errorf("service: list services: %w", err)
 			}
 			for _, it := range items {
-				g, account, ok := groupOf(it.Key)
+				g, name, ok := keys.ParseService(it.Key)
 				if !ok {
 					continue
 				}
 				if _, seen := groups[g]; !seen {
 					order = append(order, g)
 				}
-				groups[g] = append(groups[g], serviceItem{account: account, key: it.Key, rec: it.Value, rev: it.ModRevision})
+				groups[g] = append(groups[g], serviceItem{account: g.Scope, name: name, key: it.Key, rec: it.Value, rev: it.ModRevision})
 			}
 			if next == "" {
 				return nil
@@ -441,9 +435,9 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) (err error) {
 	meta := map[string]svcMeta{}
 	// wanted, for a selective pass, names the services of each changed cluster to
 	// reconcile (nil: all of them, reading all the cluster's tasks).
-	var wanted map[string]map[string]bool
+	var wanted map[keys.ClusterRef]map[string]bool
 	if !selective {
-		if err := add(store.MustKeyPrefix("services")); err != nil {
+		if err := add(keys.AllServices()); err != nil {
 			return err
 		}
 	} else {
@@ -451,18 +445,17 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) (err error) {
 		if lerr != nil {
 			return lerr
 		}
-		wanted = map[string]map[string]bool{}
-		changed := map[string]bool{}
-		var changedOrder []string
+		wanted = map[keys.ClusterRef]map[string]bool{}
+		changed := map[keys.ClusterRef]bool{}
+		var changedOrder []keys.ClusterRef
 		for _, kr := range revs {
-			g, _, ok := groupOf(kr.key)
+			g, name, ok := keys.ParseService(kr.Key)
 			if !ok {
 				continue
 			}
-			m, known := r.meta[kr.key]
-			name := lastSegment(kr.key)
+			m, known := r.meta[kr.Key]
 			switch {
-			case !known || m.rev != kr.rev || dirty[g] || dirtySvc[g][name] || m.waiting ||
+			case !known || m.rev != kr.ModRevision || dirty[g] || dirtySvc[g][name] || m.waiting ||
 				(!m.inactive && !m.nextLaunch.IsZero() && !now.Before(m.nextLaunch)):
 				if !changed[g] {
 					changed[g] = true
@@ -473,23 +466,22 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) (err error) {
 				}
 				wanted[g][name] = true
 			case m.inactive && now.After(m.expiresAt):
-				if _, err := store.Delete(ctx, r.cfg.Client, kr.key, kr.rev, store.If(r.cfg.Fence...)); err != nil {
+				if _, err := store.Delete(ctx, r.cfg.Client, kr.Key, kr.ModRevision, store.If(r.cfg.Fence...)); err != nil {
 					if errors.Is(err, store.ErrPreconditionFailed) {
 						return err
 					}
 					if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
-						errs = append(errs, fmt.Errorf("service: delete inactive %s: %w", kr.key, err))
+						errs = append(errs, fmt.Errorf("service: delete inactive %s: %w", kr.Key, err))
 					}
 				}
 				continue
 			default:
-				meta[kr.key] = m
+				meta[kr.Key] = m
 			}
 		}
 		for _, g := range changedOrder {
-			account, cluster, _ := splitGroup(g)
 			if dirty[g] {
-				if err := add(keys.Services(account, cluster)); err != nil {
+				if err := add(keys.Services(g.Scope, g.Cluster)); err != nil {
 					return err
 				}
 				continue
@@ -500,27 +492,22 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) (err error) {
 				names = append(names, n)
 			}
 			slices.Sort(names)
-			for i := 0; i < len(names); i += 100 {
-				ops := make([]clientv3.Op, 0, 100)
-				for _, n := range names[i:min(i+100, len(names))] {
-					ops = append(ops, clientv3.OpGet(keys.Service(account, cluster, n)))
+			ks := make([]string, len(names))
+			for i, n := range names {
+				ks[i] = keys.Service(g.Scope, g.Cluster, n)
+			}
+			items, err := store.GetMany[*storev1.ServiceRecord](ctx, r.cfg.Client, ks)
+			if err != nil {
+				return fmt.Errorf("service: read services of %s: %w", g, err)
+			}
+			for i, it := range items {
+				if it.Value == nil {
+					continue // deleted since listed
 				}
-				resp, err := r.cfg.Client.Txn(ctx).Then(ops...).Commit()
-				if err != nil {
-					return fmt.Errorf("service: read services of %s: %w", g, err)
+				if _, seen := groups[g]; !seen {
+					order = append(order, g)
 				}
-				for _, rr := range resp.Responses {
-					for _, kvp := range rr.GetResponseRange().GetKvs() {
-						rec := &storev1.ServiceRecord{}
-						if err := proto.Unmarshal(kvp.Value, rec); err != nil {
-							return fmt.Errorf("service: decode %s: %w", kvp.Key, err)
-						}
-						if _, seen := groups[g]; !seen {
-							order = append(order, g)
-						}
-						groups[g] = append(groups[g], serviceItem{account: account, key: string(kvp.Key), rec: rec, rev: kvp.ModRevision})
-					}
-				}
+				groups[g] = append(groups[g], serviceItem{account: g.Scope, name: names[i], key: it.Key, rec: it.Value, rev: it.ModRevision})
 			}
 		}
 	}
@@ -529,7 +516,7 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) (err error) {
 		subset := wanted != nil && !dirty[g]
 		for _, it := range groups[g] {
 			m := r.metaOf(it.rec, it.rev)
-			if subset && !wanted[g][lastSegment(it.key)] && !m.waiting {
+			if subset && !wanted[g][it.name] && !m.waiting {
 				// Unchanged: keep what the last pass knew (its revision) so a later change
 				// is still seen.
 				if old, ok := r.meta[it.key]; ok {
@@ -563,31 +550,21 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) (err error) {
 	return errors.Join(errs...)
 }
 
-// keyRev is a key and its ModRevision.
-type keyRev struct {
-	key string
-	rev int64
-}
-
 // serviceRevisions lists every service key with its ModRevision, without values, 1,000
 // keys per request.
-func (r *Reconciler) serviceRevisions(ctx context.Context) ([]keyRev, error) {
-	prefix := store.MustKeyPrefix("services")
-	end := clientv3.GetPrefixRangeEnd(prefix)
-	var out []keyRev
-	from := prefix
+func (r *Reconciler) serviceRevisions(ctx context.Context) ([]store.KeyRevision, error) {
+	var out []store.KeyRevision
+	token := ""
 	for {
-		resp, err := r.cfg.Client.Get(ctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(store.MaxListLimit))
+		page, next, err := store.ListRevisions(ctx, r.cfg.Client, keys.AllServices(), store.MaxListLimit, token)
 		if err != nil {
 			return nil, fmt.Errorf("service: list service keys: %w", err)
 		}
-		for _, kv := range resp.Kvs {
-			out = append(out, keyRev{key: string(kv.Key), rev: kv.ModRevision})
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
+		out = append(out, page...)
+		if next == "" {
 			return out, nil
 		}
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		token = next
 	}
 }
 
@@ -663,7 +640,10 @@ func (r *Reconciler) passCluster(ctx context.Context, svcs []serviceItem, whole 
 		return fmt.Errorf("service: list instances of %s/%s: %w", account, cluster, err)
 	}
 	for _, in := range insts {
-		id := lastSegment(in.Key)
+		_, id, ok := keys.ParseInstance(in.Key)
+		if !ok {
+			continue
+		}
 		cs.instances[id] = in
 		cs.instanceOrder = append(cs.instanceOrder, id)
 	}
@@ -688,8 +668,6 @@ func inactiveSince(rec *storev1.ServiceRecord) time.Time {
 	}
 	return fromEpoch(t)
 }
-
-func lastSegment(key string) string { return key[strings.LastIndexByte(key, '/')+1:] }
 
 // taskDef returns a task definition record by ARN, cached.
 func (r *Reconciler) taskDef(ctx context.Context, account keys.Scope, tdARN string) (*storev1.TaskDefinitionRecord, error) {

@@ -36,7 +36,7 @@ const (
 
 // world is one service's State under construction.
 type world struct {
-	t   *testing.T
+	t   testing.TB
 	st  State
 	pol Policy
 	seq int
@@ -46,7 +46,7 @@ type world struct {
 // minimumHealthyPercent and maximumPercent, one PRIMARY deployment dep1 of tdV1 that has
 // COMPLETED, and three ACTIVE instances i1..i3; the policy is the default one (40 s
 // StableAfter, backoff after 3 failures from 5 s, breaker floor 10).
-func newWorld(t *testing.T, desired, minPct, maxPct int32) *world {
+func newWorld(t testing.TB, desired, minPct, maxPct int32) *world {
 	t.Helper()
 	svc := &ecsv1.Service{
 		ServiceName: proto.String("web"), Status: proto.String(StatusActive), SchedulingStrategy: proto.String(StrategyReplica),

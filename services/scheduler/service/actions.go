@@ -361,8 +361,16 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 }
 
 // startDeployment adds a new PRIMARY deployment of tdARN to rec; the previous PRIMARY
-// becomes ACTIVE (and, if it had not finished, is marked finished now).
+// becomes ACTIVE (and, if it had not finished, is marked finished now). It returns the
+// new deployment's id, a NewDeploymentID.
 func startDeployment(rec *storev1.ServiceRecord, account keys.Scope, tdARN string, rollback bool, now time.Time) string {
+	id := NewDeploymentID()
+	startDeploymentID(rec, account, id, tdARN, rollback, now)
+	return id
+}
+
+// startDeploymentID is startDeployment with the new deployment's id given.
+func startDeploymentID(rec *storev1.ServiceRecord, account keys.Scope, id, tdARN string, rollback bool, now time.Time) {
 	s := rec.GetService()
 	for _, d := range s.GetDeployments() {
 		if d.GetStatus() == DeploymentPrimary {
@@ -375,7 +383,6 @@ func startDeployment(rec *storev1.ServiceRecord, account keys.Scope, tdARN strin
 			dr.NextLaunchAt = nil // only the PRIMARY deployment launches
 		}
 	}
-	id := NewDeploymentID()
 	d := newDeployment(id, tdARN, s.GetDesiredCount(), s.GetLaunchType(), s.GetNetworkConfiguration(), now)
 	if rollback {
 		d.RolloutStateReason = proto.String("ECS deployment circuit breaker: rolling back to the last completed deployment.")
@@ -385,7 +392,6 @@ func startDeployment(rec *storev1.ServiceRecord, account keys.Scope, tdARN strin
 	s.TaskDefinition = proto.String(tdARN)
 	s.CurrentServiceDeployment = proto.String(serviceDeploymentARN(account.Region, account.Account, rec.GetClusterName(), s.GetServiceName(), id))
 	trimHistory(rec)
-	return id
 }
 
 // maxHistory bounds the INACTIVE deployments kept for ListServiceDeployments and

@@ -27,6 +27,9 @@ type Policy struct {
 	BackoffBase, BackoffCap time.Duration
 	// BreakerMinThreshold is the floor of the circuit breaker's threshold.
 	BreakerMinThreshold int
+	// NewDeploymentID returns the id of a rollback deployment; nil means
+	// NewDeploymentID (random), a fixed one makes Compute deterministic.
+	NewDeploymentID func() string
 }
 
 // State is everything Compute decides one service from, as read at one time: the
@@ -76,8 +79,9 @@ type Plan struct {
 	// Events are the service events that precede the launch's own ("has started",
 	// placement failures), oldest first; After are those that follow it.
 	Events, After []string
-	// RolledBack is set when the circuit breaker started a rollback deployment.
-	RolledBack *Rollback
+	// Breaker is set when the circuit breaker marked the PRIMARY deployment FAILED in
+	// this pass.
+	Breaker *BreakerTrip
 }
 
 // Stop is one task Compute decided to stop with stopCode ServiceSchedulerInitiated.
@@ -104,9 +108,16 @@ type Launch struct {
 	Instances []string
 }
 
-// Rollback records a circuit breaker rollback: the deployment that failed, the COMPLETED
-// deployment rolled back to and the id of the new deployment.
-type Rollback struct{ Failed, To, New string }
+// BreakerTrip is a circuit breaker decision: the deployment marked FAILED, its failed
+// tasks and the threshold they reached and, when the service rolls back, the COMPLETED
+// deployment rolled back to and the new deployment of its task definition (both empty
+// without rollback, or when no deployment has COMPLETED).
+type BreakerTrip struct {
+	Failed              string
+	FailedTasks         int
+	Threshold           int
+	RolledBackTo, NewID string
+}
 
 // view is one task of a service as the reconciler sees it.
 type view struct {
@@ -222,7 +233,7 @@ func classify(st State, pol Policy, svc *ecsv1.Service) ([]*view, error) {
 }
 
 // Compute decides what one reconcile pass does to a service, from st alone: no I/O, no
-// clock but st.Now (a rollback deployment's id is random). It recomputes the counts,
+// clock but st.Now (a rollback deployment's id comes from pol.NewDeploymentID). It recomputes the counts,
 // accounts failed tasks and the launch backoff, trips the circuit breaker (and starts the
 // rollback deployment), chooses the tasks to keep and those to stop within
 // minimumHealthyPercent, the number to launch within maximumPercent, moves deployments to
@@ -288,8 +299,9 @@ func Compute(st State, pol Policy) (Plan, error) {
 	}
 
 	// Circuit breaker.
-	if cb := dc.GetDeploymentCircuitBreaker(); cb.GetEnable() && !deleting && prim.GetRolloutState() == RolloutInProgress &&
-		int(prim.GetFailedTasks()) >= BreakerThreshold(desired, pol.BreakerMinThreshold) {
+	if cb, threshold := dc.GetDeploymentCircuitBreaker(), BreakerThreshold(desired, pol.BreakerMinThreshold); cb.GetEnable() && !deleting &&
+		prim.GetRolloutState() == RolloutInProgress && int(prim.GetFailedTasks()) >= threshold {
+		plan.Breaker = &BreakerTrip{Failed: prim.GetId(), FailedTasks: int(prim.GetFailedTasks()), Threshold: threshold}
 		prim.RolloutState = proto.String(RolloutFailed)
 		prim.RolloutStateReason = proto.String("ECS deployment circuit breaker: tasks failed to start.")
 		prim.UpdatedAt = proto.Float64(epoch(now))
@@ -297,9 +309,14 @@ func Compute(st State, pol Policy) (Plan, error) {
 		ev.add(fmt.Sprintf("(service %s) (deployment %s) deployment failed: tasks failed to start.", name, prim.GetId()))
 		if cb.GetRollback() {
 			if target := lastCompleted(s, prim.GetId()); target != nil {
-				id := startDeployment(rec, st.Account, target.GetTaskDefinition(), true, now)
+				newID := NewDeploymentID
+				if pol.NewDeploymentID != nil {
+					newID = pol.NewDeploymentID
+				}
+				id := newID()
+				startDeploymentID(rec, st.Account, id, target.GetTaskDefinition(), true, now)
 				ev.add(fmt.Sprintf("(service %s) rolling back to deployment %s.", name, target.GetId()))
-				plan.RolledBack = &Rollback{Failed: prim.GetId(), To: target.GetId(), New: id}
+				plan.Breaker.RolledBackTo, plan.Breaker.NewID = target.GetId(), id
 				prim = primary(s)
 				dr = deploymentRecord(rec, prim.GetId())
 			}

@@ -239,7 +239,7 @@ func TestComputeSteadyStateIsNoOp(t *testing.T) {
 	w.running(3, dep1, time.Hour)
 	w.settled(3)
 	p := w.compute()
-	if len(p.Stop) != 0 || p.Launch.Count != 0 || len(p.Events)+len(p.After) != 0 || p.RolledBack != nil {
+	if len(p.Stop) != 0 || p.Launch.Count != 0 || len(p.Events)+len(p.After) != 0 || p.Breaker != nil {
 		t.Fatalf("steady service: plan stops %v launches %d events %q", stopIDs(p), p.Launch.Count, planEvents(p))
 	}
 	if !proto.Equal(p.Record, w.st.Service.Value) {
@@ -446,6 +446,7 @@ func TestComputeCircuitBreaker(t *testing.T) {
 			w.deploy(dep2, tdV2)
 			w.failed(tc.failed, dep2, time.Minute)
 			w.pol.BackoffAfter = 1000 // the breaker alone
+			w.pol.NewDeploymentID = func() string { return dep3 }
 			p := w.compute()
 			s := p.Record.GetService()
 			d2 := findDeployment(s, dep2)
@@ -461,14 +462,20 @@ func TestComputeCircuitBreaker(t *testing.T) {
 			if len(p.Stop) != 0 {
 				t.Fatalf("stopped %v: the old deployment's tasks stay", stopIDs(p))
 			}
+			if got := p.Breaker != nil; got != tc.wantFailed {
+				t.Fatalf("breaker decision %+v, want tripped %v", p.Breaker, tc.wantFailed)
+			}
+			if tc.wantFailed && (p.Breaker.Failed != dep2 || p.Breaker.FailedTasks != 10 || p.Breaker.Threshold != 10) {
+				t.Fatalf("breaker decision %+v", p.Breaker)
+			}
 			switch {
 			case tc.wantRollbackStart:
 				// The failed deployment is no longer PRIMARY and, none of its tasks left,
 				// INACTIVE at once.
 				prim := primary(s)
-				if p.RolledBack == nil || p.RolledBack.Failed != dep2 || p.RolledBack.To != dep1 || p.RolledBack.New != prim.GetId() ||
-					prim.GetTaskDefinition() != tdV1 || d2.GetStatus() != DeploymentInactive {
-					t.Fatalf("rollback %+v, primary %v, failed deployment %v", p.RolledBack, prim, d2)
+				if p.Breaker.RolledBackTo != dep1 || p.Breaker.NewID != dep3 || prim.GetId() != dep3 ||
+					prim.GetTaskDefinition() != tdV1 || d2.GetStatus() != DeploymentInactive || !deploymentRecord(p.Record, dep3).GetRollback() {
+					t.Fatalf("rollback %+v, primary %v, failed deployment %v", p.Breaker, prim, d2)
 				}
 				if p.Launch.Deployment != prim.GetId() || p.Launch.TaskDefinition != tdV1 || p.Launch.Count != 3 {
 					t.Fatalf("launch %+v, want 3 of the rollback deployment", p.Launch)
@@ -477,8 +484,8 @@ func TestComputeCircuitBreaker(t *testing.T) {
 					t.Fatalf("events %q", planEvents(p))
 				}
 			case tc.wantFailed:
-				if p.RolledBack != nil || p.Launch.Count != 0 || primary(s).GetId() != dep2 {
-					t.Fatalf("failed without rollback: rolled back %+v, launch %+v", p.RolledBack, p.Launch)
+				if p.Breaker.NewID != "" || p.Launch.Count != 0 || primary(s).GetId() != dep2 {
+					t.Fatalf("failed without rollback: %+v, launch %+v", p.Breaker, p.Launch)
 				}
 			default:
 				if p.Launch.Count != 3 || p.Launch.Deployment != dep2 {

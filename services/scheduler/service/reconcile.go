@@ -761,8 +761,8 @@ func (r *Reconciler) Apply(ctx context.Context, plan Plan) error {
 	rec := plan.Record
 	s := rec.GetService()
 	name := s.GetServiceName()
-	if rb := plan.RolledBack; rb != nil {
-		r.log.InfoContext(ctx, "service deployment rolled back", "service", name, "failed", rb.Failed, "to", rb.To, "new", rb.New)
+	if b := plan.Breaker; b != nil && b.NewID != "" {
+		r.log.InfoContext(ctx, "service deployment rolled back", "service", name, "failed", b.Failed, "to", b.RolledBackTo, "new", b.NewID)
 	}
 	for _, st := range plan.Stop {
 		if err := r.stopTask(ctx, plan.Account, st.Task, st.Reason); err != nil {

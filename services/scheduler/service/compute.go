@@ -113,9 +113,12 @@ type Launch struct {
 // deployment rolled back to and the new deployment of its task definition (both empty
 // without rollback, or when no deployment has COMPLETED).
 type BreakerTrip struct {
-	Failed              string
-	FailedTasks         int
-	Threshold           int
+	// Failed is the id of the deployment marked FAILED.
+	Failed string
+	// FailedTasks is its failed task count and Threshold the BreakerThreshold it reached.
+	FailedTasks, Threshold int
+	// RolledBackTo is the id of the COMPLETED deployment rolled back to and NewID the id
+	// of the new PRIMARY deployment of its task definition; both empty without rollback.
 	RolledBackTo, NewID string
 }
 

@@ -756,7 +756,7 @@ func (r *Reconciler) state(ctx context.Context, cs *clusterState, it serviceItem
 // with the events when it changed, against the revision read. A conflict on the service
 // record (an API call changed it meanwhile) is not an error: the next pass recomputes. It
 // returns the first write error, wrapping store.ErrPreconditionFailed when the fence
-// failed.
+// failed. It adds the events to plan.Record in place; apply a plan once.
 func (r *Reconciler) Apply(ctx context.Context, plan Plan) error {
 	rec := plan.Record
 	s := rec.GetService()

@@ -236,118 +236,165 @@ func classify(st State, pol Policy, svc *ecsv1.Service) ([]*view, error) {
 }
 
 // Compute decides what one reconcile pass does to a service, from st alone: no I/O, no
-// clock but st.Now (a rollback deployment's id comes from pol.NewDeploymentID). It recomputes the counts,
-// accounts failed tasks and the launch backoff, trips the circuit breaker (and starts the
-// rollback deployment), chooses the tasks to keep and those to stop within
-// minimumHealthyPercent, the number to launch within maximumPercent, moves deployments to
-// INACTIVE and COMPLETED and a deleted service to INACTIVE, and collects the events; see
-// the package documentation for the rules. It returns an error when the service has no
-// PRIMARY deployment or a task definition it needs is missing from st.
+// clock but st.Now (a rollback deployment's id comes from pol.NewDeploymentID). It
+// recomputes the counts, accounts failed tasks and the launch backoff, trips the circuit
+// breaker (and starts the rollback deployment), chooses the tasks to keep and those to
+// stop within minimumHealthyPercent, the number to launch within maximumPercent, moves
+// deployments to INACTIVE and COMPLETED and a deleted service to INACTIVE, and collects
+// the events; see the package documentation for the rules. It returns an error when the
+// service has no PRIMARY deployment or a task definition it needs is missing from st.
 func Compute(st State, pol Policy) (Plan, error) {
-	now := st.Now
-	rec := proto.Clone(st.Service.Value).(*storev1.ServiceRecord)
-	s := rec.GetService()
-	name := s.GetServiceName()
-	plan := Plan{Account: st.Account, Service: st.Service, Record: rec}
-	views, err := classify(st, pol, s)
+	d, err := newDecision(st, pol)
 	if err != nil {
 		return Plan{}, err
 	}
-	ev := &events{svc: name, now: now}
-	prim := primary(s)
-	if prim == nil {
-		return Plan{}, fmt.Errorf("service: %s has no PRIMARY deployment", name)
-	}
-	daemon := s.GetSchedulingStrategy() == StrategyDaemon
-	deleting := s.GetStatus() == StatusDraining
+	d.failures()
+	d.breaker()
+	keep, surplus := d.choose()
+	d.stop(surplus)
+	d.launch(keep)
+	// The launch's events (Apply's) come here, between what was decided before and after.
+	split := len(d.ev.msgs)
+	d.finish(keep)
+	d.plan.Events, d.plan.After = d.ev.msgs[:split:split], d.ev.msgs[split:]
+	return d.plan, nil
+}
 
-	// DAEMON: the desired count is the number of eligible instances.
-	var eligible []string
-	if daemon && !deleting {
-		eligible = st.Eligible
-		s.DesiredCount = int32(len(eligible))
-		prim.DesiredCount = s.DesiredCount
-	}
-	desired := s.GetDesiredCount()
-	if deleting {
-		desired = 0
-	}
+// decision is one Compute call's working state.
+type decision struct {
+	st       State
+	pol      Policy
+	now      time.Time
+	plan     Plan
+	rec      *storev1.ServiceRecord // the clone Compute changes (plan.Record)
+	s        *ecsv1.Service
+	name     string
+	ev       *events
+	views    []*view
+	byDep    map[string][]*view
+	prim     *ecsv1.Deployment
+	dr       *storev1.DeploymentRecord // the PRIMARY deployment's record
+	daemon   bool
+	deleting bool
+	eligible map[string]bool // DAEMON: the instances it runs on
+	desired  int32
+	// healthyLive counts the live tasks that count toward minimumHealthyPercent (stable);
+	// total the tasks not STOPPED (live or being stopped), both before this plan's stops.
+	healthyLive, total int
+}
 
-	// Per-deployment failure accounting and launch backoff.
-	byDep := map[string][]*view{}
+// newDecision clones the record, classifies the tasks, finds the PRIMARY deployment and
+// the desired count (DAEMON: the eligible instances; a deleted service: 0).
+func newDecision(st State, pol Policy) (*decision, error) {
+	rec := proto.Clone(st.Service.Value).(*storev1.ServiceRecord)
+	s := rec.GetService()
+	d := &decision{st: st, pol: pol, now: st.Now, rec: rec, s: s, name: s.GetServiceName()}
+	d.plan = Plan{Account: st.Account, Service: st.Service, Record: rec}
+	views, err := classify(st, pol, s)
+	if err != nil {
+		return nil, err
+	}
+	d.views = views
+	d.ev = &events{svc: d.name, now: d.now}
+	if d.prim = primary(s); d.prim == nil {
+		return nil, fmt.Errorf("service: %s has no PRIMARY deployment", d.name)
+	}
+	d.daemon = s.GetSchedulingStrategy() == StrategyDaemon
+	d.deleting = s.GetStatus() == StatusDraining
+	d.eligible = map[string]bool{}
+	if d.daemon && !d.deleting {
+		for _, id := range st.Eligible {
+			d.eligible[id] = true
+		}
+		s.DesiredCount = int32(len(st.Eligible))
+		d.prim.DesiredCount = s.DesiredCount
+	}
+	d.desired = s.GetDesiredCount()
+	if d.deleting {
+		d.desired = 0
+	}
+	d.byDep = map[string][]*view{}
 	for _, v := range views {
-		byDep[v.dep] = append(byDep[v.dep], v)
+		d.byDep[v.dep] = append(d.byDep[v.dep], v)
 	}
-	dc := s.GetDeploymentConfiguration()
-	dr := deploymentRecord(rec, prim.GetId())
-	failed, consecutive := failureCounts(byDep[prim.GetId()])
+	d.dr = deploymentRecord(rec, d.prim.GetId())
+	return d, nil
+}
+
+// failures records each deployment's failed tasks and the PRIMARY one's launch backoff.
+func (d *decision) failures() {
+	prim, dr := d.prim, d.dr
+	failed, consecutive := failureCounts(d.byDep[prim.GetId()])
 	prim.FailedTasks = max(prim.GetFailedTasks(), int32(failed))
 	switch {
 	case consecutive == 0:
 		dr.FailedLaunches, dr.NextLaunchAt = 0, nil
 	case consecutive > int(dr.GetFailedLaunches()):
 		dr.FailedLaunches = int32(consecutive)
-		if d := LaunchDelay(consecutive, pol.BackoffAfter, pol.BackoffBase, pol.BackoffCap); d > 0 {
-			dr.NextLaunchAt = ts(now.Add(d))
-			ev.add(fmt.Sprintf("(service %s) is unable to consistently start tasks successfully. For more information, see the Troubleshooting section.", name))
+		if delay := LaunchDelay(consecutive, d.pol.BackoffAfter, d.pol.BackoffBase, d.pol.BackoffCap); delay > 0 {
+			dr.NextLaunchAt = ts(d.now.Add(delay))
+			d.ev.add(fmt.Sprintf("(service %s) is unable to consistently start tasks successfully. For more information, see the Troubleshooting section.", d.name))
 		}
 	default:
 		dr.FailedLaunches = int32(consecutive)
 	}
-	for _, d := range s.GetDeployments() {
-		if d.GetId() != prim.GetId() && d.GetStatus() != DeploymentInactive {
-			f, _ := failureCounts(byDep[d.GetId()])
-			d.FailedTasks = max(d.GetFailedTasks(), int32(f))
+	for _, dep := range d.s.GetDeployments() {
+		if dep.GetId() != prim.GetId() && dep.GetStatus() != DeploymentInactive {
+			f, _ := failureCounts(d.byDep[dep.GetId()])
+			dep.FailedTasks = max(dep.GetFailedTasks(), int32(f))
 		}
 	}
+}
 
-	// Circuit breaker.
-	if cb, threshold := dc.GetDeploymentCircuitBreaker(), BreakerThreshold(desired, pol.BreakerMinThreshold); cb.GetEnable() && !deleting &&
-		prim.GetRolloutState() == RolloutInProgress && int(prim.GetFailedTasks()) >= threshold {
-		plan.Breaker = &BreakerTrip{Failed: prim.GetId(), FailedTasks: int(prim.GetFailedTasks()), Threshold: threshold}
-		prim.RolloutState = proto.String(RolloutFailed)
-		prim.RolloutStateReason = proto.String("ECS deployment circuit breaker: tasks failed to start.")
-		prim.UpdatedAt = proto.Float64(epoch(now))
-		dr.FinishedAt, dr.NextLaunchAt = ts(now), nil // a FAILED deployment launches no more
-		ev.add(fmt.Sprintf("(service %s) (deployment %s) deployment failed: tasks failed to start.", name, prim.GetId()))
-		if cb.GetRollback() {
-			if target := lastCompleted(s, prim.GetId()); target != nil {
-				newID := NewDeploymentID
-				if pol.NewDeploymentID != nil {
-					newID = pol.NewDeploymentID
-				}
-				id := newID()
-				startDeploymentID(rec, st.Account, id, target.GetTaskDefinition(), true, now)
-				ev.add(fmt.Sprintf("(service %s) rolling back to deployment %s.", name, target.GetId()))
-				plan.Breaker.RolledBackTo, plan.Breaker.NewID = target.GetId(), id
-				prim = primary(s)
-				dr = deploymentRecord(rec, prim.GetId())
-			}
-		}
+// breaker marks the PRIMARY deployment FAILED once its failed tasks reach the threshold
+// and, with rollback, starts a deployment of the last COMPLETED one's task definition.
+func (d *decision) breaker() {
+	cb, threshold := d.s.GetDeploymentConfiguration().GetDeploymentCircuitBreaker(), BreakerThreshold(d.desired, d.pol.BreakerMinThreshold)
+	prim := d.prim
+	if !cb.GetEnable() || d.deleting || prim.GetRolloutState() != RolloutInProgress || int(prim.GetFailedTasks()) < threshold {
+		return
 	}
-
-	minHealthy := MinHealthy(desired, dc.GetMinimumHealthyPercent())
-	maxTotal := MaxTotal(desired, dc.GetMaximumPercent())
-	if daemon {
-		maxTotal = max(maxTotal, int(desired))
+	d.plan.Breaker = &BreakerTrip{Failed: prim.GetId(), FailedTasks: int(prim.GetFailedTasks()), Threshold: threshold}
+	prim.RolloutState = proto.String(RolloutFailed)
+	prim.RolloutStateReason = proto.String("ECS deployment circuit breaker: tasks failed to start.")
+	prim.UpdatedAt = proto.Float64(epoch(d.now))
+	d.dr.FinishedAt, d.dr.NextLaunchAt = ts(d.now), nil // a FAILED deployment launches no more
+	d.ev.add(fmt.Sprintf("(service %s) (deployment %s) deployment failed: tasks failed to start.", d.name, prim.GetId()))
+	if !cb.GetRollback() {
+		return
 	}
+	target := lastCompleted(d.s, prim.GetId())
+	if target == nil {
+		return
+	}
+	newID := NewDeploymentID
+	if d.pol.NewDeploymentID != nil {
+		newID = d.pol.NewDeploymentID
+	}
+	id := newID()
+	startDeploymentID(d.rec, d.st.Account, id, target.GetTaskDefinition(), true, d.now)
+	d.ev.add(fmt.Sprintf("(service %s) rolling back to deployment %s.", d.name, target.GetId()))
+	d.plan.Breaker.RolledBackTo, d.plan.Breaker.NewID = target.GetId(), id
+	d.prim = primary(d.s)
+	d.dr = deploymentRecord(d.rec, d.prim.GetId())
+}
 
-	// Choose the tasks to keep: up to desired live primary tasks on ACTIVE instances,
-	// healthy first, then the oldest; for DAEMON one per eligible instance.
-	var keep, surplus []*view
-	healthyLive, total := 0, 0
-	for _, v := range views {
+// choose splits the live tasks into those to keep — up to desired live PRIMARY tasks on
+// ACTIVE instances, healthy first, then the oldest; for DAEMON one per eligible instance
+// — and the surplus; and counts healthyLive and total.
+func (d *decision) choose() (keep, surplus []*view) {
+	for _, v := range d.views {
 		if v.live || v.stopping {
-			total++
+			d.total++
 		}
 		// Only tasks that stayed up count toward minimumHealthyPercent: old tasks are not
 		// stopped for new ones that are RUNNING for an instant in a crash loop.
 		if v.live && v.stable {
-			healthyLive++
+			d.healthyLive++
 		}
 	}
-	cands := make([]*view, 0, len(views))
-	for _, v := range views {
+	cands := make([]*view, 0, len(d.views))
+	for _, v := range d.views {
 		if v.live {
 			cands = append(cands, v)
 		}
@@ -361,29 +408,29 @@ func Compute(st State, pol Policy) (Plan, error) {
 		}
 		return cmp.Compare(a.created, b.created)
 	})
-	elig := map[string]bool{}
-	for _, id := range eligible {
-		elig[id] = true
-	}
 	onInstance := map[string]bool{} // DAEMON: an eligible instance already holding a kept task
 	for _, v := range cands {
-		ok := v.dep == prim.GetId() && !v.draining && !v.unhealthy
-		if daemon {
-			ok = ok && elig[v.instance] && !onInstance[v.instance]
+		ok := v.dep == d.prim.GetId() && !v.draining && !v.unhealthy
+		if d.daemon {
+			ok = ok && d.eligible[v.instance] && !onInstance[v.instance]
 		} else {
-			ok = ok && len(keep) < int(desired)
+			ok = ok && len(keep) < int(d.desired)
 		}
-		if ok && !deleting {
+		if ok && !d.deleting {
 			keep = append(keep, v)
 			onInstance[v.instance] = true
 		} else {
 			surplus = append(surplus, v)
 		}
 	}
+	return keep, surplus
+}
 
-	// Stop surplus tasks: unhealthy and not-yet-healthy ones freely, healthy ones while
-	// the healthy count stays at or above the minimum. Tasks on instances a DAEMON service
-	// no longer targets go at once, as do the tasks of a deleted service.
+// stop decides which surplus tasks to stop: unhealthy and not-yet-RUNNING ones freely,
+// RUNNING ones while the tasks that count stay at or above the minimum. Tasks on
+// instances a DAEMON service no longer targets go at once, as do the tasks of a deleted
+// service.
+func (d *decision) stop(surplus []*view) {
 	slices.SortStableFunc(surplus, func(a, b *view) int {
 		if a.healthy != b.healthy {
 			if a.healthy {
@@ -393,25 +440,25 @@ func Compute(st State, pol Policy) (Plan, error) {
 		}
 		return cmp.Compare(a.created, b.created)
 	})
-	primFailed := prim.GetRolloutState() == RolloutFailed
+	minHealthy := MinHealthy(d.desired, d.s.GetDeploymentConfiguration().GetMinimumHealthyPercent())
+	primFailed := d.prim.GetRolloutState() == RolloutFailed
 	var stopped []string
 	for _, v := range surplus {
-		reason := fmt.Sprintf(ReasonScaleIn, prim.GetId())
-		// A task not yet RUNNING, or failing its health checks, goes at once. A RUNNING one that has not yet
-		// counted toward minimumHealthyPercent (RUNNING for less than StableAfter, health
-		// checks not yet passed) is no more free: stopping it lowers the running count, so
-		// it goes only while the tasks that do count already reach the minimum. Stopping
-		// such tasks freely took a service to zero when a second update superseded a
-		// rollout whose tasks had just started.
+		reason := fmt.Sprintf(ReasonScaleIn, d.prim.GetId())
+		// A task not yet RUNNING, or failing its health checks, goes at once. A RUNNING one
+		// that has not yet counted toward minimumHealthyPercent (RUNNING for less than
+		// StableAfter, health checks not yet passed) is no more free: stopping it lowers
+		// the running count, so it goes only while the tasks that do count already reach
+		// the minimum. Stopping such tasks freely took a service to zero when a second
+		// update superseded a rollout whose tasks had just started.
 		free := !v.running || v.unhealthy
-		counted := v.stable
 		switch {
 		case v.unhealthy:
 			reason = ReasonUnhealthy
-			ev.add(fmt.Sprintf("(service %s) (task %s) failed container health checks.", name, v.id))
-		case deleting:
+			d.ev.add(fmt.Sprintf("(service %s) (task %s) failed container health checks.", d.name, v.id))
+		case d.deleting:
 			reason, free = ReasonServiceDeleted, true
-		case daemon && !elig[v.instance]:
+		case d.daemon && !d.eligible[v.instance]:
 			free = true
 			if v.draining {
 				reason = ReasonDraining
@@ -420,100 +467,106 @@ func Compute(st State, pol Policy) (Plan, error) {
 			reason = ReasonDraining
 		}
 		if !free {
-			if primFailed && v.dep != prim.GetId() {
+			if primFailed && v.dep != d.prim.GetId() {
 				continue // a failed deployment without rollback stops launching; keep the old tasks
 			}
-			left := healthyLive
-			if counted {
+			left := d.healthyLive
+			if v.stable {
 				left--
 			}
 			if left < minHealthy {
 				continue
 			}
-			healthyLive = left
+			d.healthyLive = left
 		}
-		plan.Stop = append(plan.Stop, Stop{Task: v.item, ID: v.id, Reason: reason})
+		d.plan.Stop = append(d.plan.Stop, Stop{Task: v.item, ID: v.id, Reason: reason})
 		v.live, v.stopping = false, true
 		stopped = append(stopped, v.id)
 	}
 	if len(stopped) > 0 {
-		ev.add(fmt.Sprintf("(service %s) has stopped %d running tasks: %s.", name, len(stopped), taskList(stopped)))
+		d.ev.add(fmt.Sprintf("(service %s) has stopped %d running tasks: %s.", d.name, len(stopped), taskList(stopped)))
 	}
+}
 
-	// Launch what is missing, within maximumPercent, unless backing off or failed.
-	need := int(desired) - len(keep)
-	room := maxTotal - total
-	if daemon {
+// launch decides how many tasks are missing and may start: within maximumPercent
+// (counting the tasks before this plan's stops, which still run), not while backing off,
+// failed or deleted; for DAEMON one on each eligible instance without a task.
+func (d *decision) launch(keep []*view) {
+	maxTotal := MaxTotal(d.desired, d.s.GetDeploymentConfiguration().GetMaximumPercent())
+	need := int(d.desired) - len(keep)
+	room := maxTotal - d.total
+	if d.daemon {
 		room = need // one task per instance is the DAEMON bound
 	}
-	launch := min(need, room)
-	backoff := dr.NextLaunchAt != nil && now.Before(dr.GetNextLaunchAt().AsTime())
-	if launch > 0 && !deleting && !primFailed && !backoff {
-		var targets []string
-		if daemon {
-			busy := map[string]bool{}
-			for _, v := range views {
-				if v.live || v.stopping {
-					busy[v.instance] = true
-				}
-			}
-			for _, id := range eligible {
-				if !busy[id] {
-					targets = append(targets, id)
-				}
-			}
-			launch = len(targets)
-		}
-		if launch > 0 {
-			plan.Launch = Launch{Deployment: prim.GetId(), TaskDefinition: prim.GetTaskDefinition(), Count: launch, Instances: targets}
-		}
+	n := min(need, room)
+	backoff := d.dr.NextLaunchAt != nil && d.now.Before(d.dr.GetNextLaunchAt().AsTime())
+	if n <= 0 || d.deleting || d.prim.GetRolloutState() == RolloutFailed || backoff {
+		return
 	}
-	// The launch's events come here, between what was decided before and after it.
-	split := len(ev.msgs)
+	var targets []string
+	if d.daemon {
+		busy := map[string]bool{}
+		for _, v := range d.views {
+			if v.live || v.stopping {
+				busy[v.instance] = true
+			}
+		}
+		for _, id := range d.st.Eligible {
+			if !busy[id] {
+				targets = append(targets, id)
+			}
+		}
+		n = len(targets)
+	}
+	if n > 0 {
+		d.plan.Launch = Launch{Deployment: d.prim.GetId(), TaskDefinition: d.prim.GetTaskDefinition(), Count: n, Instances: targets}
+	}
+}
 
-	// Counts, deployment states, events, deletion. Tasks launched by this plan are not
-	// counted yet (the next pass sees them), as before the split.
-	updateCounts(s, views)
+// finish records the counts (tasks launched by this plan are counted by the next pass),
+// retires deployments without tasks, completes the PRIMARY deployment once the service is
+// steady, and marks a deleted service without tasks INACTIVE.
+func (d *decision) finish(keep []*view) {
+	s, prim, now := d.s, d.prim, d.now
+	updateCounts(s, d.views)
 	allQuiet := true // no task of a non-primary deployment is left
-	for _, d := range s.GetDeployments() {
-		if d.GetStatus() == DeploymentActive {
-			if d.GetRunningCount()+d.GetPendingCount() == 0 && !hasStopping(byDep[d.GetId()]) {
-				d.Status = proto.String(DeploymentInactive)
-				d.UpdatedAt = proto.Float64(epoch(now))
+	for _, dep := range s.GetDeployments() {
+		if dep.GetStatus() == DeploymentActive {
+			if dep.GetRunningCount()+dep.GetPendingCount() == 0 && !hasStopping(d.byDep[dep.GetId()]) {
+				dep.Status = proto.String(DeploymentInactive)
+				dep.UpdatedAt = proto.Float64(epoch(now))
 			} else {
 				allQuiet = false
-				d.DesiredCount = d.GetRunningCount() + d.GetPendingCount()
+				dep.DesiredCount = dep.GetRunningCount() + dep.GetPendingCount()
 			}
 		}
 	}
 	// Steady (and the deployment COMPLETED) only once every kept task has stayed RUNNING
 	// and healthy for StableAfter and nothing is pending: a crash loop's tasks, RUNNING for
 	// an instant, never get there, so its deployment stays IN_PROGRESS for the breaker.
-	steady := allQuiet && prim.GetRunningCount() == desired && prim.GetPendingCount() == 0 &&
-		len(keep) == int(desired) && countStable(keep) == int(desired) && !hasStopping(views)
-	if steady && prim.GetRolloutState() == RolloutInProgress && !deleting {
+	steady := allQuiet && prim.GetRunningCount() == d.desired && prim.GetPendingCount() == 0 &&
+		len(keep) == int(d.desired) && countStable(keep) == int(d.desired) && !hasStopping(d.views)
+	if steady && prim.GetRolloutState() == RolloutInProgress && !d.deleting {
 		prim.RolloutState = proto.String(RolloutCompleted)
 		prim.RolloutStateReason = proto.String("ECS deployment " + prim.GetId() + " completed.")
 		prim.UpdatedAt = proto.Float64(epoch(now))
-		dr.FinishedAt = ts(now)
-		ev.add(fmt.Sprintf("(service %s) (deployment %s) deployment completed.", name, prim.GetId()))
+		d.dr.FinishedAt = ts(now)
+		d.ev.add(fmt.Sprintf("(service %s) (deployment %s) deployment completed.", d.name, prim.GetId()))
 	}
-	if steady && !deleting {
+	if steady && !d.deleting {
 		// Never in the same pass as a launch (steady keeps desired tasks: nothing to
 		// launch), so the launch's events cannot come between.
-		ev.steady(s)
+		d.ev.steady(s)
 	}
-	if deleting && total == 0 && !hasStopping(views) {
+	if d.deleting && d.total == 0 && !hasStopping(d.views) {
 		s.Status = proto.String(StatusInactive)
-		for _, d := range s.GetDeployments() {
-			if d.GetStatus() != DeploymentInactive {
-				d.UpdatedAt = proto.Float64(epoch(now))
+		for _, dep := range s.GetDeployments() {
+			if dep.GetStatus() != DeploymentInactive {
+				dep.UpdatedAt = proto.Float64(epoch(now))
 			}
 		}
 		prim.UpdatedAt = proto.Float64(epoch(now))
 	}
-	plan.Events, plan.After = ev.msgs[:split:split], ev.msgs[split:]
-	return plan, nil
 }
 
 func hasStopping(vs []*view) bool {

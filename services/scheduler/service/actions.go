@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
@@ -362,8 +361,16 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 }
 
 // startDeployment adds a new PRIMARY deployment of tdARN to rec; the previous PRIMARY
-// becomes ACTIVE (and, if it had not finished, is marked finished now).
+// becomes ACTIVE (and, if it had not finished, is marked finished now). It returns the
+// new deployment's id, a NewDeploymentID.
 func startDeployment(rec *storev1.ServiceRecord, account keys.Scope, tdARN string, rollback bool, now time.Time) string {
+	id := NewDeploymentID()
+	startDeploymentID(rec, account, id, tdARN, rollback, now)
+	return id
+}
+
+// startDeploymentID is startDeployment with the new deployment's id given.
+func startDeploymentID(rec *storev1.ServiceRecord, account keys.Scope, id, tdARN string, rollback bool, now time.Time) {
 	s := rec.GetService()
 	for _, d := range s.GetDeployments() {
 		if d.GetStatus() == DeploymentPrimary {
@@ -376,7 +383,6 @@ func startDeployment(rec *storev1.ServiceRecord, account keys.Scope, tdARN strin
 			dr.NextLaunchAt = nil // only the PRIMARY deployment launches
 		}
 	}
-	id := NewDeploymentID()
 	d := newDeployment(id, tdARN, s.GetDesiredCount(), s.GetLaunchType(), s.GetNetworkConfiguration(), now)
 	if rollback {
 		d.RolloutStateReason = proto.String("ECS deployment circuit breaker: rolling back to the last completed deployment.")
@@ -386,7 +392,6 @@ func startDeployment(rec *storev1.ServiceRecord, account keys.Scope, tdARN strin
 	s.TaskDefinition = proto.String(tdARN)
 	s.CurrentServiceDeployment = proto.String(serviceDeploymentARN(account.Region, account.Account, rec.GetClusterName(), s.GetServiceName(), id))
 	trimHistory(rec)
-	return id
 }
 
 // maxHistory bounds the INACTIVE deployments kept for ListServiceDeployments and
@@ -535,7 +540,7 @@ func (h *Handler) DescribeServices(ctx context.Context, req *connect.Request[ecs
 			return nil, err
 		}
 		resp := &ecsv1.DescribeServicesResponse{Services: []*ecsv1.Service{}, Failures: []*ecsv1.Failure{}}
-		ops := make([]clientv3.Op, 0, len(m.GetServices()))
+		ks := make([]string, 0, len(m.GetServices()))
 		refs := make([]string, 0, len(m.GetServices()))
 		for _, ref := range m.GetServices() {
 			name, ok := serviceName(account, cluster, ref)
@@ -543,37 +548,30 @@ func (h *Handler) DescribeServices(ctx context.Context, req *connect.Request[ecs
 				resp.Failures = append(resp.Failures, missing(ref))
 				continue
 			}
-			ops = append(ops, clientv3.OpGet(keys.Service(account, cluster, name)))
+			ks = append(ks, keys.Service(account, cluster, name))
 			refs = append(refs, ref)
 		}
-		if len(ops) > 0 {
-			tr, err := h.kv.Txn(ctx).Then(ops...).Commit()
+		items, err := store.GetMany[*storev1.ServiceRecord](ctx, h.kv, ks)
+		if err != nil {
+			return nil, fmt.Errorf("service: describe: %w", err)
+		}
+		for i, it := range items {
+			if it.Value == nil {
+				a := refs[i]
+				if !arn.IsARN(a) {
+					a = arn.ServiceARN(account.Region, account.Account, cluster, a, true)
+				}
+				resp.Failures = append(resp.Failures, missing(a))
+				continue
+			}
+			out := describe(it.Value, withTags)
+			// Counts straight from the task records, not as of the last reconcile pass.
+			all, by, err := liveCounts(ctx, h.kv, account, cluster, out.GetServiceName())
 			if err != nil {
-				return nil, fmt.Errorf("service: describe: %w", err)
+				return nil, err
 			}
-			for i, r := range tr.Responses {
-				kvs := r.GetResponseRange().GetKvs()
-				if len(kvs) == 0 {
-					a := refs[i]
-					if !arn.IsARN(a) {
-						a = arn.ServiceARN(account.Region, account.Account, cluster, a, true)
-					}
-					resp.Failures = append(resp.Failures, missing(a))
-					continue
-				}
-				rec := &storev1.ServiceRecord{}
-				if err := proto.Unmarshal(kvs[0].Value, rec); err != nil {
-					return nil, fmt.Errorf("service: decode %s: %w", kvs[0].Key, err)
-				}
-				out := describe(rec, withTags)
-				// Counts straight from the task records, not as of the last reconcile pass.
-				all, by, err := liveCounts(ctx, h.kv, account, cluster, out.GetServiceName())
-				if err != nil {
-					return nil, err
-				}
-				applyCounts(out, all, by)
-				resp.Services = append(resp.Services, out)
-			}
+			applyCounts(out, all, by)
+			resp.Services = append(resp.Services, out)
 		}
 		return resp, nil
 	})

@@ -67,6 +67,9 @@ func BenchmarkPass(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	// Tasks count as started once RUNNING for StableAfter (40 s by default): without this
+	// wait no service reaches steady state and every pass reconciles all of them.
+	e.clock.Advance(DefaultStableAfter)
 	e.pass() // records the steady state once
 	b.Run("full", func(b *testing.B) {
 		for range b.N {
@@ -90,7 +93,7 @@ func BenchmarkPass(b *testing.B) {
 		e.r.markAll(false)
 		for range b.N {
 			e.r.dmu.Lock()
-			e.r.markService(e.acc+"/"+e.cluster, "svc-0500")
+			e.r.markService(keys.ClusterRef{Scope: e.sc, Cluster: e.cluster}, "svc-0500")
 			e.r.dmu.Unlock()
 			if err := e.r.pass(ctx, true); err != nil {
 				b.Fatal(err)
@@ -101,5 +104,32 @@ func BenchmarkPass(b *testing.B) {
 	s := e.service("svc-0999")
 	if s.GetRunningCount() != perService || s.GetDeployments()[0].GetRolloutState() != RolloutCompleted {
 		b.Fatalf("service not steady: %v", s)
+	}
+}
+
+// BenchmarkCompute measures Compute alone (no etcd) on one service: steady (10 tasks
+// RUNNING, the record already steady: the common case of a full pass) and a rolling
+// update of 100 tasks half way (100 old, 50 new RUNNING, 20 stopped).
+func BenchmarkCompute(b *testing.B) {
+	steady := newWorld(b, 10, 100, 200)
+	steady.running(10, dep1, time.Hour)
+	steady.settled(10)
+	rolling := newWorld(b, 100, 50, 200)
+	rolling.running(100, dep1, time.Hour)
+	rolling.deploy(dep2, tdV2)
+	rolling.running(50, dep2, time.Minute)
+	rolling.failed(20, dep2, time.Minute)
+	for _, bc := range []struct {
+		name string
+		w    *world
+	}{{"steady-10", steady}, {"rolling-100", rolling}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if _, err := Compute(bc.w.st, bc.w.pol); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

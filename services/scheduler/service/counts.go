@@ -3,9 +3,9 @@ package service
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/protobuf/proto"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
@@ -18,19 +18,22 @@ import (
 type taskCounts struct{ running, pending int32 }
 
 // serviceTasks reads a service's task records (both desiredStatus values) through the
-// ListTasks index: the index keys, then one multi-key read per 100 tasks. It costs
-// O(tasks of the service kept), not O(cluster).
+// ListTasks index: the index keys, then the records in one store.GetMany. It costs
+// O(tasks of the service kept), not O(cluster). A task deleted between the two reads is
+// left out.
 func serviceTasks(ctx context.Context, kv clientv3.KV, account keys.Scope, cluster, name string) ([]store.Item[*storev1.TaskRecord], error) {
-	var ids []string
+	var ks []string
 	for _, desired := range []string{"RUNNING", "STOPPED"} {
 		token := ""
 		for {
-			ks, next, err := store.ListKeys(ctx, kv, keys.TaskList(account, cluster, desired, keys.DimService, name, ""), store.MaxListLimit, token)
+			page, next, err := store.ListKeys(ctx, kv, keys.TaskList(account, cluster, desired, keys.DimService, name, ""), store.MaxListLimit, token)
 			if err != nil {
 				return nil, fmt.Errorf("service: list tasks of %s: %w", name, err)
 			}
-			for _, k := range ks {
-				ids = append(ids, lastSegment(k))
+			for _, k := range page {
+				if id, ok := keys.TaskListID(k); ok {
+					ks = append(ks, keys.Task(account, cluster, id))
+				}
 			}
 			if next == "" {
 				break
@@ -38,28 +41,11 @@ func serviceTasks(ctx context.Context, kv clientv3.KV, account keys.Scope, clust
 			token = next
 		}
 	}
-	out := make([]store.Item[*storev1.TaskRecord], 0, len(ids))
-	for i := 0; i < len(ids); i += 100 {
-		chunk := ids[i:min(i+100, len(ids))]
-		ops := make([]clientv3.Op, len(chunk))
-		for j, id := range chunk {
-			ops[j] = clientv3.OpGet(keys.Task(account, cluster, id))
-		}
-		resp, err := kv.Txn(ctx).Then(ops...).Commit()
-		if err != nil {
-			return nil, fmt.Errorf("service: read tasks of %s: %w", name, err)
-		}
-		for _, r := range resp.Responses {
-			for _, kvp := range r.GetResponseRange().GetKvs() {
-				rec := &storev1.TaskRecord{}
-				if err := proto.Unmarshal(kvp.Value, rec); err != nil {
-					return nil, fmt.Errorf("service: decode %s: %w", kvp.Key, err)
-				}
-				out = append(out, store.Item[*storev1.TaskRecord]{Key: string(kvp.Key), Value: rec, ModRevision: kvp.ModRevision, CreateRevision: kvp.CreateRevision})
-			}
-		}
+	items, err := store.GetMany[*storev1.TaskRecord](ctx, kv, ks)
+	if err != nil {
+		return nil, fmt.Errorf("service: read tasks of %s: %w", name, err)
 	}
-	return out, nil
+	return slices.DeleteFunc(items, func(it store.Item[*storev1.TaskRecord]) bool { return it.Value == nil }), nil
 }
 
 // liveCounts counts a service's tasks by lastStatus, in total and per deployment, from

@@ -37,6 +37,16 @@
 // leader's Run does that once a minute and otherwise reconciles only what its watches saw
 // change (see Run), so an idle pass over 1,000 services costs one keys-only listing.
 //
+// # Decide, then write
+//
+// Each service is reconciled in two steps, as Nomad's scheduler splits its reconciler
+// from the plan applier: Compute is a pure function from a State (the service record, its
+// task records, the cluster's instances, the task definitions it needs, the DAEMON
+// eligible instances and the time) to a Plan (tasks to stop with their reasons, tasks to
+// launch for the PRIMARY deployment, the service record with its new counts, deployment
+// states, backoff and breaker decisions, and the events); Reconciler.Apply writes the
+// plan. Compute is table-tested without etcd (compute_test.go).
+//
 // # Reconciling a service
 //
 // A task is healthy when RUNNING and, when its essential containers have health checks,

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/scheduler/arn"
 	"github.com/berthhq/berth/services/scheduler/placement"
 )
 
@@ -78,7 +79,10 @@ func placementMessage(svc string, failures []placement.Failure) string {
 			break
 		}
 	}
-	id := f.Arn[strings.LastIndexByte(f.Arn, '/')+1:]
+	id := f.Arn
+	if a, err := arn.Parse(f.Arn); err == nil {
+		id = a.Name
+	}
 	switch f.Reason {
 	case placement.ReasonCPU:
 		return prefix + fmt.Sprintf(" The closest matching (container-instance %s) has insufficient CPU units available.", id) + suffix

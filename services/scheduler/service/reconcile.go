@@ -1,13 +1,11 @@
 package service
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -94,13 +92,15 @@ type Reconciler struct {
 	mu  sync.Mutex
 	tds map[string]*storev1.TaskDefinitionRecord // by ARN; task definitions never change but for status
 
-	// Change tracking for Run: clusters ("account/cluster") whose tasks or instances
-	// changed since they were last reconciled, as reported by the watch; all is set until
-	// the watch is established and after it breaks.
+	// Change tracking for Run: clusters whose tasks or instances changed since they were
+	// last reconciled, as reported by the watch; allDirty is set until the watch is
+	// established and after it breaks, full (once) when a watch lost events to a
+	// compaction or was established again.
 	dmu      sync.Mutex
-	dirty    map[string]bool            // whole clusters (instances changed, a task deleted)
-	dirtySvc map[string]map[string]bool // cluster → services whose tasks or record changed; "" = a standalone task
+	dirty    map[keys.ClusterRef]bool            // whole clusters (instances changed, a task deleted)
+	dirtySvc map[keys.ClusterRef]map[string]bool // cluster → services whose tasks or record changed; "" = a standalone task
 	allDirty bool
+	full     bool
 	wake     chan struct{}
 	// meta holds what the last pass read of every service record (nil before the first
 	// pass), so a selective pass reads only the clusters that changed.
@@ -147,7 +147,7 @@ func NewReconciler(cfg ReconcilerConfig) *Reconciler {
 	}
 	return &Reconciler{
 		cfg: cfg, log: cfg.Logger, tds: map[string]*storev1.TaskDefinitionRecord{},
-		dirty: map[string]bool{}, dirtySvc: map[string]map[string]bool{}, allDirty: true, wake: make(chan struct{}, 1),
+		dirty: map[keys.ClusterRef]bool{}, dirtySvc: map[keys.ClusterRef]map[string]bool{}, allDirty: true, wake: make(chan struct{}, 1),
 	}
 }
 
@@ -166,11 +166,11 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	// Services too: an API call on another replica does not kick this one.
-	for _, prefix := range []string{store.MustKeyPrefix("tasks"), store.MustKeyPrefix("instances"), store.MustKeyPrefix("services")} {
+	for _, w := range []func(context.Context) error{r.watchTasks, r.watchInstances, r.watchServices} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.watch(wctx, prefix)
+			r.watch(wctx, w)
 		}()
 	}
 	defer wg.Wait()
@@ -207,60 +207,73 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 }
 
-// watch marks clusters dirty as records under prefix (tasks/, instances/ or services/ of
-// every account) change, from the current revision on; after a broken watch it marks every
-// cluster dirty and watches again.
-func (r *Reconciler) watch(ctx context.Context, prefix string) {
+// watch runs one of the watches (watchTasks, watchInstances, watchServices) until ctx
+// ends. store.Watch resumes by itself after a lost connection, without missing or
+// repeating a change; when it ends otherwise (a value that does not decode) every
+// cluster is dirty until it is back.
+func (r *Reconciler) watch(ctx context.Context, w func(context.Context) error) {
 	for ctx.Err() == nil {
-		resp, err := r.cfg.Client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err != nil {
-			if sleepCtx(ctx, time.Second) != nil {
-				return
-			}
-			continue
+		err := w(ctx)
+		if ctx.Err() != nil {
+			return
 		}
-		wch := r.cfg.Client.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
-		r.markAll(false)
-		for wr := range wch {
-			if wr.Err() != nil {
-				break
-			}
-			r.dmu.Lock()
-			for _, ev := range wr.Events {
-				// {prefix}{account}/{region}/{cluster}/{id or name}
-				rest := strings.TrimPrefix(string(ev.Kv.Key), prefix)
-				i := strings.LastIndexByte(rest, '/')
-				if i <= 0 {
-					continue
-				}
-				g := rest[:i]
-				switch {
-				case strings.HasSuffix(prefix, "/services/"):
-					r.markService(g, rest[i+1:])
-				case strings.HasSuffix(prefix, "/tasks/") && ev.Type == clientv3.EventTypePut:
-					rec := &storev1.TaskRecord{}
-					if proto.Unmarshal(ev.Kv.Value, rec) != nil {
-						r.dirty[g] = true
-						continue
-					}
-					r.markService(g, rec.GetServiceName())
-				default:
-					// Instances changed (joins, drains, capacity) or a task record was
-					// deleted: the whole cluster.
-					r.dirty[g] = true
-				}
-			}
-			r.dmu.Unlock()
-			r.signal()
-		}
+		r.log.WarnContext(ctx, "service reconciler watch ended", "err", err)
 		r.markAll(true)
+		if sleepCtx(ctx, time.Second) != nil {
+			return
+		}
 	}
 }
 
-// markService marks one service of cluster g (account/region/cluster) dirty (name "" for a
-// standalone task, which concerns no service: the services still converging are
-// reconciled on every pass anyway). The caller holds dmu.
-func (r *Reconciler) markService(g, name string) {
+// watchTasks marks a service dirty when one of its tasks is written (a standalone task
+// concerns no service) and the whole cluster when a task record is deleted.
+func (r *Reconciler) watchTasks(ctx context.Context) error {
+	return store.Watch(ctx, r.cfg.Client, keys.AllTasks(), 0, func(ev store.Event[*storev1.TaskRecord]) error {
+		return r.changed(ev.Type, ev.Item.Key, keys.ParseTask, func(c keys.ClusterRef, _ string) {
+			if ev.Type == store.EventPut {
+				r.markService(c, ev.Item.Value.GetServiceName())
+			} else {
+				r.dirty[c] = true
+			}
+		})
+	})
+}
+
+// watchInstances marks a cluster dirty when one of its instances changes (joins,
+// drains, capacity).
+func (r *Reconciler) watchInstances(ctx context.Context) error {
+	return store.Watch(ctx, r.cfg.Client, keys.AllInstances(), 0, func(ev store.Event[*storev1.ContainerInstanceRecord]) error {
+		return r.changed(ev.Type, ev.Item.Key, keys.ParseInstance, func(c keys.ClusterRef, _ string) { r.dirty[c] = true })
+	})
+}
+
+// watchServices marks a service dirty when its record changes.
+func (r *Reconciler) watchServices(ctx context.Context) error {
+	return store.Watch(ctx, r.cfg.Client, keys.AllServices(), 0, func(ev store.Event[*storev1.ServiceRecord]) error {
+		return r.changed(ev.Type, ev.Item.Key, keys.ParseService, r.markService)
+	})
+}
+
+// changed records one watch event: a resync (the first one, when the watch is
+// established, and after a compaction cost it events) clears allDirty and asks for one
+// full pass; a put or delete calls mark with the key's cluster and last part, under dmu.
+// Keys of another shape are ignored.
+func (r *Reconciler) changed(typ store.EventType, key string, parse func(string) (keys.ClusterRef, string, bool), mark func(keys.ClusterRef, string)) error {
+	r.dmu.Lock()
+	if typ == store.EventResync {
+		r.allDirty, r.full = false, true
+	} else if c, last, ok := parse(key); ok {
+		mark(c, last)
+	}
+	r.dmu.Unlock()
+	r.signal()
+	return nil
+}
+
+// markService marks one service of cluster g dirty (name "" for a standalone task, which
+// concerns no service: the services still converging are reconciled on every pass
+// anyway). The caller holds dmu.
+func (r *Reconciler) markService(g keys.ClusterRef, name string) {
 	m := r.dirtySvc[g]
 	if m == nil {
 		m = map[string]bool{}
@@ -270,7 +283,7 @@ func (r *Reconciler) markService(g, name string) {
 }
 
 // restoreDirty puts back change marks a failed pass took.
-func (r *Reconciler) restoreDirty(dirty map[string]bool, dirtySvc map[string]map[string]bool) {
+func (r *Reconciler) restoreDirty(dirty map[keys.ClusterRef]bool, dirtySvc map[keys.ClusterRef]map[string]bool) {
 	r.dmu.Lock()
 	defer r.dmu.Unlock()
 	for g := range dirty {
@@ -301,13 +314,13 @@ func (r *Reconciler) signal() {
 }
 
 // takeDirty returns the dirty clusters, the dirty services by cluster and whether
-// everything is dirty, clearing the sets.
-func (r *Reconciler) takeDirty() (map[string]bool, map[string]map[string]bool, bool) {
+// everything is dirty, clearing the sets and the one-time full mark.
+func (r *Reconciler) takeDirty() (map[keys.ClusterRef]bool, map[keys.ClusterRef]map[string]bool, bool) {
 	r.dmu.Lock()
 	defer r.dmu.Unlock()
-	d, ds := r.dirty, r.dirtySvc
-	r.dirty, r.dirtySvc = map[string]bool{}, map[string]map[string]bool{}
-	return d, ds, r.allDirty
+	d, ds, all := r.dirty, r.dirtySvc, r.allDirty || r.full
+	r.dirty, r.dirtySvc, r.full = map[keys.ClusterRef]bool{}, map[keys.ClusterRef]map[string]bool{}, false
+	return d, ds, all
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -321,9 +334,10 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// serviceItem is a service record as listed, with the account from its key.
+// serviceItem is a service record as listed, with its cluster and name from its key.
 type serviceItem struct {
 	account keys.Scope
+	name    string
 	key     string
 	rec     *storev1.ServiceRecord
 	rev     int64
@@ -379,27 +393,6 @@ func steadyRecord(rec *storev1.ServiceRecord) bool {
 		s.GetRunningCount() == s.GetDesiredCount() && s.GetPendingCount() == 0
 }
 
-// groupOf returns "account/region/cluster" (the group: one cluster of one scope) and the
-// scope of a service key.
-func groupOf(key string) (group string, account keys.Scope, ok bool) {
-	rest := strings.TrimPrefix(key, store.Prefix+"services/")
-	i := strings.LastIndexByte(rest, '/')
-	if i <= 0 {
-		return "", keys.Scope{}, false
-	}
-	account, _, ok = splitGroup(rest[:i])
-	return rest[:i], account, ok
-}
-
-// splitGroup parses a group ("account/region/cluster") into its scope and cluster.
-func splitGroup(g string) (account keys.Scope, cluster string, ok bool) {
-	parts := strings.Split(g, "/")
-	if len(parts) != 3 {
-		return keys.Scope{}, "", false
-	}
-	return keys.Scope{Account: parts[0], Region: parts[1]}, parts[2], true
-}
-
 // pass is Pass; selective (Run between full passes) reads only the service keys and
 // their revisions, and then the records and tasks of the clusters that changed since
 // they were last reconciled: a service record changed, the watch saw a task or instance
@@ -413,8 +406,8 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) (err error) {
 	}()
 	selective = selective && !all && r.meta != nil
 	now := r.cfg.Now()
-	groups := map[string][]serviceItem{}
-	var order []string
+	groups := map[keys.ClusterRef][]serviceItem{}
+	var order []keys.ClusterRef
 	var errs []error
 	add := func(prefix string) error {
 		token := ""
@@ -424,14 +417,14 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) (err error) {
 				return fmt.Errorf("service: list services: %w", err)
 			}
 			for _, it := range items {
-				g, account, ok := groupOf(it.Key)
+				g, name, ok := keys.ParseService(it.Key)
 				if !ok {
 					continue
 				}
 				if _, seen := groups[g]; !seen {
 					order = append(order, g)
 				}
-				groups[g] = append(groups[g], serviceItem{account: account, key: it.Key, rec: it.Value, rev: it.ModRevision})
+				groups[g] = append(groups[g], serviceItem{account: g.Scope, name: name, key: it.Key, rec: it.Value, rev: it.ModRevision})
 			}
 			if next == "" {
 				return nil
@@ -442,9 +435,9 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) (err error) {
 	meta := map[string]svcMeta{}
 	// wanted, for a selective pass, names the services of each changed cluster to
 	// reconcile (nil: all of them, reading all the cluster's tasks).
-	var wanted map[string]map[string]bool
+	var wanted map[keys.ClusterRef]map[string]bool
 	if !selective {
-		if err := add(store.MustKeyPrefix("services")); err != nil {
+		if err := add(keys.AllServices()); err != nil {
 			return err
 		}
 	} else {
@@ -452,18 +445,17 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) (err error) {
 		if lerr != nil {
 			return lerr
 		}
-		wanted = map[string]map[string]bool{}
-		changed := map[string]bool{}
-		var changedOrder []string
+		wanted = map[keys.ClusterRef]map[string]bool{}
+		changed := map[keys.ClusterRef]bool{}
+		var changedOrder []keys.ClusterRef
 		for _, kr := range revs {
-			g, _, ok := groupOf(kr.key)
+			g, name, ok := keys.ParseService(kr.Key)
 			if !ok {
 				continue
 			}
-			m, known := r.meta[kr.key]
-			name := lastSegment(kr.key)
+			m, known := r.meta[kr.Key]
 			switch {
-			case !known || m.rev != kr.rev || dirty[g] || dirtySvc[g][name] || m.waiting ||
+			case !known || m.rev != kr.ModRevision || dirty[g] || dirtySvc[g][name] || m.waiting ||
 				(!m.inactive && !m.nextLaunch.IsZero() && !now.Before(m.nextLaunch)):
 				if !changed[g] {
 					changed[g] = true
@@ -474,23 +466,22 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) (err error) {
 				}
 				wanted[g][name] = true
 			case m.inactive && now.After(m.expiresAt):
-				if _, err := store.Delete(ctx, r.cfg.Client, kr.key, kr.rev, store.If(r.cfg.Fence...)); err != nil {
+				if _, err := store.Delete(ctx, r.cfg.Client, kr.Key, kr.ModRevision, store.If(r.cfg.Fence...)); err != nil {
 					if errors.Is(err, store.ErrPreconditionFailed) {
 						return err
 					}
 					if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
-						errs = append(errs, fmt.Errorf("service: delete inactive %s: %w", kr.key, err))
+						errs = append(errs, fmt.Errorf("service: delete inactive %s: %w", kr.Key, err))
 					}
 				}
 				continue
 			default:
-				meta[kr.key] = m
+				meta[kr.Key] = m
 			}
 		}
 		for _, g := range changedOrder {
-			account, cluster, _ := splitGroup(g)
 			if dirty[g] {
-				if err := add(keys.Services(account, cluster)); err != nil {
+				if err := add(keys.Services(g.Scope, g.Cluster)); err != nil {
 					return err
 				}
 				continue
@@ -501,27 +492,22 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) (err error) {
 				names = append(names, n)
 			}
 			slices.Sort(names)
-			for i := 0; i < len(names); i += 100 {
-				ops := make([]clientv3.Op, 0, 100)
-				for _, n := range names[i:min(i+100, len(names))] {
-					ops = append(ops, clientv3.OpGet(keys.Service(account, cluster, n)))
+			ks := make([]string, len(names))
+			for i, n := range names {
+				ks[i] = keys.Service(g.Scope, g.Cluster, n)
+			}
+			items, err := store.GetMany[*storev1.ServiceRecord](ctx, r.cfg.Client, ks)
+			if err != nil {
+				return fmt.Errorf("service: read services of %s: %w", g, err)
+			}
+			for i, it := range items {
+				if it.Value == nil {
+					continue // deleted since listed
 				}
-				resp, err := r.cfg.Client.Txn(ctx).Then(ops...).Commit()
-				if err != nil {
-					return fmt.Errorf("service: read services of %s: %w", g, err)
+				if _, seen := groups[g]; !seen {
+					order = append(order, g)
 				}
-				for _, rr := range resp.Responses {
-					for _, kvp := range rr.GetResponseRange().GetKvs() {
-						rec := &storev1.ServiceRecord{}
-						if err := proto.Unmarshal(kvp.Value, rec); err != nil {
-							return fmt.Errorf("service: decode %s: %w", kvp.Key, err)
-						}
-						if _, seen := groups[g]; !seen {
-							order = append(order, g)
-						}
-						groups[g] = append(groups[g], serviceItem{account: account, key: string(kvp.Key), rec: rec, rev: kvp.ModRevision})
-					}
-				}
+				groups[g] = append(groups[g], serviceItem{account: g.Scope, name: names[i], key: it.Key, rec: it.Value, rev: it.ModRevision})
 			}
 		}
 	}
@@ -530,7 +516,7 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) (err error) {
 		subset := wanted != nil && !dirty[g]
 		for _, it := range groups[g] {
 			m := r.metaOf(it.rec, it.rev)
-			if subset && !wanted[g][lastSegment(it.key)] && !m.waiting {
+			if subset && !wanted[g][it.name] && !m.waiting {
 				// Unchanged: keep what the last pass knew (its revision) so a later change
 				// is still seen.
 				if old, ok := r.meta[it.key]; ok {
@@ -564,31 +550,21 @@ func (r *Reconciler) pass(ctx context.Context, selective bool) (err error) {
 	return errors.Join(errs...)
 }
 
-// keyRev is a key and its ModRevision.
-type keyRev struct {
-	key string
-	rev int64
-}
-
 // serviceRevisions lists every service key with its ModRevision, without values, 1,000
 // keys per request.
-func (r *Reconciler) serviceRevisions(ctx context.Context) ([]keyRev, error) {
-	prefix := store.MustKeyPrefix("services")
-	end := clientv3.GetPrefixRangeEnd(prefix)
-	var out []keyRev
-	from := prefix
+func (r *Reconciler) serviceRevisions(ctx context.Context) ([]store.KeyRevision, error) {
+	var out []store.KeyRevision
+	token := ""
 	for {
-		resp, err := r.cfg.Client.Get(ctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(store.MaxListLimit))
+		page, next, err := store.ListRevisions(ctx, r.cfg.Client, keys.AllServices(), store.MaxListLimit, token)
 		if err != nil {
 			return nil, fmt.Errorf("service: list service keys: %w", err)
 		}
-		for _, kv := range resp.Kvs {
-			out = append(out, keyRev{key: string(kv.Key), rev: kv.ModRevision})
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
+		out = append(out, page...)
+		if next == "" {
 			return out, nil
 		}
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		token = next
 	}
 }
 
@@ -664,7 +640,10 @@ func (r *Reconciler) passCluster(ctx context.Context, svcs []serviceItem, whole 
 		return fmt.Errorf("service: list instances of %s/%s: %w", account, cluster, err)
 	}
 	for _, in := range insts {
-		id := lastSegment(in.Key)
+		_, id, ok := keys.ParseInstance(in.Key)
+		if !ok {
+			continue
+		}
 		cs.instances[id] = in
 		cs.instanceOrder = append(cs.instanceOrder, id)
 	}
@@ -690,8 +669,6 @@ func inactiveSince(rec *storev1.ServiceRecord) time.Time {
 	return fromEpoch(t)
 }
 
-func lastSegment(key string) string { return key[strings.LastIndexByte(key, '/')+1:] }
-
 // taskDef returns a task definition record by ARN, cached.
 func (r *Reconciler) taskDef(ctx context.Context, account keys.Scope, tdARN string) (*storev1.TaskDefinitionRecord, error) {
 	r.mu.Lock()
@@ -714,399 +691,108 @@ func (r *Reconciler) taskDef(ctx context.Context, account keys.Scope, tdARN stri
 	return td, nil
 }
 
-// view is one task of a service as the reconciler sees it.
-type view struct {
-	item      store.Item[*storev1.TaskRecord]
-	id        string
-	dep       string
-	created   float64
-	live      bool // desired RUNNING, not STOPPED
-	stopping  bool // desired STOPPED, not yet STOPPED
-	stopped   bool
-	running   bool
-	pending   bool
-	healthy   bool
-	stable    bool // healthy, and HEALTHY by its health checks or RUNNING for StableAfter: started successfully
-	unhealthy bool
-	draining  bool // its instance is not ACTIVE (draining, deregistered, gone)
-	failed    bool // stopped by itself (not by a user or the scheduler), or for health checks
-	success   bool // started successfully: healthy now, or ran and was stopped on purpose
-	instance  string
-}
-
-// healthChecked returns the names of the essential containers with a health check.
-func healthChecked(td *ecsv1.TaskDefinition) map[string]bool {
-	out := map[string]bool{}
-	for _, c := range td.GetContainerDefinitions() {
-		if c.GetHealthCheck() != nil && len(c.GetHealthCheck().GetCommand()) > 0 && (c.Essential == nil || c.GetEssential()) {
-			out[c.GetName()] = true
-		}
-	}
-	return out
-}
-
-// views classifies a service's tasks. An UNHEALTHY task inside the service's
-// healthCheckGracePeriodSeconds (counted from its startedAt) is only not healthy yet, as
-// AWS ignores failing container health checks during the grace period.
-func (r *Reconciler) views(ctx context.Context, account keys.Scope, cs *clusterState, svc *ecsv1.Service, items []store.Item[*storev1.TaskRecord]) ([]*view, error) {
-	grace := time.Duration(svc.GetHealthCheckGracePeriodSeconds()) * time.Second
-	now := r.cfg.Now()
-	out := make([]*view, 0, len(items))
-	for _, it := range items {
-		t := it.Value.GetTask()
-		v := &view{item: it, id: control.TaskID(it.Value), dep: it.Value.GetDeploymentId(), created: t.GetCreatedAt(), instance: it.Value.GetContainerInstanceId()}
-		if v.dep == "" {
-			v.dep = t.GetStartedBy()
-		}
-		last := t.GetLastStatus()
-		v.stopped = last == "STOPPED"
-		v.live = !v.stopped && t.GetDesiredStatus() == "RUNNING"
-		v.stopping = !v.stopped && t.GetDesiredStatus() != "RUNNING"
-		p, run := control.TaskCounts(last)
-		v.pending, v.running = p == 1, run == 1
-		checked := false // an essential container has a health check
-		if v.running {
-			td, err := r.taskDef(ctx, account, t.GetTaskDefinitionArn())
-			if err != nil {
-				return nil, err
-			}
-			hc := healthChecked(td.GetTaskDefinition())
-			checked = len(hc) > 0
-			v.healthy = true
-			for _, c := range t.GetContainers() {
-				if !hc[c.GetName()] {
-					continue
-				}
-				switch c.GetHealthStatus() {
-				case "HEALTHY":
-				case "UNHEALTHY":
-					v.healthy = false
-					v.unhealthy = grace <= 0 || t.StartedAt == nil || !now.Before(fromEpoch(t.GetStartedAt()).Add(grace))
-				default:
-					v.healthy = false
-				}
-			}
-		}
-		if v.live {
-			in, ok := cs.instances[v.instance]
-			st := in.Value.GetContainerInstance().GetStatus()
-			v.draining = !ok || st != StatusActive || in.Value.GetOperatorDrain() || in.Value.GetInvoluntaryDrain()
-		}
-		if v.stopped {
-			code, reason := t.GetStopCode(), t.GetStoppedReason()
-			switch {
-			case code == "UserInitiated" || code == "TerminationNotice" || code == "SpotInterruption" ||
-				(code == StopCodeScheduler && reason != ReasonUnhealthy):
-				// Stopped on purpose, or its host was lost: not a failure of the task.
-				v.success = t.StartedAt != nil
-			default:
-				// TaskFailedToStart, EssentialContainerExited, failed health checks, or
-				// no code at all: the task failed.
-				v.failed = true
-			}
-		}
-		// A task RUNNING for an instant (a crash loop: PENDING, RUNNING, STOPPED within a
-		// second) has not started successfully: only one that stayed up StableAfter has.
-		// One with health-checked essential containers counts once they are HEALTHY, as
-		// AWS counts it toward minimumHealthyPercent (DeploymentConfiguration in the ECS
-		// API reference).
-		v.stable = v.healthy && (r.cfg.StableAfter < 0 || checked ||
-			(t.StartedAt != nil && !now.Before(fromEpoch(t.GetStartedAt()).Add(r.cfg.StableAfter))))
-		if v.live && v.stable {
-			v.success = true
-		}
-		out = append(out, v)
-	}
-	return out, nil
-}
-
-// reconcile converges one service; see Pass.
+// reconcile converges one service (see Pass): it reads what Compute needs beyond the
+// cluster's state (task definitions, through the cache), computes the plan and applies
+// it.
 func (r *Reconciler) reconcile(ctx context.Context, cs *clusterState, it serviceItem) error {
 	r.servicesRead++
-	now := r.cfg.Now()
-	rec := proto.Clone(it.rec).(*storev1.ServiceRecord)
-	s := rec.GetService()
-	name := s.GetServiceName()
-	views, err := r.views(ctx, cs.account, cs, s, cs.tasks[name])
+	st, err := r.state(ctx, cs, it)
 	if err != nil {
 		return err
 	}
-	ev := &events{svc: name, now: now}
-	prim := primary(s)
-	if prim == nil {
-		return fmt.Errorf("service: %s has no PRIMARY deployment", name)
+	plan, err := Compute(st, r.policy())
+	if err != nil {
+		return err
 	}
-	daemon := s.GetSchedulingStrategy() == StrategyDaemon
-	deleting := s.GetStatus() == StatusDraining
+	return r.Apply(ctx, plan)
+}
 
-	// DAEMON: the desired count is the number of eligible instances.
-	var eligible []string
-	if daemon && !deleting {
+// policy returns the tunables of r's configuration for Compute.
+func (r *Reconciler) policy() Policy {
+	return Policy{
+		StableAfter: r.cfg.StableAfter, BackoffAfter: r.cfg.BackoffAfter, BackoffBase: r.cfg.BackoffBase,
+		BackoffCap: r.cfg.BackoffCap, BreakerMinThreshold: r.cfg.BreakerMinThreshold,
+	}
+}
+
+// state gathers Compute's input for one service of a cluster read by passCluster: its
+// tasks, the cluster's instances, the task definitions of its RUNNING tasks and, for a
+// DAEMON service not being deleted, the instances it is eligible for.
+func (r *Reconciler) state(ctx context.Context, cs *clusterState, it serviceItem) (State, error) {
+	s := it.rec.GetService()
+	st := State{
+		Account: cs.account,
+		Service: store.Item[*storev1.ServiceRecord]{Key: it.key, Value: it.rec, ModRevision: it.rev},
+		Tasks:   cs.tasks[s.GetServiceName()], Instances: cs.instances,
+		TaskDefinitions: map[string]*ecsv1.TaskDefinition{}, Now: r.cfg.Now(),
+	}
+	for _, t := range st.Tasks {
+		if _, run := control.TaskCounts(t.Value.GetTask().GetLastStatus()); run == 0 {
+			continue
+		}
+		arn := t.Value.GetTask().GetTaskDefinitionArn()
+		if st.TaskDefinitions[arn] != nil {
+			continue
+		}
+		td, err := r.taskDef(ctx, cs.account, arn)
+		if err != nil {
+			return State{}, err
+		}
+		st.TaskDefinitions[arn] = td.GetTaskDefinition()
+	}
+	if prim := primary(s); prim != nil && s.GetSchedulingStrategy() == StrategyDaemon && s.GetStatus() != StatusDraining {
 		td, err := r.taskDef(ctx, cs.account, prim.GetTaskDefinition())
+		if err != nil {
+			return State{}, err
+		}
+		st.Eligible = r.eligibleInstances(cs, s, td.GetTaskDefinition())
+	}
+	return st, nil
+}
+
+// Apply carries out a plan Compute made: it stops the tasks of plan.Stop (as StopTask
+// does, fenced), places plan.Launch's tasks through the Placer (written with
+// control.PlaceTxn and the fence) and adds their events, then writes the service record
+// with the events when it changed, against the revision read. A conflict on the service
+// record (an API call changed it meanwhile) is not an error: the next pass recomputes. It
+// returns the first write error, wrapping store.ErrPreconditionFailed when the fence
+// failed. It adds the events to plan.Record in place; apply a plan once.
+func (r *Reconciler) Apply(ctx context.Context, plan Plan) error {
+	rec := plan.Record
+	s := rec.GetService()
+	name := s.GetServiceName()
+	if b := plan.Breaker; b != nil && b.NewID != "" {
+		r.log.InfoContext(ctx, "service deployment rolled back", "service", name, "failed", b.Failed, "to", b.RolledBackTo, "new", b.NewID)
+	}
+	for _, st := range plan.Stop {
+		if err := r.stopTask(ctx, plan.Account, st.Task, st.Reason); err != nil {
+			return err
+		}
+	}
+	ev := &events{svc: name, now: r.cfg.Now(), msgs: plan.Events}
+	if l := plan.Launch; l.Count > 0 {
+		td, err := r.taskDef(ctx, plan.Account, l.TaskDefinition)
 		if err != nil {
 			return err
 		}
-		eligible = r.eligibleInstances(cs, s, td.GetTaskDefinition())
-		s.DesiredCount = int32(len(eligible))
-		prim.DesiredCount = s.DesiredCount
-	}
-	desired := s.GetDesiredCount()
-	if deleting {
-		desired = 0
-	}
-
-	// Per-deployment failure accounting and launch backoff.
-	byDep := map[string][]*view{}
-	for _, v := range views {
-		byDep[v.dep] = append(byDep[v.dep], v)
-	}
-	dc := s.GetDeploymentConfiguration()
-	dr := deploymentRecord(rec, prim.GetId())
-	failed, consecutive := failureCounts(byDep[prim.GetId()])
-	prim.FailedTasks = max(prim.GetFailedTasks(), int32(failed))
-	switch {
-	case consecutive == 0:
-		dr.FailedLaunches, dr.NextLaunchAt = 0, nil
-	case consecutive > int(dr.GetFailedLaunches()):
-		dr.FailedLaunches = int32(consecutive)
-		if d := LaunchDelay(consecutive, r.cfg.BackoffAfter, r.cfg.BackoffBase, r.cfg.BackoffCap); d > 0 {
-			dr.NextLaunchAt = ts(now.Add(d))
-			ev.add(fmt.Sprintf("(service %s) is unable to consistently start tasks successfully. For more information, see the Troubleshooting section.", name))
-		}
-	default:
-		dr.FailedLaunches = int32(consecutive)
-	}
-	for _, d := range s.GetDeployments() {
-		if d.GetId() != prim.GetId() && d.GetStatus() != DeploymentInactive {
-			f, _ := failureCounts(byDep[d.GetId()])
-			d.FailedTasks = max(d.GetFailedTasks(), int32(f))
-		}
-	}
-
-	// Circuit breaker.
-	if cb := dc.GetDeploymentCircuitBreaker(); cb.GetEnable() && !deleting && prim.GetRolloutState() == RolloutInProgress &&
-		int(prim.GetFailedTasks()) >= BreakerThreshold(desired, r.cfg.BreakerMinThreshold) {
-		prim.RolloutState = proto.String(RolloutFailed)
-		prim.RolloutStateReason = proto.String("ECS deployment circuit breaker: tasks failed to start.")
-		prim.UpdatedAt = proto.Float64(epoch(now))
-		dr.FinishedAt, dr.NextLaunchAt = ts(now), nil // a FAILED deployment launches no more
-		ev.add(fmt.Sprintf("(service %s) (deployment %s) deployment failed: tasks failed to start.", name, prim.GetId()))
-		if cb.GetRollback() {
-			if target := lastCompleted(s, prim.GetId()); target != nil {
-				id := startDeployment(rec, cs.account, target.GetTaskDefinition(), true, now)
-				ev.add(fmt.Sprintf("(service %s) rolling back to deployment %s.", name, target.GetId()))
-				r.log.InfoContext(ctx, "service deployment rolled back", "service", name, "failed", prim.GetId(), "to", target.GetId(), "new", id)
-				prim = primary(s)
-				dr = deploymentRecord(rec, prim.GetId())
-			}
-		}
-	}
-
-	minHealthy := MinHealthy(desired, dc.GetMinimumHealthyPercent())
-	maxTotal := MaxTotal(desired, dc.GetMaximumPercent())
-	if daemon {
-		maxTotal = max(maxTotal, int(desired))
-	}
-
-	// Choose the tasks to keep: up to desired live primary tasks on ACTIVE instances,
-	// healthy first, then the oldest; for DAEMON one per eligible instance.
-	var keep, surplus []*view
-	healthyLive, total := 0, 0
-	for _, v := range views {
-		if v.live || v.stopping {
-			total++
-		}
-		// Only tasks that stayed up count toward minimumHealthyPercent: old tasks are not
-		// stopped for new ones that are RUNNING for an instant in a crash loop.
-		if v.live && v.stable {
-			healthyLive++
-		}
-	}
-	cands := make([]*view, 0, len(views))
-	for _, v := range views {
-		if v.live {
-			cands = append(cands, v)
-		}
-	}
-	slices.SortStableFunc(cands, func(a, b *view) int {
-		if a.healthy != b.healthy {
-			if a.healthy {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Compare(a.created, b.created)
-	})
-	elig := map[string]bool{}
-	for _, id := range eligible {
-		elig[id] = true
-	}
-	onInstance := map[string]bool{} // DAEMON: an eligible instance already holding a kept task
-	for _, v := range cands {
-		ok := v.dep == prim.GetId() && !v.draining && !v.unhealthy
-		if daemon {
-			ok = ok && elig[v.instance] && !onInstance[v.instance]
-		} else {
-			ok = ok && len(keep) < int(desired)
-		}
-		if ok && !deleting {
-			keep = append(keep, v)
-			onInstance[v.instance] = true
-		} else {
-			surplus = append(surplus, v)
-		}
-	}
-
-	// Stop surplus tasks: unhealthy and not-yet-healthy ones freely, healthy ones while
-	// the healthy count stays at or above the minimum. Tasks on instances a DAEMON service
-	// no longer targets go at once, as do the tasks of a deleted service.
-	slices.SortStableFunc(surplus, func(a, b *view) int {
-		if a.healthy != b.healthy {
-			if a.healthy {
-				return 1
-			}
-			return -1
-		}
-		return cmp.Compare(a.created, b.created)
-	})
-	primFailed := prim.GetRolloutState() == RolloutFailed
-	var stopped []string
-	for _, v := range surplus {
-		reason := fmt.Sprintf(ReasonScaleIn, prim.GetId())
-		// A task not yet RUNNING, or failing its health checks, goes at once. A RUNNING one that has not yet
-		// counted toward minimumHealthyPercent (RUNNING for less than StableAfter, health
-		// checks not yet passed) is no more free: stopping it lowers the running count, so
-		// it goes only while the tasks that do count already reach the minimum. Stopping
-		// such tasks freely took a service to zero when a second update superseded a
-		// rollout whose tasks had just started.
-		free := !v.running || v.unhealthy
-		counted := v.stable
-		switch {
-		case v.unhealthy:
-			reason = ReasonUnhealthy
-			ev.add(fmt.Sprintf("(service %s) (task %s) failed container health checks.", name, v.id))
-		case deleting:
-			reason, free = ReasonServiceDeleted, true
-		case daemon && !elig[v.instance]:
-			free = true
-			if v.draining {
-				reason = ReasonDraining
-			}
-		case v.draining:
-			reason = ReasonDraining
-		}
-		if !free {
-			if primFailed && v.dep != prim.GetId() {
-				continue // a failed deployment without rollback stops launching; keep the old tasks
-			}
-			left := healthyLive
-			if counted {
-				left--
-			}
-			if left < minHealthy {
-				continue
-			}
-			healthyLive = left
-		}
-		if err := r.stopTask(ctx, cs.account, v.item, reason); err != nil {
-			return err
-		}
-		v.live, v.stopping = false, true
-		stopped = append(stopped, v.id)
-	}
-	if len(stopped) > 0 {
-		ev.add(fmt.Sprintf("(service %s) has stopped %d running tasks: %s.", name, len(stopped), taskList(stopped)))
-	}
-
-	// Launch what is missing, within maximumPercent, unless backing off or failed.
-	need := int(desired) - len(keep)
-	room := maxTotal - total
-	if daemon {
-		room = need // one task per instance is the DAEMON bound
-	}
-	launch := min(need, room)
-	backoff := dr.NextLaunchAt != nil && now.Before(dr.GetNextLaunchAt().AsTime())
-	if launch > 0 && !deleting && !primFailed && !backoff {
-		td, err := r.taskDef(ctx, cs.account, prim.GetTaskDefinition())
+		placed, failures, err := r.launch(ctx, plan.Account, rec, td, l.Deployment, l.Count, l.Instances)
 		if err != nil {
 			return err
 		}
-		var targets []string
-		if daemon {
-			busy := map[string]bool{}
-			for _, v := range views {
-				if v.live || v.stopping {
-					busy[v.instance] = true
-				}
-			}
-			for _, id := range eligible {
-				if !busy[id] {
-					targets = append(targets, id)
-				}
-			}
-			launch = len(targets)
+		if len(placed) > 0 {
+			ev.add(fmt.Sprintf("(service %s) has started %d tasks: %s.", name, len(placed), taskList(placed)))
 		}
-		if launch > 0 {
-			placed, failures, err := r.launch(ctx, cs, rec, td, prim.GetId(), launch, targets)
-			if err != nil {
-				return err
-			}
-			if len(placed) > 0 {
-				ev.add(fmt.Sprintf("(service %s) has started %d tasks: %s.", name, len(placed), taskList(placed)))
-			}
-			if len(placed) < launch {
-				ev.add(placementMessage(name, failures))
-			}
-			for range placed {
-				total++
-			}
+		if len(placed) < l.Count {
+			ev.add(placementMessage(name, failures))
 		}
 	}
-
-	// Counts, deployment states, events, deletion.
-	r.updateCounts(s, views)
-	allQuiet := true // no task of a non-primary deployment is left
-	for _, d := range s.GetDeployments() {
-		if d.GetStatus() == DeploymentActive {
-			if d.GetRunningCount()+d.GetPendingCount() == 0 && !hasStopping(byDep[d.GetId()]) {
-				d.Status = proto.String(DeploymentInactive)
-				d.UpdatedAt = proto.Float64(epoch(now))
-			} else {
-				allQuiet = false
-				d.DesiredCount = d.GetRunningCount() + d.GetPendingCount()
-			}
-		}
-	}
-	// Steady (and the deployment COMPLETED) only once every kept task has stayed RUNNING
-	// and healthy for StableAfter and nothing is pending: a crash loop's tasks, RUNNING for
-	// an instant, never get there, so its deployment stays IN_PROGRESS for the breaker.
-	steady := allQuiet && prim.GetRunningCount() == desired && prim.GetPendingCount() == 0 &&
-		len(keep) == int(desired) && countStable(keep) == int(desired) && !hasStopping(views)
-	if steady && prim.GetRolloutState() == RolloutInProgress && !deleting {
-		prim.RolloutState = proto.String(RolloutCompleted)
-		prim.RolloutStateReason = proto.String("ECS deployment " + prim.GetId() + " completed.")
-		prim.UpdatedAt = proto.Float64(epoch(now))
-		dr.FinishedAt = ts(now)
-		ev.add(fmt.Sprintf("(service %s) (deployment %s) deployment completed.", name, prim.GetId()))
-	}
-	if steady && !deleting {
-		ev.steady(s)
-	}
-	if deleting && total == 0 && !hasStopping(views) {
-		s.Status = proto.String(StatusInactive)
-		for _, d := range s.GetDeployments() {
-			if d.GetStatus() != DeploymentInactive {
-				d.UpdatedAt = proto.Float64(epoch(now))
-			}
-		}
-		prim.UpdatedAt = proto.Float64(epoch(now))
-	}
+	ev.msgs = append(ev.msgs, plan.After...)
 	ev.apply(s)
 	trimHistory(rec)
-	if proto.Equal(rec, it.rec) {
+	if proto.Equal(rec, plan.Service.Value) {
 		return nil
 	}
-	if _, err := store.Update(ctx, r.cfg.Client, it.key, it.rev, rec, store.If(r.cfg.Fence...)); err != nil {
+	if _, err := store.Update(ctx, r.cfg.Client, plan.Service.Key, plan.Service.ModRevision, rec, store.If(r.cfg.Fence...)); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			// An API call changed the service during the pass; the next pass recomputes.
 			return nil
@@ -1114,87 +800,6 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *clusterState, it service
 		return fmt.Errorf("service: write %s: %w", name, err)
 	}
 	return nil
-}
-
-func hasStopping(vs []*view) bool {
-	return slices.ContainsFunc(vs, func(v *view) bool { return v.stopping })
-}
-
-func countStable(vs []*view) int {
-	n := 0
-	for _, v := range vs {
-		if v.stable {
-			n++
-		}
-	}
-	return n
-}
-
-// failureCounts returns a deployment's failed tasks, and the failed tasks created after
-// its latest successful one (the consecutive failures the launch backoff counts).
-func failureCounts(vs []*view) (failed, consecutive int) {
-	var lastSuccess float64 = -1
-	for _, v := range vs {
-		if v.success {
-			lastSuccess = max(lastSuccess, v.created)
-		}
-	}
-	for _, v := range vs {
-		if v.failed {
-			failed++
-			if v.created > lastSuccess {
-				consecutive++
-			}
-		}
-	}
-	return failed, consecutive
-}
-
-// lastCompleted returns the most recent COMPLETED deployment other than exclude.
-func lastCompleted(s *ecsv1.Service, exclude string) *ecsv1.Deployment {
-	var best *ecsv1.Deployment
-	for _, d := range s.GetDeployments() {
-		if d.GetId() != exclude && d.GetRolloutState() == RolloutCompleted && (best == nil || d.GetCreatedAt() > best.GetCreatedAt()) {
-			best = d
-		}
-	}
-	return best
-}
-
-// updateCounts sets the service's and each deployment's running and pending counts from
-// the task records: a task counts by its lastStatus (PROVISIONING, PENDING, ACTIVATING
-// are pending; RUNNING is running), whatever its desiredStatus, as the cluster's counters
-// do.
-func (r *Reconciler) updateCounts(s *ecsv1.Service, views []*view) {
-	type c struct{ run, pend int32 }
-	by := map[string]*c{}
-	var all c
-	for _, v := range views {
-		x := by[v.dep]
-		if x == nil {
-			x = &c{}
-			by[v.dep] = x
-		}
-		if v.running {
-			x.run++
-			all.run++
-		}
-		if v.pending {
-			x.pend++
-			all.pend++
-		}
-	}
-	s.RunningCount, s.PendingCount = all.run, all.pend
-	for _, d := range s.GetDeployments() {
-		if d.GetStatus() == DeploymentInactive {
-			continue
-		}
-		x := by[d.GetId()]
-		if x == nil {
-			x = &c{}
-		}
-		d.RunningCount, d.PendingCount = x.run, x.pend
-	}
 }
 
 // eligibleInstances returns, in id order, the instances a DAEMON service runs on: ACTIVE,
@@ -1235,7 +840,7 @@ func (r *Reconciler) eligibleInstances(cs *clusterState, s *ecsv1.Service, td *e
 // launch places n tasks of the deployment (on the named instances for DAEMON) through the
 // Placer, writing them with control.PlaceTxn and the fence; it returns the ids placed and
 // the placement failures.
-func (r *Reconciler) launch(ctx context.Context, cs *clusterState, rec *storev1.ServiceRecord, tdRec *storev1.TaskDefinitionRecord, depID string, n int, instances []string) ([]string, []placement.Failure, error) {
+func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev1.ServiceRecord, tdRec *storev1.TaskDefinitionRecord, depID string, n int, instances []string) ([]string, []placement.Failure, error) {
 	td := tdRec.GetTaskDefinition()
 	s := rec.GetService()
 	demand, err := placement.DemandOf(td, nil)
@@ -1255,9 +860,9 @@ func (r *Reconciler) launch(ctx context.Context, cs *clusterState, rec *storev1.
 	}
 	var written []*storev1.TaskRecord
 	res, err := r.cfg.Placer.Place(ctx, placement.PlaceRequest{
-		Account: cs.account, Cluster: cs.cluster, Request: req, CommitWritesInstances: true, If: r.cfg.Fence,
+		Account: account, Cluster: rec.GetClusterName(), Request: req, CommitWritesInstances: true, If: r.cfg.Fence,
 		Commit: func(ctx context.Context, txn *store.Txn, placed []placement.Placed) error {
-			crec, crev, err := store.Get[*storev1.ClusterRecord](ctx, r.cfg.Client, keys.Cluster(cs.account, cs.cluster))
+			crec, crev, err := store.Get[*storev1.ClusterRecord](ctx, r.cfg.Client, keys.Cluster(account, rec.GetClusterName()))
 			if err != nil {
 				return fmt.Errorf("service: read cluster: %w", err)
 			}
@@ -1267,12 +872,12 @@ func (r *Reconciler) launch(ctx context.Context, cs *clusterState, rec *storev1.
 				if insts[p.InstanceID] == nil {
 					insts[p.InstanceID] = &control.InstanceState{Record: p.Instance, Rev: p.InstanceRev}
 				}
-				t := r.newTask(cs.account, cs.cluster, rec, tdRec, depID)
+				t := r.newTask(account, rec.GetClusterName(), rec, tdRec, depID)
 				t.ContainerInstanceId = p.InstanceID
 				written = append(written, t)
 			}
 			return control.PlaceTxn(txn, control.Placement{
-				Account: cs.account, Cluster: crec, ClusterRev: crev, Instances: insts,
+				Account: account, Cluster: crec, ClusterRev: crev, Instances: insts,
 				Tasks: written, TaskDefinition: td,
 			})
 		},

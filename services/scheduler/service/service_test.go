@@ -747,7 +747,7 @@ func TestSelectivePassSkipsUnchangedClusters(t *testing.T) {
 		t.Fatalf("pass after UpdateService read %d clusters", n)
 	}
 	e.r.dmu.Lock()
-	e.r.dirty[e.sc.String()+"/c1"] = true // what the watch does when an instance changes
+	e.r.dirty[keys.ClusterRef{Scope: e.sc, Cluster: "c1"}] = true // what the watch does when an instance changes
 	e.r.dmu.Unlock()
 	if n := read(); n != 1 {
 		t.Fatalf("pass after an instance change read %d clusters", n)
@@ -760,7 +760,7 @@ func TestSelectivePassSkipsUnchangedClusters(t *testing.T) {
 	read()
 	svcs := e.r.servicesRead
 	e.r.dmu.Lock()
-	e.r.markService(e.sc.String()+"/c1", "sel")
+	e.r.markService(keys.ClusterRef{Scope: e.sc, Cluster: "c1"}, "sel")
 	e.r.dmu.Unlock()
 	if n := read(); n != 1 || e.r.servicesRead-svcs != 1 {
 		t.Fatalf("pass after a task change of one service read %d clusters, %d services", n, e.r.servicesRead-svcs)

@@ -125,7 +125,7 @@ func New(cfg Config) (*App, error) {
 	a.control = control.New(control.Config{
 		KV:     a.kv,
 		Logger: cfg.Logger.With("component", "control"),
-		Placer: &placement.ControlPlacer{Placer: a.placer, Batch: true},
+		Placer: a.placer,
 	})
 	a.kick = service.NewKicker()
 	a.services = service.NewHandler(service.Config{

@@ -89,7 +89,6 @@ type Placer struct {
 	log      *slog.Logger
 	attempts int
 	noCache  bool
-	noBatch  bool
 	metrics  *Metrics
 
 	rngPool sync.Pool
@@ -111,10 +110,6 @@ func WithMaxAttempts(n int) Option { return func(p *Placer) { p.attempts = max(n
 // WithoutCache makes every Place list the cluster's instances instead of using the
 // watch-fed cache (slower; for tests and tiny clusters).
 func WithoutCache() Option { return func(p *Placer) { p.noCache = true } }
-
-// WithoutBatching makes every Place commit its own txn instead of joining the cluster's
-// group commit (for comparison in benchmarks).
-func WithoutBatching() Option { return func(p *Placer) { p.noBatch = true } }
 
 // NewPlacer returns a Placer over cli, logging to log (nil discards). Close it to stop
 // its watches.
@@ -150,9 +145,6 @@ func (p *Placer) Place(ctx context.Context, req PlaceRequest) (res PlaceResult, 
 	defer func(start time.Time) { p.metrics.observe(start, res, err) }(time.Now())
 	if err := Compile(req.Request); err != nil {
 		return PlaceResult{}, err
-	}
-	if !p.noCache && !p.noBatch && !req.CommitWritesInstances && len(req.If) == 0 {
-		return p.placeBatched(ctx, req)
 	}
 	eng := p.rngPool.Get().(*Engine)
 	defer p.rngPool.Put(eng)
@@ -295,6 +287,7 @@ func (p *Placer) build(ctx context.Context, snap *snapshot, req PlaceRequest, pl
 				// disagree, which is a bug.
 				return nil, nil, fmt.Errorf("placement: instance %s: %w", id, err)
 			}
+			rec.ContainerInstance.PendingTasksCount++
 		}
 		placed = append(placed, Placed{Index: i, InstanceID: id, InstanceARN: ch.Instance.ARN, Instance: rec, InstanceRev: snap.entry(id).rev})
 	}
@@ -332,7 +325,6 @@ type clusterCache struct {
 	ready chan struct{}
 
 	commitMu sync.Mutex             // serializes hook-written commits of the cluster
-	batch    batcher                // group commit of unfenced placements
 	locks    map[string]*sync.Mutex // per-instance commit locks, under mu
 
 	mu      sync.Mutex

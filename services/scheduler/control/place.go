@@ -140,7 +140,7 @@ func (s *Server) placeOne(ctx context.Context, req placeRequest, instances []str
 	var crec *storev1.ClusterRecord
 	attempt := 0
 	res, err := s.placing.placer.Place(ctx, placement.PlaceRequest{
-		Account: req.account, Cluster: req.cluster, Request: r, CommitWritesInstances: true,
+		Account: req.account, Cluster: req.cluster, Request: r, CommitWritesInstances: true, KV: s.kv,
 		Commit: func(ctx context.Context, txn *store.Txn, placed []placement.Placed) error {
 			attempt++
 			if attempt > 1 && req.clientToken != "" {
@@ -175,6 +175,11 @@ func (s *Server) placeOne(ctx context.Context, req placeRequest, instances []str
 			})
 		},
 	})
+	if req.clientToken != "" && errors.Is(err, store.ErrExists) {
+		// The token key (PlaceTxn creates it only when absent) was created meanwhile by
+		// a concurrent RunTask with the same token.
+		return placeResult{}, errClientTokenUsed
+	}
 	if err != nil {
 		return placeResult{}, placementError(err)
 	}
@@ -347,7 +352,7 @@ func (s *Server) placeGroup(calls []*placeCall) {
 	// The batch outlives any one caller: it runs to its end and each caller waits for it
 	// or leaves.
 	ctx := context.WithoutCancel(calls[0].ctx)
-	results, err := s.placing.placer.PlaceGroup(ctx, first.account, first.cluster, reqs, func(ctx context.Context, txn *store.Txn, placed [][]placement.Placed) error {
+	results, err := s.placing.placer.PlaceGroup(ctx, s.kv, first.account, first.cluster, reqs, func(ctx context.Context, txn *store.Txn, placed [][]placement.Placed) error {
 		attempt++
 		var crev int64
 		var err error

@@ -85,6 +85,18 @@ func New(cfg Config) *Server {
 	return s
 }
 
+// Fenced returns a Server like s whose every write goes through kv instead (reads too):
+// a leader passes its term's store.FencedKV, so that what it writes through control (the
+// reaper's SetAgentConnected and ApplyTaskStateChange, for instance) fails once it is
+// deposed. It shares s's Placer and has its own group-commit queues, so its placements
+// never share a txn with unfenced ones.
+func (s *Server) Fenced(kv clientv3.KV) *Server {
+	c := *s
+	c.kv = kv
+	c.placing = &placing{placer: s.placing.placer}
+	return &c
+}
+
 // NewID returns 32 random lowercase hex characters, the shape of ECS task and container
 // instance ids.
 func NewID() string {

@@ -53,8 +53,12 @@ type PlaceRequest struct {
 	Request Request
 	// Commit adds the task writes to the placement's txn; nil writes only reservations.
 	Commit CommitFunc
-	// If adds compares to the txn, such as the leader's fence for the service loop.
+	// If adds compares to the txn.
 	If []clientv3.Cmp
+	// KV, when set, is what the txn commits through instead of the Placer's client: a
+	// leader passes its term's store.FencedKV so that a deposed leader's placement fails.
+	// Reads (the instance cache) stay on the Placer's client.
+	KV clientv3.KV
 	// CommitWritesInstances hands the instance writes to Commit: Placer then neither
 	// reserves nor writes the instance records, and Commit must write each one under
 	// Placed.InstanceRev (as control.PlaceTxn does), or the placement is not protected.
@@ -124,6 +128,14 @@ func NewPlacer(cli store.Client, log *slog.Logger, opts ...Option) *Placer {
 		o(p)
 	}
 	return p
+}
+
+// writer returns kv, or the Placer's client when kv is nil.
+func (p *Placer) writer(kv clientv3.KV) clientv3.KV {
+	if kv != nil {
+		return kv
+	}
+	return p.cli
 }
 
 // Close stops the cache watches and waits for them to end.
@@ -265,7 +277,7 @@ func (p *Placer) lock(req PlaceRequest, snap *snapshot, plan Plan) (func(), bool
 // build turns a plan into the txn: one CAS update per chosen instance with every
 // reservation of this call, plus the caller's writes.
 func (p *Placer) build(ctx context.Context, snap *snapshot, req PlaceRequest, plan Plan) ([]Placed, *store.Txn, error) {
-	txn := store.NewTxn(p.cli).If(req.If...)
+	txn := store.NewTxn(p.writer(req.KV)).If(req.If...)
 	recs := map[string]*storev1.ContainerInstanceRecord{}
 	var order []string
 	placed := make([]Placed, 0, len(plan.Choices))

@@ -1238,7 +1238,7 @@ func (r *Reconciler) launch(ctx context.Context, cs *clusterState, rec *storev1.
 	}
 	var written []*storev1.TaskRecord
 	res, err := r.cfg.Placer.Place(ctx, placement.PlaceRequest{
-		Account: cs.account, Cluster: cs.cluster, Request: req, CommitWritesInstances: true, If: r.cfg.Fence,
+		Account: cs.account, Cluster: cs.cluster, Request: req, CommitWritesInstances: true, If: r.cfg.Fence, KV: r.cfg.Client,
 		Commit: func(ctx context.Context, txn *store.Txn, placed []placement.Placed) error {
 			crec, crev, err := store.Get[*storev1.ClusterRecord](ctx, r.cfg.Client, keys.Cluster(cs.account, cs.cluster))
 			if err != nil {

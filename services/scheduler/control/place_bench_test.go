@@ -56,7 +56,7 @@ func BenchmarkRunTaskPlacement(b *testing.B) {
 	wg.Wait()
 	if _, err := srv.RegisterTaskDefinition(ctx, connect.NewRequest(&ecsv1.RegisterTaskDefinitionRequest{
 		Family:               proto.String("web"),
-		ContainerDefinitions: []*ecsv1.ContainerDefinition{{Name: proto.String("app"), Image: proto.String("busybox"), Cpu: 1, Memory: proto.Int32(1)}},
+		ContainerDefinitions: []*ecsv1.ContainerDefinition{{Name: proto.String("app"), Image: proto.String("busybox"), Cpu: 1, Memory: proto.Int32(8)}},
 	})); err != nil {
 		b.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package control_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 
@@ -10,12 +9,9 @@ import (
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
-	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/control"
-	"github.com/berthhq/berth/services/scheduler/etcdembed"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/leader"
-	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/store"
 )
 
@@ -23,14 +19,7 @@ import (
 // and ApplyTaskStateChange (the reaper's), and a placement's commit, succeed while it
 // leads and fail, writing nothing, once it is deposed.
 func TestDeposedLeaderWritesThroughControlFail(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
-	p := placement.NewPlacer(cli, nil, placement.WithoutCache())
-	defer p.Close()
-	srv := control.New(control.Config{KV: cli, Placer: p})
-	ctx := caller.With(context.Background(), caller.Identity{Account: testAccount, Region: testRegion})
-	if _, err := srv.CreateCluster(ctx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("c")})); err != nil {
-		t.Fatal(err)
-	}
+	srv, cli, ctx := placingServer(t, true)
 	reg, err := srv.RegisterInstance(ctx, testScope, &agentv1.RegisterRequest{Cluster: "c", HostId: "h0", RuntimeReady: true, Resources: control.Resources(1024, 1024, nil, nil)})
 	if err != nil {
 		t.Fatal(err)

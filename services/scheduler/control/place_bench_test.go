@@ -1,7 +1,6 @@
 package control_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -15,10 +14,7 @@ import (
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
-	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/control"
-	"github.com/berthhq/berth/services/scheduler/etcdembed"
-	"github.com/berthhq/berth/services/scheduler/placement"
 )
 
 // BenchmarkRunTaskPlacement is issue 13's production path: RunTask (count 10) into
@@ -28,14 +24,7 @@ import (
 //
 //	go test -run x -bench RunTaskPlacement -benchtime 500x ./control
 func BenchmarkRunTaskPlacement(b *testing.B) {
-	cli := etcdembed.StartForTest(b)
-	p := placement.NewPlacer(cli, nil)
-	defer p.Close()
-	srv := control.New(control.Config{KV: cli, Placer: p})
-	ctx := caller.With(context.Background(), caller.Identity{Account: testAccount, Region: testRegion})
-	if _, err := srv.CreateCluster(ctx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("c")})); err != nil {
-		b.Fatal(err)
-	}
+	srv, _, ctx := placingServer(b, false)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
 	for i := range 1000 {

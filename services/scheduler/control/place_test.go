@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
@@ -30,6 +31,26 @@ const (
 // testScope is testAccount in testRegion, where the tests place.
 var testScope = keys.Scope{Account: testAccount, Region: testRegion}
 
+// placingServer starts an etcd, a Placer on it (with its watch-fed cache, as production,
+// unless uncached) and a control Server over both, with cluster "c" created; it returns
+// the server, its etcd client and a context calling as testAccount in testRegion.
+func placingServer(t testing.TB, uncached bool) (*control.Server, *clientv3.Client, context.Context) {
+	t.Helper()
+	cli := etcdembed.StartForTest(t)
+	var opts []placement.Option
+	if uncached {
+		opts = append(opts, placement.WithoutCache())
+	}
+	p := placement.NewPlacer(cli, nil, opts...)
+	t.Cleanup(p.Close)
+	srv := control.New(control.Config{KV: cli, Placer: p})
+	ctx := caller.With(context.Background(), caller.Identity{Account: testAccount, Region: testRegion})
+	if _, err := srv.CreateCluster(ctx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("c")})); err != nil {
+		t.Fatal(err)
+	}
+	return srv, cli, ctx
+}
+
 // RunTask through control's placement with the production Placer (watch-fed cache):
 // strategies and constraints reach the engine, and 200 concurrent RunTask calls against
 // tight capacity never over-commit — through the group commit (no clientToken) and
@@ -50,14 +71,7 @@ func tokenFor(batch bool) *string {
 }
 
 func testRunTaskPlacement(t *testing.T, batch bool) {
-	cli := etcdembed.StartForTest(t)
-	p := placement.NewPlacer(cli, nil)
-	defer p.Close()
-	srv := control.New(control.Config{KV: cli, Placer: p})
-	ctx := caller.With(context.Background(), caller.Identity{Account: testAccount, Region: testRegion})
-	if _, err := srv.CreateCluster(ctx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("c")})); err != nil {
-		t.Fatal(err)
-	}
+	srv, cli, ctx := placingServer(t, false)
 	var arns []string
 	for i, zone := range []string{"a", "a", "b", "b", "b"} {
 		resp, err := srv.RegisterInstance(ctx, testScope, &agentv1.RegisterRequest{
@@ -155,14 +169,7 @@ func testRunTaskPlacement(t *testing.T, batch bool) {
 // StartTask places task i on named instance i with the same checks; a full instance fails
 // only its own task.
 func TestStartTaskPlacement(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
-	p := placement.NewPlacer(cli, nil)
-	defer p.Close()
-	srv := control.New(control.Config{KV: cli, Placer: p})
-	ctx := caller.With(context.Background(), caller.Identity{Account: testAccount, Region: testRegion})
-	if _, err := srv.CreateCluster(ctx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("c")})); err != nil {
-		t.Fatal(err)
-	}
+	srv, _, ctx := placingServer(t, false)
 	var arns []string
 	for i, cpu := range []int32{1024, 100, 1024} {
 		resp, err := srv.RegisterInstance(ctx, testScope, &agentv1.RegisterRequest{
@@ -196,15 +203,7 @@ func TestStartTaskPlacement(t *testing.T) {
 // {"tasks": [], "failures": []}; every instance gets a failure naming why it was not used.
 func TestRunTaskNoEligibleInstanceSaysWhy(t *testing.T) {
 	for _, batch := range []bool{false, true} {
-		cli := etcdembed.StartForTest(t)
-		// Without the watch-fed cache: the test changes instances and places at once.
-		p := placement.NewPlacer(cli, nil, placement.WithoutCache())
-		defer p.Close()
-		srv := control.New(control.Config{KV: cli, Placer: p})
-		ctx := caller.With(context.Background(), caller.Identity{Account: testAccount, Region: testRegion})
-		if _, err := srv.CreateCluster(ctx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("c")})); err != nil {
-			t.Fatal(err)
-		}
+		srv, _, ctx := placingServer(t, true)
 		var arns []string
 		for i := range 2 {
 			resp, err := srv.RegisterInstance(ctx, testScope, &agentv1.RegisterRequest{

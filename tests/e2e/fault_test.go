@@ -209,7 +209,7 @@ func TestContainerdRestart(t *testing.T) {
 	if len(res.Tasks) != 0 {
 		t.Fatalf("RunTask with every instance drained placed %d tasks", len(res.Tasks))
 	}
-	// With every instance drained each one is reported with its status (control.Placer's
+	// With every instance drained each one is reported with its status (control's placement
 	// contract), not an empty failures list.
 	reasons := map[string]string{}
 	for _, f := range res.Failures {

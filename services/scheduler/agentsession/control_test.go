@@ -26,7 +26,7 @@ func TestEndToEndWithControl(t *testing.T) {
 	cli := etcdembed.StartForTest(t)
 	p := placement.NewPlacer(cli, nil)
 	defer p.Close()
-	ctl := control.New(control.Config{KV: cli, Placer: &placement.ControlPlacer{Placer: p, Batch: true}})
+	ctl := control.New(control.Config{KV: cli, Placer: p})
 	srv := New(Config{Etcd: cli, Control: ctl})
 	mux := http.NewServeMux()
 	mux.Handle(agentv1connect.NewAgentServiceHandler(srv, connect.WithInterceptors(caller.Interceptor{})))

@@ -125,7 +125,7 @@ func New(cfg Config) (*App, error) {
 	a.control = control.New(control.Config{
 		KV:     a.kv,
 		Logger: cfg.Logger.With("component", "control"),
-		Placer: &placement.ControlPlacer{Placer: a.placer, Batch: true},
+		Placer: a.placer,
 	})
 	a.kick = service.NewKicker()
 	a.services = service.NewHandler(service.Config{
@@ -193,7 +193,9 @@ func (a *App) MigrateLayout(ctx context.Context) error {
 }
 
 // Run campaigns for leadership until ctx ends; while leading it runs the reaper and the
-// service reconciler with every write fenced by the term. It returns ctx's error.
+// service reconciler with every write fenced by the term: both write through the term's
+// store.FencedKV (leader.Term.KV), the reaper's calls into control and the reconciler's
+// placements included. It returns ctx's error.
 func (a *App) Run(ctx context.Context) error {
 	defer a.sessions.Close()
 	defer a.placer.Close()
@@ -206,7 +208,7 @@ func (a *App) Run(ctx context.Context) error {
 			defer func() { done <- struct{}{} }()
 			r := reaper.New(reaper.Config{
 				KV:             a.kv,
-				Control:        a.control,
+				Control:        func(kv clientv3.KV) reaper.Control { return a.control.Fenced(kv) },
 				TaskIndexKeys:  control.TaskIndexKeys,
 				Interval:       a.cfg.ReaperInterval,
 				LostAfter:      a.cfg.LostAfter,
@@ -221,10 +223,11 @@ func (a *App) Run(ctx context.Context) error {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			rec := service.NewReconciler(service.ReconcilerConfig{
-				Client:   a.watchKV,
+				// Every write of the loop, placements included, goes through the term's
+				// fenced client.
+				Client:   term.Client(a.watchKV),
 				Placer:   a.placer,
 				Logger:   a.log.With("component", "reconciler"),
-				Fence:    []clientv3.Cmp{term.Fence()},
 				Interval: a.cfg.ReconcileInterval,
 				Kick:     a.kick,
 

@@ -12,10 +12,12 @@
 // the agent session server calls (RegisterInstance, ApplyTaskStateChange,
 // SetAgentConnected).
 //
-// Placement is a seam: RunTask and StartTask hand pending tasks to a Placer, which writes
-// the placed tasks, the instances' reservations, the agents' inbox entries and the
-// cluster's counters in one transaction built with PlaceTxn. FirstFitPlacer is a small,
-// correct placer used until the placement package's own one is plugged in.
+// Placement: the placement package decides (a task's demand, Fits/Reserve/Release, the
+// engine's feasibility and ranking over its Placer's instance cache); control writes. A
+// task's demand is computed once, by placement.DemandOf in NewTaskRecord, and stored on
+// its record. RunTask and StartTask commit the placed tasks, the instances'
+// reservations, the agents' inbox entries and the cluster's counters in one transaction
+// built with PlaceTxn; concurrent RunTask calls share one (group commit, place.go).
 //
 // Every write another writer can touch is a compare-and-swap transaction retried on
 // conflict; cluster and instance counters are written in the same transaction as the

@@ -1,14 +1,10 @@
 package control
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -16,70 +12,10 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
-	"github.com/berthhq/berth/services/scheduler/cql"
-	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/store"
 )
-
-// Placement failure reasons, as RunTask and StartTask report them in failures[].
-const (
-	ReasonCPU       = "RESOURCE:CPU"
-	ReasonMemory    = "RESOURCE:MEMORY"
-	ReasonPorts     = "RESOURCE:PORTS"
-	ReasonPortsUDP  = "RESOURCE:PORTS_UDP"
-	ReasonAgent     = "AGENT"
-	ReasonAttribute = "ATTRIBUTE"
-	ReasonMissing   = "MISSING"
-	ReasonInactive  = "INACTIVE"
-)
-
-// ErrClientTokenUsed is returned (wrapped) by a Placer when PlaceRequest.ClientToken is
-// already recorded, for instance by a concurrent RunTask with the same token; RunTask
-// then answers with the tasks the token started.
-var ErrClientTokenUsed = errors.New("control: client token already used")
-
-// Placer places pending tasks on container instances. Place must write every placed task
-// together with its instance's reservation, the agent's inbox entry, the cluster's
-// counters and the task's index keys in one transaction (build it with PlaceTxn), and
-// return the placed tasks as written. Tasks it cannot place are not written; they are
-// reported in failures with an AWS reason (RESOURCE:CPU, RESOURCE:MEMORY, RESOURCE:PORTS,
-// AGENT, ATTRIBUTE, MISSING, or the status of a DRAINING instance when no other reason
-// applies). An error means nothing was written.
-type Placer interface {
-	Place(ctx context.Context, req PlaceRequest) (PlaceResult, error)
-}
-
-// PlaceRequest is what RunTask and StartTask ask a Placer to place.
-type PlaceRequest struct {
-	// Account is the (account, region) scope that owns the cluster.
-	Account keys.Scope
-	// Cluster is the cluster name.
-	Cluster string
-	// Tasks are the tasks to place (the RunTask count is len(Tasks)), not yet stored:
-	// lastStatus PENDING, desiredStatus RUNNING, no container instance.
-	Tasks []*storev1.TaskRecord
-	// TaskDefinition is the tasks' task definition.
-	TaskDefinition *ecsv1.TaskDefinition
-	// PlacementConstraints are RunTask's constraints (distinctInstance, memberOf);
-	// the task definition's own are in TaskDefinition.
-	PlacementConstraints []*ecsv1.PlacementConstraint
-	// PlacementStrategy is RunTask's strategy (binpack, spread, random), in order.
-	PlacementStrategy []*ecsv1.PlacementStrategy
-	// ContainerInstanceIDs, for StartTask, names the instance of each task:
-	// Tasks[i] goes on ContainerInstanceIDs[i] or fails.
-	ContainerInstanceIDs []string
-	// ClientToken, when set, is recorded with the placed tasks (RunTask idempotency).
-	ClientToken string
-}
-
-// PlaceResult is what a Placer placed and what it could not.
-type PlaceResult struct {
-	// Placed are the tasks written, with their container instance.
-	Placed []*storev1.TaskRecord
-	// Failures explain the tasks not placed.
-	Failures []*ecsv1.Failure
-}
 
 // TaskCounts returns how a task with this lastStatus counts in a cluster's and an
 // instance's pendingTasksCount (PROVISIONING, PENDING, ACTIVATING) and runningTasksCount
@@ -185,138 +121,6 @@ func WriteTaskTxn(txn *store.Txn, account keys.Scope, old *storev1.TaskRecord, r
 	}
 }
 
-// TaskReservation returns what a task reserves on its instance: CPU units and MiB (the
-// task-level values when the definition or overrides set them, else the sum over
-// containers, overrides applied, memory counting memory or else memoryReservation), and
-// the fixed host TCP and UDP ports of its port mappings (awsvpc tasks reserve no host
-// ports; dynamic host port 0 is chosen by the agent).
-func TaskReservation(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) (cpu, memory int32, tcp, udp []int32) {
-	byName := map[string]*ecsv1.ContainerOverride{}
-	for _, o := range ov.GetContainerOverrides() {
-		byName[o.GetName()] = o
-	}
-	var sumCPU, sumMem int32
-	for _, c := range td.GetContainerDefinitions() {
-		o := byName[c.GetName()]
-		cc := c.GetCpu()
-		if o.GetCpu() > 0 {
-			cc = o.GetCpu()
-		}
-		m := c.GetMemory()
-		if m == 0 {
-			m = c.GetMemoryReservation()
-		}
-		if o != nil && o.Memory != nil {
-			m = o.GetMemory()
-		} else if o != nil && o.MemoryReservation != nil && c.Memory == nil {
-			m = o.GetMemoryReservation()
-		}
-		sumCPU += cc
-		sumMem += m
-		if td.GetNetworkMode() == "awsvpc" {
-			continue
-		}
-		for _, pm := range c.GetPortMappings() {
-			if hp := pm.GetHostPort(); hp > 0 {
-				if pm.GetProtocol() == "udp" {
-					udp = append(udp, hp)
-				} else {
-					tcp = append(tcp, hp)
-				}
-			}
-		}
-	}
-	cpu, memory = sumCPU, sumMem
-	if v, err := strconv.Atoi(td.GetCpu()); err == nil {
-		cpu = int32(v)
-	}
-	if v, err := strconv.Atoi(td.GetMemory()); err == nil {
-		memory = int32(v)
-	}
-	if v, ok := normalizeCPU(ov.GetCpu()); ok && ov.GetCpu() != "" {
-		n, _ := strconv.Atoi(v)
-		cpu = int32(n)
-	}
-	if v, ok := normalizeMemory(ov.GetMemory()); ok && ov.GetMemory() != "" {
-		n, _ := strconv.Atoi(v)
-		memory = int32(n)
-	}
-	return cpu, memory, tcp, udp
-}
-
-func portStrings(ps []int32) []string {
-	out := make([]string, len(ps))
-	for i, p := range ps {
-		out[i] = strconv.Itoa(int(p))
-	}
-	return out
-}
-
-// Fits returns "" when the instance's remaining resources can take the task's
-// reservation (TaskRecord reserved_* fields), else the AWS reason: RESOURCE:CPU,
-// RESOURCE:MEMORY, RESOURCE:PORTS or RESOURCE:PORTS_UDP.
-func Fits(ci *ecsv1.ContainerInstance, t *storev1.TaskRecord) string {
-	rem := ci.GetRemainingResources()
-	if t.GetReservedCpu() > ResourceInt(rem, ResourceCPU) {
-		return ReasonCPU
-	}
-	if t.GetReservedMemory() > ResourceInt(rem, ResourceMemory) {
-		return ReasonMemory
-	}
-	used := ResourcePortSet(rem, ResourcePorts)
-	for _, p := range portStrings(t.GetReservedPorts()) {
-		if slices.Contains(used, p) {
-			return ReasonPorts
-		}
-	}
-	usedUDP := ResourcePortSet(rem, ResourcePortsUDP)
-	for _, p := range portStrings(t.GetReservedUdpPorts()) {
-		if slices.Contains(usedUDP, p) {
-			return ReasonPortsUDP
-		}
-	}
-	return ""
-}
-
-// Reserve takes the task's reservation from the instance's remaining resources.
-func Reserve(ci *ecsv1.ContainerInstance, t *storev1.TaskRecord) {
-	adjust(ci, t, -1)
-}
-
-// Release gives the task's reservation back to the instance's remaining resources.
-func Release(ci *ecsv1.ContainerInstance, t *storev1.TaskRecord) {
-	adjust(ci, t, 1)
-}
-
-func adjust(ci *ecsv1.ContainerInstance, t *storev1.TaskRecord, sign int32) {
-	rem := ci.GetRemainingResources()
-	cpu := ResourceInt(rem, ResourceCPU) + sign*t.GetReservedCpu()
-	mem := ResourceInt(rem, ResourceMemory) + sign*t.GetReservedMemory()
-	ports, udp := ResourcePortSet(rem, ResourcePorts), ResourcePortSet(rem, ResourcePortsUDP)
-	if sign < 0 {
-		ports = append(append([]string{}, ports...), portStrings(t.GetReservedPorts())...)
-		udp = append(append([]string{}, udp...), portStrings(t.GetReservedUdpPorts())...)
-	} else {
-		reg := ci.GetRegisteredResources()
-		ports = removePorts(ports, portStrings(t.GetReservedPorts()), ResourcePortSet(reg, ResourcePorts))
-		udp = removePorts(udp, portStrings(t.GetReservedUdpPorts()), ResourcePortSet(reg, ResourcePortsUDP))
-	}
-	ci.RemainingResources = Resources(cpu, mem, ports, udp)
-}
-
-// removePorts drops the task's ports from used, keeping those the instance registered as
-// reserved for itself.
-func removePorts(used, task, registered []string) []string {
-	var out []string
-	for _, p := range used {
-		if slices.Contains(task, p) && !slices.Contains(registered, p) {
-			continue
-		}
-		out = append(out, p)
-	}
-	return out
-}
-
 // InstanceState is a container instance record as read, with its ModRevision.
 type InstanceState struct {
 	// Record is the instance record as read (PlaceTxn changes it).
@@ -344,7 +148,8 @@ type Placement struct {
 }
 
 // PlaceTxn adds to txn every write of a placement: each task (created, with its index
-// keys and instance ARN set), its reservation on its instance (Reserve; instance
+// keys and instance ARN set), its reservation on its instance (placement.Reserve of the
+// demand stored on the task; instance
 // pendingTasksCount/runningTasksCount and version updated), its inbox entry (an
 // agentv1.Assignment with delivery id = task id), the cluster's counters, and the client
 // token; instance and cluster writes compare their ModRevisions. It fails (nothing to
@@ -358,10 +163,9 @@ func PlaceTxn(txn *store.Txn, p Placement) error {
 			return fmt.Errorf("control: place task %s: instance %q not given", TaskID(t), t.GetContainerInstanceId())
 		}
 		ci := st.Record.GetContainerInstance()
-		if reason := Fits(ci, t); reason != "" {
-			return fmt.Errorf("control: place task %s on %s: %s", TaskID(t), t.GetContainerInstanceId(), reason)
+		if err := placement.Reserve(ci, placement.TaskDemand(t)); err != nil {
+			return fmt.Errorf("control: place task %s on %s: %w", TaskID(t), t.GetContainerInstanceId(), err)
 		}
-		Reserve(ci, t)
 		applyInstanceDelta(ci, "", t.GetTask().GetLastStatus())
 		ApplyCountDelta(p.Cluster.GetCluster(), "", t.GetTask().GetLastStatus())
 		t.Task.ContainerInstanceArn = proto.String(ci.GetContainerInstanceArn())
@@ -387,195 +191,4 @@ func PlaceTxn(txn *store.Txn, p Placement) error {
 		txn.Create(keys.ClientToken(p.Account, p.Cluster.GetCluster().GetClusterName(), p.ClientToken), wrapperspb.String(strings.Join(ids, ",")))
 	}
 	return nil
-}
-
-// FirstFitPlacer is a small, correct Placer: each task goes on the first instance (in id
-// order) that is ACTIVE, connected, satisfies the constraints and has room; StartTask
-// tasks go on their named instance or fail. Strategies are ignored. It reads the cluster
-// and its instances and commits with PlaceTxn, retrying the whole decision on a
-// conflicting write.
-type FirstFitPlacer struct {
-	// KV is the etcd client.
-	KV clientv3.KV
-}
-
-// Place implements Placer.
-func (p *FirstFitPlacer) Place(ctx context.Context, req PlaceRequest) (PlaceResult, error) {
-	var res PlaceResult
-	err := retry(ctx, func() error {
-		var err error
-		res, err = p.attempt(ctx, req)
-		return err
-	})
-	return res, err
-}
-
-func (p *FirstFitPlacer) attempt(ctx context.Context, req PlaceRequest) (PlaceResult, error) {
-	var res PlaceResult
-	if req.ClientToken != "" {
-		v, _, err := get[*wrapperspb.StringValue](ctx, p.KV, keys.ClientToken(req.Account, req.Cluster, req.ClientToken))
-		if err != nil {
-			return res, err
-		}
-		if v != nil {
-			return res, ErrClientTokenUsed
-		}
-	}
-	crec, crev, err := get[*storev1.ClusterRecord](ctx, p.KV, keys.Cluster(req.Account, req.Cluster))
-	if err != nil {
-		return res, err
-	}
-	if crec == nil || crec.GetCluster().GetStatus() != statusActive {
-		return res, ecserr.ClusterNotFoundError()
-	}
-	var insts []*InstanceState
-	token := ""
-	for {
-		items, next, err := store.List[*storev1.ContainerInstanceRecord](ctx, p.KV, keys.Instances(req.Account, req.Cluster), store.MaxListLimit, token)
-		if err != nil {
-			return res, err
-		}
-		for _, it := range items {
-			insts = append(insts, &InstanceState{Record: it.Value, Rev: it.ModRevision})
-		}
-		if next == "" {
-			break
-		}
-		token = next
-	}
-	byID := map[string]*InstanceState{}
-	scratch := map[string]*ecsv1.ContainerInstance{}
-	for _, st := range insts {
-		id := instanceID(st.Record.GetContainerInstance().GetContainerInstanceArn())
-		byID[id] = st
-		scratch[id] = proto.Clone(st.Record.GetContainerInstance()).(*ecsv1.ContainerInstance)
-	}
-	var exprs []*cql.Expr
-	distinct := false
-	for _, c := range req.PlacementConstraints {
-		switch c.GetType() {
-		case "distinctInstance":
-			distinct = true
-		case "memberOf":
-			e, err := parseExpr(c.GetExpression())
-			if err != nil {
-				return res, err
-			}
-			exprs = append(exprs, e)
-		}
-	}
-	for _, c := range req.TaskDefinition.GetPlacementConstraints() {
-		if c.GetType() == "memberOf" {
-			e, err := parseExpr(c.GetExpression())
-			if err != nil {
-				return res, err
-			}
-			exprs = append(exprs, e)
-		}
-	}
-	eligible := func(ci *ecsv1.ContainerInstance) string {
-		if ci.GetStatus() != statusActive {
-			return ReasonInactive
-		}
-		if !ci.GetAgentConnected() {
-			return ReasonAgent
-		}
-		for _, e := range exprs {
-			if !matches(e, ci) {
-				return ReasonAttribute
-			}
-		}
-		for _, ra := range req.TaskDefinition.GetRequiresAttributes() {
-			found := false
-			for _, a := range ci.GetAttributes() {
-				found = found || (a.GetName() == ra.GetName() && (ra.Value == nil || a.GetValue() == ra.GetValue()))
-			}
-			if !found {
-				return ReasonAttribute
-			}
-		}
-		return ""
-	}
-	used := map[string]bool{}
-	seenFailure := map[string]bool{}
-	fail := func(a, reason string) {
-		if !seenFailure[a+reason] {
-			seenFailure[a+reason] = true
-			res.Failures = append(res.Failures, &ecsv1.Failure{Arn: proto.String(a), Reason: proto.String(reason)})
-		}
-	}
-	var placed []*storev1.TaskRecord
-	ids := make([]string, 0, len(byID))
-	for id := range byID {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for i, in := range req.Tasks {
-		t := proto.Clone(in).(*storev1.TaskRecord)
-		candidates := ids
-		if req.ContainerInstanceIDs != nil {
-			if i >= len(req.ContainerInstanceIDs) {
-				break
-			}
-			id := req.ContainerInstanceIDs[i]
-			if byID[id] == nil {
-				fail(id, ReasonMissing)
-				continue
-			}
-			candidates = []string{id}
-		}
-		chosen := ""
-		var skipped []*ecsv1.ContainerInstance // not ACTIVE: reported only if nothing else is
-		failuresBefore := len(res.Failures)
-		for _, id := range candidates {
-			ci := scratch[id]
-			if r := eligible(ci); r != "" {
-				if r != ReasonInactive || req.ContainerInstanceIDs != nil {
-					fail(ci.GetContainerInstanceArn(), r)
-				} else {
-					skipped = append(skipped, ci)
-				}
-				continue
-			}
-			if distinct && used[id] {
-				continue
-			}
-			if r := Fits(ci, t); r != "" {
-				fail(ci.GetContainerInstanceArn(), r)
-				continue
-			}
-			chosen = id
-			break
-		}
-		if chosen == "" {
-			if len(res.Failures) == failuresBefore {
-				for _, ci := range skipped {
-					fail(ci.GetContainerInstanceArn(), ci.GetStatus())
-				}
-			}
-			continue
-		}
-		Reserve(scratch[chosen], t)
-		used[chosen] = true
-		t.ContainerInstanceId = chosen
-		placed = append(placed, t)
-	}
-	if len(placed) == 0 {
-		return res, nil
-	}
-	txn := store.NewTxn(p.KV)
-	if err := PlaceTxn(txn, Placement{
-		Account: req.Account, Cluster: crec, ClusterRev: crev, Instances: byID,
-		Tasks: placed, TaskDefinition: req.TaskDefinition, ClientToken: req.ClientToken,
-	}); err != nil {
-		return res, err
-	}
-	if _, err := txn.Commit(ctx); err != nil {
-		return res, err
-	}
-	if len(placed) == len(req.Tasks) {
-		res.Failures = nil
-	}
-	res.Placed = placed
-	return res, nil
 }

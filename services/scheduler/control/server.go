@@ -18,6 +18,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/store"
 )
 
@@ -30,8 +31,11 @@ type Config struct {
 	KV clientv3.KV
 	// Logger receives internal faults; nil discards them.
 	Logger *slog.Logger
-	// Placer places RunTask and StartTask tasks. Nil means a FirstFitPlacer on KV.
-	Placer Placer
+	// Placer chooses the instances of RunTask and StartTask tasks (control writes them,
+	// PlaceTxn); share it with the service scheduler so both see one instance cache. Nil
+	// means a Placer of its own on KV without a cache (placement.WithoutCache), which
+	// needs KV to be a store.Client such as *clientv3.Client.
+	Placer *placement.Placer
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// NewID returns a new resource id (task and container instance ids, 32 lowercase hex
@@ -46,11 +50,11 @@ type Config struct {
 type Server struct {
 	unsupported
 
-	kv     clientv3.KV
-	log    *slog.Logger
-	placer Placer
-	now    func() time.Time
-	newID  func() string
+	kv      clientv3.KV
+	log     *slog.Logger
+	placing *placing
+	now     func() time.Time
+	newID   func() string
 }
 
 var _ ecsv1connect.EcsServiceHandler = (*Server)(nil)
@@ -58,11 +62,11 @@ var _ ecsv1connect.EcsServiceHandler = (*Server)(nil)
 // New returns a Server for cfg. It does not touch etcd.
 func New(cfg Config) *Server {
 	s := &Server{
-		kv:     cfg.KV,
-		log:    cfg.Logger,
-		placer: cfg.Placer,
-		now:    cfg.Now,
-		newID:  cfg.NewID,
+		kv:      cfg.KV,
+		log:     cfg.Logger,
+		placing: &placing{placer: cfg.Placer},
+		now:     cfg.Now,
+		newID:   cfg.NewID,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -73,10 +77,24 @@ func New(cfg Config) *Server {
 	if s.newID == nil {
 		s.newID = NewID
 	}
-	if s.placer == nil {
-		s.placer = &FirstFitPlacer{KV: cfg.KV}
+	if s.placing.placer == nil {
+		if cli, ok := cfg.KV.(store.Client); ok {
+			s.placing.placer = placement.NewPlacer(cli, s.log, placement.WithoutCache())
+		}
 	}
 	return s
+}
+
+// Fenced returns a Server like s whose every write goes through kv instead (reads too):
+// a leader passes its term's store.FencedKV, so that what it writes through control (the
+// reaper's SetAgentConnected and ApplyTaskStateChange, for instance) fails once it is
+// deposed. It shares s's Placer and has its own group-commit queues, so its placements
+// never share a txn with unfenced ones.
+func (s *Server) Fenced(kv clientv3.KV) *Server {
+	c := *s
+	c.kv = kv
+	c.placing = &placing{placer: s.placing.placer}
+	return &c
 }
 
 // NewID returns 32 random lowercase hex characters, the shape of ECS task and container

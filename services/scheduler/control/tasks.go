@@ -19,6 +19,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/arn"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/store"
 )
 
@@ -193,7 +194,7 @@ func containerOverridesOf(td *ecsv1.TaskDefinition, given []*ecsv1.ContainerOver
 
 // NewTaskRecord builds a PENDING task record, not yet placed, as RunTask writes it and
 // the service scheduler launches it: its containers PENDING with the task definition's
-// cpu and memory (overridden per container), its reservations from TaskReservation.
+// cpu and memory (overridden per container), its demand from placement.DemandOf stored on it.
 func NewTaskRecord(tt TaskTemplate) *storev1.TaskRecord {
 	td := tt.TaskDefinition
 	ov := tt.Overrides
@@ -209,7 +210,12 @@ func NewTaskRecord(tt TaskTemplate) *storev1.TaskRecord {
 	if tags == nil {
 		tags = []*ecsv1.Tag{}
 	}
-	cpu, mem, tcp, udp := TaskReservation(td, ov)
+	// The one demand computation (placement.DemandOf), stored on the record for the
+	// task's life. Callers validated the definition and the overrides (checkSpec, or
+	// registration for the service scheduler), which is all DemandOf can refuse; a
+	// refusal here would leave the task-level values unparsed, so the sums stand.
+	demand, _ := placement.DemandOf(td, ov)
+	cpu, mem := demand.CPU, demand.Memory
 	id := tt.NewID()
 	taskARN := arn.TaskARN(tt.Region, tt.Account, tt.Cluster, id, tt.LongARN)
 	t := &ecsv1.Task{
@@ -268,10 +274,9 @@ func NewTaskRecord(tt TaskTemplate) *storev1.TaskRecord {
 		}
 		t.Containers = append(t.Containers, ct)
 	}
-	return &storev1.TaskRecord{
-		Task: t, ClusterName: tt.Cluster,
-		ReservedCpu: cpu, ReservedMemory: mem, ReservedPorts: tcp, ReservedUdpPorts: udp,
-	}
+	rec := &storev1.TaskRecord{Task: t, ClusterName: tt.Cluster}
+	placement.SetDemand(rec, demand)
+	return rec
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
@@ -361,12 +366,12 @@ func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTask
 		for _, t := range tasks {
 			t.ClientToken = m.GetClientToken()
 		}
-		res, err := s.placer.Place(ctx, PlaceRequest{
-			Account: account, Cluster: name, Tasks: tasks, TaskDefinition: td,
-			PlacementConstraints: m.GetPlacementConstraints(), PlacementStrategy: m.GetPlacementStrategy(),
-			ClientToken: m.GetClientToken(),
+		res, err := s.place(ctx, placeRequest{
+			account: account, cluster: name, tasks: tasks, td: td,
+			constraints: m.GetPlacementConstraints(), strategy: m.GetPlacementStrategy(),
+			clientToken: m.GetClientToken(),
 		})
-		if errors.Is(err, ErrClientTokenUsed) {
+		if errors.Is(err, errClientTokenUsed) {
 			return s.tasksForToken(ctx, account, name, m.GetClientToken())
 		}
 		if err != nil {
@@ -376,12 +381,12 @@ func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTask
 	})
 }
 
-func placeResponse(res PlaceResult) *ecsv1.RunTaskResponse {
-	resp := &ecsv1.RunTaskResponse{Tasks: []*ecsv1.Task{}, Failures: res.Failures}
+func placeResponse(res placeResult) *ecsv1.RunTaskResponse {
+	resp := &ecsv1.RunTaskResponse{Tasks: []*ecsv1.Task{}, Failures: res.failures}
 	if resp.Failures == nil {
 		resp.Failures = []*ecsv1.Failure{}
 	}
-	for _, t := range res.Placed {
+	for _, t := range res.placed {
 		resp.Tasks = append(resp.Tasks, describeTask(t, true))
 	}
 	return resp
@@ -451,14 +456,14 @@ func (s *Server) StartTask(ctx context.Context, req *connect.Request[ecsv1.Start
 			if err != nil {
 				return nil, err
 			}
-			res, err := s.placer.Place(ctx, PlaceRequest{Account: account, Cluster: name, Tasks: tasks, TaskDefinition: td, ContainerInstanceIDs: ids})
+			res, err := s.place(ctx, placeRequest{account: account, cluster: name, tasks: tasks, td: td, instanceIDs: ids})
 			if err != nil {
 				return nil, err
 			}
 			r := placeResponse(res)
 			resp.Tasks = r.Tasks
 			for _, f := range r.Failures {
-				if f.GetReason() == ReasonMissing {
+				if f.GetReason() == placement.ReasonMissing {
 					f.Arn = proto.String(s.instanceFailureARN(ctx, account, name, f.GetArn()))
 				}
 				resp.Failures = append(resp.Failures, f)
@@ -870,7 +875,7 @@ func (s *Server) ApplyTaskStateChange(ctx context.Context, account keys.Scope, c
 				ci := irec.GetContainerInstance()
 				applyInstanceDelta(ci, oldStatus, newStatus)
 				if stopped {
-					Release(ci, rec)
+					placement.Release(ci, placement.TaskDemand(rec))
 				}
 				ci.Version++
 				txn.Update(keys.Instance(account, tcluster, instID), irev, irec)

@@ -7,6 +7,7 @@ import (
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/placement"
 )
 
 // namePattern is what ECS accepts for cluster names, task definition families, container
@@ -85,12 +86,6 @@ func removeTags(cur []*ecsv1.Tag, keys []string) []*ecsv1.Tag {
 
 func strPtr(s string) *string { return &s }
 
-var (
-	vcpuPattern = regexp.MustCompile(`^(?i)\s*([0-9]*\.?[0-9]+)\s*vcpu\s*$`)
-	gbPattern   = regexp.MustCompile(`^(?i)\s*([0-9]*\.?[0-9]+)\s*gb\s*$`)
-	mbPattern   = regexp.MustCompile(`^(?i)\s*([0-9]+)\s*(mb|mib)?\s*$`)
-)
-
 // Task-level cpu bounds for tasks on EC2 and external instances, in CPU units: "between
 // 128 CPU units (0.125 vCPUs) and 196608 CPU units (192 vCPUs)" (task definition
 // parameters, Task size, in the Amazon ECS developer guide).
@@ -100,41 +95,26 @@ const (
 )
 
 // normalizeCPU turns a task-level cpu ("1 vCPU", "0.5 vcpu", "1024") into CPU units as a
-// decimal string, as RegisterTaskDefinition stores it. ok is false for anything else and
-// for values outside minTaskCPU–maxTaskCPU.
+// decimal string, as RegisterTaskDefinition stores it. It parses with placement.ParseCPU,
+// the parser task demand is computed with, so what validates is what is reserved. ok is
+// false for anything else and for values outside minTaskCPU–maxTaskCPU.
 func normalizeCPU(v string) (string, bool) {
-	if m := vcpuPattern.FindStringSubmatch(v); m != nil {
-		f, err := strconv.ParseFloat(m[1], 64)
-		if err != nil || f*1024 < minTaskCPU || f*1024 > maxTaskCPU {
-			return "", false
-		}
-		return strconv.Itoa(int(f * 1024)), true
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
+	n, err := placement.ParseCPU(v)
 	if err != nil || n < minTaskCPU || n > maxTaskCPU {
 		return "", false
 	}
-	return strconv.Itoa(n), true
+	return strconv.Itoa(int(n)), true
 }
 
-// normalizeMemory turns a task-level memory ("1 GB", "0.5GB", "512") into MiB as a
-// decimal string. ok is false for anything else.
+// normalizeMemory turns a task-level memory ("1 GB", "0.5GB", "512", "512 MiB") into MiB
+// as a decimal string, parsing with placement.ParseMemory. ok is false for anything else
+// and for values outside 1 MiB–4 TiB (4096 GB).
 func normalizeMemory(v string) (string, bool) {
-	if m := gbPattern.FindStringSubmatch(v); m != nil {
-		f, err := strconv.ParseFloat(m[1], 64)
-		if err != nil || f <= 0 || f > 4096 {
-			return "", false
-		}
-		return strconv.Itoa(int(f * 1024)), true
+	n, err := placement.ParseMemory(v)
+	if err != nil || n < 1 || n > 4194304 {
+		return "", false
 	}
-	if m := mbPattern.FindStringSubmatch(v); m != nil {
-		n, err := strconv.Atoi(m[1])
-		if err != nil || n < 1 || n > 4194304 {
-			return "", false
-		}
-		return strconv.Itoa(n), true
-	}
-	return "", false
+	return strconv.Itoa(int(n)), true
 }
 
 // oneOf reports whether v is one of the allowed values.

@@ -51,6 +51,13 @@ type Term struct {
 // Txn.If): it holds while this term's election key exists.
 func (t Term) Fence() clientv3.Cmp { return store.Fence(t.Key, t.Rev) }
 
+// KV returns kv with every write fenced by this term (store.FencedKV): the one wrapper a
+// leader's loops write through, so a deposed leader cannot write.
+func (t Term) KV(kv clientv3.KV) clientv3.KV { return store.FencedKV(kv, t.Key, t.Rev) }
+
+// Client is KV for a store.Client (watches unchanged).
+func (t Term) Client(c store.Client) store.Client { return store.FencedClient(c, t.Key, t.Rev) }
+
 // Elector campaigns for leadership and runs the leader's work while it leads.
 type Elector struct {
 	cfg Config

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -27,19 +26,14 @@ import (
 //
 //	go test -run x -bench Place -benchtime 20000x ./placement
 func BenchmarkPlace(b *testing.B) {
-	for _, name := range []string{"random", "spread", "binpack", "random-nobatch"} {
-		strat, nobatch := strings.CutSuffix(name, "-nobatch")
-		b.Run(name, func(b *testing.B) {
+	for _, strat := range []string{"random", "spread", "binpack"} {
+		b.Run(strat, func(b *testing.B) {
 			cli := etcdembed.StartForTest(b)
 			const n = 1000
 			for i := range n {
 				putInstance(b, cli, "bench", fmt.Sprintf("i%04d", i), 1<<20, 1<<20, map[string]string{"zone": "z" + strconv.Itoa(i%3)})
 			}
-			var opts []Option
-			if nobatch {
-				opts = append(opts, WithoutBatching())
-			}
-			p := NewPlacer(cli, nil, opts...)
+			p := NewPlacer(cli, nil)
 			defer p.Close()
 			var strategy []Strategy
 			switch strat {

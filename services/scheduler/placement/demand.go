@@ -3,6 +3,7 @@ package placement
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,8 +41,13 @@ var ErrInsufficient = errors.New("insufficient resources on container instance")
 // sum of the containers' cpu and memory (hard limit, or memoryReservation when only that
 // is set), after container overrides; host ports are the containers' hostPort (or
 // containerPort in host network mode), split by protocol. A dynamic host port (hostPort 0
-// in bridge mode) reserves nothing. It returns an error for a task-level cpu or memory
-// that does not parse.
+// in bridge mode) reserves nothing, nor does any port of an awsvpc task (its own network
+// interface binds it). It returns an error wrapping ErrInvalid for a task-level cpu or
+// memory that does not parse.
+//
+// This is the one computation of a task's demand: RunTask, StartTask and the service
+// scheduler store its result on the task record (SetDemand) when the task is created,
+// and every later Fits, Reserve and Release reads it back from there (TaskDemand).
 func DemandOf(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) (Demand, error) {
 	var d Demand
 	byName := map[string]*ecsv1.ContainerOverride{}
@@ -49,6 +55,10 @@ func DemandOf(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) (Demand, error) 
 		byName[co.GetName()] = co
 	}
 	hostMode := td.GetNetworkMode() == "host"
+	// An awsvpc task has its own network interface: its ports are bound there, not on the
+	// instance, so it takes no host port (AWS: "Task networking for tasks on Amazon EC2
+	// instances"; the registered hostPort equals the containerPort but names the ENI's).
+	ownENI := td.GetNetworkMode() == "awsvpc"
 	var sumCPU, sumMem int32
 	for _, c := range td.GetContainerDefinitions() {
 		cpu, mem, memRes := c.GetCpu(), c.GetMemory(), c.GetMemoryReservation()
@@ -70,6 +80,9 @@ func DemandOf(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) (Demand, error) 
 			sumMem += memRes
 		}
 		for _, pm := range c.GetPortMappings() {
+			if ownENI {
+				break
+			}
 			port := pm.GetHostPort()
 			if hostMode && port == 0 {
 				port = pm.GetContainerPort()
@@ -113,60 +126,100 @@ func DemandOf(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) (Demand, error) 
 	return d, nil
 }
 
-// ParseCPU parses a task-level cpu: CPU units ("1024") or vCPUs ("1 vCPU", "0.5 vcpu").
+// ParseCPU parses a task-level cpu: CPU units ("1024") or vCPUs ("1 vCPU", "0.5 vcpu",
+// any case), returning CPU units (1024 per vCPU, fractions truncated). It is the one
+// parser of task cpu: RegisterTaskDefinition and RunTask's overrides validate with it
+// (control adds AWS's bounds) and DemandOf reads with it. It returns an error wrapping
+// ErrInvalid for anything else or a negative value.
 func ParseCPU(s string) (int32, error) {
 	t := strings.TrimSpace(strings.ToLower(s))
 	if v, ok := strings.CutSuffix(t, "vcpu"); ok {
-		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil || f < 0 {
-			return 0, fmt.Errorf("placement: cpu %q: %w", s, ErrInvalid)
-		}
-		return int32(f * 1024), nil
+		return parseScaled(s, v, "cpu")
 	}
-	n, err := strconv.ParseInt(t, 10, 32)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("placement: cpu %q: %w", s, ErrInvalid)
-	}
-	return int32(n), nil
+	return parseUnits(s, t, "cpu")
 }
 
-// ParseMemory parses a task-level memory: MiB ("512") or GB ("1 GB", "0.5gb").
+// ParseMemory parses a task-level memory: MiB ("512", "512 MiB", "512 mb") or GB ("1 GB",
+// "0.5gb"), returning MiB (1024 per GB, fractions truncated). Like ParseCPU it is the one
+// parser of task memory. It returns an error wrapping ErrInvalid for anything else or a
+// negative value.
 func ParseMemory(s string) (int32, error) {
 	t := strings.TrimSpace(strings.ToLower(s))
 	if v, ok := strings.CutSuffix(t, "gb"); ok {
-		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil || f < 0 {
-			return 0, fmt.Errorf("placement: memory %q: %w", s, ErrInvalid)
-		}
-		return int32(f * 1024), nil
+		return parseScaled(s, v, "memory")
 	}
-	n, err := strconv.ParseInt(t, 10, 32)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("placement: memory %q: %w", s, ErrInvalid)
+	if v, ok := strings.CutSuffix(t, "mib"); ok {
+		t = v
+	} else if v, ok := strings.CutSuffix(t, "mb"); ok {
+		t = v
+	}
+	return parseUnits(s, strings.TrimSpace(t), "memory")
+}
+
+// parseScaled parses a decimal count of 1024 units (digits with an optional fraction,
+// no sign or exponent) as ParseCPU and ParseMemory take them.
+func parseScaled(orig, v, what string) (int32, error) {
+	v = strings.TrimSpace(v)
+	if v == "" || strings.Trim(v, "0123456789.") != "" || strings.Count(v, ".") > 1 || strings.HasSuffix(v, ".") {
+		return 0, fmt.Errorf("placement: %s %q: %w", what, orig, ErrInvalid)
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f*1024 > math.MaxInt32 {
+		return 0, fmt.Errorf("placement: %s %q: %w", what, orig, ErrInvalid)
+	}
+	return int32(f * 1024), nil
+}
+
+// parseUnits parses a whole non-negative count of units.
+func parseUnits(orig, v, what string) (int32, error) {
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n < 0 || strings.HasPrefix(v, "+") {
+		return 0, fmt.Errorf("placement: %s %q: %w", what, orig, ErrInvalid)
 	}
 	return int32(n), nil
 }
 
-// Reserve takes d from ci's remainingResources (CPU and MEMORY decrease, the ports join
-// the PORTS and PORTS_UDP sets) and counts one more pending task. It returns
-// ErrInsufficient, changing nothing, when CPU or memory would go negative or a port is
-// taken. Control's release of a stopped task is Release.
+// Fits returns "" when ci's remainingResources can take d, else the failure reason
+// RunTask reports for it: ReasonCPU, ReasonMemory, ReasonPorts (a TCP host port is taken)
+// or ReasonPortsUDP, checked in that order.
+func Fits(ci *ecsv1.ContainerInstance, d Demand) string {
+	rem := ci.GetRemainingResources()
+	if d.CPU > findResource(rem, ResourceCPU).GetIntegerValue() {
+		return ReasonCPU
+	}
+	if d.Memory > findResource(rem, ResourceMemory).GetIntegerValue() {
+		return ReasonMemory
+	}
+	if anyTaken(findResource(rem, ResourcePorts).GetStringSetValue(), d.Ports) {
+		return ReasonPorts
+	}
+	if anyTaken(findResource(rem, ResourcePortsUDP).GetStringSetValue(), d.UDPPorts) {
+		return ReasonPortsUDP
+	}
+	return ""
+}
+
+// anyTaken reports whether one of ports is in taken (decimal strings, as the STRINGSET
+// resources hold them).
+func anyTaken(taken []string, ports []int32) bool {
+	for _, p := range ports {
+		if slices.Contains(taken, strconv.Itoa(int(p))) {
+			return true
+		}
+	}
+	return false
+}
+
+// Reserve takes d from ci's remainingResources: CPU and MEMORY decrease, the ports join
+// the PORTS and PORTS_UDP sets. When d does not fit (Fits) it changes nothing and
+// returns an error wrapping ErrInsufficient that names the reason. Task counters are the
+// caller's (a placement counts a pending task; see control.PlaceTxn).
 func Reserve(ci *ecsv1.ContainerInstance, d Demand) error {
+	if reason := Fits(ci, d); reason != "" {
+		return fmt.Errorf("%w: %s", ErrInsufficient, reason)
+	}
 	cpu, mem := resource(ci, ResourceCPU), resource(ci, ResourceMemory)
-	if cpu.GetIntegerValue() < d.CPU || mem.GetIntegerValue() < d.Memory {
-		return ErrInsufficient
-	}
 	ports, udp := resource(ci, ResourcePorts), resource(ci, ResourcePortsUDP)
-	for _, p := range d.Ports {
-		if slices.Contains(ports.GetStringSetValue(), strconv.Itoa(int(p))) {
-			return ErrInsufficient
-		}
-	}
-	for _, p := range d.UDPPorts {
-		if slices.Contains(udp.GetStringSetValue(), strconv.Itoa(int(p))) {
-			return ErrInsufficient
-		}
-	}
 	cpu.IntegerValue -= d.CPU
 	mem.IntegerValue -= d.Memory
 	for _, p := range d.Ports {
@@ -175,7 +228,6 @@ func Reserve(ci *ecsv1.ContainerInstance, d Demand) error {
 	for _, p := range d.UDPPorts {
 		udp.StringSetValue = append(udp.StringSetValue, strconv.Itoa(int(p)))
 	}
-	ci.PendingTasksCount++
 	return nil
 }
 
@@ -205,6 +257,17 @@ func Release(ci *ecsv1.ContainerInstance, d Demand) {
 	}
 	drop(ResourcePorts, d.Ports)
 	drop(ResourcePortsUDP, d.UDPPorts)
+}
+
+// TaskDemand returns the demand stored on a task record when it was created (SetDemand).
+func TaskDemand(rec *storev1.TaskRecord) Demand {
+	return Demand{CPU: rec.GetReservedCpu(), Memory: rec.GetReservedMemory(), Ports: rec.GetReservedPorts(), UDPPorts: rec.GetReservedUdpPorts()}
+}
+
+// SetDemand stores d on a task record (reserved_cpu, reserved_memory, reserved_ports,
+// reserved_udp_ports), where TaskDemand reads it for the life of the task.
+func SetDemand(rec *storev1.TaskRecord, d Demand) {
+	rec.ReservedCpu, rec.ReservedMemory, rec.ReservedPorts, rec.ReservedUdpPorts = d.CPU, d.Memory, d.Ports, d.UDPPorts
 }
 
 // resource returns ci's remaining resource name, adding an empty one if absent.
@@ -297,6 +360,21 @@ func StrategiesFrom(req []*ecsv1.PlacementStrategy) []Strategy {
 	out := make([]Strategy, 0, len(req))
 	for _, s := range req {
 		out = append(out, Strategy{Type: s.GetType(), Field: s.GetField()})
+	}
+	return out
+}
+
+// RequiresAttributes turns the task definition's requiresAttributes into memberOf
+// constraints, so RunTask, StartTask, service launches and DAEMON eligibility check them
+// as the engine checks any other constraint.
+func RequiresAttributes(td *ecsv1.TaskDefinition) []Constraint {
+	var out []Constraint
+	for _, a := range td.GetRequiresAttributes() {
+		expr := "attribute:" + a.GetName() + " exists"
+		if a.Value != nil {
+			expr = "attribute:" + a.GetName() + " == '" + a.GetValue() + "'"
+		}
+		out = append(out, Constraint{Type: ConstraintMemberOf, Expression: expr})
 	}
 	return out
 }

@@ -8,11 +8,17 @@
 // is the etcd side: a watch-fed snapshot of a cluster's instances, the engine, then one
 // txn that CASes each chosen instance's ModRevision while writing its reduced
 // remainingResources together with the caller's task writes (CommitFunc), retried on
-// conflict. Demand, Reserve and Release are the resource arithmetic control shares with
-// it, so placing and releasing a task agree on what an instance has left.
+// conflict; PlaceGroup does the same for several requests in one txn.
+//
+// It is the one owner of a task's placement arithmetic: DemandOf computes a task's
+// demand (stored on the task record, SetDemand/TaskDemand), Fits/Reserve/Release apply it
+// to an instance, and eligibility (ACTIVE, agent, memberOf) is written once, for the
+// engine and for DAEMON services (DaemonInstances). It sits below the domain packages:
+// it imports no control, service or other domain package (a test checks), and callers
+// build their own transactions in the commit hooks.
 //
 // Failure reasons follow AWS's API failure reasons (RESOURCE:CPU, RESOURCE:MEMORY,
-// RESOURCE:PORTS, AGENT, ATTRIBUTE, MISSING):
+// RESOURCE:PORTS, RESOURCE:PORTS_UDP, AGENT, ATTRIBUTE, MISSING):
 // https://docs.aws.amazon.com/AmazonECS/latest/developerguide/api_failures_messages.html;
 // strategies and constraints follow
 // https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-placement.html.

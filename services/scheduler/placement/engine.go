@@ -17,8 +17,11 @@ const (
 	ReasonCPU = "RESOURCE:CPU"
 	// ReasonMemory: the instance has too little memory left.
 	ReasonMemory = "RESOURCE:MEMORY"
-	// ReasonPorts: a host port the task needs is taken on the instance.
+	// ReasonPorts: a host TCP port the task needs is taken on the instance.
 	ReasonPorts = "RESOURCE:PORTS"
+	// ReasonPortsUDP: a host UDP port the task needs is taken on the instance (the
+	// resource is PORTS_UDP in registeredResources, hence the reason's name).
+	ReasonPortsUDP = "RESOURCE:PORTS_UDP"
 	// ReasonAgent: the instance's agent is disconnected.
 	ReasonAgent = "AGENT"
 	// ReasonAttribute: the instance fails a placement constraint.
@@ -143,7 +146,7 @@ type Choice struct {
 type Failure struct {
 	// Arn is the container instance ARN the failure is about.
 	Arn string
-	// Reason is one of ReasonCPU, ReasonMemory, ReasonPorts, ReasonAgent,
+	// Reason is one of ReasonCPU, ReasonMemory, ReasonPorts, ReasonPortsUDP, ReasonAgent,
 	// ReasonAttribute, ReasonMissing, ReasonInactive; or, for a RunTask placement when
 	// no instance is ACTIVE, the instance's status (e.g. "DRAINING").
 	Reason string
@@ -309,7 +312,7 @@ func (e *Engine) Place(snapshot []*Instance, req Request) (Plan, error) {
 				// For RunTask AWS reports the instances that were considered; an instance
 				// not ACTIVE is not considered at all. When no instance was (every one
 				// DRAINING), each is reported with its status, so the answer never says
-				// nothing about why the tasks were not placed (control.Placer's contract).
+				// nothing about why the tasks were not placed.
 				considered := slices.DeleteFunc(slices.Clone(fails), func(f Failure) bool { return f.Reason == ReasonInactive })
 				if len(considered) == 0 {
 					for i, f := range fails {
@@ -374,22 +377,62 @@ func reserve(in *Instance, d Demand, group string) {
 	}
 }
 
-// check runs the feasibility checkers in AWS's order of reporting and returns the first
-// failing reason, or "" when the instance can take the task.
-func (e *Engine) check(in *Instance, req Request, c compiled, used map[string]bool) (string, string) {
+// eligible is instance eligibility, the one place it is written: the instance is ACTIVE
+// (FromRecord reports a draining one DRAINING), its agent is connected unless
+// ignoreAgent, and it satisfies every memberOf expression. It returns the failing reason
+// and a detail, or "" when the instance is eligible. The engine's feasibility starts
+// with it; DaemonInstances uses it alone (a DAEMON service counts an instance whose
+// agent is away, as AWS does, and its task waits for the agent).
+func eligible(in *Instance, memberOf []*cql.Expr, ignoreAgent bool) (string, string) {
 	if in.Status != "ACTIVE" {
 		return ReasonInactive, fmt.Sprintf("container instance is %s", in.Status)
 	}
-	if !in.AgentConnected {
+	if !ignoreAgent && !in.AgentConnected {
 		return ReasonAgent, "the container instance's agent is disconnected"
 	}
-	if c.distinct && (used[in.ID] || (req.Group != "" && in.Groups[req.Group] > 0)) {
-		return ReasonAttribute, "distinctInstance placement constraint unsatisfied"
-	}
-	for _, m := range c.memberOf {
+	for _, m := range memberOf {
 		if !m.Match(in) {
 			return ReasonAttribute, "MemberOf placement constraint unsatisfied: " + m.String()
 		}
+	}
+	return "", ""
+}
+
+// DaemonInstances returns, in id order, the ids of the instances of snapshot a DAEMON
+// service runs one task on: ACTIVE and matching every memberOf constraint (pass the
+// service's and task definition's constraints with RequiresAttributes appended). Other
+// constraint types are ignored (distinctInstance is implied). It returns an error
+// wrapping ErrExpression for a memberOf expression that does not parse.
+func DaemonInstances(snapshot []*Instance, constraints []Constraint) ([]string, error) {
+	var memberOf []*cql.Expr
+	for _, c := range constraints {
+		if c.Type != ConstraintMemberOf {
+			continue
+		}
+		e, err := cql.ParseExpr(c.Expression)
+		if err != nil {
+			return nil, err
+		}
+		memberOf = append(memberOf, e)
+	}
+	var out []string
+	for _, in := range snapshot {
+		if reason, _ := eligible(in, memberOf, true); reason == "" {
+			out = append(out, in.ID)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// check runs the feasibility checkers in AWS's order of reporting and returns the first
+// failing reason, or "" when the instance can take the task.
+func (e *Engine) check(in *Instance, req Request, c compiled, used map[string]bool) (string, string) {
+	if reason, detail := eligible(in, c.memberOf, false); reason != "" {
+		return reason, detail
+	}
+	if c.distinct && (used[in.ID] || (req.Group != "" && in.Groups[req.Group] > 0)) {
+		return ReasonAttribute, "distinctInstance placement constraint unsatisfied"
 	}
 	if int64(req.Demand.CPU) > in.CPU {
 		return ReasonCPU, fmt.Sprintf("needs %d CPU units, %d remain", req.Demand.CPU, in.CPU)
@@ -404,7 +447,7 @@ func (e *Engine) check(in *Instance, req Request, c compiled, used map[string]bo
 	}
 	for _, p := range req.Demand.UDPPorts {
 		if in.UDPPorts[p] {
-			return ReasonPorts, fmt.Sprintf("udp port %d is taken", p)
+			return ReasonPortsUDP, fmt.Sprintf("udp port %d is taken", p)
 		}
 	}
 	return "", ""

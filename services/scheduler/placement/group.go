@@ -11,6 +11,7 @@ import (
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -24,8 +25,9 @@ type GroupCommitFunc func(ctx context.Context, txn *store.Txn, placed [][]Placed
 // another on one snapshot (each sees the ones before it) and calls commit once with all
 // the placements; the hook writes the instances (as control.PlaceTxn does). A conflict
 // re-reads the touched instances and plans the whole group again. It returns one result
-// per request, or an error as Place does (nothing written then).
-func (p *Placer) PlaceGroup(ctx context.Context, account keys.Scope, cluster string, reqs []Request, commit GroupCommitFunc) (res []PlaceResult, err error) {
+// per request, or an error as Place does (nothing written then). The txn commits through
+// kv (nil: the Placer's client), as PlaceRequest.KV.
+func (p *Placer) PlaceGroup(ctx context.Context, kv clientv3.KV, account keys.Scope, cluster string, reqs []Request, commit GroupCommitFunc) (res []PlaceResult, err error) {
 	defer func(start time.Time) { p.metrics.observeGroup(start, res, err) }(time.Now())
 	for _, r := range reqs {
 		if err := Compile(r); err != nil {
@@ -71,7 +73,7 @@ func (p *Placer) PlaceGroup(ctx context.Context, account keys.Scope, cluster str
 		if !placedAny {
 			return results, nil
 		}
-		txn := store.NewTxn(p.cli)
+		txn := store.NewTxn(p.writer(kv))
 		if err := commit(ctx, txn, placed); err != nil {
 			return nil, err
 		}

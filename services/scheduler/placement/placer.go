@@ -53,8 +53,12 @@ type PlaceRequest struct {
 	Request Request
 	// Commit adds the task writes to the placement's txn; nil writes only reservations.
 	Commit CommitFunc
-	// If adds compares to the txn, such as the leader's fence for the service loop.
+	// If adds compares to the txn.
 	If []clientv3.Cmp
+	// KV, when set, is what the txn commits through instead of the Placer's client: a
+	// leader passes its term's store.FencedKV so that a deposed leader's placement fails.
+	// Reads (the instance cache) stay on the Placer's client.
+	KV clientv3.KV
 	// CommitWritesInstances hands the instance writes to Commit: Placer then neither
 	// reserves nor writes the instance records, and Commit must write each one under
 	// Placed.InstanceRev (as control.PlaceTxn does), or the placement is not protected.
@@ -89,7 +93,6 @@ type Placer struct {
 	log      *slog.Logger
 	attempts int
 	noCache  bool
-	noBatch  bool
 	metrics  *Metrics
 
 	rngPool sync.Pool
@@ -112,10 +115,6 @@ func WithMaxAttempts(n int) Option { return func(p *Placer) { p.attempts = max(n
 // watch-fed cache (slower; for tests and tiny clusters).
 func WithoutCache() Option { return func(p *Placer) { p.noCache = true } }
 
-// WithoutBatching makes every Place commit its own txn instead of joining the cluster's
-// group commit (for comparison in benchmarks).
-func WithoutBatching() Option { return func(p *Placer) { p.noBatch = true } }
-
 // NewPlacer returns a Placer over cli, logging to log (nil discards). Close it to stop
 // its watches.
 func NewPlacer(cli store.Client, log *slog.Logger, opts ...Option) *Placer {
@@ -129,6 +128,14 @@ func NewPlacer(cli store.Client, log *slog.Logger, opts ...Option) *Placer {
 		o(p)
 	}
 	return p
+}
+
+// writer returns kv, or the Placer's client when kv is nil.
+func (p *Placer) writer(kv clientv3.KV) clientv3.KV {
+	if kv != nil {
+		return kv
+	}
+	return p.cli
 }
 
 // Close stops the cache watches and waits for them to end.
@@ -150,9 +157,6 @@ func (p *Placer) Place(ctx context.Context, req PlaceRequest) (res PlaceResult, 
 	defer func(start time.Time) { p.metrics.observe(start, res, err) }(time.Now())
 	if err := Compile(req.Request); err != nil {
 		return PlaceResult{}, err
-	}
-	if !p.noCache && !p.noBatch && !req.CommitWritesInstances && len(req.If) == 0 {
-		return p.placeBatched(ctx, req)
 	}
 	eng := p.rngPool.Get().(*Engine)
 	defer p.rngPool.Put(eng)
@@ -273,7 +277,7 @@ func (p *Placer) lock(req PlaceRequest, snap *snapshot, plan Plan) (func(), bool
 // build turns a plan into the txn: one CAS update per chosen instance with every
 // reservation of this call, plus the caller's writes.
 func (p *Placer) build(ctx context.Context, snap *snapshot, req PlaceRequest, plan Plan) ([]Placed, *store.Txn, error) {
-	txn := store.NewTxn(p.cli).If(req.If...)
+	txn := store.NewTxn(p.writer(req.KV)).If(req.If...)
 	recs := map[string]*storev1.ContainerInstanceRecord{}
 	var order []string
 	placed := make([]Placed, 0, len(plan.Choices))
@@ -295,6 +299,7 @@ func (p *Placer) build(ctx context.Context, snap *snapshot, req PlaceRequest, pl
 				// disagree, which is a bug.
 				return nil, nil, fmt.Errorf("placement: instance %s: %w", id, err)
 			}
+			rec.ContainerInstance.PendingTasksCount++
 		}
 		placed = append(placed, Placed{Index: i, InstanceID: id, InstanceARN: ch.Instance.ARN, Instance: rec, InstanceRev: snap.entry(id).rev})
 	}
@@ -332,7 +337,6 @@ type clusterCache struct {
 	ready chan struct{}
 
 	commitMu sync.Mutex             // serializes hook-written commits of the cluster
-	batch    batcher                // group commit of unfenced placements
 	locks    map[string]*sync.Mutex // per-instance commit locks, under mu
 
 	mu      sync.Mutex

@@ -175,4 +175,30 @@ func TestPlacerStartTaskAndFence(t *testing.T) {
 	if !errors.Is(err, store.ErrPreconditionFailed) {
 		t.Fatalf("fenced place: %v", err)
 	}
+	// A deposed leader's placement through its fenced KV fails, alone or in a group,
+	// and writes no reservation.
+	deposed := store.FencedKV(cli, "/berth/v1/leader/none", 42)
+	_, err = p.Place(ctx, PlaceRequest{Account: testScope, Cluster: "c", Request: Request{Demand: Demand{CPU: 1}}, KV: deposed})
+	if !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("place through a deposed leader's KV: %v, want ErrFenced", err)
+	}
+	_, err = p.PlaceGroup(ctx, deposed, testScope, "c", []Request{{Demand: Demand{CPU: 1}}}, func(_ context.Context, txn *store.Txn, placed [][]Placed) error {
+		for _, pl := range placed[0] {
+			txn.Update(keys.Instance(testScope, "c", pl.InstanceID), pl.InstanceRev, pl.Instance)
+		}
+		return nil
+	})
+	if !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("group place through a deposed leader's KV: %v, want ErrFenced", err)
+	}
+	for _, id := range []string{"a", "b"} {
+		rec, _, err := store.Get[*storev1.ContainerInstanceRecord](ctx, cli, keys.Instance(testScope, "c", id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]int32{"a": 1024, "b": 512}[id]
+		if got := findResource(rec.GetContainerInstance().GetRemainingResources(), ResourceCPU).GetIntegerValue(); got != want {
+			t.Fatalf("instance %s CPU left %d, want %d: a fenced placement wrote", id, got, want)
+		}
+	}
 }

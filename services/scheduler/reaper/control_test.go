@@ -1,10 +1,15 @@
 package reaper
 
-import "github.com/berthhq/berth/services/scheduler/control"
+import (
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/berthhq/berth/services/scheduler/control"
+)
 
 // control's Server is what the app wires in.
 var (
 	_ Control = (*control.Server)(nil)
+	_         = Config{Control: func(kv clientv3.KV) Control { return (*control.Server).Fenced(nil, kv) }}
 	_         = Config{TaskIndexKeys: control.TaskIndexKeys}
 )
 

@@ -52,8 +52,12 @@ const (
 type Config struct {
 	// KV is the etcd client. Required.
 	KV clientv3.KV
-	// Control is the ECS domain. Required.
-	Control Control
+	// Control returns the ECS domain writing through kv. Each term's sweeps pass the
+	// term's fenced KV (leader.Term.KV), so what the reaper writes through control —
+	// SetAgentConnected, ApplyTaskStateChange — fails once it is deposed, as its own
+	// writes do. For control's *Server: func(kv clientv3.KV) reaper.Control { return
+	// srv.Fenced(kv) }. Required.
+	Control func(kv clientv3.KV) Control
 	// TaskIndexKeys returns a task's index keys (control.TaskIndexKeys), deleted with the
 	// task at garbage collection. Required.
 	TaskIndexKeys func(account keys.Scope, rec *storev1.TaskRecord) []string
@@ -86,6 +90,8 @@ type Reaper struct {
 	log *slog.Logger
 
 	term         leader.Term
+	kv           clientv3.KV // cfg.KV fenced by term: every write of the term goes through it
+	ctl          Control     // cfg.Control(kv)
 	termStart    time.Time
 	lastTasks    time.Time            // last task scan
 	disconnected map[string]time.Time // instance key → first seen disconnected
@@ -155,14 +161,17 @@ func (r *Reaper) Run(ctx context.Context, term leader.Term) error {
 	}
 }
 
-// Sweep runs one sweep for term and returns what it did. Writes of its own carry
-// term.Fence(); writes through Control happen only while ctx (the leader's) is alive.
-// The first sweep of a new term starts the grace period.
+// Sweep runs one sweep for term and returns what it did. Every write, its own and those
+// through Control, goes through cfg.KV fenced by term (leader.Term.KV), so a deposed
+// leader's sweep writes nothing and fails with store.ErrFenced. The first sweep of a new
+// term starts the grace period.
 func (r *Reaper) Sweep(ctx context.Context, term leader.Term) (Stats, error) {
 	var st Stats
 	now := r.cfg.Now()
 	if term.Key != r.term.Key || term.Rev != r.term.Rev {
 		r.term, r.termStart = term, now
+		r.kv = term.KV(r.cfg.KV)
+		r.ctl = r.cfg.Control(r.kv)
 		clear(r.disconnected)
 	}
 	if now.Sub(r.termStart) < r.cfg.Grace {
@@ -226,7 +235,7 @@ func (r *Reaper) sweepInstances(ctx context.Context, now time.Time, st *Stats) e
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if err := r.cfg.Control.SetAgentConnected(ctx, account, instARN, false); err != nil {
+			if err := r.ctl.SetAgentConnected(ctx, account, instARN, false); err != nil {
 				return fmt.Errorf("reaper: mark %s disconnected: %w", id, err)
 			}
 			r.log.Info("reaper: agent disconnected", "account", account, "cluster", cluster, "instance", id)
@@ -295,7 +304,7 @@ func (r *Reaper) stop(ctx context.Context, now time.Time, account keys.Scope, in
 		return err
 	}
 	ts := timestamppb.New(now)
-	err := r.cfg.Control.ApplyTaskStateChange(ctx, account, instARN, &agentv1.TaskStateChange{
+	err := r.ctl.ApplyTaskStateChange(ctx, account, instARN, &agentv1.TaskStateChange{
 		TaskArn: rec.GetTask().GetTaskArn(), LastStatus: "STOPPED", StopCode: code, StoppedReason: reason,
 		ExecutionStoppedAt: ts, StoppedAt: ts,
 	})
@@ -330,7 +339,7 @@ func (r *Reaper) sweepTasks(ctx context.Context, now time.Time, st *Stats) error
 				entry := &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Stop{Stop: &agentv1.StopOrder{
 					TaskArn: t.GetTaskArn(), Reason: reason, StopCode: StopCodeFailedToStart,
 				}}}
-				if _, err := store.NewTxn(r.cfg.KV).If(r.term.Fence()).Put(keys.Inbox(account, id, taskID), entry).Commit(ctx); err != nil {
+				if _, err := store.NewTxn(r.kv).Put(keys.Inbox(account, id, taskID), entry).Commit(ctx); err != nil {
 					return fmt.Errorf("reaper: stop order for %s: %w", taskID, err)
 				}
 			}
@@ -344,7 +353,7 @@ func (r *Reaper) sweepTasks(ctx context.Context, now time.Time, st *Stats) error
 			if at == 0 || now.Sub(epochTime(at)) < r.cfg.Retention {
 				return nil
 			}
-			txn := store.NewTxn(r.cfg.KV).If(r.term.Fence()).IfModRevision(it.Key, it.ModRevision).Delete(it.Key)
+			txn := store.NewTxn(r.kv).IfModRevision(it.Key, it.ModRevision).Delete(it.Key)
 			for _, k := range r.cfg.TaskIndexKeys(account, rec) {
 				txn.Delete(k)
 			}

@@ -109,7 +109,7 @@ func TestReaperWithControllableClock(t *testing.T) {
 	}
 	term := leader.Term{Key: keys.Election("scheduler") + "x", Rev: put.Header.Revision}
 
-	r := New(Config{KV: cli, Control: fakeControl{cli}, TaskIndexKeys: indexKeys, Now: clk.now,
+	r := New(Config{KV: cli, Control: func(kv clientv3.KV) Control { return fakeControl{kv} }, TaskIndexKeys: indexKeys, Now: clk.now,
 		Grace: 30 * time.Second, LostAfter: 5 * time.Minute, PendingTimeout: 10 * time.Minute, Retention: time.Hour})
 
 	st, err := r.Sweep(ctx, term)
@@ -174,11 +174,23 @@ func TestReaperWithControllableClock(t *testing.T) {
 	if _, err := cli.Delete(ctx, term.Key); err != nil {
 		t.Fatal(err)
 	}
-	r2 := New(Config{KV: cli, Control: fakeControl{cli}, TaskIndexKeys: indexKeys, Now: clk.now, Grace: -1, Retention: time.Hour})
+	r2 := New(Config{KV: cli, Control: func(kv clientv3.KV) Control { return fakeControl{kv} }, TaskIndexKeys: indexKeys, Now: clk.now, Grace: -1, Retention: time.Hour})
 	if _, err := r2.Sweep(ctx, term); !errors.Is(err, store.ErrPreconditionFailed) {
 		t.Fatalf("deposed sweep: %v", err)
 	}
 	if _, _, err := store.Get[*storev1.TaskRecord](ctx, cli, keys.Task(testScope, cl, "t4")); err != nil {
 		t.Fatalf("t4 collected by a deposed leader: %v", err)
+	}
+	// So are its writes through Control (the kv Control is given is the term's fenced
+	// one): i3's agent holds no session, but a deposed leader cannot mark it
+	// disconnected.
+	must(store.Create(ctx, cli, keys.Instance(testScope, cl, "i3"), &storev1.ContainerInstanceRecord{ClusterName: cl, ContainerInstance: &ecsv1.ContainerInstance{
+		ContainerInstanceArn: proto.String(instARN("i3")), Status: proto.String("ACTIVE"), AgentConnected: true,
+	}}))
+	if _, err := r2.Sweep(ctx, term); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("deposed sweep through Control: %v, want ErrFenced", err)
+	}
+	if i3, _, _ := store.Get[*storev1.ContainerInstanceRecord](ctx, cli, keys.Instance(testScope, cl, "i3")); !i3.GetContainerInstance().GetAgentConnected() {
+		t.Fatal("i3 marked disconnected by a deposed leader")
 	}
 }

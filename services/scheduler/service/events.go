@@ -88,7 +88,7 @@ func placementMessage(svc string, failures []placement.Failure) string {
 		return prefix + fmt.Sprintf(" The closest matching (container-instance %s) has insufficient CPU units available.", id) + suffix
 	case placement.ReasonMemory:
 		return prefix + fmt.Sprintf(" The closest matching (container-instance %s) has insufficient memory available.", id) + suffix
-	case placement.ReasonPorts:
+	case placement.ReasonPorts, placement.ReasonPortsUDP:
 		return prefix + fmt.Sprintf(" The closest matching (container-instance %s) is already using a port required by your task.", id) + suffix
 	case placement.ReasonAttribute:
 		return prefix + fmt.Sprintf(" The closest matching (container-instance %s) is missing an attribute required by your task.", id) + suffix

@@ -16,7 +16,6 @@ import (
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
 	"github.com/berthhq/berth/services/scheduler/control"
-	"github.com/berthhq/berth/services/scheduler/cql"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/store"
@@ -802,38 +801,22 @@ func (r *Reconciler) Apply(ctx context.Context, plan Plan) error {
 	return nil
 }
 
-// eligibleInstances returns, in id order, the instances a DAEMON service runs on: ACTIVE,
-// not draining, and matching the service's and the task definition's memberOf
-// constraints and required attributes.
+// eligibleInstances returns, in id order, the instances a DAEMON service runs on
+// (placement.DaemonInstances: ACTIVE, not draining, matching the service's and the task
+// definition's memberOf constraints and required attributes). A constraint that does not
+// parse (CreateService refuses them) makes no instance eligible, and is logged.
 func (r *Reconciler) eligibleInstances(cs *clusterState, s *ecsv1.Service, td *ecsv1.TaskDefinition) []string {
-	var exprs []*cql.Expr
-	for _, c := range placement.ConstraintsFrom(s.GetPlacementConstraints(), td.GetPlacementConstraints()) {
-		if c.Type == placement.ConstraintMemberOf {
-			if e, err := cql.ParseExpr(c.Expression); err == nil {
-				exprs = append(exprs, e)
-			}
-		}
-	}
-	var out []string
+	views := make([]*placement.Instance, 0, len(cs.instanceOrder))
 	for _, id := range cs.instanceOrder {
 		in := cs.instances[id]
-		view := placement.FromRecord(id, in.Value, in.ModRevision)
-		if view.Status != StatusActive {
-			continue
-		}
-		ok := true
-		for _, e := range exprs {
-			ok = ok && e.Match(view)
-		}
-		for _, ra := range td.GetRequiresAttributes() {
-			v, has := view.Attributes[ra.GetName()]
-			ok = ok && has && (ra.Value == nil || v == ra.GetValue())
-		}
-		if ok {
-			out = append(out, id)
-		}
+		views = append(views, placement.FromRecord(id, in.Value, in.ModRevision))
 	}
-	slices.Sort(out)
+	cons := append(placement.ConstraintsFrom(s.GetPlacementConstraints(), td.GetPlacementConstraints()), placement.RequiresAttributes(td)...)
+	out, err := placement.DaemonInstances(views, cons)
+	if err != nil {
+		r.log.Error("service: DAEMON placement constraints", "service", s.GetServiceArn(), "err", err)
+		return nil
+	}
 	return out
 }
 
@@ -860,7 +843,7 @@ func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev
 	}
 	var written []*storev1.TaskRecord
 	res, err := r.cfg.Placer.Place(ctx, placement.PlaceRequest{
-		Account: account, Cluster: rec.GetClusterName(), Request: req, CommitWritesInstances: true, If: r.cfg.Fence,
+		Account: account, Cluster: rec.GetClusterName(), Request: req, CommitWritesInstances: true, If: r.cfg.Fence, KV: r.cfg.Client,
 		Commit: func(ctx context.Context, txn *store.Txn, placed []placement.Placed) error {
 			crec, crev, err := store.Get[*storev1.ClusterRecord](ctx, r.cfg.Client, keys.Cluster(account, rec.GetClusterName()))
 			if err != nil {

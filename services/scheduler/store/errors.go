@@ -14,6 +14,10 @@ var (
 	// ErrPreconditionFailed: an extra compare (the If option or Txn.If), such
 	// as a leader fence, did not hold. Retrying will not help.
 	ErrPreconditionFailed = errors.New("precondition failed")
+	// ErrFenced: a write through FencedKV found the leader's election key gone or
+	// re-created: the writer is no longer the leader. It comes wrapped together with
+	// ErrPreconditionFailed, so code that stops on a failed fence stops on it too.
+	ErrFenced = errors.New("fenced: no longer the leader")
 	// ErrInvalidKey: a key or key part is malformed or outside Prefix.
 	ErrInvalidKey = errors.New("invalid key")
 	// ErrInvalidToken: a List continue token is malformed or does not belong

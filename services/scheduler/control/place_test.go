@@ -1,4 +1,4 @@
-package placement
+package control_test
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
@@ -13,27 +16,62 @@ import (
 	"github.com/berthhq/berth/services/scheduler/control"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
 	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/store"
-	"google.golang.org/protobuf/proto"
 )
 
-// RunTask through control with ControlPlacer: strategies and constraints reach the
-// engine, and 200 concurrent RunTask calls against tight capacity never over-commit.
-func TestControlPlacerRunTask(t *testing.T) {
-	for _, batch := range []bool{false, true} {
-		t.Run(map[bool]string{false: "single", true: "batched"}[batch], func(t *testing.T) { testControlPlacerRunTask(t, batch) })
-	}
-}
+// Placement through control with the production Placer, moved from the placement
+// package (which no longer knows control) when ControlPlacer went away.
 
-func testControlPlacerRunTask(t *testing.T, batch bool) {
+const (
+	testAccount = "000000000000"
+	testRegion  = "us-east-1"
+)
+
+// testScope is testAccount in testRegion, where the tests place.
+var testScope = keys.Scope{Account: testAccount, Region: testRegion}
+
+// placingServer starts an etcd, a Placer on it (with its watch-fed cache, as production,
+// unless uncached) and a control Server over both, with cluster "c" created; it returns
+// the server, its etcd client and a context calling as testAccount in testRegion.
+func placingServer(t testing.TB, uncached bool) (*control.Server, *clientv3.Client, context.Context) {
+	t.Helper()
 	cli := etcdembed.StartForTest(t)
-	p := NewPlacer(cli, nil)
-	defer p.Close()
-	srv := control.New(control.Config{KV: cli, Placer: &ControlPlacer{Placer: p, Batch: batch}})
+	var opts []placement.Option
+	if uncached {
+		opts = append(opts, placement.WithoutCache())
+	}
+	p := placement.NewPlacer(cli, nil, opts...)
+	t.Cleanup(p.Close)
+	srv := control.New(control.Config{KV: cli, Placer: p})
 	ctx := caller.With(context.Background(), caller.Identity{Account: testAccount, Region: testRegion})
 	if _, err := srv.CreateCluster(ctx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("c")})); err != nil {
 		t.Fatal(err)
 	}
+	return srv, cli, ctx
+}
+
+// RunTask through control's placement with the production Placer (watch-fed cache):
+// strategies and constraints reach the engine, and 200 concurrent RunTask calls against
+// tight capacity never over-commit — through the group commit (no clientToken) and
+// through a txn of each call's own (a clientToken: "single").
+func TestRunTaskPlacement(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		t.Run(map[bool]string{false: "single", true: "batched"}[batch], func(t *testing.T) { testRunTaskPlacement(t, batch) })
+	}
+}
+
+// tokenFor returns nil for a batched RunTask, else a new clientToken (which makes
+// control commit the call in a txn of its own).
+func tokenFor(batch bool) *string {
+	if batch {
+		return nil
+	}
+	return proto.String(control.NewID())
+}
+
+func testRunTaskPlacement(t *testing.T, batch bool) {
+	srv, cli, ctx := placingServer(t, false)
 	var arns []string
 	for i, zone := range []string{"a", "a", "b", "b", "b"} {
 		resp, err := srv.RegisterInstance(ctx, testScope, &agentv1.RegisterRequest{
@@ -58,7 +96,7 @@ func testControlPlacerRunTask(t *testing.T, batch bool) {
 
 	// memberOf restricts to zone a; binpack packs one instance first.
 	r, err := srv.RunTask(ctx, connect.NewRequest(&ecsv1.RunTaskRequest{
-		Cluster: proto.String("c"), TaskDefinition: proto.String("web"), Count: proto.Int32(2),
+		Cluster: proto.String("c"), TaskDefinition: proto.String("web"), Count: proto.Int32(2), ClientToken: tokenFor(batch),
 		PlacementConstraints: []*ecsv1.PlacementConstraint{{Type: proto.String("memberOf"), Expression: proto.String("attribute:zone == a")}},
 		PlacementStrategy:    []*ecsv1.PlacementStrategy{{Type: proto.String("binpack"), Field: proto.String("memory")}},
 	}))
@@ -84,7 +122,7 @@ func testControlPlacerRunTask(t *testing.T, batch bool) {
 	placed, failed := 0, 0
 	for range 200 {
 		wg.Go(func() {
-			r, err := srv.RunTask(ctx, connect.NewRequest(&ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("web"),
+			r, err := srv.RunTask(ctx, connect.NewRequest(&ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("web"), ClientToken: tokenFor(batch),
 				PlacementStrategy: []*ecsv1.PlacementStrategy{{Type: proto.String("spread"), Field: proto.String("attribute:zone")}}}))
 			mu.Lock()
 			defer mu.Unlock()
@@ -130,15 +168,8 @@ func testControlPlacerRunTask(t *testing.T, batch bool) {
 
 // StartTask places task i on named instance i with the same checks; a full instance fails
 // only its own task.
-func TestControlPlacerStartTask(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
-	p := NewPlacer(cli, nil)
-	defer p.Close()
-	srv := control.New(control.Config{KV: cli, Placer: &ControlPlacer{Placer: p}})
-	ctx := caller.With(context.Background(), caller.Identity{Account: testAccount, Region: testRegion})
-	if _, err := srv.CreateCluster(ctx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("c")})); err != nil {
-		t.Fatal(err)
-	}
+func TestStartTaskPlacement(t *testing.T) {
+	srv, _, ctx := placingServer(t, false)
 	var arns []string
 	for i, cpu := range []int32{1024, 100, 1024} {
 		resp, err := srv.RegisterInstance(ctx, testScope, &agentv1.RegisterRequest{
@@ -162,7 +193,74 @@ func TestControlPlacerStartTask(t *testing.T) {
 	if len(r.Msg.GetTasks()) != 2 || r.Msg.GetTasks()[0].GetContainerInstanceArn() != arns[0] || r.Msg.GetTasks()[1].GetContainerInstanceArn() != arns[2] {
 		t.Fatalf("tasks %v", r.Msg.GetTasks())
 	}
-	if f := r.Msg.GetFailures(); len(f) != 1 || f[0].GetArn() != arns[1] || f[0].GetReason() != ReasonCPU {
+	if f := r.Msg.GetFailures(); len(f) != 1 || f[0].GetArn() != arns[1] || f[0].GetReason() != placement.ReasonCPU {
 		t.Fatalf("failures %v", f)
+	}
+}
+
+// TestRunTaskNoEligibleInstanceSaysWhy is issue 12's RunTask with every container
+// instance DRAINING (or with no agent connected): the answer must not be
+// {"tasks": [], "failures": []}; every instance gets a failure naming why it was not used.
+func TestRunTaskNoEligibleInstanceSaysWhy(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		srv, _, ctx := placingServer(t, true)
+		var arns []string
+		for i := range 2 {
+			resp, err := srv.RegisterInstance(ctx, testScope, &agentv1.RegisterRequest{
+				Cluster: "c", HostId: "h" + string(rune('0'+i)), RuntimeReady: true, Resources: control.Resources(1024, 1024, nil, nil),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := resp.GetContainerInstance().GetContainerInstanceArn()
+			if err := srv.SetAgentConnected(ctx, testScope, a, true); err != nil {
+				t.Fatal(err)
+			}
+			arns = append(arns, a)
+		}
+		if _, err := srv.RegisterTaskDefinition(ctx, connect.NewRequest(&ecsv1.RegisterTaskDefinitionRequest{
+			Family:               proto.String("web"),
+			ContainerDefinitions: []*ecsv1.ContainerDefinition{{Name: proto.String("app"), Image: proto.String("busybox"), Cpu: 128, Memory: proto.Int32(128)}},
+		})); err != nil {
+			t.Fatal(err)
+		}
+		run := func(when, reason string) {
+			t.Helper()
+			r, err := srv.RunTask(ctx, connect.NewRequest(&ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("web"), Count: proto.Int32(2), ClientToken: tokenFor(batch)}))
+			if err != nil {
+				t.Fatalf("%s: %v", when, err)
+			}
+			if len(r.Msg.GetTasks()) != 0 {
+				t.Fatalf("%s: placed %d tasks", when, len(r.Msg.GetTasks()))
+			}
+			got := map[string]string{}
+			for _, f := range r.Msg.GetFailures() {
+				got[f.GetArn()] = f.GetReason()
+			}
+			for _, a := range arns {
+				if got[a] != reason {
+					t.Fatalf("batch %v, %s: failures %v, want %s for every instance", batch, when, r.Msg.GetFailures(), reason)
+				}
+			}
+		}
+		// No agent connected.
+		for _, a := range arns {
+			if err := srv.SetAgentConnected(ctx, testScope, a, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run("no agent connected", placement.ReasonAgent)
+		// Every instance DRAINING.
+		for _, a := range arns {
+			if err := srv.SetAgentConnected(ctx, testScope, a, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := srv.UpdateContainerInstancesState(ctx, connect.NewRequest(&ecsv1.UpdateContainerInstancesStateRequest{
+			Cluster: proto.String("c"), ContainerInstances: arns, Status: proto.String("DRAINING"),
+		})); err != nil {
+			t.Fatal(err)
+		}
+		run("every instance DRAINING", "DRAINING")
 	}
 }

@@ -1,0 +1,401 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/placement"
+	"github.com/berthhq/berth/services/scheduler/store"
+)
+
+// RunTask's and StartTask's placement: the placement package chooses (its Placer, over a
+// cache of the cluster's instances) and control writes (PlaceTxn: the tasks, their
+// reservations, inbox entries and the cluster's counters in one txn). Concurrent RunTask
+// calls of one cluster and task definition share a txn (group commit, placeBatched): an
+// etcd txn costs far more than a choice, so sharing one is what makes thousands of
+// placements a second possible.
+
+// errClientTokenUsed is returned (wrapped) by place when placeRequest.clientToken was
+// recorded meanwhile, by a concurrent RunTask with the same token; RunTask then answers
+// with the tasks the token started.
+var errClientTokenUsed = errors.New("control: client token already used")
+
+// maxBatchTasks bounds a RunTask group commit: PlaceTxn writes about eight keys per task
+// (task, id→cluster, index keys, inbox) plus each instance once and the cluster, and etcd
+// refuses a txn of more than 128 operations by default.
+const maxBatchTasks = 12
+
+// placeRequest is what RunTask and StartTask place.
+type placeRequest struct {
+	account keys.Scope
+	cluster string
+	// tasks are the tasks to place (the RunTask count is len(tasks)), not yet stored:
+	// lastStatus PENDING, desiredStatus RUNNING, no container instance, their demand set
+	// (NewTaskRecord). Every task has the same demand and group.
+	tasks []*storev1.TaskRecord
+	td    *ecsv1.TaskDefinition
+	// constraints and strategy are RunTask's (the task definition's own constraints are
+	// added from td).
+	constraints []*ecsv1.PlacementConstraint
+	strategy    []*ecsv1.PlacementStrategy
+	// instanceIDs, for StartTask, names the instance of each task: tasks[i] goes on
+	// instanceIDs[i] or fails.
+	instanceIDs []string
+	// clientToken, when set, is recorded with the placed tasks (RunTask idempotency).
+	clientToken string
+}
+
+// placeResult is what was placed (written, with the container instance set) and why
+// the rest was not (AWS failures[]).
+type placeResult struct {
+	placed   []*storev1.TaskRecord
+	failures []*ecsv1.Failure
+}
+
+// placing is the Server's placement state: the Placer, the last cluster record this
+// replica wrote per cluster (so a commit compares against it without reading it first),
+// and the group-commit queues.
+type placing struct {
+	placer *placement.Placer
+
+	mu       sync.Mutex
+	clusters map[string]clusterState // by account/cluster, under mu
+	queues   map[string]*placeQueue  // by account/cluster/task definition, under mu
+}
+
+type clusterState struct {
+	rec *storev1.ClusterRecord
+	rev int64
+}
+
+type placeCall struct {
+	ctx  context.Context //nolint:containedctx // the waiting caller's
+	req  placeRequest
+	done chan placeOutcome
+}
+
+type placeOutcome struct {
+	res placeResult
+	err error
+}
+
+type placeQueue struct {
+	calls   []*placeCall
+	running bool
+}
+
+func clusterKey(account keys.Scope, cluster string) string { return account.String() + "/" + cluster }
+
+// place places req: StartTask's tasks each on its named instance in its own txn (one
+// full instance fails only its own task, as on AWS), RunTask's without a client token
+// through the group commit, with one through a txn of its own (its token is created in
+// it). It returns ClusterNotFoundException when the cluster is not ACTIVE,
+// InvalidParameterException for a bad constraint or strategy, errClientTokenUsed, or an
+// internal error; nothing is written then.
+func (s *Server) place(ctx context.Context, req placeRequest) (placeResult, error) {
+	if len(req.tasks) == 0 {
+		return placeResult{}, nil
+	}
+	if req.instanceIDs != nil {
+		var out placeResult
+		for i, id := range req.instanceIDs {
+			if i >= len(req.tasks) {
+				break
+			}
+			one := req
+			one.tasks = req.tasks[i : i+1]
+			one.instanceIDs = nil
+			res, err := s.placeOne(ctx, one, []string{id})
+			if err != nil {
+				return out, err
+			}
+			out.placed = append(out.placed, res.placed...)
+			out.failures = append(out.failures, res.failures...)
+		}
+		return out, nil
+	}
+	if req.clientToken == "" {
+		return s.placeBatched(ctx, req)
+	}
+	return s.placeOne(ctx, req, nil)
+}
+
+// placeOne places req.tasks in one txn, on the named instances only when instances is
+// not nil.
+func (s *Server) placeOne(ctx context.Context, req placeRequest, instances []string) (placeResult, error) {
+	r := engineRequest(req, instances)
+	var written []*storev1.TaskRecord
+	var crec *storev1.ClusterRecord
+	attempt := 0
+	res, err := s.placing.placer.Place(ctx, placement.PlaceRequest{
+		Account: req.account, Cluster: req.cluster, Request: r, CommitWritesInstances: true, KV: s.kv,
+		Commit: func(ctx context.Context, txn *store.Txn, placed []placement.Placed) error {
+			attempt++
+			if attempt > 1 && req.clientToken != "" {
+				// A conflict may be a concurrent RunTask creating the same token.
+				v, _, err := get[*wrapperspb.StringValue](ctx, s.kv, keys.ClientToken(req.account, req.cluster, req.clientToken))
+				if err != nil {
+					return err
+				}
+				if v != nil {
+					return errClientTokenUsed
+				}
+			}
+			var crev int64
+			var err error
+			crec, crev, err = s.placing.cluster(ctx, s.kv, req.account, req.cluster, attempt > 1)
+			if err != nil {
+				return err
+			}
+			insts := map[string]*InstanceState{}
+			written = written[:0]
+			for i, p := range placed {
+				if insts[p.InstanceID] == nil {
+					insts[p.InstanceID] = &InstanceState{Record: p.Instance, Rev: p.InstanceRev}
+				}
+				t := proto.Clone(req.tasks[i]).(*storev1.TaskRecord)
+				t.ContainerInstanceId = p.InstanceID
+				written = append(written, t)
+			}
+			return PlaceTxn(txn, Placement{
+				Account: req.account, Cluster: crec, ClusterRev: crev, Instances: insts,
+				Tasks: written, TaskDefinition: req.td, ClientToken: req.clientToken,
+			})
+		},
+	})
+	if req.clientToken != "" && errors.Is(err, store.ErrExists) {
+		// The token key (PlaceTxn creates it only when absent) was created meanwhile by
+		// a concurrent RunTask with the same token.
+		return placeResult{}, errClientTokenUsed
+	}
+	if err != nil {
+		return placeResult{}, placementError(err)
+	}
+	out := placeResult{failures: failures(res.Failures)}
+	if len(res.Placed) > 0 {
+		out.placed = written
+		s.placing.wrote(req.account, req.cluster, crec, res.Revision)
+	}
+	return out, nil
+}
+
+// engineRequest converts a control request for the placement engine: the demand stored
+// on the tasks (all alike), RunTask's constraints, the task definition's and its
+// requiresAttributes, and the strategy.
+func engineRequest(req placeRequest, instances []string) placement.Request {
+	t0 := req.tasks[0]
+	return placement.Request{
+		Demand: placement.TaskDemand(t0),
+		Count:  len(req.tasks),
+		Group:  t0.GetTask().GetGroup(),
+		Constraints: append(placement.ConstraintsFrom(req.constraints, req.td.GetPlacementConstraints()),
+			placement.RequiresAttributes(req.td)...),
+		Strategy:  placement.StrategiesFrom(req.strategy),
+		Instances: instances,
+	}
+}
+
+// placementError turns a placement error into what control returns: ECS exceptions and
+// errClientTokenUsed as they are, a bad constraint or strategy as
+// InvalidParameterException, anything else wrapped.
+func placementError(err error) error {
+	var e *ecserr.Error
+	if errors.As(err, &e) || errors.Is(err, errClientTokenUsed) {
+		return err
+	}
+	if errors.Is(err, placement.ErrInvalid) || errors.Is(err, placement.ErrExpression) {
+		return ecserr.InvalidParameterf("%s", strings.TrimPrefix(err.Error(), "placement: "))
+	}
+	return fmt.Errorf("placement: %w", err)
+}
+
+// failures converts engine failures to ECS ones, one per instance and reason.
+func failures(fs []placement.Failure) []*ecsv1.Failure {
+	var out []*ecsv1.Failure
+	seen := map[string]bool{}
+	for _, f := range fs {
+		if seen[f.Arn+f.Reason] {
+			continue
+		}
+		seen[f.Arn+f.Reason] = true
+		out = append(out, &ecsv1.Failure{Arn: proto.String(f.Arn), Reason: proto.String(f.Reason), Detail: proto.String(f.Detail)})
+	}
+	return out
+}
+
+// wrote records the cluster record PlaceTxn updated (its counters) as stored at rev.
+func (p *placing) wrote(account keys.Scope, cluster string, crec *storev1.ClusterRecord, rev int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.clusters == nil {
+		p.clusters = map[string]clusterState{}
+	}
+	if cur, ok := p.clusters[clusterKey(account, cluster)]; !ok || cur.rev < rev {
+		p.clusters[clusterKey(account, cluster)] = clusterState{rec: crec, rev: rev}
+	}
+}
+
+// cluster returns the cluster record to compare against: the one this replica last
+// wrote, unless fresh asks for a read (a retry after a conflict). It returns a private
+// copy, and ClusterNotFoundException when the cluster is absent or not ACTIVE.
+func (p *placing) cluster(ctx context.Context, kv clientv3.KV, account keys.Scope, name string, fresh bool) (*storev1.ClusterRecord, int64, error) {
+	k := clusterKey(account, name)
+	if !fresh {
+		p.mu.Lock()
+		cur, ok := p.clusters[k]
+		p.mu.Unlock()
+		if ok {
+			return proto.Clone(cur.rec).(*storev1.ClusterRecord), cur.rev, nil
+		}
+	}
+	rec, rev, err := store.Get[*storev1.ClusterRecord](ctx, kv, keys.Cluster(account, name))
+	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.GetCluster().GetStatus() != statusActive) {
+		p.mu.Lock()
+		delete(p.clusters, k)
+		p.mu.Unlock()
+		return nil, 0, ecserr.ClusterNotFoundError()
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	p.wrote(account, name, proto.Clone(rec).(*storev1.ClusterRecord), rev)
+	return rec, rev, nil
+}
+
+// placeBatched queues req with concurrent ones of the same cluster and task definition;
+// one goroutine per queue places them together with Placer.PlaceGroup and one PlaceTxn.
+func (s *Server) placeBatched(ctx context.Context, req placeRequest) (placeResult, error) {
+	// A request that does not compile fails alone, before it can spoil a batch.
+	if err := placement.Compile(engineRequest(req, nil)); err != nil {
+		return placeResult{}, placementError(err)
+	}
+	k := clusterKey(req.account, req.cluster) + "/" + req.td.GetTaskDefinitionArn()
+	call := &placeCall{ctx: ctx, req: req, done: make(chan placeOutcome, 1)}
+	p := s.placing
+	p.mu.Lock()
+	if p.queues == nil {
+		p.queues = map[string]*placeQueue{}
+	}
+	q := p.queues[k]
+	if q == nil {
+		q = &placeQueue{}
+		p.queues[k] = q
+	}
+	q.calls = append(q.calls, call)
+	if !q.running {
+		q.running = true
+		go s.runQueue(k, q)
+	}
+	p.mu.Unlock()
+	select {
+	case r := <-call.done:
+		return r.res, r.err
+	case <-ctx.Done():
+		return placeResult{}, ctx.Err()
+	}
+}
+
+// runQueue places the queue's calls, up to maxBatchTasks tasks a txn, until it is empty.
+func (s *Server) runQueue(k string, q *placeQueue) {
+	p := s.placing
+	for {
+		p.mu.Lock()
+		if len(q.calls) == 0 {
+			q.running = false
+			delete(p.queues, k)
+			p.mu.Unlock()
+			return
+		}
+		n, tasks := 0, 0
+		for n < len(q.calls) && (n == 0 || tasks+len(q.calls[n].req.tasks) <= maxBatchTasks) {
+			tasks += len(q.calls[n].req.tasks)
+			n++
+		}
+		calls := slices.Clone(q.calls[:n])
+		q.calls = slices.Delete(q.calls, 0, n)
+		p.mu.Unlock()
+		calls = slices.DeleteFunc(calls, func(cl *placeCall) bool {
+			if cl.ctx.Err() != nil {
+				cl.done <- placeOutcome{err: cl.ctx.Err()}
+				return true
+			}
+			return false
+		})
+		if len(calls) > 0 {
+			s.placeGroup(calls)
+		}
+	}
+}
+
+// placeGroup places calls (same account, cluster and task definition) in one txn.
+func (s *Server) placeGroup(calls []*placeCall) {
+	first := calls[0].req
+	reqs := make([]placement.Request, len(calls))
+	for i, cl := range calls {
+		reqs[i] = engineRequest(cl.req, nil)
+	}
+	written := make([][]*storev1.TaskRecord, len(calls))
+	var crec *storev1.ClusterRecord
+	attempt := 0
+	// The batch outlives any one caller: it runs to its end and each caller waits for it
+	// or leaves.
+	ctx := context.WithoutCancel(calls[0].ctx)
+	results, err := s.placing.placer.PlaceGroup(ctx, s.kv, first.account, first.cluster, reqs, func(ctx context.Context, txn *store.Txn, placed [][]placement.Placed) error {
+		attempt++
+		var crev int64
+		var err error
+		crec, crev, err = s.placing.cluster(ctx, s.kv, first.account, first.cluster, attempt > 1)
+		if err != nil {
+			return err
+		}
+		insts := map[string]*InstanceState{}
+		var all []*storev1.TaskRecord
+		for i, pl := range placed {
+			written[i] = written[i][:0]
+			for j, p := range pl {
+				if insts[p.InstanceID] == nil {
+					insts[p.InstanceID] = &InstanceState{Record: p.Instance, Rev: p.InstanceRev}
+				}
+				t := proto.Clone(calls[i].req.tasks[j]).(*storev1.TaskRecord)
+				t.ContainerInstanceId = p.InstanceID
+				written[i] = append(written[i], t)
+				all = append(all, t)
+			}
+		}
+		return PlaceTxn(txn, Placement{
+			Account: first.account, Cluster: crec, ClusterRev: crev, Instances: insts,
+			Tasks: all, TaskDefinition: first.td,
+		})
+	})
+	if err != nil {
+		err = placementError(err)
+		for _, cl := range calls {
+			cl.done <- placeOutcome{err: err}
+		}
+		return
+	}
+	rev := int64(0)
+	for i, cl := range calls {
+		out := placeResult{failures: failures(results[i].Failures)}
+		if len(results[i].Placed) > 0 {
+			out.placed = written[i]
+			rev = results[i].Revision
+		}
+		cl.done <- placeOutcome{res: out}
+	}
+	if rev > 0 {
+		s.placing.wrote(first.account, first.cluster, crec, rev)
+	}
+}

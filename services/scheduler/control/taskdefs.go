@@ -266,6 +266,9 @@ func (s *Server) RegisterTaskDefinition(ctx context.Context, req *connect.Reques
 		if err != nil {
 			return nil, err
 		}
+		if err := CheckFields(ClientErr, m); err != nil {
+			return nil, err
+		}
 		td.Status = proto.String(statusActive)
 		td.RegisteredBy = proto.String(rootARN(account))
 		tags := mergeTags(nil, m.GetTags())

@@ -311,6 +311,9 @@ func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTask
 		if len(m.GetCapacityProviderStrategy()) > 0 && m.LaunchType != nil {
 			return nil, ecserr.InvalidParameterf("Specifying both a launch type and capacity provider strategy is not supported.")
 		}
+		if err := CheckFields(InvalidParamErr, m); err != nil {
+			return nil, err
+		}
 		name, crec, _, err := s.activeCluster(ctx, account, m.GetCluster())
 		if err != nil {
 			return nil, err
@@ -418,6 +421,9 @@ func (s *Server) StartTask(ctx context.Context, req *connect.Request[ecsv1.Start
 	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.StartTaskRequest) (*ecsv1.StartTaskResponse, error) {
 		if len(m.GetContainerInstances()) == 0 || len(m.GetContainerInstances()) > maxRunCount {
 			return nil, ecserr.InvalidParameterf("containerInstances must list between 1 and %d container instances.", maxRunCount)
+		}
+		if err := CheckFields(InvalidParamErr, m); err != nil {
+			return nil, err
 		}
 		name, _, _, err := s.activeCluster(ctx, account, m.GetCluster())
 		if err != nil {

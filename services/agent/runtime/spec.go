@@ -59,6 +59,11 @@ type ContainerSpec struct {
 	ReadonlyRootfs bool
 	// Hostname, when set, is the container's host name.
 	Hostname string
+	// Mounts are bind mounts of host directories (volumes), in order.
+	Mounts []Mount
+	// CgroupParent, when set, is the task cgroup (EnsureTaskCgroup) the container's
+	// cgroup is created in; else containerd's default /namespace/id.
+	CgroupParent string
 }
 
 // Args returns the process arguments for an image's entrypoint and cmd
@@ -123,6 +128,12 @@ func Create(ctx context.Context, client *containerd.Client, spec ContainerSpec) 
 	}
 	if spec.ReadonlyRootfs {
 		opts = append(opts, oci.WithRootFSReadonly())
+	}
+	if len(spec.Mounts) > 0 {
+		opts = append(opts, WithBindMounts(spec.Mounts))
+	}
+	if spec.CgroupParent != "" {
+		opts = append(opts, WithCgroupParent(spec.CgroupParent, spec.ID))
 	}
 	ctr, err := client.NewContainer(ctx, spec.ID,
 		containerd.WithImage(spec.Image),

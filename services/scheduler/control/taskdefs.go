@@ -125,6 +125,9 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 			return nil, ecserr.Clientf("Volume names must be unique: %q is used twice.", v.GetName())
 		}
 		volumes[v.GetName()] = true
+		if v.GetHost() != nil && v.GetHost().SourcePath != nil && !strings.HasPrefix(v.GetHost().GetSourcePath(), "/") {
+			return nil, ecserr.Clientf("Invalid 'host.sourcePath' setting for volume '%s'. The source path must be an absolute path on the container instance.", v.GetName())
+		}
 	}
 
 	names := map[string]bool{}
@@ -214,8 +217,14 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 			}
 		}
 		for _, mp := range c.GetMountPoints() {
-			if mp.GetSourceVolume() != "" && !volumes[mp.GetSourceVolume()] {
+			if mp.GetSourceVolume() == "" {
+				return nil, ecserr.Clientf("Invalid 'mountPoints' setting for container '%s'. sourceVolume should not be null or empty.", name)
+			}
+			if !volumes[mp.GetSourceVolume()] {
 				return nil, ecserr.Clientf("Invalid 'mountPoints' setting for container '%s'. Unknown volume '%s'.", name, mp.GetSourceVolume())
+			}
+			if !strings.HasPrefix(mp.GetContainerPath(), "/") {
+				return nil, ecserr.Clientf("Invalid 'mountPoints' setting for container '%s'. containerPath must be an absolute path: %q.", name, mp.GetContainerPath())
 			}
 		}
 		if c.PortMappings == nil {
@@ -236,6 +245,11 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 		td.ContainerDefinitions = append(td.ContainerDefinitions, c)
 	}
 	for _, c := range td.ContainerDefinitions {
+		for _, vf := range c.GetVolumesFrom() {
+			if src := vf.GetSourceContainer(); !names[src] || src == c.GetName() {
+				return nil, ecserr.Clientf("Invalid 'volumesFrom' setting for container '%s'. Unknown source container '%s'.", c.GetName(), src)
+			}
+		}
 		for _, d := range c.GetDependsOn() {
 			if !names[d.GetContainerName()] {
 				return nil, ecserr.Clientf("Invalid 'dependsOn' setting for container '%s'. Unknown container '%s'.", c.GetName(), d.GetContainerName())

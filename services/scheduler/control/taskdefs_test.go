@@ -52,6 +52,22 @@ func TestRegisterTaskDefinitionValidation(t *testing.T) {
 		{"unknown volume", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.MountPoints = []*ecsv1.MountPoint{{SourceVolume: proto.String("v"), ContainerPath: proto.String("/v")}}
 		})}}, "ClientException", "volume"},
+		{"relative sourcePath", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v"), Host: &ecsv1.HostVolumeProperties{SourcePath: proto.String("data")}}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", "Invalid 'host.sourcePath' setting for volume 'v'. The source path must be an absolute path"},
+		{"relative containerPath", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v")}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.MountPoints = []*ecsv1.MountPoint{{SourceVolume: proto.String("v"), ContainerPath: proto.String("v")}}
+		})}}, "ClientException", "containerPath must be an absolute path"},
+		{"mount without volume", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.MountPoints = []*ecsv1.MountPoint{{ContainerPath: proto.String("/v")}}
+		})}}, "ClientException", "sourceVolume should not be null or empty."},
+		{"volumesFrom unknown", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.VolumesFrom = []*ecsv1.VolumeFrom{{SourceContainer: proto.String("b")}}
+		})}}, "ClientException", "Invalid 'volumesFrom' setting for container 'a'. Unknown source container 'b'."},
+		{"volumesFrom itself", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.VolumesFrom = []*ecsv1.VolumeFrom{{SourceContainer: proto.String("a")}}
+		})}}, "ClientException", "Unknown source container 'a'"},
+		{"secrets refused", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.Secrets = []*ecsv1.Secret{{Name: proto.String("S"), ValueFrom: proto.String("arn")}}
+		})}}, "ClientException", "containerDefinitions[0].secrets is not supported by Berth."},
 		{"fargate needs awsvpc", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), RequiresCompatibilities: []string{"FARGATE"}, Cpu: proto.String("256"), Memory: proto.String("512"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", "awsvpc"},
 		{"dependsOn unknown", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.DependsOn = []*ecsv1.ContainerDependency{{ContainerName: proto.String("b"), Condition: proto.String("START")}}

@@ -56,7 +56,7 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 		}), "containerDefinitions[0].resourceRequirements is not supported by Berth. Berth cannot assign GPUs"},
 		{"linuxParameters", base(func(in *ecs.RegisterTaskDefinitionInput) {
 			ctr(in).LinuxParameters = &ecstypes.LinuxParameters{InitProcessEnabled: aws.Bool(true)}
-		}), "containerDefinitions[0].linuxParameters is not supported by Berth."},
+		}), "containerDefinitions[0].linuxParameters.initProcessEnabled is not supported by Berth. Berth has no init process"},
 		{"privileged", base(func(in *ecs.RegisterTaskDefinitionInput) { ctr(in).Privileged = aws.Bool(true) }),
 			"containerDefinitions[0].privileged is not supported by Berth. Berth does not run privileged containers yet; only false is supported."},
 		{"efs", base(func(in *ecs.RegisterTaskDefinitionInput) {

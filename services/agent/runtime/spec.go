@@ -61,6 +61,8 @@ type ContainerSpec struct {
 	Hostname string
 	// Mounts are bind mounts of host directories (volumes), in order.
 	Mounts []Mount
+	// Linux are the linuxParameters Berth honours.
+	Linux LinuxOptions
 	// CgroupParent, when set, is the task cgroup (EnsureTaskCgroup) the container's
 	// cgroup is created in; else containerd's default /namespace/id.
 	CgroupParent string
@@ -132,6 +134,7 @@ func Create(ctx context.Context, client *containerd.Client, spec ContainerSpec) 
 	if len(spec.Mounts) > 0 {
 		opts = append(opts, WithBindMounts(spec.Mounts))
 	}
+	opts = append(opts, linuxSpecOpts(spec.Linux)...)
 	if spec.CgroupParent != "" {
 		opts = append(opts, WithCgroupParent(spec.CgroupParent, spec.ID))
 	}

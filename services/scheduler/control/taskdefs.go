@@ -227,6 +227,9 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 				return nil, ecserr.Clientf("Invalid 'mountPoints' setting for container '%s'. containerPath must be an absolute path: %q.", name, mp.GetContainerPath())
 			}
 		}
+		if err := validateLinuxParameters(name, c.GetLinuxParameters()); err != nil {
+			return nil, err
+		}
 		if c.PortMappings == nil {
 			c.PortMappings = []*ecsv1.PortMapping{}
 		}

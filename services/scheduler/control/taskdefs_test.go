@@ -65,6 +65,18 @@ func TestRegisterTaskDefinitionValidation(t *testing.T) {
 		{"volumesFrom itself", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.VolumesFrom = []*ecsv1.VolumeFrom{{SourceContainer: proto.String("a")}}
 		})}}, "ClientException", "Unknown source container 'a'"},
+		{"unknown capability", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.LinuxParameters = &ecsv1.LinuxParameters{Capabilities: &ecsv1.KernelCapabilities{Add: []string{"NET_ADMIN", "FLY"}}}
+		})}}, "ClientException", "Invalid 'linuxParameters.capabilities.add' setting for container 'a'. Unknown capability 'FLY'."},
+		{"tmpfs without size", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.LinuxParameters = &ecsv1.LinuxParameters{Tmpfs: []*ecsv1.Tmpfs{{ContainerPath: proto.String("/t"), Size: -1}}}
+		})}}, "ClientException", "size must be a positive number of MiB"},
+		{"negative shm", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.LinuxParameters = &ecsv1.LinuxParameters{SharedMemorySize: proto.Int32(-5)}
+		})}}, "ClientException", "Invalid 'linuxParameters.sharedMemorySize' setting for container 'a'."},
+		{"devices refused", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.LinuxParameters = &ecsv1.LinuxParameters{Devices: []*ecsv1.Device{{HostPath: proto.String("/dev/null")}}}
+		})}}, "ClientException", "containerDefinitions[0].linuxParameters.devices is not supported by Berth."},
 		{"secrets refused", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.Secrets = []*ecsv1.Secret{{Name: proto.String("S"), ValueFrom: proto.String("arn")}}
 		})}}, "ClientException", "containerDefinitions[0].secrets is not supported by Berth."},

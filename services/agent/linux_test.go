@@ -1,0 +1,91 @@
+package agent_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+)
+
+// capEff returns the effective capability mask from /proc/self/status lines.
+func capEff(t *testing.T, lines []string) uint64 {
+	t.Helper()
+	for _, l := range lines {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				t.Fatalf("CapEff %q: %v", v, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no CapEff in %q", lines)
+	return 0
+}
+
+// mountLine returns the /proc/self/mounts line of the mount at dest.
+func mountLine(lines []string, dest string) string {
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) > 1 && f[1] == dest {
+			return l
+		}
+	}
+	return ""
+}
+
+// TestLinuxParameters looks from inside containers on real containerd at what
+// linuxParameters gives them: capabilities added and dropped, tmpfs mounts and the size
+// of /dev/shm.
+func TestLinuxParameters(t *testing.T) {
+	w := newWorld(t)
+	const (
+		capChown    = 1 << 0
+		capNetRaw   = 1 << 13
+		capSysAdmin = 1 << 21
+	)
+
+	t.Run("capabilities", func(t *testing.T) {
+		t.Parallel()
+		plain := nonEssential(containerDef("plain", w.image, "cat", "/proc/self/status"))
+		changed := after(containerDef("changed", w.image, "cat", "/proc/self/status"), "plain")
+		changed.LinuxParameters = &ecsv1.LinuxParameters{Capabilities: &ecsv1.KernelCapabilities{Add: []string{"SYS_ADMIN"}, Drop: []string{"CHOWN"}}}
+		ta, arn, _ := runToStop(t, w, taskDef("caps", plain, changed), nil)
+		before, got := capEff(t, stdout(t, ta, arn, "plain")), capEff(t, stdout(t, ta, arn, "changed"))
+		if before&capChown == 0 || before&capSysAdmin != 0 {
+			t.Fatalf("default set %#x: want CHOWN and not SYS_ADMIN (the test's premise)", before)
+		}
+		if got&capSysAdmin == 0 || got&capChown != 0 || got&capNetRaw == 0 {
+			t.Errorf("CapEff %#x with add SYS_ADMIN, drop CHOWN: want SYS_ADMIN, no CHOWN, NET_RAW kept", got)
+		}
+	})
+
+	t.Run("drop_all", func(t *testing.T) {
+		t.Parallel()
+		c := containerDef("main", w.image, "cat", "/proc/self/status")
+		c.LinuxParameters = &ecsv1.LinuxParameters{Capabilities: &ecsv1.KernelCapabilities{Add: []string{"NET_RAW"}, Drop: []string{"ALL"}}}
+		ta, arn, _ := runToStop(t, w, taskDef("dropall", c), nil)
+		if got := capEff(t, stdout(t, ta, arn, "main")); got != capNetRaw {
+			t.Errorf("CapEff %#x with drop ALL, add NET_RAW: want NET_RAW only (%#x)", got, capNetRaw)
+		}
+	})
+
+	t.Run("tmpfs_and_shm", func(t *testing.T) {
+		t.Parallel()
+		c := containerDef("main", w.image, "cat", "/proc/self/mounts")
+		c.LinuxParameters = &ecsv1.LinuxParameters{
+			SharedMemorySize: proto.Int32(32),
+			Tmpfs:            []*ecsv1.Tmpfs{{ContainerPath: proto.String("/scratch"), Size: 8, MountOptions: []string{"noexec"}}},
+		}
+		ta, arn, _ := runToStop(t, w, taskDef("tmpfs", c), nil)
+		lines := stdout(t, ta, arn, "main")
+		if l := mountLine(lines, "/scratch"); !strings.HasPrefix(l, "tmpfs /scratch tmpfs ") || !strings.Contains(l, "size=8192k") || !strings.Contains(l, "noexec") {
+			t.Errorf("/scratch mount %q: want an 8 MiB noexec tmpfs", l)
+		}
+		if l := mountLine(lines, "/dev/shm"); !strings.Contains(l, "size=32768k") {
+			t.Errorf("/dev/shm mount %q: want size=32768k", l)
+		}
+	})
+}

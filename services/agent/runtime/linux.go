@@ -1,0 +1,82 @@
+package runtime
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/containerd/containerd/v2/pkg/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Tmpfs is a tmpfs mount of ECS linuxParameters.tmpfs.
+type Tmpfs struct {
+	// Path is the absolute mount point in the container.
+	Path string
+	// SizeMiB is the file system's maximum size in MiB.
+	SizeMiB int64
+	// Options are extra mount options ("noexec", "mode=1777", …).
+	Options []string
+}
+
+// LinuxOptions are the Linux-specific settings of ECS linuxParameters that Berth honours.
+type LinuxOptions struct {
+	// CapAdd and CapDrop are kernel capabilities as ECS names them (no CAP_ prefix; "ALL"
+	// for all), applied to containerd's default set as Docker's --cap-add/--cap-drop are:
+	// dropping ALL starts from none, adding ALL from every known capability.
+	CapAdd, CapDrop []string
+	// Tmpfs are tmpfs mounts, after the volumes.
+	Tmpfs []Tmpfs
+	// ShmSizeMiB, when above 0, is the size of /dev/shm in MiB.
+	ShmSizeMiB int64
+}
+
+// capName turns an ECS capability name into the kernel's ("SYS_ADMIN" → "CAP_SYS_ADMIN").
+func capName(c string) string {
+	return "CAP_" + strings.ToUpper(strings.TrimPrefix(strings.ToUpper(c), "CAP_"))
+}
+
+func capNames(cs []string) []string {
+	out := make([]string, 0, len(cs))
+	for _, c := range cs {
+		if !strings.EqualFold(c, "ALL") {
+			out = append(out, capName(c))
+		}
+	}
+	return out
+}
+
+func hasAll(cs []string) bool {
+	return slices.ContainsFunc(cs, func(c string) bool { return strings.EqualFold(c, "ALL") })
+}
+
+// linuxSpecOpts returns the spec options of l, in the order Docker applies them.
+func linuxSpecOpts(l LinuxOptions) []oci.SpecOpts {
+	var opts []oci.SpecOpts
+	switch {
+	case hasAll(l.CapDrop):
+		opts = append(opts, oci.WithCapabilities(nil), oci.WithAddedCapabilities(capNames(l.CapAdd)))
+	case hasAll(l.CapAdd):
+		opts = append(opts, oci.WithAllKnownCapabilities, oci.WithDroppedCapabilities(capNames(l.CapDrop)))
+	default:
+		if len(l.CapAdd) > 0 {
+			opts = append(opts, oci.WithAddedCapabilities(capNames(l.CapAdd)))
+		}
+		if len(l.CapDrop) > 0 {
+			opts = append(opts, oci.WithDroppedCapabilities(capNames(l.CapDrop)))
+		}
+	}
+	if len(l.Tmpfs) > 0 {
+		var ms []specs.Mount
+		for _, t := range l.Tmpfs {
+			options := append([]string{"nosuid", "nodev"}, t.Options...)
+			options = append(options, fmt.Sprintf("size=%dm", t.SizeMiB))
+			ms = append(ms, specs.Mount{Type: "tmpfs", Source: "tmpfs", Destination: t.Path, Options: options})
+		}
+		opts = append(opts, oci.WithMounts(ms))
+	}
+	if l.ShmSizeMiB > 0 {
+		opts = append(opts, oci.WithDevShmSize(l.ShmSizeMiB<<10))
+	}
+	return opts
+}

@@ -1,0 +1,50 @@
+package control
+
+import (
+	"strings"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/scheduler/ecserr"
+)
+
+// kernelCapabilities are the values KernelCapabilities add and drop take, as the ECS API
+// reference lists them (KernelCapabilities).
+var kernelCapabilities = map[string]bool{}
+
+func init() {
+	for _, c := range strings.Fields(`ALL AUDIT_CONTROL AUDIT_WRITE BLOCK_SUSPEND CHOWN DAC_OVERRIDE
+		DAC_READ_SEARCH FOWNER FSETID IPC_LOCK IPC_OWNER KILL LEASE LINUX_IMMUTABLE MAC_ADMIN
+		MAC_OVERRIDE MKNOD NET_ADMIN NET_BIND_SERVICE NET_BROADCAST NET_RAW SETFCAP SETGID
+		SETPCAP SETUID SYS_ADMIN SYS_BOOT SYS_CHROOT SYS_MODULE SYS_NICE SYS_PACCT SYS_PTRACE
+		SYS_RAWIO SYS_RESOURCE SYS_TIME SYS_TTY_CONFIG SYSLOG WAKE_ALARM`) {
+		kernelCapabilities[c] = true
+	}
+}
+
+// validateLinuxParameters checks the values of a container's linuxParameters Berth
+// honours (capabilities, tmpfs, sharedMemorySize) and returns ClientException naming the
+// field, as RegisterTaskDefinition answers; members Berth refuses are CheckFields'.
+func validateLinuxParameters(container string, lp *ecsv1.LinuxParameters) error {
+	if lp == nil {
+		return nil
+	}
+	for what, caps := range map[string][]string{"add": lp.GetCapabilities().GetAdd(), "drop": lp.GetCapabilities().GetDrop()} {
+		for _, c := range caps {
+			if !kernelCapabilities[c] {
+				return ecserr.Clientf("Invalid 'linuxParameters.capabilities.%s' setting for container '%s'. Unknown capability '%s'.", what, container, c)
+			}
+		}
+	}
+	if lp.SharedMemorySize != nil && lp.GetSharedMemorySize() < 1 {
+		return ecserr.Clientf("Invalid 'linuxParameters.sharedMemorySize' setting for container '%s'. The value must be a positive number of MiB.", container)
+	}
+	for _, t := range lp.GetTmpfs() {
+		if !strings.HasPrefix(t.GetContainerPath(), "/") {
+			return ecserr.Clientf("Invalid 'linuxParameters.tmpfs' setting for container '%s'. containerPath must be an absolute path: %q.", container, t.GetContainerPath())
+		}
+		if t.GetSize() < 1 {
+			return ecserr.Clientf("Invalid 'linuxParameters.tmpfs' setting for container '%s'. size must be a positive number of MiB.", container)
+		}
+	}
+	return nil
+}

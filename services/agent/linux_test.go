@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,6 +87,51 @@ func TestLinuxParameters(t *testing.T) {
 		}
 		if l := mountLine(lines, "/dev/shm"); !strings.Contains(l, "size=32768k") {
 			t.Errorf("/dev/shm mount %q: want size=32768k", l)
+		}
+	})
+
+	t.Run("privileged", func(t *testing.T) {
+		t.Parallel()
+		c := containerDef("main", w.image, "cat", "/proc/self/status")
+		c.Privileged = proto.Bool(true)
+		ta, arn, _ := runToStop(t, w, taskDef("privileged", c), nil)
+		if got := capEff(t, stdout(t, ta, arn, "main")); got&capSysAdmin == 0 || got&(1<<19) == 0 { // SYS_ADMIN, SYS_PTRACE
+			t.Errorf("privileged CapEff %#x: want every capability (SYS_ADMIN, SYS_PTRACE)", got)
+		}
+	})
+
+	t.Run("pid_mode_host", func(t *testing.T) {
+		t.Parallel()
+		// PID 1 is the container's own program in its own PID namespace and the host's
+		// init with pidMode host.
+		td := taskDef("pidhost", containerDef("main", w.image, "cat", "/proc/1/cmdline"))
+		td.PidMode = proto.String("host")
+		ta, arn, _ := runToStop(t, w, td, nil)
+		hostInit, err := os.ReadFile("/proc/1/cmdline")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := strings.TrimRight(string(hostInit), "\x00")
+		if got := strings.Join(stdout(t, ta, arn, "main"), "\n"); strings.TrimRight(got, "\x00") != want {
+			t.Errorf("pidMode host: PID 1 is %q, want the host's %q", got, want)
+		}
+		ownTD := taskDef("pidown", containerDef("own", w.image, "cat", "/proc/1/cmdline"))
+		ta2, arn2, _ := runToStop(t, w, ownTD, nil)
+		if got := strings.Join(stdout(t, ta2, arn2, "own"), ""); !strings.Contains(got, "berth-testimage") {
+			t.Errorf("without pidMode PID 1 is %q, want the container's own program", got)
+		}
+	})
+
+	t.Run("system_controls", func(t *testing.T) {
+		t.Parallel()
+		c := containerDef("main", w.image, "cat", "/proc/sys/kernel/shmmni")
+		c.SystemControls = []*ecsv1.SystemControl{{Namespace: proto.String("kernel.shmmni"), Value: proto.String("1234")}}
+		ta, arn, _ := runToStop(t, w, taskDef("sysctl", c), nil)
+		if got := stdout(t, ta, arn, "main"); len(got) == 0 || strings.TrimSpace(got[0]) != "1234" {
+			t.Errorf("kernel.shmmni in the container is %q, want 1234", got)
+		}
+		if b, _ := os.ReadFile("/proc/sys/kernel/shmmni"); strings.TrimSpace(string(b)) == "1234" {
+			t.Error("the host's kernel.shmmni changed too")
 		}
 	})
 }

@@ -57,8 +57,11 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 		{"linuxParameters", base(func(in *ecs.RegisterTaskDefinitionInput) {
 			ctr(in).LinuxParameters = &ecstypes.LinuxParameters{InitProcessEnabled: aws.Bool(true)}
 		}), "containerDefinitions[0].linuxParameters.initProcessEnabled is not supported by Berth. Berth has no init process"},
-		{"privileged", base(func(in *ecs.RegisterTaskDefinitionInput) { ctr(in).Privileged = aws.Bool(true) }),
-			"containerDefinitions[0].privileged is not supported by Berth. Berth does not run privileged containers yet; only false is supported."},
+		{"pidMode task", base(func(in *ecs.RegisterTaskDefinitionInput) { in.PidMode = ecstypes.PidModeTask }),
+			`pidMode "task" is not supported by Berth. Berth supports pidMode host; task (one PID namespace for the task's containers) is not supported yet.`},
+		{"restartPolicy", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			ctr(in).RestartPolicy = &ecstypes.ContainerRestartPolicy{Enabled: aws.Bool(true), IgnoredExitCodes: []int32{0}}
+		}), "containerDefinitions[0].restartPolicy is not supported by Berth. Berth does not restart containers in place yet"},
 		{"efs", base(func(in *ecs.RegisterTaskDefinitionInput) {
 			in.Volumes = []ecstypes.Volume{{Name: aws.String("v"), EfsVolumeConfiguration: &ecstypes.EFSVolumeConfiguration{FileSystemId: aws.String("fs-1")}}}
 		}), "volumes[0].efsVolumeConfiguration is not supported by Berth. Berth has no EFS"},

@@ -1,10 +1,12 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -29,6 +31,14 @@ type LinuxOptions struct {
 	Tmpfs []Tmpfs
 	// ShmSizeMiB, when above 0, is the size of /dev/shm in MiB.
 	ShmSizeMiB int64
+	// Privileged gives the container every capability and the host's devices, without
+	// masked paths, seccomp or AppArmor, as Docker's --privileged.
+	Privileged bool
+	// HostPID puts the container in the host's PID namespace (ECS pidMode host).
+	HostPID bool
+	// Sysctls are namespaced kernel parameters (ECS systemControls) set in the
+	// container's namespaces.
+	Sysctls map[string]string
 }
 
 // capName turns an ECS capability name into the kernel's ("SYS_ADMIN" → "CAP_SYS_ADMIN").
@@ -53,6 +63,15 @@ func hasAll(cs []string) bool {
 // linuxSpecOpts returns the spec options of l, in the order Docker applies them.
 func linuxSpecOpts(l LinuxOptions) []oci.SpecOpts {
 	var opts []oci.SpecOpts
+	if l.Privileged {
+		opts = append(opts, oci.WithPrivileged, oci.WithHostDevices, oci.WithAllDevicesAllowed)
+	}
+	if l.HostPID {
+		opts = append(opts, oci.WithHostNamespace(specs.PIDNamespace))
+	}
+	if len(l.Sysctls) > 0 {
+		opts = append(opts, withSysctls(l.Sysctls))
+	}
 	switch {
 	case hasAll(l.CapDrop):
 		opts = append(opts, oci.WithCapabilities(nil), oci.WithAddedCapabilities(capNames(l.CapAdd)))
@@ -79,4 +98,20 @@ func linuxSpecOpts(l LinuxOptions) []oci.SpecOpts {
 		opts = append(opts, oci.WithDevShmSize(l.ShmSizeMiB<<10))
 	}
 	return opts
+}
+
+// withSysctls sets kernel parameters in the container's namespaces.
+func withSysctls(kv map[string]string) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		if s.Linux == nil {
+			s.Linux = &specs.Linux{}
+		}
+		if s.Linux.Sysctl == nil {
+			s.Linux.Sysctl = map[string]string{}
+		}
+		for k, v := range kv {
+			s.Linux.Sysctl[k] = v
+		}
+		return nil
+	}
 }

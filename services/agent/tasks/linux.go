@@ -5,17 +5,24 @@ import (
 	"github.com/berthhq/berth/services/agent/runtime"
 )
 
-// linuxOptions returns the linuxParameters Berth honours (capabilities, tmpfs,
-// sharedMemorySize); the scheduler refuses the others (docs/task-definition-fields.md).
-func linuxOptions(lp *ecsv1.LinuxParameters) runtime.LinuxOptions {
+// linuxOptions returns the Linux settings Berth honours of a container definition
+// (privileged, systemControls, linuxParameters capabilities, tmpfs and sharedMemorySize)
+// and of its task (pidMode host); the scheduler refuses the others
+// (docs/task-definition-fields.md).
+func linuxOptions(td *ecsv1.TaskDefinition, def *ecsv1.ContainerDefinition) runtime.LinuxOptions {
+	l := runtime.LinuxOptions{Privileged: def.GetPrivileged(), HostPID: td.GetPidMode() == "host"}
+	for _, sc := range def.GetSystemControls() {
+		if l.Sysctls == nil {
+			l.Sysctls = map[string]string{}
+		}
+		l.Sysctls[sc.GetNamespace()] = sc.GetValue()
+	}
+	lp := def.GetLinuxParameters()
 	if lp == nil {
-		return runtime.LinuxOptions{}
+		return l
 	}
-	l := runtime.LinuxOptions{
-		CapAdd:     lp.GetCapabilities().GetAdd(),
-		CapDrop:    lp.GetCapabilities().GetDrop(),
-		ShmSizeMiB: int64(lp.GetSharedMemorySize()),
-	}
+	l.CapAdd, l.CapDrop = lp.GetCapabilities().GetAdd(), lp.GetCapabilities().GetDrop()
+	l.ShmSizeMiB = int64(lp.GetSharedMemorySize())
 	for _, t := range lp.GetTmpfs() {
 		l.Tmpfs = append(l.Tmpfs, runtime.Tmpfs{Path: t.GetContainerPath(), SizeMiB: int64(t.GetSize()), Options: t.GetMountOptions()})
 	}

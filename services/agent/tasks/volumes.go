@@ -91,7 +91,7 @@ func (t *task) prepareSpec(c *ctrState, spec *runtime.ContainerSpec) error {
 		return err
 	}
 	spec.Mounts = mounts
-	spec.Linux = linuxOptions(c.def.GetLinuxParameters())
+	spec.Linux = linuxOptions(t.a.GetTaskDefinition(), c.def)
 	if parent := t.cgroupParent(); parent != "" {
 		mem, cpu := t.taskLimits()
 		if err := runtime.EnsureTaskCgroup(parent, mem, cpu); err != nil {

@@ -253,7 +253,10 @@ func TestCheckFields(t *testing.T) {
 		{"log options", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
 			m.ContainerDefinitions[0].LogConfiguration = &ecsv1.LogConfiguration{LogDriver: proto.String("json-file"), Options: map[string]string{"max-size": "1m"}}
 		}), ClientErr, "containerDefinitions[0].logConfiguration.options is not supported"},
-		{"privileged true", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) { m.ContainerDefinitions[0].Privileged = proto.Bool(true) }), ClientErr, "containerDefinitions[0].privileged is not supported"},
+		{"ipcMode", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) { m.IpcMode = proto.String("host") }), ClientErr, `ipcMode "host" is not supported by Berth.`},
+		{"initProcessEnabled", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
+			m.ContainerDefinitions[0].LinuxParameters = &ecsv1.LinuxParameters{InitProcessEnabled: proto.Bool(true), Tmpfs: []*ecsv1.Tmpfs{{ContainerPath: proto.String("/t"), Size: 1}}}
+		}), ClientErr, "containerDefinitions[0].linuxParameters.initProcessEnabled is not supported"},
 		{"docker volume", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
 			m.Volumes = []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{}}}
 		}), ClientErr, "volumes[0].dockerVolumeConfiguration is not supported"},

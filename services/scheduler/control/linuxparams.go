@@ -48,3 +48,25 @@ func validateLinuxParameters(container string, lp *ecsv1.LinuxParameters) error 
 	}
 	return nil
 }
+
+// validateSystemControls checks a container's systemControls: only kernel parameters
+// namespaced by the container's own IPC namespace, since its network namespace is the
+// host's (a net.* value would change the host). ClientException names the field.
+func validateSystemControls(container string, scs []*ecsv1.SystemControl) error {
+	for _, sc := range scs {
+		ns := sc.GetNamespace()
+		ipc := oneOf(ns, "kernel.msgmax", "kernel.msgmnb", "kernel.msgmni", "kernel.sem", "kernel.shmall",
+			"kernel.shmmax", "kernel.shmmni", "kernel.shm_rmid_forced") || strings.HasPrefix(ns, "fs.mqueue.")
+		switch {
+		case ns == "":
+			return ecserr.Clientf("Invalid 'systemControls' setting for container '%s'. namespace should not be null or empty.", container)
+		case strings.HasPrefix(ns, "net."):
+			return ecserr.Clientf("Invalid 'systemControls' setting for container '%s'. %s is not supported by Berth: containers share the host's network namespace until awsvpc and bridge networking land (issue 14).", container, ns)
+		case !ipc:
+			return ecserr.Clientf("Invalid 'systemControls' setting for container '%s'. %s is not a namespaced kernel parameter Berth can set; supported are kernel.msgmax, kernel.msgmnb, kernel.msgmni, kernel.sem, kernel.shmall, kernel.shmmax, kernel.shmmni, kernel.shm_rmid_forced and fs.mqueue.*.", container, ns)
+		case sc.GetValue() == "":
+			return ecserr.Clientf("Invalid 'systemControls' setting for container '%s'. value should not be null or empty.", container)
+		}
+	}
+	return nil
+}

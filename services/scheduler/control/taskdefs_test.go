@@ -77,6 +77,13 @@ func TestRegisterTaskDefinitionValidation(t *testing.T) {
 		{"devices refused", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.LinuxParameters = &ecsv1.LinuxParameters{Devices: []*ecsv1.Device{{HostPath: proto.String("/dev/null")}}}
 		})}}, "ClientException", "containerDefinitions[0].linuxParameters.devices is not supported by Berth."},
+		{"net sysctl", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.SystemControls = []*ecsv1.SystemControl{{Namespace: proto.String("net.ipv4.ip_forward"), Value: proto.String("1")}}
+		})}}, "ClientException", "net.ipv4.ip_forward is not supported by Berth"},
+		{"non-namespaced sysctl", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.SystemControls = []*ecsv1.SystemControl{{Namespace: proto.String("vm.swappiness"), Value: proto.String("1")}}
+		})}}, "ClientException", "vm.swappiness is not a namespaced kernel parameter"},
+		{"pidMode task refused", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), PidMode: proto.String("task"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", `pidMode "task" is not supported by Berth. Berth supports pidMode host`},
 		{"secrets refused", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.Secrets = []*ecsv1.Secret{{Name: proto.String("S"), ValueFrom: proto.String("arn")}}
 		})}}, "ClientException", "containerDefinitions[0].secrets is not supported by Berth."},

@@ -149,4 +149,49 @@ func TestTaskVolumes(t *testing.T) {
 			t.Errorf("reason %q, want OOM at the overridden 48 MiB", got)
 		}
 	})
+
+	t.Run("shared_docker_volume_outlives_tasks", func(t *testing.T) {
+		t.Parallel()
+		cp := newControlPlane(t)
+		name := clusterName(t)
+		cfg := testConfig(t, w, cp, name)
+		cfg.CleanupWait = 2 * time.Second
+		ta := startAgent(t, cfg, cp)
+		shared := func(family, volume string, autoprovision bool, c *ecsv1.ContainerDefinition) *ecsv1.TaskDefinition {
+			// A task-scoped volume beside the shared one: its directory goes with the task.
+			td := taskDef(family, mount(mount(c, volume, "/v", false), "own", "/own", false))
+			td.Volumes = []*ecsv1.Volume{{Name: proto.String(volume), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{
+				Scope: proto.String("shared"), Autoprovision: proto.Bool(autoprovision), Driver: proto.String("local"),
+			}}, {Name: proto.String("own"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Scope: proto.String("task")}}}
+			return td
+		}
+		run := func(td *ecsv1.TaskDefinition) (string, *agentv1.TaskStateChange) {
+			arn := taskARN(name)
+			cp.assign(t, arn, td)
+			return arn, cp.waitStatus(t, arn, "STOPPED", 60*time.Second)
+		}
+		first, _ := run(shared("producer", "cache", true, containerDef("main", w.image, "write", "/v/msg", "kept")))
+		// The first task is cleaned up (its own volumes removed) before the second reads.
+		if _, err := os.Stat(filepath.Join(cfg.DataDir, "volumes", first[strings.LastIndex(first, "/")+1:], "own")); err != nil {
+			t.Fatalf("the first task's task-scoped volume: %v", err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if _, err := os.Stat(filepath.Join(cfg.DataDir, "volumes", first[strings.LastIndex(first, "/")+1:])); os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("first task not cleaned up")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		second, st := run(shared("consumer", "cache", false, containerDef("main", w.image, "cat", "/v/msg")))
+		if got := stdout(t, ta, second, "main"); !slices.Equal(got, []string{"kept"}) || containerOf(st, "main").GetExitCode() != 0 {
+			t.Errorf("second task read %q from the shared volume, want the first task's write", got)
+		}
+		_, st = run(shared("missing", "never-made", false, containerDef("main", w.image, "cat", "/v/msg")))
+		if got := containerOf(st, "main").GetReason(); !strings.Contains(got, "shared volume not found on this instance and autoprovision is false") {
+			t.Errorf("shared volume missing without autoprovision: reason %q", got)
+		}
+	})
 }

@@ -151,11 +151,27 @@ func (t *task) mounts(c *ctrState) ([]runtime.Mount, error) {
 	return out, nil
 }
 
-// volumeSource returns (creating it) the host directory of a volume.
+// sharedVolumeDir returns the directory of a shared Docker volume (scope shared): it
+// outlives tasks and every task naming it uses the same one. Task ids are hex, so
+// "_shared" is no task's directory.
+func (m *Manager) sharedVolumeDir(name string) string {
+	return filepath.Join(filepath.Dir(m.volumeDir("_")), "_shared", taskIDOf(name))
+}
+
+// volumeSource returns (creating it) the host directory of a volume: sourcePath for a
+// host bind; the task's own directory for an empty host or a task-scoped Docker volume;
+// the named shared directory for a shared one, created only with autoprovision (without,
+// a missing one fails the container, as ECS does).
 func (t *task) volumeSource(v *ecsv1.Volume) (string, error) {
 	dir := filepath.Join(t.m.volumeDir(t.arn), taskIDOf(v.GetName()))
 	if p := v.GetHost().GetSourcePath(); p != "" {
 		dir = p
+	}
+	if dv := v.GetDockerVolumeConfiguration(); dv.GetScope() == "shared" {
+		dir = t.m.sharedVolumeDir(v.GetName())
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) && !dv.GetAutoprovision() {
+			return "", fmt.Errorf("volume %s: shared volume not found on this instance and autoprovision is false", v.GetName())
+		}
 	}
 	if !filepath.IsAbs(dir) {
 		return "", fmt.Errorf("volume %s: sourcePath %q is not absolute", v.GetName(), dir)

@@ -257,9 +257,9 @@ func TestCheckFields(t *testing.T) {
 		{"initProcessEnabled", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
 			m.ContainerDefinitions[0].LinuxParameters = &ecsv1.LinuxParameters{InitProcessEnabled: proto.Bool(true), Tmpfs: []*ecsv1.Tmpfs{{ContainerPath: proto.String("/t"), Size: 1}}}
 		}), ClientErr, "containerDefinitions[0].linuxParameters.initProcessEnabled is not supported"},
-		{"docker volume", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
-			m.Volumes = []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{}}}
-		}), ClientErr, "volumes[0].dockerVolumeConfiguration is not supported"},
+		{"docker volume options", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
+			m.Volumes = []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Driver: proto.String("local"), DriverOpts: map[string]string{"type": "nfs"}}}}
+		}), ClientErr, "volumes[0].dockerVolumeConfiguration.driverOpts is not supported"},
 		{"awsvpc", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) { m.NetworkMode = proto.String("awsvpc") }), ClientErr, `networkMode "awsvpc" is not supported by Berth. Berth supports networkMode host and bridge`},
 		{"gpu", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
 			m.ContainerDefinitions[0].ResourceRequirements = []*ecsv1.ResourceRequirement{{Type: proto.String("GPU"), Value: proto.String("1")}}

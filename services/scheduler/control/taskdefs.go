@@ -125,6 +125,17 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 			return nil, ecserr.Clientf("Volume names must be unique: %q is used twice.", v.GetName())
 		}
 		volumes[v.GetName()] = true
+		if dv := v.GetDockerVolumeConfiguration(); dv != nil {
+			if v.GetHost() != nil {
+				return nil, ecserr.Clientf("Invalid setting for volume '%s'. Specify either host or dockerVolumeConfiguration, not both.", v.GetName())
+			}
+			if dv.Scope != nil && !oneOf(dv.GetScope(), "task", "shared") {
+				return nil, ecserr.Clientf("Invalid 'dockerVolumeConfiguration.scope' setting for volume '%s': valid values are task and shared.", v.GetName())
+			}
+			if dv.GetAutoprovision() && dv.GetScope() != "shared" {
+				return nil, ecserr.Clientf("Invalid 'dockerVolumeConfiguration' setting for volume '%s'. Autoprovision can only be true when scope is shared.", v.GetName())
+			}
+		}
 		if v.GetHost() != nil && v.GetHost().SourcePath != nil && !strings.HasPrefix(v.GetHost().GetSourcePath(), "/") {
 			return nil, ecserr.Clientf("Invalid 'host.sourcePath' setting for volume '%s'. The source path must be an absolute path on the container instance.", v.GetName())
 		}

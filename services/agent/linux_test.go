@@ -134,4 +134,25 @@ func TestLinuxParameters(t *testing.T) {
 			t.Error("the host's kernel.shmmni changed too")
 		}
 	})
+
+	t.Run("readonly_root_and_user", func(t *testing.T) {
+		t.Parallel()
+		w1 := nonEssential(containerDef("rootwrite", w.image, "write", "/berth-probe", "x"))
+		w1.ReadonlyRootFilesystem = proto.Bool(true)
+		who := after(containerDef("who", w.image, "cat", "/proc/self/status"), "rootwrite")
+		who.User = proto.String("65534:65534")
+		ta, arn, st := runToStop(t, w, taskDef("rootfs", w1, who), nil)
+		if out := stdout(t, ta, arn, "rootwrite"); containerOf(st, "rootwrite").GetExitCode() != 1 || len(out) != 1 || !strings.Contains(out[0], "read-only file system") {
+			t.Errorf("write to a read-only root: %q, want a read-only file system error", out)
+		}
+		uid := ""
+		for _, l := range stdout(t, ta, arn, "who") {
+			if v, ok := strings.CutPrefix(l, "Uid:"); ok {
+				uid = strings.Fields(v)[0]
+			}
+		}
+		if uid != "65534" {
+			t.Errorf("user 65534:65534 runs as uid %q", uid)
+		}
+	})
 }

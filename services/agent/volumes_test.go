@@ -194,4 +194,39 @@ func TestTaskVolumes(t *testing.T) {
 			t.Errorf("shared volume missing without autoprovision: reason %q", got)
 		}
 	})
+
+	t.Run("task_cpu_cgroup", func(t *testing.T) {
+		t.Parallel()
+		// Both containers are in the task's cgroup, whose cpu.shares is the task's cpu.
+		td := taskDef("taskcpu", nonEssential(containerDef("a", w.image, "cat", "/proc/self/cgroup")), containerDef("b", w.image, "sleep", "600"))
+		td.Cpu = proto.String("256")
+		cp := newControlPlane(t)
+		name := clusterName(t)
+		cfg := testConfig(t, w, cp, name)
+		ta := startAgent(t, cfg, cp)
+		arn := taskARN(name)
+		cp.assign(t, arn, td)
+		cp.waitStatus(t, arn, "RUNNING", 60*time.Second)
+		parent := "/" + cfg.Namespace + "/task-" + arn[strings.LastIndex(arn, "/")+1:]
+		b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpu", parent, "cpu.shares"))
+		if err != nil {
+			b, err = os.ReadFile(filepath.Join("/sys/fs/cgroup", parent, "cpu.weight"))
+		}
+		if got := strings.TrimSpace(string(b)); err != nil || (got != "256" && got != "10") { // v1 shares, v2 weight of 256 shares
+			t.Errorf("task cgroup cpu: %q, %v; want 256 shares", got, err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		var lines []string
+		for time.Now().Before(deadline) {
+			if lines = stdout(t, ta, arn, "a"); len(lines) > 0 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, parent+"/") }) {
+			t.Errorf("container a's cgroups %q are not under the task's %s", lines, parent)
+		}
+		cp.stop(t, arn, "UserInitiated")
+		cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
+	})
 }

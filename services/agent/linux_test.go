@@ -2,8 +2,10 @@ package agent_test
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -153,6 +155,37 @@ func TestLinuxParameters(t *testing.T) {
 		}
 		if uid != "65534" {
 			t.Errorf("user 65534:65534 runs as uid %q", uid)
+		}
+	})
+
+	t.Run("ipc_mode", func(t *testing.T) {
+		t.Parallel()
+		// A System V shared memory segment made on the host is listed in a container with
+		// ipcMode host and not in one without; ipcMode none has no /dev/shm.
+		const key = 0x0be47415
+		id, _, errno := syscall.Syscall(syscall.SYS_SHMGET, key, 4096, 01000|0o600) // IPC_CREAT
+		if errno != 0 {
+			t.Fatalf("shmget: %v", errno)
+		}
+		t.Cleanup(func() { syscall.Syscall(syscall.SYS_SHMCTL, id, 0, 0) }) // IPC_RMID
+		lists := func(lines []string) bool {
+			return slices.ContainsFunc(lines, func(l string) bool { f := strings.Fields(l); return len(f) > 0 && f[0] == strconv.Itoa(key) })
+		}
+		host := taskDef("ipchost", containerDef("main", w.image, "cat", "/proc/sysvipc/shm"))
+		host.IpcMode = proto.String("host")
+		ta, arn, _ := runToStop(t, w, host, nil)
+		if got := stdout(t, ta, arn, "main"); !lists(got) {
+			t.Errorf("ipcMode host: the host's segment %d is not in %q", key, got)
+		}
+		ta, arn, _ = runToStop(t, w, taskDef("ipcown", containerDef("main", w.image, "cat", "/proc/sysvipc/shm")), nil)
+		if got := stdout(t, ta, arn, "main"); lists(got) {
+			t.Errorf("without ipcMode the host's segment %d is visible: %q", key, got)
+		}
+		none := taskDef("ipcnone", containerDef("main", w.image, "cat", "/proc/self/mounts"))
+		none.IpcMode = proto.String("none")
+		ta, arn, _ = runToStop(t, w, none, nil)
+		if l := mountLine(stdout(t, ta, arn, "main"), "/dev/shm"); l != "" {
+			t.Errorf("ipcMode none still mounts /dev/shm: %q", l)
 		}
 	})
 }

@@ -36,6 +36,9 @@ type LinuxOptions struct {
 	Privileged bool
 	// HostPID puts the container in the host's PID namespace (ECS pidMode host).
 	HostPID bool
+	// IPC is ECS ipcMode: "host" joins the host's IPC namespace, "none" keeps a private
+	// one without /dev/shm (Docker's --ipc none); "" a private one with /dev/shm.
+	IPC string
 	// Sysctls are namespaced kernel parameters (ECS systemControls) set in the
 	// container's namespaces.
 	Sysctls map[string]string
@@ -69,6 +72,12 @@ func linuxSpecOpts(l LinuxOptions) []oci.SpecOpts {
 	if l.HostPID {
 		opts = append(opts, oci.WithHostNamespace(specs.PIDNamespace))
 	}
+	switch l.IPC {
+	case "host":
+		opts = append(opts, oci.WithHostNamespace(specs.IPCNamespace))
+	case "none":
+		opts = append(opts, oci.WithoutMounts("/dev/shm"))
+	}
 	if len(l.Sysctls) > 0 {
 		opts = append(opts, withSysctls(l.Sysctls))
 	}
@@ -94,7 +103,7 @@ func linuxSpecOpts(l LinuxOptions) []oci.SpecOpts {
 		}
 		opts = append(opts, oci.WithMounts(ms))
 	}
-	if l.ShmSizeMiB > 0 {
+	if l.ShmSizeMiB > 0 && l.IPC != "none" {
 		opts = append(opts, oci.WithDevShmSize(l.ShmSizeMiB<<10))
 	}
 	return opts

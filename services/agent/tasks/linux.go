@@ -7,10 +7,10 @@ import (
 
 // linuxOptions returns the Linux settings Berth honours of a container definition
 // (privileged, systemControls, linuxParameters capabilities, tmpfs and sharedMemorySize)
-// and of its task (pidMode host); the scheduler refuses the others
+// and of its task (pidMode host, ipcMode host and none); the scheduler refuses the others
 // (docs/task-definition-fields.md).
 func linuxOptions(td *ecsv1.TaskDefinition, def *ecsv1.ContainerDefinition) runtime.LinuxOptions {
-	l := runtime.LinuxOptions{Privileged: def.GetPrivileged(), HostPID: td.GetPidMode() == "host"}
+	l := runtime.LinuxOptions{Privileged: def.GetPrivileged(), HostPID: td.GetPidMode() == "host", IPC: td.GetIpcMode()}
 	for _, sc := range def.GetSystemControls() {
 		if l.Sysctls == nil {
 			l.Sysctls = map[string]string{}

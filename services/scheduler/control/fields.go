@@ -109,7 +109,7 @@ var FieldRules = map[string]FieldRule{
 	"RegisterTaskDefinitionRequest.executionRoleArn":        stored("AWS uses it only to pull from ECR and fetch secrets or logs, none of which Berth does yet."),
 	"RegisterTaskDefinitionRequest.family":                  honoured(""),
 	"RegisterTaskDefinitionRequest.inferenceAccelerators":   refused(0, supNoInfer),
-	"RegisterTaskDefinitionRequest.ipcMode":                 refused(issueFields, "Berth does not share IPC namespaces yet; leave ipcMode out."),
+	"RegisterTaskDefinitionRequest.ipcMode":                 refusedBut(issueFields, "Berth supports ipcMode host and none; task (one IPC namespace for the task's containers) is not supported yet.", stringIn("host", "none")),
 	"RegisterTaskDefinitionRequest.memory":                  honoured("Hard limit of the task's cgroup, which holds all its containers."),
 	"RegisterTaskDefinitionRequest.networkMode":             refusedBut(issueNetworking, "Berth supports networkMode host and bridge (bridge runs in the host's network namespace until issue 14).", stringIn("host", "bridge")),
 	"RegisterTaskDefinitionRequest.pidMode":                 refusedBut(issueFields, "Berth supports pidMode host; task (one PID namespace for the task's containers) is not supported yet.", stringIn("host")),

@@ -51,8 +51,12 @@ func validateLinuxParameters(container string, lp *ecsv1.LinuxParameters) error 
 
 // validateSystemControls checks a container's systemControls: only kernel parameters
 // namespaced by the container's own IPC namespace, since its network namespace is the
-// host's (a net.* value would change the host). ClientException names the field.
-func validateSystemControls(container string, scs []*ecsv1.SystemControl) error {
+// host's (a net.* value would change the host), and none with ipcMode host (the IPC
+// namespace is then the host's too). ClientException names the field.
+func validateSystemControls(container, ipcMode string, scs []*ecsv1.SystemControl) error {
+	if ipcMode == "host" && len(scs) > 0 {
+		return ecserr.Clientf("Invalid 'systemControls' setting for container '%s'. IPC namespaced kernel parameters cannot be set when ipcMode is host: they would change the host's.", container)
+	}
 	for _, sc := range scs {
 		ns := sc.GetNamespace()
 		ipc := oneOf(ns, "kernel.msgmax", "kernel.msgmnb", "kernel.msgmni", "kernel.sem", "kernel.shmall",

@@ -241,7 +241,7 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 		if err := validateLinuxParameters(name, c.GetLinuxParameters()); err != nil {
 			return nil, err
 		}
-		if err := validateSystemControls(name, c.GetSystemControls()); err != nil {
+		if err := validateSystemControls(name, m.GetIpcMode(), c.GetSystemControls()); err != nil {
 			return nil, err
 		}
 		if c.PortMappings == nil {

@@ -83,6 +83,9 @@ func TestRegisterTaskDefinitionValidation(t *testing.T) {
 		{"non-namespaced sysctl", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.SystemControls = []*ecsv1.SystemControl{{Namespace: proto.String("vm.swappiness"), Value: proto.String("1")}}
 		})}}, "ClientException", "vm.swappiness is not a namespaced kernel parameter"},
+		{"sysctl with ipcMode host", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), IpcMode: proto.String("host"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.SystemControls = []*ecsv1.SystemControl{{Namespace: proto.String("kernel.shmmax"), Value: proto.String("1")}}
+		})}}, "ClientException", "cannot be set when ipcMode is host"},
 		{"pidMode task refused", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), PidMode: proto.String("task"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", `pidMode "task" is not supported by Berth. Berth supports pidMode host`},
 		{"autoprovision task scope", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Scope: proto.String("task"), Autoprovision: proto.Bool(true)}}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", "Autoprovision can only be true when scope is shared."},
 		{"bad scope", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Scope: proto.String("global")}}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", "valid values are task and shared"},

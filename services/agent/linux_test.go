@@ -188,4 +188,26 @@ func TestLinuxParameters(t *testing.T) {
 			t.Errorf("ipcMode none still mounts /dev/shm: %q", l)
 		}
 	})
+
+	t.Run("devices", func(t *testing.T) {
+		t.Parallel()
+		// /dev/null given at /dev/berth-null is there, and absent without devices;
+		// /dev/kmsg given read-only is refused for writing by the
+		// device cgroup (nothing is ever written to the host's kernel log).
+		given := nonEssential(containerDef("given", w.image, "cat", "/dev/berth-null"))
+		given.LinuxParameters = &ecsv1.LinuxParameters{Devices: []*ecsv1.Device{{HostPath: proto.String("/dev/null"), ContainerPath: proto.String("/dev/berth-null")}}}
+		absent := nonEssential(containerDef("absent", w.image, "cat", "/dev/berth-null"))
+		ro := after(containerDef("ro", w.image, "write", "/dev/berth-kmsg", "berth test"), "given", "absent")
+		ro.LinuxParameters = &ecsv1.LinuxParameters{Devices: []*ecsv1.Device{{HostPath: proto.String("/dev/kmsg"), ContainerPath: proto.String("/dev/berth-kmsg"), Permissions: []string{"read"}}}}
+		ta, arn, st := runToStop(t, w, taskDef("devices", given, absent, ro), nil)
+		if out := stdout(t, ta, arn, "given"); containerOf(st, "given").GetExitCode() != 0 {
+			t.Errorf("read of a device given: %q", out)
+		}
+		if out := stdout(t, ta, arn, "absent"); containerOf(st, "absent").GetExitCode() != 1 || len(out) != 1 || !strings.Contains(out[0], "no such file") {
+			t.Errorf("without devices: %q, want no such file", out)
+		}
+		if out := stdout(t, ta, arn, "ro"); containerOf(st, "ro").GetExitCode() != 1 || len(out) != 1 || !strings.Contains(out[0], "operation not permitted") {
+			t.Errorf("write to a device given read only: %q, want operation not permitted", out)
+		}
+	})
 }

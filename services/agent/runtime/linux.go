@@ -21,12 +21,24 @@ type Tmpfs struct {
 	Options []string
 }
 
+// Device is a host device given to a container (ECS linuxParameters.devices).
+type Device struct {
+	// HostPath is the device (or a directory of devices) on the host.
+	HostPath string
+	// ContainerPath is where it appears; "" for HostPath.
+	ContainerPath string
+	// Permissions are cgroup device permissions, "r", "w" and "m" letters; "" for all.
+	Permissions string
+}
+
 // LinuxOptions are the Linux-specific settings of ECS linuxParameters that Berth honours.
 type LinuxOptions struct {
 	// CapAdd and CapDrop are kernel capabilities as ECS names them (no CAP_ prefix; "ALL"
 	// for all), applied to containerd's default set as Docker's --cap-add/--cap-drop are:
 	// dropping ALL starts from none, adding ALL from every known capability.
 	CapAdd, CapDrop []string
+	// Devices are host devices the container may use.
+	Devices []Device
 	// Tmpfs are tmpfs mounts, after the volumes.
 	Tmpfs []Tmpfs
 	// ShmSizeMiB, when above 0, is the size of /dev/shm in MiB.
@@ -93,6 +105,13 @@ func linuxSpecOpts(l LinuxOptions) []oci.SpecOpts {
 		if len(l.CapDrop) > 0 {
 			opts = append(opts, oci.WithDroppedCapabilities(capNames(l.CapDrop)))
 		}
+	}
+	for _, d := range l.Devices {
+		perms := d.Permissions
+		if perms == "" {
+			perms = "rwm"
+		}
+		opts = append(opts, oci.WithDevices(d.HostPath, d.ContainerPath, perms))
 	}
 	if len(l.Tmpfs) > 0 {
 		var ms []specs.Mount

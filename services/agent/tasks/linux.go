@@ -6,7 +6,8 @@ import (
 )
 
 // linuxOptions returns the Linux settings Berth honours of a container definition
-// (privileged, systemControls, linuxParameters capabilities, tmpfs and sharedMemorySize)
+// (privileged, systemControls, linuxParameters capabilities, devices, tmpfs and
+// sharedMemorySize)
 // and of its task (pidMode host, ipcMode host and none); the scheduler refuses the others
 // (docs/task-definition-fields.md).
 func linuxOptions(td *ecsv1.TaskDefinition, def *ecsv1.ContainerDefinition) runtime.LinuxOptions {
@@ -23,6 +24,13 @@ func linuxOptions(td *ecsv1.TaskDefinition, def *ecsv1.ContainerDefinition) runt
 	}
 	l.CapAdd, l.CapDrop = lp.GetCapabilities().GetAdd(), lp.GetCapabilities().GetDrop()
 	l.ShmSizeMiB = int64(lp.GetSharedMemorySize())
+	for _, d := range lp.GetDevices() {
+		perms := ""
+		for _, p := range d.GetPermissions() {
+			perms += map[string]string{"read": "r", "write": "w", "mknod": "m"}[p]
+		}
+		l.Devices = append(l.Devices, runtime.Device{HostPath: d.GetHostPath(), ContainerPath: d.GetContainerPath(), Permissions: perms})
+	}
 	for _, t := range lp.GetTmpfs() {
 		l.Tmpfs = append(l.Tmpfs, runtime.Tmpfs{Path: t.GetContainerPath(), SizeMiB: int64(t.GetSize()), Options: t.GetMountOptions()})
 	}

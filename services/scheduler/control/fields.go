@@ -41,7 +41,7 @@ type FieldRule struct {
 // not listed is honoured or refused as a whole by its parent member.
 var fieldShapes = []string{
 	"RegisterTaskDefinitionRequest", "ContainerDefinition", "Volume", "HostVolumeProperties",
-	"MountPoint", "VolumeFrom", "LogConfiguration", "LinuxParameters", "KernelCapabilities", "Tmpfs", "SystemControl", "DockerVolumeConfiguration",
+	"MountPoint", "VolumeFrom", "LogConfiguration", "LinuxParameters", "KernelCapabilities", "Tmpfs", "SystemControl", "DockerVolumeConfiguration", "Device",
 	"RunTaskRequest", "StartTaskRequest", "TaskOverride", "ContainerOverride",
 	"CreateServiceRequest", "UpdateServiceRequest",
 }
@@ -180,7 +180,7 @@ var FieldRules = map[string]FieldRule{
 	"VolumeFrom.readOnly":                     honoured(""),
 	"VolumeFrom.sourceContainer":              honoured(""),
 	"LinuxParameters.capabilities":            honoured("Added to or dropped from containerd's default set, as Docker's --cap-add and --cap-drop (ALL included)."),
-	"LinuxParameters.devices":                 refused(issueFields, "Berth does not pass host devices into containers yet; leave devices out."),
+	"LinuxParameters.devices":                 honoured("Host devices with cgroup permissions; see Device."),
 	"LinuxParameters.initProcessEnabled":      refusedBut(issueFields, "Berth has no init process to run as PID 1 yet; only false is supported.", isFalse),
 	"LinuxParameters.maxSwap":                 refused(issueFields, "Berth does not set swap limits yet; leave maxSwap out."),
 	"LinuxParameters.sharedMemorySize":        honoured("Size of /dev/shm in MiB."),
@@ -188,6 +188,9 @@ var FieldRules = map[string]FieldRule{
 	"LinuxParameters.tmpfs":                   honoured(""),
 	"KernelCapabilities.add":                  honoured("ECS capability names, checked at registration."),
 	"KernelCapabilities.drop":                 honoured("ECS capability names, checked at registration."),
+	"Device.containerPath":                    honoured("Defaults to hostPath."),
+	"Device.hostPath":                         honoured("Must exist on the instance when the container starts."),
+	"Device.permissions":                      honoured("read, write, mknod; all three when empty, as Docker."),
 	"DockerVolumeConfiguration.autoprovision": honoured("With scope shared: create the volume when missing; without, a missing one fails the container."),
 	"DockerVolumeConfiguration.driver":        refusedBut(issueFields, "Berth's volumes are directories on the instance; only driver local is supported.", stringIn("local")),
 	"DockerVolumeConfiguration.driverOpts":    refused(issueFields, "Berth's local volumes take no driver options (type, device, o) yet; leave driverOpts out."),

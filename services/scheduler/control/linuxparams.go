@@ -22,7 +22,7 @@ func init() {
 }
 
 // validateLinuxParameters checks the values of a container's linuxParameters Berth
-// honours (capabilities, tmpfs, sharedMemorySize) and returns ClientException naming the
+// honours (capabilities, devices, tmpfs, sharedMemorySize) and returns ClientException naming the
 // field, as RegisterTaskDefinition answers; members Berth refuses are CheckFields'.
 func validateLinuxParameters(container string, lp *ecsv1.LinuxParameters) error {
 	if lp == nil {
@@ -37,6 +37,16 @@ func validateLinuxParameters(container string, lp *ecsv1.LinuxParameters) error 
 	}
 	if lp.SharedMemorySize != nil && lp.GetSharedMemorySize() < 1 {
 		return ecserr.Clientf("Invalid 'linuxParameters.sharedMemorySize' setting for container '%s'. The value must be a positive number of MiB.", container)
+	}
+	for _, d := range lp.GetDevices() {
+		if !strings.HasPrefix(d.GetHostPath(), "/") || (d.ContainerPath != nil && !strings.HasPrefix(d.GetContainerPath(), "/")) {
+			return ecserr.Clientf("Invalid 'linuxParameters.devices' setting for container '%s'. hostPath and containerPath must be absolute paths.", container)
+		}
+		for _, p := range d.GetPermissions() {
+			if !oneOf(p, "read", "write", "mknod") {
+				return ecserr.Clientf("Invalid 'linuxParameters.devices' setting for container '%s'. Unknown permission '%s': valid values are read, write and mknod.", container, p)
+			}
+		}
 	}
 	for _, t := range lp.GetTmpfs() {
 		if !strings.HasPrefix(t.GetContainerPath(), "/") {

@@ -74,9 +74,15 @@ func TestRegisterTaskDefinitionValidation(t *testing.T) {
 		{"negative shm", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.LinuxParameters = &ecsv1.LinuxParameters{SharedMemorySize: proto.Int32(-5)}
 		})}}, "ClientException", "Invalid 'linuxParameters.sharedMemorySize' setting for container 'a'."},
-		{"devices refused", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
-			c.LinuxParameters = &ecsv1.LinuxParameters{Devices: []*ecsv1.Device{{HostPath: proto.String("/dev/null")}}}
-		})}}, "ClientException", "containerDefinitions[0].linuxParameters.devices is not supported by Berth."},
+		{"device relative path", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.LinuxParameters = &ecsv1.LinuxParameters{Devices: []*ecsv1.Device{{HostPath: proto.String("dev/null")}}}
+		})}}, "ClientException", "hostPath and containerPath must be absolute paths."},
+		{"device bad permission", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.LinuxParameters = &ecsv1.LinuxParameters{Devices: []*ecsv1.Device{{HostPath: proto.String("/dev/null"), Permissions: []string{"execute"}}}}
+		})}}, "ClientException", "Unknown permission 'execute'"},
+		{"maxSwap refused", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.LinuxParameters = &ecsv1.LinuxParameters{MaxSwap: proto.Int32(10)}
+		})}}, "ClientException", "containerDefinitions[0].linuxParameters.maxSwap is not supported by Berth."},
 		{"net sysctl", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.SystemControls = []*ecsv1.SystemControl{{Namespace: proto.String("net.ipv4.ip_forward"), Value: proto.String("1")}}
 		})}}, "ClientException", "net.ipv4.ip_forward is not supported by Berth"},

@@ -229,4 +229,42 @@ func TestTaskVolumes(t *testing.T) {
 		cp.stop(t, arn, "UserInitiated")
 		cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
 	})
+
+	t.Run("task_volumes_survive_agent_restart", func(t *testing.T) {
+		t.Parallel()
+		cp := newControlPlane(t)
+		name := clusterName(t)
+		cfg := testConfig(t, w, cp, name)
+		cfg.CleanupWait = time.Second
+		ta := startAgent(t, cfg, cp)
+		td := taskDef("survive",
+			nonEssential(mount(containerDef("producer", w.image, "write", "/s/msg", "still here"), "scratch", "/s", false)),
+			mount(containerDef("main", w.image, "sleep", "600"), "scratch", "/s", true),
+		)
+		td.Volumes = []*ecsv1.Volume{{Name: proto.String("scratch"), Host: &ecsv1.HostVolumeProperties{}}}
+		td.Memory = proto.String("128")
+		arn := taskARN(name)
+		id := arn[strings.LastIndex(arn, "/")+1:]
+		msg := filepath.Join(cfg.DataDir, "volumes", id, "scratch", "msg")
+		memCgroup := filepath.Join("/sys/fs/cgroup/memory", cfg.Namespace, "task-"+id)
+		cp.assign(t, arn, td)
+		cp.waitStatus(t, arn, "RUNNING", 60*time.Second)
+		cp.waitFor(t, 30*time.Second, "the producer's write", func() bool { _, err := os.Stat(msg); return err == nil })
+
+		ta.stop()
+		startAgent(t, cfg, cp)
+		cp.waitFor(t, 30*time.Second, "second hello", func() bool { return len(cp.hellos) >= 2 })
+		cp.assign(t, arn, td) // redelivered
+		time.Sleep(time.Second)
+		if b, err := os.ReadFile(msg); err != nil || string(b) != "still here" {
+			t.Fatalf("after the agent restart the task's volume holds %q, %v", b, err)
+		}
+		cp.stop(t, arn, "UserInitiated")
+		cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
+		cp.waitFor(t, 30*time.Second, "the task's volumes and cgroup removed", func() bool {
+			_, errV := os.Stat(filepath.Dir(filepath.Dir(msg)))
+			_, errC := os.Stat(memCgroup)
+			return os.IsNotExist(errV) && os.IsNotExist(errC)
+		})
+	})
 }

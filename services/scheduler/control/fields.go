@@ -1,12 +1,14 @@
 package control
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 )
 
@@ -442,4 +444,34 @@ func FieldKeys() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// CheckTaskDefinitionFields refuses a stored task definition that holds a member Berth
+// refuses (one registered before the member was refused, or restored from elsewhere), so
+// RunTask, StartTask and CreateService never run one with a field silently ignored. It
+// checks td's members as the RegisterTaskDefinitionRequest that would register it, and
+// answers InvalidParameterException naming the task definition and the member.
+func CheckTaskDefinitionFields(td *ecsv1.TaskDefinition) error {
+	if td == nil {
+		return nil
+	}
+	req := &ecsv1.RegisterTaskDefinitionRequest{}
+	dst, src := req.ProtoReflect(), td.ProtoReflect()
+	fields := dst.Descriptor().Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		sfd := src.Descriptor().Fields().ByJSONName(fd.JSONName())
+		if sfd == nil || !src.Has(sfd) || sfd.Kind() != fd.Kind() || sfd.Cardinality() != fd.Cardinality() {
+			continue
+		}
+		dst.Set(fd, src.Get(sfd))
+	}
+	if err := CheckFields(InvalidParamErr, req); err != nil {
+		var e *ecserr.Error
+		if errors.As(err, &e) {
+			return ecserr.InvalidParameterf("Task definition %s:%d: %s", td.GetFamily(), td.GetRevision(), e.Message)
+		}
+		return err
+	}
+	return nil
 }

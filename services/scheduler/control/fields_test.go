@@ -280,3 +280,22 @@ func TestCheckFields(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckTaskDefinitionFields(t *testing.T) {
+	t.Parallel()
+	td, err := buildTaskDefinition(regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) { m.PidMode = proto.String("host") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	td.Revision = 3
+	if err := CheckTaskDefinitionFields(td); err != nil {
+		t.Fatalf("a task definition of honoured fields: %v", err)
+	}
+	// As stored by a build that did not refuse secrets yet.
+	td.ContainerDefinitions[0].Secrets = []*ecsv1.Secret{{Name: proto.String("A"), ValueFrom: proto.String("arn")}}
+	err = CheckTaskDefinitionFields(td)
+	var e *ecserr.Error
+	if !errors.As(err, &e) || e.Type != InvalidParamErr || !strings.HasPrefix(e.Message, "Task definition f:3: containerDefinitions[0].secrets is not supported by Berth.") {
+		t.Fatalf("stored task definition with secrets: %v", err)
+	}
+}

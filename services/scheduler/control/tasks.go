@@ -328,6 +328,9 @@ func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTask
 		if err != nil {
 			return nil, err
 		}
+		if err := CheckTaskDefinitionFields(td); err != nil {
+			return nil, err
+		}
 		sp := &taskSpec{overrides: m.GetOverrides(), startedBy: m.GetStartedBy(), group: m.GetGroup(), tags: m.GetTags(),
 			propagateTags: m.GetPropagateTags(), managedTags: m.GetEnableEcsManagedTags(), execCommand: m.GetEnableExecuteCommand(), launchType: m.GetLaunchType()}
 		if err := checkSpec(sp, td); err != nil {
@@ -431,6 +434,9 @@ func (s *Server) StartTask(ctx context.Context, req *connect.Request[ecsv1.Start
 		}
 		td, tdTags, err := s.resolveRunnable(ctx, account, m.GetTaskDefinition())
 		if err != nil {
+			return nil, err
+		}
+		if err := CheckTaskDefinitionFields(td); err != nil {
 			return nil, err
 		}
 		sp := &taskSpec{overrides: m.GetOverrides(), startedBy: m.GetStartedBy(), group: m.GetGroup(), tags: m.GetTags(),

@@ -103,6 +103,9 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 			return nil, err
 		}
 		td := tdRec.GetTaskDefinition()
+		if err := control.CheckTaskDefinitionFields(td); err != nil {
+			return nil, err
+		}
 		now := h.now()
 		depID := NewDeploymentID()
 		propagate := m.GetPropagateTags()
@@ -282,6 +285,9 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 				return nil, err
 			}
 			td = rec.GetTaskDefinition()
+			if err := control.CheckTaskDefinitionFields(td); err != nil {
+				return nil, err
+			}
 		}
 		key := keys.Service(account, cluster, name)
 		var out *storev1.ServiceRecord

@@ -234,7 +234,9 @@ func TestCheckFields(t *testing.T) {
 			m.ContainerDefinitions[0].RestartPolicy = &ecsv1.ContainerRestartPolicy{Enabled: proto.Bool(false)}
 		}),
 		&ecsv1.RunTaskRequest{TaskDefinition: proto.String("f"), EnableExecuteCommand: false, ClientToken: proto.String("t")},
-		&ecsv1.CreateServiceRequest{ServiceName: proto.String("s"), DeploymentController: &ecsv1.DeploymentController{Type: proto.String("ECS")}, LoadBalancers: []*ecsv1.LoadBalancer{}},
+		&ecsv1.CreateServiceRequest{ServiceName: proto.String("s"), DeploymentController: &ecsv1.DeploymentController{Type: proto.String("ECS")}, LoadBalancers: []*ecsv1.LoadBalancer{},
+			DeploymentConfiguration: &ecsv1.DeploymentConfiguration{MaximumPercent: proto.Int32(200), Alarms: &ecsv1.DeploymentAlarms{AlarmNames: []string{}},
+				DeploymentCircuitBreaker: &ecsv1.DeploymentCircuitBreaker{Enable: true, Rollback: true}}},
 	}
 	for i, m := range ok {
 		if err := CheckFields(ClientErr, m); err != nil {
@@ -267,6 +269,7 @@ func TestCheckFields(t *testing.T) {
 		{"exec", &ecsv1.RunTaskRequest{EnableExecuteCommand: true}, InvalidParamErr, "enableExecuteCommand is not supported by Berth. Berth has no ECS Exec"},
 		{"env files override", &ecsv1.RunTaskRequest{Overrides: &ecsv1.TaskOverride{ContainerOverrides: []*ecsv1.ContainerOverride{{Name: proto.String("a")}, {Name: proto.String("b"), EnvironmentFiles: []*ecsv1.EnvironmentFile{{Type: proto.String("s3"), Value: proto.String("arn:aws:s3:::b/k.env")}}}}}}, InvalidParamErr, "overrides.containerOverrides[1].environmentFiles is not supported"},
 		{"service connect", &ecsv1.CreateServiceRequest{ServiceConnectConfiguration: &ecsv1.ServiceConnectConfiguration{Enabled: true}}, InvalidParamErr, "serviceConnectConfiguration is not supported"},
+		{"alarms", &ecsv1.UpdateServiceRequest{DeploymentConfiguration: &ecsv1.DeploymentConfiguration{Alarms: &ecsv1.DeploymentAlarms{Enable: true, AlarmNames: []string{"a"}}}}, InvalidParamErr, "deploymentConfiguration.alarms.alarmNames is not supported by Berth. Berth has no CloudWatch alarms"},
 		{"blue/green", &ecsv1.UpdateServiceRequest{DeploymentController: &ecsv1.DeploymentController{Type: proto.String("CODE_DEPLOY")}}, InvalidParamErr, "deploymentController is not supported"},
 	} {
 		err := CheckFields(tc.errTyp, tc.msg)

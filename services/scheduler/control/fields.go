@@ -44,7 +44,7 @@ type FieldRule struct {
 var fieldShapes = []string{
 	"RegisterTaskDefinitionRequest", "ContainerDefinition", "Volume", "HostVolumeProperties",
 	"MountPoint", "VolumeFrom", "LogConfiguration", "LinuxParameters", "KernelCapabilities", "Tmpfs", "SystemControl", "DockerVolumeConfiguration", "Device",
-	"DeploymentConfiguration", "DeploymentCircuitBreaker", "DeploymentAlarms",
+	"DeploymentConfiguration", "DeploymentCircuitBreaker", "DeploymentAlarms", "PortMapping",
 	"RunTaskRequest", "StartTaskRequest", "TaskOverride", "ContainerOverride",
 	"CreateServiceRequest", "UpdateServiceRequest",
 }
@@ -215,6 +215,12 @@ var FieldRules = map[string]FieldRule{
 	"DeploymentAlarms.alarmNames":                      refused(issueAWSDeps, supNoAlarms),
 	"DeploymentAlarms.enable":                          refusedBut(issueAWSDeps, supNoAlarms, isFalse),
 	"DeploymentAlarms.rollback":                        refusedBut(issueAWSDeps, supNoAlarms, isFalse),
+	"PortMapping.appProtocol":                          stored("AWS uses it only for Service Connect, which Berth refuses."),
+	"PortMapping.containerPort":                        honoured(""),
+	"PortMapping.containerPortRange":                   refused(issueNetworking, "Berth binds single ports on the host; containerPortRange is not supported yet."),
+	"PortMapping.hostPort":                             honoured("Equal to containerPort (or 0): containers share the host's network namespace until issue 14, so other values are refused."),
+	"PortMapping.name":                                 stored("AWS uses it only for Service Connect, which Berth refuses."),
+	"PortMapping.protocol":                             honoured("tcp or udp."),
 	"SystemControl.namespace":                          honoured(""),
 	"SystemControl.value":                              honoured(""),
 	"Tmpfs.containerPath":                              honoured(""),

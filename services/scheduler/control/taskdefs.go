@@ -262,6 +262,13 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 		td.ContainerDefinitions = append(td.ContainerDefinitions, c)
 	}
 	for _, c := range td.ContainerDefinitions {
+		for _, pm := range c.GetPortMappings() {
+			// The container's port is the host's port until issue 14's networking: a
+			// mapping to another host port would be silently wrong.
+			if hp := pm.GetHostPort(); hp != 0 && pm.ContainerPort != nil && hp != pm.GetContainerPort() {
+				return nil, ecserr.Clientf("Invalid 'portMappings' setting for container '%s'. Berth runs containers in the host's network namespace: hostPort %d must be 0 or equal to containerPort %d.", c.GetName(), hp, pm.GetContainerPort())
+			}
+		}
 		for _, vf := range c.GetVolumesFrom() {
 			if src := vf.GetSourceContainer(); !names[src] || src == c.GetName() {
 				return nil, ecserr.Clientf("Invalid 'volumesFrom' setting for container '%s'. Unknown source container '%s'.", c.GetName(), src)

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -208,6 +209,25 @@ func TestLinuxParameters(t *testing.T) {
 		}
 		if out := stdout(t, ta, arn, "ro"); containerOf(st, "ro").GetExitCode() != 1 || len(out) != 1 || !strings.Contains(out[0], "operation not permitted") {
 			t.Errorf("write to a device given read only: %q, want operation not permitted", out)
+		}
+	})
+
+	t.Run("init_process", func(t *testing.T) {
+		t.Parallel()
+		if _, err := exec.LookPath("docker-init"); err != nil {
+			if _, err := exec.LookPath("tini-static"); err != nil {
+				t.Skip("neither docker-init nor tini-static in PATH (apt-get install tini)")
+			}
+		}
+		c := containerDef("main", w.image, "cat", "/proc/1/cmdline")
+		c.LinuxParameters = &ecsv1.LinuxParameters{InitProcessEnabled: proto.Bool(true)}
+		ta, arn, st := runToStop(t, w, taskDef("init", c), nil)
+		got := strings.Split(strings.Join(stdout(t, ta, arn, "main"), ""), "\x00")
+		if len(got) < 3 || got[0] != "/sbin/docker-init" || got[1] != "--" || !strings.HasSuffix(got[2], "berth-testimage") {
+			t.Errorf("PID 1 with initProcessEnabled runs %q, want /sbin/docker-init -- the container's command", got)
+		}
+		if code := containerOf(st, "main").GetExitCode(); code != 0 {
+			t.Errorf("exit code through the init %d", code)
 		}
 	})
 }

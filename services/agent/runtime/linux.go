@@ -51,6 +51,10 @@ type LinuxOptions struct {
 	// IPC is ECS ipcMode: "host" joins the host's IPC namespace, "none" keeps a private
 	// one without /dev/shm (Docker's --ipc none); "" a private one with /dev/shm.
 	IPC string
+	// Init, when set, is the host path of a static init (docker-init, tini-static) run as
+	// the container's PID 1 in front of its command, as Docker's --init (ECS
+	// initProcessEnabled): it reaps zombies and forwards signals.
+	Init string
 	// Sysctls are namespaced kernel parameters (ECS systemControls) set in the
 	// container's namespaces.
 	Sysctls map[string]string
@@ -83,6 +87,9 @@ func linuxSpecOpts(l LinuxOptions) []oci.SpecOpts {
 	}
 	if l.HostPID {
 		opts = append(opts, oci.WithHostNamespace(specs.PIDNamespace))
+	}
+	if l.Init != "" {
+		opts = append(opts, withInit(l.Init))
 	}
 	switch l.IPC {
 	case "host":
@@ -140,6 +147,22 @@ func withSysctls(kv map[string]string) oci.SpecOpts {
 		for k, v := range kv {
 			s.Linux.Sysctl[k] = v
 		}
+		return nil
+	}
+}
+
+// initPath is where the init binary is mounted in the container, as Docker mounts it.
+const initPath = "/sbin/docker-init"
+
+// withInit mounts the init binary read-only and runs it as PID 1 with the process's
+// arguments after "--". It must follow the options that set the arguments.
+func withInit(hostPath string) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		if s.Process == nil || len(s.Process.Args) == 0 {
+			return fmt.Errorf("init: the container has no command to run under it")
+		}
+		s.Mounts = append(s.Mounts, specs.Mount{Type: "bind", Source: hostPath, Destination: initPath, Options: []string{"rbind", "ro"}})
+		s.Process.Args = append([]string{initPath, "--"}, s.Process.Args...)
 		return nil
 	}
 }

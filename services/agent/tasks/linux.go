@@ -1,6 +1,10 @@
 package tasks
 
 import (
+	"errors"
+	"os/exec"
+	"sync"
+
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/agent/runtime"
 )
@@ -10,7 +14,7 @@ import (
 // sharedMemorySize)
 // and of its task (pidMode host, ipcMode host and none); the scheduler refuses the others
 // (docs/task-definition-fields.md).
-func linuxOptions(td *ecsv1.TaskDefinition, def *ecsv1.ContainerDefinition) runtime.LinuxOptions {
+func linuxOptions(td *ecsv1.TaskDefinition, def *ecsv1.ContainerDefinition) (runtime.LinuxOptions, error) {
 	l := runtime.LinuxOptions{Privileged: def.GetPrivileged(), HostPID: td.GetPidMode() == "host", IPC: td.GetIpcMode()}
 	for _, sc := range def.GetSystemControls() {
 		if l.Sysctls == nil {
@@ -20,7 +24,14 @@ func linuxOptions(td *ecsv1.TaskDefinition, def *ecsv1.ContainerDefinition) runt
 	}
 	lp := def.GetLinuxParameters()
 	if lp == nil {
-		return l
+		return l, nil
+	}
+	if lp.GetInitProcessEnabled() {
+		p, err := initBinary()
+		if err != nil {
+			return l, err
+		}
+		l.Init = p
 	}
 	l.CapAdd, l.CapDrop = lp.GetCapabilities().GetAdd(), lp.GetCapabilities().GetDrop()
 	l.ShmSizeMiB = int64(lp.GetSharedMemorySize())
@@ -34,5 +45,17 @@ func linuxOptions(td *ecsv1.TaskDefinition, def *ecsv1.ContainerDefinition) runt
 	for _, t := range lp.GetTmpfs() {
 		l.Tmpfs = append(l.Tmpfs, runtime.Tmpfs{Path: t.GetContainerPath(), SizeMiB: int64(t.GetSize()), Options: t.GetMountOptions()})
 	}
-	return l
+	return l, nil
 }
+
+// initBinary finds a static init for initProcessEnabled on this host: docker-init (as
+// Docker ships it) or tini-static. A dynamic tini is not used: images need not have a
+// libc.
+var initBinary = sync.OnceValues(func() (string, error) {
+	for _, name := range []string{"docker-init", "tini-static"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("initProcessEnabled needs docker-init or tini-static on the container instance; neither is in PATH")
+})

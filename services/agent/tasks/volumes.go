@@ -83,15 +83,17 @@ func (t *task) cgroupPath(c *ctrState) string {
 }
 
 // prepareSpec adds what the task as a whole gives c's container: its volumes as bind
-// mounts (mountPoints and volumesFrom) and its task cgroup, made here with the task's
-// limits.
+// mounts (mountPoints and volumesFrom), its Linux settings (linuxOptions) and its task
+// cgroup, made here with the task's limits.
 func (t *task) prepareSpec(c *ctrState, spec *runtime.ContainerSpec) error {
 	mounts, err := t.mounts(c)
 	if err != nil {
 		return err
 	}
 	spec.Mounts = mounts
-	spec.Linux = linuxOptions(t.a.GetTaskDefinition(), c.def)
+	if spec.Linux, err = linuxOptions(t.a.GetTaskDefinition(), c.def); err != nil {
+		return err
+	}
 	if parent := t.cgroupParent(); parent != "" {
 		mem, cpu := t.taskLimits()
 		if err := runtime.EnsureTaskCgroup(parent, mem, cpu); err != nil {

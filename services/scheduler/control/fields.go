@@ -186,7 +186,7 @@ var FieldRules = map[string]FieldRule{
 	"VolumeFrom.sourceContainer":                       honoured(""),
 	"LinuxParameters.capabilities":                     honoured("Added to or dropped from containerd's default set, as Docker's --cap-add and --cap-drop (ALL included)."),
 	"LinuxParameters.devices":                          honoured("Host devices with cgroup permissions; see Device."),
-	"LinuxParameters.initProcessEnabled":               refusedBut(issueFields, "Berth has no init process to run as PID 1 yet; only false is supported.", isFalse),
+	"LinuxParameters.initProcessEnabled":               honoured("docker-init (tini) runs as PID 1, as Docker's --init; the instance needs docker-init or tini-static, else the container fails to start saying so."),
 	"LinuxParameters.maxSwap":                          refused(issueFields, "Berth does not set swap limits yet; leave maxSwap out."),
 	"LinuxParameters.sharedMemorySize":                 honoured("Size of /dev/shm in MiB."),
 	"LinuxParameters.swappiness":                       refused(issueFields, "Berth does not set swappiness yet; leave swappiness out."),

@@ -3,11 +3,13 @@ package agent_test
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -229,5 +231,33 @@ func TestLinuxParameters(t *testing.T) {
 		if code := containerOf(st, "main").GetExitCode(); code != 0 {
 			t.Errorf("exit code through the init %d", code)
 		}
+	})
+
+	t.Run("max_swap_and_swappiness", func(t *testing.T) {
+		t.Parallel()
+		if _, err := os.Stat("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"); err != nil {
+			t.Skip("cgroup v1 swap accounting (memory.memsw.*) not on this host: boot with swapaccount=1")
+		}
+		// The container's memory cgroup: memory+swap is memory plus maxSwap.
+		c := containerDef("main", w.image, "sleep", "600")
+		c.Memory = proto.Int32(32)
+		c.LinuxParameters = &ecsv1.LinuxParameters{MaxSwap: proto.Int32(16), Swappiness: proto.Int32(7)}
+		cp := newControlPlane(t)
+		name := clusterName(t)
+		cfg := testConfig(t, w, cp, name)
+		startAgent(t, cfg, cp)
+		arn := taskARN(name)
+		cp.assign(t, arn, taskDef("swap", c))
+		st := cp.waitStatus(t, arn, "RUNNING", 60*time.Second)
+		dir := filepath.Join("/sys/fs/cgroup/memory", cfg.Namespace, containerOf(st, "main").GetRuntimeId())
+		read := func(f string) string { b, _ := os.ReadFile(filepath.Join(dir, f)); return strings.TrimSpace(string(b)) }
+		if got := read("memory.memsw.limit_in_bytes"); got != strconv.Itoa(48<<20) {
+			t.Errorf("memory.memsw.limit_in_bytes %q, want %d (32 MiB memory + 16 MiB maxSwap)", got, 48<<20)
+		}
+		if got := read("memory.swappiness"); got != "7" {
+			t.Errorf("memory.swappiness %q, want 7", got)
+		}
+		cp.stop(t, arn, "UserInitiated")
+		cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
 	})
 }

@@ -51,6 +51,11 @@ type LinuxOptions struct {
 	// IPC is ECS ipcMode: "host" joins the host's IPC namespace, "none" keeps a private
 	// one without /dev/shm (Docker's --ipc none); "" a private one with /dev/shm.
 	IPC string
+	// MaxSwapMiB, when not nil, is the swap the container may use besides its hard
+	// memory limit (ECS maxSwap; 0: none), which it needs.
+	MaxSwapMiB *int64
+	// Swappiness, when not nil, is the container's memory.swappiness (0–100).
+	Swappiness *uint64
 	// Init, when set, is the host path of a static init (docker-init, tini-static) run as
 	// the container's PID 1 in front of its command, as Docker's --init (ECS
 	// initProcessEnabled): it reaps zombies and forwards signals.
@@ -90,6 +95,9 @@ func linuxSpecOpts(l LinuxOptions) []oci.SpecOpts {
 	}
 	if l.Init != "" {
 		opts = append(opts, withInit(l.Init))
+	}
+	if l.MaxSwapMiB != nil || l.Swappiness != nil {
+		opts = append(opts, withSwap(l.MaxSwapMiB, l.Swappiness))
 	}
 	switch l.IPC {
 	case "host":
@@ -163,6 +171,36 @@ func withInit(hostPath string) oci.SpecOpts {
 		}
 		s.Mounts = append(s.Mounts, specs.Mount{Type: "bind", Source: hostPath, Destination: initPath, Options: []string{"rbind", "ro"}})
 		s.Process.Args = append([]string{initPath, "--"}, s.Process.Args...)
+		return nil
+	}
+}
+
+// withSwap sets the memory+swap limit to the hard memory limit plus maxSwap MiB, as the
+// ECS agent asks Docker (--memory-swap), and the swappiness. It must follow the option
+// that sets the memory limit; without one, maxSwap is an error.
+func withSwap(maxSwapMiB *int64, swappiness *uint64) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		if s.Linux == nil {
+			s.Linux = &specs.Linux{}
+		}
+		if s.Linux.Resources == nil {
+			s.Linux.Resources = &specs.LinuxResources{}
+		}
+		if s.Linux.Resources.Memory == nil {
+			s.Linux.Resources.Memory = &specs.LinuxMemory{}
+		}
+		m := s.Linux.Resources.Memory
+		if maxSwapMiB != nil {
+			if m.Limit == nil || *m.Limit <= 0 {
+				return fmt.Errorf("maxSwap needs the container's memory limit")
+			}
+			total := *m.Limit + *maxSwapMiB<<20
+			m.Swap = &total
+		}
+		if swappiness != nil {
+			v := *swappiness
+			m.Swappiness = &v
+		}
 		return nil
 	}
 }

@@ -10,8 +10,8 @@ import (
 )
 
 // linuxOptions returns the Linux settings Berth honours of a container definition
-// (privileged, systemControls, linuxParameters capabilities, devices, tmpfs and
-// sharedMemorySize)
+// (privileged, systemControls, linuxParameters capabilities, devices, initProcessEnabled,
+// maxSwap, swappiness, tmpfs and sharedMemorySize)
 // and of its task (pidMode host, ipcMode host and none); the scheduler refuses the others
 // (docs/task-definition-fields.md).
 func linuxOptions(td *ecsv1.TaskDefinition, def *ecsv1.ContainerDefinition) (runtime.LinuxOptions, error) {
@@ -32,6 +32,14 @@ func linuxOptions(td *ecsv1.TaskDefinition, def *ecsv1.ContainerDefinition) (run
 			return l, err
 		}
 		l.Init = p
+	}
+	if lp.MaxSwap != nil {
+		v := int64(lp.GetMaxSwap())
+		l.MaxSwapMiB = &v
+	}
+	if lp.Swappiness != nil {
+		v := uint64(lp.GetSwappiness())
+		l.Swappiness = &v
 	}
 	l.CapAdd, l.CapDrop = lp.GetCapabilities().GetAdd(), lp.GetCapabilities().GetDrop()
 	l.ShmSizeMiB = int64(lp.GetSharedMemorySize())

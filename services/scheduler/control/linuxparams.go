@@ -22,11 +22,17 @@ func init() {
 }
 
 // validateLinuxParameters checks the values of a container's linuxParameters Berth
-// honours (capabilities, devices, tmpfs, sharedMemorySize) and returns ClientException naming the
+// honours (capabilities, devices, maxSwap, swappiness, tmpfs, sharedMemorySize) and returns ClientException naming the
 // field, as RegisterTaskDefinition answers; members Berth refuses are CheckFields'.
-func validateLinuxParameters(container string, lp *ecsv1.LinuxParameters) error {
+func validateLinuxParameters(container string, hasMemory bool, lp *ecsv1.LinuxParameters) error {
 	if lp == nil {
 		return nil
+	}
+	if lp.MaxSwap != nil && (lp.GetMaxSwap() < 0 || !hasMemory) {
+		return ecserr.Clientf("Invalid 'linuxParameters.maxSwap' setting for container '%s'. maxSwap must be 0 or more MiB and needs the container's 'memory'.", container)
+	}
+	if lp.Swappiness != nil && (lp.GetSwappiness() < 0 || lp.GetSwappiness() > 100 || lp.MaxSwap == nil) {
+		return ecserr.Clientf("Invalid 'linuxParameters.swappiness' setting for container '%s'. swappiness must be between 0 and 100 and needs maxSwap.", container)
 	}
 	for what, caps := range map[string][]string{"add": lp.GetCapabilities().GetAdd(), "drop": lp.GetCapabilities().GetDrop()} {
 		for _, c := range caps {

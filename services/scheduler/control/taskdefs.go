@@ -238,7 +238,7 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 				return nil, ecserr.Clientf("Invalid 'mountPoints' setting for container '%s'. containerPath must be an absolute path: %q.", name, mp.GetContainerPath())
 			}
 		}
-		if err := validateLinuxParameters(name, c.GetLinuxParameters()); err != nil {
+		if err := validateLinuxParameters(name, c.Memory != nil, c.GetLinuxParameters()); err != nil {
 			return nil, err
 		}
 		if err := validateSystemControls(name, m.GetIpcMode(), c.GetSystemControls()); err != nil {

@@ -80,9 +80,13 @@ func TestRegisterTaskDefinitionValidation(t *testing.T) {
 		{"device bad permission", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.LinuxParameters = &ecsv1.LinuxParameters{Devices: []*ecsv1.Device{{HostPath: proto.String("/dev/null"), Permissions: []string{"execute"}}}}
 		})}}, "ClientException", "Unknown permission 'execute'"},
-		{"maxSwap refused", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+		{"maxSwap without memory", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.Memory, c.MemoryReservation = nil, proto.Int32(32)
 			c.LinuxParameters = &ecsv1.LinuxParameters{MaxSwap: proto.Int32(10)}
-		})}}, "ClientException", "containerDefinitions[0].linuxParameters.maxSwap is not supported by Berth."},
+		})}}, "ClientException", "Invalid 'linuxParameters.maxSwap' setting for container 'a'."},
+		{"swappiness without maxSwap", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.LinuxParameters = &ecsv1.LinuxParameters{Swappiness: proto.Int32(10)}
+		})}}, "ClientException", "needs maxSwap"},
 		{"net sysctl", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.SystemControls = []*ecsv1.SystemControl{{Namespace: proto.String("net.ipv4.ip_forward"), Value: proto.String("1")}}
 		})}}, "ClientException", "net.ipv4.ip_forward is not supported by Berth"},

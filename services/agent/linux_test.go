@@ -260,4 +260,21 @@ func TestLinuxParameters(t *testing.T) {
 		cp.stop(t, arn, "UserInitiated")
 		cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
 	})
+
+	t.Run("start_timeout", func(t *testing.T) {
+		t.Parallel()
+		// main waits for slow to complete, which takes ten minutes: after its 2 s
+		// startTimeout main is given up, never started, and (essential) stops the task.
+		slow := nonEssential(containerDef("slow", w.image, "sleep", "600"))
+		main := after(containerDef("main", w.image, "exit", "0"), "slow")
+		main.StartTimeout = proto.Int32(2)
+		start := time.Now()
+		_, _, st := runToStop(t, w, taskDef("starttimeout", slow, main), nil)
+		if got := containerOf(st, "main").GetReason(); !strings.Contains(got, "dependencies not resolved within its startTimeout of 2 s") {
+			t.Errorf("main's reason %q, want the startTimeout", got)
+		}
+		if d := time.Since(start); d > 40*time.Second {
+			t.Errorf("the task took %s to stop", d)
+		}
+	})
 }

@@ -54,8 +54,8 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 		{"gpu", base(func(in *ecs.RegisterTaskDefinitionInput) {
 			ctr(in).ResourceRequirements = []ecstypes.ResourceRequirement{{Type: ecstypes.ResourceTypeGpu, Value: aws.String("1")}}
 		}), "containerDefinitions[0].resourceRequirements is not supported by Berth. Berth cannot assign GPUs"},
-		{"startTimeout", base(func(in *ecs.RegisterTaskDefinitionInput) { ctr(in).StartTimeout = aws.Int32(30) }),
-			"containerDefinitions[0].startTimeout is not supported by Berth. Berth does not time out dependency waits yet"},
+		{"interactive", base(func(in *ecs.RegisterTaskDefinitionInput) { ctr(in).Interactive = aws.Bool(true) }),
+			"containerDefinitions[0].interactive is not supported by Berth. Berth does not keep stdin open yet; only false is supported."},
 		{"pidMode task", base(func(in *ecs.RegisterTaskDefinitionInput) { in.PidMode = ecstypes.PidModeTask }),
 			`pidMode "task" is not supported by Berth. Berth supports pidMode host; task (one PID namespace for the task's containers) is not supported yet.`},
 		{"restartPolicy", base(func(in *ecs.RegisterTaskDefinitionInput) {

@@ -416,6 +416,13 @@ func (t *task) pull(ctx context.Context, ctrs []*ctrState) (map[string]container
 // false, with a reason when a condition can no longer hold, when the
 // container must not start.
 func (t *task) waitDependencies(ctx context.Context, c *ctrState) (bool, string) {
+	// startTimeout bounds the wait (ECS: the container is not started after it).
+	var timeout <-chan time.Time
+	if secs := c.def.GetStartTimeout(); secs > 0 && len(c.def.GetDependsOn()) > 0 {
+		tm := time.NewTimer(time.Duration(secs) * time.Second)
+		defer tm.Stop()
+		timeout = tm.C
+	}
 	for {
 		t.mu.Lock()
 		ch := t.changed
@@ -465,6 +472,8 @@ func (t *task) waitDependencies(ctx context.Context, c *ctrState) (bool, string)
 		select {
 		case <-ctx.Done():
 			return false, ""
+		case <-timeout:
+			return false, fmt.Sprintf("%scontainer %s: dependencies not resolved within its startTimeout of %d s", reasonDependency, c.name, c.def.GetStartTimeout())
 		case <-ch:
 		}
 	}

@@ -161,7 +161,7 @@ var FieldRules = map[string]FieldRule{
 	"ContainerDefinition.resourceRequirements":   refused(issueFields, supNoResReq),
 	"ContainerDefinition.restartPolicy":          refusedBut(issueFields, "Berth does not restart containers in place yet; only enabled false is supported.", restartDisabled),
 	"ContainerDefinition.secrets":                refused(issueAWSDeps, "Berth has no Secrets Manager or SSM Parameter Store yet; leave secrets out."),
-	"ContainerDefinition.startTimeout":           refused(issueFields, "Berth does not time out dependency waits yet; leave startTimeout out."),
+	"ContainerDefinition.startTimeout":           honoured("Seconds to wait for the dependsOn conditions; the container is then not started."),
 	"ContainerDefinition.stopTimeout":            honoured("Seconds between SIGTERM and SIGKILL."),
 	"ContainerDefinition.systemControls":         honoured("IPC-namespaced kernel parameters (kernel.msg*, kernel.sem, kernel.shm*, fs.mqueue.*); net.* is refused at registration while containers share the host's network namespace (issue 14)."),
 	"ContainerDefinition.ulimits":                honoured(""),

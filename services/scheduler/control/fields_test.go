@@ -256,10 +256,11 @@ func TestCheckFields(t *testing.T) {
 			m.ContainerDefinitions[0].LogConfiguration = &ecsv1.LogConfiguration{LogDriver: proto.String("json-file"), Options: map[string]string{"max-size": "1m"}}
 		}), ClientErr, "containerDefinitions[0].logConfiguration.options is not supported"},
 		{"ipcMode", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) { m.IpcMode = proto.String("task") }), ClientErr, `ipcMode "task" is not supported by Berth. Berth supports ipcMode host and none`},
-		{"startTimeout after honoured linuxParameters", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
+		{"dockerSecurityOptions after honoured members", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
 			m.ContainerDefinitions[0].LinuxParameters = &ecsv1.LinuxParameters{InitProcessEnabled: proto.Bool(true), Swappiness: proto.Int32(10), Tmpfs: []*ecsv1.Tmpfs{{ContainerPath: proto.String("/t"), Size: 1}}}
 			m.ContainerDefinitions[0].StartTimeout = proto.Int32(30)
-		}), ClientErr, "containerDefinitions[0].startTimeout is not supported"},
+			m.ContainerDefinitions[0].DockerSecurityOptions = []string{"no-new-privileges"}
+		}), ClientErr, "containerDefinitions[0].dockerSecurityOptions is not supported"},
 		{"docker volume options", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
 			m.Volumes = []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Driver: proto.String("local"), DriverOpts: map[string]string{"type": "nfs"}}}}
 		}), ClientErr, "volumes[0].dockerVolumeConfiguration.driverOpts is not supported"},

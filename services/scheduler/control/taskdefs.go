@@ -238,6 +238,9 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 				return nil, ecserr.Clientf("Invalid 'mountPoints' setting for container '%s'. containerPath must be an absolute path: %q.", name, mp.GetContainerPath())
 			}
 		}
+		if c.StartTimeout != nil && c.GetStartTimeout() < 0 {
+			return nil, ecserr.Clientf("Invalid 'startTimeout' setting for container '%s'. The value must be 0 or more seconds.", name)
+		}
 		if err := validateLinuxParameters(name, c.Memory != nil, c.GetLinuxParameters()); err != nil {
 			return nil, err
 		}

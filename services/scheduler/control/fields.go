@@ -199,7 +199,7 @@ var FieldRules = map[string]FieldRule{
 	"DockerVolumeConfiguration.autoprovision":          honoured("With scope shared: create the volume when missing; without, a missing one fails the container."),
 	"DockerVolumeConfiguration.driver":                 refusedBut(issueFields, "Berth's volumes are directories on the instance; only driver local is supported.", stringIn("local")),
 	"DockerVolumeConfiguration.driverOpts":             refused(issueFields, "Berth's local volumes take no driver options (type, device, o) yet; leave driverOpts out."),
-	"DockerVolumeConfiguration.labels":                 refused(issueFields, "Berth does not keep volume labels yet; leave labels out."),
+	"DockerVolumeConfiguration.labels":                 stored("Docker only records volume labels; Berth keeps them in the task definition."),
 	"DockerVolumeConfiguration.scope":                  honoured("task (default) or shared."),
 	"DeploymentConfiguration.alarms":                   honoured("Disabled alarms only; see DeploymentAlarms."),
 	"DeploymentConfiguration.bakeTimeInMinutes":        refused(issueRestOfAPI, supBlueGreen),

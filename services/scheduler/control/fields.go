@@ -43,10 +43,11 @@ type FieldRule struct {
 // not listed is honoured or refused as a whole by its parent member.
 var fieldShapes = []string{
 	"RegisterTaskDefinitionRequest", "ContainerDefinition", "Volume", "HostVolumeProperties",
-	"MountPoint", "VolumeFrom", "LogConfiguration", "LinuxParameters", "KernelCapabilities", "Tmpfs", "SystemControl", "DockerVolumeConfiguration", "Device",
-	"DeploymentConfiguration", "DeploymentCircuitBreaker", "DeploymentAlarms", "PortMapping",
+	"DockerVolumeConfiguration", "MountPoint", "VolumeFrom", "PortMapping", "LogConfiguration",
+	"LinuxParameters", "KernelCapabilities", "Device", "Tmpfs", "SystemControl",
 	"RunTaskRequest", "StartTaskRequest", "TaskOverride", "ContainerOverride",
 	"CreateServiceRequest", "UpdateServiceRequest",
+	"DeploymentConfiguration", "DeploymentCircuitBreaker", "DeploymentAlarms",
 }
 
 // FieldShapes returns the shapes FieldRules covers member by member.
@@ -109,8 +110,8 @@ var FieldRules = map[string]FieldRule{
 	// RegisterTaskDefinition (AWS reference: RegisterTaskDefinition).
 	"RegisterTaskDefinitionRequest.containerDefinitions":    honoured(""),
 	"RegisterTaskDefinitionRequest.cpu":                     honoured("Reserved at placement; shares of the task's cgroup, which holds all its containers."),
-	"RegisterTaskDefinitionRequest.enableFaultInjection":    refusedBut(issueFields, "Berth has no fault injection endpoints; only false is supported.", isFalse),
-	"RegisterTaskDefinitionRequest.ephemeralStorage":        refused(issueFields, supNoEphem),
+	"RegisterTaskDefinitionRequest.enableFaultInjection":    refusedBut(0, "Berth has no fault injection endpoints; only false is supported.", isFalse),
+	"RegisterTaskDefinitionRequest.ephemeralStorage":        refused(0, supNoEphem),
 	"RegisterTaskDefinitionRequest.executionRoleArn":        stored("AWS uses it only to pull from ECR and fetch secrets or logs, none of which Berth does yet."),
 	"RegisterTaskDefinitionRequest.family":                  honoured(""),
 	"RegisterTaskDefinitionRequest.inferenceAccelerators":   refused(0, supNoInfer),
@@ -171,7 +172,7 @@ var FieldRules = map[string]FieldRule{
 	"ContainerDefinition.workingDirectory":       honoured(""),
 
 	// Volume and the nested shapes of volumes and mounts.
-	"Volume.configuredAtLaunch":                      refusedBut(issueFields, supNoVolConf, isFalse),
+	"Volume.configuredAtLaunch":                      refusedBut(0, supNoVolConf, isFalse),
 	"Volume.dockerVolumeConfiguration":               honoured("A directory on the instance: scope task is removed with the task, scope shared outlives tasks and is reused by name."),
 	"Volume.efsVolumeConfiguration":                  refused(0, "Berth has no EFS; use host volumes."),
 	"Volume.fsxWindowsFileServerVolumeConfiguration": refused(0, "Berth runs Linux containers only; use host volumes."),
@@ -267,7 +268,7 @@ var FieldRules = map[string]FieldRule{
 	// Overrides.
 	"TaskOverride.containerOverrides":            honoured(""),
 	"TaskOverride.cpu":                           honoured("Replaces the task-level cpu."),
-	"TaskOverride.ephemeralStorage":              refused(issueFields, supNoEphem),
+	"TaskOverride.ephemeralStorage":              refused(0, supNoEphem),
 	"TaskOverride.executionRoleArn":              stored("As the task definition's executionRoleArn."),
 	"TaskOverride.inferenceAcceleratorOverrides": refused(0, supNoInfer),
 	"TaskOverride.memory":                        honoured("Replaces the task-level memory."),

@@ -258,6 +258,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		Cluster:     a.cfg.Cluster,
 		HostID:      a.hostID,
 		FIFODir:     filepath.Join(a.cfg.DataDir, "fifo"),
+		VolumeDir:   filepath.Join(a.cfg.DataDir, "volumes"),
 		StopTimeout: a.cfg.StopTimeout,
 		CleanupWait: a.cfg.CleanupWait,
 		Log:         a.log.With("component", "tasks"),

@@ -59,6 +59,13 @@ type ContainerSpec struct {
 	ReadonlyRootfs bool
 	// Hostname, when set, is the container's host name.
 	Hostname string
+	// Mounts are bind mounts of host directories (volumes), in order.
+	Mounts []Mount
+	// Linux are the linuxParameters Berth honours.
+	Linux LinuxOptions
+	// CgroupParent, when set, is the task cgroup (EnsureTaskCgroup) the container's
+	// cgroup is created in; else containerd's default /namespace/id.
+	CgroupParent string
 }
 
 // Args returns the process arguments for an image's entrypoint and cmd
@@ -137,6 +144,13 @@ func specOpts(spec ContainerSpec) []oci.SpecOpts {
 	}
 	if spec.ReadonlyRootfs {
 		opts = append(opts, oci.WithRootFSReadonly())
+	}
+	if len(spec.Mounts) > 0 {
+		opts = append(opts, WithBindMounts(spec.Mounts))
+	}
+	opts = append(opts, linuxSpecOpts(spec.Linux)...)
+	if spec.CgroupParent != "" {
+		opts = append(opts, WithCgroupParent(spec.CgroupParent, spec.ID))
 	}
 	return opts
 }

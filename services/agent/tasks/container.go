@@ -55,6 +55,9 @@ func (t *task) create(ctx context.Context, c *ctrState, img containerd.Image) (c
 		return nil, err
 	}
 	spec := t.containerSpec(c, img)
+	if err := t.prepareSpec(c, &spec); err != nil {
+		return nil, fmt.Errorf("%s%w", reasonCannotCreate, err)
+	}
 	ctr, err := runtime.Create(ctx, client, spec)
 	if errdefs.IsAlreadyExists(err) {
 		// Left by an attempt that failed part way: start afresh.
@@ -230,7 +233,7 @@ func (t *task) detach(c *ctrState) {
 // output to drain), logs closed.
 func (t *task) exited(ctx context.Context, c *ctrState, proc containerd.Task, code uint32) {
 	reason := ""
-	if runtime.OOMKilled(t.m.cfg.Gate.Namespace(), c.ID) {
+	if runtime.OOMKilledIn(t.cgroupPath(c)) {
 		reason = ReasonOOM
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -353,6 +356,9 @@ func (m *Manager) cleanup(ctx context.Context, arn string, ids []string) {
 			m.log.Warn("remove stopped container", "task", arn, "id", id, "err", err)
 		}
 		m.removeFIFOs(id)
+	}
+	if err := m.removeTaskResources(arn); err != nil {
+		m.log.Warn("remove task volumes and cgroup", "task", arn, "err", err)
 	}
 	if err := m.cfg.Logs.MarkRemoved(arn); err != nil {
 		m.log.Warn("mark logs removed", "task", arn, "err", err)

@@ -65,6 +65,10 @@ type Config struct {
 	// FIFODir holds the containers' stdio FIFOs; it must survive agent
 	// restarts so adopted containers' output can be re-attached.
 	FIFODir string
+	// VolumeDir holds the tasks' scratch volumes (host volumes without sourcePath), one
+	// directory per task; it must survive agent restarts. Default: FIFODir's sibling
+	// "volumes".
+	VolumeDir string
 	// StopTimeout is the time between the stop signal and SIGKILL for
 	// containers without stopTimeout; default 30 s (ECS_CONTAINER_STOP_TIMEOUT).
 	StopTimeout time.Duration

@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -231,6 +232,13 @@ func (t *task) pull(ctx context.Context, ctrs []*ctrState) (map[string]container
 // false, with a reason when a condition can no longer hold, when the
 // container must not start.
 func (t *task) waitDependencies(ctx context.Context, c *ctrState) (bool, string) {
+	// startTimeout bounds the wait (ECS: the container is not started after it).
+	var timeout <-chan time.Time
+	if secs := c.Def.GetStartTimeout(); secs > 0 && len(c.Def.GetDependsOn()) > 0 {
+		tm := time.NewTimer(time.Duration(secs) * time.Second)
+		defer tm.Stop()
+		timeout = tm.C
+	}
 	for {
 		t.mu.Lock()
 		ch := t.changed
@@ -249,6 +257,8 @@ func (t *task) waitDependencies(ctx context.Context, c *ctrState) (bool, string)
 		select {
 		case <-ctx.Done():
 			return false, ""
+		case <-timeout:
+			return false, fmt.Sprintf("%scontainer %s: dependencies not resolved within its startTimeout of %d s", state.ReasonDependency, c.Name, c.Def.GetStartTimeout())
 		case <-ch:
 		}
 	}

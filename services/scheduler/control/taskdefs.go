@@ -125,6 +125,20 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 			return nil, ecserr.Clientf("Volume names must be unique: %q is used twice.", v.GetName())
 		}
 		volumes[v.GetName()] = true
+		if dv := v.GetDockerVolumeConfiguration(); dv != nil {
+			if v.GetHost() != nil {
+				return nil, ecserr.Clientf("Invalid setting for volume '%s'. Specify either host or dockerVolumeConfiguration, not both.", v.GetName())
+			}
+			if dv.Scope != nil && !oneOf(dv.GetScope(), "task", "shared") {
+				return nil, ecserr.Clientf("Invalid 'dockerVolumeConfiguration.scope' setting for volume '%s': valid values are task and shared.", v.GetName())
+			}
+			if dv.GetAutoprovision() && dv.GetScope() != "shared" {
+				return nil, ecserr.Clientf("Invalid 'dockerVolumeConfiguration' setting for volume '%s'. Autoprovision can only be true when scope is shared.", v.GetName())
+			}
+		}
+		if v.GetHost() != nil && v.GetHost().SourcePath != nil && !strings.HasPrefix(v.GetHost().GetSourcePath(), "/") {
+			return nil, ecserr.Clientf("Invalid 'host.sourcePath' setting for volume '%s'. The source path must be an absolute path on the container instance.", v.GetName())
+		}
 	}
 
 	names := map[string]bool{}
@@ -214,9 +228,24 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 			}
 		}
 		for _, mp := range c.GetMountPoints() {
-			if mp.GetSourceVolume() != "" && !volumes[mp.GetSourceVolume()] {
+			if mp.GetSourceVolume() == "" {
+				return nil, ecserr.Clientf("Invalid 'mountPoints' setting for container '%s'. sourceVolume should not be null or empty.", name)
+			}
+			if !volumes[mp.GetSourceVolume()] {
 				return nil, ecserr.Clientf("Invalid 'mountPoints' setting for container '%s'. Unknown volume '%s'.", name, mp.GetSourceVolume())
 			}
+			if !strings.HasPrefix(mp.GetContainerPath(), "/") {
+				return nil, ecserr.Clientf("Invalid 'mountPoints' setting for container '%s'. containerPath must be an absolute path: %q.", name, mp.GetContainerPath())
+			}
+		}
+		if c.StartTimeout != nil && c.GetStartTimeout() < 0 {
+			return nil, ecserr.Clientf("Invalid 'startTimeout' setting for container '%s'. The value must be 0 or more seconds.", name)
+		}
+		if err := validateLinuxParameters(name, c.Memory != nil, c.GetLinuxParameters()); err != nil {
+			return nil, err
+		}
+		if err := validateSystemControls(name, m.GetIpcMode(), c.GetSystemControls()); err != nil {
+			return nil, err
 		}
 		if c.PortMappings == nil {
 			c.PortMappings = []*ecsv1.PortMapping{}
@@ -236,6 +265,18 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 		td.ContainerDefinitions = append(td.ContainerDefinitions, c)
 	}
 	for _, c := range td.ContainerDefinitions {
+		for _, pm := range c.GetPortMappings() {
+			// The container's port is the host's port until issue 14's networking: a
+			// mapping to another host port would be silently wrong.
+			if hp := pm.GetHostPort(); hp != 0 && pm.ContainerPort != nil && hp != pm.GetContainerPort() {
+				return nil, ecserr.Clientf("Invalid 'portMappings' setting for container '%s'. Berth runs containers in the host's network namespace: hostPort %d must be 0 or equal to containerPort %d.", c.GetName(), hp, pm.GetContainerPort())
+			}
+		}
+		for _, vf := range c.GetVolumesFrom() {
+			if src := vf.GetSourceContainer(); !names[src] || src == c.GetName() {
+				return nil, ecserr.Clientf("Invalid 'volumesFrom' setting for container '%s'. Unknown source container '%s'.", c.GetName(), src)
+			}
+		}
 		for _, d := range c.GetDependsOn() {
 			if !names[d.GetContainerName()] {
 				return nil, ecserr.Clientf("Invalid 'dependsOn' setting for container '%s'. Unknown container '%s'.", c.GetName(), d.GetContainerName())
@@ -264,6 +305,9 @@ func (s *Server) RegisterTaskDefinition(ctx context.Context, req *connect.Reques
 	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.RegisterTaskDefinitionResponse, error) {
 		td, err := buildTaskDefinition(m)
 		if err != nil {
+			return nil, err
+		}
+		if err := CheckFields(ClientErr, m); err != nil {
 			return nil, err
 		}
 		td.Status = proto.String(statusActive)

@@ -52,6 +52,60 @@ func TestRegisterTaskDefinitionValidation(t *testing.T) {
 		{"unknown volume", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.MountPoints = []*ecsv1.MountPoint{{SourceVolume: proto.String("v"), ContainerPath: proto.String("/v")}}
 		})}}, "ClientException", "volume"},
+		{"relative sourcePath", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v"), Host: &ecsv1.HostVolumeProperties{SourcePath: proto.String("data")}}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", "Invalid 'host.sourcePath' setting for volume 'v'. The source path must be an absolute path"},
+		{"relative containerPath", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v")}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.MountPoints = []*ecsv1.MountPoint{{SourceVolume: proto.String("v"), ContainerPath: proto.String("v")}}
+		})}}, "ClientException", "containerPath must be an absolute path"},
+		{"mount without volume", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.MountPoints = []*ecsv1.MountPoint{{ContainerPath: proto.String("/v")}}
+		})}}, "ClientException", "sourceVolume should not be null or empty."},
+		{"volumesFrom unknown", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.VolumesFrom = []*ecsv1.VolumeFrom{{SourceContainer: proto.String("b")}}
+		})}}, "ClientException", "Invalid 'volumesFrom' setting for container 'a'. Unknown source container 'b'."},
+		{"volumesFrom itself", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.VolumesFrom = []*ecsv1.VolumeFrom{{SourceContainer: proto.String("a")}}
+		})}}, "ClientException", "Unknown source container 'a'"},
+		{"unknown capability", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.LinuxParameters = &ecsv1.LinuxParameters{Capabilities: &ecsv1.KernelCapabilities{Add: []string{"NET_ADMIN", "FLY"}}}
+		})}}, "ClientException", "Invalid 'linuxParameters.capabilities.add' setting for container 'a'. Unknown capability 'FLY'."},
+		{"tmpfs without size", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.LinuxParameters = &ecsv1.LinuxParameters{Tmpfs: []*ecsv1.Tmpfs{{ContainerPath: proto.String("/t"), Size: -1}}}
+		})}}, "ClientException", "size must be a positive number of MiB"},
+		{"negative shm", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.LinuxParameters = &ecsv1.LinuxParameters{SharedMemorySize: proto.Int32(-5)}
+		})}}, "ClientException", "Invalid 'linuxParameters.sharedMemorySize' setting for container 'a'."},
+		{"device relative path", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.LinuxParameters = &ecsv1.LinuxParameters{Devices: []*ecsv1.Device{{HostPath: proto.String("dev/null")}}}
+		})}}, "ClientException", "hostPath and containerPath must be absolute paths."},
+		{"device bad permission", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.LinuxParameters = &ecsv1.LinuxParameters{Devices: []*ecsv1.Device{{HostPath: proto.String("/dev/null"), Permissions: []string{"execute"}}}}
+		})}}, "ClientException", "Unknown permission 'execute'"},
+		{"maxSwap without memory", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.Memory, c.MemoryReservation = nil, proto.Int32(32)
+			c.LinuxParameters = &ecsv1.LinuxParameters{MaxSwap: proto.Int32(10)}
+		})}}, "ClientException", "Invalid 'linuxParameters.maxSwap' setting for container 'a'."},
+		{"swappiness without maxSwap", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.LinuxParameters = &ecsv1.LinuxParameters{Swappiness: proto.Int32(10)}
+		})}}, "ClientException", "needs maxSwap"},
+		{"net sysctl", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.SystemControls = []*ecsv1.SystemControl{{Namespace: proto.String("net.ipv4.ip_forward"), Value: proto.String("1")}}
+		})}}, "ClientException", "net.ipv4.ip_forward is not supported by Berth"},
+		{"non-namespaced sysctl", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.SystemControls = []*ecsv1.SystemControl{{Namespace: proto.String("vm.swappiness"), Value: proto.String("1")}}
+		})}}, "ClientException", "vm.swappiness is not a namespaced kernel parameter"},
+		{"sysctl with ipcMode host", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), IpcMode: proto.String("host"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.SystemControls = []*ecsv1.SystemControl{{Namespace: proto.String("kernel.shmmax"), Value: proto.String("1")}}
+		})}}, "ClientException", "cannot be set when ipcMode is host"},
+		{"pidMode task refused", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), PidMode: proto.String("task"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", `pidMode "task" is not supported by Berth. Berth supports pidMode host`},
+		{"autoprovision task scope", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Scope: proto.String("task"), Autoprovision: proto.Bool(true)}}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", "Autoprovision can only be true when scope is shared."},
+		{"bad scope", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Scope: proto.String("global")}}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", "valid values are task and shared"},
+		{"docker volume driver", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Driver: proto.String("rexray/ebs")}}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", `volumes[0].dockerVolumeConfiguration.driver "rexray/ebs" is not supported by Berth.`},
+		{"bridge host port remap", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.PortMappings = []*ecsv1.PortMapping{{ContainerPort: proto.Int32(80), HostPort: proto.Int32(8081)}}
+		})}}, "ClientException", "hostPort 8081 must be 0 or equal to containerPort 80."},
+		{"secrets refused", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.Secrets = []*ecsv1.Secret{{Name: proto.String("S"), ValueFrom: proto.String("arn")}}
+		})}}, "ClientException", "containerDefinitions[0].secrets is not supported by Berth."},
 		{"fargate needs awsvpc", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), RequiresCompatibilities: []string{"FARGATE"}, Cpu: proto.String("256"), Memory: proto.String("512"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", "awsvpc"},
 		{"dependsOn unknown", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.DependsOn = []*ecsv1.ContainerDependency{{ContainerName: proto.String("b"), Condition: proto.String("START")}}

@@ -316,6 +316,9 @@ func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTask
 		if len(m.GetCapacityProviderStrategy()) > 0 && m.LaunchType != nil {
 			return nil, ecserr.InvalidParameterf("Specifying both a launch type and capacity provider strategy is not supported.")
 		}
+		if err := CheckFields(InvalidParamErr, m); err != nil {
+			return nil, err
+		}
 		name, crec, _, err := s.activeCluster(ctx, account, m.GetCluster())
 		if err != nil {
 			return nil, err
@@ -328,6 +331,9 @@ func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTask
 		}
 		td, tdTags, err := s.resolveRunnable(ctx, account, m.GetTaskDefinition())
 		if err != nil {
+			return nil, err
+		}
+		if err := CheckTaskDefinitionFields(td); err != nil {
 			return nil, err
 		}
 		sp := &taskSpec{overrides: m.GetOverrides(), startedBy: m.GetStartedBy(), group: m.GetGroup(), tags: m.GetTags(),
@@ -424,12 +430,18 @@ func (s *Server) StartTask(ctx context.Context, req *connect.Request[ecsv1.Start
 		if len(m.GetContainerInstances()) == 0 || len(m.GetContainerInstances()) > maxRunCount {
 			return nil, ecserr.InvalidParameterf("containerInstances must list between 1 and %d container instances.", maxRunCount)
 		}
+		if err := CheckFields(InvalidParamErr, m); err != nil {
+			return nil, err
+		}
 		name, _, _, err := s.activeCluster(ctx, account, m.GetCluster())
 		if err != nil {
 			return nil, err
 		}
 		td, tdTags, err := s.resolveRunnable(ctx, account, m.GetTaskDefinition())
 		if err != nil {
+			return nil, err
+		}
+		if err := CheckTaskDefinitionFields(td); err != nil {
 			return nil, err
 		}
 		sp := &taskSpec{overrides: m.GetOverrides(), startedBy: m.GetStartedBy(), group: m.GetGroup(), tags: m.GetTags(),

@@ -77,6 +77,9 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 		if len(m.GetCapacityProviderStrategy()) > 0 {
 			return nil, ecserr.New("UnsupportedFeatureException", "Capacity provider strategies are not supported.")
 		}
+		if err := control.CheckFields(control.InvalidParamErr, m); err != nil {
+			return nil, err
+		}
 		dc := deploymentConfig(strategy, m.GetDeploymentConfiguration())
 		if err := validateDeploymentConfig(strategy, dc); err != nil {
 			return nil, err
@@ -99,6 +102,9 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 			return nil, err
 		}
 		td := tdRec.GetTaskDefinition()
+		if err := control.CheckTaskDefinitionFields(td); err != nil {
+			return nil, err
+		}
 		now := h.now()
 		depID := NewDeploymentID()
 		propagate := m.GetPropagateTags()
@@ -265,6 +271,9 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 		if len(m.GetCapacityProviderStrategy()) > 0 {
 			return nil, ecserr.New("UnsupportedFeatureException", "Capacity provider strategies are not supported.")
 		}
+		if err := control.CheckFields(control.InvalidParamErr, m); err != nil {
+			return nil, err
+		}
 		if p := m.GetPropagateTags(); p != "" && p != "TASK_DEFINITION" && p != "SERVICE" && p != "NONE" {
 			return nil, ecserr.InvalidParameterf("Invalid propagateTags %q: valid values are TASK_DEFINITION, SERVICE and NONE.", p)
 		}
@@ -275,6 +284,9 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 				return nil, err
 			}
 			td = rec.GetTaskDefinition()
+			if err := control.CheckTaskDefinitionFields(td); err != nil {
+				return nil, err
+			}
 		}
 		key := keys.Service(account, cluster, name)
 		var out *storev1.ServiceRecord

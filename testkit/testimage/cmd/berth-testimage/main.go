@@ -10,6 +10,8 @@
 //	alloc N            allocate and touch N MiB, then sleep
 //	health-file PATH   exit 0 if PATH exists, else 1 (a CMD health check)
 //	check URL          exit 0 if GET URL answers 200, else 1 (a CMD health check)
+//	write PATH TEXT    write TEXT to the file PATH, exit 0; print the error and exit 1
+//	cat PATH           print the file PATH, exit 0; print the error and exit 1
 //
 // With no arguments it sleeps for an hour. Modes that wait exit 0 on SIGTERM
 // or SIGINT (except ignore-sigterm); a usage error exits 2. The program is
@@ -131,8 +133,29 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 			return usage("takes URL")
 		}
 		return check(rest[0], stdout)
+	case "write":
+		if len(rest) != 2 {
+			return usage("takes PATH TEXT")
+		}
+		if err := os.WriteFile(rest[0], []byte(rest[1]), 0o644); err != nil {
+			fmt.Fprintf(stdout, "write failed: %v\n", err)
+			return exitFail
+		}
+		fmt.Fprintf(stdout, "wrote %s\n", rest[0])
+		return exitOK
+	case "cat":
+		if len(rest) != 1 {
+			return usage("takes PATH")
+		}
+		b, err := os.ReadFile(rest[0])
+		if err != nil {
+			fmt.Fprintf(stdout, "cat failed: %v\n", err)
+			return exitFail
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+		return exitOK
 	default:
-		return usage("unknown mode; want sleep, exit, env, echo, serve, ignore-sigterm, alloc, health-file or check")
+		return usage("unknown mode; want sleep, exit, env, echo, serve, ignore-sigterm, alloc, health-file, check, write or cat")
 	}
 }
 

@@ -26,7 +26,9 @@ func TestRun(t *testing.T) {
 		{"echo", []string{"echo", "out", "err"}, 0, "out\n", "err\n"},
 		{"sleep", []string{"sleep", "0"}, 0, "sleeping 0s\n", ""},
 		{"health-file present", []string{"health-file", present}, 0, "healthy\n", ""},
-		{"unknown mode", []string{"nope"}, exitUsage, "", "berth-testimage nope: unknown mode; want sleep, exit, env, echo, serve, ignore-sigterm, alloc, health-file or check\n"},
+		{"write then cat", []string{"write", present + ".w", "hi"}, 0, "wrote " + present + ".w\n", ""},
+		{"cat missing", []string{"cat", present + ".none"}, 1, "cat failed: open " + present + ".none: no such file or directory\n", ""},
+		{"unknown mode", []string{"nope"}, exitUsage, "", "berth-testimage nope: unknown mode; want sleep, exit, env, echo, serve, ignore-sigterm, alloc, health-file, check, write or cat\n"},
 		{"bad number", []string{"exit", "x"}, exitUsage, "", "berth-testimage exit: strconv.Atoi: parsing \"x\": invalid syntax\n"},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,270 @@
+package agent_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/agent"
+)
+
+// after makes c wait for the named containers to complete.
+func after(c *ecsv1.ContainerDefinition, names ...string) *ecsv1.ContainerDefinition {
+	for _, n := range names {
+		c.DependsOn = append(c.DependsOn, &ecsv1.ContainerDependency{ContainerName: proto.String(n), Condition: proto.String("COMPLETE")})
+	}
+	return c
+}
+
+func nonEssential(c *ecsv1.ContainerDefinition) *ecsv1.ContainerDefinition {
+	c.Essential = proto.Bool(false)
+	return c
+}
+
+func mount(c *ecsv1.ContainerDefinition, volume, at string, readOnly bool) *ecsv1.ContainerDefinition {
+	c.MountPoints = append(c.MountPoints, &ecsv1.MountPoint{SourceVolume: proto.String(volume), ContainerPath: proto.String(at), ReadOnly: proto.Bool(readOnly)})
+	return c
+}
+
+// stdout returns the stdout lines of one container of a task.
+func stdout(t *testing.T, ta *testAgent, arn, name string) []string {
+	t.Helper()
+	return texts(readLogs(t, ta, &agentv1.ReadLogsRequest{TaskArn: arn, ContainerName: name}), "stdout")
+}
+
+// TestTaskVolumes runs tasks on real containerd and looks, from inside the containers, at
+// what the task definition's volumes, mountPoints and volumesFrom give them.
+func TestTaskVolumes(t *testing.T) {
+	w := newWorld(t)
+
+	t.Run("host_bind_mount_read_only", func(t *testing.T) {
+		t.Parallel()
+		host := t.TempDir()
+		if err := os.WriteFile(filepath.Join(host, "in.txt"), []byte("from-host"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		td := taskDef("hostvol",
+			nonEssential(mount(containerDef("reader", w.image, "cat", "/data/in.txt"), "data", "/data", true)),
+			nonEssential(mount(containerDef("rowriter", w.image, "write", "/data/nope.txt", "x"), "data", "/data", true)),
+			after(mount(containerDef("writer", w.image, "write", "/data/out.txt", "from-container"), "data", "/data", false), "reader", "rowriter"),
+		)
+		td.Volumes = []*ecsv1.Volume{{Name: proto.String("data"), Host: &ecsv1.HostVolumeProperties{SourcePath: proto.String(host)}}}
+		ta, arn, st := runToStop(t, w, td, nil)
+		if got := stdout(t, ta, arn, "reader"); !slices.Equal(got, []string{"from-host"}) {
+			t.Errorf("reader saw %q in /data/in.txt, want the host's file", got)
+		}
+		ro := stdout(t, ta, arn, "rowriter")
+		if code := containerOf(st, "rowriter").GetExitCode(); code != 1 || len(ro) != 1 || !strings.Contains(ro[0], "read-only file system") {
+			t.Errorf("write to a readOnly mount point: exit %d, %q; want a read-only file system error", code, ro)
+		}
+		if _, err := os.Stat(filepath.Join(host, "nope.txt")); err == nil {
+			t.Error("the readOnly mount point let a file be written")
+		}
+		if code := containerOf(st, "writer").GetExitCode(); code != 0 {
+			t.Errorf("writer exit %d: %q", code, stdout(t, ta, arn, "writer"))
+		}
+		if b, err := os.ReadFile(filepath.Join(host, "out.txt")); err != nil || string(b) != "from-container" {
+			t.Errorf("host sees %q, %v; want the container's write", b, err)
+		}
+	})
+
+	t.Run("scratch_volume_shared_and_removed", func(t *testing.T) {
+		t.Parallel()
+		td := taskDef("scratch",
+			nonEssential(mount(containerDef("producer", w.image, "write", "/shared/msg", "hello"), "scratch", "/shared", false)),
+			nonEssential(after(&ecsv1.ContainerDefinition{Name: proto.String("roconsumer"), Image: proto.String(w.image), Command: []string{"write", "/shared/other", "x"},
+				VolumesFrom: []*ecsv1.VolumeFrom{{SourceContainer: proto.String("producer"), ReadOnly: proto.Bool(true)}}}, "producer")),
+			after(&ecsv1.ContainerDefinition{Name: proto.String("consumer"), Image: proto.String(w.image), Command: []string{"cat", "/shared/msg"},
+				VolumesFrom: []*ecsv1.VolumeFrom{{SourceContainer: proto.String("producer")}}}, "producer", "roconsumer"),
+		)
+		td.Volumes = []*ecsv1.Volume{{Name: proto.String("scratch"), Host: &ecsv1.HostVolumeProperties{}}}
+		var dataDir string
+		ta, arn, st := runToStop(t, w, td, func(c *agent.Config) {
+			c.CleanupWait = 3 * time.Second
+			dataDir = c.DataDir
+		})
+		if got := stdout(t, ta, arn, "consumer"); !slices.Equal(got, []string{"hello"}) || containerOf(st, "consumer").GetExitCode() != 0 {
+			t.Errorf("consumer (volumesFrom producer) read %q, want the producer's write", got)
+		}
+		if ro := stdout(t, ta, arn, "roconsumer"); len(ro) != 1 || !strings.Contains(ro[0], "read-only file system") {
+			t.Errorf("volumesFrom readOnly: %q, want a read-only file system error", ro)
+		}
+		dir := filepath.Join(dataDir, "volumes", arn[strings.LastIndex(arn, "/")+1:], "scratch")
+		if b, err := os.ReadFile(filepath.Join(dir, "msg")); err != nil || string(b) != "hello" {
+			t.Fatalf("scratch directory %s holds %q, %v", dir, b, err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if _, err := os.Stat(filepath.Dir(dir)); os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("task's scratch volumes %s still there after the task was cleaned up", filepath.Dir(dir))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+
+	t.Run("task_memory_is_a_hard_limit", func(t *testing.T) {
+		t.Parallel()
+		// No container limit: the task's 64 MiB holds both containers, so one allocating
+		// 200 MiB is OOM-killed, while 16 MiB fits.
+		td := taskDef("taskmem",
+			nonEssential(containerDef("small", w.image, "alloc", "16")),
+			containerDef("big", w.image, "alloc", "200"),
+		)
+		td.Memory = proto.String("64")
+		_, _, st := runToStop(t, w, td, nil)
+		if got := containerOf(st, "big").GetReason(); got != "OutOfMemoryError: Container killed due to memory usage" {
+			t.Errorf("big: reason %q (exit %d), want OOM at the task's 64 MiB", got, containerOf(st, "big").GetExitCode())
+		}
+		if got := containerOf(st, "small").GetReason(); strings.Contains(got, "OutOfMemory") {
+			t.Errorf("small was OOM-killed too: %q", got)
+		}
+	})
+
+	t.Run("task_memory_override", func(t *testing.T) {
+		t.Parallel()
+		// The task definition's 512 MiB would fit 100 MiB; the RunTask override of 48 does not.
+		td := taskDef("taskmemov", containerDef("big", w.image, "alloc", "100"))
+		td.Memory = proto.String("512")
+		cp := newControlPlane(t)
+		name := clusterName(t)
+		startAgent(t, testConfig(t, w, cp, name), cp)
+		arn := taskARN(name)
+		cp.push(t, &agentv1.SessionResponse{Message: &agentv1.SessionResponse_Assignment{Assignment: &agentv1.Assignment{
+			DeliveryId:     "d-" + arn[strings.LastIndex(arn, "/")+1:],
+			Task:           &ecsv1.Task{TaskArn: proto.String(arn), TaskDefinitionArn: td.TaskDefinitionArn, Overrides: &ecsv1.TaskOverride{Memory: proto.String("48")}},
+			TaskDefinition: td,
+		}}})
+		st := cp.waitStatus(t, arn, "STOPPED", 60*time.Second)
+		if got := containerOf(st, "big").GetReason(); got != "OutOfMemoryError: Container killed due to memory usage" {
+			t.Errorf("reason %q, want OOM at the overridden 48 MiB", got)
+		}
+	})
+
+	t.Run("shared_docker_volume_outlives_tasks", func(t *testing.T) {
+		t.Parallel()
+		cp := newControlPlane(t)
+		name := clusterName(t)
+		cfg := testConfig(t, w, cp, name)
+		cfg.CleanupWait = 2 * time.Second
+		ta := startAgent(t, cfg, cp)
+		shared := func(family, volume string, autoprovision bool, c *ecsv1.ContainerDefinition) *ecsv1.TaskDefinition {
+			// A task-scoped volume beside the shared one: its directory goes with the task.
+			td := taskDef(family, mount(mount(c, volume, "/v", false), "own", "/own", false))
+			td.Volumes = []*ecsv1.Volume{{Name: proto.String(volume), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{
+				Scope: proto.String("shared"), Autoprovision: proto.Bool(autoprovision), Driver: proto.String("local"),
+			}}, {Name: proto.String("own"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Scope: proto.String("task")}}}
+			return td
+		}
+		run := func(td *ecsv1.TaskDefinition) (string, *agentv1.TaskStateChange) {
+			arn := taskARN(name)
+			cp.assign(t, arn, td)
+			return arn, cp.waitStatus(t, arn, "STOPPED", 60*time.Second)
+		}
+		first, _ := run(shared("producer", "cache", true, containerDef("main", w.image, "write", "/v/msg", "kept")))
+		// The first task is cleaned up (its own volumes removed) before the second reads.
+		if _, err := os.Stat(filepath.Join(cfg.DataDir, "volumes", first[strings.LastIndex(first, "/")+1:], "own")); err != nil {
+			t.Fatalf("the first task's task-scoped volume: %v", err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if _, err := os.Stat(filepath.Join(cfg.DataDir, "volumes", first[strings.LastIndex(first, "/")+1:])); os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("first task not cleaned up")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		second, st := run(shared("consumer", "cache", false, containerDef("main", w.image, "cat", "/v/msg")))
+		if got := stdout(t, ta, second, "main"); !slices.Equal(got, []string{"kept"}) || containerOf(st, "main").GetExitCode() != 0 {
+			t.Errorf("second task read %q from the shared volume, want the first task's write", got)
+		}
+		_, st = run(shared("missing", "never-made", false, containerDef("main", w.image, "cat", "/v/msg")))
+		if got := containerOf(st, "main").GetReason(); !strings.Contains(got, "shared volume not found on this instance and autoprovision is false") {
+			t.Errorf("shared volume missing without autoprovision: reason %q", got)
+		}
+	})
+
+	t.Run("task_cpu_cgroup", func(t *testing.T) {
+		t.Parallel()
+		// Both containers are in the task's cgroup, whose cpu.shares is the task's cpu.
+		td := taskDef("taskcpu", nonEssential(containerDef("a", w.image, "cat", "/proc/self/cgroup")), containerDef("b", w.image, "sleep", "600"))
+		td.Cpu = proto.String("256")
+		cp := newControlPlane(t)
+		name := clusterName(t)
+		cfg := testConfig(t, w, cp, name)
+		ta := startAgent(t, cfg, cp)
+		arn := taskARN(name)
+		cp.assign(t, arn, td)
+		cp.waitStatus(t, arn, "RUNNING", 60*time.Second)
+		parent := "/" + cfg.Namespace + "/task-" + arn[strings.LastIndex(arn, "/")+1:]
+		b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpu", parent, "cpu.shares"))
+		if err != nil {
+			b, err = os.ReadFile(filepath.Join("/sys/fs/cgroup", parent, "cpu.weight"))
+		}
+		if got := strings.TrimSpace(string(b)); err != nil || (got != "256" && got != "10") { // v1 shares, v2 weight of 256 shares
+			t.Errorf("task cgroup cpu: %q, %v; want 256 shares", got, err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		var lines []string
+		for time.Now().Before(deadline) {
+			if lines = stdout(t, ta, arn, "a"); len(lines) > 0 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, parent+"/") }) {
+			t.Errorf("container a's cgroups %q are not under the task's %s", lines, parent)
+		}
+		cp.stop(t, arn, "UserInitiated")
+		cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
+	})
+
+	t.Run("task_volumes_survive_agent_restart", func(t *testing.T) {
+		t.Parallel()
+		cp := newControlPlane(t)
+		name := clusterName(t)
+		cfg := testConfig(t, w, cp, name)
+		cfg.CleanupWait = time.Second
+		ta := startAgent(t, cfg, cp)
+		td := taskDef("survive",
+			nonEssential(mount(containerDef("producer", w.image, "write", "/s/msg", "still here"), "scratch", "/s", false)),
+			mount(containerDef("main", w.image, "sleep", "600"), "scratch", "/s", true),
+		)
+		td.Volumes = []*ecsv1.Volume{{Name: proto.String("scratch"), Host: &ecsv1.HostVolumeProperties{}}}
+		td.Memory = proto.String("128")
+		arn := taskARN(name)
+		id := arn[strings.LastIndex(arn, "/")+1:]
+		msg := filepath.Join(cfg.DataDir, "volumes", id, "scratch", "msg")
+		memCgroup := filepath.Join("/sys/fs/cgroup/memory", cfg.Namespace, "task-"+id)
+		cp.assign(t, arn, td)
+		cp.waitStatus(t, arn, "RUNNING", 60*time.Second)
+		cp.waitFor(t, 30*time.Second, "the producer's write", func() bool { _, err := os.Stat(msg); return err == nil })
+
+		ta.stop()
+		startAgent(t, cfg, cp)
+		cp.waitFor(t, 30*time.Second, "second hello", func() bool { return len(cp.hellos) >= 2 })
+		cp.assign(t, arn, td) // redelivered
+		time.Sleep(time.Second)
+		if b, err := os.ReadFile(msg); err != nil || string(b) != "still here" {
+			t.Fatalf("after the agent restart the task's volume holds %q, %v", b, err)
+		}
+		cp.stop(t, arn, "UserInitiated")
+		cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
+		cp.waitFor(t, 30*time.Second, "the task's volumes and cgroup removed", func() bool {
+			_, errV := os.Stat(filepath.Dir(filepath.Dir(msg)))
+			_, errC := os.Stat(memCgroup)
+			return os.IsNotExist(errV) && os.IsNotExist(errC)
+		})
+	})
+}

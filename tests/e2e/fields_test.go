@@ -1,0 +1,174 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
+)
+
+// TestRefusedFieldsThroughGateway sends each field Berth refuses (docs/task-definition-fields.md)
+// through the real gateway and scheduler with the AWS SDK for Go v2 and checks the typed
+// error names the field and says what Berth supports, and that a refused task definition
+// was not registered (no revision used). A few go through the AWS CLI too.
+func TestRefusedFieldsThroughGateway(t *testing.T) {
+	s := startAPIStack(t, "000000000000")
+	c := s.clients["000000000000"]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	base := func(mod func(*ecs.RegisterTaskDefinitionInput)) *ecs.RegisterTaskDefinitionInput {
+		in := &ecs.RegisterTaskDefinitionInput{
+			Family: aws.String("refused"),
+			ContainerDefinitions: []ecstypes.ContainerDefinition{{
+				Name: aws.String("app"), Image: aws.String("img"), Memory: aws.Int32(32),
+			}},
+		}
+		mod(in)
+		return in
+	}
+	ctr := func(in *ecs.RegisterTaskDefinitionInput) *ecstypes.ContainerDefinition {
+		return &in.ContainerDefinitions[0]
+	}
+	for _, tc := range []struct {
+		name string
+		in   *ecs.RegisterTaskDefinitionInput
+		want string
+	}{
+		{"secrets", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			ctr(in).Secrets = []ecstypes.Secret{{Name: aws.String("DB"), ValueFrom: aws.String("arn:aws:secretsmanager:us-east-1:000000000000:secret:db")}}
+		}), "containerDefinitions[0].secrets is not supported by Berth. Berth has no Secrets Manager"},
+		{"environmentFiles", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			ctr(in).EnvironmentFiles = []ecstypes.EnvironmentFile{{Type: ecstypes.EnvironmentFileTypeS3, Value: aws.String("arn:aws:s3:::bucket/app.env")}}
+		}), "containerDefinitions[0].environmentFiles is not supported by Berth. Berth has no object store"},
+		{"awslogs", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			ctr(in).LogConfiguration = &ecstypes.LogConfiguration{LogDriver: ecstypes.LogDriverAwslogs, Options: map[string]string{"awslogs-group": "g"}}
+		}), `containerDefinitions[0].logConfiguration.logDriver "awslogs" is not supported by Berth. Berth keeps container output with the agent (logDriver json-file)`},
+		{"gpu", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			ctr(in).ResourceRequirements = []ecstypes.ResourceRequirement{{Type: ecstypes.ResourceTypeGpu, Value: aws.String("1")}}
+		}), "containerDefinitions[0].resourceRequirements is not supported by Berth. Berth cannot assign GPUs"},
+		{"interactive", base(func(in *ecs.RegisterTaskDefinitionInput) { ctr(in).Interactive = aws.Bool(true) }),
+			"containerDefinitions[0].interactive is not supported by Berth. Berth does not keep stdin open yet; only false is supported."},
+		{"pidMode task", base(func(in *ecs.RegisterTaskDefinitionInput) { in.PidMode = ecstypes.PidModeTask }),
+			`pidMode "task" is not supported by Berth. Berth supports pidMode host; task (one PID namespace for the task's containers) is not supported yet.`},
+		{"restartPolicy", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			ctr(in).RestartPolicy = &ecstypes.ContainerRestartPolicy{Enabled: aws.Bool(true), IgnoredExitCodes: []int32{0}}
+		}), "containerDefinitions[0].restartPolicy is not supported by Berth. Berth does not restart containers in place yet"},
+		{"efs", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			in.Volumes = []ecstypes.Volume{{Name: aws.String("v"), EfsVolumeConfiguration: &ecstypes.EFSVolumeConfiguration{FileSystemId: aws.String("fs-1")}}}
+		}), "volumes[0].efsVolumeConfiguration is not supported by Berth. Berth has no EFS"},
+		{"taskRoleArn", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			in.TaskRoleArn = aws.String("arn:aws:iam::000000000000:role/app")
+		}),
+			`taskRoleArn "arn:aws:iam::000000000000:role/app" is not supported by Berth. Berth does not hand IAM role credentials`},
+		{"awsvpc", base(func(in *ecs.RegisterTaskDefinitionInput) { in.NetworkMode = ecstypes.NetworkModeAwsvpc }),
+			`networkMode "awsvpc" is not supported by Berth. Berth supports networkMode host and bridge`},
+	} {
+		_, err := c.RegisterTaskDefinition(ctx, tc.in)
+		var ce *ecstypes.ClientException
+		if !errors.As(err, &ce) {
+			t.Errorf("%s: RegisterTaskDefinition = %v, want ClientException", tc.name, err)
+			continue
+		}
+		if !strings.HasPrefix(aws.ToString(ce.Message), tc.want) {
+			t.Errorf("%s: message %q, want it to start %q", tc.name, aws.ToString(ce.Message), tc.want)
+		}
+	}
+	if out, err := c.ListTaskDefinitions(ctx, &ecs.ListTaskDefinitionsInput{}); err != nil || len(out.TaskDefinitionArns) != 0 {
+		t.Fatalf("refused task definitions were registered: %v %v", out, err)
+	}
+
+	// A definition Berth honours, then RunTask and CreateService members it refuses.
+	td, err := c.RegisterTaskDefinition(ctx, base(func(in *ecs.RegisterTaskDefinitionInput) {
+		ctr(in).LogConfiguration = &ecstypes.LogConfiguration{LogDriver: ecstypes.LogDriverJsonFile}
+		ctr(in).Privileged = aws.Bool(false)
+	}))
+	if err != nil {
+		t.Fatalf("RegisterTaskDefinition of honoured fields: %v", err)
+	}
+	if rev := td.TaskDefinition.Revision; rev != 1 {
+		t.Errorf("first accepted revision is %d, want 1 (a refused call used a revision)", rev)
+	}
+	if _, err := c.CreateCluster(ctx, &ecs.CreateClusterInput{ClusterName: aws.String("default")}); err != nil {
+		t.Fatal(err)
+	}
+	invalid := func(what string, err error, want string) {
+		t.Helper()
+		var ip *ecstypes.InvalidParameterException
+		if !errors.As(err, &ip) {
+			t.Errorf("%s = %v, want InvalidParameterException", what, err)
+			return
+		}
+		if !strings.HasPrefix(aws.ToString(ip.Message), want) {
+			t.Errorf("%s: message %q, want it to start %q", what, aws.ToString(ip.Message), want)
+		}
+	}
+	_, err = c.RunTask(ctx, &ecs.RunTaskInput{TaskDefinition: aws.String("refused"), EnableExecuteCommand: true})
+	invalid("RunTask enableExecuteCommand", err, "enableExecuteCommand is not supported by Berth. Berth has no ECS Exec")
+	_, err = c.RunTask(ctx, &ecs.RunTaskInput{TaskDefinition: aws.String("refused"), Overrides: &ecstypes.TaskOverride{
+		ContainerOverrides: []ecstypes.ContainerOverride{{Name: aws.String("app"), EnvironmentFiles: []ecstypes.EnvironmentFile{{Type: ecstypes.EnvironmentFileTypeS3, Value: aws.String("arn:aws:s3:::b/k.env")}}}},
+	}})
+	invalid("RunTask environmentFiles override", err, "overrides.containerOverrides[0].environmentFiles is not supported by Berth.")
+	_, err = c.RunTask(ctx, &ecs.RunTaskInput{TaskDefinition: aws.String("refused"), NetworkConfiguration: &ecstypes.NetworkConfiguration{
+		AwsvpcConfiguration: &ecstypes.AwsVpcConfiguration{Subnets: []string{"subnet-1"}},
+	}})
+	invalid("RunTask networkConfiguration", err, "networkConfiguration is not supported by Berth.")
+	_, err = c.CreateService(ctx, &ecs.CreateServiceInput{ServiceName: aws.String("web"), TaskDefinition: aws.String("refused"), DesiredCount: aws.Int32(1),
+		ServiceConnectConfiguration: &ecstypes.ServiceConnectConfiguration{Enabled: true}})
+	invalid("CreateService serviceConnectConfiguration", err, "serviceConnectConfiguration is not supported by Berth. Berth has no Service Connect")
+	_, err = c.CreateService(ctx, &ecs.CreateServiceInput{ServiceName: aws.String("web"), TaskDefinition: aws.String("refused"), DesiredCount: aws.Int32(1),
+		LoadBalancers: []ecstypes.LoadBalancer{{TargetGroupArn: aws.String("arn:aws:elasticloadbalancing:us-east-1:000000000000:targetgroup/t/1"), ContainerName: aws.String("app"), ContainerPort: aws.Int32(80)}}})
+	invalid("CreateService loadBalancers", err, "loadBalancers is not supported by Berth.")
+	if _, err := c.CreateService(ctx, &ecs.CreateServiceInput{ServiceName: aws.String("web"), TaskDefinition: aws.String("refused"), DesiredCount: aws.Int32(0)}); err != nil {
+		t.Fatalf("CreateService of honoured fields: %v", err)
+	}
+	_, err = c.UpdateService(ctx, &ecs.UpdateServiceInput{Service: aws.String("web"), EnableExecuteCommand: aws.Bool(true)})
+	invalid("UpdateService enableExecuteCommand", err, "enableExecuteCommand is not supported by Berth.")
+	if _, err := c.UpdateService(ctx, &ecs.UpdateServiceInput{Service: aws.String("web"), EnableExecuteCommand: aws.Bool(false)}); err != nil {
+		t.Errorf("UpdateService enableExecuteCommand false: %v", err)
+	}
+
+	// The AWS CLI sees the same errors (a service error's exit status: 254 for CLI v2, 255
+	// for v1; the exception and message on stderr).
+	if _, err := exec.LookPath("aws"); err != nil {
+		t.Skip("aws (the AWS CLI) not found in PATH: CLI half not run")
+	}
+	k := s.keys["000000000000"]
+	env := append(os.Environ(), "AWS_ACCESS_KEY_ID="+k[0], "AWS_SECRET_ACCESS_KEY="+k[1], "AWS_DEFAULT_REGION=us-east-1",
+		"AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_PAGER=")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"register-task-definition", "--family", "cli", "--container-definitions",
+			`[{"name":"app","image":"img","memory":32,"secrets":[{"name":"A","valueFrom":"arn:aws:ssm:us-east-1:000000000000:parameter/a"}]}]`},
+			"An error occurred (ClientException) when calling the RegisterTaskDefinition operation: containerDefinitions[0].secrets is not supported by Berth."},
+		{[]string{"register-task-definition", "--family", "cli", "--container-definitions",
+			`[{"name":"app","image":"img","memory":32,"logConfiguration":{"logDriver":"awslogs"}}]`},
+			`An error occurred (ClientException) when calling the RegisterTaskDefinition operation: containerDefinitions[0].logConfiguration.logDriver "awslogs" is not supported by Berth.`},
+		{[]string{"run-task", "--task-definition", "refused", "--enable-execute-command"},
+			"An error occurred (InvalidParameterException) when calling the RunTask operation: enableExecuteCommand is not supported by Berth."},
+		{[]string{"create-service", "--service-name", "cli", "--task-definition", "refused", "--desired-count", "1",
+			"--service-connect-configuration", `{"enabled":true}`},
+			"An error occurred (InvalidParameterException) when calling the CreateService operation: serviceConnectConfiguration is not supported by Berth."},
+	} {
+		cmd := exec.CommandContext(ctx, "aws", append(append([]string{"ecs"}, tc.args...), "--endpoint-url", s.url)...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || (ee.ExitCode() != 254 && ee.ExitCode() != 255) {
+			t.Errorf("aws ecs %s: %v (want exit 254 or 255)\n%s", tc.args[0], err, out)
+			continue
+		}
+		if !strings.Contains(string(out), tc.want) {
+			t.Errorf("aws ecs %s said:\n%s\nwant it to contain %q", tc.args[0], out, tc.want)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 // Package shapecheck checks AWS JSON 1.1 responses against the ECS service model
 // (api/ecs/ecs-2014-11-13.json, botocore's model): every structure in a response must hold
-// each member its shape lists as "required", and no member the shape does not define. It
+// each member its shape lists as "required", and no member the shape does not define; an
+// error answer's "__type" must be one of the errors the model lists for the operation or
+// one of CommonErrors (see CheckError). It
 // reads the model itself rather than Berth's generated descriptors, so a generator mistake
 // cannot hide a missing member. Tests put a Recorder in the path of every response they
 // get: Transport for AWS SDK for Go clients, Handler in front of an in-process gateway, or
@@ -30,7 +32,8 @@ const ModelPath = "api/ecs/ecs-2014-11-13.json"
 type Model struct {
 	// TargetPrefix is the X-Amz-Target prefix of the service's actions, with its dot.
 	TargetPrefix string
-	operations   map[string]string // operation name → output shape name
+	operations   map[string]string          // operation name → output shape name
+	errors       map[string]map[string]bool // operation name → its model error shapes
 	shapes       map[string]*shape
 }
 
@@ -57,18 +60,25 @@ func Load(path string) (*Model, error) {
 			TargetPrefix string `json:"targetPrefix"`
 		} `json:"metadata"`
 		Operations map[string]struct {
-			Output *member `json:"output"`
+			Output *member  `json:"output"`
+			Errors []member `json:"errors"`
 		} `json:"operations"`
 		Shapes map[string]*shape `json:"shapes"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("shapecheck: %s: %w", path, err)
 	}
-	m := &Model{TargetPrefix: raw.Metadata.TargetPrefix + ".", operations: map[string]string{}, shapes: raw.Shapes}
+	m := &Model{TargetPrefix: raw.Metadata.TargetPrefix + ".", operations: map[string]string{},
+		errors: map[string]map[string]bool{}, shapes: raw.Shapes}
 	for name, op := range raw.Operations {
 		if op.Output != nil {
 			m.operations[name] = op.Output.Shape
 		}
+		errs := map[string]bool{}
+		for _, e := range op.Errors {
+			errs[e.Shape] = true
+		}
+		m.errors[name] = errs
 	}
 	return m, nil
 }
@@ -112,6 +122,77 @@ func (m *Model) Check(operation string, body []byte) []string {
 	w := walker{m: m, op: operation}
 	w.value(out, v, "")
 	return w.violations
+}
+
+// CommonErrors are the error types any operation of an AWS JSON 1.1 service may answer
+// besides the ones its model lists, each with the AWS source that documents it. The AWS
+// "Common Errors" page (docs.aws.amazon.com/awsconsolehelpdocs/latest/gsg/common-errors.html,
+// "errors common to API actions of all AWS services") lists AccessDeniedException,
+// IncompleteSignature, RequestEntityTooLargeException, ThrottlingException,
+// UnrecognizedClientException, UnknownOperationException, MissingAuthenticationToken and
+// ValidationError; a JSON-protocol service writes the signature and token ones with the
+// "Exception" suffix (IncompleteSignatureException, MissingAuthenticationTokenException),
+// as the SDKs' retry and auth-error tables name them. InvalidSignatureException (signature
+// mismatch) and SerializationException (a body that is not the operation's JSON input) are
+// the AWS JSON protocol's own answers to a request that never reaches an operation; the
+// AWS SDK for Go v2 and botocore both map them by these names.
+var CommonErrors = map[string]bool{
+	"AccessDeniedException":               true,
+	"IncompleteSignatureException":        true,
+	"InvalidSignatureException":           true,
+	"MissingAuthenticationTokenException": true,
+	"RequestEntityTooLargeException":      true,
+	"SerializationException":              true,
+	"ThrottlingException":                 true,
+	"UnknownOperationException":           true,
+	"UnrecognizedClientException":         true,
+	"ValidationException":                 true,
+}
+
+// unsupportedAction is the start of the message Berth answers, with
+// UnsupportedFeatureException, for an ECS action it does not implement at all (see
+// control.notYet and the gateway's mapError): a deliberate Berth answer for the whole
+// action, accepted for any operation. An UnsupportedFeatureException refusing one field
+// of a served action must still be in the operation's model errors.
+const unsupportedAction = "Berth does not support "
+
+// CheckError decodes body, an error answer to operation, and returns one line per
+// violation: the body is not {"__type", "message"} JSON, or its __type (the part after a
+// '#', as the SDKs read it) is neither one of the operation's errors in the model nor one
+// of CommonErrors. An operation the model lacks may only answer a common error.
+func (m *Model) CheckError(operation string, body []byte) []string {
+	var e struct {
+		Type    string `json:"__type"`
+		Message string `json:"message"`
+	}
+	if err := json.Unmarshal(body, &e); err != nil {
+		return []string{fmt.Sprintf("%s: error answer is not JSON: %v", operation, err)}
+	}
+	typ := e.Type
+	if i := strings.LastIndexByte(typ, '#'); i >= 0 {
+		typ = typ[i+1:]
+	}
+	switch {
+	case typ == "":
+		return []string{fmt.Sprintf("%s: error answer without __type: %s", operation, body)}
+	case CommonErrors[typ], m.errors[operation][typ]:
+		return nil
+	case typ == "UnsupportedFeatureException" && strings.HasPrefix(e.Message, unsupportedAction):
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: error %s is not one of the operation's model errors %v (message %q)",
+		operation, typ, m.Errors(operation), e.Message)}
+}
+
+// Errors returns the error shapes the model lists for operation, sorted (nil when the
+// operation is unknown or lists none).
+func (m *Model) Errors(operation string) []string {
+	var out []string
+	for e := range m.errors[operation] {
+		out = append(out, e)
+	}
+	sort.Strings(out)
+	return out
 }
 
 type walker struct {
@@ -202,26 +283,42 @@ func (w *walker) value(shapeName string, v any, path string) {
 	}
 }
 
-// Recorder checks every successful ECS response passing through it and keeps the
-// violations; safe for concurrent use.
+// Recorder checks every ECS response passing through it and keeps the violations; safe
+// for concurrent use.
 type Recorder struct {
 	model      *Model
 	mu         sync.Mutex
 	violations []string
 	checked    map[string]int
+	errs       map[string]map[string]int
 }
 
 // NewRecorder returns a Recorder checking against model.
 func NewRecorder(model *Model) *Recorder {
-	return &Recorder{model: model, checked: map[string]int{}}
+	return &Recorder{model: model, checked: map[string]int{}, errs: map[string]map[string]int{}}
 }
 
 // Record checks one response: target is the request's X-Amz-Target, status the HTTP
-// status. Only 200 answers to the model's service are checked (errors have their own
-// {"__type", "message"} shape).
+// status. A 200 answer is checked with Check, any other with CheckError; requests to
+// another service (no model prefix) are ignored.
 func (r *Recorder) Record(target string, status int, body []byte) {
 	op, ok := strings.CutPrefix(target, r.model.TargetPrefix)
-	if !ok || status != http.StatusOK {
+	if !ok {
+		return
+	}
+	if status != http.StatusOK {
+		v := r.model.CheckError(op, body)
+		var e struct {
+			Type string `json:"__type"`
+		}
+		_ = json.Unmarshal(body, &e)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.errs[op] == nil {
+			r.errs[op] = map[string]int{}
+		}
+		r.errs[op][e.Type]++
+		r.violations = append(r.violations, v...)
 		return
 	}
 	v := r.model.Check(op, body)
@@ -231,6 +328,22 @@ func (r *Recorder) Record(target string, status int, body []byte) {
 	r.violations = append(r.violations, v...)
 }
 
+// ErrorsSeen returns, per operation, how many error answers of each __type were
+// recorded.
+func (r *Recorder) ErrorsSeen() map[string]map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]map[string]int, len(r.errs))
+	for op, m := range r.errs {
+		c := make(map[string]int, len(m))
+		for k, v := range m {
+			c[k] = v
+		}
+		out[op] = c
+	}
+	return out
+}
+
 // Violations returns every violation recorded so far.
 func (r *Recorder) Violations() []string {
 	r.mu.Lock()
@@ -238,7 +351,7 @@ func (r *Recorder) Violations() []string {
 	return append([]string(nil), r.violations...)
 }
 
-// Checked returns how many responses of each operation were checked.
+// Checked returns how many successful responses of each operation were checked.
 func (r *Recorder) Checked() map[string]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -283,7 +396,7 @@ type roundTripper struct {
 
 func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	res, err := t.next.RoundTrip(req)
-	if err != nil || res.StatusCode != http.StatusOK {
+	if err != nil {
 		return res, err
 	}
 	body, err := io.ReadAll(res.Body)

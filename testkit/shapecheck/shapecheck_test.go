@@ -71,15 +71,68 @@ func TestRecorderHandlerAndTransport(t *testing.T) {
 		}
 		res.Body.Close()
 	}
-	// Both the server-side handler and the client-side transport saw the one 200 answer;
-	// the error answer is not a response shape and is not checked.
+	// Both the server-side handler and the client-side transport saw the one 200 answer
+	// and the one error answer (ClientException, a DescribeClusters model error).
 	if got := rec.Checked(); got["DescribeServices"] != 2 || got["DescribeClusters"] != 0 {
 		t.Errorf("checked %v", got)
+	}
+	if got := rec.ErrorsSeen(); len(got) != 1 || got["DescribeClusters"]["ClientException"] != 2 {
+		t.Errorf("errors seen %v", got)
 	}
 	if v := rec.Violations(); len(v) != 2 || !strings.Contains(v[0], "alarmNames") {
 		t.Errorf("violations %q", v)
 	}
 	if rec.Err() == nil {
 		t.Error("Err() = nil with violations recorded")
+	}
+}
+
+// TestCheckError checks error answers against the operation's model errors and the common
+// ones: each case that must fail names the error type outside the list.
+func TestCheckError(t *testing.T) {
+	m := model(t)
+	for _, tc := range []struct {
+		name, op, body string
+		want           string // substring of the one violation; "" for none
+	}{
+		{"model error", "DescribeServices", `{"__type":"ClusterNotFoundException","message":"Cluster not found."}`, ""},
+		{"namespaced type", "DeleteService", `{"__type":"com.amazonaws.ecs#ServiceNotFoundException","message":"Service not found."}`, ""},
+		{"common error", "ListClusters", `{"__type":"ThrottlingException","message":"Rate exceeded"}`, ""},
+		{"signature", "ListClusters", `{"__type":"InvalidSignatureException","message":"x"}`, ""},
+		{"unknown operation", "Nope", `{"__type":"UnknownOperationException","message":"x"}`, ""},
+		{"unsupported action", "CreateCapacityProvider", `{"__type":"UnsupportedFeatureException","message":"Berth does not support CreateCapacityProvider yet."}`, ""},
+		{"not in list", "ListClusters", `{"__type":"ClusterNotFoundException","message":"Cluster not found."}`,
+			"ListClusters: error ClusterNotFoundException is not one of the operation's model errors"},
+		{"service not active on delete", "DeleteService", `{"__type":"ServiceNotActiveException","message":"Service was not ACTIVE."}`,
+			"error ServiceNotActiveException is not one"},
+		{"unsupported field", "RegisterTaskDefinition", `{"__type":"UnsupportedFeatureException","message":"x is not supported."}`,
+			"error UnsupportedFeatureException is not one"},
+		{"other operation's error", "DescribeTaskDefinition", `{"__type":"ResourceNotFoundException","message":"x"}`,
+			"error ResourceNotFoundException"},
+		{"model error of unknown operation", "Nope", `{"__type":"ClientException","message":"x"}`, "error ClientException"},
+		{"no type", "ListClusters", `{"message":"x"}`, "without __type"},
+		{"not JSON", "ListClusters", `<html>`, "not JSON"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := m.CheckError(tc.op, []byte(tc.body))
+			if tc.want == "" {
+				if len(got) != 0 {
+					t.Fatalf("violations %q, want none", got)
+				}
+				return
+			}
+			if len(got) != 1 || !strings.Contains(got[0], tc.want) {
+				t.Fatalf("violations %q, want one with %q", got, tc.want)
+			}
+		})
+	}
+	// The recorder keeps the violation of an error answer and reports it.
+	rec := shapecheck.NewRecorder(m)
+	rec.Record(m.TargetPrefix+"ListClusters", http.StatusBadRequest, []byte(`{"__type":"ServiceNotFoundException","message":"x"}`))
+	if rec.Err() == nil || !strings.Contains(rec.Err().Error(), "ServiceNotFoundException") {
+		t.Fatalf("Err() = %v", rec.Err())
+	}
+	if got := rec.ErrorsSeen()["ListClusters"]["ServiceNotFoundException"]; got != 1 {
+		t.Fatalf("errors seen %v", rec.ErrorsSeen())
 	}
 }

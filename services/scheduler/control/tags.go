@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 
 	"connectrpc.com/connect"
 
@@ -151,13 +152,20 @@ func (s *Server) UntagResource(ctx context.Context, req *connect.Request[ecsv1.U
 	})
 }
 
-// ListTagsForResource returns a resource's tags. Errors as TagResource.
+// ListTagsForResource returns a resource's tags. Errors as TagResource, except that an
+// unknown resource other than a cluster is ClientException: the ListTagsForResource
+// reference's Errors section lists no ResourceNotFoundException (only ClientException —
+// "specifying an identifier that isn't valid" —, ClusterNotFoundException,
+// InvalidParameterException and ServerException), so an SDK could not type it.
 // AWS reference: ListTagsForResource.
 func (s *Server) ListTagsForResource(ctx context.Context, req *connect.Request[ecsv1.ListTagsForResourceRequest]) (*connect.Response[ecsv1.ListTagsForResourceResponse], error) {
 	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListTagsForResourceRequest) (*ecsv1.ListTagsForResourceResponse, error) {
 		tags, err := s.mutateTags(ctx, account, m.GetResourceArn(), func(cur []*ecsv1.Tag) ([]*ecsv1.Tag, error) {
 			return cur, store.ErrNoChange
 		})
+		if errors.Is(err, ecserr.ResourceNotFound) {
+			return nil, ecserr.Clientf("The specified resource could not be found.")
+		}
 		if err != nil {
 			return nil, err
 		}

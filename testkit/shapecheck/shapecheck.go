@@ -124,18 +124,20 @@ func (m *Model) Check(operation string, body []byte) []string {
 	return w.violations
 }
 
-// CommonErrors are the error types any operation of an AWS JSON 1.1 service may answer
-// besides the ones its model lists, each with the AWS source that documents it. The AWS
-// "Common Errors" page (docs.aws.amazon.com/awsconsolehelpdocs/latest/gsg/common-errors.html,
-// "errors common to API actions of all AWS services") lists AccessDeniedException,
-// IncompleteSignature, RequestEntityTooLargeException, ThrottlingException,
-// UnrecognizedClientException, UnknownOperationException, MissingAuthenticationToken and
-// ValidationError; a JSON-protocol service writes the signature and token ones with the
-// "Exception" suffix (IncompleteSignatureException, MissingAuthenticationTokenException),
-// as the SDKs' retry and auth-error tables name them. InvalidSignatureException (signature
-// mismatch) and SerializationException (a body that is not the operation's JSON input) are
-// the AWS JSON protocol's own answers to a request that never reaches an operation; the
-// AWS SDK for Go v2 and botocore both map them by these names.
+// CommonErrors are the error types any operation may answer besides the ones its model
+// lists, limited to those Berth's gateway emits, each with the AWS source that documents
+// it. AWS's "Common Errors" page (errors "common to API actions of all AWS services",
+// e.g. docs.aws.amazon.com/awsconsolehelpdocs/latest/gsg/common-errors.html) lists
+// AccessDeniedException (an agent credential calling a non-agent action),
+// IncompleteSignature, MissingAuthenticationToken, RequestEntityTooLargeException (HTTP
+// 413), ThrottlingException, UnrecognizedClientException and UnknownOperationException;
+// the AWS JSON protocol spells the two signature ones with the "Exception" suffix
+// (IncompleteSignatureException, MissingAuthenticationTokenException), as real JSON
+// services answer them. InvalidSignatureException (the signature does not match) and
+// SerializationException (a body that is not the operation's JSON input) are the AWS
+// JSON protocol's own answers to requests that never reach an operation. ValidationError
+// / ValidationException are on the page but Berth answers invalid input with the model's
+// InvalidParameterException, so they are deliberately not accepted.
 var CommonErrors = map[string]bool{
 	"AccessDeniedException":               true,
 	"IncompleteSignatureException":        true,
@@ -146,7 +148,6 @@ var CommonErrors = map[string]bool{
 	"ThrottlingException":                 true,
 	"UnknownOperationException":           true,
 	"UnrecognizedClientException":         true,
-	"ValidationException":                 true,
 }
 
 // unsupportedAction is the start of the message Berth answers, with

@@ -110,6 +110,7 @@ func TestCheckError(t *testing.T) {
 		{"other operation's error", "DescribeTaskDefinition", `{"__type":"ResourceNotFoundException","message":"x"}`,
 			"error ResourceNotFoundException"},
 		{"model error of unknown operation", "Nope", `{"__type":"ClientException","message":"x"}`, "error ClientException"},
+		{"validation exception", "ListClusters", `{"__type":"ValidationException","message":"x"}`, "error ValidationException is not one"},
 		{"no type", "ListClusters", `{"message":"x"}`, "without __type"},
 		{"not JSON", "ListClusters", `<html>`, "not JSON"},
 	} {

@@ -344,4 +344,17 @@ func TestDocumentedErrorsWithSDK(t *testing.T) {
 			}
 		}
 	}
+
+	// A common error (not in any operation's model list, on AWS's Common Errors page): an
+	// unknown access key is UnrecognizedClientException, which the recorder accepts.
+	stranger := ecs.New(ecs.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(stack.url),
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: "AKIANOSUCHKEY0000000", SecretAccessKey: "x"}, nil
+		}),
+	})
+	if _, err := stranger.ListClusters(ctx, &ecs.ListClustersInput{}); apiErrorCode(err) != "UnrecognizedClientException" {
+		t.Errorf("unknown access key: %v", err)
+	}
 }

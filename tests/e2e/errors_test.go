@@ -282,6 +282,11 @@ func TestDocumentedErrorsWithSDK(t *testing.T) {
 			_, err := c.DeleteService(ctx, &ecs.DeleteServiceInput{Cluster: aws.String("errs"), Service: aws.String("web")})
 			return err
 		}, isType[*ecstypes.InvalidParameterException], "The service cannot be stopped while it is scaled above 0."},
+		// A service name in use by an ACTIVE service with other parameters (CreateService).
+		{"CreateService", func() error {
+			_, err := c.CreateService(ctx, &ecs.CreateServiceInput{Cluster: aws.String("errs"), ServiceName: aws.String("web"), TaskDefinition: aws.String(tdARN), DesiredCount: aws.Int32(3)})
+			return err
+		}, isType[*ecstypes.InvalidParameterException], "Creation of service was not idempotent."},
 		// A cluster with an active service cannot be deleted (DeleteCluster).
 		{"DeleteCluster", func() error {
 			_, err := c.DeleteCluster(ctx, &ecs.DeleteClusterInput{Cluster: aws.String("errs")})

@@ -68,6 +68,10 @@ type Config struct {
 	// requests, tasks by status, sessions, heartbeat lag, leadership) and Handler serves
 	// it at /metrics. Nil records nothing.
 	Registry *prometheus.Registry
+	// MaxTxnOps is the etcd cluster's --max-txn-ops (operations per txn): it bounds how
+	// many placements RunTask's group commit puts in one txn (control.Config.MaxTxnOps).
+	// Zero means etcd's default, 128.
+	MaxTxnOps int
 }
 
 // App is one scheduler replica.
@@ -123,9 +127,10 @@ func New(cfg Config) (*App, error) {
 	a.placer = placement.NewPlacer(a.watchKV, cfg.Logger.With("component", "placement"),
 		placement.WithMetrics(placement.NewMetrics(reg)))
 	a.control = control.New(control.Config{
-		KV:     a.kv,
-		Logger: cfg.Logger.With("component", "control"),
-		Placer: a.placer,
+		KV:        a.kv,
+		Logger:    cfg.Logger.With("component", "control"),
+		Placer:    a.placer,
+		MaxTxnOps: cfg.MaxTxnOps,
 	})
 	a.kick = service.NewKicker()
 	a.services = service.NewHandler(service.Config{

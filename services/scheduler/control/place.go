@@ -32,10 +32,28 @@ import (
 // with the tasks the token started.
 var errClientTokenUsed = errors.New("control: client token already used")
 
-// maxBatchTasks bounds a RunTask group commit: PlaceTxn writes about eight keys per task
-// (task, id→cluster, index keys, inbox) plus each instance once and the cluster, and etcd
-// refuses a txn of more than 128 operations by default.
-const maxBatchTasks = 12
+// DefaultMaxTxnOps is etcd's default --max-txn-ops: the most compares, and the most
+// writes, one txn may hold. Config.MaxTxnOps is this unless the etcd cluster allows more.
+const DefaultMaxTxnOps = 128
+
+// groupFixedOps are the writes of a group commit besides its tasks': the cluster record,
+// plus room for the leader fence's compare and a client token.
+const groupFixedOps = 3
+
+// groupByteBudget bounds the estimated size of a group commit's txn, below etcd's
+// default --max-request-bytes (1.5 MiB) and the client's 2 MiB send limit: every inbox
+// entry carries the task definition, which may be large.
+const groupByteBudget = 1 << 20
+
+// groupCost returns an upper bound of the writes (each task: the task, id→cluster, its
+// index keys with the instance's, the inbox entry, its instance at most once; compares
+// are fewer) and an estimate of the bytes PlaceTxn puts in a txn for req.
+func groupCost(req placeRequest) (ops, bytes int) {
+	t0 := req.tasks[0]
+	perTask := 5 + len(TaskIndexKeys(req.account, t0))
+	perBytes := 2*proto.Size(t0) + proto.Size(req.td) + 2048 // + instance record and keys
+	return perTask * len(req.tasks), perBytes * len(req.tasks)
+}
 
 // placeRequest is what RunTask and StartTask place.
 type placeRequest struct {
@@ -69,6 +87,9 @@ type placeResult struct {
 // and the group-commit queues.
 type placing struct {
 	placer *placement.Placer
+	// maxOps is the etcd cluster's --max-txn-ops (Config.MaxTxnOps): a group commit
+	// holds as many RunTask calls as fit in it.
+	maxOps int
 
 	mu       sync.Mutex
 	clusters map[string]clusterState // by account/cluster, under mu
@@ -307,7 +328,8 @@ func (s *Server) placeBatched(ctx context.Context, req placeRequest) (placeResul
 	}
 }
 
-// runQueue places the queue's calls, up to maxBatchTasks tasks a txn, until it is empty.
+// runQueue places the queue's calls, as many a txn as fit in etcd's limits (maxOps
+// writes, groupByteBudget bytes; one call always goes), until it is empty.
 func (s *Server) runQueue(k string, q *placeQueue) {
 	p := s.placing
 	for {
@@ -318,9 +340,13 @@ func (s *Server) runQueue(k string, q *placeQueue) {
 			p.mu.Unlock()
 			return
 		}
-		n, tasks := 0, 0
-		for n < len(q.calls) && (n == 0 || tasks+len(q.calls[n].req.tasks) <= maxBatchTasks) {
-			tasks += len(q.calls[n].req.tasks)
+		n, ops, size := 0, groupFixedOps, 0
+		for n < len(q.calls) {
+			o, b := groupCost(q.calls[n].req)
+			if n > 0 && (ops+o > p.maxOps || size+b > groupByteBudget) {
+				break
+			}
+			ops, size = ops+o, size+b
 			n++
 		}
 		calls := slices.Clone(q.calls[:n])

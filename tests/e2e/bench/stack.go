@@ -56,13 +56,14 @@ type stack struct {
 }
 
 func startStack(ctx context.Context, dir string, wg *sync.WaitGroup) (*stack, error) {
-	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: filepath.Join(dir, "etcd"), ClientURL: "http://127.0.0.1:0", UnsafeNoFsync: true})
+	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: filepath.Join(dir, "etcd"), ClientURL: "http://127.0.0.1:0", UnsafeNoFsync: true,
+		MaxTxnOps: etcdembed.DevMaxTxnOps}) // as `berth dev`
 	if err != nil {
 		return nil, fmt.Errorf("etcd: %w", err)
 	}
 	context.AfterFunc(ctx, func() { etcd.Close() })
 	s := &stack{reg: prometheus.NewRegistry()}
-	s.sched, err = app.New(app.Config{Etcd: etcd.Client(), Region: region, Registry: s.reg})
+	s.sched, err = app.New(app.Config{Etcd: etcd.Client(), Region: region, Registry: s.reg, MaxTxnOps: etcdembed.DevMaxTxnOps})
 	if err != nil {
 		return nil, err
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -256,6 +258,19 @@ func failures(fs []placement.Failure) []*ecsv1.Failure {
 	return out
 }
 
+// tooManyOps lowers the group commit's bound to DefaultMaxTxnOps after etcd refused a
+// group as too many operations (Config.MaxTxnOps above the cluster's --max-txn-ops),
+// and says so once.
+func (p *placing) tooManyOps(log *slog.Logger, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.maxOps > DefaultMaxTxnOps {
+		log.Warn("control: etcd refused a RunTask group commit as too many operations; placing up to its default --max-txn-ops from now on: set the scheduler's --etcd-max-txn-ops to the etcd cluster's",
+			"maxTxnOps", p.maxOps, "fallback", DefaultMaxTxnOps, "error", err)
+		p.maxOps = DefaultMaxTxnOps
+	}
+}
+
 // wrote records the cluster record PlaceTxn updated (its counters) as stored at rev.
 func (p *placing) wrote(account keys.Scope, cluster string, crec *storev1.ClusterRecord, rev int64) {
 	p.mu.Lock()
@@ -405,6 +420,15 @@ func (s *Server) placeGroup(calls []*placeCall) {
 			Tasks: all, TaskDefinition: first.td,
 		})
 	})
+	if err != nil && len(calls) > 1 && errors.Is(err, rpctypes.ErrTooManyOps) {
+		// etcd allows fewer operations than Config.MaxTxnOps said: nothing was written;
+		// fall back to etcd's default and place these calls one by one.
+		s.placing.tooManyOps(s.log, err)
+		for _, cl := range calls {
+			s.placeGroup([]*placeCall{cl})
+		}
+		return
+	}
 	if err != nil {
 		err = placementError(err)
 		for _, cl := range calls {

@@ -25,7 +25,7 @@ import (
 //
 //	go test -run x -bench RunTaskPlacement -benchtime 500x ./control
 func BenchmarkRunTaskPlacement(b *testing.B) {
-	srv, _, ctx := placingServerOps(b, false, etcdembed.DevMaxTxnOps) // as `berth dev`
+	srv, _, ctx := placingServerOps(b, false, etcdembed.DevMaxTxnOps, etcdembed.DevMaxTxnOps) // as `berth dev`
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
 	for i := range 1000 {

@@ -38,16 +38,17 @@ var testScope = keys.Scope{Account: testAccount, Region: testRegion}
 // the server, its etcd client and a context calling as testAccount in testRegion.
 func placingServer(t testing.TB, uncached bool) (*control.Server, *clientv3.Client, context.Context) {
 	t.Helper()
-	return placingServerOps(t, uncached, 0)
+	return placingServerOps(t, uncached, 0, 0)
 }
 
-// placingServerOps is placingServer whose etcd and control allow maxTxnOps operations
-// per txn (0: etcd's default, 128), as `berth dev` configures both.
-func placingServerOps(t testing.TB, uncached bool, maxTxnOps int) (*control.Server, *clientv3.Client, context.Context) {
+// placingServerOps is placingServer whose etcd allows etcdOps operations per txn and
+// whose control is told controlOps (0: etcd's default, 128); `berth dev` gives both
+// etcdembed.DevMaxTxnOps.
+func placingServerOps(t testing.TB, uncached bool, etcdOps, controlOps int) (*control.Server, *clientv3.Client, context.Context) {
 	t.Helper()
 	ectx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	es, err := etcdembed.Start(ectx, etcdembed.Config{Dir: t.TempDir(), ClientURL: "http://127.0.0.1:0", UnsafeNoFsync: true, MaxTxnOps: maxTxnOps})
+	es, err := etcdembed.Start(ectx, etcdembed.Config{Dir: t.TempDir(), ClientURL: "http://127.0.0.1:0", UnsafeNoFsync: true, MaxTxnOps: etcdOps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func placingServerOps(t testing.TB, uncached bool, maxTxnOps int) (*control.Serv
 	}
 	p := placement.NewPlacer(cli, nil, opts...)
 	t.Cleanup(p.Close)
-	srv := control.New(control.Config{KV: cli, Placer: p, MaxTxnOps: maxTxnOps})
+	srv := control.New(control.Config{KV: cli, Placer: p, MaxTxnOps: controlOps})
 	ctx := caller.With(context.Background(), caller.Identity{Account: testAccount, Region: testRegion})
 	if _, err := srv.CreateCluster(ctx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("c")})); err != nil {
 		t.Fatal(err)
@@ -287,7 +288,28 @@ func TestRunTaskNoEligibleInstanceSaysWhy(t *testing.T) {
 // tasks exactly 300 are placed, no instance is over-committed and the cluster's counter
 // saw each placement once.
 func TestRunTaskGroupCommitHoldsManyCalls(t *testing.T) {
-	srv, cli, ctx := placingServerOps(t, false, etcdembed.DevMaxTxnOps)
+	srv, cli, ctx := placingServerOps(t, false, etcdembed.DevMaxTxnOps, etcdembed.DevMaxTxnOps)
+	txns := placeConcurrently(t, srv, cli, ctx)
+	if txns >= 30 {
+		t.Fatalf("%d txns for 30 calls that placed: the group commit held one call a txn", txns)
+	}
+	t.Logf("48 calls placed 300 tasks in %d txns", txns)
+}
+
+// A scheduler told a larger --max-txn-ops than its etcd allows still places every call:
+// a group etcd refuses as too many operations (nothing written) is placed call by call,
+// and later groups keep to etcd's default.
+func TestRunTaskGroupCommitFallsBackToEtcdLimit(t *testing.T) {
+	srv, cli, ctx := placingServerOps(t, false, 0, etcdembed.DevMaxTxnOps)
+	placeConcurrently(t, srv, cli, ctx)
+}
+
+// placeConcurrently registers 30 instances with room for 10 tasks each and sends 48
+// concurrent RunTask(10) calls; it checks that exactly the 300 tasks that fit were
+// placed, no instance is over-committed and the cluster's counter saw each placement
+// once, and returns how many txns (revisions) the calls took.
+func placeConcurrently(t *testing.T, srv *control.Server, cli *clientv3.Client, ctx context.Context) int64 {
+	t.Helper()
 	for i := range 30 { // 30 instances × 10 slots of 256 CPU units
 		resp, err := srv.RegisterInstance(ctx, testScope, &agentv1.RegisterRequest{
 			Cluster: "c", HostId: fmt.Sprintf("h%02d", i), RuntimeReady: true, Resources: control.Resources(2560, 1<<20, nil, nil),
@@ -338,10 +360,6 @@ func TestRunTaskGroupCommitHoldsManyCalls(t *testing.T) {
 	if placed != 300 {
 		t.Fatalf("placed %d tasks, want 300 (capacity)", placed)
 	}
-	if txns >= 30 {
-		t.Fatalf("%d txns for 30 calls that placed: the group commit held one call a txn", txns)
-	}
-	t.Logf("%d calls placed 300 tasks in %d txns", calls, txns)
 	items, _, err := store.List[*storev1.TaskRecord](context.Background(), cli, keys.Tasks(testScope, "c"), 1000, "")
 	if err != nil {
 		t.Fatal(err)
@@ -365,4 +383,5 @@ func TestRunTaskGroupCommitHoldsManyCalls(t *testing.T) {
 	if got := d.Msg.GetClusters()[0].GetPendingTasksCount(); got != 300 {
 		t.Fatalf("cluster pendingTasksCount %d, want 300", got)
 	}
+	return txns
 }

@@ -44,8 +44,10 @@ type Config struct {
 	NewID func() string
 	// MaxTxnOps is the etcd cluster's --max-txn-ops: RunTask's group commit puts as many
 	// concurrent calls in one txn as this allows (about 8 writes a task). Zero means
-	// DefaultMaxTxnOps (etcd's default), which holds one RunTask of count 10; a value
-	// above the cluster's makes commits fail with "too many operations in txn request".
+	// DefaultMaxTxnOps (etcd's default), which holds one RunTask of count 10. When etcd
+	// refuses a group as too many operations (a value above the cluster's), the Server
+	// places that group's calls one by one, keeps to DefaultMaxTxnOps from then on and
+	// logs a warning.
 	MaxTxnOps int
 }
 

@@ -138,14 +138,14 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: filepath.Join(dataDir, "etcd"), ClientURL: "http://127.0.0.1:0"})
+	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: filepath.Join(dataDir, "etcd"), ClientURL: "http://127.0.0.1:0", MaxTxnOps: etcdembed.DevMaxTxnOps})
 	if err != nil {
 		return fmt.Errorf("start etcd: %w", err)
 	}
 	defer etcd.Close()
 
 	sched, err := app.New(app.Config{Etcd: etcd.Client(), Region: cfg.Region, Logger: log.With("service", "scheduler"), Dev: true,
-		TaskStableAfter: stableAfter})
+		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps})
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 func schedulerCommand() *cobra.Command {
 	var endpoints, listen, region, replica string
 	var leaderTTL, stableAfter time.Duration
+	var maxTxnOps, gzipMinBytes int
 	cmd := &cobra.Command{
 		Use:   "scheduler",
 		Short: "Run a scheduler replica against an etcd cluster",
@@ -35,7 +36,8 @@ func schedulerCommand() *cobra.Command {
 			}
 			defer etcd.Close()
 			a, err := app.New(app.Config{Etcd: etcd, Region: region, Logger: log, Replica: replica, LeaderTTL: leaderTTL,
-				Registry: prometheus.NewRegistry(), TaskStableAfter: stableAfter}) // /metrics on the internal listener
+				Registry: prometheus.NewRegistry(), TaskStableAfter: stableAfter, // /metrics on the internal listener
+				MaxTxnOps: maxTxnOps, GzipMinBytes: gzipMinBytes})
 			if err != nil {
 				return err
 			}
@@ -65,5 +67,7 @@ func schedulerCommand() *cobra.Command {
 	f.StringVar(&replica, "replica", cli.Env("BERTH_REPLICA", ""), "replica name (default host-pid)")
 	f.DurationVar(&leaderTTL, "leader-ttl", 5*time.Second, "leader election session TTL")
 	f.DurationVar(&stableAfter, "task-stable-after", 0, "how long a service task without health checks stays RUNNING before it counts toward minimumHealthyPercent (0: 40s, as AWS)")
+	f.IntVar(&maxTxnOps, "etcd-max-txn-ops", 128, "the etcd cluster's --max-txn-ops (etcd's default: 128); RunTask's group commit fills txns up to it, so raise both together (1024 holds about a dozen RunTask calls of count 10 per txn)")
+	f.IntVar(&gzipMinBytes, "gzip-min-bytes", 0, "gzip responses of at least this many bytes to clients that accept gzip (the gateway and agents); 0 never compresses, which costs least CPU on internal links")
 	return cmd
 }

@@ -72,6 +72,7 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	presence *presence
+	acks     *inboxAcks // deletes acknowledged inbox entries in batches
 
 	mu       sync.Mutex
 	sessions map[string]*session // by instance id
@@ -104,6 +105,7 @@ func New(cfg Config) *Server {
 		cfg:      cfg,
 		log:      log,
 		presence: newPresence(cfg.Etcd, cfg.PresenceTTL, log),
+		acks:     &inboxAcks{kv: cfg.Etcd},
 		sessions: map[string]*session{},
 	}
 }

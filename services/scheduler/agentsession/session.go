@@ -290,6 +290,7 @@ func (ss *session) recvLoop(ctx context.Context) error {
 // still holds what was sent); a stop order's stays until the task is STOPPED, so a stop
 // is redelivered after a reconnect until the agent confirms it.
 func (ss *session) onAck(ctx context.Context, ids []string) {
+	var items []store.KeyRevision
 	for _, id := range ids {
 		ss.mu.Lock()
 		d := ss.pending[id]
@@ -300,12 +301,24 @@ func (ss *session) onAck(ctx context.Context, ids []string) {
 		if d == nil || d.stop {
 			continue
 		}
-		_, err := store.Delete(ctx, ss.srv.cfg.Etcd, d.key, d.rev)
+		items = append(items, store.KeyRevision{Key: d.key, ModRevision: d.rev})
+	}
+	if len(items) == 0 {
+		return
+	}
+	// Each entry is deleted only at the revision delivered, in a batch with other
+	// sessions' acks (inboxAcks).
+	errs, err := ss.srv.acks.delete(ctx, items)
+	for i, it := range items {
+		e := err
+		if e == nil {
+			e = errs[i]
+		}
 		switch {
-		case err == nil, errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
+		case e == nil, errors.Is(e, store.ErrNotFound), errors.Is(e, store.ErrConflict):
 			// Gone or replaced (by a stop order, delivered on its own).
 		default:
-			ss.log.Warn("agentsession: delete acked inbox entry", "key", d.key, "err", err)
+			ss.log.Warn("agentsession: delete acked inbox entry", "key", it.Key, "err", e)
 		}
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -32,10 +34,28 @@ import (
 // with the tasks the token started.
 var errClientTokenUsed = errors.New("control: client token already used")
 
-// maxBatchTasks bounds a RunTask group commit: PlaceTxn writes about eight keys per task
-// (task, id→cluster, index keys, inbox) plus each instance once and the cluster, and etcd
-// refuses a txn of more than 128 operations by default.
-const maxBatchTasks = 12
+// DefaultMaxTxnOps is etcd's default --max-txn-ops: the most compares, and the most
+// writes, one txn may hold. Config.MaxTxnOps is this unless the etcd cluster allows more.
+const DefaultMaxTxnOps = 128
+
+// groupFixedOps are the writes of a group commit besides its tasks': the cluster record,
+// plus room for the leader fence's compare and a client token.
+const groupFixedOps = 3
+
+// groupByteBudget bounds the estimated size of a group commit's txn, below etcd's
+// default --max-request-bytes (1.5 MiB) and the client's 2 MiB send limit: every inbox
+// entry carries the task definition, which may be large.
+const groupByteBudget = 1 << 20
+
+// groupCost returns an upper bound of the writes (each task: the task, id→cluster, its
+// index keys with the instance's, the inbox entry, its instance at most once; compares
+// are fewer) and an estimate of the bytes PlaceTxn puts in a txn for req.
+func groupCost(req placeRequest) (ops, bytes int) {
+	t0 := req.tasks[0]
+	perTask := 5 + len(TaskIndexKeys(req.account, t0))
+	perBytes := 2*proto.Size(t0) + proto.Size(req.td) + 2048 // + instance record and keys
+	return perTask * len(req.tasks), perBytes * len(req.tasks)
+}
 
 // placeRequest is what RunTask and StartTask place.
 type placeRequest struct {
@@ -69,6 +89,9 @@ type placeResult struct {
 // and the group-commit queues.
 type placing struct {
 	placer *placement.Placer
+	// maxOps is the etcd cluster's --max-txn-ops (Config.MaxTxnOps): a group commit
+	// holds as many RunTask calls as fit in it.
+	maxOps int
 
 	mu       sync.Mutex
 	clusters map[string]clusterState // by account/cluster, under mu
@@ -235,6 +258,19 @@ func failures(fs []placement.Failure) []*ecsv1.Failure {
 	return out
 }
 
+// tooManyOps lowers the group commit's bound to DefaultMaxTxnOps after etcd refused a
+// group as too many operations (Config.MaxTxnOps above the cluster's --max-txn-ops),
+// and says so once.
+func (p *placing) tooManyOps(log *slog.Logger, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.maxOps > DefaultMaxTxnOps {
+		log.Warn("control: etcd refused a RunTask group commit as too many operations; placing up to its default --max-txn-ops from now on: set the scheduler's --etcd-max-txn-ops to the etcd cluster's",
+			"maxTxnOps", p.maxOps, "fallback", DefaultMaxTxnOps, "error", err)
+		p.maxOps = DefaultMaxTxnOps
+	}
+}
+
 // wrote records the cluster record PlaceTxn updated (its counters) as stored at rev.
 func (p *placing) wrote(account keys.Scope, cluster string, crec *storev1.ClusterRecord, rev int64) {
 	p.mu.Lock()
@@ -307,7 +343,8 @@ func (s *Server) placeBatched(ctx context.Context, req placeRequest) (placeResul
 	}
 }
 
-// runQueue places the queue's calls, up to maxBatchTasks tasks a txn, until it is empty.
+// runQueue places the queue's calls, as many a txn as fit in etcd's limits (maxOps
+// writes, groupByteBudget bytes; one call always goes), until it is empty.
 func (s *Server) runQueue(k string, q *placeQueue) {
 	p := s.placing
 	for {
@@ -318,9 +355,13 @@ func (s *Server) runQueue(k string, q *placeQueue) {
 			p.mu.Unlock()
 			return
 		}
-		n, tasks := 0, 0
-		for n < len(q.calls) && (n == 0 || tasks+len(q.calls[n].req.tasks) <= maxBatchTasks) {
-			tasks += len(q.calls[n].req.tasks)
+		n, ops, size := 0, groupFixedOps, 0
+		for n < len(q.calls) {
+			o, b := groupCost(q.calls[n].req)
+			if n > 0 && (ops+o > p.maxOps || size+b > groupByteBudget) {
+				break
+			}
+			ops, size = ops+o, size+b
 			n++
 		}
 		calls := slices.Clone(q.calls[:n])
@@ -379,6 +420,15 @@ func (s *Server) placeGroup(calls []*placeCall) {
 			Tasks: all, TaskDefinition: first.td,
 		})
 	})
+	if err != nil && len(calls) > 1 && errors.Is(err, rpctypes.ErrTooManyOps) {
+		// etcd allows fewer operations than Config.MaxTxnOps said: nothing was written;
+		// fall back to etcd's default and place these calls one by one.
+		s.placing.tooManyOps(s.log, err)
+		for _, cl := range calls {
+			s.placeGroup([]*placeCall{cl})
+		}
+		return
+	}
 	if err != nil {
 		err = placementError(err)
 		for _, cl := range calls {

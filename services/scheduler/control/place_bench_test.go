@@ -15,6 +15,7 @@ import (
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/scheduler/control"
+	"github.com/berthhq/berth/services/scheduler/etcdembed"
 )
 
 // BenchmarkRunTaskPlacement is issue 13's production path: RunTask (count 10) into
@@ -24,7 +25,7 @@ import (
 //
 //	go test -run x -bench RunTaskPlacement -benchtime 500x ./control
 func BenchmarkRunTaskPlacement(b *testing.B) {
-	srv, _, ctx := placingServer(b, false)
+	srv, _, ctx := placingServerOps(b, false, etcdembed.DevMaxTxnOps, etcdembed.DevMaxTxnOps) // as `berth dev`
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
 	for i := range 1000 {

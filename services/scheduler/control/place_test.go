@@ -2,8 +2,10 @@ package control_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -36,14 +38,29 @@ var testScope = keys.Scope{Account: testAccount, Region: testRegion}
 // the server, its etcd client and a context calling as testAccount in testRegion.
 func placingServer(t testing.TB, uncached bool) (*control.Server, *clientv3.Client, context.Context) {
 	t.Helper()
-	cli := etcdembed.StartForTest(t)
+	return placingServerOps(t, uncached, 0, 0)
+}
+
+// placingServerOps is placingServer whose etcd allows etcdOps operations per txn and
+// whose control is told controlOps (0: etcd's default, 128); `berth dev` gives both
+// etcdembed.DevMaxTxnOps.
+func placingServerOps(t testing.TB, uncached bool, etcdOps, controlOps int) (*control.Server, *clientv3.Client, context.Context) {
+	t.Helper()
+	ectx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	es, err := etcdembed.Start(ectx, etcdembed.Config{Dir: t.TempDir(), ClientURL: "http://127.0.0.1:0", UnsafeNoFsync: true, MaxTxnOps: etcdOps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = es.Close() })
+	cli := es.Client()
 	var opts []placement.Option
 	if uncached {
 		opts = append(opts, placement.WithoutCache())
 	}
 	p := placement.NewPlacer(cli, nil, opts...)
 	t.Cleanup(p.Close)
-	srv := control.New(control.Config{KV: cli, Placer: p})
+	srv := control.New(control.Config{KV: cli, Placer: p, MaxTxnOps: controlOps})
 	ctx := caller.With(context.Background(), caller.Identity{Account: testAccount, Region: testRegion})
 	if _, err := srv.CreateCluster(ctx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("c")})); err != nil {
 		t.Fatal(err)
@@ -263,4 +280,108 @@ func TestRunTaskNoEligibleInstanceSaysWhy(t *testing.T) {
 		}
 		run("every instance DRAINING", "DRAINING")
 	}
+}
+
+// Concurrent RunTask calls share group commits up to the etcd cluster's --max-txn-ops:
+// with 1,024 (`berth dev`'s), 48 calls of count 10 commit in fewer txns than calls (at
+// etcd's default, 128, each call took a txn of its own), yet against capacity for 300
+// tasks exactly 300 are placed, no instance is over-committed and the cluster's counter
+// saw each placement once.
+func TestRunTaskGroupCommitHoldsManyCalls(t *testing.T) {
+	srv, cli, ctx := placingServerOps(t, false, etcdembed.DevMaxTxnOps, etcdembed.DevMaxTxnOps)
+	txns := placeConcurrently(t, srv, cli, ctx)
+	if txns >= 30 {
+		t.Fatalf("%d txns for 30 calls that placed: the group commit held one call a txn", txns)
+	}
+	t.Logf("48 calls placed 300 tasks in %d txns", txns)
+}
+
+// A scheduler told a larger --max-txn-ops than its etcd allows still places every call:
+// a group etcd refuses as too many operations (nothing written) is placed call by call,
+// and later groups keep to etcd's default.
+func TestRunTaskGroupCommitFallsBackToEtcdLimit(t *testing.T) {
+	srv, cli, ctx := placingServerOps(t, false, 0, etcdembed.DevMaxTxnOps)
+	placeConcurrently(t, srv, cli, ctx)
+}
+
+// placeConcurrently registers 30 instances with room for 10 tasks each and sends 48
+// concurrent RunTask(10) calls; it checks that exactly the 300 tasks that fit were
+// placed, no instance is over-committed and the cluster's counter saw each placement
+// once, and returns how many txns (revisions) the calls took.
+func placeConcurrently(t *testing.T, srv *control.Server, cli *clientv3.Client, ctx context.Context) int64 {
+	t.Helper()
+	for i := range 30 { // 30 instances × 10 slots of 256 CPU units
+		resp, err := srv.RegisterInstance(ctx, testScope, &agentv1.RegisterRequest{
+			Cluster: "c", HostId: fmt.Sprintf("h%02d", i), RuntimeReady: true, Resources: control.Resources(2560, 1<<20, nil, nil),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.SetAgentConnected(ctx, testScope, resp.GetContainerInstance().GetContainerInstanceArn(), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := srv.RegisterTaskDefinition(ctx, connect.NewRequest(&ecsv1.RegisterTaskDefinitionRequest{
+		Family:               proto.String("web"),
+		ContainerDefinitions: []*ecsv1.ContainerDefinition{{Name: proto.String("app"), Image: proto.String("busybox"), Cpu: 256, Memory: proto.Int32(8)}},
+	})); err != nil {
+		t.Fatal(err)
+	}
+	rev := func() int64 {
+		r, err := cli.Get(context.Background(), "revision-probe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Header.Revision
+	}
+	rev0 := rev()
+	const calls = 48
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	placed := 0
+	start := make(chan struct{})
+	for i := range calls {
+		wg.Go(func() {
+			<-start
+			r, err := srv.RunTask(ctx, connect.NewRequest(&ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("web"), Count: proto.Int32(10),
+				StartedBy: proto.String(fmt.Sprintf("caller-%d", i))})) // one more index key a task
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			placed += len(r.Msg.GetTasks())
+		})
+	}
+	close(start)
+	wg.Wait()
+	txns := rev() - rev0 // every write of a placement is one txn: one revision
+	if placed != 300 {
+		t.Fatalf("placed %d tasks, want 300 (capacity)", placed)
+	}
+	items, _, err := store.List[*storev1.TaskRecord](context.Background(), cli, keys.Tasks(testScope, "c"), 1000, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := map[string]int32{}
+	for _, it := range items {
+		sum[it.Value.GetContainerInstanceId()] += it.Value.GetReservedCpu()
+	}
+	if len(items) != 300 {
+		t.Fatalf("%d tasks stored", len(items))
+	}
+	for id, cpu := range sum {
+		if cpu > 2560 {
+			t.Fatalf("instance %s over-committed: %d CPU units", id, cpu)
+		}
+	}
+	d, err := srv.DescribeClusters(ctx, connect.NewRequest(&ecsv1.DescribeClustersRequest{Clusters: []string{"c"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Msg.GetClusters()[0].GetPendingTasksCount(); got != 300 {
+		t.Fatalf("cluster pendingTasksCount %d, want 300", got)
+	}
+	return txns
 }

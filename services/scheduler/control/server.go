@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -41,6 +42,13 @@ type Config struct {
 	// NewID returns a new resource id (task and container instance ids, 32 lowercase hex
 	// characters on AWS); nil means a random one.
 	NewID func() string
+	// MaxTxnOps is the etcd cluster's --max-txn-ops: RunTask's group commit puts as many
+	// concurrent calls in one txn as this allows (about 8 writes a task). Zero means
+	// DefaultMaxTxnOps (etcd's default), which holds one RunTask of count 10. When etcd
+	// refuses a group as too many operations (a value above the cluster's), the Server
+	// places that group's calls one by one, keeps to DefaultMaxTxnOps from then on and
+	// logs a warning.
+	MaxTxnOps int
 }
 
 // Server implements the ECS API (ecsv1connect.EcsServiceHandler) over etcd, and the
@@ -64,7 +72,7 @@ func New(cfg Config) *Server {
 	s := &Server{
 		kv:      cfg.KV,
 		log:     cfg.Logger,
-		placing: &placing{placer: cfg.Placer},
+		placing: &placing{placer: cfg.Placer, maxOps: cmp.Or(cfg.MaxTxnOps, DefaultMaxTxnOps)},
 		now:     cfg.Now,
 		newID:   cfg.NewID,
 	}
@@ -93,7 +101,7 @@ func New(cfg Config) *Server {
 func (s *Server) Fenced(kv clientv3.KV) *Server {
 	c := *s
 	c.kv = kv
-	c.placing = &placing{placer: s.placing.placer}
+	c.placing = &placing{placer: s.placing.placer, maxOps: s.placing.maxOps}
 	return &c
 }
 

@@ -281,9 +281,17 @@ func NewTaskRecord(tt TaskTemplate) *storev1.TaskRecord {
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
 
-// describeTask returns the task as DescribeTasks shows it; tags only with include TAGS.
+// describeTask returns a copy of the task as DescribeTasks shows it; tags only with
+// include TAGS.
 func describeTask(r *storev1.TaskRecord, withTags bool) *ecsv1.Task {
-	t := proto.Clone(r.GetTask()).(*ecsv1.Task)
+	return describeOwned(proto.Clone(r.GetTask()).(*ecsv1.Task), withTags)
+}
+
+// describeOwned is describeTask without the copy, for a task the caller owns (decoded
+// for this call, or just written): it changes t and returns it. DescribeTasks(100) and
+// RunTask answer this way (copying each task was a sixth of DescribeTasks(100)'s scheduler
+// CPU).
+func describeOwned(t *ecsv1.Task, withTags bool) *ecsv1.Task {
 	if !withTags {
 		t.Tags = nil
 	} else if t.Tags == nil {
@@ -393,7 +401,7 @@ func placeResponse(res placeResult) *ecsv1.RunTaskResponse {
 		resp.Failures = []*ecsv1.Failure{}
 	}
 	for _, t := range res.placed {
-		resp.Tasks = append(resp.Tasks, describeTask(t, true))
+		resp.Tasks = append(resp.Tasks, describeOwned(t.GetTask(), true)) // written by this call
 	}
 	return resp
 }
@@ -415,7 +423,7 @@ func (s *Server) tasksForToken(ctx context.Context, account keys.Scope, cluster,
 	resp := &ecsv1.RunTaskResponse{Tasks: []*ecsv1.Task{}, Failures: []*ecsv1.Failure{}}
 	for _, r := range recs {
 		if r != nil {
-			resp.Tasks = append(resp.Tasks, describeTask(r, true))
+			resp.Tasks = append(resp.Tasks, describeOwned(r.GetTask(), true)) // decoded for this call
 		}
 	}
 	return resp, nil
@@ -650,7 +658,7 @@ func (s *Server) DescribeTasks(ctx context.Context, req *connect.Request[ecsv1.D
 		resp := &ecsv1.DescribeTasksResponse{Tasks: make([]*ecsv1.Task, 0, len(recs)), Failures: []*ecsv1.Failure{}}
 		for i, r := range recs {
 			if r != nil {
-				resp.Tasks = append(resp.Tasks, describeTask(r, withTags))
+				resp.Tasks = append(resp.Tasks, describeOwned(r.GetTask(), withTags)) // decoded for this call
 				continue
 			}
 			ref := m.GetTasks()[i]

@@ -27,6 +27,12 @@ const DefaultClientURL = "http://127.0.0.1:2379"
 // to become ready when Config.ReadyTimeout is zero.
 const DefaultReadyTimeout = 30 * time.Second
 
+// DevMaxTxnOps is the --max-txn-ops `berth dev` (and the bench) give the embedded
+// member: a txn of up to 1,024 writes lets RunTask's group commit hold about a dozen
+// RunTask calls of count 10 (etcd's default, 128, holds one). etcd applies a txn in
+// one step, so a larger limit only lengthens single applies, not the total work.
+const DevMaxTxnOps = 1024
+
 // ErrClosed is returned by Restart and NewClient after Close.
 var ErrClosed = errors.New("etcdembed: server closed")
 
@@ -54,6 +60,11 @@ type Config struct {
 	// UnsafeNoFsync skips fsync: much faster, loses data on a machine crash
 	// (not on a process exit). For tests only.
 	UnsafeNoFsync bool
+	// MaxTxnOps is the member's --max-txn-ops, the most compares (and the most
+	// writes) one txn may hold; zero keeps etcd's default, 128. Pass the same
+	// value to the scheduler (app.Config.MaxTxnOps) so its group commit fills
+	// txns up to it.
+	MaxTxnOps int
 }
 
 // Server is a running (or stopped) embedded etcd member and a client bound
@@ -141,6 +152,9 @@ func (s *Server) start(ctx context.Context) error {
 	ec.TickMs = 50
 	ec.ElectionMs = 250
 	ec.UnsafeNoFsync = s.cfg.UnsafeNoFsync
+	if s.cfg.MaxTxnOps > 0 {
+		ec.MaxTxnOps = uint(s.cfg.MaxTxnOps)
+	}
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(s.logger)
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
 	ec.AutoCompactionRetention = "0" // off

@@ -83,3 +83,60 @@ func ListRevisions(ctx context.Context, kv clientv3.KV, prefix string, limit int
 	}
 	return out, next, nil
 }
+
+// deleteManyChunk is how many keys DeleteMany deletes per etcd txn: etcd allows a
+// nested txn only the operations its parent leaves of --max-txn-ops (128 by default),
+// and each key's nested txn has one.
+const deleteManyChunk = 100
+
+// DeleteMany deletes each key whose ModRevision is still the one given (whatever is
+// there when it is 0), deleteManyChunk keys per etcd txn. Each key is a nested txn of its
+// own (its compare, its delete), so a key that changed or is gone keeps none of the
+// others from going, and each outcome is what Delete's would have been; many deletes
+// cost one raft entry instead of one each. It returns one error per key, in order: nil
+// (deleted), ErrConflict (changed since that revision) or ErrNotFound (nothing there).
+// The second result fails the call: ErrInvalidKey for a malformed or repeated key
+// (before anything is deleted), or an etcd error (chunks before it were committed).
+func DeleteMany(ctx context.Context, kv clientv3.KV, items []KeyRevision) ([]error, error) {
+	seen := make(map[string]bool, len(items))
+	for _, it := range items {
+		if err := checkKey(it.Key); err != nil {
+			return nil, err
+		}
+		if seen[it.Key] {
+			return nil, fmt.Errorf("store: delete %s twice: %w", it.Key, ErrInvalidKey)
+		}
+		seen[it.Key] = true
+	}
+	out := make([]error, 0, len(items))
+	for i := 0; i < len(items); i += deleteManyChunk {
+		chunk := items[i:min(i+deleteManyChunk, len(items))]
+		ops := make([]clientv3.Op, len(chunk))
+		for j, it := range chunk {
+			var cmps []clientv3.Cmp
+			if it.ModRevision > 0 {
+				cmps = []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(it.Key), "=", it.ModRevision)}
+			}
+			// Else: a count says whether the key is gone or changed.
+			ops[j] = clientv3.OpTxn(cmps, []clientv3.Op{clientv3.OpDelete(it.Key)}, []clientv3.Op{clientv3.OpGet(it.Key, clientv3.WithCountOnly())})
+		}
+		resp, err := kv.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, fmt.Errorf("store: delete %d keys: %w", len(chunk), err)
+		}
+		for j, r := range resp.Responses {
+			t := r.GetResponseTxn()
+			switch {
+			case t.GetSucceeded() && t.GetResponses()[0].GetResponseDeleteRange().GetDeleted() > 0:
+				out = append(out, nil)
+			case t.GetSucceeded():
+				out = append(out, fmt.Errorf("store: delete %s: %w", chunk[j].Key, ErrNotFound))
+			case t.GetResponses()[0].GetResponseRange().GetCount() == 0:
+				out = append(out, fmt.Errorf("store: delete %s: %w", chunk[j].Key, ErrNotFound))
+			default:
+				out = append(out, fmt.Errorf("store: delete %s at revision %d: %w", chunk[j].Key, chunk[j].ModRevision, ErrConflict))
+			}
+		}
+	}
+	return out, nil
+}

@@ -124,3 +124,53 @@ func TestListRevisions(t *testing.T) {
 		}
 	}
 }
+
+// DeleteMany: over two chunks, unchanged keys go, a changed key stays (ErrConflict), an
+// absent one is ErrNotFound, revision 0 deletes whatever is there; each outcome is its
+// own. A repeated key fails the call before anything is deleted.
+func TestDeleteMany(t *testing.T) {
+	cli := etcdembed.StartForTest(t)
+	ctx := testCtx(t)
+	prefix := store.MustKeyPrefix("deletemany")
+	seed(t, cli, prefix, 200)
+	revs, _, err := store.ListRevisions(ctx, cli, prefix, 1000, "")
+	if err != nil || len(revs) != 200 {
+		t.Fatalf("%d revisions: %v", len(revs), err)
+	}
+	changed := revs[150].Key
+	if _, err := cli.Put(ctx, changed, "new"); err != nil {
+		t.Fatal(err)
+	}
+	items := append(revs[:0:0], revs...)
+	items[10].ModRevision = 0 // whatever is there
+	items = append(items, store.KeyRevision{Key: prefix + "absent", ModRevision: 5}, store.KeyRevision{Key: prefix + "absent0"})
+	if _, err := store.DeleteMany(ctx, cli, []store.KeyRevision{items[0], items[0]}); !errors.Is(err, store.ErrInvalidKey) {
+		t.Fatalf("repeated key: %v", err)
+	}
+	errs, err := store.DeleteMany(ctx, cli, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(errs) != len(items) {
+		t.Fatalf("%d outcomes for %d keys", len(errs), len(items))
+	}
+	for i, e := range errs {
+		var want error
+		switch {
+		case items[i].Key == changed:
+			want = store.ErrConflict
+		case i >= 200:
+			want = store.ErrNotFound
+		}
+		if (want == nil && e != nil) || (want != nil && !errors.Is(e, want)) {
+			t.Errorf("%s: %v, want %v", items[i].Key, e, want)
+		}
+	}
+	left, _, err := store.ListRevisions(ctx, cli, prefix, 1000, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || left[0].Key != changed {
+		t.Fatalf("left %v, want only %s", left, changed)
+	}
+}

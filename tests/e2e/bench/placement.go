@@ -63,6 +63,7 @@ func placementPathFigures(ctx context.Context, s *stack, o options) ([]Row, erro
 	runTask := func(ctx context.Context) (int, error) {
 		req := connect.NewRequest(&ecsv1.RunTaskRequest{Cluster: proto.String(cluster), TaskDefinition: proto.String(td), Count: proto.Int32(placeCount)})
 		req.Header().Set(caller.AccountHeader, account)
+		req.Header().Set(caller.RegionHeader, region) // the gateway sends the SigV4 scope's region
 		resp, err := client.RunTask(ctx, req)
 		if err != nil {
 			return 0, err

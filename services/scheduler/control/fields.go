@@ -87,7 +87,6 @@ const (
 	supNoInfer       = "Berth has no Elastic Inference accelerators."
 	supNoTaskRole    = "Berth does not hand IAM role credentials to containers yet; leave taskRoleArn out."
 	supNoEnvFiles    = "Berth has no object store to read environment files from; put the variables in environment."
-	supNoResReq      = "Berth cannot assign GPUs or inference accelerators yet; leave resourceRequirements out."
 	supNoCapProv     = "Berth has no capacity providers; use launchType EC2 or EXTERNAL."
 	supNoPlatform    = "platformVersion applies to Fargate only, which Berth does not run."
 	supNoVolConf     = "Berth has no EBS volumes; use task definition volumes with host paths."
@@ -159,7 +158,7 @@ var FieldRules = map[string]FieldRule{
 	"ContainerDefinition.pseudoTerminal":         refusedBut(issueFields, "Berth does not allocate a TTY yet; only false is supported.", isFalse),
 	"ContainerDefinition.readonlyRootFilesystem": honoured(""),
 	"ContainerDefinition.repositoryCredentials":  refused(issueAWSDeps, "Berth has no Secrets Manager to read registry credentials from yet; leave repositoryCredentials out."),
-	"ContainerDefinition.resourceRequirements":   refused(issueFields, supNoResReq),
+	"ContainerDefinition.resourceRequirements":   honoured("Type GPU: the task is placed only on an instance with that many unassigned GPUs, else it fails with RESOURCE:GPU; Berth's agents advertise no GPUs yet (they cannot expose one to a container), so such a task is never placed. Type InferenceAccelerator is refused (no Elastic Inference)."),
 	"ContainerDefinition.restartPolicy":          refusedBut(issueFields, "Berth does not restart containers in place yet; only enabled false is supported.", restartDisabled),
 	"ContainerDefinition.secrets":                refused(issueAWSDeps, "Berth has no Secrets Manager or SSM Parameter Store yet; leave secrets out."),
 	"ContainerDefinition.startTimeout":           honoured("Seconds to wait for the dependsOn conditions; the container is then not started."),
@@ -280,7 +279,7 @@ var FieldRules = map[string]FieldRule{
 	"ContainerOverride.memory":                   honoured(""),
 	"ContainerOverride.memoryReservation":        honoured(""),
 	"ContainerOverride.name":                     honoured(""),
-	"ContainerOverride.resourceRequirements":     refused(issueFields, supNoResReq),
+	"ContainerOverride.resourceRequirements":     honoured("Type GPU: the task is placed only on an instance with that many unassigned GPUs, else it fails with RESOURCE:GPU; Berth's agents advertise no GPUs yet (they cannot expose one to a container), so such a task is never placed. Type InferenceAccelerator is refused (no Elastic Inference)."),
 
 	// CreateService and UpdateService (AWS reference: CreateService, UpdateService).
 	"CreateServiceRequest.availabilityZoneRebalancing":   refusedBut(0, supNoAZ, stringIn("DISABLED")),

@@ -247,6 +247,9 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 		if err := validateSystemControls(name, m.GetIpcMode(), c.GetSystemControls()); err != nil {
 			return nil, err
 		}
+		if err := validateResourceRequirements(ClientErr, "container '"+name+"'", c.GetResourceRequirements()); err != nil {
+			return nil, err
+		}
 		if c.PortMappings == nil {
 			c.PortMappings = []*ecsv1.PortMapping{}
 		}

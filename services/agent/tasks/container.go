@@ -69,14 +69,24 @@ func (t *task) create(ctx context.Context, c *ctrState, img containerd.Image) (c
 	if err != nil {
 		return nil, fmt.Errorf("%s%w", reasonCannotCreate, err)
 	}
+	if err := t.startProcess(ctx, c, ctr); err != nil {
+		return nil, err
+	}
+	return ctr, nil
+}
+
+// startProcess creates and starts the containerd task (the process) of c's container
+// ctr, with stdout and stderr going to the log store, and records it on c. create calls
+// it for a new container, exited for one restarted in place.
+func (t *task) startProcess(ctx context.Context, c *ctrState, ctr containerd.Container) error {
 	stdout, stderr, closeLogs, err := t.m.cfg.Logs.Open(t.arn, c.Name)
 	if err != nil {
-		return nil, fmt.Errorf("%s%w", reasonCannotStart, err)
+		return fmt.Errorf("%s%w", reasonCannotStart, err)
 	}
 	proc, err := ctr.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, stdout, stderr), cio.WithFIFODir(t.m.fifoDir(c.ID))))
 	if err != nil {
 		closeLogs()
-		return nil, fmt.Errorf("%screate task: %w", reasonCannotStart, err)
+		return fmt.Errorf("%screate task: %w", reasonCannotStart, err)
 	}
 	// Wait before Start, as containerd's client and ctr do: the exit subscription exists
 	// before the process can exit, so even an instant exit is seen by watch.
@@ -84,21 +94,21 @@ func (t *task) create(ctx context.Context, c *ctrState, img containerd.Image) (c
 	if err != nil {
 		_, _ = proc.Delete(context.WithoutCancel(ctx), containerd.WithProcessKill)
 		closeLogs()
-		return nil, fmt.Errorf("%swait task: %w", reasonCannotStart, err)
+		return fmt.Errorf("%swait task: %w", reasonCannotStart, err)
 	}
 	if err := proc.Start(ctx); err != nil {
 		_, _ = proc.Delete(context.WithoutCancel(ctx), containerd.WithProcessKill)
 		closeLogs()
-		return nil, fmt.Errorf("%s%w", reasonCannotStart, err)
+		return fmt.Errorf("%s%w", reasonCannotStart, err)
 	}
 	t.m.log.Debug("container started", "task", t.arn, "container", c.Name, "id", c.ID, "pid", proc.Pid())
 	t.mu.Lock()
 	c.ctr, c.proc, c.exitC = ctr, proc, exitC
 	c.closeLogs = closeLogs
-	c.Status, c.Started = state.Running, true
+	c.Status, c.Started, c.RunningSince = state.Running, true, time.Now()
 	t.broadcastLocked()
 	t.mu.Unlock()
-	return ctr, nil
+	return nil
 }
 
 // watch waits for c's containerd task to exit, re-attaching through the
@@ -163,8 +173,14 @@ func (t *task) watch(ctx context.Context, c *ctrState, ctr containerd.Container)
 			sleepCtx(ctx, runtimeRetryInterval)
 			continue
 		}
-		t.exited(ctx, c, proc, st.ExitCode())
-		return
+		if !t.exited(ctx, c, proc, st.ExitCode()) {
+			return
+		}
+		// Restarted in place: watch the new process.
+		t.mu.Lock()
+		proc, exitC = c.proc, c.exitC
+		c.exitC = nil
+		t.mu.Unlock()
 	}
 }
 
@@ -230,8 +246,10 @@ func (t *task) detach(c *ctrState) {
 }
 
 // exited records c's exit: OOM check, task delete (which waits for the
-// output to drain), logs closed.
-func (t *task) exited(ctx context.Context, c *ctrState, proc containerd.Task, code uint32) {
+// output to drain), logs closed. Then, when c's restartPolicy asks for it
+// (state.ShouldRestart), it starts the container again in place and returns true (the
+// caller watches the new process); else it marks c stopped and returns false.
+func (t *task) exited(ctx context.Context, c *ctrState, proc containerd.Task, code uint32) bool {
 	reason := ""
 	if runtime.OOMKilledIn(t.cgroupPath(c)) {
 		reason = ReasonOOM
@@ -250,7 +268,31 @@ func (t *task) exited(ctx context.Context, c *ctrState, proc containerd.Task, co
 	}
 	t.m.removeFIFOs(c.ID)
 	exit := int32(code)
+	t.mu.Lock()
+	restart := t.st.ShouldRestart(c.Container, exit, time.Now())
+	ctr := c.ctr
+	if restart {
+		c.proc = nil // deleted; stopContainer signals the new one once it exists
+	}
+	t.mu.Unlock()
+	if restart && ctr != nil {
+		err := t.startProcess(ctx, c, ctr)
+		if err == nil {
+			t.mu.Lock()
+			c.RestartCount++
+			t.broadcastLocked()
+			t.mu.Unlock()
+			t.m.log.Info("container restarted under its restartPolicy", "task", t.arn, "container", c.Name, "exitCode", exit, "restartCount", c.RestartCount)
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		t.m.log.Warn("restart under restartPolicy failed", "task", t.arn, "container", c.Name, "err", err)
+		reason = cmpOr(reason, err.Error())
+	}
 	t.markStopped(c, &exit, reason, false)
+	return false
 }
 
 // stopContainer sends c its stop signal (the image's StopSignal, else

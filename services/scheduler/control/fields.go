@@ -159,7 +159,7 @@ var FieldRules = map[string]FieldRule{
 	"ContainerDefinition.readonlyRootFilesystem": honoured(""),
 	"ContainerDefinition.repositoryCredentials":  refused(issueAWSDeps, "Berth has no Secrets Manager to read registry credentials from yet; leave repositoryCredentials out."),
 	"ContainerDefinition.resourceRequirements":   honoured("Type GPU: the task is placed only on an instance with that many unassigned GPUs, else it fails with RESOURCE:GPU; Berth's agents advertise no GPUs yet (they cannot expose one to a container), so such a task is never placed. Type InferenceAccelerator is refused (no Elastic Inference)."),
-	"ContainerDefinition.restartPolicy":          refusedBut(issueFields, "Berth does not restart containers in place yet; only enabled false is supported.", restartDisabled),
+	"ContainerDefinition.restartPolicy":          honoured("The agent restarts an exited container in place (same task; an essential one does not stop the task), except for ignoredExitCodes or when it ran less than restartAttemptPeriod (default 300 s); the agent reports restartCount."),
 	"ContainerDefinition.secrets":                refused(issueAWSDeps, "Berth has no Secrets Manager or SSM Parameter Store yet; leave secrets out."),
 	"ContainerDefinition.startTimeout":           honoured("Seconds to wait for the dependsOn conditions; the container is then not started."),
 	"ContainerDefinition.stopTimeout":            honoured("Seconds between SIGTERM and SIGKILL."),
@@ -330,13 +330,6 @@ var FieldRules = map[string]FieldRule{
 	"UpdateServiceRequest.taskDefinition":                honoured(""),
 	"UpdateServiceRequest.volumeConfigurations":          refused(0, supNoVolConf),
 	"UpdateServiceRequest.vpcLatticeConfigurations":      refused(0, supNoLattice),
-}
-
-// restartDisabled admits a restartPolicy that asks for no restarts.
-func restartDisabled(v protoreflect.Value) bool {
-	m := v.Message()
-	f := m.Descriptor().Fields().ByJSONName("enabled")
-	return f != nil && m.Has(f) && !m.Get(f).Bool()
 }
 
 // controllerECS admits a deploymentController of type ECS (the rolling update Berth runs).

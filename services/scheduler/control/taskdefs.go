@@ -247,6 +247,17 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 		if err := validateSystemControls(name, m.GetIpcMode(), c.GetSystemControls()); err != nil {
 			return nil, err
 		}
+		if rp := c.GetRestartPolicy(); rp != nil {
+			if rp.Enabled == nil {
+				return nil, ecserr.Clientf("Invalid 'restartPolicy' setting for container '%s'. enabled is required.", name)
+			}
+			if rp.RestartAttemptPeriod != nil && (rp.GetRestartAttemptPeriod() < 60 || rp.GetRestartAttemptPeriod() > 1800) {
+				return nil, ecserr.Clientf("Invalid 'restartPolicy' setting for container '%s'. restartAttemptPeriod must be between 60 and 1800 seconds.", name)
+			}
+			if len(rp.GetIgnoredExitCodes()) > 50 {
+				return nil, ecserr.Clientf("Invalid 'restartPolicy' setting for container '%s'. ignoredExitCodes can hold at most 50 exit codes.", name)
+			}
+		}
 		if err := validateResourceRequirements(ClientErr, "container '"+name+"'", c.GetResourceRequirements()); err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@
 //
 //	sleep N            sleep N seconds, then exit 0
 //	exit N             exit with status N at once
+//	sleep-exit N CODE  sleep N seconds, then exit with status CODE (0 at once on SIGTERM)
 //	env                print the environment, sorted, one VAR=value a line
 //	echo OUT ERR       write OUT to stdout and ERR to stderr, each with a newline
 //	serve PORT         serve HTTP on PORT: 200 "ok" on / and /health
@@ -70,6 +71,23 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
 		return sleep(ctx, time.Duration(n)*time.Second, stdout)
+	case "sleep-exit":
+		if len(rest) != 2 {
+			return usage("takes two integer arguments")
+		}
+		n, err1 := strconv.Atoi(rest[0])
+		code, err2 := strconv.Atoi(rest[1])
+		if err := errors.Join(err1, err2); err != nil {
+			return usage("%v", err)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		sleep(ctx, time.Duration(n)*time.Second, stdout)
+		if ctx.Err() != nil {
+			return exitOK
+		}
+		fmt.Fprintf(stdout, "exiting with status %d\n", code)
+		return code
 	case "exit":
 		n, err := intArg()
 		if err != nil {

@@ -33,8 +33,16 @@ func (t *task) runContainer(ctx context.Context, c *ctrState, img containerd.Ima
 			t.markStopped(c, nil, reason, true)
 			return
 		}
+		holderPID, ok, reason := t.waitNamespaceHolder(ctx, c)
+		if ctx.Err() != nil {
+			return
+		}
+		if !ok {
+			t.markStopped(c, nil, reason, true)
+			return
+		}
 		var err error
-		existing, err = t.create(ctx, c, img)
+		existing, err = t.create(ctx, c, img, holderPID)
 		if ctx.Err() != nil {
 			return
 		}
@@ -48,8 +56,9 @@ func (t *task) runContainer(ctx context.Context, c *ctrState, img containerd.Ima
 }
 
 // create creates and starts the container of c and its containerd task,
-// with stdout and stderr going to the log store.
-func (t *task) create(ctx context.Context, c *ctrState, img containerd.Image) (containerd.Container, error) {
+// with stdout and stderr going to the log store. holderPID, when not 0, is the process
+// whose shared namespaces c joins (pidMode or ipcMode task).
+func (t *task) create(ctx context.Context, c *ctrState, img containerd.Image, holderPID uint32) (containerd.Container, error) {
 	client, err := t.m.cfg.Gate.Wait(ctx)
 	if err != nil {
 		return nil, err
@@ -58,6 +67,7 @@ func (t *task) create(ctx context.Context, c *ctrState, img containerd.Image) (c
 	if err := t.prepareSpec(c, &spec); err != nil {
 		return nil, fmt.Errorf("%s%w", reasonCannotCreate, err)
 	}
+	t.joinNamespaces(&spec.Linux, holderPID)
 	ctr, err := runtime.Create(ctx, client, spec)
 	if errdefs.IsAlreadyExists(err) {
 		// Left by an attempt that failed part way: start afresh.

@@ -255,7 +255,6 @@ func TestCheckFields(t *testing.T) {
 		{"log options", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
 			m.ContainerDefinitions[0].LogConfiguration = &ecsv1.LogConfiguration{LogDriver: proto.String("json-file"), Options: map[string]string{"max-size": "1m"}}
 		}), ClientErr, "containerDefinitions[0].logConfiguration.options is not supported"},
-		{"ipcMode", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) { m.IpcMode = proto.String("task") }), ClientErr, `ipcMode "task" is not supported by Berth. Berth supports ipcMode host and none`},
 		{"dockerSecurityOptions after honoured members", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
 			m.ContainerDefinitions[0].LinuxParameters = &ecsv1.LinuxParameters{InitProcessEnabled: proto.Bool(true), Swappiness: proto.Int32(10), Tmpfs: []*ecsv1.Tmpfs{{ContainerPath: proto.String("/t"), Size: 1}}}
 			m.ContainerDefinitions[0].StartTimeout = proto.Int32(30)

@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"syscall"
 	"time"
@@ -93,7 +94,8 @@ func (t *task) startProcess(ctx context.Context, c *ctrState, ctr containerd.Con
 	if err != nil {
 		return fmt.Errorf("%s%w", reasonCannotStart, err)
 	}
-	proc, err := ctr.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, stdout, stderr), cio.WithFIFODir(t.m.fifoDir(c.ID))))
+	stdin, closeLogs := t.stdin(c, closeLogs)
+	proc, err := ctr.NewTask(ctx, cio.NewCreator(t.ioOpts(c, stdin, stdout, stderr, cio.WithFIFODir(t.m.fifoDir(c.ID)))...))
 	if err != nil {
 		closeLogs()
 		return fmt.Errorf("%screate task: %w", reasonCannotStart, err)
@@ -119,6 +121,33 @@ func (t *task) startProcess(ctx context.Context, c *ctrState, ctr containerd.Con
 	t.broadcastLocked()
 	t.mu.Unlock()
 	return nil
+}
+
+// ioOpts returns the cio options of c's process: its streams (stdin nil unless
+// interactive), and a terminal for pseudoTerminal (its one output stream goes to stdout).
+func (t *task) ioOpts(c *ctrState, stdin io.Reader, stdout, stderr io.Writer, more ...cio.Opt) []cio.Opt {
+	opts := []cio.Opt{cio.WithStreams(stdin, stdout, stderr)}
+	if c.Def.GetPseudoTerminal() {
+		opts = append(opts, cio.WithTerminal)
+	}
+	return append(opts, more...)
+}
+
+// stdin returns the stdin of c's process and closeLogs extended to end it: for an
+// interactive container (ECS interactive, Docker's -i) a pipe kept open while the
+// process runs, so a program reading stdin waits instead of reading end-of-file; nil
+// (end-of-file at once) otherwise. Nothing writes to it: ECS has no way to attach.
+// After an agent restart the re-attached process gets no stdin stream, so it then reads
+// end-of-file.
+func (t *task) stdin(c *ctrState, closeLogs func() error) (io.Reader, func() error) {
+	if !c.Def.GetInteractive() {
+		return nil, closeLogs
+	}
+	r, w := io.Pipe()
+	return r, func() error {
+		_ = w.Close()
+		return closeLogs()
+	}
 }
 
 // watch waits for c's containerd task to exit, re-attaching through the
@@ -221,7 +250,7 @@ func (t *task) attach(ctx context.Context, c *ctrState, ctr containerd.Container
 		if lerr != nil {
 			return nil, lerr
 		}
-		proc, err = ctr.Task(ctx, cio.NewAttach(cio.WithStreams(nil, stdout, stderr)))
+		proc, err = ctr.Task(ctx, cio.NewAttach(t.ioOpts(c, nil, stdout, stderr)...))
 		if err != nil {
 			closeLogs()
 			return nil, err

@@ -4,6 +4,8 @@
 //	sleep N            sleep N seconds, then exit 0
 //	exit N             exit with status N at once
 //	sleep-exit N CODE  sleep N seconds, then exit with status CODE (0 at once on SIGTERM)
+//	read-stdin         read stdin to its end, print "stdin ended", exit 0 (0 on SIGTERM)
+//	tty                print "stdout is a terminal" or "stdout is not a terminal"
 //	env                print the environment, sorted, one VAR=value a line
 //	echo OUT ERR       write OUT to stdout and ERR to stderr, each with a newline
 //	serve PORT         serve HTTP on PORT: 200 "ok" on / and /health
@@ -33,6 +35,7 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 const (
@@ -88,6 +91,31 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "exiting with status %d\n", code)
 		return code
+	case "read-stdin":
+		done := make(chan struct{})
+		go func() {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			close(done)
+		}()
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		fmt.Fprintln(stdout, "reading stdin")
+		select {
+		case <-done:
+			fmt.Fprintln(stdout, "stdin ended")
+		case <-ctx.Done():
+			fmt.Fprintln(stdout, "signalled; exiting")
+		}
+		return exitOK
+	case "tty":
+		var tio syscall.Termios
+		_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, os.Stdout.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&tio)))
+		if errno == 0 {
+			fmt.Fprintln(stdout, "stdout is a terminal")
+		} else {
+			fmt.Fprintln(stdout, "stdout is not a terminal")
+		}
+		return exitOK
 	case "exit":
 		n, err := intArg()
 		if err != nil {

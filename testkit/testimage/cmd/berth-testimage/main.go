@@ -5,7 +5,8 @@
 //	exit N             exit with status N at once
 //	sleep-exit N CODE  sleep N seconds, then exit with status CODE (0 at once on SIGTERM)
 //	read-stdin         read stdin to its end, print "stdin ended", exit 0 (0 on SIGTERM)
-//	tty                print "stdout is a terminal" or "stdout is not a terminal"
+//	tty                print "stdout is a terminal" or "stdout is not a terminal", then
+//	                   sleep until signalled (exit 0)
 //	env                print the environment, sorted, one VAR=value a line
 //	echo OUT ERR       write OUT to stdout and ERR to stderr, each with a newline
 //	serve PORT         serve HTTP on PORT: 200 "ok" on / and /health
@@ -115,6 +116,11 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		} else {
 			fmt.Fprintln(stdout, "stdout is not a terminal")
 		}
+		// Keep running: a test reads the line while the process lives, whatever becomes
+		// of a terminal's last output when its process exits at once.
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		<-ctx.Done()
 		return exitOK
 	case "exit":
 		n, err := intArg()

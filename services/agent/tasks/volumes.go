@@ -184,14 +184,24 @@ func (t *task) volumeSource(v *ecsv1.Volume) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("volume %s: %w", v.GetName(), err)
 	}
+	if o := v.GetDockerVolumeConfiguration().GetDriverOpts(); len(o) > 0 {
+		// Docker's local driver with options: the volume is that mount (a task-scoped one
+		// is unmounted with the task; a shared one stays mounted for the next task).
+		if err := runtime.MountLocalVolume(dir, o["type"], o["device"], o["o"]); err != nil {
+			return "", fmt.Errorf("volume %s: %w", v.GetName(), err)
+		}
+	}
 	return dir, nil
 }
 
 // removeTaskResources removes what the task held besides its containers: its scratch
-// volumes, its shared /dev/shm (ipcMode task) and its task cgroup. Host sourcePath directories are the host's and stay.
+// volumes (unmounting those with driverOpts), its shared /dev/shm (ipcMode task) and its
+// task cgroup. Host sourcePath directories are the host's and stay.
 func (m *Manager) removeTaskResources(arn string) error {
 	var errs []error
-	if err := os.RemoveAll(m.volumeDir(arn)); err != nil {
+	if err := runtime.UnmountUnder(m.volumeDir(arn)); err != nil {
+		errs = append(errs, err)
+	} else if err := os.RemoveAll(m.volumeDir(arn)); err != nil {
 		errs = append(errs, err)
 	}
 	if err := runtime.RemoveShmTmpfs(m.shmDir(arn)); err != nil {

@@ -198,7 +198,7 @@ var FieldRules = map[string]FieldRule{
 	"Device.permissions":                               honoured("read, write, mknod; all three when empty, as Docker."),
 	"DockerVolumeConfiguration.autoprovision":          honoured("With scope shared: create the volume when missing; without, a missing one fails the container."),
 	"DockerVolumeConfiguration.driver":                 refusedBut(issueFields, "Berth's volumes are directories on the instance; only driver local is supported.", stringIn("local")),
-	"DockerVolumeConfiguration.driverOpts":             refused(issueFields, "Berth's local volumes take no driver options (type, device, o) yet; leave driverOpts out."),
+	"DockerVolumeConfiguration.driverOpts":             honoured("As Docker's local driver: type, device and o mount the volume (mount -t type -o o device), e.g. a tmpfs; a task-scoped one is unmounted with the task, a shared one stays mounted."),
 	"DockerVolumeConfiguration.labels":                 stored("Docker only records volume labels; Berth keeps them in the task definition."),
 	"DockerVolumeConfiguration.scope":                  honoured("task (default) or shared."),
 	"DeploymentConfiguration.alarms":                   honoured("Disabled alarms only; see DeploymentAlarms."),

@@ -135,6 +135,9 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 			if dv.GetAutoprovision() && dv.GetScope() != "shared" {
 				return nil, ecserr.Clientf("Invalid 'dockerVolumeConfiguration' setting for volume '%s'. Autoprovision can only be true when scope is shared.", v.GetName())
 			}
+			if err := validateDriverOpts(v.GetName(), dv.GetDriverOpts()); err != nil {
+				return nil, err
+			}
 		}
 		if v.GetHost() != nil && v.GetHost().SourcePath != nil && !strings.HasPrefix(v.GetHost().GetSourcePath(), "/") {
 			return nil, ecserr.Clientf("Invalid 'host.sourcePath' setting for volume '%s'. The source path must be an absolute path on the container instance.", v.GetName())
@@ -671,4 +674,22 @@ func (s *Server) ListTaskDefinitionFamilies(ctx context.Context, req *connect.Re
 		}
 		return resp, nil
 	})
+}
+
+// validateDriverOpts checks a local Docker volume's driverOpts as Docker's local driver
+// takes them: only type, device and o, with type and device together (the volume is then
+// that mount: "mount -t type -o o device"). No options at all is a plain directory.
+func validateDriverOpts(volume string, opts map[string]string) error {
+	if len(opts) == 0 {
+		return nil
+	}
+	for k := range opts {
+		if !oneOf(k, "type", "device", "o") {
+			return ecserr.Clientf("Invalid 'dockerVolumeConfiguration.driverOpts' setting for volume '%s'. Unknown option %q: the local driver takes type, device and o.", volume, k)
+		}
+	}
+	if opts["type"] == "" || opts["device"] == "" {
+		return ecserr.Clientf("Invalid 'dockerVolumeConfiguration.driverOpts' setting for volume '%s'. The local driver needs both type and device (and optionally o), as mount -t type -o o device.", volume)
+	}
+	return nil
 }

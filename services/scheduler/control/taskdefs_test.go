@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/scheduler/ecserr"
 )
 
 func container(name string, mods ...func(*ecsv1.ContainerDefinition)) *ecsv1.ContainerDefinition {
@@ -305,6 +306,41 @@ func TestConcurrentRegisterTaskDefinition(t *testing.T) {
 	for i := int32(1); i <= n; i++ {
 		if !seen[i] {
 			t.Fatalf("revision %d missing (got %d revisions)", i, len(seen))
+		}
+	}
+}
+
+// TestDriverOptsRegistration: local driverOpts of Docker's local driver register and are
+// described back; unknown options, or type without device, are refused naming the volume.
+func TestDriverOptsRegistration(t *testing.T) {
+	e := newEnv(t)
+	reg := func(opts map[string]string) (*ecsv1.RegisterTaskDefinitionResponse, *ecserr.Error) {
+		return call(e, e.s.RegisterTaskDefinition, &ecsv1.RegisterTaskDefinitionRequest{
+			Family:  proto.String("vol"),
+			Volumes: []*ecsv1.Volume{{Name: proto.String("scratch"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Scope: proto.String("task"), Driver: proto.String("local"), DriverOpts: opts}}},
+			ContainerDefinitions: []*ecsv1.ContainerDefinition{{Name: proto.String("a"), Image: proto.String("busybox"), Memory: proto.Int32(16),
+				MountPoints: []*ecsv1.MountPoint{{SourceVolume: proto.String("scratch"), ContainerPath: proto.String("/data")}}}},
+		})
+	}
+	r, err := reg(map[string]string{"type": "tmpfs", "device": "tmpfs", "o": "size=4m"})
+	if err != nil {
+		t.Fatalf("tmpfs driverOpts refused: %v", err)
+	}
+	if o := r.GetTaskDefinition().GetVolumes()[0].GetDockerVolumeConfiguration().GetDriverOpts(); o["o"] != "size=4m" || o["type"] != "tmpfs" {
+		t.Fatalf("driverOpts described back as %v", o)
+	}
+	for _, tc := range []struct {
+		opts map[string]string
+		want string
+	}{
+		{map[string]string{"type": "nfs", "device": ":/export", "uid": "1"}, `Unknown option "uid"`},
+		{map[string]string{"type": "tmpfs"}, "needs both type and device"},
+		{map[string]string{"o": "size=1m"}, "needs both type and device"},
+	} {
+		_, err := reg(tc.opts)
+		wantErr(t, err, "ClientException")
+		if !strings.Contains(err.Message, tc.want) || !strings.Contains(err.Message, "volume 'scratch'") {
+			t.Errorf("driverOpts %v: %q, want %q naming the volume", tc.opts, err.Message, tc.want)
 		}
 	}
 }

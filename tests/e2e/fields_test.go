@@ -51,16 +51,19 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 		{"awslogs", base(func(in *ecs.RegisterTaskDefinitionInput) {
 			ctr(in).LogConfiguration = &ecstypes.LogConfiguration{LogDriver: ecstypes.LogDriverAwslogs, Options: map[string]string{"awslogs-group": "g"}}
 		}), `containerDefinitions[0].logConfiguration.logDriver "awslogs" is not supported by Berth. Berth keeps container output with the agent (logDriver json-file)`},
-		{"gpu", base(func(in *ecs.RegisterTaskDefinitionInput) {
-			ctr(in).ResourceRequirements = []ecstypes.ResourceRequirement{{Type: ecstypes.ResourceTypeGpu, Value: aws.String("1")}}
-		}), "containerDefinitions[0].resourceRequirements is not supported by Berth. Berth cannot assign GPUs"},
-		{"interactive", base(func(in *ecs.RegisterTaskDefinitionInput) { ctr(in).Interactive = aws.Bool(true) }),
-			"containerDefinitions[0].interactive is not supported by Berth. Berth does not keep stdin open yet; only false is supported."},
-		{"pidMode task", base(func(in *ecs.RegisterTaskDefinitionInput) { in.PidMode = ecstypes.PidModeTask }),
-			`pidMode "task" is not supported by Berth. Berth supports pidMode host; task (one PID namespace for the task's containers) is not supported yet.`},
-		{"restartPolicy", base(func(in *ecs.RegisterTaskDefinitionInput) {
-			ctr(in).RestartPolicy = &ecstypes.ContainerRestartPolicy{Enabled: aws.Bool(true), IgnoredExitCodes: []int32{0}}
-		}), "containerDefinitions[0].restartPolicy is not supported by Berth. Berth does not restart containers in place yet"},
+		{"inference accelerator", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			ctr(in).ResourceRequirements = []ecstypes.ResourceRequirement{{Type: ecstypes.ResourceTypeInferenceAccelerator, Value: aws.String("dev1")}}
+		}), "Invalid 'resourceRequirements' setting for container 'app'. InferenceAccelerator is not supported by Berth"},
+		{"dockerSecurityOptions", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			ctr(in).DockerSecurityOptions = []string{"no-new-privileges"}
+		}),
+			"containerDefinitions[0].dockerSecurityOptions is not supported by Berth. Berth does not apply SELinux, AppArmor or seccomp options yet"},
+		{"runtimePlatform", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			in.RuntimePlatform = &ecstypes.RuntimePlatform{OperatingSystemFamily: ecstypes.OSFamilyLinux}
+		}), "runtimePlatform is not supported by Berth. Berth does not match tasks to an OS or CPU architecture yet"},
+		{"restartPolicy period", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			ctr(in).RestartPolicy = &ecstypes.ContainerRestartPolicy{Enabled: aws.Bool(true), RestartAttemptPeriod: aws.Int32(30)}
+		}), "Invalid 'restartPolicy' setting for container 'app'. restartAttemptPeriod must be between 60 and 1800 seconds."},
 		{"efs", base(func(in *ecs.RegisterTaskDefinitionInput) {
 			in.Volumes = []ecstypes.Volume{{Name: aws.String("v"), EfsVolumeConfiguration: &ecstypes.EFSVolumeConfiguration{FileSystemId: aws.String("fs-1")}}}
 		}), "volumes[0].efsVolumeConfiguration is not supported by Berth. Berth has no EFS"},

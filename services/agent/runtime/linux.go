@@ -51,6 +51,16 @@ type LinuxOptions struct {
 	// IPC is ECS ipcMode: "host" joins the host's IPC namespace, "none" keeps a private
 	// one without /dev/shm (Docker's --ipc none); "" a private one with /dev/shm.
 	IPC string
+	// JoinPID, when set, is the /proc/<pid>/ns/pid path of another container's process
+	// whose PID namespace this container joins (ECS pidMode task).
+	JoinPID string
+	// JoinIPC, when set, is the /proc/<pid>/ns/ipc path of the IPC namespace to join
+	// (ECS ipcMode task).
+	JoinIPC string
+	// ShmFrom, when set, is a host directory (the task's shm tmpfs, EnsureShmTmpfs)
+	// bind-mounted as /dev/shm in place of a private one, so the containers of an
+	// ipcMode task share POSIX shared memory too, as Docker's --ipc shareable does.
+	ShmFrom string
 	// MaxSwapMiB, when not nil, is the swap the container may use besides its hard
 	// memory limit (ECS maxSwap; 0: none), which it needs.
 	MaxSwapMiB *int64
@@ -92,6 +102,15 @@ func linuxSpecOpts(l LinuxOptions) []oci.SpecOpts {
 	}
 	if l.HostPID {
 		opts = append(opts, oci.WithHostNamespace(specs.PIDNamespace))
+	}
+	if l.JoinPID != "" {
+		opts = append(opts, oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.PIDNamespace, Path: l.JoinPID}))
+	}
+	if l.JoinIPC != "" {
+		opts = append(opts, oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.IPCNamespace, Path: l.JoinIPC}))
+	}
+	if l.ShmFrom != "" {
+		opts = append(opts, oci.WithoutMounts("/dev/shm"), oci.WithMounts([]specs.Mount{{Type: "bind", Source: l.ShmFrom, Destination: "/dev/shm", Options: []string{"rbind", "rw"}}}))
 	}
 	if l.Init != "" {
 		opts = append(opts, withInit(l.Init))
@@ -137,7 +156,7 @@ func linuxSpecOpts(l LinuxOptions) []oci.SpecOpts {
 		}
 		opts = append(opts, oci.WithMounts(ms))
 	}
-	if l.ShmSizeMiB > 0 && l.IPC != "none" {
+	if l.ShmSizeMiB > 0 && l.IPC != "none" && l.ShmFrom == "" {
 		opts = append(opts, oci.WithDevShmSize(l.ShmSizeMiB<<10))
 	}
 	return opts

@@ -59,6 +59,10 @@ type ContainerSpec struct {
 	ReadonlyRootfs bool
 	// Hostname, when set, is the container's host name.
 	Hostname string
+	// TTY gives the process a pseudo-terminal (ECS pseudoTerminal, Docker's -t); its
+	// output, stdout and stderr merged, is the terminal's. The caller's cio must then be
+	// a terminal one (cio.WithTerminal).
+	TTY bool
 	// Mounts are bind mounts of host directories (volumes), in order.
 	Mounts []Mount
 	// Linux are the linuxParameters Berth honours.
@@ -144,6 +148,9 @@ func specOpts(spec ContainerSpec) []oci.SpecOpts {
 	}
 	if spec.ReadonlyRootfs {
 		opts = append(opts, oci.WithRootFSReadonly())
+	}
+	if spec.TTY {
+		opts = append(opts, oci.WithTTY)
 	}
 	if len(spec.Mounts) > 0 {
 		opts = append(opts, WithBindMounts(spec.Mounts))

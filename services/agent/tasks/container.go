@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"syscall"
 	"time"
@@ -33,8 +34,16 @@ func (t *task) runContainer(ctx context.Context, c *ctrState, img containerd.Ima
 			t.markStopped(c, nil, reason, true)
 			return
 		}
+		holderPID, ok, reason := t.waitNamespaceHolder(ctx, c)
+		if ctx.Err() != nil {
+			return
+		}
+		if !ok {
+			t.markStopped(c, nil, reason, true)
+			return
+		}
 		var err error
-		existing, err = t.create(ctx, c, img)
+		existing, err = t.create(ctx, c, img, holderPID)
 		if ctx.Err() != nil {
 			return
 		}
@@ -48,8 +57,9 @@ func (t *task) runContainer(ctx context.Context, c *ctrState, img containerd.Ima
 }
 
 // create creates and starts the container of c and its containerd task,
-// with stdout and stderr going to the log store.
-func (t *task) create(ctx context.Context, c *ctrState, img containerd.Image) (containerd.Container, error) {
+// with stdout and stderr going to the log store. holderPID, when not 0, is the process
+// whose shared namespaces c joins (pidMode or ipcMode task).
+func (t *task) create(ctx context.Context, c *ctrState, img containerd.Image, holderPID uint32) (containerd.Container, error) {
 	client, err := t.m.cfg.Gate.Wait(ctx)
 	if err != nil {
 		return nil, err
@@ -58,6 +68,7 @@ func (t *task) create(ctx context.Context, c *ctrState, img containerd.Image) (c
 	if err := t.prepareSpec(c, &spec); err != nil {
 		return nil, fmt.Errorf("%s%w", reasonCannotCreate, err)
 	}
+	t.joinNamespaces(&spec.Linux, holderPID)
 	ctr, err := runtime.Create(ctx, client, spec)
 	if errdefs.IsAlreadyExists(err) {
 		// Left by an attempt that failed part way: start afresh.
@@ -69,14 +80,25 @@ func (t *task) create(ctx context.Context, c *ctrState, img containerd.Image) (c
 	if err != nil {
 		return nil, fmt.Errorf("%s%w", reasonCannotCreate, err)
 	}
+	if err := t.startProcess(ctx, c, ctr); err != nil {
+		return nil, err
+	}
+	return ctr, nil
+}
+
+// startProcess creates and starts the containerd task (the process) of c's container
+// ctr, with stdout and stderr going to the log store, and records it on c. create calls
+// it for a new container, exited for one restarted in place.
+func (t *task) startProcess(ctx context.Context, c *ctrState, ctr containerd.Container) error {
 	stdout, stderr, closeLogs, err := t.m.cfg.Logs.Open(t.arn, c.Name)
 	if err != nil {
-		return nil, fmt.Errorf("%s%w", reasonCannotStart, err)
+		return fmt.Errorf("%s%w", reasonCannotStart, err)
 	}
-	proc, err := ctr.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, stdout, stderr), cio.WithFIFODir(t.m.fifoDir(c.ID))))
+	stdin, closeLogs := t.stdin(c, closeLogs)
+	proc, err := ctr.NewTask(ctx, cio.NewCreator(t.ioOpts(c, stdin, stdout, stderr, cio.WithFIFODir(t.m.fifoDir(c.ID)))...))
 	if err != nil {
 		closeLogs()
-		return nil, fmt.Errorf("%screate task: %w", reasonCannotStart, err)
+		return fmt.Errorf("%screate task: %w", reasonCannotStart, err)
 	}
 	// Wait before Start, as containerd's client and ctr do: the exit subscription exists
 	// before the process can exit, so even an instant exit is seen by watch.
@@ -84,21 +106,48 @@ func (t *task) create(ctx context.Context, c *ctrState, img containerd.Image) (c
 	if err != nil {
 		_, _ = proc.Delete(context.WithoutCancel(ctx), containerd.WithProcessKill)
 		closeLogs()
-		return nil, fmt.Errorf("%swait task: %w", reasonCannotStart, err)
+		return fmt.Errorf("%swait task: %w", reasonCannotStart, err)
 	}
 	if err := proc.Start(ctx); err != nil {
 		_, _ = proc.Delete(context.WithoutCancel(ctx), containerd.WithProcessKill)
 		closeLogs()
-		return nil, fmt.Errorf("%s%w", reasonCannotStart, err)
+		return fmt.Errorf("%s%w", reasonCannotStart, err)
 	}
 	t.m.log.Debug("container started", "task", t.arn, "container", c.Name, "id", c.ID, "pid", proc.Pid())
 	t.mu.Lock()
 	c.ctr, c.proc, c.exitC = ctr, proc, exitC
 	c.closeLogs = closeLogs
-	c.Status, c.Started = state.Running, true
+	c.Status, c.Started, c.RunningSince = state.Running, true, time.Now()
 	t.broadcastLocked()
 	t.mu.Unlock()
-	return ctr, nil
+	return nil
+}
+
+// ioOpts returns the cio options of c's process: its streams (stdin nil unless
+// interactive), and a terminal for pseudoTerminal (its one output stream goes to stdout).
+func (t *task) ioOpts(c *ctrState, stdin io.Reader, stdout, stderr io.Writer, more ...cio.Opt) []cio.Opt {
+	opts := []cio.Opt{cio.WithStreams(stdin, stdout, stderr)}
+	if c.Def.GetPseudoTerminal() {
+		opts = append(opts, cio.WithTerminal)
+	}
+	return append(opts, more...)
+}
+
+// stdin returns the stdin of c's process and closeLogs extended to end it: for an
+// interactive container (ECS interactive, Docker's -i) a pipe kept open while the
+// process runs, so a program reading stdin waits instead of reading end-of-file; nil
+// (end-of-file at once) otherwise. Nothing writes to it: ECS has no way to attach.
+// After an agent restart the re-attached process gets no stdin stream, so it then reads
+// end-of-file.
+func (t *task) stdin(c *ctrState, closeLogs func() error) (io.Reader, func() error) {
+	if !c.Def.GetInteractive() {
+		return nil, closeLogs
+	}
+	r, w := io.Pipe()
+	return r, func() error {
+		_ = w.Close()
+		return closeLogs()
+	}
 }
 
 // watch waits for c's containerd task to exit, re-attaching through the
@@ -163,8 +212,14 @@ func (t *task) watch(ctx context.Context, c *ctrState, ctr containerd.Container)
 			sleepCtx(ctx, runtimeRetryInterval)
 			continue
 		}
-		t.exited(ctx, c, proc, st.ExitCode())
-		return
+		if !t.exited(ctx, c, proc, st.ExitCode()) {
+			return
+		}
+		// Restarted in place: watch the new process.
+		t.mu.Lock()
+		proc, exitC = c.proc, c.exitC
+		c.exitC = nil
+		t.mu.Unlock()
 	}
 }
 
@@ -195,7 +250,7 @@ func (t *task) attach(ctx context.Context, c *ctrState, ctr containerd.Container
 		if lerr != nil {
 			return nil, lerr
 		}
-		proc, err = ctr.Task(ctx, cio.NewAttach(cio.WithStreams(nil, stdout, stderr)))
+		proc, err = ctr.Task(ctx, cio.NewAttach(t.ioOpts(c, nil, stdout, stderr)...))
 		if err != nil {
 			closeLogs()
 			return nil, err
@@ -230,8 +285,10 @@ func (t *task) detach(c *ctrState) {
 }
 
 // exited records c's exit: OOM check, task delete (which waits for the
-// output to drain), logs closed.
-func (t *task) exited(ctx context.Context, c *ctrState, proc containerd.Task, code uint32) {
+// output to drain), logs closed. Then, when c's restartPolicy asks for it
+// (state.ShouldRestart), it starts the container again in place and returns true (the
+// caller watches the new process); else it marks c stopped and returns false.
+func (t *task) exited(ctx context.Context, c *ctrState, proc containerd.Task, code uint32) bool {
 	reason := ""
 	if runtime.OOMKilledIn(t.cgroupPath(c)) {
 		reason = ReasonOOM
@@ -250,7 +307,31 @@ func (t *task) exited(ctx context.Context, c *ctrState, proc containerd.Task, co
 	}
 	t.m.removeFIFOs(c.ID)
 	exit := int32(code)
+	t.mu.Lock()
+	restart := t.st.ShouldRestart(c.Container, exit, time.Now())
+	ctr := c.ctr
+	if restart {
+		c.proc = nil // deleted; stopContainer signals the new one once it exists
+	}
+	t.mu.Unlock()
+	if restart && ctr != nil {
+		err := t.startProcess(ctx, c, ctr)
+		if err == nil {
+			t.mu.Lock()
+			c.RestartCount++
+			t.broadcastLocked()
+			t.mu.Unlock()
+			t.m.log.Info("container restarted under its restartPolicy", "task", t.arn, "container", c.Name, "exitCode", exit, "restartCount", c.RestartCount)
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		t.m.log.Warn("restart under restartPolicy failed", "task", t.arn, "container", c.Name, "err", err)
+		reason = cmpOr(reason, err.Error())
+	}
 	t.markStopped(c, &exit, reason, false)
+	return false
 }
 
 // stopContainer sends c its stop signal (the image's StopSignal, else

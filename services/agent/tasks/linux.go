@@ -12,8 +12,8 @@ import (
 // linuxOptions returns the Linux settings Berth honours of a container definition
 // (privileged, systemControls, linuxParameters capabilities, devices, initProcessEnabled,
 // maxSwap, swappiness, tmpfs and sharedMemorySize)
-// and of its task (pidMode host, ipcMode host and none); the scheduler refuses the others
-// (docs/task-definition-fields.md).
+// and of its task (pidMode host, ipcMode host and none; pidMode and ipcMode task are
+// joinNamespaces'); the scheduler refuses the others (docs/task-definition-fields.md).
 func linuxOptions(td *ecsv1.TaskDefinition, def *ecsv1.ContainerDefinition) (runtime.LinuxOptions, error) {
 	l := runtime.LinuxOptions{Privileged: def.GetPrivileged(), HostPID: td.GetPidMode() == "host", IPC: td.GetIpcMode()}
 	for _, sc := range def.GetSystemControls() {

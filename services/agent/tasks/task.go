@@ -292,6 +292,7 @@ func (t *task) containerSpec(c *ctrState, img containerd.Image) runtime.Containe
 		MemoryReservationMiB: int64(def.GetMemoryReservation()),
 		ReadonlyRootfs:       def.GetReadonlyRootFilesystem(),
 		Hostname:             def.GetHostname(),
+		TTY:                  def.GetPseudoTerminal(),
 	}
 	env := map[string]string{}
 	var order []string

@@ -94,6 +94,9 @@ func (t *task) prepareSpec(c *ctrState, spec *runtime.ContainerSpec) error {
 	if spec.Linux, err = linuxOptions(t.a.GetTaskDefinition(), c.Def); err != nil {
 		return err
 	}
+	if err := t.taskShm(&spec.Linux); err != nil {
+		return err
+	}
 	if parent := t.cgroupParent(); parent != "" {
 		mem, cpu := t.taskLimits()
 		if err := runtime.EnsureTaskCgroup(parent, mem, cpu); err != nil {
@@ -181,14 +184,27 @@ func (t *task) volumeSource(v *ecsv1.Volume) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("volume %s: %w", v.GetName(), err)
 	}
+	if o := v.GetDockerVolumeConfiguration().GetDriverOpts(); len(o) > 0 {
+		// Docker's local driver with options: the volume is that mount (a task-scoped one
+		// is unmounted with the task; a shared one stays mounted for the next task).
+		if err := runtime.MountLocalVolume(dir, o["type"], o["device"], o["o"]); err != nil {
+			return "", fmt.Errorf("volume %s: %w", v.GetName(), err)
+		}
+	}
 	return dir, nil
 }
 
 // removeTaskResources removes what the task held besides its containers: its scratch
-// volumes and its task cgroup. Host sourcePath directories are the host's and stay.
+// volumes (unmounting those with driverOpts), its shared /dev/shm (ipcMode task) and its
+// task cgroup. Host sourcePath directories are the host's and stay.
 func (m *Manager) removeTaskResources(arn string) error {
 	var errs []error
-	if err := os.RemoveAll(m.volumeDir(arn)); err != nil {
+	if err := runtime.UnmountUnder(m.volumeDir(arn)); err != nil {
+		errs = append(errs, err)
+	} else if err := os.RemoveAll(m.volumeDir(arn)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := runtime.RemoveShmTmpfs(m.shmDir(arn)); err != nil {
 		errs = append(errs, err)
 	}
 	if err := runtime.RemoveTaskCgroup(path.Join("/", m.cfg.Gate.Namespace(), "task-"+taskIDOf(arn))); err != nil {

@@ -87,7 +87,6 @@ const (
 	supNoInfer       = "Berth has no Elastic Inference accelerators."
 	supNoTaskRole    = "Berth does not hand IAM role credentials to containers yet; leave taskRoleArn out."
 	supNoEnvFiles    = "Berth has no object store to read environment files from; put the variables in environment."
-	supNoResReq      = "Berth cannot assign GPUs or inference accelerators yet; leave resourceRequirements out."
 	supNoCapProv     = "Berth has no capacity providers; use launchType EC2 or EXTERNAL."
 	supNoPlatform    = "platformVersion applies to Fargate only, which Berth does not run."
 	supNoVolConf     = "Berth has no EBS volumes; use task definition volumes with host paths."
@@ -115,10 +114,10 @@ var FieldRules = map[string]FieldRule{
 	"RegisterTaskDefinitionRequest.executionRoleArn":        stored("AWS uses it only to pull from ECR and fetch secrets or logs, none of which Berth does yet."),
 	"RegisterTaskDefinitionRequest.family":                  honoured(""),
 	"RegisterTaskDefinitionRequest.inferenceAccelerators":   refused(0, supNoInfer),
-	"RegisterTaskDefinitionRequest.ipcMode":                 refusedBut(issueFields, "Berth supports ipcMode host and none; task (one IPC namespace for the task's containers) is not supported yet.", stringIn("host", "none")),
+	"RegisterTaskDefinitionRequest.ipcMode":                 honoured("host joins the host's IPC namespace; none keeps a private one without /dev/shm; task: the containers join the IPC namespace of the first container without dependsOn (started first) and share one /dev/shm tmpfs, removed with the task."),
 	"RegisterTaskDefinitionRequest.memory":                  honoured("Hard limit of the task's cgroup, which holds all its containers."),
 	"RegisterTaskDefinitionRequest.networkMode":             refusedBut(issueNetworking, "Berth supports networkMode host and bridge (bridge runs in the host's network namespace until issue 14).", stringIn("host", "bridge")),
-	"RegisterTaskDefinitionRequest.pidMode":                 refusedBut(issueFields, "Berth supports pidMode host; task (one PID namespace for the task's containers) is not supported yet.", stringIn("host")),
+	"RegisterTaskDefinitionRequest.pidMode":                 honoured("host joins the host's PID namespace; task: the containers join the PID namespace of the first container without dependsOn (started first; Berth has no pause container, so when that container exits the kernel ends the others in its namespace)."),
 	"RegisterTaskDefinitionRequest.placementConstraints":    honoured("memberOf expressions at placement."),
 	"RegisterTaskDefinitionRequest.proxyConfiguration":      refused(issueTraffic, "Berth has no App Mesh proxy; leave proxyConfiguration out."),
 	"RegisterTaskDefinitionRequest.requiresCompatibilities": honoured("Checked as AWS checks it; tasks run with launch type EC2 or EXTERNAL only."),
@@ -146,7 +145,7 @@ var FieldRules = map[string]FieldRule{
 	"ContainerDefinition.healthCheck":            honoured(""),
 	"ContainerDefinition.hostname":               honoured(""),
 	"ContainerDefinition.image":                  honoured(""),
-	"ContainerDefinition.interactive":            refusedBut(issueFields, "Berth does not keep stdin open yet; only false is supported.", isFalse),
+	"ContainerDefinition.interactive":            honoured("stdin kept open while the process runs (nothing writes to it: ECS has no attach); after an agent restart the re-attached process reads end-of-file."),
 	"ContainerDefinition.links":                  refused(issueNetworking, "Berth has no Docker links; containers of a task share the host's network."),
 	"ContainerDefinition.linuxParameters":        honoured("See LinuxParameters."),
 	"ContainerDefinition.logConfiguration":       honoured("logDriver json-file only: the agent keeps stdout and stderr (see LogConfiguration)."),
@@ -156,11 +155,11 @@ var FieldRules = map[string]FieldRule{
 	"ContainerDefinition.name":                   honoured(""),
 	"ContainerDefinition.portMappings":           honoured("Bound on the host (host network namespace)."),
 	"ContainerDefinition.privileged":             honoured("Every capability and the host's devices, no seccomp or AppArmor, as Docker's --privileged."),
-	"ContainerDefinition.pseudoTerminal":         refusedBut(issueFields, "Berth does not allocate a TTY yet; only false is supported.", isFalse),
+	"ContainerDefinition.pseudoTerminal":         honoured("A pseudo-terminal; its output (stdout and stderr merged) is logged as stdout."),
 	"ContainerDefinition.readonlyRootFilesystem": honoured(""),
 	"ContainerDefinition.repositoryCredentials":  refused(issueAWSDeps, "Berth has no Secrets Manager to read registry credentials from yet; leave repositoryCredentials out."),
-	"ContainerDefinition.resourceRequirements":   refused(issueFields, supNoResReq),
-	"ContainerDefinition.restartPolicy":          refusedBut(issueFields, "Berth does not restart containers in place yet; only enabled false is supported.", restartDisabled),
+	"ContainerDefinition.resourceRequirements":   honoured("Type GPU: the task is placed only on an instance with that many unassigned GPUs, else it fails with RESOURCE:GPU; Berth's agents advertise no GPUs yet (they cannot expose one to a container), so such a task is never placed. Type InferenceAccelerator is refused (no Elastic Inference)."),
+	"ContainerDefinition.restartPolicy":          honoured("The agent restarts an exited container in place (same task; an essential one does not stop the task), except for ignoredExitCodes or when it ran less than restartAttemptPeriod (default 300 s); the agent reports restartCount."),
 	"ContainerDefinition.secrets":                refused(issueAWSDeps, "Berth has no Secrets Manager or SSM Parameter Store yet; leave secrets out."),
 	"ContainerDefinition.startTimeout":           honoured("Seconds to wait for the dependsOn conditions; the container is then not started."),
 	"ContainerDefinition.stopTimeout":            honoured("Seconds between SIGTERM and SIGKILL."),
@@ -199,7 +198,7 @@ var FieldRules = map[string]FieldRule{
 	"Device.permissions":                               honoured("read, write, mknod; all three when empty, as Docker."),
 	"DockerVolumeConfiguration.autoprovision":          honoured("With scope shared: create the volume when missing; without, a missing one fails the container."),
 	"DockerVolumeConfiguration.driver":                 refusedBut(issueFields, "Berth's volumes are directories on the instance; only driver local is supported.", stringIn("local")),
-	"DockerVolumeConfiguration.driverOpts":             refused(issueFields, "Berth's local volumes take no driver options (type, device, o) yet; leave driverOpts out."),
+	"DockerVolumeConfiguration.driverOpts":             honoured("As Docker's local driver: type, device and o mount the volume (mount -t type -o o device), e.g. a tmpfs; a task-scoped one is unmounted with the task, a shared one stays mounted."),
 	"DockerVolumeConfiguration.labels":                 stored("Docker only records volume labels; Berth keeps them in the task definition."),
 	"DockerVolumeConfiguration.scope":                  honoured("task (default) or shared."),
 	"DeploymentConfiguration.alarms":                   honoured("Disabled alarms only; see DeploymentAlarms."),
@@ -280,7 +279,7 @@ var FieldRules = map[string]FieldRule{
 	"ContainerOverride.memory":                   honoured(""),
 	"ContainerOverride.memoryReservation":        honoured(""),
 	"ContainerOverride.name":                     honoured(""),
-	"ContainerOverride.resourceRequirements":     refused(issueFields, supNoResReq),
+	"ContainerOverride.resourceRequirements":     honoured("Type GPU: the task is placed only on an instance with that many unassigned GPUs, else it fails with RESOURCE:GPU; Berth's agents advertise no GPUs yet (they cannot expose one to a container), so such a task is never placed. Type InferenceAccelerator is refused (no Elastic Inference)."),
 
 	// CreateService and UpdateService (AWS reference: CreateService, UpdateService).
 	"CreateServiceRequest.availabilityZoneRebalancing":   refusedBut(0, supNoAZ, stringIn("DISABLED")),
@@ -331,13 +330,6 @@ var FieldRules = map[string]FieldRule{
 	"UpdateServiceRequest.taskDefinition":                honoured(""),
 	"UpdateServiceRequest.volumeConfigurations":          refused(0, supNoVolConf),
 	"UpdateServiceRequest.vpcLatticeConfigurations":      refused(0, supNoLattice),
-}
-
-// restartDisabled admits a restartPolicy that asks for no restarts.
-func restartDisabled(v protoreflect.Value) bool {
-	m := v.Message()
-	f := m.Descriptor().Fields().ByJSONName("enabled")
-	return f != nil && m.Has(f) && !m.Get(f).Bool()
 }
 
 // controllerECS admits a deploymentController of type ECS (the rolling update Berth runs).

@@ -255,19 +255,12 @@ func TestCheckFields(t *testing.T) {
 		{"log options", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
 			m.ContainerDefinitions[0].LogConfiguration = &ecsv1.LogConfiguration{LogDriver: proto.String("json-file"), Options: map[string]string{"max-size": "1m"}}
 		}), ClientErr, "containerDefinitions[0].logConfiguration.options is not supported"},
-		{"ipcMode", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) { m.IpcMode = proto.String("task") }), ClientErr, `ipcMode "task" is not supported by Berth. Berth supports ipcMode host and none`},
 		{"dockerSecurityOptions after honoured members", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
 			m.ContainerDefinitions[0].LinuxParameters = &ecsv1.LinuxParameters{InitProcessEnabled: proto.Bool(true), Swappiness: proto.Int32(10), Tmpfs: []*ecsv1.Tmpfs{{ContainerPath: proto.String("/t"), Size: 1}}}
 			m.ContainerDefinitions[0].StartTimeout = proto.Int32(30)
 			m.ContainerDefinitions[0].DockerSecurityOptions = []string{"no-new-privileges"}
 		}), ClientErr, "containerDefinitions[0].dockerSecurityOptions is not supported"},
-		{"docker volume options", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
-			m.Volumes = []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Driver: proto.String("local"), DriverOpts: map[string]string{"type": "nfs"}}}}
-		}), ClientErr, "volumes[0].dockerVolumeConfiguration.driverOpts is not supported"},
 		{"awsvpc", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) { m.NetworkMode = proto.String("awsvpc") }), ClientErr, `networkMode "awsvpc" is not supported by Berth. Berth supports networkMode host and bridge`},
-		{"gpu", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
-			m.ContainerDefinitions[0].ResourceRequirements = []*ecsv1.ResourceRequirement{{Type: proto.String("GPU"), Value: proto.String("1")}}
-		}), ClientErr, "containerDefinitions[0].resourceRequirements is not supported"},
 		{"exec", &ecsv1.RunTaskRequest{EnableExecuteCommand: true}, InvalidParamErr, "enableExecuteCommand is not supported by Berth. Berth has no ECS Exec"},
 		{"env files override", &ecsv1.RunTaskRequest{Overrides: &ecsv1.TaskOverride{ContainerOverrides: []*ecsv1.ContainerOverride{{Name: proto.String("a")}, {Name: proto.String("b"), EnvironmentFiles: []*ecsv1.EnvironmentFile{{Type: proto.String("s3"), Value: proto.String("arn:aws:s3:::b/k.env")}}}}}}, InvalidParamErr, "overrides.containerOverrides[1].environmentFiles is not supported"},
 		{"service connect", &ecsv1.CreateServiceRequest{ServiceConnectConfiguration: &ecsv1.ServiceConnectConfiguration{Enabled: true}}, InvalidParamErr, "serviceConnectConfiguration is not supported"},

@@ -135,6 +135,9 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 			if dv.GetAutoprovision() && dv.GetScope() != "shared" {
 				return nil, ecserr.Clientf("Invalid 'dockerVolumeConfiguration' setting for volume '%s'. Autoprovision can only be true when scope is shared.", v.GetName())
 			}
+			if err := validateDriverOpts(v.GetName(), dv.GetDriverOpts()); err != nil {
+				return nil, err
+			}
 		}
 		if v.GetHost() != nil && v.GetHost().SourcePath != nil && !strings.HasPrefix(v.GetHost().GetSourcePath(), "/") {
 			return nil, ecserr.Clientf("Invalid 'host.sourcePath' setting for volume '%s'. The source path must be an absolute path on the container instance.", v.GetName())
@@ -245,6 +248,20 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 			return nil, err
 		}
 		if err := validateSystemControls(name, m.GetIpcMode(), c.GetSystemControls()); err != nil {
+			return nil, err
+		}
+		if rp := c.GetRestartPolicy(); rp != nil {
+			if rp.Enabled == nil {
+				return nil, ecserr.Clientf("Invalid 'restartPolicy' setting for container '%s'. enabled is required.", name)
+			}
+			if rp.RestartAttemptPeriod != nil && (rp.GetRestartAttemptPeriod() < 60 || rp.GetRestartAttemptPeriod() > 1800) {
+				return nil, ecserr.Clientf("Invalid 'restartPolicy' setting for container '%s'. restartAttemptPeriod must be between 60 and 1800 seconds.", name)
+			}
+			if len(rp.GetIgnoredExitCodes()) > 50 {
+				return nil, ecserr.Clientf("Invalid 'restartPolicy' setting for container '%s'. ignoredExitCodes can hold at most 50 exit codes.", name)
+			}
+		}
+		if err := validateResourceRequirements(ClientErr, "container '"+name+"'", c.GetResourceRequirements()); err != nil {
 			return nil, err
 		}
 		if c.PortMappings == nil {
@@ -657,4 +674,22 @@ func (s *Server) ListTaskDefinitionFamilies(ctx context.Context, req *connect.Re
 		}
 		return resp, nil
 	})
+}
+
+// validateDriverOpts checks a local Docker volume's driverOpts as Docker's local driver
+// takes them: only type, device and o, with type and device together (the volume is then
+// that mount: "mount -t type -o o device"). No options at all is a plain directory.
+func validateDriverOpts(volume string, opts map[string]string) error {
+	if len(opts) == 0 {
+		return nil
+	}
+	for k := range opts {
+		if !oneOf(k, "type", "device", "o") {
+			return ecserr.Clientf("Invalid 'dockerVolumeConfiguration.driverOpts' setting for volume '%s'. Unknown option %q: the local driver takes type, device and o.", volume, k)
+		}
+	}
+	if opts["type"] == "" || opts["device"] == "" {
+		return ecserr.Clientf("Invalid 'dockerVolumeConfiguration.driverOpts' setting for volume '%s'. The local driver needs both type and device (and optionally o), as mount -t type -o o device.", volume)
+	}
+	return nil
 }

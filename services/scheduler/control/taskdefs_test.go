@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/scheduler/ecserr"
 )
 
 func container(name string, mods ...func(*ecsv1.ContainerDefinition)) *ecsv1.ContainerDefinition {
@@ -96,7 +97,8 @@ func TestRegisterTaskDefinitionValidation(t *testing.T) {
 		{"sysctl with ipcMode host", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), IpcMode: proto.String("host"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.SystemControls = []*ecsv1.SystemControl{{Namespace: proto.String("kernel.shmmax"), Value: proto.String("1")}}
 		})}}, "ClientException", "cannot be set when ipcMode is host"},
-		{"pidMode task refused", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), PidMode: proto.String("task"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", `pidMode "task" is not supported by Berth. Berth supports pidMode host`},
+		{"pidMode unknown", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), PidMode: proto.String("container"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", `Invalid pidMode "container": valid values are host and task.`},
+		{"ipcMode unknown", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), IpcMode: proto.String("shareable"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", `Invalid ipcMode "shareable": valid values are host, task and none.`},
 		{"autoprovision task scope", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Scope: proto.String("task"), Autoprovision: proto.Bool(true)}}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", "Autoprovision can only be true when scope is shared."},
 		{"bad scope", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Scope: proto.String("global")}}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", "valid values are task and shared"},
 		{"docker volume driver", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Driver: proto.String("rexray/ebs")}}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", `volumes[0].dockerVolumeConfiguration.driver "rexray/ebs" is not supported by Berth.`},
@@ -304,6 +306,41 @@ func TestConcurrentRegisterTaskDefinition(t *testing.T) {
 	for i := int32(1); i <= n; i++ {
 		if !seen[i] {
 			t.Fatalf("revision %d missing (got %d revisions)", i, len(seen))
+		}
+	}
+}
+
+// TestDriverOptsRegistration: local driverOpts of Docker's local driver register and are
+// described back; unknown options, or type without device, are refused naming the volume.
+func TestDriverOptsRegistration(t *testing.T) {
+	e := newEnv(t)
+	reg := func(opts map[string]string) (*ecsv1.RegisterTaskDefinitionResponse, *ecserr.Error) {
+		return call(e, e.s.RegisterTaskDefinition, &ecsv1.RegisterTaskDefinitionRequest{
+			Family:  proto.String("vol"),
+			Volumes: []*ecsv1.Volume{{Name: proto.String("scratch"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Scope: proto.String("task"), Driver: proto.String("local"), DriverOpts: opts}}},
+			ContainerDefinitions: []*ecsv1.ContainerDefinition{{Name: proto.String("a"), Image: proto.String("busybox"), Memory: proto.Int32(16),
+				MountPoints: []*ecsv1.MountPoint{{SourceVolume: proto.String("scratch"), ContainerPath: proto.String("/data")}}}},
+		})
+	}
+	r, err := reg(map[string]string{"type": "tmpfs", "device": "tmpfs", "o": "size=4m"})
+	if err != nil {
+		t.Fatalf("tmpfs driverOpts refused: %v", err)
+	}
+	if o := r.GetTaskDefinition().GetVolumes()[0].GetDockerVolumeConfiguration().GetDriverOpts(); o["o"] != "size=4m" || o["type"] != "tmpfs" {
+		t.Fatalf("driverOpts described back as %v", o)
+	}
+	for _, tc := range []struct {
+		opts map[string]string
+		want string
+	}{
+		{map[string]string{"type": "nfs", "device": ":/export", "uid": "1"}, `Unknown option "uid"`},
+		{map[string]string{"type": "tmpfs"}, "needs both type and device"},
+		{map[string]string{"o": "size=1m"}, "needs both type and device"},
+	} {
+		_, err := reg(tc.opts)
+		wantErr(t, err, "ClientException")
+		if !strings.Contains(err.Message, tc.want) || !strings.Contains(err.Message, "volume 'scratch'") {
+			t.Errorf("driverOpts %v: %q, want %q naming the volume", tc.opts, err.Message, tc.want)
 		}
 	}
 }

@@ -62,6 +62,9 @@ func validateOverrides(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) error {
 		if o.GetCpu() < 0 || (o.Memory != nil && o.GetMemory() < 6) || (o.MemoryReservation != nil && o.GetMemoryReservation() < 6) {
 			return ecserr.InvalidParameterf("Invalid cpu or memory override for container %s.", o.GetName())
 		}
+		if err := validateResourceRequirements(InvalidParamErr, "container override '"+o.GetName()+"'", o.GetResourceRequirements()); err != nil {
+			return err
+		}
 	}
 	if ov == nil {
 		return nil

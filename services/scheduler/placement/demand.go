@@ -19,6 +19,7 @@ const (
 	ResourceMemory   = "MEMORY"    // INTEGER, MiB
 	ResourcePorts    = "PORTS"     // STRINGSET, taken host TCP ports
 	ResourcePortsUDP = "PORTS_UDP" // STRINGSET, taken host UDP ports
+	ResourceGPU      = "GPU"       // STRINGSET, ids of the GPUs not yet assigned (as the ECS agent registers them)
 )
 
 // Demand is what one task reserves on its instance.
@@ -31,6 +32,11 @@ type Demand struct {
 	Ports []int32
 	// UDPPorts are the host UDP ports the task binds.
 	UDPPorts []int32
+	// GPUs is the number of physical GPUs the task reserves: the sum of its containers'
+	// GPU resourceRequirements (AWS: "The number of GPUs that's reserved for all
+	// containers in a task can't exceed the number of available GPUs on the container
+	// instance").
+	GPUs int32
 }
 
 // ErrInsufficient is returned by Reserve when the instance cannot hold the demand.
@@ -73,6 +79,15 @@ func DemandOf(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) (Demand, error) 
 				memRes = co.GetMemoryReservation()
 			}
 		}
+		reqs := c.GetResourceRequirements()
+		if co := byName[c.GetName()]; co != nil && co.ResourceRequirements != nil {
+			reqs = co.GetResourceRequirements()
+		}
+		gpus, err := GPUCount(reqs)
+		if err != nil {
+			return Demand{}, err
+		}
+		d.GPUs += gpus
 		sumCPU += cpu
 		if mem > 0 {
 			sumMem += mem
@@ -124,6 +139,25 @@ func DemandOf(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) (Demand, error) 
 	slices.Sort(d.UDPPorts)
 	d.UDPPorts = slices.Compact(d.UDPPorts)
 	return d, nil
+}
+
+// GPUCount returns the GPUs a container's resourceRequirements ask for: the sum of the
+// values of type GPU, each a whole positive number. It returns an error wrapping
+// ErrInvalid for a GPU value that is not one; other types count nothing (control refuses
+// them at registration).
+func GPUCount(reqs []*ecsv1.ResourceRequirement) (int32, error) {
+	var n int32
+	for _, r := range reqs {
+		if r.GetType() != ResourceGPU {
+			continue
+		}
+		v, err := strconv.ParseInt(r.GetValue(), 10, 32)
+		if err != nil || v < 1 || strings.HasPrefix(r.GetValue(), "+") || int64(n)+v > math.MaxInt32 {
+			return 0, fmt.Errorf("placement: GPU resourceRequirement %q: %w", r.GetValue(), ErrInvalid)
+		}
+		n += int32(v)
+	}
+	return n, nil
 }
 
 // ParseCPU parses a task-level cpu: CPU units ("1024") or vCPUs ("1 vCPU", "0.5 vcpu",
@@ -180,8 +214,9 @@ func parseUnits(orig, v, what string) (int32, error) {
 }
 
 // Fits returns "" when ci's remainingResources can take d, else the failure reason
-// RunTask reports for it: ReasonCPU, ReasonMemory, ReasonPorts (a TCP host port is taken)
-// or ReasonPortsUDP, checked in that order.
+// RunTask reports for it: ReasonCPU, ReasonMemory, ReasonGPU (fewer unassigned GPU ids
+// than the task's GPUs), ReasonPorts (a TCP host port is taken) or ReasonPortsUDP,
+// checked in that order.
 func Fits(ci *ecsv1.ContainerInstance, d Demand) string {
 	rem := ci.GetRemainingResources()
 	if d.CPU > findResource(rem, ResourceCPU).GetIntegerValue() {
@@ -189,6 +224,9 @@ func Fits(ci *ecsv1.ContainerInstance, d Demand) string {
 	}
 	if d.Memory > findResource(rem, ResourceMemory).GetIntegerValue() {
 		return ReasonMemory
+	}
+	if int(d.GPUs) > len(findResource(rem, ResourceGPU).GetStringSetValue()) {
+		return ReasonGPU
 	}
 	if anyTaken(findResource(rem, ResourcePorts).GetStringSetValue(), d.Ports) {
 		return ReasonPorts
@@ -213,7 +251,9 @@ func anyTaken(taken []string, ports []int32) bool {
 // Reserve takes d from ci's remainingResources: CPU and MEMORY decrease, the ports join
 // the PORTS and PORTS_UDP sets. When d does not fit (Fits) it changes nothing and
 // returns an error wrapping ErrInsufficient that names the reason. Task counters are the
-// caller's (a placement counts a pending task; see control.PlaceTxn).
+// caller's (a placement counts a pending task; see control.PlaceTxn). GPU ids are not
+// taken here: no instance has any to take (control keeps no GPU resource of an agent,
+// and Berth's agent advertises none), so a demand with GPUs fails Fits with ReasonGPU.
 func Reserve(ci *ecsv1.ContainerInstance, d Demand) error {
 	if reason := Fits(ci, d); reason != "" {
 		return fmt.Errorf("%w: %s", ErrInsufficient, reason)
@@ -261,13 +301,14 @@ func Release(ci *ecsv1.ContainerInstance, d Demand) {
 
 // TaskDemand returns the demand stored on a task record when it was created (SetDemand).
 func TaskDemand(rec *storev1.TaskRecord) Demand {
-	return Demand{CPU: rec.GetReservedCpu(), Memory: rec.GetReservedMemory(), Ports: rec.GetReservedPorts(), UDPPorts: rec.GetReservedUdpPorts()}
+	return Demand{CPU: rec.GetReservedCpu(), Memory: rec.GetReservedMemory(), Ports: rec.GetReservedPorts(), UDPPorts: rec.GetReservedUdpPorts(), GPUs: rec.GetReservedGpus()}
 }
 
 // SetDemand stores d on a task record (reserved_cpu, reserved_memory, reserved_ports,
-// reserved_udp_ports), where TaskDemand reads it for the life of the task.
+// reserved_udp_ports, reserved_gpus), where TaskDemand reads it for the life of the task.
 func SetDemand(rec *storev1.TaskRecord, d Demand) {
 	rec.ReservedCpu, rec.ReservedMemory, rec.ReservedPorts, rec.ReservedUdpPorts = d.CPU, d.Memory, d.Ports, d.UDPPorts
+	rec.ReservedGpus = d.GPUs
 }
 
 // resource returns ci's remaining resource name, adding an empty one if absent.
@@ -327,6 +368,8 @@ func FromRecord(id string, rec *storev1.ContainerInstanceRecord, rev int64) *Ins
 			in.CPU = int64(r.GetIntegerValue())
 		case ResourceMemory:
 			in.Memory = int64(r.GetIntegerValue())
+		case ResourceGPU:
+			in.GPUs = int64(len(r.GetStringSetValue()))
 		case ResourcePorts, ResourcePortsUDP:
 			set := in.Ports
 			if r.GetName() == ResourcePortsUDP {

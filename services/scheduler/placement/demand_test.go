@@ -105,6 +105,7 @@ func TestFitsReserveRelease(t *testing.T) {
 		{Demand{CPU: 2048}, ReasonCPU},
 		{Demand{Memory: 2048}, ReasonMemory},
 		{Demand{Ports: []int32{22}}, ReasonPorts},
+		{Demand{GPUs: 1}, ReasonGPU},
 		{Demand{CPU: 1024, Memory: 1024, Ports: []int32{80}, UDPPorts: []int32{53}}, ""},
 	} {
 		if got := Fits(newCI(), c.d); got != c.want {
@@ -167,5 +168,47 @@ func TestEngineUDPReason(t *testing.T) {
 	}
 	if r := reasons(plan); len(plan.Choices) != 0 || r["a"] != ReasonPortsUDP {
 		t.Fatalf("choices %v failures %v, want %s", chosen(plan), r, ReasonPortsUDP)
+	}
+}
+
+// TestGPUDemand: the GPUs of a task are the sum of its containers' GPU requirements, a
+// container override replacing the container's; bad values are ErrInvalid; an instance
+// is judged on its unassigned GPU ids.
+func TestGPUDemand(t *testing.T) {
+	gpu := func(v string) []*ecsv1.ResourceRequirement {
+		return []*ecsv1.ResourceRequirement{{Type: proto.String("GPU"), Value: proto.String(v)}}
+	}
+	td := &ecsv1.TaskDefinition{ContainerDefinitions: []*ecsv1.ContainerDefinition{
+		{Name: proto.String("a"), ResourceRequirements: gpu("2")},
+		{Name: proto.String("b"), ResourceRequirements: gpu("1")},
+		{Name: proto.String("c")},
+	}}
+	d, err := DemandOf(td, nil)
+	if err != nil || d.GPUs != 3 {
+		t.Fatalf("DemandOf: %d, %v; want 3 GPUs", d.GPUs, err)
+	}
+	d, err = DemandOf(td, &ecsv1.TaskOverride{ContainerOverrides: []*ecsv1.ContainerOverride{{Name: proto.String("a"), ResourceRequirements: gpu("1")}, {Name: proto.String("c"), ResourceRequirements: gpu("4")}}})
+	if err != nil || d.GPUs != 6 {
+		t.Fatalf("DemandOf with overrides: %d, %v; want 6 GPUs", d.GPUs, err)
+	}
+	for _, v := range []string{"0", "-2", "x", "1.0", "+1", "99999999999"} {
+		if _, err := GPUCount(gpu(v)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("GPUCount(%q) = %v, want ErrInvalid", v, err)
+		}
+	}
+	rec := &storev1.TaskRecord{}
+	SetDemand(rec, Demand{GPUs: 2})
+	if TaskDemand(rec).GPUs != 2 {
+		t.Fatalf("GPUs not kept on the task record: %v", rec)
+	}
+	ci := &ecsv1.ContainerInstance{RemainingResources: []*ecsv1.Resource{intRes(ResourceCPU, 1024), intRes(ResourceMemory, 1024), setRes(ResourceGPU, "GPU-a", "GPU-b")}}
+	if got := Fits(ci, Demand{GPUs: 2}); got != "" {
+		t.Errorf("2 GPUs on an instance with 2 free: %q", got)
+	}
+	if got := Fits(ci, Demand{GPUs: 3}); got != ReasonGPU {
+		t.Errorf("3 GPUs on an instance with 2 free: %q, want %s", got, ReasonGPU)
+	}
+	if in := FromRecord("i", &storev1.ContainerInstanceRecord{ContainerInstance: ci}, 1); in.GPUs != 2 {
+		t.Errorf("FromRecord GPUs = %d, want 2", in.GPUs)
 	}
 }

@@ -17,6 +17,9 @@ const (
 	ReasonCPU = "RESOURCE:CPU"
 	// ReasonMemory: the instance has too little memory left.
 	ReasonMemory = "RESOURCE:MEMORY"
+	// ReasonGPU: the instance has fewer unassigned GPUs than the task asks for (none at
+	// all on an instance whose agent advertises no GPU).
+	ReasonGPU = "RESOURCE:GPU"
 	// ReasonPorts: a host TCP port the task needs is taken on the instance.
 	ReasonPorts = "RESOURCE:PORTS"
 	// ReasonPortsUDP: a host UDP port the task needs is taken on the instance (the
@@ -64,6 +67,9 @@ type Instance struct {
 	RegisteredAt time.Time
 	// CPU and Memory are the remaining CPU units and MiB.
 	CPU, Memory int64
+	// GPUs is the number of GPUs not yet assigned to a task (0 when the agent advertises
+	// none, as Berth's agent does until it can expose GPUs to containers).
+	GPUs int64
 	// Ports and UDPPorts are the host ports already taken (reserved by the host or by
 	// tasks).
 	Ports, UDPPorts map[int32]bool
@@ -146,7 +152,7 @@ type Choice struct {
 type Failure struct {
 	// Arn is the container instance ARN the failure is about.
 	Arn string
-	// Reason is one of ReasonCPU, ReasonMemory, ReasonPorts, ReasonPortsUDP, ReasonAgent,
+	// Reason is one of ReasonCPU, ReasonMemory, ReasonGPU, ReasonPorts, ReasonPortsUDP, ReasonAgent,
 	// ReasonAttribute, ReasonMissing, ReasonInactive; or, for a RunTask placement when
 	// no instance is ACTIVE, the instance's status (e.g. "DRAINING").
 	Reason string
@@ -362,6 +368,7 @@ func (e *Engine) take(plan *Plan, cands []*Instance, mine map[*Instance]bool, be
 func reserve(in *Instance, d Demand, group string) {
 	in.CPU -= int64(d.CPU)
 	in.Memory -= int64(d.Memory)
+	in.GPUs -= int64(d.GPUs)
 	for _, p := range d.Ports {
 		in.Ports[p] = true
 	}
@@ -439,6 +446,9 @@ func (e *Engine) check(in *Instance, req Request, c compiled, used map[string]bo
 	}
 	if int64(req.Demand.Memory) > in.Memory {
 		return ReasonMemory, fmt.Sprintf("needs %d MiB, %d remain", req.Demand.Memory, in.Memory)
+	}
+	if int64(req.Demand.GPUs) > in.GPUs {
+		return ReasonGPU, fmt.Sprintf("needs %d GPUs, %d remain", req.Demand.GPUs, in.GPUs)
 	}
 	for _, p := range req.Demand.Ports {
 		if in.Ports[p] {

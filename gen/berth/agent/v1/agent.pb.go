@@ -724,8 +724,11 @@ type ContainerState struct {
 	ImageDigest string `protobuf:"bytes,7,opt,name=image_digest,json=imageDigest,proto3" json:"image_digest,omitempty"`
 	// network_bindings are the host ports the container is bound to.
 	NetworkBindings []*v1.NetworkBinding `protobuf:"bytes,8,rep,name=network_bindings,json=networkBindings,proto3" json:"network_bindings,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// restart_count is how many times the agent restarted the container in place under its
+	// restartPolicy (the RestartCount AWS's task metadata endpoint v4 shows).
+	RestartCount  int32 `protobuf:"varint,9,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ContainerState) Reset() {
@@ -812,6 +815,13 @@ func (x *ContainerState) GetNetworkBindings() []*v1.NetworkBinding {
 		return x.NetworkBindings
 	}
 	return nil
+}
+
+func (x *ContainerState) GetRestartCount() int32 {
+	if x != nil {
+		return x.RestartCount
+	}
+	return 0
 }
 
 // Ack acknowledges deliveries the agent has durably taken.
@@ -1152,7 +1162,7 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"stoppingAt\x12L\n" +
 	"\x14execution_stopped_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x12executionStoppedAt\x129\n" +
 	"\n" +
-	"stopped_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstoppedAt\"\xbd\x02\n" +
+	"stopped_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstoppedAt\"\xe2\x02\n" +
 	"\x0eContainerState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -1163,7 +1173,8 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12#\n" +
 	"\rhealth_status\x18\x06 \x01(\tR\fhealthStatus\x12!\n" +
 	"\fimage_digest\x18\a \x01(\tR\vimageDigest\x12G\n" +
-	"\x10network_bindings\x18\b \x03(\v2\x1c.berth.ecs.v1.NetworkBindingR\x0fnetworkBindingsB\f\n" +
+	"\x10network_bindings\x18\b \x03(\v2\x1c.berth.ecs.v1.NetworkBindingR\x0fnetworkBindings\x12#\n" +
+	"\rrestart_count\x18\t \x01(\x05R\frestartCountB\f\n" +
 	"\n" +
 	"_exit_code\"(\n" +
 	"\x03Ack\x12!\n" +

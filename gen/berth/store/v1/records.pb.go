@@ -478,7 +478,10 @@ type TaskRecord struct {
 	// service_name is the service that started the task, if any.
 	ServiceName string `protobuf:"bytes,9,opt,name=service_name,json=serviceName,proto3" json:"service_name,omitempty"`
 	// deployment_id is the service deployment that started the task, if any.
-	DeploymentId  string `protobuf:"bytes,10,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
+	DeploymentId string `protobuf:"bytes,10,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
+	// reserved_gpus is the number of GPUs the task reserves on the instance (the sum of its
+	// containers' GPU resourceRequirements).
+	ReservedGpus  int32 `protobuf:"varint,11,opt,name=reserved_gpus,json=reservedGpus,proto3" json:"reserved_gpus,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -581,6 +584,13 @@ func (x *TaskRecord) GetDeploymentId() string {
 		return x.DeploymentId
 	}
 	return ""
+}
+
+func (x *TaskRecord) GetReservedGpus() int32 {
+	if x != nil {
+		return x.ReservedGpus
+	}
+	return 0
 }
 
 // ServiceRecord is stored at /berth/v1/services/{account}/{cluster}/{name}.
@@ -855,7 +865,7 @@ const file_berth_store_v1_records_proto_rawDesc = "" +
 	"\x0eoperator_drain\x18\x05 \x01(\bR\roperatorDrain\x127\n" +
 	"\tlast_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12'\n" +
 	"\x0fsession_replica\x18\a \x01(\tR\x0esessionReplica\x12%\n" +
-	"\x04tags\x18\b \x03(\v2\x11.berth.ecs.v1.TagR\x04tags\"\x97\x03\n" +
+	"\x04tags\x18\b \x03(\v2\x11.berth.ecs.v1.TagR\x04tags\"\xbc\x03\n" +
 	"\n" +
 	"TaskRecord\x12&\n" +
 	"\x04task\x18\x01 \x01(\v2\x12.berth.ecs.v1.TaskR\x04task\x12!\n" +
@@ -868,7 +878,8 @@ const file_berth_store_v1_records_proto_rawDesc = "" +
 	"\fclient_token\x18\b \x01(\tR\vclientToken\x12!\n" +
 	"\fservice_name\x18\t \x01(\tR\vserviceName\x12#\n" +
 	"\rdeployment_id\x18\n" +
-	" \x01(\tR\fdeploymentId\"\xa7\x01\n" +
+	" \x01(\tR\fdeploymentId\x12#\n" +
+	"\rreserved_gpus\x18\v \x01(\x05R\freservedGpus\"\xa7\x01\n" +
 	"\rServiceRecord\x12/\n" +
 	"\aservice\x18\x01 \x01(\v2\x15.berth.ecs.v1.ServiceR\aservice\x12!\n" +
 	"\fcluster_name\x18\x02 \x01(\tR\vclusterName\x12B\n" +

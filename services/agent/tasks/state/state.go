@@ -86,6 +86,40 @@ type Container struct {
 	ImageDigest string
 	// NeverRan is set when the container stopped without having started.
 	NeverRan bool
+	// RestartCount is how many times the container was restarted in place under its
+	// restartPolicy (AWS: "Restart individual containers in Amazon ECS tasks with
+	// container restart policies"; the task metadata endpoint's RestartCount).
+	RestartCount int32
+	// RunningSince is when the container's current process started (zero when it was
+	// adopted from an earlier agent); restartPolicy's restartAttemptPeriod counts from it.
+	RunningSince time.Time
+}
+
+// DefaultRestartAttemptPeriod is how long a container must have run before the agent
+// restarts it when its restartPolicy sets no restartAttemptPeriod (AWS: 300 seconds).
+const DefaultRestartAttemptPeriod = 300 * time.Second
+
+// ShouldRestart reports whether c, whose process just exited with code at now, is to
+// be restarted in place, as the ECS agent's restart tracker decides: its restartPolicy
+// is enabled, the task is not stopping, code is not one of ignoredExitCodes, and the
+// process ran at least restartAttemptPeriod (default DefaultRestartAttemptPeriod) —
+// so a container is restarted at most once per period and one that exits early is not.
+// An essential container being restarted does not stop the task.
+func (t *Task) ShouldRestart(c *Container, code int32, now time.Time) bool {
+	rp := c.Def.GetRestartPolicy()
+	if !rp.GetEnabled() || t.Stopping {
+		return false
+	}
+	for _, ignored := range rp.GetIgnoredExitCodes() {
+		if ignored == code {
+			return false
+		}
+	}
+	period := DefaultRestartAttemptPeriod
+	if rp.RestartAttemptPeriod != nil {
+		period = time.Duration(rp.GetRestartAttemptPeriod()) * time.Second
+	}
+	return c.RunningSince.IsZero() || now.Sub(c.RunningSince) >= period
 }
 
 // Task is one ECS task on this host and its containers.
@@ -139,6 +173,7 @@ func (t *Task) Restore(last *agentv1.TaskStateChange) {
 	for _, cs := range last.GetContainers() {
 		if c := t.Container(cs.GetName()); c != nil {
 			c.ImageDigest = cs.GetImageDigest()
+			c.RestartCount = cs.GetRestartCount()
 			if c.Health != "" && cs.GetHealthStatus() != "" {
 				c.Health = cs.GetHealthStatus()
 			}
@@ -299,6 +334,7 @@ func (t *Task) Change() *agentv1.TaskStateChange {
 		cs := &agentv1.ContainerState{
 			Name: ct.Name, RuntimeId: ct.ID, LastStatus: ct.Status, Reason: ct.Reason,
 			HealthStatus: cmpOr(ct.Health, Unknown), ImageDigest: ct.ImageDigest,
+			RestartCount: ct.RestartCount,
 		}
 		if ct.ExitCode != nil {
 			cs.ExitCode = new(*ct.ExitCode)
@@ -313,7 +349,8 @@ func (t *Task) Change() *agentv1.TaskStateChange {
 
 // Fingerprint returns a string that differs between two state changes exactly when the
 // control plane must hear of the second: statuses, health, stop code and reason, whether
-// the pull finished, and each container's status, health, exit code and reason.
+// the pull finished, and each container's status, health, exit code, reason and restart
+// count.
 // Timestamps alone do not count (they are set together with a status change).
 func Fingerprint(c *agentv1.TaskStateChange) string {
 	var b strings.Builder
@@ -325,7 +362,7 @@ func Fingerprint(c *agentv1.TaskStateChange) string {
 		if ct.ExitCode != nil {
 			exit = fmt.Sprint(ct.GetExitCode())
 		}
-		fmt.Fprintf(&b, "|%s:%s:%s:%s:%s", ct.GetName(), ct.GetLastStatus(), ct.GetHealthStatus(), exit, ct.GetReason())
+		fmt.Fprintf(&b, "|%s:%s:%s:%s:%s:%d", ct.GetName(), ct.GetLastStatus(), ct.GetHealthStatus(), exit, ct.GetReason(), ct.GetRestartCount())
 	}
 	return b.String()
 }

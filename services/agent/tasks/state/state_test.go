@@ -294,3 +294,42 @@ func TestFingerprint(t *testing.T) {
 		}
 	}
 }
+
+// TestShouldRestart is the restart tracker's decision on plain values: enabled, not
+// stopping, exit code not ignored, and ran at least the period (default 300 s).
+func TestShouldRestart(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ctr := func(rp *ecsv1.ContainerRestartPolicy, ranFor time.Duration) *Container {
+		return &Container{Def: &ecsv1.ContainerDefinition{RestartPolicy: rp}, RunningSince: now.Add(-ranFor)}
+	}
+	on := func(period int32, ignored ...int32) *ecsv1.ContainerRestartPolicy {
+		rp := &ecsv1.ContainerRestartPolicy{Enabled: proto.Bool(true), IgnoredExitCodes: ignored}
+		if period > 0 {
+			rp.RestartAttemptPeriod = proto.Int32(period)
+		}
+		return rp
+	}
+	for _, tc := range []struct {
+		name     string
+		c        *Container
+		code     int32
+		stopping bool
+		want     bool
+	}{
+		{"no policy", ctr(nil, time.Hour), 1, false, false},
+		{"disabled", ctr(&ecsv1.ContainerRestartPolicy{Enabled: proto.Bool(false)}, time.Hour), 1, false, false},
+		{"enabled, ran the period", ctr(on(60), time.Minute), 1, false, true},
+		{"exit 0 restarts too", ctr(on(60), time.Minute), 0, false, true},
+		{"ignored code", ctr(on(60, 0, 3), time.Hour), 3, false, false},
+		{"exited early", ctr(on(60), 59*time.Second), 1, false, false},
+		{"default period 300 s, early", ctr(on(0), 299*time.Second), 1, false, false},
+		{"default period 300 s, ran it", ctr(on(0), 300*time.Second), 1, false, true},
+		{"task stopping", ctr(on(60), time.Hour), 1, true, false},
+		{"adopted (start unknown)", &Container{Def: &ecsv1.ContainerDefinition{RestartPolicy: on(60)}}, 1, false, true},
+	} {
+		task := &Task{Stopping: tc.stopping}
+		if got := task.ShouldRestart(tc.c, tc.code, now); got != tc.want {
+			t.Errorf("%s: ShouldRestart = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -3,6 +3,10 @@
 //
 //	sleep N            sleep N seconds, then exit 0
 //	exit N             exit with status N at once
+//	sleep-exit N CODE  sleep N seconds, then exit with status CODE (0 at once on SIGTERM)
+//	read-stdin         read stdin to its end, print "stdin ended", exit 0 (0 on SIGTERM)
+//	tty                print "stdout is a terminal" or "stdout is not a terminal", then
+//	                   sleep until signalled (exit 0)
 //	env                print the environment, sorted, one VAR=value a line
 //	echo OUT ERR       write OUT to stdout and ERR to stderr, each with a newline
 //	serve PORT         serve HTTP on PORT: 200 "ok" on / and /health
@@ -32,6 +36,7 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 const (
@@ -70,6 +75,53 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
 		return sleep(ctx, time.Duration(n)*time.Second, stdout)
+	case "sleep-exit":
+		if len(rest) != 2 {
+			return usage("takes two integer arguments")
+		}
+		n, err1 := strconv.Atoi(rest[0])
+		code, err2 := strconv.Atoi(rest[1])
+		if err := errors.Join(err1, err2); err != nil {
+			return usage("%v", err)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		sleep(ctx, time.Duration(n)*time.Second, stdout)
+		if ctx.Err() != nil {
+			return exitOK
+		}
+		fmt.Fprintf(stdout, "exiting with status %d\n", code)
+		return code
+	case "read-stdin":
+		done := make(chan struct{})
+		go func() {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			close(done)
+		}()
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		fmt.Fprintln(stdout, "reading stdin")
+		select {
+		case <-done:
+			fmt.Fprintln(stdout, "stdin ended")
+		case <-ctx.Done():
+			fmt.Fprintln(stdout, "signalled; exiting")
+		}
+		return exitOK
+	case "tty":
+		var tio syscall.Termios
+		_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, os.Stdout.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&tio)))
+		if errno == 0 {
+			fmt.Fprintln(stdout, "stdout is a terminal")
+		} else {
+			fmt.Fprintln(stdout, "stdout is not a terminal")
+		}
+		// Keep running: a test reads the line while the process lives, whatever becomes
+		// of a terminal's last output when its process exits at once.
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		<-ctx.Done()
+		return exitOK
 	case "exit":
 		n, err := intArg()
 		if err != nil {

@@ -1,0 +1,41 @@
+package runtime
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+
+	"github.com/containerd/containerd/v2/core/mount"
+)
+
+// MountLocalVolume mounts device, of filesystem type typ with the comma-separated mount
+// options o, at dir, as Docker's local volume driver does with driverOpts type, device
+// and o (e.g. type tmpfs, device tmpfs, o size=64m; or type none, device /path, o bind).
+// Flags in o (ro, nodev, bind, …) become mount flags and the rest filesystem data, as
+// mount(8) does (containerd's mount package). It does nothing when dir already is a
+// mount point (an earlier container of the task or a restarted agent mounted it).
+func MountLocalVolume(dir, typ, device, o string) error {
+	canon, err := mount.CanonicalizePath(dir)
+	if err != nil {
+		return err
+	}
+	if info, err := mount.Lookup(canon); err == nil && info.Mountpoint == canon {
+		return nil
+	}
+	var opts []string
+	if o != "" {
+		opts = strings.Split(o, ",")
+	}
+	m := mount.Mount{Type: typ, Source: device, Options: opts}
+	if err := m.Mount(canon); err != nil {
+		return fmt.Errorf("mount %s (type %s, o %q) at %s: %w", device, typ, o, canon, err)
+	}
+	return nil
+}
+
+// UnmountUnder detaches every mount at or under dir (deepest first), so a directory of
+// volumes mounted by MountLocalVolume can be removed. A dir that does not exist is no
+// error.
+func UnmountUnder(dir string) error {
+	return mount.UnmountRecursive(dir, syscall.MNT_DETACH)
+}

@@ -1,0 +1,100 @@
+package control
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/scheduler/ecserr"
+)
+
+// gpuTaskDef registers family with one container asking for gpus GPUs (none when "").
+func (e *env) gpuTaskDef(family, gpus string) (*ecsv1.RegisterTaskDefinitionResponse, *ecserr.Error) {
+	e.t.Helper()
+	c := &ecsv1.ContainerDefinition{Name: proto.String("app"), Image: proto.String("busybox"), Cpu: 10, Memory: proto.Int32(16)}
+	if gpus != "" {
+		c.ResourceRequirements = []*ecsv1.ResourceRequirement{{Type: proto.String("GPU"), Value: proto.String(gpus)}}
+	}
+	return call(e, e.s.RegisterTaskDefinition, &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String(family), ContainerDefinitions: []*ecsv1.ContainerDefinition{c}})
+}
+
+// TestGPUPlacement: a task asking for a GPU is never placed on an instance that advertises
+// none (every Berth instance today), failing with AWS's RESOURCE:GPU and reserving nothing;
+// a GPU resource an agent sends is not kept; bad GPU values and Elastic Inference are
+// refused at registration and in overrides.
+func TestGPUPlacement(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster("c")
+	ci := e.registerHost("c", "h1", 1024, 1024)
+	if _, err := e.gpuTaskDef("gpu", "1"); err != nil {
+		t.Fatalf("register GPU task definition: %v", err)
+	}
+	r := must(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("gpu")})
+	if len(r.GetTasks()) != 0 || len(r.GetFailures()) != 1 || r.GetFailures()[0].GetReason() != "RESOURCE:GPU" || r.GetFailures()[0].GetArn() != ci.GetContainerInstanceArn() {
+		t.Fatalf("GPU task on a GPU-less instance: %v", r)
+	}
+	d := e.describeInstance("c", ci.GetContainerInstanceArn())
+	if ResourceInt(d.GetRemainingResources(), "CPU") != 1024 || ResourceInt(d.GetRemainingResources(), "MEMORY") != 1024 || d.GetPendingTasksCount() != 0 {
+		t.Fatalf("a failed GPU placement reserved something: %v", d.GetRemainingResources())
+	}
+	// StartTask on the named instance fails the same way.
+	st := must(e, e.s.StartTask, &ecsv1.StartTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("gpu"), ContainerInstances: []string{ci.GetContainerInstanceArn()}})
+	if len(st.GetTasks()) != 0 || len(st.GetFailures()) != 1 || st.GetFailures()[0].GetReason() != "RESOURCE:GPU" {
+		t.Fatalf("StartTask of a GPU task: %v", st)
+	}
+	// A container override adding a GPU to a GPU-less definition is placed the same way.
+	e.simpleTaskDef("plain", 10, 16)
+	ov := &ecsv1.TaskOverride{ContainerOverrides: []*ecsv1.ContainerOverride{{Name: proto.String("app"), ResourceRequirements: []*ecsv1.ResourceRequirement{{Type: proto.String("GPU"), Value: proto.String("2")}}}}}
+	r = must(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("plain"), Overrides: ov})
+	if len(r.GetTasks()) != 0 || len(r.GetFailures()) != 1 || r.GetFailures()[0].GetReason() != "RESOURCE:GPU" {
+		t.Fatalf("GPU override: %v", r)
+	}
+	// Without the override it runs: only the GPU stood in the way.
+	r = must(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("plain")})
+	if len(r.GetTasks()) != 1 {
+		t.Fatalf("plain task: %v", r)
+	}
+	// An agent claiming GPUs does not get them counted: Berth cannot expose them yet.
+	if _, err := e.s.RegisterInstance(e.ctx, e.sc, &agentv1.RegisterRequest{
+		Cluster: "c", HostId: "h2", RuntimeReady: true,
+		Resources: append(Resources(1024, 1024, nil, nil), &ecsv1.Resource{Name: proto.String("GPU"), Type: proto.String("STRINGSET"), StringSetValue: []string{"GPU-0"}}),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r = must(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("gpu")})
+	if len(r.GetTasks()) != 0 || len(r.GetFailures()) != 2 {
+		t.Fatalf("GPU task with an agent claiming a GPU: %v", r)
+	}
+	for _, f := range r.GetFailures() {
+		if f.GetReason() != "RESOURCE:GPU" {
+			t.Fatalf("failure %v", f)
+		}
+	}
+	e.checkCounters("c")
+
+	// Bad values: ClientException at registration, InvalidParameterException in overrides.
+	for _, v := range []string{"0", "-1", "x", "1.5", "+1", " 1"} {
+		_, err := e.gpuTaskDef("bad", v)
+		wantErr(t, err, "ClientException")
+		if !strings.Contains(err.Message, "resourceRequirements") || !strings.Contains(err.Message, "container 'app'") {
+			t.Fatalf("GPU %q: %s", v, err.Message)
+		}
+	}
+	_, err := call(e, e.s.RegisterTaskDefinition, &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("inf"), ContainerDefinitions: []*ecsv1.ContainerDefinition{{
+		Name: proto.String("app"), Image: proto.String("busybox"), Memory: proto.Int32(16),
+		ResourceRequirements: []*ecsv1.ResourceRequirement{{Type: proto.String("InferenceAccelerator"), Value: proto.String("dev1")}},
+	}}})
+	wantErr(t, err, "ClientException")
+	if !strings.Contains(err.Message, "InferenceAccelerator is not supported") {
+		t.Fatalf("InferenceAccelerator: %s", err.Message)
+	}
+	ov.ContainerOverrides[0].ResourceRequirements[0].Value = proto.String("0")
+	_, err = call(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("plain"), Overrides: ov})
+	wantErr(t, err, "InvalidParameterException")
+	if !strings.Contains(err.Message, "container override 'app'") {
+		t.Fatalf("GPU override 0: %s", err.Message)
+	}
+}

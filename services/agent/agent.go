@@ -21,6 +21,7 @@ import (
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/agent/gpu"
 	"github.com/berthhq/berth/services/agent/hostinfo"
 	"github.com/berthhq/berth/services/agent/logs"
 	"github.com/berthhq/berth/services/agent/outbox"
@@ -129,6 +130,9 @@ type Config struct {
 	RuntimeProbeTimeout time.Duration
 	// Logger receives the agent's logs; nil discards them.
 	Logger *slog.Logger
+	// GPUs finds the host's NVIDIA GPUs once at New; nil is gpu.NVIDIA{} (the
+	// /dev/nvidia[0-9]* nodes and nvidia-smi). A host without GPUs registers none.
+	GPUs gpu.Lister
 	// Registry, when set, receives the agent's Prometheus metrics (containerd call
 	// latency, tasks by status), served at /metrics on the LogAddr listener. Nil
 	// records nothing.
@@ -140,6 +144,7 @@ type Agent struct {
 	cfg    Config
 	host   hostinfo.Info
 	hostID string
+	gpus   gpu.Host
 	log    *slog.Logger
 	logLn  net.Listener
 }
@@ -185,6 +190,15 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	a := &Agent{cfg: cfg, host: host, hostID: hostID, log: cfg.Logger}
+	if cfg.GPUs == nil {
+		cfg.GPUs = gpu.NVIDIA{}
+	}
+	// A host whose GPUs cannot be identified registers none (its GPU tasks then fail
+	// placement with RESOURCE:GPU) rather than not starting: its other tasks still run.
+	if a.gpus, err = cfg.GPUs.List(context.Background()); err != nil {
+		a.log.Warn("GPUs not registered", "err", err)
+		a.gpus = gpu.Host{}
+	}
 	if cfg.LogAddr == "" {
 		cfg.LogAddr = "127.0.0.1:0"
 	}
@@ -341,6 +355,11 @@ func (h *hostView) Registration() *agentv1.RegisterRequest {
 		VersionInfo:   &ecsv1.VersionInfo{AgentVersion: proto.String(Version), DockerVersion: proto.String("containerd")},
 		RuntimeReady:  ready,
 		RuntimeReason: reason,
+	}
+	// GPUs as the ECS agent registers them: resource "GPU", a STRINGSET of the GPU ids,
+	// only when the host has some.
+	if ids := h.a.gpus.IDs(); len(ids) > 0 {
+		req.Resources = append(req.Resources, &ecsv1.Resource{Name: proto.String("GPU"), Type: proto.String("STRINGSET"), StringSetValue: ids})
 	}
 	attr := func(name, value string) {
 		a := &ecsv1.Attribute{Name: proto.String(name)}

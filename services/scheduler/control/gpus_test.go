@@ -1,6 +1,7 @@
 package control
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,8 +23,7 @@ func (e *env) gpuTaskDef(family, gpus string) (*ecsv1.RegisterTaskDefinitionResp
 }
 
 // TestGPUPlacement: a task asking for a GPU is never placed on an instance that advertises
-// none (every Berth instance today), failing with AWS's RESOURCE:GPU and reserving nothing;
-// a GPU resource an agent sends is not kept; bad GPU values and Elastic Inference are
+// none, failing with AWS's RESOURCE:GPU and reserving nothing; bad GPU values and Elastic Inference are
 // refused at registration and in overrides.
 func TestGPUPlacement(t *testing.T) {
 	e := newEnv(t)
@@ -57,22 +57,6 @@ func TestGPUPlacement(t *testing.T) {
 	if len(r.GetTasks()) != 1 {
 		t.Fatalf("plain task: %v", r)
 	}
-	// An agent claiming GPUs does not get them counted: Berth cannot expose them yet.
-	if _, err := e.s.RegisterInstance(e.ctx, e.sc, &agentv1.RegisterRequest{
-		Cluster: "c", HostId: "h2", RuntimeReady: true,
-		Resources: append(Resources(1024, 1024, nil, nil), &ecsv1.Resource{Name: proto.String("GPU"), Type: proto.String("STRINGSET"), StringSetValue: []string{"GPU-0"}}),
-	}); err != nil {
-		t.Fatal(err)
-	}
-	r = must(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("gpu")})
-	if len(r.GetTasks()) != 0 || len(r.GetFailures()) != 2 {
-		t.Fatalf("GPU task with an agent claiming a GPU: %v", r)
-	}
-	for _, f := range r.GetFailures() {
-		if f.GetReason() != "RESOURCE:GPU" {
-			t.Fatalf("failure %v", f)
-		}
-	}
 	e.checkCounters("c")
 
 	// Bad values: ClientException at registration, InvalidParameterException in overrides.
@@ -96,5 +80,78 @@ func TestGPUPlacement(t *testing.T) {
 	wantErr(t, err, "InvalidParameterException")
 	if !strings.Contains(err.Message, "container override 'app'") {
 		t.Fatalf("GPU override 0: %s", err.Message)
+	}
+}
+
+// TestGPUAssignment: an instance registering 2 GPU ids gives two 1-GPU tasks distinct ids
+// (on the task record, the container's gpuIds and the agent's assignment); a third fails
+// with RESOURCE:GPU; once one stops its id is given again; a re-registration keeps held
+// ids out of the remaining set.
+func TestGPUAssignment(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster("c")
+	reg := func() *ecsv1.ContainerInstance {
+		r, err := e.s.RegisterInstance(e.ctx, e.sc, &agentv1.RegisterRequest{
+			Cluster: "c", HostId: "g1", RuntimeReady: true,
+			Resources: append(Resources(4096, 4096, nil, nil), &ecsv1.Resource{Name: proto.String("GPU"), Type: proto.String("STRINGSET"), StringSetValue: []string{"GPU-a", "GPU-b"}}),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetContainerInstance()
+	}
+	ci := reg()
+	if _, err := e.gpuTaskDef("gpu", "1"); err != nil {
+		t.Fatal(err)
+	}
+	run := func() *ecsv1.RunTaskResponse {
+		return must(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("gpu")})
+	}
+	gpuOf := func(tk *ecsv1.Task) string {
+		t.Helper()
+		d := e.describeTask("c", tk.GetTaskArn())
+		ids := d.GetContainers()[0].GetGpuIds()
+		a := e.inbox(ci.GetContainerInstanceArn(), tk.GetTaskArn()).GetAssignment()
+		if len(ids) != 1 || !slices.Equal(a.GetTask().GetContainers()[0].GetGpuIds(), ids) {
+			t.Fatalf("task %s: gpuIds %v, assignment %v", tk.GetTaskArn(), ids, a.GetTask().GetContainers())
+		}
+		return ids[0]
+	}
+	r1, r2 := run(), run()
+	if len(r1.GetTasks()) != 1 || len(r2.GetTasks()) != 1 {
+		t.Fatalf("runs: %v %v", r1, r2)
+	}
+	g1, g2 := gpuOf(r1.GetTasks()[0]), gpuOf(r2.GetTasks()[0])
+	if g1 == g2 || !slices.Contains([]string{"GPU-a", "GPU-b"}, g1) || !slices.Contains([]string{"GPU-a", "GPU-b"}, g2) {
+		t.Fatalf("GPUs %s and %s: want the two distinct ids", g1, g2)
+	}
+	if rem := ResourcePortSet(e.describeInstance("c", ci.GetContainerInstanceArn()).GetRemainingResources(), "GPU"); len(rem) != 0 {
+		t.Fatalf("remaining GPUs %v with both held", rem)
+	}
+	r3 := run()
+	if len(r3.GetTasks()) != 0 || len(r3.GetFailures()) != 1 || r3.GetFailures()[0].GetReason() != "RESOURCE:GPU" {
+		t.Fatalf("third GPU task: %v", r3)
+	}
+	// The agent re-registering its GPUs does not free the held ones.
+	ci = reg()
+	if r := run(); len(r.GetTasks()) != 0 || r.GetFailures()[0].GetReason() != "RESOURCE:GPU" {
+		t.Fatalf("after re-registration: %v", r)
+	}
+	if err := e.s.ApplyTaskStateChange(e.ctx, e.sc, ci.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: r1.GetTasks()[0].GetTaskArn(), LastStatus: "STOPPED"}); err != nil {
+		t.Fatal(err)
+	}
+	if rem := ResourcePortSet(e.describeInstance("c", ci.GetContainerInstanceArn()).GetRemainingResources(), "GPU"); !slices.Equal(rem, []string{g1}) {
+		t.Fatalf("remaining GPUs after a stop %v, want [%s]", rem, g1)
+	}
+	r4 := run()
+	if len(r4.GetTasks()) != 1 || gpuOf(r4.GetTasks()[0]) != g1 {
+		t.Fatalf("after the stop: %v, want %s again", r4, g1)
+	}
+	e.checkCounters("c")
+	// Duplicate ids in a registration are refused.
+	_, err := e.s.RegisterInstance(e.ctx, e.sc, &agentv1.RegisterRequest{Cluster: "c", HostId: "g2", RuntimeReady: true,
+		Resources: append(Resources(1024, 1024, nil, nil), &ecsv1.Resource{Name: proto.String("GPU"), Type: proto.String("STRINGSET"), StringSetValue: []string{"GPU-x", "GPU-x"}})})
+	if err == nil || !strings.Contains(err.Error(), "GPU id") {
+		t.Fatalf("duplicate GPU ids: %v", err)
 	}
 }

@@ -30,6 +30,10 @@ const (
 	ResourceMemory   = "MEMORY"
 	ResourcePorts    = "PORTS"
 	ResourcePortsUDP = "PORTS_UDP"
+	// ResourceGPU is the STRINGSET of the instance's GPU ids (registered: all of them;
+	// remaining: those no task holds), present only on an instance with GPUs, as the
+	// ECS agent registers them.
+	ResourceGPU = "GPU"
 )
 
 // maxCustomAttributes is ECS's limit of custom attributes per container instance.
@@ -65,6 +69,16 @@ func Resources(cpu, memory int32, ports, udp []string) []*ecsv1.Resource {
 		{Name: proto.String(ResourcePorts), Type: proto.String("STRINGSET"), StringSetValue: sortPorts(ports)},
 		{Name: proto.String(ResourcePortsUDP), Type: proto.String("STRINGSET"), StringSetValue: sortPorts(udp)},
 	}
+}
+
+// withGPUs returns rs with a GPU STRINGSET of ids (in the agent's order) when the
+// instance registered GPUs (registeredResources has one even when every GPU is held),
+// unchanged otherwise.
+func withGPUs(rs []*ecsv1.Resource, ids []string) []*ecsv1.Resource {
+	if ids == nil {
+		return rs
+	}
+	return append(rs, &ecsv1.Resource{Name: proto.String(ResourceGPU), Type: proto.String("STRINGSET"), StringSetValue: append([]string{}, ids...)})
 }
 
 func sortPorts(ps []string) []string {
@@ -132,7 +146,8 @@ func mergeAttributes(cur, req []*ecsv1.Attribute) []*ecsv1.Attribute {
 // RegisterInstance registers the agent's host as a container instance of req.cluster
 // ("default", created if absent as the ECS agent does), or refreshes the registration of
 // the same host (same cluster and host_id → same instance): resources and attributes are
-// replaced, the reservations of placed tasks kept. Zero CPU and MEMORY with runtime_ready
+// replaced, the reservations of placed tasks kept (GPU ids a task holds stay out of the
+// remaining GPU set). Zero CPU and MEMORY with runtime_ready
 // false is an involuntary drain (DRAINING, agentConnected false, zero registered CPU and
 // memory) that returning capacity clears; an operator's DRAINING stays. Every change
 // increments the instance's version. Errors: InvalidParameterException for a missing
@@ -151,7 +166,7 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 		}
 	}
 	var cpu, mem int32
-	var ports, udp []string
+	var ports, udp, gpus []string
 	for _, r := range req.GetResources() {
 		switch r.GetName() {
 		case ResourceCPU:
@@ -162,6 +177,13 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 			ports = r.GetStringSetValue()
 		case ResourcePortsUDP:
 			udp = r.GetStringSetValue()
+		case ResourceGPU:
+			gpus = r.GetStringSetValue()
+		}
+	}
+	for i, id := range gpus {
+		if id == "" || slices.Contains(gpus[:i], id) {
+			return nil, ecserr.InvalidParameterf("Invalid GPU id %q in resources: GPU ids must be unique and not empty.", id)
 		}
 	}
 	if cpu < 0 || mem < 0 {
@@ -207,8 +229,13 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 			resMem := ResourceInt(oldReg, ResourceMemory) - ResourceInt(oldRem, ResourceMemory)
 			taskPorts := portsMinus(ResourcePortSet(oldRem, ResourcePorts), ResourcePortSet(oldReg, ResourcePorts))
 			taskUDP := portsMinus(ResourcePortSet(oldRem, ResourcePortsUDP), ResourcePortSet(oldReg, ResourcePortsUDP))
-			ci.RegisteredResources = Resources(cpu, mem, ports, udp)
-			ci.RemainingResources = Resources(cpu-resCPU, mem-resMem, append(append([]string{}, ports...), taskPorts...), append(append([]string{}, udp...), taskUDP...))
+			held := portsMinus(ResourcePortSet(oldReg, ResourceGPU), ResourcePortSet(oldRem, ResourceGPU))
+			ci.RegisteredResources = withGPUs(Resources(cpu, mem, ports, udp), gpus)
+			free := portsMinus(gpus, held)
+			if gpus != nil && free == nil {
+				free = []string{}
+			}
+			ci.RemainingResources = withGPUs(Resources(cpu-resCPU, mem-resMem, append(append([]string{}, ports...), taskPorts...), append(append([]string{}, udp...), taskUDP...)), free)
 			ci.Attributes = mergeAttributes(ci.GetAttributes(), req.GetAttributes())
 			if req.GetVersionInfo() != nil {
 				ci.VersionInfo = req.GetVersionInfo()
@@ -230,8 +257,8 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 		ci := &ecsv1.ContainerInstance{
 			ContainerInstanceArn: proto.String(arn.ContainerInstanceARN(account.Region, account.Account, name, id, long)),
 			Ec2InstanceId:        proto.String(req.GetHostId()),
-			RegisteredResources:  Resources(cpu, mem, ports, udp),
-			RemainingResources:   Resources(cpu, mem, ports, udp),
+			RegisteredResources:  withGPUs(Resources(cpu, mem, ports, udp), gpus),
+			RemainingResources:   withGPUs(Resources(cpu, mem, ports, udp), gpus),
 			Attributes:           mergeAttributes(nil, req.GetAttributes()),
 			VersionInfo:          req.GetVersionInfo(),
 			AgentConnected:       !involuntary,

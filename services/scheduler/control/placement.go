@@ -149,7 +149,8 @@ type Placement struct {
 
 // PlaceTxn adds to txn every write of a placement: each task (created, with its index
 // keys and instance ARN set), its reservation on its instance (placement.Reserve of the
-// demand stored on the task; instance
+// demand stored on the task, with the GPU ids it is given: placement.PickGPUs, kept on
+// the task record and split among its containers' gpuIds; instance
 // pendingTasksCount/runningTasksCount and version updated), its inbox entry (an
 // agentv1.Assignment with delivery id = task id), the cluster's counters, and the client
 // token; instance and cluster writes compare their ModRevisions. It fails (nothing to
@@ -163,6 +164,10 @@ func PlaceTxn(txn *store.Txn, p Placement) error {
 			return fmt.Errorf("control: place task %s: instance %q not given", TaskID(t), t.GetContainerInstanceId())
 		}
 		ci := st.Record.GetContainerInstance()
+		if t.GetReservedGpus() > 0 && len(t.GetGpuIds()) == 0 {
+			t.GpuIds = placement.PickGPUs(ci, t.GetReservedGpus())
+			assignContainerGPUs(t, p.TaskDefinition)
+		}
 		if err := placement.Reserve(ci, placement.TaskDemand(t)); err != nil {
 			return fmt.Errorf("control: place task %s on %s: %w", TaskID(t), t.GetContainerInstanceId(), err)
 		}
@@ -191,4 +196,32 @@ func PlaceTxn(txn *store.Txn, p Placement) error {
 		txn.Create(keys.ClientToken(p.Account, p.Cluster.GetCluster().GetClusterName(), p.ClientToken), wrapperspb.String(strings.Join(ids, ",")))
 	}
 	return nil
+}
+
+// assignContainerGPUs sets the gpuIds of t's containers (AWS's Container.gpuIds, what
+// the agent exposes to each container) from the task's GPU ids, in container definition
+// order, each container taking as many as its GPU resourceRequirements ask for (its
+// container override's when it has one).
+func assignContainerGPUs(t *storev1.TaskRecord, td *ecsv1.TaskDefinition) {
+	ids := t.GetGpuIds()
+	overrides := map[string]*ecsv1.ContainerOverride{}
+	for _, o := range t.GetTask().GetOverrides().GetContainerOverrides() {
+		overrides[o.GetName()] = o
+	}
+	for _, def := range td.GetContainerDefinitions() {
+		reqs := def.GetResourceRequirements()
+		if o := overrides[def.GetName()]; o != nil && o.ResourceRequirements != nil {
+			reqs = o.GetResourceRequirements()
+		}
+		n, err := placement.GPUCount(reqs)
+		if err != nil || n == 0 || int(n) > len(ids) {
+			continue
+		}
+		for _, c := range t.GetTask().GetContainers() {
+			if c.GetName() == def.GetName() {
+				c.GpuIds = append([]string{}, ids[:n]...)
+			}
+		}
+		ids = ids[n:]
+	}
 }

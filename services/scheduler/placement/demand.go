@@ -37,6 +37,10 @@ type Demand struct {
 	// containers in a task can't exceed the number of available GPUs on the container
 	// instance").
 	GPUs int32
+	// GPUIDs are the ids of the instance's GPUs given to the task (len GPUs once placed;
+	// picked by PickGPUs, kept on the task record), taken from and given back to the
+	// instance's remaining GPU set by Reserve and Release.
+	GPUIDs []string
 }
 
 // ErrInsufficient is returned by Reserve when the instance cannot hold the demand.
@@ -225,8 +229,14 @@ func Fits(ci *ecsv1.ContainerInstance, d Demand) string {
 	if d.Memory > findResource(rem, ResourceMemory).GetIntegerValue() {
 		return ReasonMemory
 	}
-	if int(d.GPUs) > len(findResource(rem, ResourceGPU).GetStringSetValue()) {
+	free := findResource(rem, ResourceGPU).GetStringSetValue()
+	if int(d.GPUs) > len(free) {
 		return ReasonGPU
+	}
+	for _, id := range d.GPUIDs {
+		if !slices.Contains(free, id) {
+			return ReasonGPU
+		}
 	}
 	if anyTaken(findResource(rem, ResourcePorts).GetStringSetValue(), d.Ports) {
 		return ReasonPorts
@@ -251,12 +261,19 @@ func anyTaken(taken []string, ports []int32) bool {
 // Reserve takes d from ci's remainingResources: CPU and MEMORY decrease, the ports join
 // the PORTS and PORTS_UDP sets. When d does not fit (Fits) it changes nothing and
 // returns an error wrapping ErrInsufficient that names the reason. Task counters are the
-// caller's (a placement counts a pending task; see control.PlaceTxn). GPU ids are not
-// taken here: no instance has any to take (control keeps no GPU resource of an agent,
-// and Berth's agent advertises none), so a demand with GPUs fails Fits with ReasonGPU.
+// caller's (a placement counts a pending task; see control.PlaceTxn). The GPU ids of d
+// (PickGPUs) leave the remaining GPU set, so no other task is given them; a demand
+// with GPUs but not that many ids is refused with ReasonGPU.
 func Reserve(ci *ecsv1.ContainerInstance, d Demand) error {
 	if reason := Fits(ci, d); reason != "" {
 		return fmt.Errorf("%w: %s", ErrInsufficient, reason)
+	}
+	if len(d.GPUIDs) != int(d.GPUs) {
+		return fmt.Errorf("%w: %s (%d GPUs but %d ids picked)", ErrInsufficient, ReasonGPU, d.GPUs, len(d.GPUIDs))
+	}
+	if len(d.GPUIDs) > 0 {
+		g := resource(ci, ResourceGPU)
+		g.StringSetValue = slices.DeleteFunc(g.StringSetValue, func(id string) bool { return slices.Contains(d.GPUIDs, id) })
 	}
 	cpu, mem := resource(ci, ResourceCPU), resource(ci, ResourceMemory)
 	ports, udp := resource(ci, ResourcePorts), resource(ci, ResourcePortsUDP)
@@ -297,18 +314,41 @@ func Release(ci *ecsv1.ContainerInstance, d Demand) {
 	}
 	drop(ResourcePorts, d.Ports)
 	drop(ResourcePortsUDP, d.UDPPorts)
+	if len(d.GPUIDs) > 0 {
+		// Back in the instance's registered order, only ids it still registers.
+		g := resource(ci, ResourceGPU)
+		var out []string
+		for _, id := range findResource(ci.GetRegisteredResources(), ResourceGPU).GetStringSetValue() {
+			if slices.Contains(g.StringSetValue, id) || slices.Contains(d.GPUIDs, id) {
+				out = append(out, id)
+			}
+		}
+		g.StringSetValue = out
+	}
+}
+
+// PickGPUs returns the ids of n GPUs for a task from ci's remaining (unassigned) GPU
+// set, the first n in the instance's registered order; nil when n is 0 or fewer than n
+// remain (Reserve then fails with ReasonGPU).
+func PickGPUs(ci *ecsv1.ContainerInstance, n int32) []string {
+	free := findResource(ci.GetRemainingResources(), ResourceGPU).GetStringSetValue()
+	if n <= 0 || int(n) > len(free) {
+		return nil
+	}
+	return append([]string{}, free[:n]...)
 }
 
 // TaskDemand returns the demand stored on a task record when it was created (SetDemand).
 func TaskDemand(rec *storev1.TaskRecord) Demand {
-	return Demand{CPU: rec.GetReservedCpu(), Memory: rec.GetReservedMemory(), Ports: rec.GetReservedPorts(), UDPPorts: rec.GetReservedUdpPorts(), GPUs: rec.GetReservedGpus()}
+	return Demand{CPU: rec.GetReservedCpu(), Memory: rec.GetReservedMemory(), Ports: rec.GetReservedPorts(), UDPPorts: rec.GetReservedUdpPorts(), GPUs: rec.GetReservedGpus(), GPUIDs: rec.GetGpuIds()}
 }
 
 // SetDemand stores d on a task record (reserved_cpu, reserved_memory, reserved_ports,
-// reserved_udp_ports, reserved_gpus), where TaskDemand reads it for the life of the task.
+// reserved_udp_ports, reserved_gpus, gpu_ids), where TaskDemand reads it for the life of
+// the task.
 func SetDemand(rec *storev1.TaskRecord, d Demand) {
 	rec.ReservedCpu, rec.ReservedMemory, rec.ReservedPorts, rec.ReservedUdpPorts = d.CPU, d.Memory, d.Ports, d.UDPPorts
-	rec.ReservedGpus = d.GPUs
+	rec.ReservedGpus, rec.GpuIds = d.GPUs, d.GPUIDs
 }
 
 // resource returns ci's remaining resource name, adding an empty one if absent.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -210,5 +211,51 @@ func TestGPUDemand(t *testing.T) {
 	}
 	if in := FromRecord("i", &storev1.ContainerInstanceRecord{ContainerInstance: ci}, 1); in.GPUs != 2 {
 		t.Errorf("FromRecord GPUs = %d, want 2", in.GPUs)
+	}
+}
+
+// TestGPUAssignment: PickGPUs and Reserve give GPU ids exclusively (a held id is not
+// picked again), too few free ids is ReasonGPU, Release gives the ids back in the
+// instance's order.
+func TestGPUAssignment(t *testing.T) {
+	ci := &ecsv1.ContainerInstance{
+		RegisteredResources: []*ecsv1.Resource{intRes(ResourceCPU, 1024), intRes(ResourceMemory, 1024), setRes(ResourceGPU, "GPU-a", "GPU-b", "GPU-c")},
+		RemainingResources:  []*ecsv1.Resource{intRes(ResourceCPU, 1024), intRes(ResourceMemory, 1024), setRes(ResourceGPU, "GPU-a", "GPU-b", "GPU-c")},
+	}
+	free := func() []string { return findResource(ci.GetRemainingResources(), ResourceGPU).GetStringSetValue() }
+	d1 := Demand{GPUs: 2, GPUIDs: PickGPUs(ci, 2)}
+	if err := Reserve(ci, d1); err != nil || !slices.Equal(d1.GPUIDs, []string{"GPU-a", "GPU-b"}) {
+		t.Fatalf("first task: %v %v", d1.GPUIDs, err)
+	}
+	d2 := Demand{GPUs: 1, GPUIDs: PickGPUs(ci, 1)}
+	if err := Reserve(ci, d2); err != nil || !slices.Equal(d2.GPUIDs, []string{"GPU-c"}) {
+		t.Fatalf("second task: %v %v", d2.GPUIDs, err)
+	}
+	if ids := PickGPUs(ci, 1); ids != nil {
+		t.Fatalf("picked %v with none free", ids)
+	}
+	if err := Reserve(ci, Demand{GPUs: 1}); !errors.Is(err, ErrInsufficient) || !strings.Contains(err.Error(), ReasonGPU) {
+		t.Fatalf("third task: %v", err)
+	}
+	// An id already held cannot be reserved again, even when named.
+	if err := Reserve(ci, Demand{GPUs: 1, GPUIDs: []string{"GPU-a"}}); !errors.Is(err, ErrInsufficient) {
+		t.Fatalf("held id reserved again: %v", err)
+	}
+	Release(ci, d1)
+	if !slices.Equal(free(), []string{"GPU-a", "GPU-b"}) {
+		t.Fatalf("after release: %v", free())
+	}
+	if ids := PickGPUs(ci, 1); !slices.Equal(ids, []string{"GPU-a"}) {
+		t.Fatalf("picked %v after release", ids)
+	}
+	Release(ci, d2)
+	Release(ci, d2) // twice: no duplicate
+	if !slices.Equal(free(), []string{"GPU-a", "GPU-b", "GPU-c"}) {
+		t.Fatalf("after all released: %v", free())
+	}
+	rec := &storev1.TaskRecord{}
+	SetDemand(rec, d1)
+	if got := TaskDemand(rec); !slices.Equal(got.GPUIDs, d1.GPUIDs) || got.GPUs != 2 {
+		t.Fatalf("ids not kept on the task record: %v", rec)
 	}
 }

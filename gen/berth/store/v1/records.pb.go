@@ -481,7 +481,11 @@ type TaskRecord struct {
 	DeploymentId string `protobuf:"bytes,10,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
 	// reserved_gpus is the number of GPUs the task reserves on the instance (the sum of its
 	// containers' GPU resourceRequirements).
-	ReservedGpus  int32 `protobuf:"varint,11,opt,name=reserved_gpus,json=reservedGpus,proto3" json:"reserved_gpus,omitempty"`
+	ReservedGpus int32 `protobuf:"varint,11,opt,name=reserved_gpus,json=reservedGpus,proto3" json:"reserved_gpus,omitempty"`
+	// gpu_ids are the ids of the instance's GPUs assigned to the task (reserved_gpus of
+	// them, picked at placement from the instance's unassigned GPUs); no other task is
+	// given them until this one stops.
+	GpuIds        []string `protobuf:"bytes,12,rep,name=gpu_ids,json=gpuIds,proto3" json:"gpu_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -591,6 +595,13 @@ func (x *TaskRecord) GetReservedGpus() int32 {
 		return x.ReservedGpus
 	}
 	return 0
+}
+
+func (x *TaskRecord) GetGpuIds() []string {
+	if x != nil {
+		return x.GpuIds
+	}
+	return nil
 }
 
 // ServiceRecord is stored at /berth/v1/services/{account}/{cluster}/{name}.
@@ -865,7 +876,7 @@ const file_berth_store_v1_records_proto_rawDesc = "" +
 	"\x0eoperator_drain\x18\x05 \x01(\bR\roperatorDrain\x127\n" +
 	"\tlast_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12'\n" +
 	"\x0fsession_replica\x18\a \x01(\tR\x0esessionReplica\x12%\n" +
-	"\x04tags\x18\b \x03(\v2\x11.berth.ecs.v1.TagR\x04tags\"\xbc\x03\n" +
+	"\x04tags\x18\b \x03(\v2\x11.berth.ecs.v1.TagR\x04tags\"\xd5\x03\n" +
 	"\n" +
 	"TaskRecord\x12&\n" +
 	"\x04task\x18\x01 \x01(\v2\x12.berth.ecs.v1.TaskR\x04task\x12!\n" +
@@ -879,7 +890,8 @@ const file_berth_store_v1_records_proto_rawDesc = "" +
 	"\fservice_name\x18\t \x01(\tR\vserviceName\x12#\n" +
 	"\rdeployment_id\x18\n" +
 	" \x01(\tR\fdeploymentId\x12#\n" +
-	"\rreserved_gpus\x18\v \x01(\x05R\freservedGpus\"\xa7\x01\n" +
+	"\rreserved_gpus\x18\v \x01(\x05R\freservedGpus\x12\x17\n" +
+	"\agpu_ids\x18\f \x03(\tR\x06gpuIds\"\xa7\x01\n" +
 	"\rServiceRecord\x12/\n" +
 	"\aservice\x18\x01 \x01(\v2\x15.berth.ecs.v1.ServiceR\aservice\x12!\n" +
 	"\fcluster_name\x18\x02 \x01(\tR\vclusterName\x12B\n" +

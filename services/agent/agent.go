@@ -257,6 +257,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	})
 	reports := make(chan struct{}, 1)
 	manager := tasks.New(tasks.Config{
+		GPUs:    a.gpus,
 		Gate:    gate,
 		Outbox:  ob,
 		Logs:    store,

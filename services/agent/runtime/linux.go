@@ -39,6 +39,9 @@ type LinuxOptions struct {
 	CapAdd, CapDrop []string
 	// Devices are host devices the container may use.
 	Devices []Device
+	// Extra are spec options of other packages applied last (the GPUs assigned to the
+	// container: gpu.SpecOpts).
+	Extra []oci.SpecOpts
 	// Tmpfs are tmpfs mounts, after the volumes.
 	Tmpfs []Tmpfs
 	// ShmSizeMiB, when above 0, is the size of /dev/shm in MiB.
@@ -159,7 +162,7 @@ func linuxSpecOpts(l LinuxOptions) []oci.SpecOpts {
 	if l.ShmSizeMiB > 0 && l.IPC != "none" && l.ShmFrom == "" {
 		opts = append(opts, oci.WithDevShmSize(l.ShmSizeMiB<<10))
 	}
-	return opts
+	return append(opts, l.Extra...)
 }
 
 // withSysctls sets kernel parameters in the container's namespaces.

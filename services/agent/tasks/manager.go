@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	"github.com/berthhq/berth/services/agent/gpu"
 	"github.com/berthhq/berth/services/agent/logs"
 	"github.com/berthhq/berth/services/agent/outbox"
 	"github.com/berthhq/berth/services/agent/runtime"
@@ -75,6 +76,9 @@ type Config struct {
 	// CleanupWait is how long a stopped task's containers and snapshots
 	// are kept; default 3 h (ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION).
 	CleanupWait time.Duration
+	// GPUs are the host's GPUs (gpu.Lister's answer); a container is given those of its
+	// assigned gpuIds.
+	GPUs gpu.Host
 	// Log receives task events; nil discards them.
 	Log *slog.Logger
 }

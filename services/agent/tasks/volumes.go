@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/agent/gpu"
 	"github.com/berthhq/berth/services/agent/runtime"
 )
 
@@ -97,12 +98,32 @@ func (t *task) prepareSpec(c *ctrState, spec *runtime.ContainerSpec) error {
 	if err := t.taskShm(&spec.Linux); err != nil {
 		return err
 	}
+	if err := t.gpus(c, &spec.Linux); err != nil {
+		return err
+	}
 	if parent := t.cgroupParent(); parent != "" {
 		mem, cpu := t.taskLimits()
 		if err := runtime.EnsureTaskCgroup(parent, mem, cpu); err != nil {
 			return err
 		}
 		spec.CgroupParent = parent
+	}
+	return nil
+}
+
+// gpus gives c's container the GPUs the scheduler assigned it (its gpuIds in the task):
+// their device nodes and NVIDIA_VISIBLE_DEVICES (gpu.SpecOpts). An id this host does
+// not have fails the container.
+func (t *task) gpus(c *ctrState, l *runtime.LinuxOptions) error {
+	for _, tc := range t.a.GetTask().GetContainers() {
+		if tc.GetName() != c.Def.GetName() || len(tc.GetGpuIds()) == 0 {
+			continue
+		}
+		opt, err := gpu.SpecOpts(t.m.cfg.GPUs, tc.GetGpuIds())
+		if err != nil {
+			return err
+		}
+		l.Extra = append(l.Extra, opt)
 	}
 	return nil
 }

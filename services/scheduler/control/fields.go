@@ -101,6 +101,9 @@ const (
 	supECSController = "Berth's deployments are rolling updates; only deploymentController type ECS is supported."
 )
 
+// supGPU is how resourceRequirements are honoured (container definitions and overrides).
+var supGPU = honoured("Type GPU: the agent registers the host's NVIDIA GPUs (ids from nvidia-smi; none on a host without them); the task is placed only on an instance with that many unassigned GPUs, else it fails with RESOURCE:GPU; its containers are given their GPUs exclusively (gpuIds; the /dev/nvidiaN and driver nodes and NVIDIA_VISIBLE_DEVICES in the container) until the task stops. Type InferenceAccelerator is refused (no Elastic Inference).")
+
 // FieldRules is the one table of what Berth does with every member of the request shapes
 // a task definition, a task or a service is made from, keyed "Shape.member" with the AWS
 // model's names. docs/task-definition-fields.md shows it and TestFieldTableCoversModel
@@ -158,7 +161,7 @@ var FieldRules = map[string]FieldRule{
 	"ContainerDefinition.pseudoTerminal":         honoured("A pseudo-terminal; its output (stdout and stderr merged) is logged as stdout."),
 	"ContainerDefinition.readonlyRootFilesystem": honoured(""),
 	"ContainerDefinition.repositoryCredentials":  refused(issueAWSDeps, "Berth has no Secrets Manager to read registry credentials from yet; leave repositoryCredentials out."),
-	"ContainerDefinition.resourceRequirements":   honoured("Type GPU: the task is placed only on an instance with that many unassigned GPUs, else it fails with RESOURCE:GPU; Berth's agents advertise no GPUs yet (they cannot expose one to a container), so such a task is never placed. Type InferenceAccelerator is refused (no Elastic Inference)."),
+	"ContainerDefinition.resourceRequirements":   supGPU,
 	"ContainerDefinition.restartPolicy":          honoured("The agent restarts an exited container in place (same task; an essential one does not stop the task), except for ignoredExitCodes or when it ran less than restartAttemptPeriod (default 300 s); the agent reports restartCount."),
 	"ContainerDefinition.secrets":                refused(issueAWSDeps, "Berth has no Secrets Manager or SSM Parameter Store yet; leave secrets out."),
 	"ContainerDefinition.startTimeout":           honoured("Seconds to wait for the dependsOn conditions; the container is then not started."),
@@ -279,7 +282,7 @@ var FieldRules = map[string]FieldRule{
 	"ContainerOverride.memory":                   honoured(""),
 	"ContainerOverride.memoryReservation":        honoured(""),
 	"ContainerOverride.name":                     honoured(""),
-	"ContainerOverride.resourceRequirements":     honoured("Type GPU: the task is placed only on an instance with that many unassigned GPUs, else it fails with RESOURCE:GPU; Berth's agents advertise no GPUs yet (they cannot expose one to a container), so such a task is never placed. Type InferenceAccelerator is refused (no Elastic Inference)."),
+	"ContainerOverride.resourceRequirements":     supGPU,
 
 	// CreateService and UpdateService (AWS reference: CreateService, UpdateService).
 	"CreateServiceRequest.availabilityZoneRebalancing":   refusedBut(0, supNoAZ, stringIn("DISABLED")),

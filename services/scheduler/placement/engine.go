@@ -68,7 +68,7 @@ type Instance struct {
 	// CPU and Memory are the remaining CPU units and MiB.
 	CPU, Memory int64
 	// GPUs is the number of GPUs not yet assigned to a task (0 when the agent advertises
-	// none, as Berth's agent does until it can expose GPUs to containers).
+	// none: a host without NVIDIA GPUs).
 	GPUs int64
 	// Ports and UDPPorts are the host ports already taken (reserved by the host or by
 	// tasks).

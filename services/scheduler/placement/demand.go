@@ -314,9 +314,9 @@ func Release(ci *ecsv1.ContainerInstance, d Demand) {
 	}
 	drop(ResourcePorts, d.Ports)
 	drop(ResourcePortsUDP, d.UDPPorts)
-	if len(d.GPUIDs) > 0 {
-		// Back in the instance's registered order, only ids it still registers.
-		g := resource(ci, ResourceGPU)
+	if g := findResource(ci.GetRemainingResources(), ResourceGPU); g != nil && len(d.GPUIDs) > 0 {
+		// Back in the instance's registered order, only ids it still registers (an
+		// instance that re-registered without GPUs has no GPU set to return them to).
 		var out []string
 		for _, id := range findResource(ci.GetRegisteredResources(), ResourceGPU).GetStringSetValue() {
 			if slices.Contains(g.StringSetValue, id) || slices.Contains(d.GPUIDs, id) {

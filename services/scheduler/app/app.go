@@ -249,11 +249,13 @@ func (a *App) Run(ctx context.Context) error {
 			rec := service.NewReconciler(service.ReconcilerConfig{
 				// Every write of the loop, placements included, goes through the term's
 				// fenced client.
-				Client:   term.Client(a.watchKV),
-				Placer:   a.placer,
-				Logger:   a.log.With("component", "reconciler"),
-				Interval: a.cfg.ReconcileInterval,
-				Kick:     a.kick,
+				Client: term.Client(a.watchKV),
+				Placer: a.placer,
+				Logger: a.log.With("component", "reconciler"),
+				// A pass launches as many tasks of a service as one txn holds.
+				MaxTxnOps: a.cfg.MaxTxnOps,
+				Interval:  a.cfg.ReconcileInterval,
+				Kick:      a.kick,
 
 				StableAfter: a.cfg.TaskStableAfter,
 			})

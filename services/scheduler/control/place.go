@@ -57,6 +57,18 @@ func groupCost(req placeRequest) (ops, bytes int) {
 	return perTask * len(req.tasks), perBytes * len(req.tasks)
 }
 
+// TasksPerTxn returns how many tasks like task (of td, in account) one placement txn holds
+// within maxOps operations (etcd's --max-txn-ops; 0 means DefaultMaxTxnOps) and the byte
+// budget etcd's request limits leave; at least 1. The service reconciler launches at most
+// this many tasks of a service per pass.
+func TasksPerTxn(account keys.Scope, task *storev1.TaskRecord, td *ecsv1.TaskDefinition, maxOps int) int {
+	if maxOps <= 0 {
+		maxOps = DefaultMaxTxnOps
+	}
+	ops, bytes := groupCost(placeRequest{account: account, tasks: []*storev1.TaskRecord{task}, td: td})
+	return max(1, min((maxOps-groupFixedOps)/ops, groupByteBudget/bytes))
+}
+
 // placeRequest is what RunTask and StartTask place.
 type placeRequest struct {
 	account keys.Scope

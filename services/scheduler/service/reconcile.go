@@ -43,6 +43,9 @@ type ReconcilerConfig struct {
 	Client store.Client
 	// Placer places service tasks (the same Placer RunTask uses). Required.
 	Placer *placement.Placer
+	// MaxTxnOps is the etcd cluster's --max-txn-ops; a pass launches at most as many
+	// tasks of a service as fit one txn (control.TasksPerTxn). 0 means etcd's default 128.
+	MaxTxnOps int
 	// Logger receives what the loop does and its faults; nil discards.
 	Logger *slog.Logger
 	// Now is the clock (launch backoff, events, timestamps); nil means time.Now.
@@ -774,14 +777,24 @@ func (r *Reconciler) Apply(ctx context.Context, plan Plan) error {
 		if err != nil {
 			return err
 		}
-		placed, failures, err := r.launch(ctx, plan.Account, rec, td, l.Deployment, l.Count, l.Instances)
+		// At most one txn's worth of tasks per pass (etcd's --max-txn-ops and request
+		// size): a larger launch failed every pass ("too many operations in txn request"
+		// past ~15 tasks at etcd's default 128; "message larger than max" near 750 with
+		// berth dev's 1,024). The service is not in steady state, so the next pass
+		// launches the rest.
+		perTxn := min(MaxLaunchPerPass, control.TasksPerTxn(plan.Account, r.newTask(plan.Account, rec.GetClusterName(), rec, td, l.Deployment), td.GetTaskDefinition(), r.cfg.MaxTxnOps))
+		count, instances := min(l.Count, perTxn), l.Instances
+		if len(instances) > perTxn {
+			instances = instances[:perTxn]
+		}
+		placed, failures, err := r.launch(ctx, plan.Account, rec, td, l.Deployment, count, instances)
 		if err != nil {
 			return err
 		}
 		if len(placed) > 0 {
 			ev.add(fmt.Sprintf("(service %s) has started %d tasks: %s.", name, len(placed), taskList(placed)))
 		}
-		if len(placed) < l.Count {
+		if len(placed) < count {
 			ev.add(placementMessage(name, failures))
 		}
 	}
@@ -800,6 +813,12 @@ func (r *Reconciler) Apply(ctx context.Context, plan Plan) error {
 	}
 	return nil
 }
+
+// MaxLaunchPerPass is the most tasks one reconcile pass places for one service, however
+// many one etcd txn could hold (each task writes its record, its inbox entry and its
+// index keys; control.TasksPerTxn). A service wanting more reaches its count over
+// consecutive passes.
+const MaxLaunchPerPass = 50
 
 // eligibleInstances returns, in id order, the instances a DAEMON service runs on
 // (placement.DaemonInstances: ACTIVE, not draining, matching the service's and the task

@@ -80,6 +80,9 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 		if err := control.CheckFields(control.InvalidParamErr, m); err != nil {
 			return nil, err
 		}
+		if err := validateGracePeriod(m.HealthCheckGracePeriodSeconds); err != nil {
+			return nil, err
+		}
 		dc := deploymentConfig(strategy, m.GetDeploymentConfiguration())
 		if err := validateDeploymentConfig(strategy, dc); err != nil {
 			return nil, err
@@ -272,6 +275,9 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 			return nil, ecserr.New("UnsupportedFeatureException", "Capacity provider strategies are not supported.")
 		}
 		if err := control.CheckFields(control.InvalidParamErr, m); err != nil {
+			return nil, err
+		}
+		if err := validateGracePeriod(m.HealthCheckGracePeriodSeconds); err != nil {
 			return nil, err
 		}
 		if p := m.GetPropagateTags(); p != "" && p != "TASK_DEFINITION" && p != "SERVICE" && p != "NONE" {
@@ -918,4 +924,16 @@ func (h *Handler) DescribeServiceRevisions(ctx context.Context, req *connect.Req
 		}
 		return resp, nil
 	})
+}
+
+// validateGracePeriod refuses a negative healthCheckGracePeriodSeconds with
+// InvalidParameterException naming the field; nil (not given) passes. AWS documents the
+// range as 0 to 2,147,483,647 seconds (CreateService/UpdateService API reference,
+// healthCheckGracePeriodSeconds), so the int32 upper bound needs no check. Without this a
+// negative value was stored and read back as a grace period that had already ended.
+func validateGracePeriod(v *int32) error {
+	if v != nil && *v < 0 {
+		return ecserr.InvalidParameterf("healthCheckGracePeriodSeconds must be between 0 and 2147483647 seconds; got %d.", *v)
+	}
+	return nil
 }

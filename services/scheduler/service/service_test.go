@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,6 +117,32 @@ func TestCreateServiceValidation(t *testing.T) {
 	}
 	if _, err := call(e, e.h.DescribeServices, &ecsv1.DescribeServicesRequest{Cluster: proto.String("c1")}); err == nil {
 		t.Fatal("DescribeServices without services succeeded")
+	}
+}
+
+// TestNegativeGracePeriodRefused: a negative healthCheckGracePeriodSeconds (AWS allows 0
+// to 2,147,483,647) is refused by CreateService and UpdateService with an
+// InvalidParameterException naming the field, and nothing is stored.
+func TestNegativeGracePeriodRefused(t *testing.T) {
+	e := newEnv(t, ReconcilerConfig{})
+	td := e.taskDef("gp", "img", 128, 128, false)
+	_, err := call(e, e.h.CreateService, &ecsv1.CreateServiceRequest{Cluster: proto.String("c1"), ServiceName: proto.String("gp"),
+		TaskDefinition: proto.String(td), DesiredCount: proto.Int32(0), HealthCheckGracePeriodSeconds: proto.Int32(-1)})
+	wantErr(t, err, "InvalidParameterException")
+	if !strings.Contains(err.Message, "healthCheckGracePeriodSeconds") {
+		t.Fatalf("error does not name the field: %v", err)
+	}
+	must(e, e.h.CreateService, &ecsv1.CreateServiceRequest{Cluster: proto.String("c1"), ServiceName: proto.String("gp"),
+		TaskDefinition: proto.String(td), DesiredCount: proto.Int32(0), HealthCheckGracePeriodSeconds: proto.Int32(30)})
+	_, err = call(e, e.h.UpdateService, &ecsv1.UpdateServiceRequest{Cluster: proto.String("c1"), Service: proto.String("gp"),
+		HealthCheckGracePeriodSeconds: proto.Int32(-1)})
+	wantErr(t, err, "InvalidParameterException")
+	if !strings.Contains(err.Message, "healthCheckGracePeriodSeconds") {
+		t.Fatalf("error does not name the field: %v", err)
+	}
+	out := must(e, e.h.DescribeServices, &ecsv1.DescribeServicesRequest{Cluster: proto.String("c1"), Services: []string{"gp"}})
+	if g := out.GetServices()[0].GetHealthCheckGracePeriodSeconds(); g != 30 {
+		t.Fatalf("grace period after refused update = %d, want 30", g)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -37,6 +38,27 @@ func TestTaskCPUMinimum(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskMemoryMinimum: a task-level memory below the 6 MiB a container needs is a
+// ClientException at registration; 6 is accepted.
+func TestTaskMemoryMinimum(t *testing.T) {
+	e := newEnv(t)
+	for _, mem := range []string{"0", "5"} {
+		_, err := call(e, e.s.RegisterTaskDefinition, &ecsv1.RegisterTaskDefinitionRequest{
+			Family: proto.String("small"), Memory: proto.String(mem), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", noMemory)},
+		})
+		wantErr(t, err, "ClientException")
+		if !strings.Contains(err.Message, "Invalid 'memory' setting for task") {
+			t.Fatalf("memory %q: message %q", mem, err.Message)
+		}
+	}
+	must(e, e.s.RegisterTaskDefinition, &ecsv1.RegisterTaskDefinitionRequest{
+		Family: proto.String("small"), Memory: proto.String("6"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", noMemory)},
+	})
+}
+
+// noMemory leaves a container's memory to the task's.
+func noMemory(c *ecsv1.ContainerDefinition) { c.Memory = nil }
 
 // TestUnknownClusterDescribeList: Describe* and List* calls naming a cluster that does not
 // exist (by name or by ARN) answer ClusterNotFoundException, as AWS does.

@@ -85,8 +85,7 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 	if m.Cpu != nil {
 		v, ok := normalizeCPU(m.GetCpu())
 		if !ok {
-			// AWS's message (it does not repeat the value).
-			return nil, ecserr.Clientf("Invalid 'cpu' setting for task. For more information, see the Troubleshooting section of the Amazon ECS Developer Guide.")
+			return nil, taskCPUError()
 		}
 		td.Cpu = proto.String(v)
 	}
@@ -94,7 +93,7 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 	if m.Memory != nil {
 		v, ok := normalizeMemory(m.GetMemory())
 		if !ok {
-			return nil, ecserr.Clientf("Invalid 'memory' setting for task: %q.", m.GetMemory())
+			return nil, taskMemoryError(m.GetMemory())
 		}
 		td.Memory = proto.String(v)
 		taskMem, _ = strconv.Atoi(v)

@@ -46,7 +46,9 @@ type taskSpec struct {
 }
 
 // validateOverrides checks that overrides name containers of the task definition and
-// carry sane values.
+// carry sane values. A task-level cpu or memory override is held to the bounds
+// RegisterTaskDefinition holds the task definition's to, with the same errors: it
+// replaces that value, so it must not run a task registration would refuse.
 func validateOverrides(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) error {
 	names := map[string]bool{}
 	for _, c := range td.GetContainerDefinitions() {
@@ -71,12 +73,12 @@ func validateOverrides(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) error {
 	}
 	if ov.Cpu != nil {
 		if _, ok := normalizeCPU(ov.GetCpu()); !ok {
-			return ecserr.InvalidParameterf("Invalid 'cpu' override for task: %q.", ov.GetCpu())
+			return taskCPUError()
 		}
 	}
 	if ov.Memory != nil {
 		if _, ok := normalizeMemory(ov.GetMemory()); !ok {
-			return ecserr.InvalidParameterf("Invalid 'memory' override for task: %q.", ov.GetMemory())
+			return taskMemoryError(ov.GetMemory())
 		}
 	}
 	return nil

@@ -106,15 +106,37 @@ func normalizeCPU(v string) (string, bool) {
 	return strconv.Itoa(int(n)), true
 }
 
+// Task-level memory bounds, in MiB. The minimum is the 6 MiB ECS requires of a
+// container's memory ("the minimum you can specify for a container is 6 MiB",
+// ContainerDefinition memory, Amazon ECS API reference): a task smaller than that cannot
+// hold one container. The maximum is 4 TiB (4096 GB).
+const (
+	minTaskMemory = 6
+	maxTaskMemory = 4194304
+)
+
 // normalizeMemory turns a task-level memory ("1 GB", "0.5GB", "512", "512 MiB") into MiB
 // as a decimal string, parsing with placement.ParseMemory. ok is false for anything else
-// and for values outside 1 MiB–4 TiB (4096 GB).
+// and for values outside minTaskMemory–maxTaskMemory.
 func normalizeMemory(v string) (string, bool) {
 	n, err := placement.ParseMemory(v)
-	if err != nil || n < 1 || n > 4194304 {
+	if err != nil || n < minTaskMemory || n > maxTaskMemory {
 		return "", false
 	}
 	return strconv.Itoa(int(n)), true
+}
+
+// taskCPUError is the ClientException for a task-level cpu that normalizeCPU refuses, in
+// RegisterTaskDefinition and in a RunTask/StartTask cpu override. The message is AWS's (it
+// does not repeat the value).
+func taskCPUError() error {
+	return ecserr.Clientf("Invalid 'cpu' setting for task. For more information, see the Troubleshooting section of the Amazon ECS Developer Guide.")
+}
+
+// taskMemoryError is the ClientException for a task-level memory v that normalizeMemory
+// refuses, in RegisterTaskDefinition and in a RunTask/StartTask memory override.
+func taskMemoryError(v string) error {
+	return ecserr.Clientf("Invalid 'memory' setting for task: %q. The minimum is %d MiB.", v, minTaskMemory)
 }
 
 // oneOf reports whether v is one of the allowed values.

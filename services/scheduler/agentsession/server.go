@@ -255,7 +255,7 @@ func (s *Server) serve(ctx context.Context, id caller.Identity, stream stream) e
 	if ref.Account != id.Account {
 		return connect.NewError(connect.CodePermissionDenied, errors.New("container instance belongs to another account"))
 	}
-	if ref.Region != id.Region {
+	if ref.Region != id.Region || ref.Partition != keys.Partition {
 		// The agent registered (and signs) in one region; its instance lives there only.
 		return connect.NewError(connect.CodeNotFound, fmt.Errorf("container instance is not registered in region %s", id.Region))
 	}

@@ -137,3 +137,37 @@ func TestRegionsAccountSettingsAndTags(t *testing.T) {
 		t.Error("eu-west-1 answered tags of a us-east-1 ARN")
 	}
 }
+
+// TestOtherPartitionARNsNameNothing: Berth issues only "aws" ARNs, so an ARN of another
+// partition ("aws-cn", "aws-us-gov") with this scope's account, region and names answers
+// as an ARN of another region does — MISSING in DescribeClusters and
+// DescribeContainerInstances, ClusterNotFoundException for RunTask and ListTasks,
+// ClientException for DescribeTaskDefinition — instead of resolving to the "aws" resource.
+func TestOtherPartitionARNsNameNothing(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster("web")
+	ci := e.registerHost("web", "host-1", 1024, 1024)
+	td := e.simpleTaskDef("app", 128, 128)
+	for _, part := range []string{"aws-cn", "aws-us-gov"} {
+		swap := func(a string) string { return strings.Replace(a, "arn:aws:", "arn:"+part+":", 1) }
+		clusterARN := swap("arn:aws:ecs:" + e.sc.Region + ":" + e.acc + ":cluster/web")
+		d := must(e, e.s.DescribeClusters, &ecsv1.DescribeClustersRequest{Clusters: []string{clusterARN}})
+		if len(d.GetClusters()) != 0 || len(d.GetFailures()) != 1 || d.GetFailures()[0].GetReason() != "MISSING" {
+			t.Errorf("%s: DescribeClusters %v, failures %v", part, d.GetClusters(), d.GetFailures())
+		}
+		_, err := call(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String(clusterARN), TaskDefinition: proto.String("app")})
+		wantErr(t, err, "ClusterNotFoundException")
+		_, err = call(e, e.s.ListTasks, &ecsv1.ListTasksRequest{Cluster: proto.String(clusterARN)})
+		wantErr(t, err, "ClusterNotFoundException")
+		di := must(e, e.s.DescribeContainerInstances, &ecsv1.DescribeContainerInstancesRequest{Cluster: proto.String("web"), ContainerInstances: []string{swap(ci.GetContainerInstanceArn())}})
+		if len(di.GetContainerInstances()) != 0 || len(di.GetFailures()) != 1 || di.GetFailures()[0].GetReason() != "MISSING" {
+			t.Errorf("%s: DescribeContainerInstances %v, failures %v", part, di.GetContainerInstances(), di.GetFailures())
+		}
+		_, err = call(e, e.s.DescribeTaskDefinition, &ecsv1.DescribeTaskDefinitionRequest{TaskDefinition: proto.String(swap(td.GetTaskDefinitionArn()))})
+		wantErr(t, err, "ClientException")
+	}
+	// The "aws" ARN still resolves.
+	if d := must(e, e.s.DescribeClusters, &ecsv1.DescribeClustersRequest{Clusters: []string{"arn:aws:ecs:" + e.sc.Region + ":" + e.acc + ":cluster/web"}}); len(d.GetClusters()) != 1 {
+		t.Fatalf("aws ARN: %v", d.GetFailures())
+	}
+}

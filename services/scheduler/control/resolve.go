@@ -37,7 +37,7 @@ func ClusterName(account keys.Scope, ref string) (string, error) {
 		if err != nil || a.Type != arn.Cluster {
 			return "", ecserr.InvalidParameterf("Invalid cluster ARN: %s", ref)
 		}
-		if !account.Owns(a.Account, a.Region) {
+		if !account.Owns(a.Partition, a.Account, a.Region) {
 			return "", ecserr.ClusterNotFoundError()
 		}
 		ref = a.Name
@@ -85,7 +85,7 @@ func (s *Server) idRef(ctx context.Context, account keys.Scope, cluster, kind, r
 		return ref, validID(ref), nil
 	}
 	a, perr := arn.Parse(ref)
-	if perr != nil || a.Type != kind || !account.Owns(a.Account, a.Region) || !validID(a.Name) {
+	if perr != nil || a.Type != kind || !account.Owns(a.Partition, a.Account, a.Region) || !validID(a.Name) {
 		return "", false, nil
 	}
 	if a.Cluster != "" {
@@ -112,7 +112,7 @@ func (s *Server) clusterOfID(ctx context.Context, account keys.Scope, kind, id s
 // cannot name a resource of the caller.
 func (s *Server) locate(ctx context.Context, account keys.Scope, kind, ref string) (cluster, id string, ok bool, err error) {
 	a, perr := arn.Parse(ref)
-	if perr != nil || a.Type != kind || !account.Owns(a.Account, a.Region) || !validID(a.Name) {
+	if perr != nil || a.Type != kind || !account.Owns(a.Partition, a.Account, a.Region) || !validID(a.Name) {
 		return "", "", false, nil
 	}
 	if a.Cluster != "" {

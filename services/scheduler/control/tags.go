@@ -28,7 +28,7 @@ func (s *Server) mutateTags(ctx context.Context, account keys.Scope, resourceARN
 		return nil, ecserr.InvalidParameterf("The ARN %s is not a valid ECS resource ARN.", resourceARN)
 	}
 	notFound := ecserr.New("ResourceNotFoundException", "The specified resource could not be found.")
-	if !account.Owns(a.Account, a.Region) {
+	if !account.Owns(a.Partition, a.Account, a.Region) {
 		if a.Type == arn.Cluster {
 			return nil, ecserr.ClusterNotFoundError()
 		}

@@ -374,7 +374,7 @@ func (s *Server) RegisterTaskDefinition(ctx context.Context, req *connect.Reques
 func parseTaskDefRef(account keys.Scope, ref string) (family string, revision int, ok bool) {
 	if arn.IsARN(ref) {
 		a, err := arn.Parse(ref)
-		if err != nil || a.Type != arn.TaskDefinition || !account.Owns(a.Account, a.Region) {
+		if err != nil || a.Type != arn.TaskDefinition || !account.Owns(a.Partition, a.Account, a.Region) {
 			return "", 0, false
 		}
 		return a.Name, a.Revision, validName(a.Name)

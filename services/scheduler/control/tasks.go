@@ -727,7 +727,7 @@ func (s *Server) ListTasks(ctx context.Context, req *connect.Request[ecsv1.ListT
 			// A service that does not exist is ServiceNotFoundException, as AWS answers
 			// (not an empty list).
 			if arn.IsARN(svcName) {
-				if a, err := arn.Parse(svcName); err == nil && a.Type == arn.Service && account.Owns(a.Account, a.Region) && (a.Cluster == "" || a.Cluster == name) {
+				if a, err := arn.Parse(svcName); err == nil && a.Type == arn.Service && account.Owns(a.Partition, a.Account, a.Region) && (a.Cluster == "" || a.Cluster == name) {
 					svcName = a.Name
 				}
 			}

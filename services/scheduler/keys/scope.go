@@ -13,10 +13,16 @@ type Scope struct {
 	Region string
 }
 
-// Owns reports whether an ARN's account and region (as parsed from it) name this scope:
-// an ARN of another region names a resource that does not exist here, as on AWS.
-func (s Scope) Owns(account, region string) bool {
-	return account == s.Account && region == s.Region
+// Partition is the only ARN partition Berth issues ARNs in ("arn:aws:ecs:…").
+const Partition = "aws"
+
+// Owns reports whether an ARN's partition, account and region (as parsed from it) name
+// this scope: an ARN of another region names a resource that does not exist here, as on
+// AWS, and so does one of another partition ("aws-cn", "aws-us-gov"): Berth issues only
+// "aws" ARNs, and partitions are separate on AWS too (a China-region ARN is never a
+// us-east-1 resource).
+func (s Scope) Owns(partition, account, region string) bool {
+	return partition == Partition && account == s.Account && region == s.Region
 }
 
 // String returns "{account}/{region}", for logs.

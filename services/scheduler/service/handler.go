@@ -148,7 +148,7 @@ func get[T proto.Message](ctx context.Context, kv clientv3.KV, key string) (T, i
 func serviceName(account keys.Scope, cluster, ref string) (string, bool) {
 	if arn.IsARN(ref) {
 		a, err := arn.Parse(ref)
-		if err != nil || a.Type != arn.Service || !account.Owns(a.Account, a.Region) || (a.Cluster != "" && a.Cluster != cluster) {
+		if err != nil || a.Type != arn.Service || !account.Owns(a.Partition, a.Account, a.Region) || (a.Cluster != "" && a.Cluster != cluster) {
 			return "", false
 		}
 		ref = a.Name

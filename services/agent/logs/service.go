@@ -22,8 +22,9 @@ var _ agentv1connect.LogServiceHandler = (*Service)(nil)
 func NewService(store *Store) *Service { return &Service{store: store} }
 
 // ReadLogs streams the lines req selects; see Store.Read. It returns
-// CodeNotFound when the task or container has no logs and
-// CodeInvalidArgument without a task ARN.
+// CodeNotFound when the task or container has no logs — also for a task ARN
+// whose partition, region or account is not that of the task this agent ran
+// with its id — and CodeInvalidArgument without a task ARN.
 func (s *Service) ReadLogs(ctx context.Context, req *connect.Request[agentv1.ReadLogsRequest], stream *connect.ServerStream[agentv1.ReadLogsResponse]) error {
 	m := req.Msg
 	if m.GetTaskArn() == "" {

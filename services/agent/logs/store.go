@@ -103,6 +103,9 @@ func (s *Store) Open(taskARN, container string) (stdout, stderr io.Writer, close
 		return nil, nil, nil, fmt.Errorf("logs: create dir for %s: %w", p, err)
 	}
 	_ = os.Remove(filepath.Join(filepath.Dir(p), removedMarker))
+	if err := os.WriteFile(filepath.Join(filepath.Dir(p), arnFile), []byte(taskARN), 0o600); err != nil {
+		return nil, nil, nil, fmt.Errorf("logs: record ARN of %s: %w", taskARN, err)
+	}
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("logs: open %s: %w", p, err)
@@ -243,6 +246,38 @@ func (w *lineWriter) emit(b []byte) {
 // later.
 const removedMarker = ".removed"
 
+// arnFile, in a task's log directory, holds the full task ARN the logs were written
+// for. The directory is named by the task id alone, so Read checks an ARN it is asked
+// for against this file: an ARN of another partition, region or account with the same
+// id is another task, whose logs this agent does not have.
+const arnFile = ".arn"
+
+// ownerPrefix returns "arn:{partition}:ecs:{region}:{account}:" of an ARN, or "" for
+// a string that is not one (a bare task id).
+func ownerPrefix(a string) string {
+	parts := strings.SplitN(a, ":", 6)
+	if len(parts) != 6 || parts[0] != "arn" {
+		return ""
+	}
+	return strings.Join(parts[:5], ":") + ":"
+}
+
+// sameTask reports whether the task ARN (or id) a reader asked for names the task whose
+// logs are in dir: a bare id matches by id (the directory name); an ARN must also have
+// the partition, region and account of the recorded ARN. Logs written before the ARN
+// was recorded match by id.
+func sameTask(dir, asked string) bool {
+	want := ownerPrefix(asked)
+	if want == "" {
+		return true
+	}
+	rec, err := os.ReadFile(filepath.Join(dir, arnFile))
+	if err != nil {
+		return true
+	}
+	return ownerPrefix(string(rec)) == want
+}
+
 // MarkRemoved records that the task's containers were removed, starting
 // its logs' retention period.
 func (s *Store) MarkRemoved(taskARN string) error {
@@ -305,10 +340,14 @@ var ErrNoLogs = errors.New("logs: no logs for task")
 
 // Read sends the selected lines to send in batches, oldest first. With
 // Follow it polls for new lines until every selected container's log is
-// complete or ctx is done. It returns ErrNoLogs if nothing matches, or
-// send's error.
+// complete or ctx is done. It returns ErrNoLogs if nothing matches — also for
+// a task ARN whose partition, region or account is not that of the task with
+// its id — or send's error.
 func (s *Store) Read(ctx context.Context, req ReadRequest, send func([]Line) error) error {
 	dir := filepath.Join(s.cfg.Dir, TaskID(req.TaskARN))
+	if !sameTask(dir, req.TaskARN) {
+		return fmt.Errorf("%w %s: this agent ran no task with that ARN (its partition, region or account differs)", ErrNoLogs, req.TaskARN)
+	}
 	var names []string
 	if req.Container != "" {
 		names = []string{req.Container}

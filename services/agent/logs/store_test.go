@@ -2,6 +2,7 @@ package logs_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -69,6 +70,38 @@ func TestLinesStreamsTailAndSince(t *testing.T) {
 	}
 	if err := s.Read(t.Context(), logs.ReadRequest{TaskARN: arn, Container: "nope"}, func([]logs.Line) error { return nil }); err == nil {
 		t.Error("reading an unknown container succeeded")
+	}
+}
+
+// TestReadChecksTheARNsRegion: logs are kept per task id, but a task ARN of another
+// region, partition or account with the same id names another task (the trial's
+// `berth logs` of an eu-west-1 ARN printed the us-east-1 task's output): Read answers
+// ErrNoLogs for it, and still serves the task's own ARN and its bare id.
+func TestReadChecksTheARNsRegion(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, logs.Config{})
+	out, _, closeFn, err := s.Open(arn, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(out, "hello\n")
+	if err := closeFn(); err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []string{
+		"arn:aws:ecs:eu-west-1:000000000000:task/c/abc",
+		"arn:aws-cn:ecs:us-east-1:000000000000:task/c/abc",
+		"arn:aws:ecs:us-east-1:111111111111:task/abc",
+	} {
+		err := s.Read(t.Context(), logs.ReadRequest{TaskARN: other}, func([]logs.Line) error { return nil })
+		if !errors.Is(err, logs.ErrNoLogs) {
+			t.Errorf("Read(%s) = %v, want ErrNoLogs", other, err)
+		}
+	}
+	for _, same := range []string{arn, "arn:aws:ecs:us-east-1:000000000000:task/abc", "abc"} {
+		if got := textsOf(readAll(t, s, logs.ReadRequest{TaskARN: same})); !slices.Equal(got, []string{"stdout:hello"}) {
+			t.Errorf("Read(%s) = %q", same, got)
+		}
 	}
 }
 

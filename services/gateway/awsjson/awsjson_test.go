@@ -140,6 +140,9 @@ func TestUnmarshalErrors(t *testing.T) {
 		{"missing nested required", `{"family":"f","containerDefinitions":[{"name":"x","dependsOn":[{"containerName":"a"}]}]}`, &ecsv1.RegisterTaskDefinitionRequest{}, "InvalidParameterException", []string{"1 validation error detected", "Value null at 'containerDefinitions.1.member.dependsOn.1.member.condition'"}},
 		{"enum", `{"launchType":"MOON"}`, &ecsv1.ListTasksRequest{}, "InvalidParameterException", []string{"Value 'MOON' at 'launchType'", "[EC2, FARGATE, EXTERNAL"}},
 		{"enum in list", `{"cluster":"c","include":["TAGS","NOPE"],"tasks":["t"]}`, &ecsv1.DescribeTasksRequest{}, "InvalidParameterException", []string{"Value 'NOPE' at 'include.2.member'"}},
+		{"unknown nested member", `{"family":"x","containerDefinitions":[{"name":"a","image":"i","memory":32,"bogusField":1}]}`, &ecsv1.RegisterTaskDefinitionRequest{}, "SerializationException", []string{"Unknown member 'containerDefinitions.1.member.bogusField'"}},
+		{"unknown top-level member", `{"desiredcount":2}`, &ecsv1.ListClustersRequest{}, "SerializationException", []string{"Unknown member 'desiredcount'"}},
+		{"unknown null member", `{"maxResults":null,"zzz":null}`, &ecsv1.ListClustersRequest{}, "SerializationException", []string{"Unknown member 'zzz'"}},
 		{"timestamp as string", `{"cluster":"c","status":"s","task":"t","pullStartedAt":"yesterday"}`, &ecsv1.SubmitTaskStateChangeRequest{}, "SerializationException", []string{"a Timestamp", "'pullStartedAt'"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

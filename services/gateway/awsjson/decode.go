@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,11 +41,12 @@ func serializationError(format string, args ...any) *Error {
 
 // Unmarshal decodes an AWS JSON 1.1 request body into m, which must be a message of the
 // berth.ecs.v1 package (or any message whose fields' JSON names are the wire names). An
-// empty body decodes as {}. Members not in the message are ignored, as AWS ignores them;
-// null members are absent.
+// empty body decodes as {}. A member not in the message is refused (SerializationException
+// naming its path), so no field is silently ignored; null members are absent.
 //
 // The returned error is always an *Error: SerializationException when the body is not valid
-// JSON or a member has the wrong JSON type (the message names the member), and
+// JSON, a member has the wrong JSON type or a structure has a member it does not define (the
+// message names the member), and
 // InvalidParameterException listing every missing required member
 // (berth.ecs.v1.required) and every string outside its enum (berth.ecs.v1.enum_values), in
 // AWS's "N validation errors detected: ..." form.
@@ -98,7 +100,17 @@ func (d *decoder) message(raw json.RawMessage, msg protoreflect.Message, path st
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return serializationError("The request body is not valid JSON.")
 	}
-	for _, f := range describe(msg.Descriptor()) {
+	fields := describe(msg.Descriptor())
+	known := 0
+	for _, f := range fields {
+		if _, ok := obj[f.name]; ok {
+			known++
+		}
+	}
+	if known < len(obj) {
+		return unknownMember(obj, fields, path)
+	}
+	for _, f := range fields {
 		fd, name := f.fd, f.name
 		v, ok := obj[name]
 		if !ok || isNull(v) {
@@ -112,6 +124,29 @@ func (d *decoder) message(raw json.RawMessage, msg protoreflect.Message, path st
 		}
 	}
 	return nil
+}
+
+// unknownMember is the SerializationException for a JSON object (at path) that has a
+// member its structure does not: Berth ignores no field silently, and a misspelt member
+// ("desiredcount", "healthCheckGracePeriod") would otherwise run the request as if it
+// were absent. The first unknown member in name order is named by its AWS path, as the
+// type errors of this decoder name theirs. AWS does not document what its awsJson1_1
+// servers do with unknown members (the Smithy protocol specification is silent), so the
+// error type is the protocol's SerializationException for a body that does not match
+// the operation's input shape.
+func unknownMember(obj map[string]json.RawMessage, fields []*field, path string) *Error {
+	names := make(map[string]bool, len(fields))
+	for _, f := range fields {
+		names[f.name] = true
+	}
+	var unknown []string
+	for k := range obj {
+		if !names[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	slices.Sort(unknown)
+	return serializationError("Unknown member '%s': the structure has no member of that name.", join(path, unknown[0]))
 }
 
 func (d *decoder) field(raw json.RawMessage, msg protoreflect.Message, fd protoreflect.FieldDescriptor, path string) error {

@@ -25,6 +25,7 @@ import (
 	"github.com/berthhq/berth/services/agent/containerdproc"
 	"github.com/berthhq/berth/services/agent/ociregistry"
 	"github.com/berthhq/berth/services/gateway"
+	"github.com/berthhq/berth/services/gateway/h2c"
 	"github.com/berthhq/berth/services/gateway/sigv4"
 	"github.com/berthhq/berth/services/gateway/sigv4client"
 	"github.com/berthhq/berth/services/scheduler/app"
@@ -171,7 +172,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 			done <- err
 		}()
 	}
-	start("scheduler listener", func() error { return cli.Serve(ctx, schedLn, sched.Handler()) })
+	start("scheduler listener", func() error { return h2c.Serve(ctx, schedLn, sched.Handler()) })
 	start("scheduler", func() error { return sched.Run(ctx) })
 
 	if err := seedDevAccount(ctx, sched, cfg); err != nil {
@@ -202,7 +203,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		return fmt.Errorf("gateway address %s: %w", cfg.GatewayAddr, err)
 	}
 	endpoint := "http://" + gwLn.Addr().String()
-	start("gateway", func() error { return cli.Serve(ctx, gwLn, gw) })
+	start("gateway", func() error { return h2c.Serve(ctx, gwLn, gw) })
 
 	if cfg.RegistryAddr != "" {
 		reg, err := ociregistry.Serve(ctx, cfg.RegistryAddr)

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
+	"github.com/berthhq/berth/services/gateway/h2c"
 	"github.com/berthhq/berth/services/scheduler/app"
 )
 
@@ -51,7 +52,7 @@ func schedulerCommand() *cobra.Command {
 			log.Info("scheduler listening", "addr", ln.Addr().String(), "etcd", endpoints)
 			ctx := cmd.Context()
 			errc := make(chan error, 2)
-			go func() { errc <- cli.Serve(ctx, ln, a.Handler()) }()
+			go func() { errc <- h2c.Serve(ctx, ln, a.Handler()) }()
 			go func() { errc <- a.Run(ctx) }()
 			err = <-errc
 			if ctx.Err() != nil {

@@ -18,6 +18,7 @@ import (
 
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
 	"github.com/berthhq/berth/services/gateway"
+	"github.com/berthhq/berth/services/gateway/h2c"
 	"github.com/berthhq/berth/services/scheduler/app"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
 	"github.com/berthhq/berth/tests/e2e/harness"
@@ -58,7 +59,7 @@ func startAPIStack(t *testing.T, accounts ...string) *apiStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = app.Serve(ctx, ln, sched.Handler()) }()
+	go func() { _ = h2c.Serve(ctx, ln, sched.Handler()) }()
 	go func() { _ = sched.Run(ctx) }()
 	gw, err := gateway.New(gateway.Config{SchedulerURL: "http://" + ln.Addr().String(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

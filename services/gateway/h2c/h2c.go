@@ -1,12 +1,39 @@
-// Package h2c is the client side of Berth's internal HTTP/2-without-TLS links (the
-// gateway to the scheduler, an agent to the gateway). It imports nothing of the gateway's
-// server, so an agent that only dials the gateway does not link the gateway itself.
+// Package h2c is both sides of Berth's internal HTTP/2-without-TLS links (the gateway to
+// the scheduler, an agent to the gateway): NewClient dials them, Serve listens. It imports
+// nothing of the gateway's server, so an agent that only dials the gateway does not link
+// the gateway itself, and the scheduler's, the gateway's and the all-in-one's listeners
+// share one Serve.
 package h2c
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"time"
 )
+
+// Serve serves h on ln over HTTP/1.1 and h2c (HTTP/2 without TLS: Connect's streaming
+// calls need HTTP/2) until ctx is done, then shuts down gracefully for up to 5 s. It
+// returns the server's error, or nil after a shutdown ctx asked for.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: h, Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		_ = srv.Close()
+	}
+	return nil
+}
 
 // NewClient returns an http.Client that speaks only HTTP/2 without TLS (h2c) to http://
 // URLs: Connect's bidi streams (the agent session) need HTTP/2. It keeps up to 64 idle

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"sync/atomic"
@@ -267,26 +266,4 @@ func (a *App) Run(ctx context.Context) error {
 		<-done
 		a.log.Info("no longer leading", "replica", a.cfg.Replica)
 	})
-}
-
-// Serve serves h on ln over HTTP/1.1 and cleartext HTTP/2 (h2c, which agent streams need)
-// until ctx ends, then shuts down within 5 s. It returns nil after a clean shutdown.
-func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: h, Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil {
-		_ = srv.Close()
-	}
-	return nil
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/berthhq/berth/services/agent/containerdproc"
 	"github.com/berthhq/berth/services/agent/ociregistry"
 	"github.com/berthhq/berth/services/gateway"
+	"github.com/berthhq/berth/services/gateway/h2c"
 	"github.com/berthhq/berth/services/gateway/sigv4client"
 	"github.com/berthhq/berth/services/scheduler/app"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
@@ -72,7 +73,7 @@ func startStack(ctx context.Context, dir string, wg *sync.WaitGroup) (*stack, er
 		return nil, err
 	}
 	s.schedURL = "http://" + schedLn.Addr().String()
-	wg.Go(func() { _ = app.Serve(ctx, schedLn, s.sched.Handler()) })
+	wg.Go(func() { _ = h2c.Serve(ctx, schedLn, s.sched.Handler()) })
 	wg.Go(func() { _ = s.sched.Run(ctx) })
 	if _, err := s.sched.Admin().CreateAccount(ctx, connect.NewRequest(&adminv1.CreateAccountRequest{Id: account, Name: "bench"})); err != nil {
 		return nil, fmt.Errorf("account: %w", err)
@@ -94,7 +95,7 @@ func startStack(ctx context.Context, dir string, wg *sync.WaitGroup) (*stack, er
 		return nil, err
 	}
 	s.gwURL = "http://" + gwLn.Addr().String()
-	wg.Go(func() { _ = app.Serve(ctx, gwLn, gw) })
+	wg.Go(func() { _ = h2c.Serve(ctx, gwLn, gw) })
 	s.ecs = ecs.New(ecs.Options{
 		Region:       region,
 		BaseEndpoint: aws.String(s.gwURL),

@@ -9,13 +9,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -78,29 +75,6 @@ func IgnoreCanceled(ctx context.Context, err error) error {
 		return nil
 	}
 	return err
-}
-
-// Serve serves h on ln over HTTP/1.1 and h2c (HTTP/2 without TLS: Connect's streaming
-// calls need HTTP/2) until ctx is done, then shuts down gracefully for up to 5 s. It
-// returns the server's error, or nil after a shutdown ctx asked for.
-func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: h, Protocols: &protocols, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil {
-		_ = srv.Close()
-	}
-	return nil
 }
 
 // Main runs root with a context canceled by SIGINT or SIGTERM and exits the process: 0 on

@@ -11,6 +11,7 @@ import (
 
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	"github.com/berthhq/berth/services/gateway"
+	"github.com/berthhq/berth/services/gateway/h2c"
 )
 
 // Command returns the gateway command named use ("gateway" under berth, "berth-gateway"
@@ -35,7 +36,7 @@ func Command(use string) *cobra.Command {
 				return err
 			}
 			log.Info("gateway listening", "addr", ln.Addr().String(), "scheduler", schedulerURL)
-			return cli.Serve(cmd.Context(), ln, gw)
+			return h2c.Serve(cmd.Context(), ln, gw)
 		},
 	}
 	f := cmd.Flags()

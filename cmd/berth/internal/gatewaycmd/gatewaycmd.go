@@ -18,7 +18,7 @@ import (
 // as a binary of its own): it serves the ECS endpoint on --listen and calls a scheduler
 // replica at --scheduler-url until its context is canceled.
 func Command(use string) *cobra.Command {
-	var schedulerURL, listen, region, regions string
+	var schedulerURL, listen, regions string
 	var dev, metrics bool
 	cmd := &cobra.Command{
 		Use:   use,
@@ -43,8 +43,6 @@ func Command(use string) *cobra.Command {
 	f.StringVar(&schedulerURL, "scheduler-url", cli.Env("BERTH_SCHEDULER_URL", "http://127.0.0.1:4567"), "base URL of a scheduler replica (or a load balancer in front of several)")
 	f.StringVar(&listen, "listen", cli.Env("BERTH_GATEWAY_ADDR", "127.0.0.1:4566"), "address of the ECS endpoint")
 	f.StringVar(&regions, "regions", cli.Env("BERTH_REGIONS", ""), "regions a request's SigV4 scope may name, comma-separated (default: every region of the public AWS partition); each is served on its own")
-	f.StringVar(&region, "region", "", "ignored: requests are served in the region they are signed for")
-	_ = f.MarkDeprecated("region", "requests are served in the region of their SigV4 scope; use --regions to restrict which")
 	f.BoolVar(&dev, "dev", false, "serve the dev-only routes /_berth/health and /_berth/reset")
 	f.BoolVar(&metrics, "metrics", cli.Env("BERTH_GATEWAY_METRICS", "") == "true", "serve Prometheus metrics at /metrics on the (public) ECS listener")
 	return cmd

@@ -202,16 +202,7 @@ func withInit(hostPath string) oci.SpecOpts {
 // that sets the memory limit; without one, maxSwap is an error.
 func withSwap(maxSwapMiB *int64, swappiness *uint64) oci.SpecOpts {
 	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
-		if s.Linux == nil {
-			s.Linux = &specs.Linux{}
-		}
-		if s.Linux.Resources == nil {
-			s.Linux.Resources = &specs.LinuxResources{}
-		}
-		if s.Linux.Resources.Memory == nil {
-			s.Linux.Resources.Memory = &specs.LinuxMemory{}
-		}
-		m := s.Linux.Resources.Memory
+		m := memoryOf(s)
 		if maxSwapMiB != nil {
 			if m.Limit == nil || *m.Limit <= 0 {
 				return fmt.Errorf("maxSwap needs the container's memory limit")

@@ -162,19 +162,25 @@ func specOpts(spec ContainerSpec) []oci.SpecOpts {
 	return opts
 }
 
+// memoryOf returns s's memory resources, creating the Linux, Resources and Memory
+// sections that are missing, for the options that set one memory field.
+func memoryOf(s *oci.Spec) *specs.LinuxMemory {
+	if s.Linux == nil {
+		s.Linux = &specs.Linux{}
+	}
+	if s.Linux.Resources == nil {
+		s.Linux.Resources = &specs.LinuxResources{}
+	}
+	if s.Linux.Resources.Memory == nil {
+		s.Linux.Resources.Memory = &specs.LinuxMemory{}
+	}
+	return s.Linux.Resources.Memory
+}
+
 // withMemoryReservation sets the soft memory limit in bytes.
 func withMemoryReservation(bytes int64) oci.SpecOpts {
 	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
-		if s.Linux == nil {
-			s.Linux = &specs.Linux{}
-		}
-		if s.Linux.Resources == nil {
-			s.Linux.Resources = &specs.LinuxResources{}
-		}
-		if s.Linux.Resources.Memory == nil {
-			s.Linux.Resources.Memory = &specs.LinuxMemory{}
-		}
-		s.Linux.Resources.Memory.Reservation = &bytes
+		memoryOf(s).Reservation = &bytes
 		return nil
 	}
 }

@@ -777,17 +777,7 @@ func (r *Reconciler) Apply(ctx context.Context, plan Plan) error {
 		if err != nil {
 			return err
 		}
-		// At most one txn's worth of tasks per pass (etcd's --max-txn-ops and request
-		// size): a larger launch failed every pass ("too many operations in txn request"
-		// past ~15 tasks at etcd's default 128; "message larger than max" near 750 with
-		// berth dev's 1,024). The service is not in steady state, so the next pass
-		// launches the rest.
-		perTxn := min(MaxLaunchPerPass, control.TasksPerTxn(plan.Account, r.newTask(plan.Account, rec.GetClusterName(), rec, td, l.Deployment), td.GetTaskDefinition(), r.cfg.MaxTxnOps))
-		count, instances := min(l.Count, perTxn), l.Instances
-		if len(instances) > perTxn {
-			instances = instances[:perTxn]
-		}
-		placed, failures, err := r.launch(ctx, plan.Account, rec, td, l.Deployment, count, instances)
+		placed, count, failures, err := r.launch(ctx, plan.Account, rec, td, l.Deployment, l.Count, l.Instances)
 		if err != nil {
 			return err
 		}
@@ -839,18 +829,26 @@ func (r *Reconciler) eligibleInstances(cs *clusterState, s *ecsv1.Service, td *e
 	return out
 }
 
-// launch places n tasks of the deployment (on the named instances for DAEMON) through the
-// Placer, writing them with control.PlaceTxn and the fence; it returns the ids placed and
-// the placement failures.
-func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev1.ServiceRecord, tdRec *storev1.TaskDefinitionRecord, depID string, n int, instances []string) ([]string, []placement.Failure, error) {
+// launch places up to n tasks of the deployment (on the named instances for DAEMON)
+// through the Placer, writing them with control.PlaceTxn and the fence; it returns the ids
+// placed, how many it tried (n capped to one txn's worth) and the placement failures.
+func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev1.ServiceRecord, tdRec *storev1.TaskDefinitionRecord, depID string, n int, instances []string) ([]string, int, []placement.Failure, error) {
 	td := tdRec.GetTaskDefinition()
 	s := rec.GetService()
-	demand, err := placement.DemandOf(td, nil)
-	if err != nil {
-		return nil, nil, fmt.Errorf("service: demand of %s: %w", td.GetTaskDefinitionArn(), err)
+	// One task as it would be written gives the demand (computed once, by NewTaskRecord)
+	// and the size of a task in the txn. At most one txn's worth of tasks per pass (etcd's
+	// --max-txn-ops and request size): a larger launch failed every pass ("too many
+	// operations in txn request" past ~15 tasks at etcd's default 128; "message larger than
+	// max" near 750 with berth dev's 1,024). The service is not in steady state, so the
+	// next pass launches the rest.
+	sample := r.newTask(account, rec.GetClusterName(), rec, tdRec, depID)
+	perTxn := min(MaxLaunchPerPass, control.TasksPerTxn(account, sample, td, r.cfg.MaxTxnOps))
+	n = min(n, perTxn)
+	if len(instances) > perTxn {
+		instances = instances[:perTxn]
 	}
 	req := placement.Request{
-		Demand:      demand,
+		Demand:      placement.TaskDemand(sample),
 		Count:       n,
 		Group:       "service:" + s.GetServiceName(),
 		Constraints: append(placement.ConstraintsFrom(s.GetPlacementConstraints(), td.GetPlacementConstraints()), placement.RequiresAttributes(td)...),
@@ -885,7 +883,7 @@ func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev
 		},
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("service: place: %w", err)
+		return nil, n, nil, fmt.Errorf("service: place: %w", err)
 	}
 	ids := make([]string, 0, len(res.Placed))
 	if len(res.Placed) > 0 {
@@ -893,7 +891,7 @@ func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev
 			ids = append(ids, control.TaskID(t))
 		}
 	}
-	return ids, res.Failures, nil
+	return ids, n, res.Failures, nil
 }
 
 // newTask builds a PENDING service task record (not yet placed): startedBy and

@@ -71,8 +71,8 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 			in.TaskRoleArn = aws.String("arn:aws:iam::000000000000:role/app")
 		}),
 			`taskRoleArn "arn:aws:iam::000000000000:role/app" is not supported by Berth. Berth does not hand IAM role credentials`},
-		{"awsvpc", base(func(in *ecs.RegisterTaskDefinitionInput) { in.NetworkMode = ecstypes.NetworkModeAwsvpc }),
-			`networkMode "awsvpc" is not supported by Berth. Berth supports networkMode host and bridge`},
+		{"none", base(func(in *ecs.RegisterTaskDefinitionInput) { in.NetworkMode = ecstypes.NetworkModeNone }),
+			`networkMode "none" is not supported by Berth. Berth supports networkMode host, bridge and awsvpc`},
 	} {
 		_, err := c.RegisterTaskDefinition(ctx, tc.in)
 		var ce *ecstypes.ClientException

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"slices"
 	"strconv"
 
 	"connectrpc.com/connect"
@@ -47,22 +48,6 @@ func mergeClusterSettings(cur, settings []*ecsv1.ClusterSetting) []*ecsv1.Cluste
 	return out
 }
 
-func validateStrategy(providers []string, strategy []*ecsv1.CapacityProviderStrategyItem) error {
-	for _, it := range strategy {
-		found := false
-		for _, p := range providers {
-			found = found || p == it.GetCapacityProvider()
-		}
-		if !found {
-			return ecserr.InvalidParameterf("The specified capacity provider strategy cannot contain a capacity provider that is not associated with the cluster. Associate the capacity provider with the cluster or specify a valid capacity provider and try again.")
-		}
-		if it.GetWeight() < 0 || it.GetWeight() > 1000 || it.GetBase() < 0 || it.GetBase() > 100000 {
-			return ecserr.InvalidParameterf("Capacity provider strategy weight must be 0–1000 and base 0–100000.")
-		}
-	}
-	return nil
-}
-
 // CreateCluster creates a cluster (clusterName, default "default") and returns it. An
 // ACTIVE cluster of that name is returned unchanged, as ECS does; an INACTIVE one is
 // created afresh. Errors: InvalidParameterException for a bad name, tags or settings.
@@ -82,7 +67,8 @@ func (s *Server) CreateCluster(ctx context.Context, req *connect.Request[ecsv1.C
 		if err := validateClusterSettings(m.GetSettings()); err != nil {
 			return nil, err
 		}
-		if err := validateStrategy(m.GetCapacityProviders(), m.GetDefaultCapacityProviderStrategy()); err != nil {
+		providers := providerNames(account, m.GetCapacityProviders())
+		if err := s.validateClusterProviders(ctx, account, name, providers, m.GetDefaultCapacityProviderStrategy()); err != nil {
 			return nil, err
 		}
 		stored, err := s.settings(ctx, account)
@@ -95,7 +81,7 @@ func (s *Server) CreateCluster(ctx context.Context, req *connect.Request[ecsv1.C
 			Status:                          proto.String(statusActive),
 			Tags:                            mergeTags(nil, m.GetTags()),
 			Settings:                        mergeClusterSettings([]*ecsv1.ClusterSetting{{Name: proto.String(SettingContainerInsights), Value: proto.String(effective(stored, SettingContainerInsights))}}, m.GetSettings()),
-			CapacityProviders:               m.GetCapacityProviders(),
+			CapacityProviders:               providers,
 			DefaultCapacityProviderStrategy: m.GetDefaultCapacityProviderStrategy(),
 			Configuration:                   m.GetConfiguration(),
 			Statistics:                      []*ecsv1.KeyValuePair{},
@@ -374,20 +360,37 @@ func (s *Server) UpdateClusterSettings(ctx context.Context, req *connect.Request
 	})
 }
 
-// PutClusterCapacityProviders replaces a cluster's capacity providers and default
-// strategy; they are stored and described, not acted on. Errors: ClusterNotFoundException,
-// InvalidParameterException for a strategy naming a provider not in the list.
+// PutClusterCapacityProviders replaces a cluster's capacity providers (names or ARNs,
+// stored as names) and default strategy, which RunTask and CreateService use when given
+// neither a launchType nor a strategy. Each provider must exist and be ACTIVE, and an Auto
+// Scaling group provider can belong to one cluster only; a provider a service's strategy
+// uses cannot be removed. Both lists are required (empty lists clear them). Errors:
+// ClusterNotFoundException, InvalidParameterException, ResourceInUseException.
 // AWS reference: PutClusterCapacityProviders.
 func (s *Server) PutClusterCapacityProviders(ctx context.Context, req *connect.Request[ecsv1.PutClusterCapacityProvidersRequest]) (*connect.Response[ecsv1.PutClusterCapacityProvidersResponse], error) {
 	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.PutClusterCapacityProvidersRequest) (*ecsv1.PutClusterCapacityProvidersResponse, error) {
 		if m.GetCluster() == "" {
 			return nil, ecserr.InvalidParameterf("cluster is required.")
 		}
-		if err := validateStrategy(m.GetCapacityProviders(), m.GetDefaultCapacityProviderStrategy()); err != nil {
+		name, _, _, err := s.activeCluster(ctx, account, m.GetCluster())
+		if err != nil {
 			return nil, err
 		}
+		providers := providerNames(account, m.GetCapacityProviders())
+		if err := s.validateClusterProviders(ctx, account, name, providers, m.GetDefaultCapacityProviderStrategy()); err != nil {
+			return nil, err
+		}
+		inUse, err := s.providersInUse(ctx, account, name)
+		if err != nil {
+			return nil, err
+		}
+		for p, svc := range inUse {
+			if !slices.Contains(providers, p) {
+				return nil, ecserr.New("ResourceInUseException", "The specified capacity provider %s is in use by service %s and cannot be removed.", p, svc)
+			}
+		}
 		c, err := s.mutateCluster(ctx, account, m.GetCluster(), func(c *ecsv1.Cluster) error {
-			c.CapacityProviders = m.GetCapacityProviders()
+			c.CapacityProviders = providers
 			c.DefaultCapacityProviderStrategy = m.GetDefaultCapacityProviderStrategy()
 			return nil
 		})
@@ -396,4 +399,43 @@ func (s *Server) PutClusterCapacityProviders(ctx context.Context, req *connect.R
 		}
 		return &ecsv1.PutClusterCapacityProvidersResponse{Cluster: describeCluster(c, []string{"SETTINGS", "CONFIGURATIONS"})}, nil
 	})
+}
+
+// providerNames returns capacity provider references as names (ARNs of the caller's
+// providers become their names; anything else is kept for validation to refuse).
+func providerNames(account keys.Scope, refs []string) []string {
+	out := make([]string, 0, len(refs))
+	for _, r := range refs {
+		if n, ok := providerRefName(account, r); ok {
+			r = n
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// providersInUse returns the capacity providers the strategies of a cluster's ACTIVE and
+// DRAINING services use, each with one service using it.
+func (s *Server) providersInUse(ctx context.Context, account keys.Scope, cluster string) (map[string]string, error) {
+	out := map[string]string{}
+	token := ""
+	for {
+		items, next, err := store.List[*storev1.ServiceRecord](ctx, s.kv, keys.Services(account, cluster), 500, token)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			svc := it.Value.GetService()
+			if svc.GetStatus() == statusInactive {
+				continue
+			}
+			for _, st := range svc.GetCapacityProviderStrategy() {
+				out[st.GetCapacityProvider()] = svc.GetServiceName()
+			}
+		}
+		if next == "" {
+			return out, nil
+		}
+		token = next
+	}
 }

@@ -88,6 +88,9 @@ const (
 	supNoTaskRole    = "Berth does not hand IAM role credentials to containers yet; leave taskRoleArn out."
 	supNoEnvFiles    = "Berth has no object store to read environment files from; put the variables in environment."
 	supNoCapProv     = "Berth has no capacity providers; use launchType EC2 or EXTERNAL."
+	supCapProv       = "Base and weight over the pools of the cluster's capacity providers (docs/capacity-providers.md); the cluster's default strategy applies when neither launchType nor a strategy is given."
+	supAwsvpcConf    = "Required for awsvpc task definitions and refused for others, checked as AWS checks it (subnets 1–16, securityGroups up to 5, assignPublicIp FARGATE only); the task's own network is issue 14's."
+	supPlatform      = "FARGATE tasks only: LATEST (resolves to 1.4.0) or 1.4.0, shown on the task with platformFamily Linux."
 	supNoPlatform    = "platformVersion applies to Fargate only, which Berth does not run."
 	supNoVolConf     = "Berth has no EBS volumes; use task definition volumes with host paths."
 	supNoLB          = "Berth has no load balancers yet; leave loadBalancers out."
@@ -119,11 +122,11 @@ var FieldRules = map[string]FieldRule{
 	"RegisterTaskDefinitionRequest.inferenceAccelerators":   refused(0, supNoInfer),
 	"RegisterTaskDefinitionRequest.ipcMode":                 honoured("host joins the host's IPC namespace; none keeps a private one without /dev/shm; task: the containers join the IPC namespace of the first container without dependsOn (started first) and share one /dev/shm tmpfs, removed with the task."),
 	"RegisterTaskDefinitionRequest.memory":                  honoured("Hard limit of the task's cgroup, which holds all its containers."),
-	"RegisterTaskDefinitionRequest.networkMode":             refusedBut(issueNetworking, "Berth supports networkMode host and bridge (bridge runs in the host's network namespace until issue 14).", stringIn("host", "bridge")),
+	"RegisterTaskDefinitionRequest.networkMode":             refusedBut(issueNetworking, "Berth supports networkMode host, bridge and awsvpc (FARGATE tasks are awsvpc; bridge and awsvpc run in the host's network namespace until issue 14).", stringIn("host", "bridge", "awsvpc")),
 	"RegisterTaskDefinitionRequest.pidMode":                 honoured("host joins the host's PID namespace; task: the containers join the PID namespace of the first container without dependsOn (started first; Berth has no pause container, so when that container exits the kernel ends the others in its namespace)."),
 	"RegisterTaskDefinitionRequest.placementConstraints":    honoured("memberOf expressions at placement."),
 	"RegisterTaskDefinitionRequest.proxyConfiguration":      refused(issueTraffic, "Berth has no App Mesh proxy; leave proxyConfiguration out."),
-	"RegisterTaskDefinitionRequest.requiresCompatibilities": honoured("Checked as AWS checks it; tasks run with launch type EC2 or EXTERNAL only."),
+	"RegisterTaskDefinitionRequest.requiresCompatibilities": honoured("Checked as AWS checks it (FARGATE: awsvpc, a Fargate cpu/memory combination, Fargate's limits); compatibilities lists FARGATE when the definition meets them."),
 	"RegisterTaskDefinitionRequest.runtimePlatform":         refused(issueFields, "Berth does not match tasks to an OS or CPU architecture yet; leave runtimePlatform out."),
 	"RegisterTaskDefinitionRequest.tags":                    honoured(""),
 	"RegisterTaskDefinitionRequest.taskRoleArn":             refused(issueAWSDeps, supNoTaskRole),
@@ -234,19 +237,19 @@ var FieldRules = map[string]FieldRule{
 	"LogConfiguration.secretOptions":                   refused(issueAWSDeps, "Berth has no secrets store yet; leave secretOptions out."),
 
 	// RunTask and StartTask (AWS reference: RunTask, StartTask).
-	"RunTaskRequest.capacityProviderStrategy": refused(issueRestOfAPI, supNoCapProv),
+	"RunTaskRequest.capacityProviderStrategy": honoured(supCapProv),
 	"RunTaskRequest.clientToken":              honoured("Idempotency of the call."),
 	"RunTaskRequest.cluster":                  honoured(""),
 	"RunTaskRequest.count":                    honoured(""),
 	"RunTaskRequest.enableECSManagedTags":     honoured(""),
 	"RunTaskRequest.enableExecuteCommand":     refusedBut(0, supNoExec, isFalse),
 	"RunTaskRequest.group":                    honoured(""),
-	"RunTaskRequest.launchType":               honoured("EC2 and EXTERNAL."),
-	"RunTaskRequest.networkConfiguration":     refused(issueNetworking, supNoNetwork),
+	"RunTaskRequest.launchType":               honoured("EC2, EXTERNAL, and FARGATE on the Fargate pool (docs/capacity-providers.md)."),
+	"RunTaskRequest.networkConfiguration":     honoured(supAwsvpcConf),
 	"RunTaskRequest.overrides":                honoured(""),
 	"RunTaskRequest.placementConstraints":     honoured(""),
 	"RunTaskRequest.placementStrategy":        honoured(""),
-	"RunTaskRequest.platformVersion":          refused(0, supNoPlatform),
+	"RunTaskRequest.platformVersion":          honoured(supPlatform),
 	"RunTaskRequest.propagateTags":            honoured(""),
 	"RunTaskRequest.referenceId":              refused(0, supRefID),
 	"RunTaskRequest.startedBy":                honoured(""),
@@ -258,7 +261,7 @@ var FieldRules = map[string]FieldRule{
 	"StartTaskRequest.enableECSManagedTags":   honoured(""),
 	"StartTaskRequest.enableExecuteCommand":   refusedBut(0, supNoExec, isFalse),
 	"StartTaskRequest.group":                  honoured(""),
-	"StartTaskRequest.networkConfiguration":   refused(issueNetworking, supNoNetwork),
+	"StartTaskRequest.networkConfiguration":   honoured(supAwsvpcConf),
 	"StartTaskRequest.overrides":              honoured(""),
 	"StartTaskRequest.propagateTags":          honoured(""),
 	"StartTaskRequest.referenceId":            refused(0, supRefID),

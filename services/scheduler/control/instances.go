@@ -442,10 +442,16 @@ func (s *Server) RegisterContainerInstance(ctx context.Context, req *connect.Req
 	})
 }
 
-// describeInstance returns the instance as DescribeContainerInstances shows it.
+// describeInstance returns the instance as DescribeContainerInstances shows it, with
+// capacityProviderName from its berth.capacity-provider attribute (PoolAttribute).
 func describeInstance(r *storev1.ContainerInstanceRecord, include []string) *ecsv1.ContainerInstance {
 	ci := proto.Clone(r.GetContainerInstance()).(*ecsv1.ContainerInstance)
 	ci.Tags = nil
+	for _, a := range ci.GetAttributes() {
+		if a.GetName() == PoolAttribute && a.GetValue() != "" {
+			ci.CapacityProviderName = proto.String(a.GetValue())
+		}
+	}
 	if oneOf("TAGS", include...) {
 		ci.Tags = r.GetTags()
 		if ci.Tags == nil {

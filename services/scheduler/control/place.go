@@ -87,6 +87,9 @@ type placeRequest struct {
 	instanceIDs []string
 	// clientToken, when set, is recorded with the placed tasks (RunTask idempotency).
 	clientToken string
+	// pool, when set, is the capacity provider whose pool the tasks are placed in
+	// (PoolConstraint); failures then name it.
+	pool string
 }
 
 // placeResult is what was placed (written, with the container instance set) and why
@@ -231,15 +234,136 @@ func (s *Server) placeOne(ctx context.Context, req placeRequest, instances []str
 // requiresAttributes, and the strategy.
 func engineRequest(req placeRequest, instances []string) placement.Request {
 	t0 := req.tasks[0]
-	return placement.Request{
-		Demand: placement.TaskDemand(t0),
-		Count:  len(req.tasks),
-		Group:  t0.GetTask().GetGroup(),
-		Constraints: append(placement.ConstraintsFrom(req.constraints, req.td.GetPlacementConstraints()),
-			placement.RequiresAttributes(req.td)...),
-		Strategy:  placement.StrategiesFrom(req.strategy),
-		Instances: instances,
+	cons := append(placement.ConstraintsFrom(req.constraints, req.td.GetPlacementConstraints()),
+		placement.RequiresAttributes(req.td)...)
+	if req.pool != "" {
+		cons = append(cons, PoolConstraint(req.pool))
 	}
+	return placement.Request{
+		Demand:      placement.TaskDemand(t0),
+		Count:       len(req.tasks),
+		Group:       t0.GetTask().GetGroup(),
+		Constraints: cons,
+		Strategy:    placement.StrategiesFrom(req.strategy),
+		Instances:   instances,
+	}
+}
+
+// placeByProvider places RunTask's tasks, each in the pool of its capacity provider
+// (capacityProviderName; none: any instance). Tasks of one provider go through place as
+// before; tasks of several providers are placed together in one txn (placeProviders), so
+// the call's client token covers them all. Failures name the provider in their detail.
+func (s *Server) placeByProvider(ctx context.Context, req placeRequest) (placeResult, error) {
+	var order []string
+	byProvider := map[string][]*storev1.TaskRecord{}
+	for _, t := range req.tasks {
+		p := t.GetTask().GetCapacityProviderName()
+		if _, ok := byProvider[p]; !ok {
+			order = append(order, p)
+		}
+		byProvider[p] = append(byProvider[p], t)
+	}
+	if len(order) <= 1 {
+		if len(order) == 1 {
+			req.pool = order[0]
+		}
+		res, err := s.place(ctx, req)
+		nameProvider(res.failures, req.pool)
+		return res, err
+	}
+	reqs := make([]placeRequest, len(order))
+	for i, p := range order {
+		reqs[i] = req
+		reqs[i].tasks, reqs[i].pool = byProvider[p], p
+	}
+	return s.placeProviders(ctx, reqs)
+}
+
+// nameProvider prefixes the failures' details with the capacity provider they were
+// placed through (none when provider is "").
+func nameProvider(fs []*ecsv1.Failure, provider string) {
+	if provider == "" {
+		return
+	}
+	for _, f := range fs {
+		f.Detail = proto.String(fmt.Sprintf("Capacity provider %s: %s", provider, f.GetDetail()))
+	}
+}
+
+// placeProviders places reqs (one RunTask's tasks split by capacity provider: same
+// account, cluster, task definition, constraints and client token) in one txn.
+func (s *Server) placeProviders(ctx context.Context, reqs []placeRequest) (placeResult, error) {
+	first := reqs[0]
+	ereqs := make([]placement.Request, len(reqs))
+	for i, r := range reqs {
+		ereqs[i] = engineRequest(r, nil)
+		if err := placement.Compile(ereqs[i]); err != nil {
+			return placeResult{}, placementError(err)
+		}
+	}
+	written := make([][]*storev1.TaskRecord, len(reqs))
+	var crec *storev1.ClusterRecord
+	attempt := 0
+	results, err := s.placing.placer.PlaceGroup(ctx, s.kv, first.account, first.cluster, ereqs, func(ctx context.Context, txn *store.Txn, placed [][]placement.Placed) error {
+		attempt++
+		if attempt > 1 && first.clientToken != "" {
+			v, _, err := get[*wrapperspb.StringValue](ctx, s.kv, keys.ClientToken(first.account, first.cluster, first.clientToken))
+			if err != nil {
+				return err
+			}
+			if v != nil {
+				return errClientTokenUsed
+			}
+		}
+		var crev int64
+		var err error
+		crec, crev, err = s.placing.cluster(ctx, s.kv, first.account, first.cluster, attempt > 1)
+		if err != nil {
+			return err
+		}
+		insts := map[string]*InstanceState{}
+		var all []*storev1.TaskRecord
+		for i, pl := range placed {
+			written[i] = written[i][:0]
+			for j, p := range pl {
+				if insts[p.InstanceID] == nil {
+					insts[p.InstanceID] = &InstanceState{Record: p.Instance, Rev: p.InstanceRev}
+				}
+				t := proto.Clone(reqs[i].tasks[j]).(*storev1.TaskRecord)
+				t.ContainerInstanceId = p.InstanceID
+				written[i] = append(written[i], t)
+				all = append(all, t)
+			}
+		}
+		if len(all) == 0 {
+			return nil
+		}
+		return PlaceTxn(txn, Placement{
+			Account: first.account, Cluster: crec, ClusterRev: crev, Instances: insts,
+			Tasks: all, TaskDefinition: first.td, ClientToken: first.clientToken,
+		})
+	})
+	if first.clientToken != "" && errors.Is(err, store.ErrExists) {
+		return placeResult{}, errClientTokenUsed
+	}
+	if err != nil {
+		return placeResult{}, placementError(err)
+	}
+	var out placeResult
+	rev := int64(0)
+	for i, r := range results {
+		fs := failures(r.Failures)
+		nameProvider(fs, reqs[i].pool)
+		out.failures = append(out.failures, fs...)
+		if len(r.Placed) > 0 {
+			out.placed = append(out.placed, written[i]...)
+			rev = r.Revision
+		}
+	}
+	if rev > 0 {
+		s.placing.wrote(first.account, first.cluster, crec, rev)
+	}
+	return out, nil
 }
 
 // placementError turns a placement error into what control returns: ECS exceptions and
@@ -329,7 +453,7 @@ func (s *Server) placeBatched(ctx context.Context, req placeRequest) (placeResul
 	if err := placement.Compile(engineRequest(req, nil)); err != nil {
 		return placeResult{}, placementError(err)
 	}
-	k := clusterKey(req.account, req.cluster) + "/" + req.td.GetTaskDefinitionArn()
+	k := clusterKey(req.account, req.cluster) + "/" + req.td.GetTaskDefinitionArn() + "/" + req.pool
 	call := &placeCall{ctx: ctx, req: req, done: make(chan placeOutcome, 1)}
 	p := s.placing
 	p.mu.Lock()

@@ -16,7 +16,7 @@ import (
 
 // mutateTags applies fn to the tags of the resource named by resourceARN under CAS and
 // returns the tags as stored. Taggable: clusters, task definitions, container instances,
-// tasks and services of the caller's account. Errors: InvalidParameterException for an
+// tasks, services and capacity providers of the caller's account. Errors: InvalidParameterException for an
 // ARN that is not a taggable ECS resource; ClusterNotFoundException for an unknown
 // cluster; ResourceNotFoundException for another unknown resource.
 func (s *Server) mutateTags(ctx context.Context, account keys.Scope, resourceARN string, fn func([]*ecsv1.Tag) ([]*ecsv1.Tag, error)) ([]*ecsv1.Tag, error) {
@@ -91,6 +91,18 @@ func (s *Server) mutateTags(ctx context.Context, account keys.Scope, resourceARN
 			}
 			t, err := fn(r.GetService().GetTags())
 			r.Service.Tags, tags = t, t
+			return err
+		}, store.MaxAttempts(64))
+	case arn.CapacityProvider:
+		if !providerNamePattern.MatchString(a.Name) || IsFargateProvider(a.Name) {
+			return nil, notFound
+		}
+		_, _, err = store.Mutate(ctx, s.kv, keys.CapacityProvider(account, a.Name), func(r *ecsv1.CapacityProvider) error {
+			if r.GetStatus() != cpActive {
+				return notFound
+			}
+			t, err := fn(r.GetTags())
+			r.Tags, tags = t, t
 			return err
 		}, store.MaxAttempts(64))
 	default:

@@ -110,8 +110,17 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 			return nil, ecserr.Clientf("Fargate requires that 'memory' be defined at the task level.")
 		}
 	}
+	// compatibilities lists FARGATE when the definition meets Fargate's rules, whether or
+	// not it requires them (as AWS computes it); requiring FARGATE of one that does not
+	// is refused with the rule it breaks.
 	td.Compatibilities = []string{"EC2", "EXTERNAL"}
-	if mode == "awsvpc" && td.Cpu != nil && td.Memory != nil {
+	why, err := fargateIncompatibility(td, m.GetContainerDefinitions())
+	switch {
+	case err != nil && fargate:
+		return nil, err
+	case why != "" && fargate:
+		return nil, ecserr.Clientf("%s", why)
+	case err == nil && why == "":
 		td.Compatibilities = []string{"EC2", "EXTERNAL", "FARGATE"}
 	}
 

@@ -43,6 +43,13 @@ type taskSpec struct {
 	execCommand    bool
 	launchType     string
 	taskDefinition string
+	// platformVersion is RunTask's (nil when absent); a FARGATE launch resolves it.
+	platformVersion *string
+	// network is the launch's networkConfiguration (CheckNetworkConfiguration).
+	network *ecsv1.NetworkConfiguration
+	// providers, when set, names the capacity provider of each task to build (Distribute);
+	// nil for none (launchType without a strategy, other than FARGATE).
+	providers []string
 }
 
 // validateOverrides checks that overrides name containers of the task definition and
@@ -113,12 +120,27 @@ func checkSpec(sp *taskSpec, td *ecsv1.TaskDefinition) error {
 	if sp.launchType != "" && !oneOf(sp.launchType, "EC2", "FARGATE", "EXTERNAL", "MANAGED_INSTANCES") {
 		return ecserr.InvalidParameterf("Invalid launchType %q.", sp.launchType)
 	}
-	// Berth has no serverless capacity: a FARGATE (or MANAGED_INSTANCES) task must not be
-	// run on a container instance while claiming to be one.
-	if oneOf(sp.launchType, "FARGATE", "MANAGED_INSTANCES") {
-		return ecserr.New("UnsupportedFeatureException", "Berth runs tasks on registered container instances only: launchType %s is not supported; use EC2 or EXTERNAL.", sp.launchType)
+	// Berth has no Managed Instances capacity: such a task must not be run on a container
+	// instance while claiming to be one. FARGATE runs on the Fargate pool (fargate.go).
+	if sp.launchType == "MANAGED_INSTANCES" {
+		return ecserr.New("UnsupportedFeatureException", "Berth runs tasks on registered container instances only: launchType %s is not supported; use EC2, FARGATE or EXTERNAL.", sp.launchType)
 	}
-	return validateOverrides(td, sp.overrides)
+	if err := validateOverrides(td, sp.overrides); err != nil {
+		return err
+	}
+	if sp.launchType == "FARGATE" {
+		if err := checkFargateRun(td, sp.overrides); err != nil {
+			return err
+		}
+		v, err := fargatePlatform(sp.platformVersion)
+		if err != nil {
+			return err
+		}
+		sp.platformVersion = &v
+	} else if sp.platformVersion != nil {
+		return ecserr.InvalidParameterf("The platformVersion parameter is only supported for tasks using the Fargate launch type.")
+	}
+	return CheckNetworkConfiguration(td, sp.network, sp.launchType)
 }
 
 // newTasks builds n pending task records for a cluster.
@@ -148,12 +170,19 @@ func (s *Server) newTasks(ctx context.Context, account keys.Scope, cluster strin
 	}
 	now := s.now()
 	out := make([]*storev1.TaskRecord, 0, n)
-	for range n {
-		out = append(out, NewTaskRecord(TaskTemplate{
+	for i := range n {
+		tt := TaskTemplate{
 			Region: account.Region, Account: account.Account, Cluster: cluster, LongARN: long, NewID: s.newID, Now: now,
 			TaskDefinition: td, Overrides: sp.overrides, Group: group, LaunchType: launch, StartedBy: sp.startedBy,
 			Tags: tags, EnableExecuteCommand: sp.execCommand,
-		}))
+		}
+		if i < len(sp.providers) {
+			tt.CapacityProviderName = sp.providers[i]
+		}
+		if launch == "FARGATE" {
+			tt.PlatformVersion = sp.platformVersion
+		}
+		out = append(out, NewTaskRecord(tt))
 	}
 	return out, nil
 }
@@ -174,6 +203,11 @@ type TaskTemplate struct {
 	Group, LaunchType, StartedBy string
 	Tags                         []*ecsv1.Tag
 	EnableExecuteCommand         bool
+	// CapacityProviderName is the provider the task is placed through ("" for none).
+	CapacityProviderName string
+	// PlatformVersion, for a FARGATE task, is its resolved platform version (nil means
+	// FargateLatest); the task then shows it with platformFamily Linux.
+	PlatformVersion *string
 }
 
 // containerOverridesOf returns one override per container of td, in the task definition's
@@ -245,6 +279,16 @@ func NewTaskRecord(tt TaskTemplate) *storev1.TaskRecord {
 	if tt.StartedBy != "" {
 		t.StartedBy = proto.String(tt.StartedBy)
 	}
+	if tt.CapacityProviderName != "" {
+		t.CapacityProviderName = proto.String(tt.CapacityProviderName)
+	}
+	if tt.LaunchType == "FARGATE" {
+		v := FargateLatest
+		if tt.PlatformVersion != nil {
+			v = *tt.PlatformVersion
+		}
+		markFargate(t, v)
+	}
 	byName := map[string]*ecsv1.ContainerOverride{}
 	for _, o := range ov.GetContainerOverrides() {
 		byName[o.GetName()] = o
@@ -297,6 +341,11 @@ func describeTask(r *storev1.TaskRecord, withTags bool) *ecsv1.Task {
 // RunTask answer this way (copying each task was a sixth of DescribeTasks(100)'s scheduler
 // CPU).
 func describeOwned(t *ecsv1.Task, withTags bool) *ecsv1.Task {
+	if t.GetLaunchType() == "FARGATE" {
+		// A Fargate task shows no container instance (the record keeps it for the
+		// agent's delivery and the reaper).
+		t.ContainerInstanceArn = nil
+	}
 	if !withTags {
 		t.Tags = nil
 	} else if t.Tags == nil {
@@ -329,6 +378,9 @@ func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTask
 		if len(m.GetCapacityProviderStrategy()) > 0 && m.LaunchType != nil {
 			return nil, ecserr.InvalidParameterf("Specifying both a launch type and capacity provider strategy is not supported.")
 		}
+		if m.LaunchType != nil && !oneOf(m.GetLaunchType(), "EC2", "FARGATE", "EXTERNAL", "MANAGED_INSTANCES") {
+			return nil, ecserr.InvalidParameterf("Invalid launchType %q.", m.GetLaunchType())
+		}
 		if err := CheckFields(InvalidParamErr, m); err != nil {
 			return nil, err
 		}
@@ -349,8 +401,25 @@ func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTask
 		if err := CheckTaskDefinitionFields(td); err != nil {
 			return nil, err
 		}
+		strategy, err := RunStrategy(ctx, s.kv, account, crec.GetCluster(), m.GetCapacityProviderStrategy(), m.LaunchType)
+		if err != nil {
+			return nil, err
+		}
+		launch := m.GetLaunchType()
+		var providers []string
+		switch {
+		case strategy != nil:
+			launch = StrategyLaunchType(strategy)
+			providers = Distribute(strategy, nil, int(count))
+		case launch == "FARGATE":
+			providers = make([]string, count)
+			for i := range providers {
+				providers[i] = ProviderFargate
+			}
+		}
 		sp := &taskSpec{overrides: m.GetOverrides(), startedBy: m.GetStartedBy(), group: m.GetGroup(), tags: m.GetTags(),
-			propagateTags: m.GetPropagateTags(), managedTags: m.GetEnableEcsManagedTags(), execCommand: m.GetEnableExecuteCommand(), launchType: m.GetLaunchType()}
+			propagateTags: m.GetPropagateTags(), managedTags: m.GetEnableEcsManagedTags(), execCommand: m.GetEnableExecuteCommand(), launchType: launch,
+			platformVersion: m.PlatformVersion, network: m.GetNetworkConfiguration(), providers: providers}
 		if err := checkSpec(sp, td); err != nil {
 			return nil, err
 		}
@@ -385,7 +454,7 @@ func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTask
 		for _, t := range tasks {
 			t.ClientToken = m.GetClientToken()
 		}
-		res, err := s.place(ctx, placeRequest{
+		res, err := s.placeByProvider(ctx, placeRequest{
 			account: account, cluster: name, tasks: tasks, td: td,
 			constraints: m.GetPlacementConstraints(), strategy: m.GetPlacementStrategy(),
 			clientToken: m.GetClientToken(),
@@ -458,7 +527,8 @@ func (s *Server) StartTask(ctx context.Context, req *connect.Request[ecsv1.Start
 			return nil, err
 		}
 		sp := &taskSpec{overrides: m.GetOverrides(), startedBy: m.GetStartedBy(), group: m.GetGroup(), tags: m.GetTags(),
-			propagateTags: m.GetPropagateTags(), managedTags: m.GetEnableEcsManagedTags(), execCommand: m.GetEnableExecuteCommand()}
+			propagateTags: m.GetPropagateTags(), managedTags: m.GetEnableEcsManagedTags(), execCommand: m.GetEnableExecuteCommand(),
+			network: m.GetNetworkConfiguration()}
 		if err := checkSpec(sp, td); err != nil {
 			return nil, err
 		}

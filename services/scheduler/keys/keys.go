@@ -222,6 +222,17 @@ func Protection(account Scope, cluster, taskID string) string {
 	return store.MustKey("protection", account.Account, account.Region, cluster, taskID)
 }
 
+// CapacityProvider returns the key of an account's capacity provider record (an
+// ecsv1.CapacityProvider; the built-in FARGATE and FARGATE_SPOT are not stored).
+func CapacityProvider(account Scope, name string) string {
+	return store.MustKey("capacity-providers", account.Account, account.Region, name)
+}
+
+// CapacityProviders returns the prefix of an account's capacity provider records.
+func CapacityProviders(account Scope) string {
+	return store.MustKeyPrefix("capacity-providers", account.Account, account.Region)
+}
+
 // Accounts returns the prefix of every account record.
 func Accounts() string { return store.MustKeyPrefix("accounts") }
 
@@ -234,7 +245,7 @@ func AccessKeys() string { return store.MustKeyPrefix("access-keys") }
 func ECSStatePrefixes() []string {
 	var out []string
 	for _, p := range []string{"clusters", "families", "task-definitions", "instances", "tasks",
-		"services", "inbox", "idx", "settings", "protection"} {
+		"services", "inbox", "idx", "settings", "protection", "capacity-providers"} {
 		out = append(out, store.MustKeyPrefix(p))
 	}
 	return out

@@ -233,6 +233,11 @@ func CapacityProviders(account Scope) string {
 	return store.MustKeyPrefix("capacity-providers", account.Account, account.Region)
 }
 
+// Protections returns the prefix of a cluster's task scale-in protection records.
+func Protections(account Scope, cluster string) string {
+	return store.MustKeyPrefix("protection", account.Account, account.Region, cluster)
+}
+
 // Accounts returns the prefix of every account record.
 func Accounts() string { return store.MustKeyPrefix("accounts") }
 

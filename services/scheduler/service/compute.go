@@ -57,6 +57,12 @@ type State struct {
 	// Now is the time of the decision (grace periods, StableAfter, backoff deadlines,
 	// timestamps written).
 	Now time.Time
+	// Protected holds the scale-in protection of tasks (UpdateTaskProtection) by task id:
+	// when it expires. A task protected past Now is kept over unprotected ones when the
+	// service scales in, and a healthy one is not stopped by scale-in or a deployment
+	// until its protection expires (AWS's task scale-in protection); unhealthy tasks,
+	// tasks on draining instances and the tasks of a deleted service still go.
+	Protected map[string]time.Time
 }
 
 // Plan is what Compute decided for one service; Apply carries it out in this order:
@@ -406,6 +412,12 @@ func (d *decision) choose() (keep, surplus []*view) {
 			}
 			return 1
 		}
+		if pa, pb := d.protected(a), d.protected(b); pa != pb {
+			if pa {
+				return -1
+			}
+			return 1
+		}
 		return cmp.Compare(a.created, b.created)
 	})
 	onInstance := map[string]bool{} // DAEMON: an eligible instance already holding a kept task
@@ -443,6 +455,7 @@ func (d *decision) stop(surplus []*view) {
 	minHealthy := MinHealthy(d.desired, d.s.GetDeploymentConfiguration().GetMinimumHealthyPercent())
 	primFailed := d.prim.GetRolloutState() == RolloutFailed
 	var stopped []string
+	held := 0
 	for _, v := range surplus {
 		reason := fmt.Sprintf(ReasonScaleIn, d.prim.GetId())
 		// A task not yet RUNNING, or failing its health checks, goes at once. A RUNNING one
@@ -466,6 +479,10 @@ func (d *decision) stop(surplus []*view) {
 		case v.draining:
 			reason = ReasonDraining
 		}
+		if !free && !v.draining && d.protected(v) {
+			held++ // scale-in protection: kept until it expires
+			continue
+		}
 		if !free {
 			if primFailed && v.dep != d.prim.GetId() {
 				continue // a failed deployment without rollback stops launching; keep the old tasks
@@ -486,6 +503,15 @@ func (d *decision) stop(surplus []*view) {
 	if len(stopped) > 0 {
 		d.ev.add(fmt.Sprintf("(service %s) has stopped %d running tasks: %s.", d.name, len(stopped), taskList(stopped)))
 	}
+	if held > 0 {
+		d.ev.add(fmt.Sprintf("(service %s) was unable to scale in due to (reason: %d tasks under protection).", d.name, held))
+	}
+}
+
+// protected reports whether v's scale-in protection lasts past the decision's time.
+func (d *decision) protected(v *view) bool {
+	exp, ok := d.st.Protected[v.id]
+	return ok && exp.After(d.now)
 }
 
 // launch decides how many tasks are missing and may start: within maximumPercent

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -594,6 +595,7 @@ type clusterState struct {
 	tasks         map[string][]store.Item[*storev1.TaskRecord] // by service name
 	instances     map[string]store.Item[*storev1.ContainerInstanceRecord]
 	instanceOrder []string
+	protected     map[string]time.Time // scale-in protection expiry by task id
 }
 
 // expire deletes the record of an INACTIVE service whose retention has passed.
@@ -648,6 +650,16 @@ func (r *Reconciler) passCluster(ctx context.Context, svcs []serviceItem, whole 
 		}
 		cs.instances[id] = in
 		cs.instanceOrder = append(cs.instanceOrder, id)
+	}
+	prots, err := listAll[*ecsv1.ProtectedTask](ctx, r.cfg.Client, keys.Protections(account, cluster))
+	if err != nil {
+		return fmt.Errorf("service: list task protection of %s/%s: %w", account, cluster, err)
+	}
+	cs.protected = map[string]time.Time{}
+	for _, p := range prots {
+		if p.Value.GetProtectionEnabled() {
+			cs.protected[p.Key[strings.LastIndexByte(p.Key, '/')+1:]] = fromEpoch(p.Value.GetExpirationDate())
+		}
 	}
 	var errs []error
 	for _, s := range svcs {
@@ -726,7 +738,7 @@ func (r *Reconciler) state(ctx context.Context, cs *clusterState, it serviceItem
 		Account: cs.account,
 		Service: store.Item[*storev1.ServiceRecord]{Key: it.key, Value: it.rec, ModRevision: it.rev},
 		Tasks:   cs.tasks[s.GetServiceName()], Instances: cs.instances,
-		TaskDefinitions: map[string]*ecsv1.TaskDefinition{}, Now: r.cfg.Now(),
+		TaskDefinitions: map[string]*ecsv1.TaskDefinition{}, Now: r.cfg.Now(), Protected: cs.protected,
 	}
 	for _, t := range st.Tasks {
 		if _, run := control.TaskCounts(t.Value.GetTask().GetLastStatus()); run == 0 {

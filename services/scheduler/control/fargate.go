@@ -186,3 +186,25 @@ func markFargate(t *ecsv1.Task, platformVersion string) {
 	t.PlatformVersion = proto.String(platformVersion)
 	t.PlatformFamily = proto.String(FargatePlatformFamily)
 }
+
+// CheckServiceLaunch checks how a service launches td, as RunTask checks a task: for
+// FARGATE a Fargate-compatible definition of a Fargate size and a known platformVersion
+// (returned resolved), platformVersion refused for other launch types, and the
+// networkConfiguration against the definition's networkMode (CheckNetworkConfiguration).
+// Errors: InvalidParameterException, ClientException, PlatformUnknownException.
+func CheckServiceLaunch(td *ecsv1.TaskDefinition, launchType string, platformVersion *string, nc *ecsv1.NetworkConfiguration) (string, error) {
+	platform := ""
+	if launchType == "FARGATE" {
+		if err := checkFargateRun(td, nil); err != nil {
+			return "", err
+		}
+		v, err := fargatePlatform(platformVersion)
+		if err != nil {
+			return "", err
+		}
+		platform = v
+	} else if platformVersion != nil {
+		return "", ecserr.InvalidParameterf("The platformVersion parameter is only supported for services using the Fargate launch type.")
+	}
+	return platform, CheckNetworkConfiguration(td, nc, launchType)
+}

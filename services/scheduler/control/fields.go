@@ -82,16 +82,13 @@ func stringIn(allowed ...string) func(protoreflect.Value) bool {
 // Messages shared by several members.
 const (
 	supNoExec        = "Berth has no ECS Exec; set enableExecuteCommand to false or leave it out."
-	supNoNetwork     = "Berth runs tasks in the host's network namespace (networkMode host, or bridge without isolation); networkConfiguration is not supported."
 	supNoEphem       = "Berth does not size task storage; ephemeralStorage (a Fargate setting) is not supported."
 	supNoInfer       = "Berth has no Elastic Inference accelerators."
 	supNoTaskRole    = "Berth does not hand IAM role credentials to containers yet; leave taskRoleArn out."
 	supNoEnvFiles    = "Berth has no object store to read environment files from; put the variables in environment."
-	supNoCapProv     = "Berth has no capacity providers; use launchType EC2 or EXTERNAL."
 	supCapProv       = "Base and weight over the pools of the cluster's capacity providers (docs/capacity-providers.md); the cluster's default strategy applies when neither launchType nor a strategy is given."
 	supAwsvpcConf    = "Required for awsvpc task definitions and refused for others, checked as AWS checks it (subnets 1–16, securityGroups up to 5, assignPublicIp FARGATE only); the task's own network is issue 14's."
 	supPlatform      = "FARGATE tasks only: LATEST (resolves to 1.4.0) or 1.4.0, shown on the task with platformFamily Linux."
-	supNoPlatform    = "platformVersion applies to Fargate only, which Berth does not run."
 	supNoVolConf     = "Berth has no EBS volumes; use task definition volumes with host paths."
 	supNoLB          = "Berth has no load balancers yet; leave loadBalancers out."
 	supNoSD          = "Berth has no service discovery yet; leave serviceRegistries out."
@@ -289,7 +286,7 @@ var FieldRules = map[string]FieldRule{
 
 	// CreateService and UpdateService (AWS reference: CreateService, UpdateService).
 	"CreateServiceRequest.availabilityZoneRebalancing":   refusedBut(0, supNoAZ, stringIn("DISABLED")),
-	"CreateServiceRequest.capacityProviderStrategy":      refused(issueRestOfAPI, supNoCapProv),
+	"CreateServiceRequest.capacityProviderStrategy":      honoured(supCapProv + " Each launch follows base and weight over the service's live tasks; changing it starts a deployment."),
 	"CreateServiceRequest.clientToken":                   refused(issueRestOfAPI, "Berth's CreateService is idempotent by serviceName; clientToken is not supported yet."),
 	"CreateServiceRequest.cluster":                       honoured(""),
 	"CreateServiceRequest.deploymentConfiguration":       honoured("Rolling deployments: maximumPercent, minimumHealthyPercent."),
@@ -298,12 +295,12 @@ var FieldRules = map[string]FieldRule{
 	"CreateServiceRequest.enableECSManagedTags":          honoured(""),
 	"CreateServiceRequest.enableExecuteCommand":          refusedBut(0, supNoExec, isFalse),
 	"CreateServiceRequest.healthCheckGracePeriodSeconds": honoured(""),
-	"CreateServiceRequest.launchType":                    honoured("EC2 and EXTERNAL."),
+	"CreateServiceRequest.launchType":                    honoured("EC2, EXTERNAL, and FARGATE on the Fargate pool (docs/capacity-providers.md)."),
 	"CreateServiceRequest.loadBalancers":                 refused(issueTraffic, supNoLB),
-	"CreateServiceRequest.networkConfiguration":          refused(issueNetworking, supNoNetwork),
+	"CreateServiceRequest.networkConfiguration":          honoured(supAwsvpcConf),
 	"CreateServiceRequest.placementConstraints":          honoured(""),
 	"CreateServiceRequest.placementStrategy":             honoured(""),
-	"CreateServiceRequest.platformVersion":               refused(0, supNoPlatform),
+	"CreateServiceRequest.platformVersion":               honoured(supPlatform),
 	"CreateServiceRequest.propagateTags":                 honoured(""),
 	"CreateServiceRequest.role":                          stored("AWS uses it only with load balancers, which Berth refuses."),
 	"CreateServiceRequest.schedulingStrategy":            honoured("REPLICA and DAEMON."),
@@ -315,7 +312,7 @@ var FieldRules = map[string]FieldRule{
 	"CreateServiceRequest.volumeConfigurations":          refused(0, supNoVolConf),
 	"CreateServiceRequest.vpcLatticeConfigurations":      refused(0, supNoLattice),
 	"UpdateServiceRequest.availabilityZoneRebalancing":   refusedBut(0, supNoAZ, stringIn("DISABLED")),
-	"UpdateServiceRequest.capacityProviderStrategy":      refused(issueRestOfAPI, supNoCapProv),
+	"UpdateServiceRequest.capacityProviderStrategy":      honoured(supCapProv + " Each launch follows base and weight over the service's live tasks; changing it starts a deployment."),
 	"UpdateServiceRequest.cluster":                       honoured(""),
 	"UpdateServiceRequest.deploymentConfiguration":       honoured(""),
 	"UpdateServiceRequest.deploymentController":          refusedBut(issueRestOfAPI, supECSController, controllerECS),
@@ -325,10 +322,10 @@ var FieldRules = map[string]FieldRule{
 	"UpdateServiceRequest.forceNewDeployment":            honoured(""),
 	"UpdateServiceRequest.healthCheckGracePeriodSeconds": honoured(""),
 	"UpdateServiceRequest.loadBalancers":                 refused(issueTraffic, supNoLB),
-	"UpdateServiceRequest.networkConfiguration":          refused(issueNetworking, supNoNetwork),
+	"UpdateServiceRequest.networkConfiguration":          honoured(supAwsvpcConf),
 	"UpdateServiceRequest.placementConstraints":          honoured(""),
 	"UpdateServiceRequest.placementStrategy":             honoured(""),
-	"UpdateServiceRequest.platformVersion":               refused(0, supNoPlatform),
+	"UpdateServiceRequest.platformVersion":               honoured(supPlatform),
 	"UpdateServiceRequest.propagateTags":                 honoured(""),
 	"UpdateServiceRequest.service":                       honoured(""),
 	"UpdateServiceRequest.serviceConnectConfiguration":   refused(issueTraffic, supNoSC),

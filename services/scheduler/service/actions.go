@@ -68,14 +68,14 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 			return nil, ecserr.New("UnsupportedFeatureException", "The deployment controller type %s is not supported.", t)
 		}
 		launch := m.GetLaunchType()
-		if launch == "" {
-			launch = "EC2"
-		}
-		if launch != "EC2" && launch != "EXTERNAL" {
+		if launch == "MANAGED_INSTANCES" {
 			return nil, ecserr.New("UnsupportedFeatureException", "The launch type %s is not supported.", launch)
 		}
-		if len(m.GetCapacityProviderStrategy()) > 0 {
-			return nil, ecserr.New("UnsupportedFeatureException", "Capacity provider strategies are not supported.")
+		if m.LaunchType != nil && launch != "EC2" && launch != "EXTERNAL" && launch != "FARGATE" {
+			return nil, ecserr.InvalidParameterf("Invalid launchType %q.", launch)
+		}
+		if len(m.GetCapacityProviderStrategy()) > 0 && m.LaunchType != nil {
+			return nil, ecserr.InvalidParameterf("Specifying both a launch type and capacity provider strategy is not supported.")
 		}
 		if err := control.CheckFields(control.InvalidParamErr, m); err != nil {
 			return nil, err
@@ -96,7 +96,7 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 		if p := m.GetPropagateTags(); p != "" && p != "TASK_DEFINITION" && p != "SERVICE" && p != "NONE" {
 			return nil, ecserr.InvalidParameterf("Invalid propagateTags %q: valid values are TASK_DEFINITION, SERVICE and NONE.", p)
 		}
-		cluster, _, _, err := control.ActiveCluster(ctx, h.kv, account, m.GetCluster())
+		cluster, clusterRec, _, err := control.ActiveCluster(ctx, h.kv, account, m.GetCluster())
 		if err != nil {
 			return nil, err
 		}
@@ -106,6 +106,22 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 		}
 		td := tdRec.GetTaskDefinition()
 		if err := control.CheckTaskDefinitionFields(td); err != nil {
+			return nil, err
+		}
+		capStrategy, err := control.RunStrategy(ctx, h.kv, account, clusterRec.GetCluster(), m.GetCapacityProviderStrategy(), m.LaunchType)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case capStrategy != nil && strategy == StrategyDaemon:
+			return nil, ecserr.InvalidParameterf("Capacity provider strategies are not supported for services using the DAEMON scheduling strategy.")
+		case capStrategy != nil:
+			launch = control.StrategyLaunchType(capStrategy)
+		case launch == "":
+			launch = "EC2"
+		}
+		platform, err := control.CheckServiceLaunch(td, launch, m.PlatformVersion, m.GetNetworkConfiguration())
+		if err != nil {
 			return nil, err
 		}
 		now := h.now()
@@ -141,7 +157,18 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 			EnableExecuteCommand:          m.GetEnableExecuteCommand(),
 			CurrentServiceDeployment:      proto.String(serviceDeploymentARN(account.Region, account.Account, cluster, name, depID)),
 		}
-		svc.Deployments = []*ecsv1.Deployment{newDeployment(depID, td.GetTaskDefinitionArn(), desired, launch, m.GetNetworkConfiguration(), now)}
+		if capStrategy != nil {
+			svc.CapacityProviderStrategy, svc.LaunchType = capStrategy, nil
+		}
+		if launch == "FARGATE" {
+			svc.PlatformVersion, svc.PlatformFamily = proto.String("LATEST"), proto.String(control.FargatePlatformFamily)
+			if m.PlatformVersion != nil {
+				svc.PlatformVersion = m.PlatformVersion
+			}
+		}
+		d := newDeployment(depID, td.GetTaskDefinitionArn(), desired, launch, m.GetNetworkConfiguration(), now)
+		deploymentLaunch(d, svc, platform)
+		svc.Deployments = []*ecsv1.Deployment{d}
 		rec := &storev1.ServiceRecord{
 			Service:     svc,
 			ClusterName: cluster,
@@ -182,6 +209,18 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 		h.kick.Kick()
 		return &ecsv1.CreateServiceResponse{Service: describe(rec, true)}, nil
 	})
+}
+
+// deploymentLaunch gives a new deployment of s how its tasks launch: the service's
+// capacity provider strategy (then no launchType, as AWS shows it) and, for Fargate, the
+// resolved platform version and family.
+func deploymentLaunch(d *ecsv1.Deployment, s *ecsv1.Service, platform string) {
+	if st := s.GetCapacityProviderStrategy(); len(st) > 0 {
+		d.CapacityProviderStrategy, d.LaunchType = st, nil
+	}
+	if platform != "" {
+		d.PlatformVersion, d.PlatformFamily = proto.String(platform), proto.String(control.FargatePlatformFamily)
+	}
 }
 
 // newDeployment returns a PRIMARY deployment IN_PROGRESS.
@@ -271,11 +310,18 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 		if m.DesiredCount != nil && m.GetDesiredCount() < 0 {
 			return nil, ecserr.InvalidParameterf("Desired count must be greater than or equal to 0.")
 		}
-		if len(m.GetCapacityProviderStrategy()) > 0 {
-			return nil, ecserr.New("UnsupportedFeatureException", "Capacity provider strategies are not supported.")
-		}
 		if err := control.CheckFields(control.InvalidParamErr, m); err != nil {
 			return nil, err
+		}
+		var capStrategy []*ecsv1.CapacityProviderStrategyItem
+		if len(m.GetCapacityProviderStrategy()) > 0 {
+			_, clusterRec, _, err := control.ActiveCluster(ctx, h.kv, account, cluster)
+			if err != nil {
+				return nil, err
+			}
+			if capStrategy, err = control.RunStrategy(ctx, h.kv, account, clusterRec.GetCluster(), m.GetCapacityProviderStrategy(), nil); err != nil {
+				return nil, err
+			}
 		}
 		if err := validateGracePeriod(m.HealthCheckGracePeriodSeconds); err != nil {
 			return nil, err
@@ -347,6 +393,44 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 				s.NetworkConfiguration = m.GetNetworkConfiguration()
 				redeploy = true
 			}
+			if capStrategy != nil {
+				if strategy == StrategyDaemon {
+					return ecserr.InvalidParameterf("Capacity provider strategies are not supported for services using the DAEMON scheduling strategy.")
+				}
+				if !protoSliceEqual(capStrategy, s.GetCapacityProviderStrategy()) {
+					s.CapacityProviderStrategy, s.LaunchType = capStrategy, nil
+					redeploy = true
+				}
+			}
+			launch := s.GetLaunchType()
+			if st := s.GetCapacityProviderStrategy(); len(st) > 0 {
+				launch = control.StrategyLaunchType(st)
+			}
+			if launch == "FARGATE" {
+				s.PlatformFamily = proto.String(control.FargatePlatformFamily)
+				if m.PlatformVersion != nil && m.GetPlatformVersion() != s.GetPlatformVersion() {
+					s.PlatformVersion, redeploy = m.PlatformVersion, true
+				} else if s.PlatformVersion == nil {
+					s.PlatformVersion = proto.String("LATEST")
+				}
+			} else {
+				s.PlatformVersion, s.PlatformFamily = nil, nil
+			}
+			curTD := td
+			if curTD == nil {
+				rec, err := taskDefinition(ctx, h.kv, account, s.GetTaskDefinition())
+				if err != nil {
+					return err
+				}
+				curTD = rec.GetTaskDefinition()
+			}
+			pv := m.PlatformVersion // refused by CheckServiceLaunch for a non-Fargate service
+			if launch == "FARGATE" && pv == nil {
+				pv = s.PlatformVersion
+			}
+			if _, err := control.CheckServiceLaunch(curTD, launch, pv, s.GetNetworkConfiguration()); err != nil {
+				return err
+			}
 			if m.PropagateTags != nil {
 				s.PropagateTags = m.PropagateTags
 			}
@@ -402,6 +486,11 @@ func startDeploymentID(rec *storev1.ServiceRecord, account keys.Scope, id, tdARN
 		}
 	}
 	d := newDeployment(id, tdARN, s.GetDesiredCount(), s.GetLaunchType(), s.GetNetworkConfiguration(), now)
+	platform := ""
+	if s.PlatformFamily != nil {
+		platform = control.FargateLatest // the one platform version Berth resolves to
+	}
+	deploymentLaunch(d, s, platform)
 	if rollback {
 		d.RolloutStateReason = proto.String("ECS deployment circuit breaker: rolling back to the last completed deployment.")
 	}

@@ -112,6 +112,10 @@ type Launch struct {
 	// Instances are, for DAEMON, the instances to place one task each on; nil lets
 	// placement choose.
 	Instances []string
+	// Providers names, for a service with a capacity provider strategy, the capacity
+	// provider of each task to start (control.Distribute over the PRIMARY deployment's
+	// live tasks by provider); nil without a strategy.
+	Providers []string
 }
 
 // BreakerTrip is a circuit breaker decision: the deployment marked FAILED, its failed
@@ -546,6 +550,15 @@ func (d *decision) launch(keep []*view) {
 	}
 	if n > 0 {
 		d.plan.Launch = Launch{Deployment: d.prim.GetId(), TaskDefinition: d.prim.GetTaskDefinition(), Count: n, Instances: targets}
+		if st := d.s.GetCapacityProviderStrategy(); len(st) > 0 && !d.daemon {
+			counts := map[string]int{}
+			for _, v := range d.views {
+				if v.live && v.dep == d.prim.GetId() {
+					counts[v.item.Value.GetTask().GetCapacityProviderName()]++
+				}
+			}
+			d.plan.Launch.Providers = control.Distribute(st, counts, n)
+		}
 	}
 }
 

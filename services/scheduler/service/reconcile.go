@@ -789,15 +789,37 @@ func (r *Reconciler) Apply(ctx context.Context, plan Plan) error {
 		if err != nil {
 			return err
 		}
-		placed, count, failures, err := r.launch(ctx, plan.Account, rec, td, l.Deployment, l.Count, l.Instances)
-		if err != nil {
-			return err
+		// Tasks of a capacity provider strategy are placed per provider, each in its pool.
+		groups, order := map[string]int{}, []string{}
+		for _, p := range l.Providers {
+			if groups[p] == 0 {
+				order = append(order, p)
+			}
+			groups[p]++
+		}
+		if len(order) == 0 {
+			order, groups[""] = []string{""}, l.Count
+		}
+		var placed, unplaced []string
+		for _, p := range order {
+			got, count, failures, err := r.launch(ctx, plan.Account, rec, td, l.Deployment, groups[p], l.Instances, p)
+			if err != nil {
+				return err
+			}
+			placed = append(placed, got...)
+			if len(got) < count {
+				msg := placementMessage(name, failures)
+				if p != "" {
+					msg = strings.Replace(msg, "was unable to place a task", "was unable to place a task on capacity provider "+p, 1)
+				}
+				unplaced = append(unplaced, msg)
+			}
 		}
 		if len(placed) > 0 {
 			ev.add(fmt.Sprintf("(service %s) has started %d tasks: %s.", name, len(placed), taskList(placed)))
 		}
-		if len(placed) < count {
-			ev.add(placementMessage(name, failures))
+		for _, m := range unplaced {
+			ev.add(m)
 		}
 	}
 	ev.msgs = append(ev.msgs, plan.After...)
@@ -844,16 +866,22 @@ func (r *Reconciler) eligibleInstances(cs *clusterState, s *ecsv1.Service, td *e
 // launch places up to n tasks of the deployment (on the named instances for DAEMON)
 // through the Placer, writing them with control.PlaceTxn and the fence; it returns the ids
 // placed, how many it tried (n capped to one txn's worth) and the placement failures.
-func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev1.ServiceRecord, tdRec *storev1.TaskDefinitionRecord, depID string, n int, instances []string) ([]string, int, []placement.Failure, error) {
+//
+// provider, when set, is the capacity provider the tasks are placed through: they are
+// placed in its pool (control.PoolConstraint) and show it as capacityProviderName.
+func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev1.ServiceRecord, tdRec *storev1.TaskDefinitionRecord, depID string, n int, instances []string, provider string) ([]string, int, []placement.Failure, error) {
 	td := tdRec.GetTaskDefinition()
 	s := rec.GetService()
+	if provider == "" && s.GetLaunchType() == "FARGATE" {
+		provider = control.ProviderFargate // launchType FARGATE places on the Fargate pool
+	}
 	// One task as it would be written gives the demand (computed once, by NewTaskRecord)
 	// and the size of a task in the txn. At most one txn's worth of tasks per pass (etcd's
 	// --max-txn-ops and request size): a larger launch failed every pass ("too many
 	// operations in txn request" past ~15 tasks at etcd's default 128; "message larger than
 	// max" near 750 with berth dev's 1,024). The service is not in steady state, so the
 	// next pass launches the rest.
-	sample := r.newTask(account, rec.GetClusterName(), rec, tdRec, depID)
+	sample := r.newTask(account, rec.GetClusterName(), rec, tdRec, depID, provider)
 	perTxn := min(MaxLaunchPerPass, control.TasksPerTxn(account, sample, td, r.cfg.MaxTxnOps))
 	n = min(n, perTxn)
 	if len(instances) > perTxn {
@@ -865,6 +893,9 @@ func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev
 		Group:       "service:" + s.GetServiceName(),
 		Constraints: append(placement.ConstraintsFrom(s.GetPlacementConstraints(), td.GetPlacementConstraints()), placement.RequiresAttributes(td)...),
 		Strategy:    placement.StrategiesFrom(s.GetPlacementStrategy()),
+	}
+	if provider != "" {
+		req.Constraints = append(req.Constraints, control.PoolConstraint(provider))
 	}
 	if len(instances) > 0 {
 		req.Instances = instances
@@ -884,7 +915,7 @@ func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev
 				if insts[p.InstanceID] == nil {
 					insts[p.InstanceID] = &control.InstanceState{Record: p.Instance, Rev: p.InstanceRev}
 				}
-				t := r.newTask(account, rec.GetClusterName(), rec, tdRec, depID)
+				t := r.newTask(account, rec.GetClusterName(), rec, tdRec, depID, provider)
 				t.ContainerInstanceId = p.InstanceID
 				written = append(written, t)
 			}
@@ -909,8 +940,19 @@ func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev
 // newTask builds a PENDING service task record (not yet placed): startedBy and
 // deployment_id the deployment, group "service:<name>", tags propagated as the service
 // says, reservations from the task definition.
-func (r *Reconciler) newTask(account keys.Scope, cluster string, rec *storev1.ServiceRecord, tdRec *storev1.TaskDefinitionRecord, depID string) *storev1.TaskRecord {
+func (r *Reconciler) newTask(account keys.Scope, cluster string, rec *storev1.ServiceRecord, tdRec *storev1.TaskDefinitionRecord, depID, provider string) *storev1.TaskRecord {
 	s := rec.GetService()
+	launch := s.GetLaunchType()
+	if st := s.GetCapacityProviderStrategy(); len(st) > 0 {
+		launch = control.StrategyLaunchType(st)
+	}
+	if launch == "FARGATE" && provider == "" {
+		provider = control.ProviderFargate
+	}
+	var platform *string
+	if d := findDeployment(s, depID); d != nil && d.PlatformVersion != nil {
+		platform = d.PlatformVersion
+	}
 	var tags []*ecsv1.Tag
 	switch s.GetPropagateTags() {
 	case "SERVICE":
@@ -925,8 +967,9 @@ func (r *Reconciler) newTask(account keys.Scope, cluster string, rec *storev1.Se
 	}
 	t := control.NewTaskRecord(control.TaskTemplate{
 		Region: account.Region, Account: account.Account, Cluster: cluster, LongARN: true, NewID: r.cfg.NewID, Now: r.cfg.Now(),
-		TaskDefinition: tdRec.GetTaskDefinition(), Group: "service:" + s.GetServiceName(), LaunchType: s.GetLaunchType(),
+		TaskDefinition: tdRec.GetTaskDefinition(), Group: "service:" + s.GetServiceName(), LaunchType: launch,
 		StartedBy: depID, Tags: tags, EnableExecuteCommand: s.GetEnableExecuteCommand(),
+		CapacityProviderName: provider, PlatformVersion: platform,
 	})
 	t.ServiceName, t.DeploymentId = s.GetServiceName(), depID
 	return t

@@ -2,6 +2,7 @@ package control
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,9 @@ import (
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
 )
 
 func TestTags(t *testing.T) {
@@ -212,6 +216,18 @@ func TestTaskProtection(t *testing.T) {
 	e.registerHost("c", "h", 1024, 1024)
 	e.simpleTaskDef("f", 1, 6)
 	tk := must(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("f")}).GetTasks()[0]
+	alone := must(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("f")}).GetTasks()[0]
+	u0 := must(e, e.s.UpdateTaskProtection, &ecsv1.UpdateTaskProtectionRequest{Cluster: proto.String("c"), Tasks: []string{alone.GetTaskArn()}, ProtectionEnabled: true})
+	if len(u0.GetProtectedTasks()) != 0 || len(u0.GetFailures()) != 1 || u0.GetFailures()[0].GetReason() != "TASK_NOT_VALID" {
+		t.Fatalf("standalone task protected: %v", u0)
+	}
+	// tk belongs to a service, as the service scheduler writes it.
+	if _, _, err := store.Mutate(e.ctx, sharedEtcd, keys.Task(e.sc, "c", tk.GetTaskArn()[strings.LastIndexByte(tk.GetTaskArn(), '/')+1:]), func(r *storev1.TaskRecord) error {
+		r.ServiceName = "svc"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	u := must(e, e.s.UpdateTaskProtection, &ecsv1.UpdateTaskProtectionRequest{Cluster: proto.String("c"), Tasks: []string{tk.GetTaskArn(), "0123456789abcdef0123456789abcdef"}, ProtectionEnabled: true})
 	if len(u.GetProtectedTasks()) != 1 || len(u.GetFailures()) != 1 || u.GetFailures()[0].GetReason() != "MISSING" {
 		t.Fatalf("update %v", u)

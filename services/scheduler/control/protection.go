@@ -42,7 +42,10 @@ func (s *Server) protectionTargets(ctx context.Context, account keys.Scope, clus
 }
 
 // UpdateTaskProtection turns scale-in protection on (for expiresInMinutes, 1–2880,
-// default 120) or off for up to 10 tasks; unknown tasks come back in failures (MISSING).
+// default 120) or off for up to 10 tasks; unknown tasks come back in failures (MISSING),
+// standalone and stopped tasks too (TASK_NOT_VALID, as AWS answers for a task that
+// belongs to no service). The service scheduler honours it: scale-in and deployments
+// leave a healthy protected task running until its protection expires.
 // Errors: ClusterNotFoundException, InvalidParameterException.
 // AWS reference: UpdateTaskProtection.
 func (s *Server) UpdateTaskProtection(ctx context.Context, req *connect.Request[ecsv1.UpdateTaskProtectionRequest]) (*connect.Response[ecsv1.UpdateTaskProtectionResponse], error) {
@@ -73,6 +76,13 @@ func (s *Server) UpdateTaskProtection(ctx context.Context, req *connect.Request[
 		for i, r := range recs {
 			if r == nil {
 				resp.Failures = append(resp.Failures, missing(refs[i]))
+				continue
+			}
+			if r.GetServiceName() == "" || r.GetTask().GetDesiredStatus() == desiredStopped {
+				// Protection is for the running tasks of a service (AWS: TASK_NOT_VALID for a
+				// standalone task).
+				resp.Failures = append(resp.Failures, &ecsv1.Failure{Arn: r.GetTask().TaskArn, Reason: proto.String("TASK_NOT_VALID"),
+					Detail: proto.String("Task scale-in protection applies to running tasks of a service only.")})
 				continue
 			}
 			pt := &ecsv1.ProtectedTask{TaskArn: r.GetTask().TaskArn, ProtectionEnabled: m.GetProtectionEnabled()}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -25,7 +26,7 @@ import (
 // garbage collector at GOGC=50 (agentGCPercent).
 func Command(use string) *cobra.Command {
 	var gatewayURL, cluster, dataDir, containerdAddr, namespace, snapshotter, region, credsFile, logAddr string
-	var insecure []string
+	var insecure, attrs []string
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: "Join this host to a cluster and run its tasks through containerd",
@@ -48,6 +49,10 @@ func Command(use string) *cobra.Command {
 			if keyID == "" || secret == "" {
 				return fmt.Errorf("no credentials: set BERTH_ACCESS_KEY_ID and BERTH_SECRET_ACCESS_KEY or --credentials-file")
 			}
+			attributes, err := parseAttributes(attrs)
+			if err != nil {
+				return err
+			}
 			setGCDefault()
 			client := h2c.NewClient()
 			client.Transport = sigv4client.New(client.Transport, sigv4client.StaticCredentials(keyID, secret), region)
@@ -64,6 +69,7 @@ func Command(use string) *cobra.Command {
 				Namespace:          namespace,
 				Snapshotter:        snapshotter,
 				InsecureRegistries: insecure,
+				Attributes:         attributes,
 				LogAddr:            logAddr,
 				Logger:             log,
 				Registry:           prometheus.NewRegistry(), // /metrics on the LogService listener
@@ -85,7 +91,26 @@ func Command(use string) *cobra.Command {
 	f.StringVar(&credsFile, "credentials-file", cli.Env("BERTH_CREDENTIALS_FILE", ""), "file with BERTH_ACCESS_KEY_ID= and BERTH_SECRET_ACCESS_KEY= lines")
 	f.StringVar(&logAddr, "log-addr", cli.Env("BERTH_AGENT_LOG_ADDR", ""), "address of the agent's LogService (empty: loopback, any port)")
 	f.StringSliceVar(&insecure, "insecure-registry", nil, "plain-HTTP registry host:port (repeatable); loopback ones always are")
+	var envAttrs []string
+	if v := cli.Env("BERTH_INSTANCE_ATTRIBUTES", ""); v != "" {
+		envAttrs = strings.Split(v, ",")
+	}
+	f.StringSliceVar(&attrs, "attribute", envAttrs, "custom attribute of this container instance, name=value (repeatable; env BERTH_INSTANCE_ATTRIBUTES, comma-separated), e.g. berth.capacity-provider=spot-pool or berth.fargate=false (docs/capacity-providers.md)")
 	return cmd
+}
+
+// parseAttributes turns --attribute values (name=value, or a bare name for a valueless
+// attribute) into the agent's custom attributes.
+func parseAttributes(vals []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, v := range vals {
+		name, value, _ := strings.Cut(strings.TrimSpace(v), "=")
+		if name == "" {
+			return nil, fmt.Errorf("--attribute %q: want name=value", v)
+		}
+		out[name] = value
+	}
+	return out, nil
 }
 
 // agentGCPercent is the agent's GOGC unless the environment sets one: the agent's heap

@@ -122,7 +122,7 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 	_, err = c.RunTask(ctx, &ecs.RunTaskInput{TaskDefinition: aws.String("refused"), NetworkConfiguration: &ecstypes.NetworkConfiguration{
 		AwsvpcConfiguration: &ecstypes.AwsVpcConfiguration{Subnets: []string{"subnet-1"}},
 	}})
-	invalid("RunTask networkConfiguration", err, "networkConfiguration is not supported by Berth.")
+	invalid("RunTask networkConfiguration of a bridge task", err, "Network Configuration is not valid for the given networkMode of this task definition.")
 	_, err = c.CreateService(ctx, &ecs.CreateServiceInput{ServiceName: aws.String("web"), TaskDefinition: aws.String("refused"), DesiredCount: aws.Int32(1),
 		ServiceConnectConfiguration: &ecstypes.ServiceConnectConfiguration{Enabled: true}})
 	invalid("CreateService serviceConnectConfiguration", err, "serviceConnectConfiguration is not supported by Berth. Berth has no Service Connect")

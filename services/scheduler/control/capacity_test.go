@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
@@ -227,6 +228,8 @@ func TestRunTaskCapacityProviderStrategy(t *testing.T) {
 	}
 }
 
+func connectReq[T any](m *T) *connect.Request[T] { return connect.NewRequest(m) }
+
 func fargateTaskDef(e *env, family, cpu, memory string) (*ecsv1.TaskDefinition, *ecsv1.Exception) {
 	r, err := call(e, e.s.RegisterTaskDefinition, &ecsv1.RegisterTaskDefinitionRequest{
 		Family: proto.String(family), RequiresCompatibilities: []string{"FARGATE"}, NetworkMode: proto.String("awsvpc"),
@@ -294,5 +297,13 @@ func TestFargateLaunchType(t *testing.T) {
 		CapacityProviderStrategy: []*ecsv1.CapacityProviderStrategyItem{{CapacityProvider: proto.String("FARGATE_SPOT"), Weight: 1}}})
 	if len(r.GetTasks()) != 1 || r.GetTasks()[0].GetCapacityProviderName() != "FARGATE_SPOT" || r.GetTasks()[0].GetLaunchType() != "FARGATE" {
 		t.Fatalf("spot: %v %v", r.GetTasks(), r.GetFailures())
+	}
+	e.s.RunTask(e.ctx, connectReq(&ecsv1.RunTaskRequest{Cluster: proto.String("fg"), TaskDefinition: ec2.TaskDefinitionArn, LaunchType: proto.String("EC2")}))
+	stats := map[string]string{}
+	for _, kv := range must(e, e.s.DescribeClusters, &ecsv1.DescribeClustersRequest{Clusters: []string{"fg"}, Include: []string{"STATISTICS"}}).GetClusters()[0].GetStatistics() {
+		stats[kv.GetName()] = kv.GetValue()
+	}
+	if stats["pendingFargateTasksCount"] != "4" || stats["pendingEC2TasksCount"] != "1" {
+		t.Fatalf("statistics %v", stats)
 	}
 }

@@ -199,10 +199,81 @@ func (s *Server) DescribeClusters(ctx context.Context, req *connect.Request[ecsv
 				resp.Failures = append(resp.Failures, missing(arn.ClusterARN(account.Region, account.Account, names[i])))
 				continue
 			}
-			resp.Clusters = append(resp.Clusters, describeCluster(rec.GetCluster(), m.GetInclude()))
+			c := describeCluster(rec.GetCluster(), m.GetInclude())
+			if c.Statistics != nil && c.GetStatus() == statusActive {
+				if err := s.splitFargateStatistics(ctx, account, c); err != nil {
+					return nil, err
+				}
+			}
+			resp.Clusters = append(resp.Clusters, c)
 		}
 		return resp, nil
 	})
+}
+
+// splitFargateStatistics moves a cluster's FARGATE tasks and services from the EC2
+// statistics describeCluster wrote (from the cluster's counters, which count every task)
+// to the Fargate ones: it reads the cluster's tasks with desiredStatus RUNNING and its
+// services, O(those) — only for DescribeClusters with include STATISTICS.
+func (s *Server) splitFargateStatistics(ctx context.Context, account keys.Scope, c *ecsv1.Cluster) error {
+	name := c.GetClusterName()
+	var ks []string
+	token := ""
+	for {
+		page, next, err := store.ListKeys(ctx, s.kv, keys.TaskList(account, name, desiredRunning, keys.DimAll, "-", ""), 1000, token)
+		if err != nil {
+			return err
+		}
+		for _, k := range page {
+			if id, ok := keys.TaskListID(k); ok {
+				ks = append(ks, keys.Task(account, name, id))
+			}
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	recs, _, err := getMany[*storev1.TaskRecord](ctx, s.kv, ks)
+	if err != nil {
+		return err
+	}
+	var running, pending, services int32
+	for _, r := range recs {
+		if r.GetTask().GetLaunchType() != "FARGATE" {
+			continue
+		}
+		p, run := TaskCounts(r.GetTask().GetLastStatus())
+		pending, running = pending+p, running+run
+	}
+	token = ""
+	for {
+		items, next, err := store.List[*storev1.ServiceRecord](ctx, s.kv, keys.Services(account, name), 500, token)
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			svc := it.Value.GetService()
+			if svc.GetStatus() == statusActive && (svc.GetLaunchType() == "FARGATE" || (len(svc.GetCapacityProviderStrategy()) > 0 && StrategyLaunchType(svc.GetCapacityProviderStrategy()) == "FARGATE")) {
+				services++
+			}
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	set := map[string]int32{
+		"runningEC2TasksCount": max(c.GetRunningTasksCount()-running, 0), "runningFargateTasksCount": running,
+		"pendingEC2TasksCount": max(c.GetPendingTasksCount()-pending, 0), "pendingFargateTasksCount": pending,
+		"activeEC2ServiceCount": max(c.GetActiveServicesCount()-services, 0), "activeFargateServiceCount": services,
+	}
+	for _, kv := range c.Statistics {
+		if v, ok := set[kv.GetName()]; ok {
+			kv.Value = proto.String(strconv.Itoa(int(v)))
+		}
+	}
+	return nil
 }
 
 func clusterFailureARN(region, account, ref string) string {

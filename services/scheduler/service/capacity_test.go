@@ -69,8 +69,28 @@ func TestServiceCapacityProviderStrategy(t *testing.T) {
 	e.settle("web", 10)
 	check(4, 9)
 
+	// Switching the service to pool-b alone deploys: the new tasks all go to pool-b.
+	must(e, e.h.UpdateService, &ecsv1.UpdateServiceRequest{Cluster: proto.String(e.cluster), Service: proto.String("web"),
+		CapacityProviderStrategy: []*ecsv1.CapacityProviderStrategyItem{{CapacityProvider: proto.String("pool-b"), Weight: 1}}})
+	if s := e.service("web"); len(s.GetDeployments()) != 2 || len(s.GetDeployments()[0].GetCapacityProviderStrategy()) != 1 {
+		t.Fatalf("no deployment for the new strategy: %v", s.GetDeployments())
+	}
+	e.settle("web", 20)
+	check(0, 13)
+
+	// A pool without instances: the event names the provider.
+	must(e, e.ctl.CreateCapacityProvider, &ecsv1.CreateCapacityProviderRequest{Name: proto.String("pool-c"),
+		AutoScalingGroupProvider: &ecsv1.AutoScalingGroupProvider{AutoScalingGroupArn: proto.String("arn:aws:autoscaling:us-east-1:1:autoScalingGroup:u:autoScalingGroupName/pool-c")}})
+	must(e, e.ctl.PutClusterCapacityProviders, &ecsv1.PutClusterCapacityProvidersRequest{Cluster: proto.String(e.cluster), CapacityProviders: []string{"pool-a", "pool-b", "pool-c"}})
+	must(e, e.h.CreateService, &ecsv1.CreateServiceRequest{Cluster: proto.String(e.cluster), ServiceName: proto.String("empty"), TaskDefinition: proto.String(td),
+		DesiredCount: proto.Int32(1), CapacityProviderStrategy: []*ecsv1.CapacityProviderStrategyItem{{CapacityProvider: proto.String("pool-c"), Weight: 1}}})
+	e.step()
+	if s := e.service("empty"); !hasEvent(s, "was unable to place a task on capacity provider pool-c") {
+		t.Fatalf("events %v", s.GetEvents())
+	}
+
 	// A provider a service uses cannot be removed from the cluster.
-	_, err = call(e, e.ctl.PutClusterCapacityProviders, &ecsv1.PutClusterCapacityProvidersRequest{Cluster: proto.String(e.cluster), CapacityProviders: []string{"pool-a"}})
+	_, err = call(e, e.ctl.PutClusterCapacityProviders, &ecsv1.PutClusterCapacityProvidersRequest{Cluster: proto.String(e.cluster), CapacityProviders: []string{"pool-a", "pool-c"}})
 	wantErr(t, err, "ResourceInUseException")
 }
 

@@ -273,6 +273,9 @@ func TestFargateLaunchType(t *testing.T) {
 	wantErr(t, err, "ClientException")
 	_, err = call(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("fg"), TaskDefinition: td.TaskDefinitionArn, LaunchType: proto.String("FARGATE"), NetworkConfiguration: net, PlatformVersion: proto.String("1.0.0")})
 	wantErr(t, err, "PlatformUnknownException")
+	_, err = call(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("fg"), TaskDefinition: td.TaskDefinitionArn, LaunchType: proto.String("FARGATE"), NetworkConfiguration: net,
+		PlacementStrategy: []*ecsv1.PlacementStrategy{{Type: proto.String("random")}}})
+	wantErr(t, err, "InvalidParameterException")
 
 	r := must(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("fg"), TaskDefinition: td.TaskDefinitionArn, LaunchType: proto.String("FARGATE"), NetworkConfiguration: net, Count: proto.Int32(3), PlatformVersion: proto.String("LATEST")})
 	if len(r.GetTasks()) != 3 {

@@ -423,6 +423,9 @@ func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTask
 		if err := checkSpec(sp, td); err != nil {
 			return nil, err
 		}
+		if launch == "FARGATE" && (len(m.GetPlacementConstraints()) > 0 || len(m.GetPlacementStrategy()) > 0) {
+			return nil, ecserr.InvalidParameterf("Task placement constraints and strategies are not supported for the Fargate launch type.")
+		}
 		for _, c := range m.GetPlacementConstraints() {
 			if !oneOf(c.GetType(), "distinctInstance", "memberOf") {
 				return nil, ecserr.InvalidParameterf("Invalid placement constraint type %q.", c.GetType())

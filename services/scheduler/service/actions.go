@@ -124,6 +124,9 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 		if err != nil {
 			return nil, err
 		}
+		if launch == "FARGATE" && (len(m.GetPlacementConstraints()) > 0 || len(m.GetPlacementStrategy()) > 0) {
+			return nil, ecserr.InvalidParameterf("Task placement constraints and strategies are not supported for the Fargate launch type.")
+		}
 		now := h.now()
 		depID := NewDeploymentID()
 		propagate := m.GetPropagateTags()
@@ -430,6 +433,9 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 			}
 			if _, err := control.CheckServiceLaunch(curTD, launch, pv, s.GetNetworkConfiguration()); err != nil {
 				return err
+			}
+			if launch == "FARGATE" && (len(s.GetPlacementConstraints()) > 0 || len(s.GetPlacementStrategy()) > 0) {
+				return ecserr.InvalidParameterf("Task placement constraints and strategies are not supported for the Fargate launch type.")
 			}
 			if m.PropagateTags != nil {
 				s.PropagateTags = m.PropagateTags

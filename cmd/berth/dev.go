@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
@@ -25,6 +27,7 @@ import (
 	"github.com/berthhq/berth/services/agent/containerdproc"
 	"github.com/berthhq/berth/services/agent/ociregistry"
 	"github.com/berthhq/berth/services/gateway"
+	"github.com/berthhq/berth/services/gateway/console"
 	"github.com/berthhq/berth/services/gateway/h2c"
 	"github.com/berthhq/berth/services/gateway/sigv4"
 	"github.com/berthhq/berth/services/gateway/sigv4client"
@@ -145,8 +148,13 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	}
 	defer etcd.Close()
 
+	// One registry for every part of the stack, served at /metrics on the gateway's
+	// address (docs/observability.md).
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
 	sched, err := app.New(app.Config{Etcd: etcd.Client(), Region: cfg.Region, Logger: log.With("service", "scheduler"), Dev: true,
-		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps})
+		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps, Registry: registry})
 	if err != nil {
 		return err
 	}
@@ -186,12 +194,19 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		return err
 	}
 	health := func(ctx context.Context) (any, bool) { return devHealth(ctx, etcd, sched, cfg) }
+	consoleCfg := &gateway.ConsoleConfig{DefaultRegion: cfg.Region}
+	if cfg.AgentLogAddr != "" {
+		consoleCfg.Logs = console.NewAgentLogs(gateway.NewH2CClient(), "http://"+cfg.AgentLogAddr)
+	}
 	gw, err := gateway.New(gateway.Config{
 		SchedulerURL: "http://" + schedLn.Addr().String(),
 		Regions:      regions,
 		Logger:       log.With("service", "gateway"),
 		Dev:          true,
 		Health:       health,
+		Registry:     registry,
+		ServeMetrics: true,
+		Console:      consoleCfg,
 	})
 	if err != nil {
 		cancel()
@@ -237,6 +252,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		InsecureRegistries: cfg.InsecureRegistries,
 		LogAddr:            cfg.AgentLogAddr,
 		Logger:             log.With("service", "agent"),
+		Registry:           registry,
 	})
 	if err != nil {
 		cancel()

@@ -281,7 +281,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
 	switch {
 	case path == "/":
-		g.serveECS(rec, r, x)
+		ctx, span := startECSSpan(r, x.id)
+		g.serveECS(rec, r.WithContext(ctx), x)
+		endECSSpan(span, x, rec.status())
 	case strings.HasPrefix(path, "/"+agentv1connect.AgentServiceName+"/"):
 		if agentProcedures[path] {
 			x.action = strings.TrimPrefix(path, "/")

@@ -165,7 +165,7 @@ func New(cfg Config) (*App, error) {
 		Logger:   cfg.Logger.With("component", "leader"),
 	})
 
-	identity := connect.WithInterceptors(caller.Interceptor{}, rpcLog{log: cfg.Logger.With("component", "rpc")})
+	identity := connect.WithInterceptors(caller.Interceptor{}, tracing{}, rpcLog{log: cfg.Logger.With("component", "rpc")})
 	gzip := gzipOption(cfg.GzipMinBytes)
 	mux := http.NewServeMux()
 	mux.Handle(ecsv1connect.NewEcsServiceHandler(ecsHandler{a.control, a.services}, identity, gzip))

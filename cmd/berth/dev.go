@@ -27,7 +27,6 @@ import (
 	"github.com/berthhq/berth/services/agent/containerdproc"
 	"github.com/berthhq/berth/services/agent/ociregistry"
 	"github.com/berthhq/berth/services/gateway"
-	"github.com/berthhq/berth/services/gateway/console"
 	"github.com/berthhq/berth/services/gateway/h2c"
 	"github.com/berthhq/berth/services/gateway/sigv4"
 	"github.com/berthhq/berth/services/gateway/sigv4client"
@@ -194,10 +193,9 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		return err
 	}
 	health := func(ctx context.Context) (any, bool) { return devHealth(ctx, etcd, sched, cfg) }
+	// The console reads a task's logs from its agent's berth.log-endpoint (the dev
+	// agent's BERTH_AGENT_LOG_ADDR), as it does outside `berth dev`.
 	consoleCfg := &gateway.ConsoleConfig{DefaultRegion: cfg.Region}
-	if cfg.AgentLogAddr != "" {
-		consoleCfg.Logs = console.NewAgentLogs(gateway.NewH2CClient(), "http://"+cfg.AgentLogAddr)
-	}
 	gw, err := gateway.New(gateway.Config{
 		SchedulerURL: "http://" + schedLn.Addr().String(),
 		Regions:      regions,

@@ -20,8 +20,9 @@ import (
 type ConsoleConfig struct {
 	// DefaultRegion fills the sign-in form's region; "us-east-1" when empty.
 	DefaultRegion string
-	// Logs is the task logs page's source (console.NewAgentLogs for `berth dev`); nil
-	// shows that there is none.
+	// Logs is the task logs page's source; nil reads each task's logs from its agent,
+	// found through its instance's berth.log-endpoint attribute (console.InstanceLogs),
+	// over the gateway's HTTP client.
 	Logs console.LogSource
 }
 
@@ -100,6 +101,7 @@ func (g *Gateway) newConsole(cc *ConsoleConfig) (*console.Console, error) {
 			return ch, nil
 		},
 		Logs:          cc.Logs,
+		HTTPClient:    g.cfg.HTTPClient,
 		RegionAllowed: func(r string) bool { return slices.Contains(allowed, r) },
 		DefaultRegion: cc.DefaultRegion,
 		Locked:        func(r *http.Request) (time.Duration, bool) { return g.lockout.locked(g.cfg.ClientAddress(r)) },

@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -86,8 +87,11 @@ type Config struct {
 	// Watch streams change notices for the identity's account and region until ctx ends
 	// or the stream fails (then the channel is closed).
 	Watch func(ctx context.Context, who Identity) (<-chan Change, error)
-	// Logs reads task logs; nil shows "no log source" on the logs page.
+	// Logs reads task logs; nil means InstanceLogs over HTTPClient and Call (each task's
+	// agent, found through its instance's berth.log-endpoint attribute).
 	Logs LogSource
+	// HTTPClient reaches agents for the default Logs; http.DefaultClient when nil.
+	HTTPClient connect.HTTPClient
 	// RegionAllowed reports whether the region may be signed in to.
 	RegionAllowed func(region string) bool
 	// DefaultRegion fills the sign-in form; "us-east-1" when empty.
@@ -126,6 +130,13 @@ func New(cfg Config) (*Console, error) {
 	}
 	if cfg.DefaultRegion == "" {
 		cfg.DefaultRegion = "us-east-1"
+	}
+	if cfg.Logs == nil {
+		hc := cfg.HTTPClient
+		if hc == nil {
+			hc = http.DefaultClient
+		}
+		cfg.Logs = NewInstanceLogs(hc, cfg.Call)
 	}
 	if cfg.RegionAllowed == nil {
 		cfg.RegionAllowed = func(string) bool { return true }

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
@@ -29,6 +31,9 @@ type LogLine struct {
 type LogQuery struct {
 	// TaskARN is the task's full ARN (the console has checked it is the caller's).
 	TaskARN string
+	// Cluster and ContainerInstanceARN are the task's cluster name and instance, as
+	// DescribeTasks answered.
+	Cluster, ContainerInstanceARN string
 	// Container limits the read to one container; empty reads all.
 	Container string
 	// Tail keeps the last N lines per container; 0 keeps all.
@@ -93,6 +98,49 @@ func (a *AgentLogs) ReadLogs(ctx context.Context, _ Identity, q LogQuery, emit f
 	return nil
 }
 
+// LogEndpointAttribute is the container instance attribute where a Berth agent
+// advertises its LogService URL (the agent package's LogEndpointAttribute).
+const LogEndpointAttribute = "berth.log-endpoint"
+
+// InstanceLogs reads a task's logs from the agent of its container instance, found
+// through the instance's berth.log-endpoint attribute (DescribeContainerInstances as the
+// signed-in caller). It is the console's default LogSource.
+type InstanceLogs struct {
+	httpClient connect.HTTPClient
+	call       func(ctx context.Context, who Identity, action string, in proto.Message) (proto.Message, error)
+}
+
+// NewInstanceLogs returns an InstanceLogs that describes instances with call (the
+// console's Config.Call) and reaches agents with httpClient.
+func NewInstanceLogs(httpClient connect.HTTPClient, call func(ctx context.Context, who Identity, action string, in proto.Message) (proto.Message, error)) *InstanceLogs {
+	return &InstanceLogs{httpClient: httpClient, call: call}
+}
+
+// ReadLogs implements LogSource: ErrNoLogs for a task without an instance or an instance
+// whose agent advertises no http(s) log endpoint.
+func (l *InstanceLogs) ReadLogs(ctx context.Context, who Identity, q LogQuery, emit func([]LogLine) error) error {
+	if q.ContainerInstanceARN == "" {
+		return ErrNoLogs
+	}
+	out, err := l.call(ctx, who, "DescribeContainerInstances", &ecsv1.DescribeContainerInstancesRequest{
+		Cluster: &q.Cluster, ContainerInstances: []string{q.ContainerInstanceARN}})
+	if err != nil {
+		return err
+	}
+	var endpoint string
+	for _, ci := range out.(*ecsv1.DescribeContainerInstancesResponse).GetContainerInstances() {
+		for _, a := range ci.GetAttributes() {
+			if a.GetName() == LogEndpointAttribute {
+				endpoint = a.GetValue()
+			}
+		}
+	}
+	if u, err := url.Parse(endpoint); endpoint == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return ErrNoLogs
+	}
+	return NewAgentLogs(l.httpClient, endpoint).ReadLogs(ctx, who, q, emit)
+}
+
 // logTail is how many lines the logs page shows before following.
 const logTail = 200
 
@@ -110,7 +158,7 @@ func (c *Console) logsPage(w http.ResponseWriter, r *http.Request) {
 	} else {
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 		defer cancel()
-		err := c.cfg.Logs.ReadLogs(ctx, rq.who, LogQuery{TaskARN: task.GetTaskArn(), Tail: logTail}, func(b []LogLine) error {
+		err := c.cfg.Logs.ReadLogs(ctx, rq.who, LogQuery{TaskARN: task.GetTaskArn(), Cluster: r.PathValue("cluster"), ContainerInstanceARN: task.GetContainerInstanceArn(), Tail: logTail}, func(b []LogLine) error {
 			lines = append(lines, b...)
 			return nil
 		})
@@ -141,7 +189,7 @@ func (c *Console) logsStream(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no log source", http.StatusNotFound)
 		return
 	}
-	q := LogQuery{TaskARN: task.GetTaskArn(), Follow: true}
+	q := LogQuery{TaskARN: task.GetTaskArn(), Cluster: r.PathValue("cluster"), ContainerInstanceARN: task.GetContainerInstanceArn(), Follow: true}
 	if s := r.URL.Query().Get("since"); s != "" {
 		t, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {

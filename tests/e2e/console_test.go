@@ -219,32 +219,28 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	run("service scaled", shot("06-service-scaled"))
 
-	// Phone width.
-	run("phone",
-		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
-		chromedp.Reload(),
-		chromedp.WaitVisible(chromedp.ID("#running-count")),
-		shot("07-service-phone"),
-		chromedp.EmulateReset(),
-	)
-
 	// A task, its logs.
 	run("task page",
 		chromedp.Navigate(base+"/clusters/default/services/web"),
 		chromedp.WaitVisible(chromedp.CSS(`table.tasks a`)),
 		chromedp.Click(chromedp.CSS(`table.tasks a`)),
 		chromedp.WaitVisible(chromedp.ID("#task-status")),
-		shot("08-task"),
+		shot("07-task"),
 	)
 	if s := text("#task-status"); s != "RUNNING" {
 		t.Fatalf("task page status %q", s)
 	}
+	taskURL, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskID := taskURL[strings.LastIndexByte(taskURL, '/')+1:]
 	run("logs page",
 		chromedp.Click(chromedp.ID("#open-logs")),
 		chromedp.WaitVisible(chromedp.ID("#log-lines")),
 	)
 	waitText("#log-lines", func(s string) bool { return strings.Contains(s, "sleeping 10m0s") })
-	run("logs screenshot", shot("09-logs"))
+	run("logs screenshot", shot("08-logs"))
 
 	// The container instance and the task definitions.
 	run("instance page",
@@ -252,19 +248,69 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`a[href^="/console/clusters/default/instances/"]`)),
 		chromedp.Click(chromedp.CSS(`a[href^="/console/clusters/default/instances/"]`)),
 		chromedp.WaitVisible(chromedp.ID("#instance-status")),
-		shot("10-instance"),
+		shot("09-instance"),
 	)
 	run("task definitions",
 		chromedp.Navigate(base+"/task-definitions"),
 		chromedp.WaitVisible(chromedp.CSS(`a[href="/console/task-definitions/web/1"]`)),
-		shot("11-task-definitions"),
+		shot("10-task-definitions"),
 		chromedp.Click(chromedp.CSS(`a[href="/console/task-definitions/web/1"]`)),
 		chromedp.WaitVisible(chromedp.CSS("pre.json")),
-		shot("12-task-definition"),
+		shot("11-task-definition"),
 	)
 	if js := text("pre.json"); !strings.Contains(js, `"family": "web"`) {
 		t.Fatalf("task definition JSON: %.200s", js)
 	}
+	// Stop a task, then drain and activate the instance, each through its confirmation.
+	run("stop task",
+		chromedp.Navigate(base+"/clusters/default/tasks/"+taskID),
+		chromedp.WaitVisible(chromedp.ID("#stop-task")),
+		chromedp.SetValue(chromedp.ID("#reason"), "stopped by the console test"),
+		chromedp.Click(chromedp.ID("#stop-task")),
+		chromedp.WaitVisible(chromedp.ID("#confirm")),
+		chromedp.Click(chromedp.ID("#confirm")),
+		chromedp.WaitVisible(chromedp.ID("#task-status")),
+	)
+	waitText("#task-status", func(s string) bool { return s == "STOPPED" })
+	if !strings.Contains(text("main"), "stopped by the console test") {
+		t.Fatalf("stopped task page does not show the reason: %s", text("main"))
+	}
+	run("stopped task screenshot", shot("14-task-stopped"))
+	run("drain",
+		chromedp.Navigate(base+"/clusters/default"),
+		chromedp.WaitVisible(chromedp.CSS(`a[href^="/console/clusters/default/instances/"]`)),
+		chromedp.Click(chromedp.CSS(`a[href^="/console/clusters/default/instances/"]`)),
+		chromedp.WaitVisible(chromedp.ID("#drain")),
+		chromedp.Click(chromedp.ID("#drain")),
+		chromedp.WaitVisible(chromedp.ID("#confirm")),
+		shot("15-confirm-drain"),
+		chromedp.Click(chromedp.ID("#confirm")),
+		chromedp.WaitVisible(chromedp.ID("#activate")),
+	)
+	if s := text("#instance-status"); s != "DRAINING" {
+		t.Fatalf("instance after drain: %q", s)
+	}
+	run("activate",
+		chromedp.Click(chromedp.ID("#activate")),
+		chromedp.WaitVisible(chromedp.ID("#confirm")),
+		chromedp.Click(chromedp.ID("#confirm")),
+		chromedp.WaitVisible(chromedp.ID("#drain")),
+	)
+	if s := text("#instance-status"); s != "ACTIVE" {
+		t.Fatalf("instance after activate: %q", s)
+	}
+
+	// Phone width.
+	run("phone",
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
+		chromedp.Navigate(base+"/clusters/default/services/web"),
+		chromedp.WaitVisible(chromedp.ID("#running-count")),
+		shot("12-service-phone"),
+		chromedp.Navigate(base+"/clusters/default/tasks/"+taskID),
+		chromedp.WaitVisible(chromedp.ID("#task-status")),
+		shot("13-task-phone"),
+	)
+
 	t.Logf("screenshots in %s", shots)
 	checkDevMetrics(t, dev.endpoint)
 }

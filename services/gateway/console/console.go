@@ -205,7 +205,9 @@ func (c *Console) auth(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		rq, err := c.session(r)
 		if err != nil {
-			if r.Method == http.MethodGet && r.Header.Get("Accept") != "text/event-stream" {
+			// Page loads go to the sign-in page; the event stream and the live updater's
+			// partial fetches get 403 (the updater then leaves the page as it is).
+			if r.Method == http.MethodGet && r.Header.Get("Accept") != "text/event-stream" && r.Header.Get("X-Console-Partial") == "" {
 				http.Redirect(w, r, "/console/signin", http.StatusSeeOther)
 				return
 			}

@@ -332,6 +332,10 @@ func checkDevMetrics(t *testing.T, endpoint string) {
 		{`berth_scheduler_etcd_request_duration_seconds_count{op="txn"}`, 1},
 		{`berth_agent_container_events_total{event="start"}`, 2},
 		{`berth_agent_tasks{status="RUNNING"}`, 2},
+		{`berth_agent_container_events_total{event="exit"}`, 1}, // the task the console stopped
+		// The service's first deployment completes once its task has run 5 s
+		// (BERTH_TASK_STABLE_AFTER).
+		{`berth_scheduler_deployment_duration_seconds_count{state="COMPLETED"}`, 1},
 		{`go_goroutines`, 1},
 	}
 	waitFor(t, func() (string, bool) {

@@ -224,3 +224,70 @@ func TestEventsStream(t *testing.T) {
 	}
 	t.Fatalf("no change event: %v", sc.Err())
 }
+
+// fakeLogs is a LogSource that records its queries and sends fixed lines.
+type fakeLogs struct {
+	mu      sync.Mutex
+	queries []LogQuery
+}
+
+func (l *fakeLogs) ReadLogs(_ context.Context, _ Identity, q LogQuery, emit func([]LogLine) error) error {
+	l.mu.Lock()
+	l.queries = append(l.queries, q)
+	l.mu.Unlock()
+	return emit([]LogLine{{Container: "web", Stream: "stderr", Time: time.Unix(1700000000, 0), Text: `say "hi" <b>`}})
+}
+
+// TestLogs: the logs page shows the tail (escaped) read for the task's ARN, cluster and
+// instance; the follow stream sends the lines as JSON "line" events from `since`, then
+// "end".
+func TestLogs(t *testing.T) {
+	f := &fakeBackend{changes: make(chan Change)}
+	logs := &fakeLogs{}
+	cfg := f.config()
+	cfg.Logs = logs
+	call := cfg.Call
+	cfg.Call = func(ctx context.Context, who Identity, action string, in proto.Message) (proto.Message, error) {
+		if action == "DescribeTasks" {
+			return &ecsv1.DescribeTasksResponse{Tasks: []*ecsv1.Task{{
+				TaskArn:              proto.String("arn:aws:ecs:eu-west-1:123456789012:task/prod/abc"),
+				ContainerInstanceArn: proto.String("arn:aws:ecs:eu-west-1:123456789012:container-instance/prod/i1"),
+				LastStatus:           proto.String("RUNNING"),
+			}}}, nil
+		}
+		return call(ctx, who, action, in)
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	client, _ := signIn(t, srv, "AKIDTEST", "s3cret")
+	res, err := client.Get(srv.URL + "/console/clusters/prod/tasks/abc/logs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := readAll(res)
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, `say &#34;hi&#34; &lt;b&gt;`) {
+		t.Fatalf("logs page %d: %s", res.StatusCode, body)
+	}
+	q := logs.queries[0]
+	if q.TaskARN != "arn:aws:ecs:eu-west-1:123456789012:task/prod/abc" || q.Cluster != "prod" ||
+		q.ContainerInstanceARN != "arn:aws:ecs:eu-west-1:123456789012:container-instance/prod/i1" || q.Tail != logTail || q.Follow {
+		t.Fatalf("page query %+v", q)
+	}
+	since := time.Unix(1700000000, 1).UTC().Format(time.RFC3339Nano)
+	res, err = client.Get(srv.URL + "/console/clusters/prod/tasks/abc/logs/stream?since=" + url.QueryEscape(since))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body = readAll(res)
+	if !strings.Contains(body, "event: line\ndata: {\"container\":\"web\",\"stream\":\"stderr\",\"time\":\"2023-11-14T22:13:20Z\",\"text\":\"say \\\"hi\\\" \\u003cb\\u003e\"}") ||
+		!strings.Contains(body, "event: end") {
+		t.Fatalf("stream: %s", body)
+	}
+	if q := logs.queries[1]; !q.Follow || !q.Since.Equal(time.Unix(1700000000, 1)) {
+		t.Fatalf("stream query %+v", q)
+	}
+}

@@ -172,7 +172,7 @@ func (c *Console) logsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	data["Lines"] = lines
 	if n := len(lines); n > 0 {
-		data["Since"] = lines[n-1].Time.Add(time.Nanosecond).Format(time.RFC3339Nano)
+		data["Since"] = lines[n-1].Time.Add(time.Nanosecond).UTC().Format(time.RFC3339Nano)
 	}
 	c.page(w, r, "logs", "Logs of task "+taskID(task.GetTaskArn()), data)
 }
@@ -207,7 +207,7 @@ func (c *Console) logsStream(w http.ResponseWriter, r *http.Request) {
 	err := c.cfg.Logs.ReadLogs(r.Context(), rq.who, q, func(b []LogLine) error {
 		for _, l := range b {
 			fmt.Fprintf(w, "event: line\ndata: {\"container\":%s,\"stream\":%s,\"time\":%s,\"text\":%s}\n\n",
-				strconv.Quote(l.Container), strconv.Quote(l.Stream), strconv.Quote(l.Time.Format(time.RFC3339Nano)), jsonString(l.Text))
+				strconv.Quote(l.Container), strconv.Quote(l.Stream), strconv.Quote(l.Time.UTC().Format(time.RFC3339Nano)), jsonString(l.Text))
 		}
 		return rc.Flush()
 	})

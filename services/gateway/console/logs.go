@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 
 	"connectrpc.com/connect"
@@ -207,7 +206,7 @@ func (c *Console) logsStream(w http.ResponseWriter, r *http.Request) {
 	err := c.cfg.Logs.ReadLogs(r.Context(), rq.who, q, func(b []LogLine) error {
 		for _, l := range b {
 			fmt.Fprintf(w, "event: line\ndata: {\"container\":%s,\"stream\":%s,\"time\":%s,\"text\":%s}\n\n",
-				strconv.Quote(l.Container), strconv.Quote(l.Stream), strconv.Quote(l.Time.UTC().Format(time.RFC3339Nano)), jsonString(l.Text))
+				jsonString(l.Container), jsonString(l.Stream), jsonString(l.Time.UTC().Format(time.RFC3339Nano)), jsonString(l.Text))
 		}
 		return rc.Flush()
 	})

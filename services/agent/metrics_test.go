@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestMetrics runs a task on an agent with a registry and reads /metrics from the
@@ -50,5 +51,21 @@ func TestMetrics(t *testing.T) {
 	cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
 	if body := scrape(); !strings.Contains(body, `berth_agent_container_events_total{event="exit"} 1`) {
 		t.Errorf("/metrics after the stop lacks one exit:\n%s", body)
+	}
+	// A container killed for memory counts as an exit and an oom.
+	oom := taskARN(name)
+	c := containerDef("main", w.image, "alloc", "256")
+	c.Memory = proto.Int32(32)
+	cp.assign(t, oom, taskDef("oom", c))
+	cp.waitStatus(t, oom, "STOPPED", 60*time.Second)
+	body = scrape()
+	for _, want := range []string{
+		`berth_agent_container_events_total{event="start"} 2`,
+		`berth_agent_container_events_total{event="exit"} 2`,
+		`berth_agent_container_events_total{event="oom"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics after the OOM lacks %q:\n%s", want, body)
+		}
 	}
 }

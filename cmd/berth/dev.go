@@ -46,6 +46,9 @@ func devCommand() *cobra.Command {
 			"BERTH_REGISTRY_ADDR, BERTH_INSECURE_REGISTRIES, BERTH_AGENT_LOG_ADDR, BERTH_REGIONS,\n" +
 			"BERTH_TASK_STABLE_AFTER). Prints a line containing \"ready\" once the agent has\n" +
 			"registered. State persists in the data dir.\n\n" +
+			"The gateway's address also serves the web console at /console/ (sign in with the dev\n" +
+			"key) and Prometheus metrics of every part at /metrics; OTEL_EXPORTER_OTLP_ENDPOINT\n" +
+			"turns on trace export (docs/console.md, docs/observability.md).\n\n" +
 			"Every region answers on its own (the region of each request's SigV4 scope; BERTH_REGIONS,\n" +
 			"comma-separated, narrows the default of every public AWS region). BERTH_REGION is the\n" +
 			"dev agent's region, where its tasks run, and the region of the ready line.",

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
@@ -44,6 +46,9 @@ func devCommand() *cobra.Command {
 			"BERTH_REGISTRY_ADDR, BERTH_INSECURE_REGISTRIES, BERTH_AGENT_LOG_ADDR, BERTH_REGIONS,\n" +
 			"BERTH_TASK_STABLE_AFTER). Prints a line containing \"ready\" once the agent has\n" +
 			"registered. State persists in the data dir.\n\n" +
+			"The gateway's address also serves the web console at /console/ (sign in with the dev\n" +
+			"key) and Prometheus metrics of every part at /metrics; OTEL_EXPORTER_OTLP_ENDPOINT\n" +
+			"turns on trace export (docs/console.md, docs/observability.md).\n\n" +
 			"Every region answers on its own (the region of each request's SigV4 scope; BERTH_REGIONS,\n" +
 			"comma-separated, narrows the default of every public AWS region). BERTH_REGION is the\n" +
 			"dev agent's region, where its tasks run, and the region of the ready line.",
@@ -145,8 +150,13 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	}
 	defer etcd.Close()
 
+	// One registry for every part of the stack, served at /metrics on the gateway's
+	// address (docs/observability.md).
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
 	sched, err := app.New(app.Config{Etcd: etcd.Client(), Region: cfg.Region, Logger: log.With("service", "scheduler"), Dev: true,
-		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps})
+		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps, Registry: registry})
 	if err != nil {
 		return err
 	}
@@ -186,12 +196,18 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		return err
 	}
 	health := func(ctx context.Context) (any, bool) { return devHealth(ctx, etcd, sched, cfg) }
+	// The console reads a task's logs from its agent's berth.log-endpoint (the dev
+	// agent's BERTH_AGENT_LOG_ADDR), as it does outside `berth dev`.
+	consoleCfg := &gateway.ConsoleConfig{DefaultRegion: cfg.Region}
 	gw, err := gateway.New(gateway.Config{
 		SchedulerURL: "http://" + schedLn.Addr().String(),
 		Regions:      regions,
 		Logger:       log.With("service", "gateway"),
 		Dev:          true,
 		Health:       health,
+		Registry:     registry,
+		ServeMetrics: true,
+		Console:      consoleCfg,
 	})
 	if err != nil {
 		cancel()
@@ -237,6 +253,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		InsecureRegistries: cfg.InsecureRegistries,
 		LogAddr:            cfg.AgentLogAddr,
 		Logger:             log.With("service", "agent"),
+		Registry:           registry,
 	})
 	if err != nil {
 		cancel()

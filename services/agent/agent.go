@@ -256,12 +256,20 @@ func (a *Agent) Run(ctx context.Context) error {
 		Log:          a.log.With("component", "runtime"),
 	})
 	reports := make(chan struct{}, 1)
+	var onContainer func(string)
+	if a.cfg.Registry != nil {
+		events := newContainerEvents()
+		a.cfg.Registry.MustRegister(events)
+		defer a.cfg.Registry.Unregister(events)
+		onContainer = func(ev string) { events.WithLabelValues(ev).Inc() }
+	}
 	manager := tasks.New(tasks.Config{
-		GPUs:    a.gpus,
-		Gate:    gate,
-		Outbox:  ob,
-		Logs:    store,
-		Reports: reports,
+		OnContainer: onContainer,
+		GPUs:        a.gpus,
+		Gate:        gate,
+		Outbox:      ob,
+		Logs:        store,
+		Reports:     reports,
 		Pull: runtime.PullConfig{
 			Behavior:           a.cfg.PullBehavior,
 			Snapshotter:        a.cfg.Snapshotter,

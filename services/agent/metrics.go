@@ -61,3 +61,16 @@ func (c taskCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(agentTasksDesc, prometheus.GaugeValue, float64(n), s)
 	}
 }
+
+// newContainerEvents returns berth_agent_container_events_total: container lifecycle
+// events by kind ("start", "start_failed", "exit", "oom"; tasks.Config.OnContainer).
+func newContainerEvents() *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "berth_agent_container_events_total",
+		Help: "Container lifecycle events on this agent: start (a process started, restarts included), start_failed, exit, oom (an exit killed for memory).",
+	}, []string{"event"})
+	for _, ev := range []string{"start", "start_failed", "exit", "oom"} {
+		c.WithLabelValues(ev)
+	}
+	return c
+}

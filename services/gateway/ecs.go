@@ -178,6 +178,7 @@ func (g *Gateway) call(ctx context.Context, op *operation, in proto.Message, cre
 	defer cancel()
 	req := connect.NewRequest(&message{in})
 	setIdentity(req.Header(), cred, requestID)
+	injectTrace(ctx, req.Header())
 	res, err := op.client.CallUnary(ctx, req)
 	if err != nil {
 		return nil, err

@@ -121,6 +121,9 @@ type Config struct {
 	// default: the listener is public; expose metrics on a separate listener with
 	// promhttp instead where that matters).
 	ServeMetrics bool
+	// Console, when set, serves the web console at /console (see package console and
+	// ConsoleConfig); nil leaves /console unrouted.
+	Console *ConsoleConfig
 }
 
 // Gateway is the gateway's http.Handler; New builds it.
@@ -135,6 +138,7 @@ type Gateway struct {
 	lockout  *lockout
 	agent    http.Handler
 	metrics  *metrics
+	console  http.Handler
 }
 
 // NewH2CClient returns an http.Client that speaks only HTTP/2 without TLS (h2c) to http://
@@ -216,6 +220,13 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Console != nil {
+		c, err := g.newConsole(cfg.Console)
+		if err != nil {
+			return nil, err
+		}
+		g.console = c
+	}
 	return g, nil
 }
 
@@ -270,7 +281,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
 	switch {
 	case path == "/":
-		g.serveECS(rec, r, x)
+		ctx, span := startECSSpan(r, x.id)
+		g.serveECS(rec, r.WithContext(ctx), x)
+		endECSSpan(span, x, rec.status())
 	case strings.HasPrefix(path, "/"+agentv1connect.AgentServiceName+"/"):
 		if agentProcedures[path] {
 			x.action = strings.TrimPrefix(path, "/")
@@ -282,6 +295,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case g.cfg.ServeMetrics && g.cfg.Registry != nil && path == "/metrics":
 		x.action = "metrics"
 		promhttp.HandlerFor(g.cfg.Registry, promhttp.HandlerOpts{}).ServeHTTP(rec, r)
+	case g.console != nil && (path == "/console" || strings.HasPrefix(path, "/console/")):
+		// The console logs its own ECS calls (one access-log line per page would hide
+		// them) and counts them under their actions.
+		x.action = "console"
+		g.console.ServeHTTP(rec, r)
 	case g.cfg.Dev && path == "/_berth/reset":
 		x.action = "_berth/reset"
 		g.serveReset(rec, r, x)

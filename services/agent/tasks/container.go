@@ -111,8 +111,10 @@ func (t *task) startProcess(ctx context.Context, c *ctrState, ctr containerd.Con
 	if err := proc.Start(ctx); err != nil {
 		_, _ = proc.Delete(context.WithoutCancel(ctx), containerd.WithProcessKill)
 		closeLogs()
+		t.m.containerEvent("start_failed")
 		return fmt.Errorf("%s%w", reasonCannotStart, err)
 	}
+	t.m.containerEvent("start")
 	t.m.log.Debug("container started", "task", t.arn, "container", c.Name, "id", c.ID, "pid", proc.Pid())
 	t.mu.Lock()
 	c.ctr, c.proc, c.exitC = ctr, proc, exitC
@@ -290,8 +292,10 @@ func (t *task) detach(c *ctrState) {
 // caller watches the new process); else it marks c stopped and returns false.
 func (t *task) exited(ctx context.Context, c *ctrState, proc containerd.Task, code uint32) bool {
 	reason := ""
+	t.m.containerEvent("exit")
 	if runtime.OOMKilledIn(t.cgroupPath(c)) {
 		reason = ReasonOOM
+		t.m.containerEvent("oom")
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()

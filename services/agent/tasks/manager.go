@@ -81,6 +81,17 @@ type Config struct {
 	GPUs gpu.Host
 	// Log receives task events; nil discards them.
 	Log *slog.Logger
+	// OnContainer, when set, is called on each container lifecycle event: "start" (a
+	// process started, restarts included), "start_failed", "exit" (a process exited) and
+	// "oom" (it exited killed for memory). The agent counts them as metrics.
+	OnContainer func(event string)
+}
+
+// containerEvent reports a container lifecycle event to Config.OnContainer.
+func (m *Manager) containerEvent(event string) {
+	if m.cfg.OnContainer != nil {
+		m.cfg.OnContainer(event)
+	}
 }
 
 // Manager runs the tasks assigned to this host. Create it with New, start

@@ -7,6 +7,11 @@ import (
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
@@ -43,6 +48,25 @@ type task struct {
 	ctrs        []*ctrState // one per st.Containers, same order
 	lastReport  string      // fingerprint of the last report
 	reportedRun bool
+}
+
+// TracerName is the instrumentation scope of the agent's task spans.
+const TracerName = "github.com/berthhq/berth/services/agent/tasks"
+
+// startSpan starts "agent StartTask" under the assignment's trace_parent, or returns nil
+// when the assignment was not traced.
+func (t *task) startSpan(ctx context.Context) trace.Span {
+	tp := t.a.GetTraceParent()
+	if tp == "" {
+		return nil
+	}
+	pctx := propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": tp})
+	if !trace.SpanContextFromContext(pctx).IsValid() {
+		return nil
+	}
+	_, span := otel.Tracer(TracerName).Start(pctx, "agent StartTask", trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("aws.ecs.task.arn", t.arn), attribute.String("aws.ecs.cluster", t.m.cfg.Cluster)))
+	return span
 }
 
 func newTask(m *Manager, a *agentv1.Assignment) *task {
@@ -117,10 +141,34 @@ func (t *task) run(ctx context.Context, adopted map[string]containerd.Container)
 			missing = append(missing, c)
 		}
 	}
+	// A fresh assignment's start is traced under the RunTask that placed it, when that
+	// was traced (Assignment.trace_parent): "agent StartTask" until the task is RUNNING
+	// or STOPPED, with the image pulls as a child span.
+	var span trace.Span
+	if adopted == nil {
+		span = t.startSpan(ctx)
+	}
+	defer func() {
+		if span != nil {
+			span.End()
+		}
+	}()
 	images := map[string]containerd.Image{}
 	if len(missing) > 0 {
 		var err error
-		images, err = t.pull(ctx, missing)
+		pctx := ctx
+		var pull trace.Span
+		if span != nil {
+			pctx, pull = otel.Tracer(TracerName).Start(trace.ContextWithSpan(ctx, span), "agent pull images",
+				trace.WithAttributes(attribute.Int("berth.containers", len(missing))))
+		}
+		images, err = t.pull(pctx, missing)
+		if pull != nil {
+			if err != nil {
+				pull.SetStatus(codes.Error, err.Error())
+			}
+			pull.End()
+		}
 		log.Debug("images ready", "err", err)
 		if ctx.Err() != nil {
 			return
@@ -155,6 +203,14 @@ func (t *task) run(ctx context.Context, adopted map[string]containerd.Container)
 		stopping, status := t.st.Stopping, t.st.Status
 		t.mu.Unlock()
 		t.report()
+		if span != nil && (status == state.Running || status == state.Stopped) {
+			span.SetAttributes(attribute.String("ecs.task.last_status", string(status)))
+			if status == state.Stopped {
+				span.SetStatus(codes.Error, "task stopped before RUNNING")
+			}
+			span.End()
+			span = nil
+		}
 		if status == state.Stopped {
 			break
 		}

@@ -323,6 +323,16 @@ func (ss *session) onAck(ctx context.Context, ids []string) {
 	}
 }
 
+// taskRef returns the cluster name and task id of a long-format task ARN (empty parts
+// for anything else), for log lines about a task.
+func taskRef(taskARN string) (cluster, task string) {
+	a, err := arn.Parse(taskARN)
+	if err != nil || a.Type != arn.Task {
+		return "", ""
+	}
+	return a.Cluster, a.Name
+}
+
 // onTaskState records a task state change and acks it. A domain error (unknown task,
 // invalid change) is acked and logged, since resending cannot fix it; any other error ends
 // the session unacked, so the agent resends the change on its next session.
@@ -332,14 +342,15 @@ func (ss *session) onTaskState(ctx context.Context, ch *agentv1.TaskStateChange)
 	switch {
 	case err == nil:
 	case errors.As(err, &domain):
-		ss.log.Warn("agentsession: task state change refused", "task", ch.GetTaskArn(), "status", ch.GetLastStatus(), "err", err)
+		cluster, task := taskRef(ch.GetTaskArn())
+		ss.log.Warn("agentsession: task state change refused", "cluster", cluster, "task", task, "task_arn", ch.GetTaskArn(), "status", ch.GetLastStatus(), "err", err)
 	default:
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("record task state: %w", err))
 	}
 	if ch.GetLastStatus() == "STOPPED" {
 		if a, perr := arn.Parse(ch.GetTaskArn()); perr == nil && a.Type == arn.Task {
 			if _, derr := store.Delete(ctx, ss.srv.cfg.Etcd, keys.Inbox(ss.account, ss.instance, a.Name), 0); derr != nil && !errors.Is(derr, store.ErrNotFound) {
-				ss.log.Warn("agentsession: reclaim inbox entry", "task", a.Name, "err", derr)
+				ss.log.Warn("agentsession: reclaim inbox entry", "cluster", a.Cluster, "task", a.Name, "err", derr)
 			}
 		}
 	}

@@ -21,10 +21,12 @@ import (
 
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
+	"github.com/berthhq/berth/gen/berth/console/v1/consolev1connect"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
 	"github.com/berthhq/berth/services/scheduler/admin"
 	"github.com/berthhq/berth/services/scheduler/agentsession"
 	"github.com/berthhq/berth/services/scheduler/caller"
+	"github.com/berthhq/berth/services/scheduler/changefeed"
 	"github.com/berthhq/berth/services/scheduler/control"
 	"github.com/berthhq/berth/services/scheduler/etcdmetrics"
 	"github.com/berthhq/berth/services/scheduler/keys"
@@ -94,8 +96,10 @@ type App struct {
 	elector  *leader.Elector
 	leading  atomic.Bool
 	handler  http.Handler
-	kv       clientv3.KV        // cfg.Etcd's KV, instrumented when metrics are on
-	watchKV  etcdmetrics.Client // the same with the watcher, for placement and services
+	// rolloutDone observes finished deployments (nil without a registry).
+	rolloutDone func(state string, d time.Duration)
+	kv          clientv3.KV        // cfg.Etcd's KV, instrumented when metrics are on
+	watchKV     etcdmetrics.Client // the same with the watcher, for placement and services
 }
 
 // ecsHandler serves the ECS API: service actions from service.Handler, everything else
@@ -161,12 +165,13 @@ func New(cfg Config) (*App, error) {
 		Logger:   cfg.Logger.With("component", "leader"),
 	})
 
-	identity := connect.WithInterceptors(caller.Interceptor{}, rpcLog{log: cfg.Logger.With("component", "rpc")})
+	identity := connect.WithInterceptors(caller.Interceptor{}, tracing{}, rpcLog{log: cfg.Logger.With("component", "rpc")})
 	gzip := gzipOption(cfg.GzipMinBytes)
 	mux := http.NewServeMux()
 	mux.Handle(ecsv1connect.NewEcsServiceHandler(ecsHandler{a.control, a.services}, identity, gzip))
 	mux.Handle(agentv1connect.NewAgentServiceHandler(a.sessions, identity, gzip))
 	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip))
+	mux.Handle(consolev1connect.NewConsoleServiceHandler(changefeed.New(cfg.Etcd, a.kv, cfg.Logger.With("component", "changefeed")), identity, gzip))
 	a.handleIntrospection(mux)
 	a.handler = mux
 	return a, nil
@@ -182,8 +187,8 @@ func gzipOption(minBytes int) connect.HandlerOption {
 	return connect.WithCompressMinBytes(minBytes)
 }
 
-// Handler returns the replica's Connect handler: EcsService and AgentService (both
-// require the gateway's identity headers), AdminService, grpc.health.v1.Health (see
+// Handler returns the replica's Connect handler: EcsService, AgentService and
+// ConsoleService (all require the gateway's identity headers), AdminService, grpc.health.v1.Health (see
 // LeaderServiceName), gRPC reflection (v1 and v1alpha), and /metrics when
 // Config.Registry is set.
 func (a *App) Handler() http.Handler { return a.handler }
@@ -256,7 +261,8 @@ func (a *App) Run(ctx context.Context) error {
 				Interval:  a.cfg.ReconcileInterval,
 				Kick:      a.kick,
 
-				StableAfter: a.cfg.TaskStableAfter,
+				StableAfter:   a.cfg.TaskStableAfter,
+				OnRolloutDone: a.rolloutDone,
 			})
 			if err := rec.Run(ctx); err != nil && ctx.Err() == nil {
 				a.log.Error("service reconciler stopped", "err", err)

@@ -71,7 +71,14 @@ func (a *App) registerMetrics(reg prometheus.Registerer) func(time.Duration) {
 		Help:    "Agent heartbeat lag: receipt time minus the agent's sent_at (includes clock skew).",
 		Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 2, 5, 10, 30},
 	})
+	rollouts := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "berth_scheduler_deployment_duration_seconds",
+		Help:    "Service deployments from createdAt until their rolloutState became COMPLETED or FAILED, by that state.",
+		Buckets: []float64{5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600, 1200, 1800, 3600},
+	}, []string{"state"})
+	a.rolloutDone = func(state string, d time.Duration) { rollouts.WithLabelValues(state).Observe(d.Seconds()) }
 	reg.MustRegister(
+		rollouts,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "berth_scheduler_leader",
 			Help: "1 while this replica leads (runs placement, reconciler and reaper loops), else 0.",

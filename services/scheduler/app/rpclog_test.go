@@ -68,3 +68,34 @@ func TestRPCLogCarriesRequestIdentity(t *testing.T) {
 	}
 	t.Fatalf("no rpc log line in:\n%s", logs.String())
 }
+
+// TestRPCLogNamesClusterAndTask: a call about a task logs its cluster and task id (here
+// StopTask of an unknown task, refused, in a named cluster).
+func TestRPCLogNamesClusterAndTask(t *testing.T) {
+	var logs syncBuffer
+	a, err := New(Config{Etcd: etcdembed.StartForTest(t), Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	client := ecsv1connect.NewEcsServiceClient(srv.Client(), srv.URL)
+	req := connect.NewRequest(&ecsv1.StopTaskRequest{Cluster: proto.String("arn:aws:ecs:us-east-1:123456789012:cluster/prod"),
+		Task: proto.String("arn:aws:ecs:us-east-1:123456789012:task/prod/0123456789abcdef0123456789abcdef")})
+	req.Header().Set(caller.AccountHeader, "123456789012")
+	req.Header().Set(caller.RegionHeader, "us-east-1")
+	if _, err := client.StopTask(context.Background(), req); err == nil {
+		t.Fatal("StopTask of an unknown task in an unknown cluster succeeded")
+	}
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != "rpc" {
+			continue
+		}
+		if rec["cluster"] != "prod" || rec["task"] != "0123456789abcdef0123456789abcdef" {
+			t.Fatalf("rpc log line %s", line)
+		}
+		return
+	}
+	t.Fatalf("no rpc log line in:\n%s", logs.String())
+}

@@ -199,6 +199,10 @@ func (s *Server) placeOne(ctx context.Context, req placeRequest, instances []str
 			}
 			insts := map[string]*InstanceState{}
 			written = written[:0]
+			var parents []string
+			if tp := TraceParent(ctx); tp != "" {
+				parents = slices.Repeat([]string{tp}, len(placed))
+			}
 			for i, p := range placed {
 				if insts[p.InstanceID] == nil {
 					insts[p.InstanceID] = &InstanceState{Record: p.Instance, Rev: p.InstanceRev}
@@ -209,7 +213,7 @@ func (s *Server) placeOne(ctx context.Context, req placeRequest, instances []str
 			}
 			return PlaceTxn(txn, Placement{
 				Account: req.account, Cluster: crec, ClusterRev: crev, Instances: insts,
-				Tasks: written, TaskDefinition: req.td, ClientToken: req.clientToken,
+				Tasks: written, TaskDefinition: req.td, ClientToken: req.clientToken, TraceParents: parents,
 			})
 		},
 	})
@@ -539,9 +543,12 @@ func (s *Server) placeGroup(calls []*placeCall) {
 		}
 		insts := map[string]*InstanceState{}
 		var all []*storev1.TaskRecord
+		var parents []string
 		for i, pl := range placed {
 			written[i] = written[i][:0]
+			tp := TraceParent(calls[i].ctx)
 			for j, p := range pl {
+				parents = append(parents, tp)
 				if insts[p.InstanceID] == nil {
 					insts[p.InstanceID] = &InstanceState{Record: p.Instance, Rev: p.InstanceRev}
 				}
@@ -553,7 +560,7 @@ func (s *Server) placeGroup(calls []*placeCall) {
 		}
 		return PlaceTxn(txn, Placement{
 			Account: first.account, Cluster: crec, ClusterRev: crev, Instances: insts,
-			Tasks: all, TaskDefinition: first.td,
+			Tasks: all, TaskDefinition: first.td, TraceParents: parents,
 		})
 	})
 	if err != nil && len(calls) > 1 && errors.Is(err, rpctypes.ErrTooManyOps) {

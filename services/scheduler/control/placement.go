@@ -1,10 +1,13 @@
 package control
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -145,6 +148,21 @@ type Placement struct {
 	TaskDefinition *ecsv1.TaskDefinition
 	// ClientToken, when set, maps RunTask's token to the tasks.
 	ClientToken string
+	// TraceParents, when set, holds for each of Tasks (same index) the W3C traceparent
+	// of the call that placed it (TraceParent), sent to the agent with the assignment;
+	// "" or a short slice means untraced.
+	TraceParents []string
+}
+
+// TraceParent returns the W3C traceparent of ctx's span, or "" when ctx carries no
+// sampled span (tracing off), for Placement.TraceParents.
+func TraceParent(ctx context.Context) string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ""
+	}
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	return c.Get("traceparent")
 }
 
 // PlaceTxn adds to txn every write of a placement: each task (created, with its index
@@ -158,7 +176,7 @@ type Placement struct {
 func PlaceTxn(txn *store.Txn, p Placement) error {
 	touched := map[string]bool{}
 	ids := make([]string, 0, len(p.Tasks))
-	for _, t := range p.Tasks {
+	for i, t := range p.Tasks {
 		st := p.Instances[t.GetContainerInstanceId()]
 		if st == nil || st.Record == nil {
 			return fmt.Errorf("control: place task %s: instance %q not given", TaskID(t), t.GetContainerInstanceId())
@@ -181,8 +199,12 @@ func PlaceTxn(txn *store.Txn, p Placement) error {
 		}
 		touched[t.GetContainerInstanceId()] = true
 		WriteTaskTxn(txn, p.Account, nil, 0, t)
+		var traceParent string
+		if i < len(p.TraceParents) {
+			traceParent = p.TraceParents[i]
+		}
 		txn.Put(keys.Inbox(p.Account, t.GetContainerInstanceId(), TaskID(t)), &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Assignment{Assignment: &agentv1.Assignment{
-			DeliveryId: TaskID(t), Task: t.GetTask(), TaskDefinition: p.TaskDefinition,
+			DeliveryId: TaskID(t), Task: t.GetTask(), TaskDefinition: p.TaskDefinition, TraceParent: traceParent,
 		}}})
 		ids = append(ids, TaskID(t))
 	}

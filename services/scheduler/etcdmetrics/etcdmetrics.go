@@ -6,6 +6,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Metrics are the etcd request metrics of one process. A nil *Metrics records nothing.
@@ -50,7 +54,25 @@ func (m *Metrics) observe(op string, start time.Time, err error) {
 	}
 }
 
-// KV is a clientv3.KV that records every request in Metrics.
+// TracerName is the instrumentation scope of the etcd request spans.
+const TracerName = "github.com/berthhq/berth/services/scheduler/etcdmetrics"
+
+// startSpan starts a client span "etcd {op}" under ctx's span; the global tracer
+// provider is a no-op unless the process installed one.
+func startSpan(ctx context.Context, op string) (context.Context, trace.Span) {
+	return otel.Tracer(TracerName).Start(ctx, "etcd "+op, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("db.system.name", "etcd"), attribute.String("db.operation.name", op)))
+}
+
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// KV is a clientv3.KV that records every request in Metrics and as an OpenTelemetry
+// span ("etcd get", "etcd txn", …).
 type KV struct {
 	kv clientv3.KV
 	m  *Metrics
@@ -69,7 +91,9 @@ func Wrap(kv clientv3.KV, m *Metrics) clientv3.KV {
 // Put implements clientv3.KV.
 func (k *KV) Put(ctx context.Context, key, val string, opts ...clientv3.OpOption) (*clientv3.PutResponse, error) {
 	start := time.Now()
+	ctx, span := startSpan(ctx, "put")
 	r, err := k.kv.Put(ctx, key, val, opts...)
+	endSpan(span, err)
 	k.m.observe("put", start, err)
 	return r, err
 }
@@ -77,7 +101,9 @@ func (k *KV) Put(ctx context.Context, key, val string, opts ...clientv3.OpOption
 // Get implements clientv3.KV.
 func (k *KV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
 	start := time.Now()
+	ctx, span := startSpan(ctx, "get")
 	r, err := k.kv.Get(ctx, key, opts...)
+	endSpan(span, err)
 	k.m.observe("get", start, err)
 	return r, err
 }
@@ -85,7 +111,9 @@ func (k *KV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*c
 // GetStream implements clientv3.KV; it records the time to open the stream.
 func (k *KV) GetStream(ctx context.Context, key string, opts ...clientv3.OpOption) (clientv3.GetStreamChan, error) {
 	start := time.Now()
+	ctx, span := startSpan(ctx, "get_stream")
 	r, err := k.kv.GetStream(ctx, key, opts...)
+	endSpan(span, err)
 	k.m.observe("get_stream", start, err)
 	return r, err
 }
@@ -93,7 +121,9 @@ func (k *KV) GetStream(ctx context.Context, key string, opts ...clientv3.OpOptio
 // Delete implements clientv3.KV.
 func (k *KV) Delete(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.DeleteResponse, error) {
 	start := time.Now()
+	ctx, span := startSpan(ctx, "delete")
 	r, err := k.kv.Delete(ctx, key, opts...)
+	endSpan(span, err)
 	k.m.observe("delete", start, err)
 	return r, err
 }
@@ -101,7 +131,9 @@ func (k *KV) Delete(ctx context.Context, key string, opts ...clientv3.OpOption) 
 // Compact implements clientv3.KV.
 func (k *KV) Compact(ctx context.Context, rev int64, opts ...clientv3.CompactOption) (*clientv3.CompactResponse, error) {
 	start := time.Now()
+	ctx, span := startSpan(ctx, "compact")
 	r, err := k.kv.Compact(ctx, rev, opts...)
+	endSpan(span, err)
 	k.m.observe("compact", start, err)
 	return r, err
 }
@@ -109,7 +141,9 @@ func (k *KV) Compact(ctx context.Context, rev int64, opts ...clientv3.CompactOpt
 // Do implements clientv3.KV.
 func (k *KV) Do(ctx context.Context, op clientv3.Op) (clientv3.OpResponse, error) {
 	start := time.Now()
+	ctx, span := startSpan(ctx, "do")
 	r, err := k.kv.Do(ctx, op)
+	endSpan(span, err)
 	k.m.observe("do", start, err)
 	if op.IsTxn() && err == nil && r.Txn() != nil && !r.Txn().Succeeded {
 		k.m.conflicts.Inc()
@@ -120,12 +154,13 @@ func (k *KV) Do(ctx context.Context, op clientv3.Op) (clientv3.OpResponse, error
 // Txn implements clientv3.KV: Commit records the txn's latency, and a failed compare as
 // a conflict.
 func (k *KV) Txn(ctx context.Context) clientv3.Txn {
-	return &txn{txn: k.kv.Txn(ctx), m: k.m}
+	return &txn{txn: k.kv.Txn(ctx), m: k.m, ctx: ctx}
 }
 
 type txn struct {
 	txn clientv3.Txn
 	m   *Metrics
+	ctx context.Context // the span's parent
 }
 
 func (t *txn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.txn = t.txn.If(cs...); return t }
@@ -134,10 +169,13 @@ func (t *txn) Else(ops ...clientv3.Op) clientv3.Txn { t.txn = t.txn.Else(ops...)
 
 func (t *txn) Commit() (*clientv3.TxnResponse, error) {
 	start := time.Now()
+	_, span := startSpan(t.ctx, "txn")
 	r, err := t.txn.Commit()
+	endSpan(span, err)
 	t.m.observe("txn", start, err)
 	if err == nil && !r.Succeeded {
 		t.m.conflicts.Inc()
+		span.SetAttributes(attribute.Bool("etcd.txn.succeeded", false))
 	}
 	return r, err
 }

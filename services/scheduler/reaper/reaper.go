@@ -292,7 +292,7 @@ func (r *Reaper) stopInstanceTasks(ctx context.Context, now time.Time, account k
 			if err := r.stop(ctx, now, account, instARN, rec, StopCodeLost, reason); err != nil {
 				return n, err
 			}
-			r.log.Info("reaper: task lost with its instance", "account", account, "task", taskID, "instance", id)
+			r.log.Info("reaper: task lost with its instance", "account", account, "cluster", cluster, "task", taskID, "instance", id)
 			n++
 		}
 	}
@@ -343,7 +343,7 @@ func (r *Reaper) sweepTasks(ctx context.Context, now time.Time, st *Stats) error
 					return fmt.Errorf("reaper: stop order for %s: %w", taskID, err)
 				}
 			}
-			r.log.Info("reaper: task failed to start in time", "account", account, "task", taskID)
+			r.log.Info("reaper: task failed to start in time", "account", account, "cluster", rec.GetClusterName(), "task", taskID)
 			st.TimedOut++
 		case "STOPPED":
 			at := t.GetStoppedAt()

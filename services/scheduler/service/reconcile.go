@@ -51,6 +51,10 @@ type ReconcilerConfig struct {
 	Logger *slog.Logger
 	// Now is the clock (launch backoff, events, timestamps); nil means time.Now.
 	Now func() time.Time
+	// OnRolloutDone, when set, is called once for each deployment whose rolloutState a
+	// committed pass moved from IN_PROGRESS to COMPLETED or FAILED, with that state and
+	// the time since the deployment's createdAt (the app's deployment duration metric).
+	OnRolloutDone func(state string, d time.Duration)
 	// NewID returns a new task id; nil means control.NewID.
 	NewID func() string
 	// Fence is added to every write (the leader term's store.Fence). Nil writes unfenced,
@@ -835,7 +839,27 @@ func (r *Reconciler) Apply(ctx context.Context, plan Plan) error {
 		}
 		return fmt.Errorf("service: write %s: %w", name, err)
 	}
+	r.rolloutsDone(plan.Service.Value, rec)
 	return nil
+}
+
+// rolloutsDone reports each deployment of after whose rollout finished since before
+// to ReconcilerConfig.OnRolloutDone.
+func (r *Reconciler) rolloutsDone(before, after *storev1.ServiceRecord) {
+	if r.cfg.OnRolloutDone == nil {
+		return
+	}
+	was := map[string]string{}
+	for _, d := range before.GetService().GetDeployments() {
+		was[d.GetId()] = d.GetRolloutState()
+	}
+	for _, d := range after.GetService().GetDeployments() {
+		st := d.GetRolloutState()
+		if (st == RolloutCompleted || st == RolloutFailed) && was[d.GetId()] == RolloutInProgress {
+			created := time.Unix(0, int64(d.GetCreatedAt()*1e9))
+			r.cfg.OnRolloutDone(st, max(r.cfg.Now().Sub(created), 0))
+		}
+	}
 }
 
 // MaxLaunchPerPass is the most tasks one reconcile pass places for one service, however

@@ -1,5 +1,6 @@
 // Package cli holds what every Berth binary's command line shares: environment defaults,
-// the JSON logger, the credentials-file reader, the h2c server loop and main's exit path.
+// the JSON logger, the credentials-file reader, the h2c server loop, OpenTelemetry trace
+// export (off unless OTEL_EXPORTER_OTLP_ENDPOINT is set) and main's exit path.
 // It imports no service package, so a per-role binary (berth-agent, berth-gateway) links
 // only the service it runs.
 package cli
@@ -83,7 +84,13 @@ func Main(root *cobra.Command) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	root.SilenceUsage = true
 	root.SilenceErrors = true
-	err := root.ExecuteContext(ctx)
+	shutdown, err := SetupTracing(ctx, root.Name())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, root.Name()+":", err)
+		os.Exit(1)
+	}
+	err = root.ExecuteContext(ctx)
+	shutdown()
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, root.Name()+":", err)

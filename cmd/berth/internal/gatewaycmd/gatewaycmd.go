@@ -19,15 +19,19 @@ import (
 // replica at --scheduler-url until its context is canceled.
 func Command(use string) *cobra.Command {
 	var schedulerURL, listen, regions string
-	var dev, metrics bool
+	var dev, metrics, console bool
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: "Run the ECS endpoint: AWS JSON 1.1 + SigV4 in, scheduler Connect calls out",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := cli.JSONLogger(cmd)
+			var cc *gateway.ConsoleConfig
+			if console {
+				cc = &gateway.ConsoleConfig{}
+			}
 			gw, err := gateway.New(gateway.Config{SchedulerURL: schedulerURL, Regions: cli.SplitList(regions), Logger: log, Dev: dev,
-				Registry: prometheus.NewRegistry(), ServeMetrics: metrics})
+				Registry: prometheus.NewRegistry(), ServeMetrics: metrics, Console: cc})
 			if err != nil {
 				return err
 			}
@@ -45,5 +49,6 @@ func Command(use string) *cobra.Command {
 	f.StringVar(&regions, "regions", cli.Env("BERTH_REGIONS", ""), "regions a request's SigV4 scope may name, comma-separated (default: every region of the public AWS partition); each is served on its own")
 	f.BoolVar(&dev, "dev", false, "serve the dev-only routes /_berth/health and /_berth/reset")
 	f.BoolVar(&metrics, "metrics", cli.Env("BERTH_GATEWAY_METRICS", "") == "true", "serve Prometheus metrics at /metrics on the (public) ECS listener")
+	f.BoolVar(&console, "console", cli.Env("BERTH_GATEWAY_CONSOLE", "") == "true", "serve the web console at /console (docs/console.md)")
 	return cmd
 }

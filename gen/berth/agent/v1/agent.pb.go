@@ -925,8 +925,12 @@ type Assignment struct {
 	Task *v1.Task `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
 	// task_definition is the task's definition at the revision placed.
 	TaskDefinition *v1.TaskDefinition `protobuf:"bytes,3,opt,name=task_definition,json=taskDefinition,proto3" json:"task_definition,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// trace_parent is the W3C traceparent of the call that placed the task (RunTask's
+	// span), when it was traced: the agent's span of starting the task joins that trace.
+	// Empty when untraced.
+	TraceParent   string `protobuf:"bytes,200,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Assignment) Reset() {
@@ -978,6 +982,13 @@ func (x *Assignment) GetTaskDefinition() *v1.TaskDefinition {
 		return x.TaskDefinition
 	}
 	return nil
+}
+
+func (x *Assignment) GetTraceParent() string {
+	if x != nil {
+		return x.TraceParent
+	}
+	return ""
 }
 
 // StopOrder asks an agent to stop a task.
@@ -1180,13 +1191,14 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\x03Ack\x12!\n" +
 	"\fdelivery_ids\x18\x01 \x03(\tR\vdeliveryIds\"\x1e\n" +
 	"\bStateAck\x12\x12\n" +
-	"\x04seqs\x18\x01 \x03(\x04R\x04seqs\"\x9c\x01\n" +
+	"\x04seqs\x18\x01 \x03(\x04R\x04seqs\"\xc0\x01\n" +
 	"\n" +
 	"Assignment\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12&\n" +
 	"\x04task\x18\x02 \x01(\v2\x12.berth.ecs.v1.TaskR\x04task\x12E\n" +
-	"\x0ftask_definition\x18\x03 \x01(\v2\x1c.berth.ecs.v1.TaskDefinitionR\x0etaskDefinition\"|\n" +
+	"\x0ftask_definition\x18\x03 \x01(\v2\x1c.berth.ecs.v1.TaskDefinitionR\x0etaskDefinition\x12\"\n" +
+	"\ftrace_parent\x18\xc8\x01 \x01(\tR\vtraceParent\"|\n" +
 	"\tStopOrder\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +

@@ -292,7 +292,7 @@ func (s *Server) DiscoverPollEndpoint(ctx context.Context, req *connect.Request[
 			}
 		}
 		if who.Endpoint == "" {
-			return nil, ecserr.New("ServerException", "The gateway did not say which endpoint it serves.")
+			return nil, ecserr.Clientf("Berth cannot tell which endpoint this call came through; call DiscoverPollEndpoint through the gateway.")
 		}
 		ep := strings.TrimSuffix(who.Endpoint, "/") + "/"
 		return &ecsv1.DiscoverPollEndpointResponse{Endpoint: proto.String(ep), TelemetryEndpoint: proto.String(ep)}, nil

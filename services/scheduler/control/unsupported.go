@@ -19,9 +19,10 @@ type unsupported struct {
 	ecsv1connect.UnimplementedEcsServiceHandler
 }
 
-// notYet returns the error for an action Berth does not implement.
+// notYet returns the error for an action Berth does not implement: the message names it,
+// why, and what Berth supports instead (UnsupportedMessage).
 func notYet(action string) error {
-	return ecserr.ToConnect(ecserr.New("UnsupportedFeatureException", "Berth does not support %s yet.", action))
+	return ecserr.ToConnect(ecserr.New("UnsupportedFeatureException", "%s", UnsupportedMessage(action)))
 }
 
 // ContinueServiceDeployment answers UnsupportedFeatureException.

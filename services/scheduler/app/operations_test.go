@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-
 	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/control"
 	"github.com/berthhq/berth/services/scheduler/ecserr"

@@ -109,6 +109,17 @@ func TestTaskSetsWithSDK(t *testing.T) {
 		aws.ToString(d.TaskSets[0].Status) != "ACTIVE" || aws.ToString(d.TaskSets[1].Status) != "PRIMARY" || len(d.TaskSets[0].Tags) != 1 {
 		t.Fatalf("DescribeTaskSets %+v %+v", d.TaskSets, d.Failures)
 	}
+	// Tags of a task set by its ARN.
+	if _, err := c.TagResource(ctx, &ecs.TagResourceInput{ResourceArn: b.TaskSet.TaskSetArn, Tags: []ecstypes.Tag{{Key: aws.String("color"), Value: aws.String("green")}}}); err != nil {
+		t.Fatal(err)
+	}
+	lt, err := c.ListTagsForResource(ctx, &ecs.ListTagsForResourceInput{ResourceArn: b.TaskSet.TaskSetArn})
+	if err != nil || len(lt.Tags) != 1 || aws.ToString(lt.Tags[0].Value) != "green" {
+		t.Fatalf("ListTagsForResource of a task set: %+v %v", lt, err)
+	}
+	if _, err := c.UntagResource(ctx, &ecs.UntagResourceInput{ResourceArn: b.TaskSet.TaskSetArn, TagKeys: []string{"color"}}); err != nil {
+		t.Fatal(err)
+	}
 	desc, err := c.DescribeServices(ctx, &ecs.DescribeServicesInput{Cluster: aws.String("ts"), Services: []string{"web"}})
 	if err != nil || len(desc.Services[0].TaskSets) != 2 || aws.ToString(desc.Services[0].TaskDefinition) != green {
 		t.Fatalf("DescribeServices %+v %v", desc, err)

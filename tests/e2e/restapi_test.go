@@ -155,7 +155,7 @@ func TestTaskSetsWithSDK(t *testing.T) {
 			_, err := c.UpdateTaskSet(ctx, &ecs.UpdateTaskSetInput{Cluster: aws.String("ts"), Service: aws.String("web"), TaskSet: aws.String("ecs-svc/1"), Scale: &ecstypes.Scale{Value: 1}})
 			return err
 		}(), isType[*ecstypes.TaskSetNotFoundException]},
-		{"DeleteTaskSet PRIMARY", func() error {
+		{"DeleteTaskSet scaled above 0", func() error {
 			_, err := c.DeleteTaskSet(ctx, &ecs.DeleteTaskSetInput{Cluster: aws.String("ts"), Service: aws.String("web"), TaskSet: b.TaskSet.Id})
 			return err
 		}(), isType[*ecstypes.InvalidParameterException]},

@@ -330,8 +330,8 @@ func (h *Handler) UpdateServicePrimaryTaskSet(ctx context.Context, req *connect.
 // DeleteTaskSet deletes a task set: it becomes DRAINING with computedDesiredCount 0, the
 // reconciler stops its tasks and it leaves the service's taskSets once none is left.
 // Without force a task set still scaled above 0% is refused (InvalidParameterException),
-// as is the PRIMARY one. Deleting a DRAINING task set again returns it. Errors:
-// ClusterNotFoundException, ServiceNotFoundException, ServiceNotActiveException,
+// as the force member's documentation says. Deleting a DRAINING task set again returns
+// it. Errors: ClusterNotFoundException, ServiceNotFoundException, ServiceNotActiveException,
 // TaskSetNotFoundException, InvalidParameterException. AWS reference: DeleteTaskSet.
 func (h *Handler) DeleteTaskSet(ctx context.Context, req *connect.Request[ecsv1.DeleteTaskSetRequest]) (*connect.Response[ecsv1.DeleteTaskSetResponse], error) {
 	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteTaskSetRequest) (*ecsv1.DeleteTaskSetResponse, error) {
@@ -349,13 +349,8 @@ func (h *Handler) DeleteTaskSet(ctx context.Context, req *connect.Request[ecsv1.
 			if set.GetStatus() == TaskSetDraining {
 				return nil
 			}
-			if !m.GetForce() {
-				if set.GetStatus() == TaskSetPrimary {
-					return ecserr.InvalidParameterf("The primary task set of a service cannot be deleted; make another task set primary first, or use force.")
-				}
-				if set.GetScale().GetValue() > 0 {
-					return ecserr.InvalidParameterf("The task set cannot be deleted while it is scaled above 0 percent; scale it to 0 first, or use force.")
-				}
+			if !m.GetForce() && set.GetScale().GetValue() > 0 {
+				return ecserr.InvalidParameterf("The task set cannot be deleted while it is scaled above 0 percent; scale it to 0 first, or use force.")
 			}
 			set.Status = proto.String(TaskSetDraining)
 			set.ComputedDesiredCount = 0

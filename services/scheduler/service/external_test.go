@@ -1,6 +1,7 @@
 package service
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -264,5 +265,79 @@ func TestTaskSetsShiftTraffic(t *testing.T) {
 	r := must(e, e.h.DescribeServices, &ecsv1.DescribeServicesRequest{Cluster: proto.String("c1"), Services: []string{"web"}})
 	if len(r.GetServices()) == 1 && r.GetServices()[0].GetStatus() != StatusInactive {
 		t.Fatalf("deleted service %s", r.GetServices()[0].GetStatus())
+	}
+}
+
+// TestComputeExternalInvariants runs Compute over random services under the EXTERNAL
+// controller — two task sets at random scales, one possibly DRAINING, tasks of every
+// state on ACTIVE and DRAINING instances — and checks what must hold whatever the state:
+// each task set not DRAINING ends with at most computedDesiredCount live tasks and
+// launches only what it lacks; a DRAINING task set launches nothing and keeps no live
+// task; only live tasks are stopped, each once; every launch names its task set's task
+// definition.
+func TestComputeExternalInvariants(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 29))
+	t.Logf("seed %d", seed)
+	for i := range 1000 {
+		desired := int32(rng.IntN(7))
+		w := externalWorld(t, desired, float64(rng.IntN(101)), float64(rng.IntN(101)))
+		sets := w.svc().GetTaskSets()
+		if rng.IntN(3) == 0 {
+			sets[rng.IntN(2)].Status = proto.String(TaskSetDraining)
+		}
+		if rng.IntN(4) == 0 {
+			w.drain("i2")
+		}
+		ids := []string{tsA, tsB}
+		for range rng.IntN(12) {
+			id := ids[rng.IntN(2)]
+			switch rng.IntN(4) {
+			case 0:
+				w.task(id, "PENDING", time.Minute)
+			case 1:
+				w.failed(1, id, time.Minute)
+			default:
+				w.running(1, id, time.Hour)
+			}
+		}
+		p, err := Compute(w.st, w.pol)
+		if err != nil {
+			t.Fatalf("case %d (seed %d): %v", i, seed, err)
+		}
+		stopped := map[string]bool{}
+		for _, s := range p.Stop {
+			if stopped[s.ID] {
+				t.Fatalf("case %d (seed %d): %s stopped twice", i, seed, s.ID)
+			}
+			stopped[s.ID] = true
+			tk := s.Task.Value.GetTask()
+			if tk.GetLastStatus() == "STOPPED" || tk.GetDesiredStatus() != "RUNNING" {
+				t.Fatalf("case %d (seed %d): stops %s (%s/%s)", i, seed, s.ID, tk.GetLastStatus(), tk.GetDesiredStatus())
+			}
+		}
+		live := map[string]int{}
+		for _, it := range w.st.Tasks {
+			tk := it.Value.GetTask()
+			if tk.GetLastStatus() != "STOPPED" && tk.GetDesiredStatus() == "RUNNING" && !stopped[taskIDOf(it.Value)] {
+				live[it.Value.GetDeploymentId()]++
+			}
+		}
+		got := launches(p)
+		for _, set := range w.svc().GetTaskSets() {
+			id := set.GetId()
+			want := ComputedDesiredCount(desired, set.GetScale().GetValue())
+			if set.GetStatus() == TaskSetDraining {
+				want = 0
+			}
+			if live[id] > int(want) || live[id]+got[id] > int(want) {
+				t.Fatalf("case %d (seed %d): task set %s (%s, want %d) keeps %d live and launches %d", i, seed, id, set.GetStatus(), want, live[id], got[id])
+			}
+		}
+		for _, l := range append([]Launch{p.Launch}, p.More...) {
+			if l.Count > 0 && l.TaskDefinition != map[string]string{tsA: tdV1, tsB: tdV2}[l.Deployment] {
+				t.Fatalf("case %d (seed %d): launch %+v", i, seed, l)
+			}
+		}
 	}
 }

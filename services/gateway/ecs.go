@@ -148,7 +148,7 @@ func (g *Gateway) serveECS(w http.ResponseWriter, r *http.Request, x *exchange) 
 		fail(http.StatusBadRequest, ae.Type, ae.Message)
 		return
 	}
-	out, err := g.call(r.Context(), op, in, cred, x.id)
+	out, err := g.call(r.Context(), op, in, cred, x.id, endpointOf(r))
 	if err != nil {
 		status, typ, msg := g.mapError(err, action, x.id)
 		fail(status, typ, msg)
@@ -172,13 +172,25 @@ func cutPrefix(s, prefix string) (string, bool) {
 	return s[len(prefix):], true
 }
 
-// call invokes the operation on the scheduler with the caller's identity headers.
-func (g *Gateway) call(ctx context.Context, op *operation, in proto.Message, cred sigv4.Credential, requestID string) (proto.Message, error) {
+// endpointOf is the base URL the caller reached the gateway at: http or https (the
+// connection's TLS) and the Host header. DiscoverPollEndpoint answers it.
+func endpointOf(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// call invokes the operation on the scheduler with the caller's identity headers and the
+// gateway's endpoint as the caller reached it (EndpointHeader).
+func (g *Gateway) call(ctx context.Context, op *operation, in proto.Message, cred sigv4.Credential, requestID, endpoint string) (proto.Message, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.RequestTimeout)
 	defer cancel()
 	req := connect.NewRequest(&message{in})
 	setIdentity(req.Header(), cred, requestID)
 	injectTrace(ctx, req.Header())
+	req.Header().Set(EndpointHeader, endpoint)
 	res, err := op.client.CallUnary(ctx, req)
 	if err != nil {
 		return nil, err

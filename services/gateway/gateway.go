@@ -35,6 +35,8 @@ const (
 	ContainerInstanceHeader = "Berth-Container-Instance"
 	// RequestIDHeader carries the gateway's request id.
 	RequestIDHeader = "Berth-Request-Id"
+	// EndpointHeader carries the gateway's base URL as the caller reached it.
+	EndpointHeader = "Berth-Endpoint"
 )
 
 // TargetPrefix is the X-Amz-Target prefix of ECS operations.

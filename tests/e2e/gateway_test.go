@@ -32,6 +32,8 @@ type apiStack struct {
 	url string
 	// keys holds each account's access key id and secret.
 	keys map[string][2]string
+	// sched is the scheduler replica (its Admin service creates instance keys).
+	sched *app.App
 }
 
 // client returns an ECS client of acct signing for region.
@@ -73,7 +75,7 @@ func startAPIStack(t *testing.T, accounts ...string) *apiStack {
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	s := &apiStack{clients: map[string]*ecs.Client{}, url: srv.URL, keys: map[string][2]string{}}
+	s := &apiStack{clients: map[string]*ecs.Client{}, url: srv.URL, keys: map[string][2]string{}, sched: sched}
 	for _, acct := range accounts {
 		if _, err := sched.Admin().CreateAccount(ctx, connect.NewRequest(&adminv1.CreateAccountRequest{Id: acct})); err != nil {
 			t.Fatal(err)

@@ -146,6 +146,9 @@ func Parse(s string) (ARN, error) {
 			a.Cluster, a.Name = segs[0], segs[1]
 		case typ == TaskSet && len(segs) == 3:
 			a.Cluster, a.Name = segs[0], segs[1]+"/"+segs[2]
+		case typ == TaskSet && len(segs) == 4 && segs[0] != "" && segs[1] != "" && segs[2] == "ecs-svc" && segs[3] != "":
+			// task-set/{cluster}/{service}/ecs-svc/{digits}: AWS's task set ids hold a slash.
+			a.Cluster, a.Name = segs[0], segs[1]+"/"+segs[2]+"/"+segs[3]
 		default:
 			return ARN{}, fmt.Errorf("%w: %q", ErrInvalid, s)
 		}

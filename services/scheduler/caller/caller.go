@@ -28,6 +28,9 @@ const (
 	ContainerInstanceHeader = "Berth-Container-Instance"
 	// RequestIDHeader carries the gateway's request id for logs.
 	RequestIDHeader = "Berth-Request-Id"
+	// EndpointHeader carries the base URL the caller reached the gateway at (scheme and
+	// host), which DiscoverPollEndpoint answers; may be absent.
+	EndpointHeader = "Berth-Endpoint"
 )
 
 // Identity is who is calling.
@@ -40,6 +43,9 @@ type Identity struct {
 	ContainerInstanceARN string
 	// RequestID is the gateway's request id, for logs; may be empty.
 	RequestID string
+	// Endpoint is the gateway's base URL as the caller reached it (EndpointHeader); may
+	// be empty.
+	Endpoint string
 }
 
 type ctxKey struct{}
@@ -85,6 +91,7 @@ func identityFrom(h interface{ Get(string) string }) (Identity, error) {
 		Region:               h.Get(RegionHeader),
 		ContainerInstanceARN: h.Get(ContainerInstanceHeader),
 		RequestID:            h.Get(RequestIDHeader),
+		Endpoint:             h.Get(EndpointHeader),
 	}
 	if !accountPattern.MatchString(id.Account) {
 		return Identity{}, connect.NewError(connect.CodeUnauthenticated, ErrNoAccount)

@@ -99,6 +99,7 @@ const (
 	supBlueGreen     = "Berth's deployments are rolling updates; blue/green, canary and linear settings are not supported yet."
 	supNoAlarms      = "Berth has no CloudWatch alarms yet; leave alarms disabled."
 	supECSController = "Berth's deployments are rolling updates; only deploymentController type ECS is supported."
+	supControllers   = "Berth runs deploymentController types ECS (rolling updates) and EXTERNAL (task sets: CreateTaskSet, UpdateTaskSet, UpdateServicePrimaryTaskSet, DeleteTaskSet); CODE_DEPLOY is not supported."
 )
 
 // supGPU is how resourceRequirements are honoured (container definitions and overrides).
@@ -290,7 +291,7 @@ var FieldRules = map[string]FieldRule{
 	"CreateServiceRequest.clientToken":                   refused(issueRestOfAPI, "Berth's CreateService is idempotent by serviceName; clientToken is not supported yet."),
 	"CreateServiceRequest.cluster":                       honoured(""),
 	"CreateServiceRequest.deploymentConfiguration":       honoured("Rolling deployments: maximumPercent, minimumHealthyPercent."),
-	"CreateServiceRequest.deploymentController":          refusedBut(issueRestOfAPI, supECSController, controllerECS),
+	"CreateServiceRequest.deploymentController":          refusedBut(issueRestOfAPI, supControllers, controllerECSOrExternal),
 	"CreateServiceRequest.desiredCount":                  honoured(""),
 	"CreateServiceRequest.enableECSManagedTags":          honoured(""),
 	"CreateServiceRequest.enableExecuteCommand":          refusedBut(0, supNoExec, isFalse),
@@ -333,6 +334,14 @@ var FieldRules = map[string]FieldRule{
 	"UpdateServiceRequest.taskDefinition":                honoured(""),
 	"UpdateServiceRequest.volumeConfigurations":          refused(0, supNoVolConf),
 	"UpdateServiceRequest.vpcLatticeConfigurations":      refused(0, supNoLattice),
+}
+
+// controllerECSOrExternal admits a deploymentController of type ECS (rolling updates) or
+// EXTERNAL (task sets managed through CreateTaskSet and the like).
+func controllerECSOrExternal(v protoreflect.Value) bool {
+	m := v.Message()
+	f := m.Descriptor().Fields().ByJSONName("type")
+	return f != nil && m.Has(f) && oneOf(m.Get(f).String(), "ECS", "EXTERNAL")
 }
 
 // controllerECS admits a deploymentController of type ECS (the rolling update Berth runs).

@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -16,9 +17,10 @@ import (
 
 // mutateTags applies fn to the tags of the resource named by resourceARN under CAS and
 // returns the tags as stored. Taggable: clusters, task definitions, container instances,
-// tasks, services and capacity providers of the caller's account. Errors: InvalidParameterException for an
-// ARN that is not a taggable ECS resource; ClusterNotFoundException for an unknown
-// cluster; ResourceNotFoundException for another unknown resource.
+// tasks, services, capacity providers and task sets (not DRAINING) of the caller's
+// account. Errors: InvalidParameterException for an ARN that is not a taggable ECS
+// resource; ClusterNotFoundException for an unknown cluster; ResourceNotFoundException for
+// another unknown resource.
 func (s *Server) mutateTags(ctx context.Context, account keys.Scope, resourceARN string, fn func([]*ecsv1.Tag) ([]*ecsv1.Tag, error)) ([]*ecsv1.Tag, error) {
 	if resourceARN == "" {
 		return nil, ecserr.InvalidParameterf("resourceArn is required.")
@@ -104,6 +106,22 @@ func (s *Server) mutateTags(ctx context.Context, account keys.Scope, resourceARN
 			t, err := fn(r.GetTags())
 			r.Tags, tags = t, t
 			return err
+		}, store.MaxAttempts(64))
+	case arn.TaskSet:
+		// Name is {service}/{task set id}; the task set lives in its service's record.
+		svc, id, ok := strings.Cut(a.Name, "/")
+		if a.Cluster == "" || !ok || !validName(a.Cluster) || !validName(svc) {
+			return nil, notFound
+		}
+		_, _, err = store.Mutate(ctx, s.kv, keys.Service(account, a.Cluster, svc), func(r *storev1.ServiceRecord) error {
+			for _, set := range r.GetService().GetTaskSets() {
+				if set.GetId() == id && set.GetStatus() != "DRAINING" {
+					t, err := fn(set.GetTags())
+					set.Tags, tags = t, t
+					return err
+				}
+			}
+			return notFound
 		}, store.MaxAttempts(64))
 	default:
 		return nil, ecserr.InvalidParameterf("Berth cannot tag resources of type %s.", a.Type)

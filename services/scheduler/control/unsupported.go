@@ -19,19 +19,15 @@ type unsupported struct {
 	ecsv1connect.UnimplementedEcsServiceHandler
 }
 
-// notYet returns the error for an action Berth does not implement.
+// notYet returns the error for an action Berth does not implement: the message names it,
+// why, and what Berth supports instead (UnsupportedMessage).
 func notYet(action string) error {
-	return ecserr.ToConnect(ecserr.New("UnsupportedFeatureException", "Berth does not support %s yet.", action))
+	return ecserr.ToConnect(ecserr.New("UnsupportedFeatureException", "%s", UnsupportedMessage(action)))
 }
 
 // ContinueServiceDeployment answers UnsupportedFeatureException.
 func (unsupported) ContinueServiceDeployment(context.Context, *connect.Request[ecsv1.ContinueServiceDeploymentRequest]) (*connect.Response[ecsv1.ContinueServiceDeploymentResponse], error) {
 	return nil, notYet("ContinueServiceDeployment")
-}
-
-// CreateCapacityProvider answers UnsupportedFeatureException.
-func (unsupported) CreateCapacityProvider(context.Context, *connect.Request[ecsv1.CreateCapacityProviderRequest]) (*connect.Response[ecsv1.CreateCapacityProviderResponse], error) {
-	return nil, notYet("CreateCapacityProvider")
 }
 
 // CreateCluster answers UnsupportedFeatureException.
@@ -67,11 +63,6 @@ func (unsupported) DeleteAccountSetting(context.Context, *connect.Request[ecsv1.
 // DeleteAttributes answers UnsupportedFeatureException.
 func (unsupported) DeleteAttributes(context.Context, *connect.Request[ecsv1.DeleteAttributesRequest]) (*connect.Response[ecsv1.DeleteAttributesResponse], error) {
 	return nil, notYet("DeleteAttributes")
-}
-
-// DeleteCapacityProvider answers UnsupportedFeatureException.
-func (unsupported) DeleteCapacityProvider(context.Context, *connect.Request[ecsv1.DeleteCapacityProviderRequest]) (*connect.Response[ecsv1.DeleteCapacityProviderResponse], error) {
-	return nil, notYet("DeleteCapacityProvider")
 }
 
 // DeleteCluster answers UnsupportedFeatureException.
@@ -117,11 +108,6 @@ func (unsupported) DeregisterContainerInstance(context.Context, *connect.Request
 // DeregisterTaskDefinition answers UnsupportedFeatureException.
 func (unsupported) DeregisterTaskDefinition(context.Context, *connect.Request[ecsv1.DeregisterTaskDefinitionRequest]) (*connect.Response[ecsv1.DeregisterTaskDefinitionResponse], error) {
 	return nil, notYet("DeregisterTaskDefinition")
-}
-
-// DescribeCapacityProviders answers UnsupportedFeatureException.
-func (unsupported) DescribeCapacityProviders(context.Context, *connect.Request[ecsv1.DescribeCapacityProvidersRequest]) (*connect.Response[ecsv1.DescribeCapacityProvidersResponse], error) {
-	return nil, notYet("DescribeCapacityProviders")
 }
 
 // DescribeClusters answers UnsupportedFeatureException.
@@ -197,11 +183,6 @@ func (unsupported) DiscoverPollEndpoint(context.Context, *connect.Request[ecsv1.
 // ExecuteCommand answers UnsupportedFeatureException.
 func (unsupported) ExecuteCommand(context.Context, *connect.Request[ecsv1.ExecuteCommandRequest]) (*connect.Response[ecsv1.ExecuteCommandResponse], error) {
 	return nil, notYet("ExecuteCommand")
-}
-
-// GetTaskProtection answers UnsupportedFeatureException.
-func (unsupported) GetTaskProtection(context.Context, *connect.Request[ecsv1.GetTaskProtectionRequest]) (*connect.Response[ecsv1.GetTaskProtectionResponse], error) {
-	return nil, notYet("GetTaskProtection")
 }
 
 // ListAccountSettings answers UnsupportedFeatureException.
@@ -289,11 +270,6 @@ func (unsupported) PutAttributes(context.Context, *connect.Request[ecsv1.PutAttr
 	return nil, notYet("PutAttributes")
 }
 
-// PutClusterCapacityProviders answers UnsupportedFeatureException.
-func (unsupported) PutClusterCapacityProviders(context.Context, *connect.Request[ecsv1.PutClusterCapacityProvidersRequest]) (*connect.Response[ecsv1.PutClusterCapacityProvidersResponse], error) {
-	return nil, notYet("PutClusterCapacityProviders")
-}
-
 // RegisterContainerInstance answers UnsupportedFeatureException.
 func (unsupported) RegisterContainerInstance(context.Context, *connect.Request[ecsv1.RegisterContainerInstanceRequest]) (*connect.Response[ecsv1.RegisterContainerInstanceResponse], error) {
 	return nil, notYet("RegisterContainerInstance")
@@ -354,11 +330,6 @@ func (unsupported) UntagResource(context.Context, *connect.Request[ecsv1.UntagRe
 	return nil, notYet("UntagResource")
 }
 
-// UpdateCapacityProvider answers UnsupportedFeatureException.
-func (unsupported) UpdateCapacityProvider(context.Context, *connect.Request[ecsv1.UpdateCapacityProviderRequest]) (*connect.Response[ecsv1.UpdateCapacityProviderResponse], error) {
-	return nil, notYet("UpdateCapacityProvider")
-}
-
 // UpdateCluster answers UnsupportedFeatureException.
 func (unsupported) UpdateCluster(context.Context, *connect.Request[ecsv1.UpdateClusterRequest]) (*connect.Response[ecsv1.UpdateClusterResponse], error) {
 	return nil, notYet("UpdateCluster")
@@ -397,11 +368,6 @@ func (unsupported) UpdateService(context.Context, *connect.Request[ecsv1.UpdateS
 // UpdateServicePrimaryTaskSet answers UnsupportedFeatureException.
 func (unsupported) UpdateServicePrimaryTaskSet(context.Context, *connect.Request[ecsv1.UpdateServicePrimaryTaskSetRequest]) (*connect.Response[ecsv1.UpdateServicePrimaryTaskSetResponse], error) {
 	return nil, notYet("UpdateServicePrimaryTaskSet")
-}
-
-// UpdateTaskProtection answers UnsupportedFeatureException.
-func (unsupported) UpdateTaskProtection(context.Context, *connect.Request[ecsv1.UpdateTaskProtectionRequest]) (*connect.Response[ecsv1.UpdateTaskProtectionResponse], error) {
-	return nil, notYet("UpdateTaskProtection")
 }
 
 // UpdateTaskSet answers UnsupportedFeatureException.

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,8 +65,18 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 		case strategy == StrategyDaemon:
 			desired = 0 // the reconciler sets it to the number of eligible instances
 		}
-		if t := m.GetDeploymentController().GetType(); t != "" && t != "ECS" {
-			return nil, ecserr.New("UnsupportedFeatureException", "The deployment controller type %s is not supported.", t)
+		controller := cmp.Or(m.GetDeploymentController().GetType(), "ECS")
+		switch controller {
+		case "ECS":
+		case ControllerExternal:
+			if strategy == StrategyDaemon {
+				return nil, ecserr.InvalidParameterf("The DAEMON scheduling strategy is not supported with the EXTERNAL deployment controller.")
+			}
+			if m.TaskDefinition != nil {
+				return nil, ecserr.InvalidParameterf("taskDefinition cannot be specified for a service that uses the EXTERNAL deployment controller; give it to CreateTaskSet.")
+			}
+		default:
+			return nil, ecserr.New("UnsupportedFeatureException", "The deployment controller type %s is not supported: Berth runs ECS (rolling update) and EXTERNAL (task sets) deployments.", controller)
 		}
 		launch := m.GetLaunchType()
 		if launch == "MANAGED_INSTANCES" {
@@ -100,13 +111,16 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 		if err != nil {
 			return nil, err
 		}
-		tdRec, err := taskDefinition(ctx, h.kv, account, m.GetTaskDefinition())
-		if err != nil {
-			return nil, err
-		}
-		td := tdRec.GetTaskDefinition()
-		if err := control.CheckTaskDefinitionFields(td); err != nil {
-			return nil, err
+		td := &ecsv1.TaskDefinition{}
+		if controller != ControllerExternal {
+			tdRec, err := taskDefinition(ctx, h.kv, account, m.GetTaskDefinition())
+			if err != nil {
+				return nil, err
+			}
+			td = tdRec.GetTaskDefinition()
+			if err := control.CheckTaskDefinitionFields(td); err != nil {
+				return nil, err
+			}
 		}
 		capStrategy, err := control.RunStrategy(ctx, h.kv, account, clusterRec.GetCluster(), m.GetCapacityProviderStrategy(), m.LaunchType)
 		if err != nil {
@@ -152,7 +166,7 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 			NetworkConfiguration:          m.GetNetworkConfiguration(),
 			HealthCheckGracePeriodSeconds: m.HealthCheckGracePeriodSeconds,
 			SchedulingStrategy:            proto.String(strategy),
-			DeploymentController:          &ecsv1.DeploymentController{Type: proto.String("ECS")},
+			DeploymentController:          &ecsv1.DeploymentController{Type: proto.String(controller)},
 			Tags:                          nonNil(m.GetTags()),
 			CreatedBy:                     proto.String("arn:aws:iam::" + account.Account + ":root"),
 			EnableEcsManagedTags:          m.GetEnableEcsManagedTags(),
@@ -176,6 +190,11 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 			Service:     svc,
 			ClusterName: cluster,
 			Deployments: []*storev1.DeploymentRecord{{Id: depID}},
+		}
+		if controller == ControllerExternal {
+			// Its tasks belong to the task sets the caller creates, not to deployments.
+			svc.Deployments, svc.TaskSets, rec.Deployments = []*ecsv1.Deployment{}, []*ecsv1.TaskSet{}, nil
+			svc.CurrentServiceDeployment = nil
 		}
 		key := keys.Service(account, cluster, name)
 		err = retry(ctx, func() error {
@@ -250,7 +269,8 @@ func nonNil[T any](s []T) []T {
 }
 
 // describe returns the service as DescribeServices shows it: deployments[] without the
-// INACTIVE history Berth keeps, tags only when asked for.
+// INACTIVE history Berth keeps, taskSets[] (EXTERNAL controller) without their tags,
+// tags only when asked for.
 func describe(rec *storev1.ServiceRecord, withTags bool) *ecsv1.Service {
 	s := proto.Clone(rec.GetService()).(*ecsv1.Service)
 	s.Deployments = slices.DeleteFunc(s.Deployments, func(d *ecsv1.Deployment) bool {
@@ -258,6 +278,12 @@ func describe(rec *storev1.ServiceRecord, withTags bool) *ecsv1.Service {
 	})
 	if s.Deployments == nil {
 		s.Deployments = []*ecsv1.Deployment{}
+	}
+	if external(s) {
+		s.TaskSets = nonNil(s.TaskSets)
+		for _, set := range s.TaskSets {
+			set.Tags = nil // DescribeTaskSets shows them, with include TAGS
+		}
 	}
 	if !withTags {
 		s.Tags = nil
@@ -358,6 +384,18 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 				return ecserr.New("ServiceNotActiveException", "Service was not ACTIVE.")
 			}
 			strategy := s.GetSchedulingStrategy()
+			if external(s) {
+				// The task sets hold the task definition, network configuration and the
+				// tasks' rollout; the service keeps the rest.
+				switch {
+				case m.TaskDefinition != nil:
+					return ecserr.InvalidParameterf("taskDefinition cannot be updated for a service that uses the EXTERNAL deployment controller; create a task set instead.")
+				case m.GetForceNewDeployment():
+					return ecserr.InvalidParameterf("forceNewDeployment is not supported for a service that uses the EXTERNAL deployment controller; create a task set instead.")
+				case m.NetworkConfiguration != nil:
+					return ecserr.InvalidParameterf("networkConfiguration cannot be updated for a service that uses the EXTERNAL deployment controller; give it to CreateTaskSet.")
+				}
+			}
 			if m.DesiredCount != nil && strategy == StrategyDaemon {
 				return ecserr.InvalidParameterf("%s", msgDaemonDesiredCount)
 			}
@@ -450,6 +488,15 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 				s.HealthCheckGracePeriodSeconds = m.HealthCheckGracePeriodSeconds
 			}
 			now := h.now()
+			if external(s) {
+				// Each task set's computedDesiredCount follows the new desired count.
+				redeploy = false
+				for _, set := range s.GetTaskSets() {
+					if set.GetStatus() != TaskSetDraining {
+						set.ComputedDesiredCount = ComputedDesiredCount(s.GetDesiredCount(), set.GetScale().GetValue())
+					}
+				}
+			}
 			if redeploy {
 				startDeployment(rec, account, s.GetTaskDefinition(), false, now)
 			} else if p := primary(s); p != nil && strategy == StrategyReplica {
@@ -512,7 +559,7 @@ func startDeploymentID(rec *storev1.ServiceRecord, account keys.Scope, id, tdARN
 const maxHistory = 20
 
 // trimHistory drops the oldest INACTIVE deployments beyond maxHistory, and their
-// DeploymentRecords.
+// DeploymentRecords (a task set's record stays while the task set does).
 func trimHistory(rec *storev1.ServiceRecord) {
 	s := rec.GetService()
 	n := 0
@@ -528,7 +575,7 @@ func trimHistory(rec *storev1.ServiceRecord) {
 	}
 	s.Deployments = keep
 	rec.Deployments = slices.DeleteFunc(rec.Deployments, func(dr *storev1.DeploymentRecord) bool {
-		return findDeployment(s, dr.GetId()) == nil
+		return findDeployment(s, dr.GetId()) == nil && findTaskSet(s, dr.GetId()) == nil
 	})
 }
 

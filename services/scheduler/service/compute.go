@@ -82,6 +82,9 @@ type Plan struct {
 	Stop []Stop
 	// Launch says how many tasks of which deployment to start (Count 0: none).
 	Launch Launch
+	// More are further launches after Launch, for a service under the EXTERNAL
+	// deployment controller (one per task set short of tasks); nil otherwise.
+	More []Launch
 	// Events are the service events that precede the launch's own ("has started",
 	// placement failures), oldest first; After are those that follow it.
 	Events, After []string
@@ -116,6 +119,9 @@ type Launch struct {
 	// provider of each task to start (control.Distribute over the PRIMARY deployment's
 	// live tasks by provider); nil without a strategy.
 	Providers []string
+	// LaunchType is the tasks' launch type when it is not the service's (a task set's);
+	// empty means the service's.
+	LaunchType string
 }
 
 // BreakerTrip is a circuit breaker decision: the deployment marked FAILED, its failed
@@ -251,9 +257,13 @@ func classify(st State, pol Policy, svc *ecsv1.Service) ([]*view, error) {
 // breaker (and starts the rollback deployment), chooses the tasks to keep and those to
 // stop within minimumHealthyPercent, the number to launch within maximumPercent, moves
 // deployments to INACTIVE and COMPLETED and a deleted service to INACTIVE, and collects
-// the events; see the package documentation for the rules. It returns an error when the
-// service has no PRIMARY deployment or a task definition it needs is missing from st.
+// the events; see the package documentation for the rules. A service under the EXTERNAL
+// deployment controller is reconciled task set by task set instead (computeExternal). It
+// returns an error when the service has no PRIMARY deployment or a task definition it needs is missing from st.
 func Compute(st State, pol Policy) (Plan, error) {
+	if external(st.Service.Value.GetService()) {
+		return computeExternal(st, pol)
+	}
 	d, err := newDecision(st, pol)
 	if err != nil {
 		return Plan{}, err

@@ -121,6 +121,9 @@ func (w *world) tdOf(id string) string {
 	if d := findDeployment(w.svc(), id); d != nil {
 		return d.GetTaskDefinition()
 	}
+	if set := findTaskSet(w.svc(), id); set != nil {
+		return set.GetTaskDefinition()
+	}
 	w.t.Fatalf("no deployment %s", id)
 	return ""
 }

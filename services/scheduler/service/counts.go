@@ -75,11 +75,16 @@ func liveCounts(ctx context.Context, kv clientv3.KV, account keys.Scope, cluster
 	return all, by, nil
 }
 
-// applyCounts writes live counts into a described service.
+// applyCounts writes live counts into a described service, its deployments and its
+// task sets.
 func applyCounts(s *ecsv1.Service, all taskCounts, by map[string]taskCounts) {
 	s.RunningCount, s.PendingCount = all.running, all.pending
 	for _, d := range s.GetDeployments() {
 		c := by[d.GetId()]
 		d.RunningCount, d.PendingCount = c.running, c.pending
+	}
+	for _, set := range s.GetTaskSets() {
+		c := by[set.GetId()]
+		set.RunningCount, set.PendingCount = c.running, c.pending
 	}
 }

@@ -1,7 +1,9 @@
 // Package service is the scheduler's service controller: the ECS service actions
 // (CreateService, UpdateService, DeleteService, DescribeServices, ListServices,
 // ListServicesByNamespace, ListServiceDeployments, DescribeServiceDeployments,
-// DescribeServiceRevisions) on Handler, and the leader's reconcile loop on Reconciler,
+// DescribeServiceRevisions, StopServiceDeployment, ContinueServiceDeployment, and the task
+// set actions of the EXTERNAL deployment controller: CreateTaskSet, DescribeTaskSets,
+// UpdateTaskSet, UpdateServicePrimaryTaskSet, DeleteTaskSet) on Handler, and the leader's reconcile loop on Reconciler,
 // which keeps every service's tasks at its desired count through rolling deployments,
 // crashes, drains and host loss, as the Amazon ECS developer guide describes services
 // (ecs_services.html, deployment-type-ecs.html, deployment-circuit-breaker.html,
@@ -20,6 +22,16 @@
 // counters in the same transaction, exactly as RunTask — and stops them like StopTask
 // with stopCode ServiceSchedulerInitiated. Every reconciler write carries the leader's
 // fence.
+//
+// # Task sets
+//
+// A service created with deploymentController EXTERNAL has no deployments: its tasks
+// belong to task sets, kept in the record's service.taskSets with a DeploymentRecord each
+// (launch backoff). Each task set's tasks carry its id ("ecs-svc/<19 digits>") as
+// startedBy and deployment_id and are reconciled like a deployment's toward its
+// computedDesiredCount (ceil(desiredCount × scale%)), the excess stopped at once; a
+// DRAINING (deleted) task set's tasks are stopped and it leaves the list once none is
+// left (computeExternal).
 //
 // # Counters
 //

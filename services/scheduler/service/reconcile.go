@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -375,7 +376,18 @@ func (r *Reconciler) metaOf(rec *storev1.ServiceRecord, rev int64) svcMeta {
 		m.expiresAt = inactiveSince(rec).Add(r.cfg.InactiveRetention)
 	}
 	m.waiting = !steadyRecord(rec)
-	if p := primary(rec.GetService()); p != nil {
+	if external(rec.GetService()) {
+		// The earliest launch backoff deadline of its task sets.
+		for _, set := range rec.GetService().GetTaskSets() {
+			for _, dr := range rec.GetDeployments() {
+				if dr.GetId() == set.GetId() && dr.NextLaunchAt != nil {
+					if t := dr.GetNextLaunchAt().AsTime(); m.nextLaunch.IsZero() || t.Before(m.nextLaunch) {
+						m.nextLaunch = t
+					}
+				}
+			}
+		}
+	} else if p := primary(rec.GetService()); p != nil {
 		for _, dr := range rec.GetDeployments() {
 			if dr.GetId() == p.GetId() && dr.NextLaunchAt != nil {
 				m.nextLaunch = dr.GetNextLaunchAt().AsTime()
@@ -386,9 +398,18 @@ func (r *Reconciler) metaOf(rec *storev1.ServiceRecord, rev int64) svcMeta {
 }
 
 // steadyRecord reports whether a service record says the service is in steady state:
-// ACTIVE, one deployment, COMPLETED, running == desired, nothing pending.
+// ACTIVE, one deployment, COMPLETED, running == desired, nothing pending; under the
+// EXTERNAL controller: ACTIVE with every task set in STEADY_STATE and none DRAINING.
 func steadyRecord(rec *storev1.ServiceRecord) bool {
 	s := rec.GetService()
+	if external(s) {
+		for _, set := range s.GetTaskSets() {
+			if set.GetStatus() == TaskSetDraining || set.GetStabilityStatus() != StabilitySteady {
+				return false
+			}
+		}
+		return s.GetStatus() == StatusActive
+	}
 	n := 0
 	for _, d := range s.GetDeployments() {
 		if d.GetStatus() != DeploymentInactive {
@@ -788,7 +809,10 @@ func (r *Reconciler) Apply(ctx context.Context, plan Plan) error {
 		}
 	}
 	ev := &events{svc: name, now: r.cfg.Now(), msgs: plan.Events}
-	if l := plan.Launch; l.Count > 0 {
+	for _, l := range append([]Launch{plan.Launch}, plan.More...) {
+		if l.Count <= 0 {
+			continue
+		}
 		td, err := r.taskDef(ctx, plan.Account, l.TaskDefinition)
 		if err != nil {
 			return err
@@ -806,7 +830,7 @@ func (r *Reconciler) Apply(ctx context.Context, plan Plan) error {
 		}
 		var placed, unplaced []string
 		for _, p := range order {
-			got, count, failures, err := r.launch(ctx, plan.Account, rec, td, l.Deployment, groups[p], l.Instances, p)
+			got, count, failures, err := r.launch(ctx, plan.Account, rec, td, l, groups[p], l.Instances, p)
 			if err != nil {
 				return err
 			}
@@ -887,13 +911,13 @@ func (r *Reconciler) eligibleInstances(cs *clusterState, s *ecsv1.Service, td *e
 	return out
 }
 
-// launch places up to n tasks of the deployment (on the named instances for DAEMON)
+// launch places up to n tasks of the launch's deployment or task set (on the named instances for DAEMON)
 // through the Placer, writing them with control.PlaceTxn and the fence; it returns the ids
 // placed, how many it tried (n capped to one txn's worth) and the placement failures.
 //
 // provider, when set, is the capacity provider the tasks are placed through: they are
 // placed in its pool (control.PoolConstraint) and show it as capacityProviderName.
-func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev1.ServiceRecord, tdRec *storev1.TaskDefinitionRecord, depID string, n int, instances []string, provider string) ([]string, int, []placement.Failure, error) {
+func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev1.ServiceRecord, tdRec *storev1.TaskDefinitionRecord, l Launch, n int, instances []string, provider string) ([]string, int, []placement.Failure, error) {
 	td := tdRec.GetTaskDefinition()
 	s := rec.GetService()
 	if provider == "" && s.GetLaunchType() == "FARGATE" {
@@ -905,7 +929,7 @@ func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev
 	// operations in txn request" past ~15 tasks at etcd's default 128; "message larger than
 	// max" near 750 with berth dev's 1,024). The service is not in steady state, so the
 	// next pass launches the rest.
-	sample := r.newTask(account, rec.GetClusterName(), rec, tdRec, depID, provider)
+	sample := r.newTask(account, rec.GetClusterName(), rec, tdRec, l, provider)
 	perTxn := min(MaxLaunchPerPass, control.TasksPerTxn(account, sample, td, r.cfg.MaxTxnOps))
 	n = min(n, perTxn)
 	if len(instances) > perTxn {
@@ -939,7 +963,7 @@ func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev
 				if insts[p.InstanceID] == nil {
 					insts[p.InstanceID] = &control.InstanceState{Record: p.Instance, Rev: p.InstanceRev}
 				}
-				t := r.newTask(account, rec.GetClusterName(), rec, tdRec, depID, provider)
+				t := r.newTask(account, rec.GetClusterName(), rec, tdRec, l, provider)
 				t.ContainerInstanceId = p.InstanceID
 				written = append(written, t)
 			}
@@ -962,14 +986,16 @@ func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev
 }
 
 // newTask builds a PENDING service task record (not yet placed): startedBy and
-// deployment_id the deployment, group "service:<name>", tags propagated as the service
+// deployment_id the launch's deployment or task set, the launch's launch type, group "service:<name>", tags propagated as the service
 // says, reservations from the task definition.
-func (r *Reconciler) newTask(account keys.Scope, cluster string, rec *storev1.ServiceRecord, tdRec *storev1.TaskDefinitionRecord, depID, provider string) *storev1.TaskRecord {
+func (r *Reconciler) newTask(account keys.Scope, cluster string, rec *storev1.ServiceRecord, tdRec *storev1.TaskDefinitionRecord, l Launch, provider string) *storev1.TaskRecord {
 	s := rec.GetService()
+	depID := l.Deployment
 	launch := s.GetLaunchType()
 	if st := s.GetCapacityProviderStrategy(); len(st) > 0 {
 		launch = control.StrategyLaunchType(st)
 	}
+	launch = cmp.Or(l.LaunchType, launch) // a task set's own launch type wins
 	if launch == "FARGATE" && provider == "" {
 		provider = control.ProviderFargate
 	}

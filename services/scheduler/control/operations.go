@@ -1,0 +1,151 @@
+package control
+
+import (
+	"sort"
+	"strings"
+)
+
+// OperationStatus says how Berth serves one ECS operation.
+type OperationStatus string
+
+// The statuses of docs/ecs-operations.md.
+const (
+	// Real: served with AWS's semantics (what it does is observable and as AWS documents).
+	Real OperationStatus = "real"
+	// Stub: answers with AWS's shapes but does not do what AWS does yet (for instance,
+	// stores a setting nothing reads).
+	Stub OperationStatus = "stub"
+	// Unsupported: answers UnsupportedFeatureException naming the operation, why, and what
+	// Berth supports instead.
+	Unsupported OperationStatus = "unsupported"
+)
+
+// OperationRule is Berth's answer for one ECS operation.
+type OperationRule struct {
+	// Status is how the operation is served.
+	Status OperationStatus
+	// Why explains a stub or an unsupported operation (it is the UnsupportedFeatureException
+	// message's reason), or notes a limit of a real one; may be empty for a real one.
+	Why string
+	// Instead says, for an unsupported operation, what Berth supports in its place; it ends
+	// the error message.
+	Instead string
+}
+
+// Shared reasons.
+const (
+	whyDaemons = "ECS daemons (the daemon API of ECS Managed Instances) are not part of Berth yet"
+	insDaemons = "run one task per host with a service whose schedulingStrategy is DAEMON (CreateService)."
+	whyExpress = "Express gateway services need an Application Load Balancer and managed TLS, which Berth does not have"
+	insExpress = "run the image with CreateService and publish its port with a portMapping on the host."
+)
+
+// Operations is the one table of how Berth serves each of the ECS model's operations,
+// keyed by operation name. docs/ecs-operations.md is rendered from it (and from what the
+// served API answers; TestOperationTable in services/scheduler/app keeps the three in
+// step), the e2e probe counts it, and an unsupported operation's error message is built
+// from it (UnsupportedMessage).
+var Operations = map[string]OperationRule{
+	"ContinueServiceDeployment":     {Real, "Berth's rolling deployments have no lifecycle hooks (lifecycleHooks is refused), so no deployment waits at one: every known deployment answers that the hook is not awaiting action, as AWS does; StopServiceDeployment stops or rolls back a deployment.", ""},
+	"CreateCapacityProvider":        {Real, "A capacity provider is a named pool of container instances (attribute berth.capacity-provider); managed scaling is stored and reported, nothing scales (docs/capacity-providers.md).", ""},
+	"CreateCluster":                 {Real, "", ""},
+	"CreateDaemon":                  {Unsupported, whyDaemons, insDaemons},
+	"CreateExpressGatewayService":   {Unsupported, whyExpress, insExpress},
+	"CreateService":                 {Real, "REPLICA and DAEMON; deploymentController ECS (rolling updates) or EXTERNAL (task sets).", ""},
+	"CreateTaskSet":                 {Real, "Task sets of services under the EXTERNAL deployment controller, placed and reconciled like deployments.", ""},
+	"DeleteAccountSetting":          {Real, "", ""},
+	"DeleteAttributes":              {Real, "", ""},
+	"DeleteCapacityProvider":        {Real, "", ""},
+	"DeleteCluster":                 {Real, "", ""},
+	"DeleteDaemon":                  {Unsupported, whyDaemons, insDaemons},
+	"DeleteDaemonTaskDefinition":    {Unsupported, whyDaemons, insDaemons},
+	"DeleteExpressGatewayService":   {Unsupported, whyExpress, insExpress},
+	"DeleteService":                 {Real, "", ""},
+	"DeleteTaskDefinitions":         {Real, "", ""},
+	"DeleteTaskSet":                 {Real, "", ""},
+	"DeregisterContainerInstance":   {Real, "", ""},
+	"DeregisterTaskDefinition":      {Real, "", ""},
+	"DescribeCapacityProviders":     {Real, "FARGATE and FARGATE_SPOT are built in and map onto the Fargate pool (every host without berth.fargate=false).", ""},
+	"DescribeClusters":              {Real, "", ""},
+	"DescribeContainerInstances":    {Real, "", ""},
+	"DescribeDaemon":                {Unsupported, whyDaemons, insDaemons},
+	"DescribeDaemonDeployments":     {Unsupported, whyDaemons, insDaemons},
+	"DescribeDaemonRevisions":       {Unsupported, whyDaemons, insDaemons},
+	"DescribeDaemonTaskDefinition":  {Unsupported, whyDaemons, insDaemons},
+	"DescribeExpressGatewayService": {Unsupported, whyExpress, insExpress},
+	"DescribeServiceDeployments":    {Real, "", ""},
+	"DescribeServiceRevisions":      {Real, "", ""},
+	"DescribeServices":              {Real, "", ""},
+	"DescribeTaskDefinition":        {Real, "", ""},
+	"DescribeTaskSets":              {Real, "", ""},
+	"DescribeTasks":                 {Real, "", ""},
+	"DiscoverPollEndpoint":          {Real, "Answers the gateway the caller came through, which relays agent sessions.", ""},
+	"ExecuteCommand":                {Unsupported, "ECS Exec needs the SSM agent and Session Manager, which Berth does not have", "read a task's output with the logs of its containers, or run a one-off task (RunTask) with the command as an override."},
+	"GetTaskProtection":             {Real, "", ""},
+	"ListAccountSettings":           {Real, "", ""},
+	"ListAttributes":                {Real, "", ""},
+	"ListClusters":                  {Real, "", ""},
+	"ListContainerInstances":        {Real, "", ""},
+	"ListDaemonDeployments":         {Unsupported, whyDaemons, insDaemons},
+	"ListDaemonTaskDefinitions":     {Unsupported, whyDaemons, insDaemons},
+	"ListDaemons":                   {Unsupported, whyDaemons, insDaemons},
+	"ListServiceDeployments":        {Real, "", ""},
+	"ListServices":                  {Real, "", ""},
+	"ListServicesByNamespace":       {Real, "Berth has no Cloud Map namespaces (serviceRegistries and serviceConnectConfiguration are refused), so every namespace is unknown and answers NamespaceNotFoundException, as AWS does for one that does not exist.", ""},
+	"ListTagsForResource":           {Real, "", ""},
+	"ListTaskDefinitionFamilies":    {Real, "", ""},
+	"ListTaskDefinitions":           {Real, "", ""},
+	"ListTasks":                     {Real, "", ""},
+	"PutAccountSetting":             {Real, "", ""},
+	"PutAccountSettingDefault":      {Real, "", ""},
+	"PutAttributes":                 {Real, "", ""},
+	"PutClusterCapacityProviders":   {Real, "The default strategy is used by RunTask, CreateService and UpdateService when neither launchType nor capacityProviderStrategy is given.", ""},
+	"RegisterContainerInstance":     {Real, "", ""},
+	"RegisterDaemonTaskDefinition":  {Unsupported, whyDaemons, insDaemons},
+	"RegisterTaskDefinition":        {Real, "", ""},
+	"RunTask":                       {Real, "", ""},
+	"StartTask":                     {Real, "", ""},
+	"StopServiceDeployment":         {Real, "ROLLBACK (to the last completed deployment) and ABORT.", ""},
+	"StopTask":                      {Real, "", ""},
+	"SubmitAttachmentStateChanges":  {Real, "Through the agent state path; an instance credential reports only its own tasks.", ""},
+	"SubmitContainerStateChange":    {Real, "Through the agent state path; an instance credential reports only its own tasks.", ""},
+	"SubmitTaskStateChange":         {Real, "Through the agent state path; an instance credential reports only its own tasks.", ""},
+	"TagResource":                   {Real, "", ""},
+	"UntagResource":                 {Real, "", ""},
+	"UpdateCapacityProvider":        {Real, "", ""},
+	"UpdateCluster":                 {Real, "", ""},
+	"UpdateClusterSettings":         {Real, "", ""},
+	"UpdateContainerAgent":          {Real, "Answers MissingVersionException, as AWS does for an agent it cannot update: Berth's agent is updated by replacing the berth binary.", ""},
+	"UpdateContainerInstancesState": {Real, "", ""},
+	"UpdateDaemon":                  {Unsupported, whyDaemons, insDaemons},
+	"UpdateExpressGatewayService":   {Unsupported, whyExpress, insExpress},
+	"UpdateService":                 {Real, "", ""},
+	"UpdateServicePrimaryTaskSet":   {Real, "", ""},
+	"UpdateTaskProtection":          {Real, "Scale-in and deployments skip a protected task until its protection expires.", ""},
+	"UpdateTaskSet":                 {Real, "", ""},
+}
+
+// UnsupportedMessage is the UnsupportedFeatureException message for an operation Berth
+// does not serve: it names the operation, says why and what Berth supports instead
+// (Operations); an operation missing from the table gets a generic message naming it.
+func UnsupportedMessage(action string) string {
+	r, ok := Operations[action]
+	if !ok || r.Status != Unsupported {
+		return "Berth does not support " + action + " yet."
+	}
+	msg := "Berth does not support " + action + ": " + strings.TrimSuffix(r.Why, ".") + "."
+	if r.Instead != "" {
+		msg += " Instead, " + r.Instead
+	}
+	return msg
+}
+
+// OperationNames returns the names in Operations, sorted.
+func OperationNames() []string {
+	out := make([]string, 0, len(Operations))
+	for k := range Operations {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -60,7 +60,7 @@ func (g *Gateway) newConsole(cc *ConsoleConfig) (*console.Console, error) {
 			id := newRequestID()
 			cred := sigv4.Credential{AccessKeyID: who.AccessKeyID, AccountID: who.AccountID, Region: who.Region}
 			start := time.Now()
-			out, err := g.call(ctx, op, in, cred, id)
+			out, err := g.call(ctx, op, in, cred, id, "")
 			status := http.StatusOK
 			if err != nil {
 				var typ, msg string

@@ -44,7 +44,7 @@ func TestTags(t *testing.T) {
 		{"unknown task", "arn:aws:ecs:us-east-1:" + e.acc + ":task/c/0123456789abcdef0123456789abcdef", []*ecsv1.Tag{{Key: proto.String("a"), Value: proto.String("")}}, "ResourceNotFoundException"},
 		{"unknown taskdef", "arn:aws:ecs:us-east-1:" + e.acc + ":task-definition/f:9", []*ecsv1.Tag{{Key: proto.String("a"), Value: proto.String("")}}, "ResourceNotFoundException"},
 		{"unknown capacity provider", "arn:aws:ecs:us-east-1:" + e.acc + ":capacity-provider/x", []*ecsv1.Tag{{Key: proto.String("a"), Value: proto.String("")}}, "ResourceNotFoundException"},
-		{"task set", "arn:aws:ecs:us-east-1:" + e.acc + ":task-set/c/s/ecs-svc/1", []*ecsv1.Tag{{Key: proto.String("a"), Value: proto.String("")}}, "InvalidParameterException"},
+		{"unknown task set", "arn:aws:ecs:us-east-1:" + e.acc + ":task-set/c/s/ecs-svc/1", []*ecsv1.Tag{{Key: proto.String("a"), Value: proto.String("")}}, "ResourceNotFoundException"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

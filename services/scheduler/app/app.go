@@ -29,6 +29,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/etcdmetrics"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/leader"
+	"github.com/berthhq/berth/services/scheduler/logstore"
 	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/reaper"
 	"github.com/berthhq/berth/services/scheduler/service"
@@ -79,6 +80,11 @@ type Config struct {
 	// many placements RunTask's group commit puts in one txn (control.Config.MaxTxnOps).
 	// Zero means etcd's default, 128.
 	MaxTxnOps int
+	// Logs is the replica's CloudWatch Logs store (on its disk, never in etcd): agents
+	// ship awslogs output into it and Run sweeps it for retention. Nil serves no logs.
+	Logs *logstore.Store
+	// LogSweepInterval is the time between retention sweeps of Logs; default 10 min.
+	LogSweepInterval time.Duration
 }
 
 // App is one scheduler replica.
@@ -152,6 +158,7 @@ func New(cfg Config) (*App, error) {
 		HeartbeatTimeout: cfg.HeartbeatTimeout,
 		Logger:           cfg.Logger.With("component", "agentsession"),
 		OnHeartbeat:      a.registerMetrics(reg),
+		Logs:             cfg.Logs,
 	})
 	a.admin = admin.New(a.kv, cfg.Logger.With("component", "admin"), admin.Options{AllowReset: cfg.Dev})
 	a.elector = leader.New(leader.Config{
@@ -222,6 +229,9 @@ func (a *App) MigrateLayout(ctx context.Context) error {
 func (a *App) Run(ctx context.Context) error {
 	defer a.sessions.Close()
 	defer a.placer.Close()
+	if a.cfg.Logs != nil {
+		go a.sweepLogs(ctx)
+	}
 	return a.elector.Run(ctx, func(ctx context.Context, term leader.Term) {
 		a.leading.Store(true)
 		defer a.leading.Store(false)
@@ -266,4 +276,30 @@ func (a *App) Run(ctx context.Context) error {
 		<-done
 		a.log.Info("no longer leading", "replica", a.cfg.Replica)
 	})
+}
+
+// Logs returns the replica's log store (nil when Config.Logs was not set).
+func (a *App) Logs() *logstore.Store { return a.cfg.Logs }
+
+// sweepLogs deletes log events past their group's retention every LogSweepInterval
+// until ctx ends. Every replica sweeps its own store (the store is not in etcd).
+func (a *App) sweepLogs(ctx context.Context) {
+	every := a.cfg.LogSweepInterval
+	if every <= 0 {
+		every = 10 * time.Minute
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if n, err := a.cfg.Logs.Sweep(time.Now()); err != nil {
+			a.log.Warn("log retention sweep", "err", err)
+		} else if n > 0 {
+			a.log.Info("log retention sweep", "deleted_events", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
@@ -256,12 +257,19 @@ func (a *Agent) Run(ctx context.Context) error {
 		Log:          a.log.With("component", "runtime"),
 	})
 	reports := make(chan struct{}, 1)
+	httpClient := a.cfg.HTTPClient
+	if httpClient == nil {
+		httpClient = session.DefaultHTTPClient()
+	}
+	plane := agentv1connect.NewAgentServiceClient(httpClient, a.cfg.ControlPlaneURL)
+	shipper := logs.NewShipper(logs.ShipperConfig{Store: store, Client: plane, Log: a.log.With("component", "awslogs")})
 	manager := tasks.New(tasks.Config{
-		GPUs:    a.gpus,
-		Gate:    gate,
-		Outbox:  ob,
-		Logs:    store,
-		Reports: reports,
+		LogStreams: logStreams{plane},
+		GPUs:       a.gpus,
+		Gate:       gate,
+		Outbox:     ob,
+		Logs:       store,
+		Reports:    reports,
 		Pull: runtime.PullConfig{
 			Behavior:           a.cfg.PullBehavior,
 			Snapshotter:        a.cfg.Snapshotter,
@@ -297,6 +305,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { gate.Run(ctx) })
 	wg.Go(func() { _ = manager.Run(ctx) })
+	wg.Go(func() { _ = shipper.Run(ctx) })
 	wg.Go(func() {
 		select { // register with the runtime's real state
 		case <-gate.Probed():
@@ -412,4 +421,20 @@ func (h *handler) Assign(ctx context.Context, a *agentv1.Assignment) error {
 func (h *handler) Stop(ctx context.Context, o *agentv1.StopOrder) error { return h.m.Stop(ctx, o) }
 func (h *handler) Expected(ctx context.Context, e *agentv1.ExpectedTasks) {
 	h.m.Expected(ctx, e)
+}
+
+// logStreams creates awslogs streams through the control plane (tasks.LogStreams).
+type logStreams struct {
+	c agentv1connect.AgentServiceClient
+}
+
+// EnsureLogStream creates the stream; the error is the control plane's message, which
+// starts with the AWS error type.
+func (l logStreams) EnsureLogStream(ctx context.Context, region, group, stream string, createGroup bool) error {
+	_, err := l.c.EnsureLogStream(ctx, connect.NewRequest(&agentv1.EnsureLogStreamRequest{Region: region, LogGroup: group, LogStream: stream, CreateGroup: createGroup}))
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return errors.New(ce.Message())
+	}
+	return err
 }

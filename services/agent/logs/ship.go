@@ -297,6 +297,9 @@ func (s *Shipper) send(ctx context.Context, d Destination, events []*pendingEven
 	const maxBatchBytes = 1_048_576
 	const overhead = 26
 	for len(events) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		n, size := 0, 0
 		var batch []*agentv1.ShippedLogEvent
 		for _, e := range events {
@@ -333,6 +336,10 @@ func (s *Shipper) send(ctx context.Context, d Destination, events []*pendingEven
 // Docker's driver drops what CloudWatch Logs refuses; a missing stream is recreated
 // first. Other errors are returned, to retry.
 func (s *Shipper) ship(ctx context.Context, d Destination, batch []*agentv1.ShippedLogEvent) error {
+	// A batch in flight finishes (and its cursor is written) even when the agent is
+	// shutting down, so a restart does not ship it twice.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	req := &agentv1.ShipLogsRequest{Region: d.Region, LogGroup: d.Group, LogStream: d.Stream, Events: batch}
 	_, err := s.cfg.Client.ShipLogs(ctx, connect.NewRequest(req))
 	if connect.CodeOf(err) == connect.CodeNotFound {

@@ -43,8 +43,10 @@ func newLogsClient(t *testing.T) (*cloudwatchlogs.Client, *logstore.Store) {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	cfg := aws.Config{
-		Region:      "us-east-1",
-		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return aws.Credentials{AccessKeyID: "test", SecretAccessKey: "test"}, nil }),
+		Region: "us-east-1",
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: "test", SecretAccessKey: "test"}, nil
+		}),
 	}
 	return cloudwatchlogs.NewFromConfig(cfg, func(o *cloudwatchlogs.Options) { o.BaseEndpoint = aws.String(srv.URL) }), st
 }

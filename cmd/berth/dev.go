@@ -31,6 +31,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/app"
 	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/logstore"
 )
 
 func devCommand() *cobra.Command {
@@ -145,8 +146,13 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	}
 	defer etcd.Close()
 
+	logStore, err := logstore.Open(logstore.Config{Dir: filepath.Join(dataDir, "cwlogs")})
+	if err != nil {
+		return err
+	}
+	defer logStore.Close()
 	sched, err := app.New(app.Config{Etcd: etcd.Client(), Region: cfg.Region, Logger: log.With("service", "scheduler"), Dev: true,
-		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps})
+		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps, Logs: logStore})
 	if err != nil {
 		return err
 	}

@@ -87,3 +87,54 @@ func TestAWSLogsDriver(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkAWSLogsShipping runs a log-heavy task (100,000 lines of 100 bytes, written as
+// fast as the container can) b.N times with logDriver json-file and b.N times with
+// awslogs (blocking, so nothing is dropped), alternating, and reports the task's
+// runtime (assignment → STOPPED) under each, their ratio (goal ≤ 1.1: shipping does not
+// slow the task) and the shipping rate (lines/s from the assignment until the control
+// plane holds every line; goal ≥ 20,000).
+//
+//	go test -run '^$' -bench AWSLogsShipping -benchtime 3x ./
+func BenchmarkAWSLogsShipping(b *testing.B) {
+	const lines, size = 100_000, 100
+	w := newWorld(b)
+	cp := newControlPlane(b)
+	cfg := testConfig(b, w, cp, "logbench")
+	cfg.Logger = nil
+	startAgent(b, cfg, cp)
+	warm := taskARN("logbench")
+	cp.assign(b, warm, taskDef("warm", containerDef("main", w.image, "exit", "0")))
+	cp.waitStatus(b, warm, "STOPPED", 60*time.Second)
+	cp.mu.Lock()
+	cp.logGroups["|/bench"] = true
+	cp.mu.Unlock()
+
+	var plain, shipped time.Duration
+	var shipRate float64
+	for i := 0; i < b.N; i++ {
+		arn := taskARN("logbench")
+		t0 := time.Now()
+		cp.assign(b, arn, taskDef("plain", containerDef("main", w.image, "lines", fmt.Sprint(lines), fmt.Sprint(size))))
+		cp.waitStatus(b, arn, "STOPPED", 120*time.Second)
+		plain += time.Since(t0)
+
+		arn = taskARN("logbench")
+		t0 = time.Now()
+		cp.assign(b, arn, taskDef("shipped", awslogs(containerDef("main", w.image, "lines", fmt.Sprint(lines), fmt.Sprint(size)),
+			map[string]string{"awslogs-group": "/bench", "awslogs-stream-prefix": "b", "mode": "blocking"})))
+		cp.waitStatus(b, arn, "STOPPED", 120*time.Second)
+		shipped += time.Since(t0)
+		stream := "b/main/" + arn[strings.LastIndex(arn, "/")+1:]
+		cp.waitFor(b, 120*time.Second, "every line shipped", func() bool { return len(cp.logEvents["|/bench|"+stream]) >= lines })
+		shipRate += lines / time.Since(t0).Seconds()
+		cp.mu.Lock()
+		delete(cp.logEvents, "|/bench|"+stream)
+		cp.mu.Unlock()
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(plain.Milliseconds())/n, "json-file-ms")
+	b.ReportMetric(float64(shipped.Milliseconds())/n, "awslogs-ms")
+	b.ReportMetric(shipped.Seconds()/plain.Seconds(), "runtime-ratio")
+	b.ReportMetric(shipRate/n, "shipped-lines/s")
+}

@@ -2,6 +2,7 @@ package logs
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -176,5 +177,22 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestParseLine(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 123456789, time.UTC)
+	for _, text := range []string{"plain", "", `with "quotes" and \ backslash`, "<html>&", "tab\there", "ünï"} {
+		b, err := json.Marshal(Line{Stream: "stderr", Time: now, Text: text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, ok := parseLine(append(b, '\n'))
+		if !ok || l.Text != text || l.Stream != "stderr" || !l.Time.Equal(now) {
+			t.Errorf("%q → %+v %v", text, l, ok)
+		}
+	}
+	if _, ok := parseLine([]byte("not json\n")); ok {
+		t.Error("garbage parsed")
 	}
 }

@@ -26,6 +26,7 @@ generate: tools
 	cd tools && GOWORK=off go run ./ecsgen -model ../api/secretsmanager/secretsmanager-2017-10-17.json -out ../proto/berth/secretsmanager/v1 -package berth.secretsmanager.v1 -service SecretsManagerService -title "Secrets Manager"
 	cd tools && GOWORK=off go run ./ecsgen -model ../api/ssm/ssm-2014-11-06.json -out ../proto/berth/ssm/v1 -package berth.ssm.v1 -service SsmService -title SSM
 	cd tools && GOWORK=off go run ./ecsgen -model ../api/sts/sts-2011-06-15.json -out ../proto/berth/sts/v1 -package berth.sts.v1 -service StsService -title STS
+	cd tools && GOWORK=off go run ./ecsgen -model ../api/logs/logs-2014-03-28.json -out ../proto/berth/logs/v1 -package berth.logs.v1 -service LogsService -title "CloudWatch Logs"
 	$(BUF) format -w
 	rm -rf gen/berth
 	PATH="$(TOOLS):$$PATH" $(BUF) generate

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	logsv1 "github.com/berthhq/berth/gen/berth/logs/v1"
 	secretsmanagerv1 "github.com/berthhq/berth/gen/berth/secretsmanager/v1"
 	ssmv1 "github.com/berthhq/berth/gen/berth/ssm/v1"
 	stsv1 "github.com/berthhq/berth/gen/berth/sts/v1"
@@ -81,6 +82,14 @@ var Services = []Service{
 		Descriptor:   stsv1.File_berth_sts_v1_sts_service_proto.Services().ByName("StsService"),
 		Unsupported:  "UnsupportedOperation",
 		Throttling:   "Throttling",
+	},
+	{
+		SigningName:  "logs",
+		Protocol:     JSON,
+		TargetPrefix: "Logs_20140328.",
+		Descriptor:   logsv1.File_berth_logs_v1_logs_service_proto.Services().ByName("LogsService"),
+		Unsupported:  "UnsupportedOperationException",
+		Throttling:   "ThrottlingException",
 	},
 }
 

@@ -1,12 +1,8 @@
 package e2e
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,39 +12,14 @@ import (
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/berthhq/berth/services/scheduler/logsapi"
-	"github.com/berthhq/berth/services/scheduler/logstore"
 )
 
-// scopeRE takes the region from a SigV4 credential scope (…/{date}/{region}/logs/aws4_request).
-var scopeRE = regexp.MustCompile(`Credential=[^/]+/[0-9]+/([a-z0-9-]+)/logs/aws4_request`)
-
-// newLogsClient serves logsapi over a fresh logstore and returns the real SDK client for
-// it. The handler takes the region from the request's SigV4 scope and a fixed account
-// (the gateway's SigV4 check is not under test here).
-func newLogsClient(t *testing.T) (*cloudwatchlogs.Client, *logstore.Store) {
+// newLogsClient starts the real scheduler (with its log store) behind the real gateway
+// and returns the SDK's CloudWatch Logs client for account 123456789012 in us-east-1.
+func newLogsClient(t *testing.T) (*cloudwatchlogs.Client, *apiStack) {
 	t.Helper()
-	st, err := logstore.Open(logstore.Config{Dir: t.TempDir(), NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	h := logsapi.New(st).HTTP(func(r *http.Request) (logstore.Scope, error) {
-		m := scopeRE.FindStringSubmatch(r.Header.Get("Authorization"))
-		if m == nil {
-			return logstore.Scope{}, errors.New("request not signed for service logs")
-		}
-		return logstore.Scope{Account: "000000000000", Region: m[1]}, nil
-	})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	cfg := aws.Config{
-		Region: "us-east-1",
-		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: "test", SecretAccessKey: "test"}, nil
-		}),
-	}
-	return cloudwatchlogs.NewFromConfig(cfg, func(o *cloudwatchlogs.Options) { o.BaseEndpoint = aws.String(srv.URL) }), st
+	stack := startAPIStack(t, "123456789012")
+	return cloudwatchlogs.NewFromConfig(stack.awsConfig("123456789012", "us-east-1")), stack
 }
 
 func apiErr(t *testing.T, err error, code string) {
@@ -59,12 +30,13 @@ func apiErr(t *testing.T, err error, code string) {
 	}
 }
 
-// TestLogsAPIWithSDK drives every served operation through the Go SDK: groups with
+// TestLogsAPIWithSDK drives every served operation through the Go SDK, the real gateway
+// (SigV4 scope "logs") and the real scheduler: groups with
 // tags and retention, streams, PutLogEvents under AWS's rules, GetLogEvents paging both
 // ways, FilterLogEvents with terms and phrases, and AWS's errors.
 func TestLogsAPIWithSDK(t *testing.T) {
 	ctx := t.Context()
-	c, _ := newLogsClient(t)
+	c, stack := newLogsClient(t)
 	g, s := "/ecs/sdk", "web/app/0123"
 	if _, err := c.CreateLogGroup(ctx, &cloudwatchlogs.CreateLogGroupInput{LogGroupName: &g, Tags: map[string]string{"team": "a"}}); err != nil {
 		t.Fatal(err)
@@ -141,7 +113,7 @@ func TestLogsAPIWithSDK(t *testing.T) {
 	apiErr(t, err, "InvalidParameterException")
 	dg, err := c.DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: aws.String("/ecs/")})
 	if err != nil || len(dg.LogGroups) != 1 || aws.ToInt32(dg.LogGroups[0].RetentionInDays) != 7 ||
-		aws.ToString(dg.LogGroups[0].Arn) != "arn:aws:logs:us-east-1:000000000000:log-group:/ecs/sdk:*" || aws.ToInt64(dg.LogGroups[0].StoredBytes) == 0 {
+		aws.ToString(dg.LogGroups[0].Arn) != "arn:aws:logs:us-east-1:123456789012:log-group:/ecs/sdk:*" || aws.ToInt64(dg.LogGroups[0].StoredBytes) == 0 {
 		t.Fatalf("describe groups: %+v %v", dg, err)
 	}
 	ds, err := c.DescribeLogStreams(ctx, &cloudwatchlogs.DescribeLogStreamsInput{LogGroupName: &g, OrderBy: cwtypes.OrderByLastEventTime, Descending: aws.Bool(true)})
@@ -160,12 +132,12 @@ func TestLogsAPIWithSDK(t *testing.T) {
 		t.Fatalf("tags: %+v %v", tags, err)
 	}
 	// Another region sees nothing; StartLiveTail is refused with a clear error.
-	west := cloudwatchlogs.NewFromConfig(aws.Config{Region: "eu-west-1", Credentials: c.Options().Credentials}, func(o *cloudwatchlogs.Options) { o.BaseEndpoint = c.Options().BaseEndpoint })
+	west := cloudwatchlogs.NewFromConfig(stack.awsConfig("123456789012", "eu-west-1"))
 	if dg, err := west.DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{}); err != nil || len(dg.LogGroups) != 0 {
 		t.Fatalf("eu-west-1 groups: %+v %v", dg, err)
 	}
 	_, err = c.DescribeMetricFilters(ctx, &cloudwatchlogs.DescribeMetricFiltersInput{LogGroupName: &g})
-	apiErr(t, err, "UnknownOperationException")
+	apiErr(t, err, "UnsupportedOperationException")
 	if _, err := c.DeleteLogGroup(ctx, &cloudwatchlogs.DeleteLogGroupInput{LogGroupName: &g}); err != nil {
 		t.Fatal(err)
 	}

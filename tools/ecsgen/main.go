@@ -228,6 +228,11 @@ func (g *gen) renderShapes() ([]byte, error) {
 		}
 		fmt.Fprintf(&b, "message %s {\n", name)
 		for i, member := range sortedKeys(s.Members) {
+			if m.Shapes[s.Members[member].Shape].Exception {
+				// An event stream's error event (CloudWatch Logs' StartLiveTail): errors
+				// are not messages here; the stream itself is not served.
+				continue
+			}
 			decl, err := g.fieldDecl(s.Members[member].Shape)
 			if err != nil {
 				return nil, fmt.Errorf("%s.%s: %w", name, member, err)

@@ -22,6 +22,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
+	"github.com/berthhq/berth/gen/berth/logs/v1/logsv1connect"
 	"github.com/berthhq/berth/gen/berth/secretsmanager/v1/secretsmanagerv1connect"
 	"github.com/berthhq/berth/gen/berth/ssm/v1/ssmv1connect"
 	"github.com/berthhq/berth/gen/berth/sts/v1/stsv1connect"
@@ -32,6 +33,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/etcdmetrics"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/leader"
+	"github.com/berthhq/berth/services/scheduler/logsapi"
 	"github.com/berthhq/berth/services/scheduler/logstore"
 	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/reaper"
@@ -181,6 +183,11 @@ func New(cfg Config) (*App, error) {
 	mux.Handle(stsv1connect.NewStsServiceHandler(sts.New(), identity, gzip))
 	mux.Handle(secretsmanagerv1connect.NewSecretsManagerServiceHandler(secretsmanagerv1connect.UnimplementedSecretsManagerServiceHandler{}, identity, gzip))
 	mux.Handle(ssmv1connect.NewSsmServiceHandler(ssmv1connect.UnimplementedSsmServiceHandler{}, identity, gzip))
+	if cfg.Logs != nil {
+		mux.Handle(logsv1connect.NewLogsServiceHandler(logsapi.NewService(cfg.Logs), identity, gzip))
+	} else {
+		mux.Handle(logsv1connect.NewLogsServiceHandler(logsv1connect.UnimplementedLogsServiceHandler{}, identity, gzip))
+	}
 	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip))
 	a.handleIntrospection(mux)
 	a.handler = mux

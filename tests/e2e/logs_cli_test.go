@@ -100,7 +100,9 @@ func TestLogsWithAWSCLI(t *testing.T) {
 	if len(ge.Events) != 3 || ge.Events[0].Message != "hello from the app" || !strings.HasPrefix(ge.NextForwardToken, "f/") {
 		t.Fatalf("get-log-events: %+v", ge)
 	}
-	var fe struct{ Events []struct{ Message, LogStreamName string } }
+	var fe struct {
+		Events []struct{ Message, LogStreamName string }
+	}
 	must(json.Unmarshal([]byte(run("aws", "logs", "filter-log-events", "--log-group-name", g, "--filter-pattern", `"logged in"`)), &fe))
 	if len(fe.Events) != 1 || fe.Events[0].Message != "user alice logged in" || fe.Events[0].LogStreamName != s {
 		t.Fatalf("filter-log-events: %+v", fe)

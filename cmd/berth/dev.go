@@ -33,6 +33,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/app"
 	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/logstore"
 )
 
 func devCommand() *cobra.Command {
@@ -155,8 +156,13 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	logStore, err := logstore.Open(logstore.Config{Dir: filepath.Join(dataDir, "cwlogs")})
+	if err != nil {
+		return err
+	}
+	defer logStore.Close()
 	sched, err := app.New(app.Config{Etcd: etcd.Client(), Region: cfg.Region, Logger: log.With("service", "scheduler"), Dev: true,
-		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps, Registry: registry})
+		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps, Registry: registry, Logs: logStore})
 	if err != nil {
 		return err
 	}

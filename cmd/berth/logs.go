@@ -18,19 +18,32 @@ import (
 
 // logsCommand reads a task's container output from the agent that ran it.
 func logsCommand() *cobra.Command {
-	var agentURL, container string
+	var agentURL, container, endpoint, region, cluster string
 	var tail int32
 	var follow, timestamps bool
 	var since time.Duration
 	cmd := &cobra.Command{
 		Use:   "logs TASK",
-		Short: "Print a task's stdout and stderr, read from the agent that ran it",
-		Long: "TASK is a task ARN or id. The agent keeps each container's output under its data\n" +
-			"dir, also after the container is removed, for its retention period.",
+		Short: "Print a task's stdout and stderr: awslogs containers from the log store, others from the agent",
+		Long: "TASK is a task ARN or id. Containers with logDriver awslogs are read from Berth's\n" +
+			"CloudWatch Logs store through the gateway (GetLogEvents), which keeps them after the\n" +
+			"task and its host are gone; the others from the agent that ran them, which keeps\n" +
+			"each container's output under its data dir for its retention period.",
 		Example: "  berth logs 58e913366baf34c0b9a0fd6f2173e085 --tail 20\n" +
 			"  berth logs arn:aws:ecs:us-east-1:000000000000:task/default/58e9... --follow",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Containers with the awslogs driver are read from the CloudWatch Logs store
+			// (what `aws logs get-log-events` reads); the others from the agent.
+			aws := awsClient{endpoint: endpoint, region: region, accessKey: cli.Env("BERTH_ACCESS_KEY_ID", "test"), secretKey: cli.Env("BERTH_SECRET_ACCESS_KEY", "test")}
+			if targets, err := aws.awslogsTargets(cmd.Context(), cluster, args[0], container); err == nil && len(targets) > 0 {
+				for _, t := range targets {
+					if err := aws.printAWSLogs(cmd.Context(), cmd.OutOrStdout(), t, tail, since, follow, timestamps); err != nil {
+						return fmt.Errorf("%s (log group %s, stream %s): %w", t.container, t.group, t.stream, err)
+					}
+				}
+				return nil
+			}
 			client := agentv1connect.NewLogServiceClient(gateway.NewH2CClient(), agentURL)
 			req := &agentv1.ReadLogsRequest{TaskArn: args[0], ContainerName: container, Tail: tail, Follow: follow}
 			if since > 0 {
@@ -54,7 +67,10 @@ func logsCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&agentURL, "agent", cli.Env("BERTH_AGENT_LOG_URL", "http://127.0.0.1:4568"), "URL of the agent's log service")
+	f.StringVar(&agentURL, "agent", cli.Env("BERTH_AGENT_LOG_URL", "http://127.0.0.1:4568"), "URL of the agent's log service (json-file containers)")
+	f.StringVar(&endpoint, "endpoint", cli.Env("BERTH_ENDPOINT", "http://"+cli.Env("BERTH_GATEWAY_ADDR", "127.0.0.1:4566")), "Berth's gateway, where the task and its awslogs output are looked up (keys: BERTH_ACCESS_KEY_ID, BERTH_SECRET_ACCESS_KEY)")
+	f.StringVar(&region, "region", cli.Env("BERTH_REGION", "us-east-1"), "region of the task")
+	f.StringVar(&cluster, "cluster", "", "cluster of the task (default: from the task ARN, else default)")
 	f.StringVarP(&container, "container", "c", "", "only this container")
 	f.Int32VarP(&tail, "tail", "n", 0, "only the last N lines (0: all)")
 	f.BoolVarP(&follow, "follow", "f", false, "keep printing new lines until the task stops")

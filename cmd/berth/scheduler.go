@@ -13,11 +13,13 @@ import (
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	"github.com/berthhq/berth/services/gateway/h2c"
 	"github.com/berthhq/berth/services/scheduler/app"
+	"github.com/berthhq/berth/services/scheduler/logstore"
 )
 
 func schedulerCommand() *cobra.Command {
 	var endpoints, listen, region, replica string
 	var leaderTTL, stableAfter time.Duration
+	var logDir string
 	var maxTxnOps, gzipMinBytes int
 	cmd := &cobra.Command{
 		Use:   "scheduler",
@@ -36,7 +38,12 @@ func schedulerCommand() *cobra.Command {
 				return fmt.Errorf("etcd %s: %w", endpoints, err)
 			}
 			defer etcd.Close()
-			a, err := app.New(app.Config{Etcd: etcd, Region: region, Logger: log, Replica: replica, LeaderTTL: leaderTTL,
+			logStore, err := logstore.Open(logstore.Config{Dir: logDir})
+			if err != nil {
+				return err
+			}
+			defer logStore.Close()
+			a, err := app.New(app.Config{Etcd: etcd, Region: region, Logger: log, Replica: replica, LeaderTTL: leaderTTL, Logs: logStore,
 				Registry: prometheus.NewRegistry(), TaskStableAfter: stableAfter, // /metrics on the internal listener
 				MaxTxnOps: maxTxnOps, GzipMinBytes: gzipMinBytes})
 			if err != nil {
@@ -62,6 +69,7 @@ func schedulerCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&logDir, "log-dir", cli.Env("BERTH_LOG_DIR", "./.berth/cwlogs"), "directory of the CloudWatch Logs store (awslogs output and the logs API); on a disk that outlives the replica, see docs/logs.md")
 	f.StringVar(&endpoints, "etcd-endpoints", cli.Env("BERTH_ETCD_ENDPOINTS", "127.0.0.1:2379"), "etcd client endpoints, comma-separated")
 	f.StringVar(&listen, "listen", cli.Env("BERTH_SCHEDULER_ADDR", "127.0.0.1:4567"), "address of the internal Connect listener (h2c)")
 	f.StringVar(&region, "region", cli.Env("BERTH_REGION", "us-east-1"), "default region: ECS state from builds without regions is moved into it once at start (requests are served in the region they are signed for)")

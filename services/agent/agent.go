@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
@@ -263,8 +264,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer a.cfg.Registry.Unregister(events)
 		onContainer = func(ev string) { events.WithLabelValues(ev).Inc() }
 	}
+	httpClient := a.cfg.HTTPClient
+	if httpClient == nil {
+		httpClient = session.DefaultHTTPClient()
+	}
+	plane := agentv1connect.NewAgentServiceClient(httpClient, a.cfg.ControlPlaneURL)
+	shipper := logs.NewShipper(logs.ShipperConfig{Store: store, Client: plane, Log: a.log.With("component", "awslogs")})
 	manager := tasks.New(tasks.Config{
 		OnContainer: onContainer,
+		LogStreams:  logStreams{plane},
 		GPUs:        a.gpus,
 		Gate:        gate,
 		Outbox:      ob,
@@ -305,6 +313,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { gate.Run(ctx) })
 	wg.Go(func() { _ = manager.Run(ctx) })
+	wg.Go(func() { _ = shipper.Run(ctx) })
 	wg.Go(func() {
 		select { // register with the runtime's real state
 		case <-gate.Probed():
@@ -420,4 +429,20 @@ func (h *handler) Assign(ctx context.Context, a *agentv1.Assignment) error {
 func (h *handler) Stop(ctx context.Context, o *agentv1.StopOrder) error { return h.m.Stop(ctx, o) }
 func (h *handler) Expected(ctx context.Context, e *agentv1.ExpectedTasks) {
 	h.m.Expected(ctx, e)
+}
+
+// logStreams creates awslogs streams through the control plane (tasks.LogStreams).
+type logStreams struct {
+	c agentv1connect.AgentServiceClient
+}
+
+// EnsureLogStream creates the stream; the error is the control plane's message, which
+// starts with the AWS error type.
+func (l logStreams) EnsureLogStream(ctx context.Context, region, group, stream string, createGroup bool) error {
+	_, err := l.c.EnsureLogStream(ctx, connect.NewRequest(&agentv1.EnsureLogStreamRequest{Region: region, LogGroup: group, LogStream: stream, CreateGroup: createGroup}))
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return errors.New(ce.Message())
+	}
+	return err
 }

@@ -41,6 +41,8 @@ type controlPlane struct {
 	send          chan *agentv1.SessionResponse
 	sessions      int
 	noStateAck    bool
+	logGroups     map[string]bool     // region|group
+	logEvents     map[string][]string // region|group|stream → messages (nil: stream exists)
 }
 
 func newControlPlane(t testing.TB) *controlPlane {
@@ -49,7 +51,7 @@ func newControlPlane(t testing.TB) *controlPlane {
 
 // newControlPlaneAt serves a control plane on addr.
 func newControlPlaneAt(t testing.TB, addr string) *controlPlane {
-	cp := &controlPlane{t: t, changed: make(chan struct{}), instances: map[string]string{}}
+	cp := &controlPlane{t: t, changed: make(chan struct{}), instances: map[string]string{}, logGroups: map[string]bool{}, logEvents: map[string][]string{}}
 	mux := http.NewServeMux()
 	mux.Handle(agentv1connect.NewAgentServiceHandler(cp))
 	var p http.Protocols
@@ -262,4 +264,47 @@ func containerOf(s *agentv1.TaskStateChange, name string) *agentv1.ContainerStat
 		return nil
 	}
 	return s.GetContainers()[i]
+}
+
+// EnsureLogStream creates a stream as the scheduler's log store does: NOT_FOUND for a
+// missing group without create_group.
+func (cp *controlPlane) EnsureLogStream(_ context.Context, req *connect.Request[agentv1.EnsureLogStreamRequest]) (*connect.Response[agentv1.EnsureLogStreamResponse], error) {
+	m := req.Msg
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	g := m.GetRegion() + "|" + m.GetLogGroup()
+	if !cp.logGroups[g] {
+		if !m.GetCreateGroup() {
+			return nil, connect.NewError(connect.CodeNotFound, errors.New("ResourceNotFoundException: The specified log group does not exist."))
+		}
+		cp.logGroups[g] = true
+	}
+	k := g + "|" + m.GetLogStream()
+	if _, ok := cp.logEvents[k]; !ok {
+		cp.logEvents[k] = nil
+	}
+	return connect.NewResponse(&agentv1.EnsureLogStreamResponse{}), nil
+}
+
+// ShipLogs records a batch.
+func (cp *controlPlane) ShipLogs(_ context.Context, req *connect.Request[agentv1.ShipLogsRequest]) (*connect.Response[agentv1.ShipLogsResponse], error) {
+	m := req.Msg
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	k := m.GetRegion() + "|" + m.GetLogGroup() + "|" + m.GetLogStream()
+	if _, ok := cp.logEvents[k]; !ok {
+		return nil, connect.NewError(connect.CodeNotFound, errors.New("ResourceNotFoundException: The specified log stream does not exist."))
+	}
+	for _, e := range m.GetEvents() {
+		cp.logEvents[k] = append(cp.logEvents[k], e.GetMessage())
+	}
+	cp.notifyLocked()
+	return connect.NewResponse(&agentv1.ShipLogsResponse{TooNewStartIndex: -1, TooOldEndIndex: -1, ExpiredEndIndex: -1}), nil
+}
+
+// shipped returns the messages shipped to a stream.
+func (cp *controlPlane) shipped(region, group, stream string) []string {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return append([]string(nil), cp.logEvents[region+"|"+group+"|"+stream]...)
 }

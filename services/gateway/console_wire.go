@@ -64,7 +64,7 @@ func (g *Gateway) newConsole(cc *ConsoleConfig) (*console.Console, error) {
 			status := http.StatusOK
 			if err != nil {
 				var typ, msg string
-				status, typ, msg = g.mapError(err, action, id)
+				status, typ, msg = g.mapError(err, g.services[SigningName], action, id)
 				err = &console.APIError{Type: typ, Message: msg}
 			}
 			g.log.Info("console call", "request_id", id, "account", who.AccountID, "region", who.Region, "action", action, "status", status)

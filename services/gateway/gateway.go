@@ -37,6 +37,10 @@ const (
 	RequestIDHeader = "Berth-Request-Id"
 	// EndpointHeader carries the gateway's base URL as the caller reached it.
 	EndpointHeader = "Berth-Endpoint"
+	// PrincipalARNHeader and PrincipalIDHeader carry the caller's principal ARN and
+	// unique id (STS GetCallerIdentity's Arn and UserId).
+	PrincipalARNHeader = "Berth-Principal-Arn"
+	PrincipalIDHeader  = "Berth-Principal-Id"
 )
 
 // TargetPrefix is the X-Amz-Target prefix of ECS operations.
@@ -132,7 +136,8 @@ type Config struct {
 type Gateway struct {
 	cfg      Config
 	log      *slog.Logger
-	ops      map[string]*operation
+	services map[string]*service
+	ops      map[string]*operation // ECS's, services["ecs"].ops
 	verifier *sigv4.Verifier
 	keys     *keyCache
 	admin    adminv1connect.AdminServiceClient
@@ -195,20 +200,25 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
-	ops, err := newOperations(cfg.HTTPClient, cfg.SchedulerURL)
+	services, err := newServices(Services, cfg.HTTPClient, cfg.SchedulerURL)
 	if err != nil {
 		return nil, err
 	}
+	names := make([]string, 0, len(services))
+	for name := range services {
+		names = append(names, name)
+	}
 	admin := adminv1connect.NewAdminServiceClient(cfg.HTTPClient, cfg.SchedulerURL)
 	keys := newKeyCache(admin, cfg.KeyCacheTTL, cfg.NegativeTTL, cfg.Now)
-	verifier, err := sigv4.New(sigv4.Options{Regions: cfg.Regions, Service: SigningName, Now: cfg.Now, Resolver: keys})
+	verifier, err := sigv4.New(sigv4.Options{Regions: cfg.Regions, Services: names, Now: cfg.Now, Resolver: keys})
 	if err != nil {
 		return nil, err
 	}
 	g := &Gateway{
 		cfg:      cfg,
 		log:      cfg.Logger,
-		ops:      ops,
+		services: services,
+		ops:      services[SigningName].ops,
 		verifier: verifier,
 		keys:     keys,
 		admin:    admin,
@@ -251,7 +261,8 @@ type exchange struct {
 	errType string
 }
 
-// ServeHTTP routes a request: POST / to the ECS API, /berth.agent.v1.AgentService/* to the
+// ServeHTTP routes a request: POST / (and GET / for query-protocol services) to the AWS
+// service its SigV4 credential scope names (see Services), /berth.agent.v1.AgentService/* to the
 // agent relay, the dev routes when enabled; anything else gets an AWS JSON error. Every
 // response carries x-amzn-RequestId.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -284,7 +295,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case path == "/":
 		ctx, span := startECSSpan(r, x.id)
-		g.serveECS(rec, r.WithContext(ctx), x)
+		g.serveAWS(rec, r.WithContext(ctx), x)
 		endECSSpan(span, x, rec.status())
 	case strings.HasPrefix(path, "/"+agentv1connect.AgentServiceName+"/"):
 		if agentProcedures[path] {
@@ -315,8 +326,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // under the service are relayed (the scheduler answers them) but count as unknown, so a
 // client cannot grow the metrics' label set.
 var agentProcedures = map[string]bool{
-	agentv1connect.AgentServiceRegisterProcedure: true,
-	agentv1connect.AgentServiceSessionProcedure:  true,
+	agentv1connect.AgentServiceRegisterProcedure:        true,
+	agentv1connect.AgentServiceSessionProcedure:         true,
+	agentv1connect.AgentServiceEnsureLogStreamProcedure: true,
+	agentv1connect.AgentServiceShipLogsProcedure:        true,
 }
 
 // recorder remembers the status written, for the access log.

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -28,15 +29,22 @@ func startECSSpan(r *http.Request, requestID string) (context.Context, trace.Spa
 		trace.WithAttributes(attribute.String(RequestIDAttribute, requestID)))
 }
 
-// endECSSpan names the span after the action and records the outcome.
+// endECSSpan names the span after the service and action ("ECS RunTask", "logs
+// PutLogEvents") and records the outcome.
 func endECSSpan(span trace.Span, x *exchange, status int) {
+	// ECS actions are named bare ("RunTask"); another service's carry its signing name
+	// ("logs:PutLogEvents").
+	service, method := "ECS", x.action
+	if sn, op, ok := strings.Cut(x.action, ":"); ok {
+		service, method = sn, op
+	}
 	if x.action != "" {
-		span.SetName("ECS " + x.action)
+		span.SetName(service + " " + method)
 	}
 	span.SetAttributes(
 		attribute.String("rpc.system", "aws-api"),
-		attribute.String("rpc.service", "ECS"),
-		attribute.String("rpc.method", x.action),
+		attribute.String("rpc.service", service),
+		attribute.String("rpc.method", method),
 		attribute.String("aws.account", x.account),
 		attribute.Int("http.response.status_code", status),
 	)

@@ -48,9 +48,12 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 		{"environmentFiles", base(func(in *ecs.RegisterTaskDefinitionInput) {
 			ctr(in).EnvironmentFiles = []ecstypes.EnvironmentFile{{Type: ecstypes.EnvironmentFileTypeS3, Value: aws.String("arn:aws:s3:::bucket/app.env")}}
 		}), "containerDefinitions[0].environmentFiles is not supported by Berth. Berth has no object store"},
-		{"awslogs", base(func(in *ecs.RegisterTaskDefinitionInput) {
-			ctr(in).LogConfiguration = &ecstypes.LogConfiguration{LogDriver: ecstypes.LogDriverAwslogs, Options: map[string]string{"awslogs-group": "g"}}
-		}), `containerDefinitions[0].logConfiguration.logDriver "awslogs" is not supported by Berth. Berth keeps container output with the agent (logDriver json-file)`},
+		{"splunk", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			ctr(in).LogConfiguration = &ecstypes.LogConfiguration{LogDriver: ecstypes.LogDriverSplunk}
+		}), `containerDefinitions[0].logConfiguration.logDriver "splunk" is not supported by Berth. Berth supports logDriver json-file (kept by the agent) and awslogs`},
+		{"awslogs option", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			ctr(in).LogConfiguration = &ecstypes.LogConfiguration{LogDriver: ecstypes.LogDriverAwslogs, Options: map[string]string{"awslogs-group": "g", "awslogs-endpoint": "http://x"}}
+		}), `containerDefinitions[0].logConfiguration.options: unknown log opt 'awslogs-endpoint' for awslogs log driver`},
 		{"inference accelerator", base(func(in *ecs.RegisterTaskDefinitionInput) {
 			ctr(in).ResourceRequirements = []ecstypes.ResourceRequirement{{Type: ecstypes.ResourceTypeInferenceAccelerator, Value: aws.String("dev1")}}
 		}), "Invalid 'resourceRequirements' setting for container 'app'. InferenceAccelerator is not supported by Berth"},
@@ -155,7 +158,7 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 			"An error occurred (ClientException) when calling the RegisterTaskDefinition operation: containerDefinitions[0].secrets is not supported by Berth."},
 		{[]string{"register-task-definition", "--family", "cli", "--container-definitions",
 			`[{"name":"app","image":"img","memory":32,"logConfiguration":{"logDriver":"awslogs"}}]`},
-			`An error occurred (ClientException) when calling the RegisterTaskDefinition operation: containerDefinitions[0].logConfiguration.logDriver "awslogs" is not supported by Berth.`},
+			`An error occurred (ClientException) when calling the RegisterTaskDefinition operation: containerDefinitions[0].logConfiguration.options: awslogs-group must be a log group name`},
 		{[]string{"run-task", "--task-definition", "refused", "--enable-execute-command"},
 			"An error occurred (InvalidParameterException) when calling the RunTask operation: enableExecuteCommand is not supported by Berth."},
 		{[]string{"create-service", "--service-name", "cli", "--task-definition", "refused", "--desired-count", "1",

@@ -21,6 +21,7 @@ import (
 	"github.com/berthhq/berth/services/gateway/h2c"
 	"github.com/berthhq/berth/services/scheduler/app"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/logstore"
 	"github.com/berthhq/berth/tests/e2e/harness"
 )
 
@@ -53,7 +54,12 @@ func startAPIStack(t *testing.T, accounts ...string) *apiStack {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	cli := etcdembed.StartForTest(t)
-	sched, err := app.New(app.Config{Etcd: cli, Region: "us-east-1"})
+	logStore, err := logstore.Open(logstore.Config{Dir: t.TempDir(), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logStore.Close() })
+	sched, err := app.New(app.Config{Etcd: cli, Region: "us-east-1", Logs: logStore})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,6 +79,9 @@ type Config struct {
 	// GPUs are the host's GPUs (gpu.Lister's answer); a container is given those of its
 	// assigned gpuIds.
 	GPUs gpu.Host
+	// LogStreams creates the CloudWatch Logs streams of awslogs containers before they
+	// start; nil fails such tasks (no control plane to ship to).
+	LogStreams LogStreams
 	// Log receives task events; nil discards them.
 	Log *slog.Logger
 	// OnContainer, when set, is called on each container lifecycle event: "start" (a
@@ -92,6 +95,13 @@ func (m *Manager) containerEvent(event string) {
 	if m.cfg.OnContainer != nil {
 		m.cfg.OnContainer(event)
 	}
+}
+
+// LogStreams creates the log stream of a container with the awslogs driver (and its
+// group with create_group). It returns an error whose text starts with the AWS error
+// type, e.g. "ResourceNotFoundException: The specified log group does not exist.".
+type LogStreams interface {
+	EnsureLogStream(ctx context.Context, region, group, stream string, createGroup bool) error
 }
 
 // Manager runs the tasks assigned to this host. Create it with New, start

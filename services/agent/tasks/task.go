@@ -185,6 +185,10 @@ func (t *task) run(ctx context.Context, adopted map[string]containerd.Container)
 		}
 	}
 
+	if len(missing) > 0 && ctx.Err() == nil {
+		t.ensureLogStreams(ctx, missing)
+	}
+
 	var wg sync.WaitGroup
 	for _, c := range t.ctrs {
 		if c.Status == state.Stopped {

@@ -18,6 +18,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/logstore"
 	"github.com/berthhq/berth/services/scheduler/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -63,6 +64,9 @@ type Config struct {
 	// OnHeartbeat, when set, is called with each heartbeat's lag: receipt time minus the
 	// agent's sent_at (for metrics).
 	OnHeartbeat func(lag time.Duration)
+	// Logs is the CloudWatch Logs store agents ship awslogs output to; nil answers
+	// EnsureLogStream and ShipLogs with Unavailable.
+	Logs *logstore.Store
 }
 
 // Server implements agentv1connect.AgentServiceHandler: Register, and one Session stream

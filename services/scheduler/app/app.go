@@ -23,6 +23,10 @@ import (
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	"github.com/berthhq/berth/gen/berth/console/v1/consolev1connect"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
+	"github.com/berthhq/berth/gen/berth/logs/v1/logsv1connect"
+	"github.com/berthhq/berth/gen/berth/secretsmanager/v1/secretsmanagerv1connect"
+	"github.com/berthhq/berth/gen/berth/ssm/v1/ssmv1connect"
+	"github.com/berthhq/berth/gen/berth/sts/v1/stsv1connect"
 	"github.com/berthhq/berth/services/scheduler/admin"
 	"github.com/berthhq/berth/services/scheduler/agentsession"
 	"github.com/berthhq/berth/services/scheduler/caller"
@@ -31,9 +35,12 @@ import (
 	"github.com/berthhq/berth/services/scheduler/etcdmetrics"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/leader"
+	"github.com/berthhq/berth/services/scheduler/logsapi"
+	"github.com/berthhq/berth/services/scheduler/logstore"
 	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/reaper"
 	"github.com/berthhq/berth/services/scheduler/service"
+	"github.com/berthhq/berth/services/scheduler/sts"
 )
 
 // Config configures a replica.
@@ -81,6 +88,11 @@ type Config struct {
 	// many placements RunTask's group commit puts in one txn (control.Config.MaxTxnOps).
 	// Zero means etcd's default, 128.
 	MaxTxnOps int
+	// Logs is the replica's CloudWatch Logs store (on its disk, never in etcd): agents
+	// ship awslogs output into it and Run sweeps it for retention. Nil serves no logs.
+	Logs *logstore.Store
+	// LogSweepInterval is the time between retention sweeps of Logs; default 10 min.
+	LogSweepInterval time.Duration
 }
 
 // App is one scheduler replica.
@@ -156,6 +168,7 @@ func New(cfg Config) (*App, error) {
 		HeartbeatTimeout: cfg.HeartbeatTimeout,
 		Logger:           cfg.Logger.With("component", "agentsession"),
 		OnHeartbeat:      a.registerMetrics(reg),
+		Logs:             cfg.Logs,
 	})
 	a.admin = admin.New(a.kv, cfg.Logger.With("component", "admin"), admin.Options{AllowReset: cfg.Dev})
 	a.elector = leader.New(leader.Config{
@@ -170,6 +183,15 @@ func New(cfg Config) (*App, error) {
 	mux := http.NewServeMux()
 	mux.Handle(ecsv1connect.NewEcsServiceHandler(ecsHandler{a.control, a.services}, identity, gzip))
 	mux.Handle(agentv1connect.NewAgentServiceHandler(a.sessions, identity, gzip))
+	// The other AWS services the gateway routes to (gateway.Services): one handler each.
+	mux.Handle(stsv1connect.NewStsServiceHandler(sts.New(), identity, gzip))
+	mux.Handle(secretsmanagerv1connect.NewSecretsManagerServiceHandler(secretsmanagerv1connect.UnimplementedSecretsManagerServiceHandler{}, identity, gzip))
+	mux.Handle(ssmv1connect.NewSsmServiceHandler(ssmv1connect.UnimplementedSsmServiceHandler{}, identity, gzip))
+	if cfg.Logs != nil {
+		mux.Handle(logsv1connect.NewLogsServiceHandler(logsapi.NewService(cfg.Logs), identity, gzip))
+	} else {
+		mux.Handle(logsv1connect.NewLogsServiceHandler(logsv1connect.UnimplementedLogsServiceHandler{}, identity, gzip))
+	}
 	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip))
 	mux.Handle(consolev1connect.NewConsoleServiceHandler(changefeed.New(cfg.Etcd, a.kv, cfg.Logger.With("component", "changefeed")), identity, gzip))
 	a.handleIntrospection(mux)
@@ -227,6 +249,9 @@ func (a *App) MigrateLayout(ctx context.Context) error {
 func (a *App) Run(ctx context.Context) error {
 	defer a.sessions.Close()
 	defer a.placer.Close()
+	if a.cfg.Logs != nil {
+		go a.sweepLogs(ctx)
+	}
 	return a.elector.Run(ctx, func(ctx context.Context, term leader.Term) {
 		a.leading.Store(true)
 		defer a.leading.Store(false)
@@ -272,4 +297,30 @@ func (a *App) Run(ctx context.Context) error {
 		<-done
 		a.log.Info("no longer leading", "replica", a.cfg.Replica)
 	})
+}
+
+// Logs returns the replica's log store (nil when Config.Logs was not set).
+func (a *App) Logs() *logstore.Store { return a.cfg.Logs }
+
+// sweepLogs deletes log events past their group's retention every LogSweepInterval
+// until ctx ends. Every replica sweeps its own store (the store is not in etcd).
+func (a *App) sweepLogs(ctx context.Context) {
+	every := a.cfg.LogSweepInterval
+	if every <= 0 {
+		every = 10 * time.Minute
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if n, err := a.cfg.Logs.Sweep(time.Now()); err != nil {
+			a.log.Warn("log retention sweep", "err", err)
+		} else if n > 0 {
+			a.log.Info("log retention sweep", "deleted_events", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

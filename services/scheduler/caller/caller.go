@@ -31,6 +31,12 @@ const (
 	// EndpointHeader carries the base URL the caller reached the gateway at (scheme and
 	// host), which DiscoverPollEndpoint answers; may be absent.
 	EndpointHeader = "Berth-Endpoint"
+	// PrincipalARNHeader carries the ARN of the authenticated principal (the account's
+	// root, arn:aws:iam::{account}:root, for an account access key; an assumed role for
+	// session credentials), and PrincipalIDHeader its unique id, as STS
+	// GetCallerIdentity answers them.
+	PrincipalARNHeader = "Berth-Principal-Arn"
+	PrincipalIDHeader  = "Berth-Principal-Id"
 )
 
 // Identity is who is calling.
@@ -46,6 +52,9 @@ type Identity struct {
 	// Endpoint is the gateway's base URL as the caller reached it (EndpointHeader); may
 	// be empty.
 	Endpoint string
+	// PrincipalARN and PrincipalID are the authenticated principal's ARN and unique id
+	// (PrincipalARNHeader); empty when the gateway sent none.
+	PrincipalARN, PrincipalID string
 }
 
 type ctxKey struct{}
@@ -92,6 +101,8 @@ func identityFrom(h interface{ Get(string) string }) (Identity, error) {
 		ContainerInstanceARN: h.Get(ContainerInstanceHeader),
 		RequestID:            h.Get(RequestIDHeader),
 		Endpoint:             h.Get(EndpointHeader),
+		PrincipalARN:         h.Get(PrincipalARNHeader),
+		PrincipalID:          h.Get(PrincipalIDHeader),
 	}
 	if !accountPattern.MatchString(id.Account) {
 		return Identity{}, connect.NewError(connect.CodeUnauthenticated, ErrNoAccount)

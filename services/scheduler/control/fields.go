@@ -152,7 +152,7 @@ var FieldRules = map[string]FieldRule{
 	"ContainerDefinition.interactive":            honoured("stdin kept open while the process runs (nothing writes to it: ECS has no attach); after an agent restart the re-attached process reads end-of-file."),
 	"ContainerDefinition.links":                  refused(issueNetworking, "Berth has no Docker links; containers of a task share the host's network."),
 	"ContainerDefinition.linuxParameters":        honoured("See LinuxParameters."),
-	"ContainerDefinition.logConfiguration":       honoured("logDriver json-file only: the agent keeps stdout and stderr (see LogConfiguration)."),
+	"ContainerDefinition.logConfiguration":       honoured("logDriver json-file (kept by the agent, read with berth logs) or awslogs (shipped to Berth's CloudWatch Logs; see LogConfiguration)."),
 	"ContainerDefinition.memory":                 honoured("Hard limit; OOM-killed past it."),
 	"ContainerDefinition.memoryReservation":      honoured("Soft limit."),
 	"ContainerDefinition.mountPoints":            honoured(""),
@@ -230,8 +230,8 @@ var FieldRules = map[string]FieldRule{
 	"Tmpfs.containerPath":                              honoured(""),
 	"Tmpfs.mountOptions":                               honoured("Passed to the mount after nosuid and nodev."),
 	"Tmpfs.size":                                       honoured("Maximum size in MiB."),
-	"LogConfiguration.logDriver":                       refusedBut(issueAWSDeps, "Berth keeps container output with the agent (logDriver json-file); other drivers are not supported yet.", stringIn("json-file")),
-	"LogConfiguration.options":                         refused(issueAWSDeps, "Berth's json-file logs take no options (the agent sets rotation and retention)."),
+	"LogConfiguration.logDriver":                       refusedBut(issueAWSDeps, "Berth supports logDriver json-file (kept by the agent) and awslogs (Berth's CloudWatch Logs).", stringIn("json-file", "awslogs")),
+	"LogConfiguration.options":                         honoured("awslogs: awslogs-group (required), awslogs-region (default: the agent's region), awslogs-stream-prefix (stream prefix/container-name/task-id; without it the container id), awslogs-create-group (without it a missing group fails the task with ResourceInitializationError), mode (non-blocking by default: unshipped output beyond max-buffer-size, default 10m, is dropped oldest first; blocking never drops), awslogs-multiline-pattern or awslogs-datetime-format (strftime). Any other option, and any option for json-file, is refused at registration."),
 	"LogConfiguration.secretOptions":                   refused(issueAWSDeps, "Berth has no secrets store yet; leave secretOptions out."),
 
 	// RunTask and StartTask (AWS reference: RunTask, StartTask).

@@ -249,12 +249,9 @@ func TestCheckFields(t *testing.T) {
 				c.Secrets = []*ecsv1.Secret{{Name: proto.String("A"), ValueFrom: proto.String("arn")}}
 			}))
 		}), ClientErr, "containerDefinitions[1].secrets is not supported by Berth. Berth has no Secrets Manager"},
-		{"awslogs", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
-			m.ContainerDefinitions[0].LogConfiguration = &ecsv1.LogConfiguration{LogDriver: proto.String("awslogs")}
-		}), ClientErr, `containerDefinitions[0].logConfiguration.logDriver "awslogs" is not supported by Berth.`},
-		{"log options", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
-			m.ContainerDefinitions[0].LogConfiguration = &ecsv1.LogConfiguration{LogDriver: proto.String("json-file"), Options: map[string]string{"max-size": "1m"}}
-		}), ClientErr, "containerDefinitions[0].logConfiguration.options is not supported"},
+		{"splunk", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
+			m.ContainerDefinitions[0].LogConfiguration = &ecsv1.LogConfiguration{LogDriver: proto.String("splunk")}
+		}), ClientErr, `containerDefinitions[0].logConfiguration.logDriver "splunk" is not supported by Berth.`},
 		{"dockerSecurityOptions after honoured members", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
 			m.ContainerDefinitions[0].LinuxParameters = &ecsv1.LinuxParameters{InitProcessEnabled: proto.Bool(true), Swappiness: proto.Int32(10), Tmpfs: []*ecsv1.Tmpfs{{ContainerPath: proto.String("/t"), Size: 1}}}
 			m.ContainerDefinitions[0].StartTimeout = proto.Int32(30)

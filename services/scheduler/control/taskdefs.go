@@ -335,6 +335,11 @@ func (s *Server) RegisterTaskDefinition(ctx context.Context, req *connect.Reques
 		if err := CheckFields(ClientErr, m); err != nil {
 			return nil, err
 		}
+		for i, cd := range m.GetContainerDefinitions() {
+			if err := checkLogConfiguration(i, cd.GetLogConfiguration()); err != nil {
+				return nil, err
+			}
+		}
 		td.Status = proto.String(statusActive)
 		td.RegisteredBy = proto.String(rootARN(account))
 		tags := mergeTags(nil, m.GetTags())

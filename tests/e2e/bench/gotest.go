@@ -123,8 +123,42 @@ func goTestFigures(ctx context.Context) ([]Row, error) {
 			rows = append(rows, Row{gList, "ListTasks page at " + n + " tasks", m["ns/op"] / 1e6, "ms", "mean of 300 (control.BenchmarkListTasksPage)"})
 		}
 	}
+	rows = append(rows, logsFigures(ctx, &errs)...)
 	if len(errs) > 0 {
 		return rows, fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return rows, nil
+}
+
+// logsFigures are the CloudWatch Logs goals: ingest ≥ 20,000 lines/s from one host with
+// the task's runtime ratio (awslogs ÷ json-file) ≤ 1.1, and GetLogEvents of the last
+// 1,000 lines ≤ 50 ms.
+func logsFigures(ctx context.Context, errs *[]string) []Row {
+	const g = "CloudWatch Logs (awslogs shipping, log store)"
+	var rows []Row
+	if ship, err := goBench(ctx, "services/agent", "^BenchmarkAWSLogsShipping$", "3x"); err != nil {
+		*errs = append(*errs, err.Error())
+	} else if m, ok := find(ship, "BenchmarkAWSLogsShipping"); ok {
+		rows = append(rows,
+			Row{g, "log-heavy task runtime, json-file", m["json-file-ms"], "ms", "100,000 lines of 100 B, real containerd, mean of 3 (agent.BenchmarkAWSLogsShipping)"},
+			Row{g, "log-heavy task runtime, awslogs", m["awslogs-ms"], "ms", "same task shipping as it runs (mode blocking)"},
+			Row{g, "runtime ratio awslogs ÷ json-file (goal ≤ 1.1)", m["runtime-ratio"], "ratio", ""},
+			Row{g, "lines shipped per second from one host (goal ≥ 20,000)", m["shipped-lines/s"], "/s", "assignment → every line at the control plane"})
+	}
+	if sh, err := goBench(ctx, "services/agent/logs", "^BenchmarkShipper$", "5x"); err != nil {
+		*errs = append(*errs, err.Error())
+	} else if m, ok := find(sh, "BenchmarkShipper"); ok {
+		rows = append(rows, Row{g, "shipper alone: lines/s", m["lines/s"], "/s", "logs.BenchmarkShipper: file → batches → in-memory control plane"})
+	}
+	if st, err := goBench(ctx, "services/scheduler/logstore", "^(BenchmarkPutEvents|BenchmarkGetLast1000)$", "2s"); err != nil {
+		*errs = append(*errs, err.Error())
+	} else {
+		if m, ok := find(st, "BenchmarkPutEvents"); ok {
+			rows = append(rows, Row{g, "log store ingest: lines/s", m["lines/s"], "/s", "logstore.BenchmarkPutEvents: batches of 1,000 lines of 100 B, fsync on"})
+		}
+		if m, ok := find(st, "BenchmarkGetLast1000"); ok {
+			rows = append(rows, Row{g, "GetLogEvents of the last 1,000 of 200,000 lines (goal ≤ 50 ms)", m["ms/read"], "ms", "logstore.BenchmarkGetLast1000"})
+		}
+	}
+	return rows
 }

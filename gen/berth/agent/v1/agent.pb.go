@@ -23,6 +23,310 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// EnsureLogStreamRequest names the stream of a container with the awslogs driver, in the
+// caller's account.
+type EnsureLogStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// region is awslogs-region; empty means the region of the agent's credential scope.
+	Region string `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	// log_group is awslogs-group.
+	LogGroup string `protobuf:"bytes,2,opt,name=log_group,json=logGroup,proto3" json:"log_group,omitempty"`
+	// log_stream is prefix/container-name/task-id (or the task id without a prefix).
+	LogStream string `protobuf:"bytes,3,opt,name=log_stream,json=logStream,proto3" json:"log_stream,omitempty"`
+	// create_group is awslogs-create-group.
+	CreateGroup   bool `protobuf:"varint,4,opt,name=create_group,json=createGroup,proto3" json:"create_group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnsureLogStreamRequest) Reset() {
+	*x = EnsureLogStreamRequest{}
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnsureLogStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnsureLogStreamRequest) ProtoMessage() {}
+
+func (x *EnsureLogStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnsureLogStreamRequest.ProtoReflect.Descriptor instead.
+func (*EnsureLogStreamRequest) Descriptor() ([]byte, []int) {
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *EnsureLogStreamRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *EnsureLogStreamRequest) GetLogGroup() string {
+	if x != nil {
+		return x.LogGroup
+	}
+	return ""
+}
+
+func (x *EnsureLogStreamRequest) GetLogStream() string {
+	if x != nil {
+		return x.LogStream
+	}
+	return ""
+}
+
+func (x *EnsureLogStreamRequest) GetCreateGroup() bool {
+	if x != nil {
+		return x.CreateGroup
+	}
+	return false
+}
+
+// EnsureLogStreamResponse is empty: the stream exists.
+type EnsureLogStreamResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnsureLogStreamResponse) Reset() {
+	*x = EnsureLogStreamResponse{}
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnsureLogStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnsureLogStreamResponse) ProtoMessage() {}
+
+func (x *EnsureLogStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnsureLogStreamResponse.ProtoReflect.Descriptor instead.
+func (*EnsureLogStreamResponse) Descriptor() ([]byte, []int) {
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{1}
+}
+
+// ShipLogsRequest is a batch of one stream's events, oldest first.
+type ShipLogsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// region is awslogs-region; empty means the region of the agent's credential scope.
+	Region string `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	// log_group is awslogs-group.
+	LogGroup string `protobuf:"bytes,2,opt,name=log_group,json=logGroup,proto3" json:"log_group,omitempty"`
+	// log_stream is the stream EnsureLogStream created.
+	LogStream string `protobuf:"bytes,3,opt,name=log_stream,json=logStream,proto3" json:"log_stream,omitempty"`
+	// events are in chronological order.
+	Events        []*ShippedLogEvent `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShipLogsRequest) Reset() {
+	*x = ShipLogsRequest{}
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShipLogsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShipLogsRequest) ProtoMessage() {}
+
+func (x *ShipLogsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShipLogsRequest.ProtoReflect.Descriptor instead.
+func (*ShipLogsRequest) Descriptor() ([]byte, []int) {
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ShipLogsRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *ShipLogsRequest) GetLogGroup() string {
+	if x != nil {
+		return x.LogGroup
+	}
+	return ""
+}
+
+func (x *ShipLogsRequest) GetLogStream() string {
+	if x != nil {
+		return x.LogStream
+	}
+	return ""
+}
+
+func (x *ShipLogsRequest) GetEvents() []*ShippedLogEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// ShippedLogEvent is one log event.
+type ShippedLogEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// timestamp is when the line was captured, in milliseconds since the epoch.
+	Timestamp int64 `protobuf:"varint,1,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	// message is the line (or the lines of a multiline event joined by newlines).
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShippedLogEvent) Reset() {
+	*x = ShippedLogEvent{}
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShippedLogEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShippedLogEvent) ProtoMessage() {}
+
+func (x *ShippedLogEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShippedLogEvent.ProtoReflect.Descriptor instead.
+func (*ShippedLogEvent) Descriptor() ([]byte, []int) {
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ShippedLogEvent) GetTimestamp() int64 {
+	if x != nil {
+		return x.Timestamp
+	}
+	return 0
+}
+
+func (x *ShippedLogEvent) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// ShipLogsResponse says which events the store refused as too old or too new (indexes
+// as in PutLogEvents' rejectedLogEventsInfo; -1 when none).
+type ShipLogsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// too_new_start_index is the first event more than 2 hours in the future.
+	TooNewStartIndex int32 `protobuf:"varint,1,opt,name=too_new_start_index,json=tooNewStartIndex,proto3" json:"too_new_start_index,omitempty"`
+	// too_old_end_index is the last event older than 14 days.
+	TooOldEndIndex int32 `protobuf:"varint,2,opt,name=too_old_end_index,json=tooOldEndIndex,proto3" json:"too_old_end_index,omitempty"`
+	// expired_end_index is the last event older than the group's retention.
+	ExpiredEndIndex int32 `protobuf:"varint,3,opt,name=expired_end_index,json=expiredEndIndex,proto3" json:"expired_end_index,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ShipLogsResponse) Reset() {
+	*x = ShipLogsResponse{}
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShipLogsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShipLogsResponse) ProtoMessage() {}
+
+func (x *ShipLogsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShipLogsResponse.ProtoReflect.Descriptor instead.
+func (*ShipLogsResponse) Descriptor() ([]byte, []int) {
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ShipLogsResponse) GetTooNewStartIndex() int32 {
+	if x != nil {
+		return x.TooNewStartIndex
+	}
+	return 0
+}
+
+func (x *ShipLogsResponse) GetTooOldEndIndex() int32 {
+	if x != nil {
+		return x.TooOldEndIndex
+	}
+	return 0
+}
+
+func (x *ShipLogsResponse) GetExpiredEndIndex() int32 {
+	if x != nil {
+		return x.ExpiredEndIndex
+	}
+	return 0
+}
+
 // RegisterRequest describes the host.
 type RegisterRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -48,7 +352,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[0]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -60,7 +364,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[0]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -73,7 +377,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{0}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RegisterRequest) GetCluster() string {
@@ -138,7 +442,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[1]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -150,7 +454,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[1]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -163,7 +467,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{1}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RegisterResponse) GetContainerInstance() *v1.ContainerInstance {
@@ -198,7 +502,7 @@ type SessionRequest struct {
 
 func (x *SessionRequest) Reset() {
 	*x = SessionRequest{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[2]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -210,7 +514,7 @@ func (x *SessionRequest) String() string {
 func (*SessionRequest) ProtoMessage() {}
 
 func (x *SessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[2]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -223,7 +527,7 @@ func (x *SessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
 func (*SessionRequest) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SessionRequest) GetMessage() isSessionRequest_Message {
@@ -319,7 +623,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -331,7 +635,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -344,7 +648,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SessionResponse) GetMessage() isSessionResponse_Message {
@@ -435,7 +739,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -447,7 +751,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -460,7 +764,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Hello) GetContainerInstanceArn() string {
@@ -494,7 +798,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -506,7 +810,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -519,7 +823,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Heartbeat) GetRuntimeReady() bool {
@@ -586,7 +890,7 @@ type TaskStateChange struct {
 
 func (x *TaskStateChange) Reset() {
 	*x = TaskStateChange{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +902,7 @@ func (x *TaskStateChange) String() string {
 func (*TaskStateChange) ProtoMessage() {}
 
 func (x *TaskStateChange) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +915,7 @@ func (x *TaskStateChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStateChange.ProtoReflect.Descriptor instead.
 func (*TaskStateChange) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TaskStateChange) GetSeq() uint64 {
@@ -733,7 +1037,7 @@ type ContainerState struct {
 
 func (x *ContainerState) Reset() {
 	*x = ContainerState{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -745,7 +1049,7 @@ func (x *ContainerState) String() string {
 func (*ContainerState) ProtoMessage() {}
 
 func (x *ContainerState) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -758,7 +1062,7 @@ func (x *ContainerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerState.ProtoReflect.Descriptor instead.
 func (*ContainerState) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ContainerState) GetName() string {
@@ -835,7 +1139,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +1151,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +1164,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Ack) GetDeliveryIds() []string {
@@ -881,7 +1185,7 @@ type StateAck struct {
 
 func (x *StateAck) Reset() {
 	*x = StateAck{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -893,7 +1197,7 @@ func (x *StateAck) String() string {
 func (*StateAck) ProtoMessage() {}
 
 func (x *StateAck) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +1210,7 @@ func (x *StateAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateAck.ProtoReflect.Descriptor instead.
 func (*StateAck) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StateAck) GetSeqs() []uint64 {
@@ -935,7 +1239,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1251,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1264,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Assignment) GetDeliveryId() string {
@@ -1008,7 +1312,7 @@ type StopOrder struct {
 
 func (x *StopOrder) Reset() {
 	*x = StopOrder{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1324,7 @@ func (x *StopOrder) String() string {
 func (*StopOrder) ProtoMessage() {}
 
 func (x *StopOrder) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1337,7 @@ func (x *StopOrder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopOrder.ProtoReflect.Descriptor instead.
 func (*StopOrder) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StopOrder) GetDeliveryId() string {
@@ -1076,7 +1380,7 @@ type ExpectedTasks struct {
 
 func (x *ExpectedTasks) Reset() {
 	*x = ExpectedTasks{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1392,7 @@ func (x *ExpectedTasks) String() string {
 func (*ExpectedTasks) ProtoMessage() {}
 
 func (x *ExpectedTasks) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1405,7 @@ func (x *ExpectedTasks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpectedTasks.ProtoReflect.Descriptor instead.
 func (*ExpectedTasks) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExpectedTasks) GetTaskArns() []string {
@@ -1115,7 +1419,27 @@ var File_berth_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1aberth/agent/v1/agent.proto\x12\x0eberth.agent.v1\x1a\x19berth/ecs/v1/shapes.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbd\x02\n" +
+	"\x1aberth/agent/v1/agent.proto\x12\x0eberth.agent.v1\x1a\x19berth/ecs/v1/shapes.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x01\n" +
+	"\x16EnsureLogStreamRequest\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12\x1b\n" +
+	"\tlog_group\x18\x02 \x01(\tR\blogGroup\x12\x1d\n" +
+	"\n" +
+	"log_stream\x18\x03 \x01(\tR\tlogStream\x12!\n" +
+	"\fcreate_group\x18\x04 \x01(\bR\vcreateGroup\"\x19\n" +
+	"\x17EnsureLogStreamResponse\"\x9e\x01\n" +
+	"\x0fShipLogsRequest\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12\x1b\n" +
+	"\tlog_group\x18\x02 \x01(\tR\blogGroup\x12\x1d\n" +
+	"\n" +
+	"log_stream\x18\x03 \x01(\tR\tlogStream\x127\n" +
+	"\x06events\x18\x04 \x03(\v2\x1f.berth.agent.v1.ShippedLogEventR\x06events\"I\n" +
+	"\x0fShippedLogEvent\x12\x1c\n" +
+	"\ttimestamp\x18\x01 \x01(\x03R\ttimestamp\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x98\x01\n" +
+	"\x10ShipLogsResponse\x12-\n" +
+	"\x13too_new_start_index\x18\x01 \x01(\x05R\x10tooNewStartIndex\x12)\n" +
+	"\x11too_old_end_index\x18\x02 \x01(\x05R\x0etooOldEndIndex\x12*\n" +
+	"\x11expired_end_index\x18\x03 \x01(\x05R\x0fexpiredEndIndex\"\xbd\x02\n" +
 	"\x0fRegisterRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x17\n" +
 	"\ahost_id\x18\x02 \x01(\tR\x06hostId\x124\n" +
@@ -1206,10 +1530,12 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1b\n" +
 	"\tstop_code\x18\x04 \x01(\tR\bstopCode\",\n" +
 	"\rExpectedTasks\x12\x1b\n" +
-	"\ttask_arns\x18\x01 \x03(\tR\btaskArns2\xad\x01\n" +
+	"\ttask_arns\x18\x01 \x03(\tR\btaskArns2\xe0\x02\n" +
 	"\fAgentService\x12M\n" +
 	"\bRegister\x12\x1f.berth.agent.v1.RegisterRequest\x1a .berth.agent.v1.RegisterResponse\x12N\n" +
-	"\aSession\x12\x1e.berth.agent.v1.SessionRequest\x1a\x1f.berth.agent.v1.SessionResponse(\x010\x01B\xaf\x01\n" +
+	"\aSession\x12\x1e.berth.agent.v1.SessionRequest\x1a\x1f.berth.agent.v1.SessionResponse(\x010\x01\x12b\n" +
+	"\x0fEnsureLogStream\x12&.berth.agent.v1.EnsureLogStreamRequest\x1a'.berth.agent.v1.EnsureLogStreamResponse\x12M\n" +
+	"\bShipLogs\x12\x1f.berth.agent.v1.ShipLogsRequest\x1a .berth.agent.v1.ShipLogsResponseB\xaf\x01\n" +
 	"\x12com.berth.agent.v1B\n" +
 	"AgentProtoP\x01Z3github.com/berthhq/berth/gen/berth/agent/v1;agentv1\xa2\x02\x03BAX\xaa\x02\x0eBerth.Agent.V1\xca\x02\x0eBerth\\Agent\\V1\xe2\x02\x1aBerth\\Agent\\V1\\GPBMetadata\xea\x02\x10Berth::Agent::V1b\x06proto3"
 
@@ -1225,63 +1551,73 @@ func file_berth_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_berth_agent_v1_agent_proto_rawDescData
 }
 
-var file_berth_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_berth_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_berth_agent_v1_agent_proto_goTypes = []any{
-	(*RegisterRequest)(nil),       // 0: berth.agent.v1.RegisterRequest
-	(*RegisterResponse)(nil),      // 1: berth.agent.v1.RegisterResponse
-	(*SessionRequest)(nil),        // 2: berth.agent.v1.SessionRequest
-	(*SessionResponse)(nil),       // 3: berth.agent.v1.SessionResponse
-	(*Hello)(nil),                 // 4: berth.agent.v1.Hello
-	(*Heartbeat)(nil),             // 5: berth.agent.v1.Heartbeat
-	(*TaskStateChange)(nil),       // 6: berth.agent.v1.TaskStateChange
-	(*ContainerState)(nil),        // 7: berth.agent.v1.ContainerState
-	(*Ack)(nil),                   // 8: berth.agent.v1.Ack
-	(*StateAck)(nil),              // 9: berth.agent.v1.StateAck
-	(*Assignment)(nil),            // 10: berth.agent.v1.Assignment
-	(*StopOrder)(nil),             // 11: berth.agent.v1.StopOrder
-	(*ExpectedTasks)(nil),         // 12: berth.agent.v1.ExpectedTasks
-	(*v1.Resource)(nil),           // 13: berth.ecs.v1.Resource
-	(*v1.Attribute)(nil),          // 14: berth.ecs.v1.Attribute
-	(*v1.VersionInfo)(nil),        // 15: berth.ecs.v1.VersionInfo
-	(*v1.ContainerInstance)(nil),  // 16: berth.ecs.v1.ContainerInstance
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
-	(*v1.NetworkBinding)(nil),     // 18: berth.ecs.v1.NetworkBinding
-	(*v1.Task)(nil),               // 19: berth.ecs.v1.Task
-	(*v1.TaskDefinition)(nil),     // 20: berth.ecs.v1.TaskDefinition
+	(*EnsureLogStreamRequest)(nil),  // 0: berth.agent.v1.EnsureLogStreamRequest
+	(*EnsureLogStreamResponse)(nil), // 1: berth.agent.v1.EnsureLogStreamResponse
+	(*ShipLogsRequest)(nil),         // 2: berth.agent.v1.ShipLogsRequest
+	(*ShippedLogEvent)(nil),         // 3: berth.agent.v1.ShippedLogEvent
+	(*ShipLogsResponse)(nil),        // 4: berth.agent.v1.ShipLogsResponse
+	(*RegisterRequest)(nil),         // 5: berth.agent.v1.RegisterRequest
+	(*RegisterResponse)(nil),        // 6: berth.agent.v1.RegisterResponse
+	(*SessionRequest)(nil),          // 7: berth.agent.v1.SessionRequest
+	(*SessionResponse)(nil),         // 8: berth.agent.v1.SessionResponse
+	(*Hello)(nil),                   // 9: berth.agent.v1.Hello
+	(*Heartbeat)(nil),               // 10: berth.agent.v1.Heartbeat
+	(*TaskStateChange)(nil),         // 11: berth.agent.v1.TaskStateChange
+	(*ContainerState)(nil),          // 12: berth.agent.v1.ContainerState
+	(*Ack)(nil),                     // 13: berth.agent.v1.Ack
+	(*StateAck)(nil),                // 14: berth.agent.v1.StateAck
+	(*Assignment)(nil),              // 15: berth.agent.v1.Assignment
+	(*StopOrder)(nil),               // 16: berth.agent.v1.StopOrder
+	(*ExpectedTasks)(nil),           // 17: berth.agent.v1.ExpectedTasks
+	(*v1.Resource)(nil),             // 18: berth.ecs.v1.Resource
+	(*v1.Attribute)(nil),            // 19: berth.ecs.v1.Attribute
+	(*v1.VersionInfo)(nil),          // 20: berth.ecs.v1.VersionInfo
+	(*v1.ContainerInstance)(nil),    // 21: berth.ecs.v1.ContainerInstance
+	(*timestamppb.Timestamp)(nil),   // 22: google.protobuf.Timestamp
+	(*v1.NetworkBinding)(nil),       // 23: berth.ecs.v1.NetworkBinding
+	(*v1.Task)(nil),                 // 24: berth.ecs.v1.Task
+	(*v1.TaskDefinition)(nil),       // 25: berth.ecs.v1.TaskDefinition
 }
 var file_berth_agent_v1_agent_proto_depIdxs = []int32{
-	13, // 0: berth.agent.v1.RegisterRequest.resources:type_name -> berth.ecs.v1.Resource
-	14, // 1: berth.agent.v1.RegisterRequest.attributes:type_name -> berth.ecs.v1.Attribute
-	15, // 2: berth.agent.v1.RegisterRequest.version_info:type_name -> berth.ecs.v1.VersionInfo
-	16, // 3: berth.agent.v1.RegisterResponse.container_instance:type_name -> berth.ecs.v1.ContainerInstance
-	4,  // 4: berth.agent.v1.SessionRequest.hello:type_name -> berth.agent.v1.Hello
-	5,  // 5: berth.agent.v1.SessionRequest.heartbeat:type_name -> berth.agent.v1.Heartbeat
-	6,  // 6: berth.agent.v1.SessionRequest.task_state:type_name -> berth.agent.v1.TaskStateChange
-	8,  // 7: berth.agent.v1.SessionRequest.ack:type_name -> berth.agent.v1.Ack
-	10, // 8: berth.agent.v1.SessionResponse.assignment:type_name -> berth.agent.v1.Assignment
-	11, // 9: berth.agent.v1.SessionResponse.stop:type_name -> berth.agent.v1.StopOrder
-	9,  // 10: berth.agent.v1.SessionResponse.state_ack:type_name -> berth.agent.v1.StateAck
-	12, // 11: berth.agent.v1.SessionResponse.expected_tasks:type_name -> berth.agent.v1.ExpectedTasks
-	17, // 12: berth.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	7,  // 13: berth.agent.v1.TaskStateChange.containers:type_name -> berth.agent.v1.ContainerState
-	17, // 14: berth.agent.v1.TaskStateChange.pull_started_at:type_name -> google.protobuf.Timestamp
-	17, // 15: berth.agent.v1.TaskStateChange.pull_stopped_at:type_name -> google.protobuf.Timestamp
-	17, // 16: berth.agent.v1.TaskStateChange.started_at:type_name -> google.protobuf.Timestamp
-	17, // 17: berth.agent.v1.TaskStateChange.stopping_at:type_name -> google.protobuf.Timestamp
-	17, // 18: berth.agent.v1.TaskStateChange.execution_stopped_at:type_name -> google.protobuf.Timestamp
-	17, // 19: berth.agent.v1.TaskStateChange.stopped_at:type_name -> google.protobuf.Timestamp
-	18, // 20: berth.agent.v1.ContainerState.network_bindings:type_name -> berth.ecs.v1.NetworkBinding
-	19, // 21: berth.agent.v1.Assignment.task:type_name -> berth.ecs.v1.Task
-	20, // 22: berth.agent.v1.Assignment.task_definition:type_name -> berth.ecs.v1.TaskDefinition
-	0,  // 23: berth.agent.v1.AgentService.Register:input_type -> berth.agent.v1.RegisterRequest
-	2,  // 24: berth.agent.v1.AgentService.Session:input_type -> berth.agent.v1.SessionRequest
-	1,  // 25: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
-	3,  // 26: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
-	25, // [25:27] is the sub-list for method output_type
-	23, // [23:25] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	3,  // 0: berth.agent.v1.ShipLogsRequest.events:type_name -> berth.agent.v1.ShippedLogEvent
+	18, // 1: berth.agent.v1.RegisterRequest.resources:type_name -> berth.ecs.v1.Resource
+	19, // 2: berth.agent.v1.RegisterRequest.attributes:type_name -> berth.ecs.v1.Attribute
+	20, // 3: berth.agent.v1.RegisterRequest.version_info:type_name -> berth.ecs.v1.VersionInfo
+	21, // 4: berth.agent.v1.RegisterResponse.container_instance:type_name -> berth.ecs.v1.ContainerInstance
+	9,  // 5: berth.agent.v1.SessionRequest.hello:type_name -> berth.agent.v1.Hello
+	10, // 6: berth.agent.v1.SessionRequest.heartbeat:type_name -> berth.agent.v1.Heartbeat
+	11, // 7: berth.agent.v1.SessionRequest.task_state:type_name -> berth.agent.v1.TaskStateChange
+	13, // 8: berth.agent.v1.SessionRequest.ack:type_name -> berth.agent.v1.Ack
+	15, // 9: berth.agent.v1.SessionResponse.assignment:type_name -> berth.agent.v1.Assignment
+	16, // 10: berth.agent.v1.SessionResponse.stop:type_name -> berth.agent.v1.StopOrder
+	14, // 11: berth.agent.v1.SessionResponse.state_ack:type_name -> berth.agent.v1.StateAck
+	17, // 12: berth.agent.v1.SessionResponse.expected_tasks:type_name -> berth.agent.v1.ExpectedTasks
+	22, // 13: berth.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	12, // 14: berth.agent.v1.TaskStateChange.containers:type_name -> berth.agent.v1.ContainerState
+	22, // 15: berth.agent.v1.TaskStateChange.pull_started_at:type_name -> google.protobuf.Timestamp
+	22, // 16: berth.agent.v1.TaskStateChange.pull_stopped_at:type_name -> google.protobuf.Timestamp
+	22, // 17: berth.agent.v1.TaskStateChange.started_at:type_name -> google.protobuf.Timestamp
+	22, // 18: berth.agent.v1.TaskStateChange.stopping_at:type_name -> google.protobuf.Timestamp
+	22, // 19: berth.agent.v1.TaskStateChange.execution_stopped_at:type_name -> google.protobuf.Timestamp
+	22, // 20: berth.agent.v1.TaskStateChange.stopped_at:type_name -> google.protobuf.Timestamp
+	23, // 21: berth.agent.v1.ContainerState.network_bindings:type_name -> berth.ecs.v1.NetworkBinding
+	24, // 22: berth.agent.v1.Assignment.task:type_name -> berth.ecs.v1.Task
+	25, // 23: berth.agent.v1.Assignment.task_definition:type_name -> berth.ecs.v1.TaskDefinition
+	5,  // 24: berth.agent.v1.AgentService.Register:input_type -> berth.agent.v1.RegisterRequest
+	7,  // 25: berth.agent.v1.AgentService.Session:input_type -> berth.agent.v1.SessionRequest
+	0,  // 26: berth.agent.v1.AgentService.EnsureLogStream:input_type -> berth.agent.v1.EnsureLogStreamRequest
+	2,  // 27: berth.agent.v1.AgentService.ShipLogs:input_type -> berth.agent.v1.ShipLogsRequest
+	6,  // 28: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
+	8,  // 29: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
+	1,  // 30: berth.agent.v1.AgentService.EnsureLogStream:output_type -> berth.agent.v1.EnsureLogStreamResponse
+	4,  // 31: berth.agent.v1.AgentService.ShipLogs:output_type -> berth.agent.v1.ShipLogsResponse
+	28, // [28:32] is the sub-list for method output_type
+	24, // [24:28] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_berth_agent_v1_agent_proto_init() }
@@ -1289,26 +1625,26 @@ func file_berth_agent_v1_agent_proto_init() {
 	if File_berth_agent_v1_agent_proto != nil {
 		return
 	}
-	file_berth_agent_v1_agent_proto_msgTypes[2].OneofWrappers = []any{
+	file_berth_agent_v1_agent_proto_msgTypes[7].OneofWrappers = []any{
 		(*SessionRequest_Hello)(nil),
 		(*SessionRequest_Heartbeat)(nil),
 		(*SessionRequest_TaskState)(nil),
 		(*SessionRequest_Ack)(nil),
 	}
-	file_berth_agent_v1_agent_proto_msgTypes[3].OneofWrappers = []any{
+	file_berth_agent_v1_agent_proto_msgTypes[8].OneofWrappers = []any{
 		(*SessionResponse_Assignment)(nil),
 		(*SessionResponse_Stop)(nil),
 		(*SessionResponse_StateAck)(nil),
 		(*SessionResponse_ExpectedTasks)(nil),
 	}
-	file_berth_agent_v1_agent_proto_msgTypes[7].OneofWrappers = []any{}
+	file_berth_agent_v1_agent_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_agent_v1_agent_proto_rawDesc), len(file_berth_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

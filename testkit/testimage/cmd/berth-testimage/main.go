@@ -16,6 +16,8 @@
 //	check URL          exit 0 if GET URL answers 200, else 1 (a CMD health check)
 //	write PATH TEXT    write TEXT to the file PATH, exit 0; print the error and exit 1
 //	cat PATH           print the file PATH, exit 0; print the error and exit 1
+//	tick N MS          print "tick I" (I = 1…N) every MS milliseconds, then exit 0
+//	lines N SIZE       print N lines of SIZE bytes ("line I " padded) as fast as it can, exit 0
 //
 // With no arguments it sleeps for an hour. Modes that wait exit 0 on SIGTERM
 // or SIGINT (except ignore-sigterm); a usage error exits 2. The program is
@@ -23,6 +25,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +37,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -135,6 +139,30 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		for _, kv := range env {
 			fmt.Fprintln(stdout, kv)
 		}
+		return exitOK
+	case "tick", "lines":
+		if len(rest) != 2 {
+			return usage("takes N and MS (tick) or N and SIZE (lines)")
+		}
+		n, err1 := strconv.Atoi(rest[0])
+		m, err2 := strconv.Atoi(rest[1])
+		if err1 != nil || err2 != nil || n < 0 || m < 0 {
+			return usage("takes two non-negative integers")
+		}
+		if mode == "tick" {
+			for i := 1; i <= n; i++ {
+				fmt.Fprintf(stdout, "tick %d\n", i)
+				time.Sleep(time.Duration(m) * time.Millisecond)
+			}
+			return exitOK
+		}
+		w := bufio.NewWriterSize(stdout, 64<<10)
+		pad := strings.Repeat("x", m)
+		for i := 1; i <= n; i++ {
+			line := fmt.Sprintf("line %d %s", i, pad)
+			fmt.Fprintln(w, line[:max(m, len(line)-len(pad))])
+		}
+		w.Flush()
 		return exitOK
 	case "echo":
 		if len(rest) != 2 {

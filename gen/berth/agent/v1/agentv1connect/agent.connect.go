@@ -37,6 +37,11 @@ const (
 	AgentServiceRegisterProcedure = "/berth.agent.v1.AgentService/Register"
 	// AgentServiceSessionProcedure is the fully-qualified name of the AgentService's Session RPC.
 	AgentServiceSessionProcedure = "/berth.agent.v1.AgentService/Session"
+	// AgentServiceEnsureLogStreamProcedure is the fully-qualified name of the AgentService's
+	// EnsureLogStream RPC.
+	AgentServiceEnsureLogStreamProcedure = "/berth.agent.v1.AgentService/EnsureLogStream"
+	// AgentServiceShipLogsProcedure is the fully-qualified name of the AgentService's ShipLogs RPC.
+	AgentServiceShipLogsProcedure = "/berth.agent.v1.AgentService/ShipLogs"
 )
 
 // AgentServiceClient is a client for the berth.agent.v1.AgentService service.
@@ -47,6 +52,13 @@ type AgentServiceClient interface {
 	// Session is the agent's one long-lived stream: heartbeats, task state changes and acks
 	// up; assignments, stop orders, expected-task lists and acks down.
 	Session(context.Context) *connect.BidiStreamForClient[v1.SessionRequest, v1.SessionResponse]
+	// EnsureLogStream creates the CloudWatch Logs stream an awslogs container writes to
+	// (and its group, with create_group) before the container starts; NOT_FOUND when the
+	// group is missing and create_group is false.
+	EnsureLogStream(context.Context, *connect.Request[v1.EnsureLogStreamRequest]) (*connect.Response[v1.EnsureLogStreamResponse], error)
+	// ShipLogs stores a batch of an awslogs container's output in the control plane's log
+	// store, under the rules of PutLogEvents.
+	ShipLogs(context.Context, *connect.Request[v1.ShipLogsRequest]) (*connect.Response[v1.ShipLogsResponse], error)
 }
 
 // NewAgentServiceClient constructs a client for the berth.agent.v1.AgentService service. By
@@ -72,13 +84,27 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("Session")),
 			connect.WithClientOptions(opts...),
 		),
+		ensureLogStream: connect.NewClient[v1.EnsureLogStreamRequest, v1.EnsureLogStreamResponse](
+			httpClient,
+			baseURL+AgentServiceEnsureLogStreamProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("EnsureLogStream")),
+			connect.WithClientOptions(opts...),
+		),
+		shipLogs: connect.NewClient[v1.ShipLogsRequest, v1.ShipLogsResponse](
+			httpClient,
+			baseURL+AgentServiceShipLogsProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("ShipLogs")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // agentServiceClient implements AgentServiceClient.
 type agentServiceClient struct {
-	register *connect.Client[v1.RegisterRequest, v1.RegisterResponse]
-	session  *connect.Client[v1.SessionRequest, v1.SessionResponse]
+	register        *connect.Client[v1.RegisterRequest, v1.RegisterResponse]
+	session         *connect.Client[v1.SessionRequest, v1.SessionResponse]
+	ensureLogStream *connect.Client[v1.EnsureLogStreamRequest, v1.EnsureLogStreamResponse]
+	shipLogs        *connect.Client[v1.ShipLogsRequest, v1.ShipLogsResponse]
 }
 
 // Register calls berth.agent.v1.AgentService.Register.
@@ -91,6 +117,16 @@ func (c *agentServiceClient) Session(ctx context.Context) *connect.BidiStreamFor
 	return c.session.CallBidiStream(ctx)
 }
 
+// EnsureLogStream calls berth.agent.v1.AgentService.EnsureLogStream.
+func (c *agentServiceClient) EnsureLogStream(ctx context.Context, req *connect.Request[v1.EnsureLogStreamRequest]) (*connect.Response[v1.EnsureLogStreamResponse], error) {
+	return c.ensureLogStream.CallUnary(ctx, req)
+}
+
+// ShipLogs calls berth.agent.v1.AgentService.ShipLogs.
+func (c *agentServiceClient) ShipLogs(ctx context.Context, req *connect.Request[v1.ShipLogsRequest]) (*connect.Response[v1.ShipLogsResponse], error) {
+	return c.shipLogs.CallUnary(ctx, req)
+}
+
 // AgentServiceHandler is an implementation of the berth.agent.v1.AgentService service.
 type AgentServiceHandler interface {
 	// Register registers the host as a container instance of a cluster, or refreshes the
@@ -99,6 +135,13 @@ type AgentServiceHandler interface {
 	// Session is the agent's one long-lived stream: heartbeats, task state changes and acks
 	// up; assignments, stop orders, expected-task lists and acks down.
 	Session(context.Context, *connect.BidiStream[v1.SessionRequest, v1.SessionResponse]) error
+	// EnsureLogStream creates the CloudWatch Logs stream an awslogs container writes to
+	// (and its group, with create_group) before the container starts; NOT_FOUND when the
+	// group is missing and create_group is false.
+	EnsureLogStream(context.Context, *connect.Request[v1.EnsureLogStreamRequest]) (*connect.Response[v1.EnsureLogStreamResponse], error)
+	// ShipLogs stores a batch of an awslogs container's output in the control plane's log
+	// store, under the rules of PutLogEvents.
+	ShipLogs(context.Context, *connect.Request[v1.ShipLogsRequest]) (*connect.Response[v1.ShipLogsResponse], error)
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -120,12 +163,28 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("Session")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceEnsureLogStreamHandler := connect.NewUnaryHandler(
+		AgentServiceEnsureLogStreamProcedure,
+		svc.EnsureLogStream,
+		connect.WithSchema(agentServiceMethods.ByName("EnsureLogStream")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentServiceShipLogsHandler := connect.NewUnaryHandler(
+		AgentServiceShipLogsProcedure,
+		svc.ShipLogs,
+		connect.WithSchema(agentServiceMethods.ByName("ShipLogs")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/berth.agent.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceRegisterProcedure:
 			agentServiceRegisterHandler.ServeHTTP(w, r)
 		case AgentServiceSessionProcedure:
 			agentServiceSessionHandler.ServeHTTP(w, r)
+		case AgentServiceEnsureLogStreamProcedure:
+			agentServiceEnsureLogStreamHandler.ServeHTTP(w, r)
+		case AgentServiceShipLogsProcedure:
+			agentServiceShipLogsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -141,4 +200,12 @@ func (UnimplementedAgentServiceHandler) Register(context.Context, *connect.Reque
 
 func (UnimplementedAgentServiceHandler) Session(context.Context, *connect.BidiStream[v1.SessionRequest, v1.SessionResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("berth.agent.v1.AgentService.Session is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) EnsureLogStream(context.Context, *connect.Request[v1.EnsureLogStreamRequest]) (*connect.Response[v1.EnsureLogStreamResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("berth.agent.v1.AgentService.EnsureLogStream is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) ShipLogs(context.Context, *connect.Request[v1.ShipLogsRequest]) (*connect.Response[v1.ShipLogsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("berth.agent.v1.AgentService.ShipLogs is not implemented"))
 }

@@ -1,0 +1,198 @@
+package logs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+)
+
+// fakePlane records shipped batches; fail makes ShipLogs fail with Unavailable.
+type fakePlane struct {
+	mu      sync.Mutex
+	streams map[string]bool
+	events  map[string][]string
+	fail    bool
+}
+
+func (f *fakePlane) EnsureLogStream(_ context.Context, r *connect.Request[agentv1.EnsureLogStreamRequest]) (*connect.Response[agentv1.EnsureLogStreamResponse], error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.streams[r.Msg.GetLogGroup()+"|"+r.Msg.GetLogStream()] = true
+	return connect.NewResponse(&agentv1.EnsureLogStreamResponse{}), nil
+}
+
+func (f *fakePlane) ShipLogs(_ context.Context, r *connect.Request[agentv1.ShipLogsRequest]) (*connect.Response[agentv1.ShipLogsResponse], error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("down"))
+	}
+	k := r.Msg.GetLogGroup() + "|" + r.Msg.GetLogStream()
+	if !f.streams[k] {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("ResourceNotFoundException: The specified log stream does not exist."))
+	}
+	for i, e := range r.Msg.GetEvents() {
+		if i > 0 && e.GetTimestamp() < r.Msg.GetEvents()[i-1].GetTimestamp() {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("out of order"))
+		}
+		f.events[k] = append(f.events[k], e.GetMessage())
+	}
+	return connect.NewResponse(&agentv1.ShipLogsResponse{TooNewStartIndex: -1, TooOldEndIndex: -1, ExpiredEndIndex: -1}), nil
+}
+
+func (f *fakePlane) got(k string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.events[k]...)
+}
+
+const taskARN = "arn:aws:ecs:us-east-1:123456789012:task/default/abc"
+
+func TestShipperResumesAfterRestartAndOutage(t *testing.T) {
+	ctx := context.Background()
+	st, err := NewStore(Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plane := &fakePlane{streams: map[string]bool{}, events: map[string][]string{}}
+	d, err := ParseAWSLogs(map[string]string{"awslogs-group": "/ecs/app", "awslogs-stream-prefix": "web"}, taskARN, "app", "ctr-id")
+	if err != nil || d.Stream != "web/app/abc" || d.Blocking || d.MaxBufferBytes != DefaultMaxBufferBytes {
+		t.Fatalf("destination = %+v, %v", d, err)
+	}
+	if err := st.SetDestination(taskARN, "app", d); err != nil {
+		t.Fatal(err)
+	}
+	out, errw, closeFn, err := st.Open(taskARN, "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(out, "one")
+	fmt.Fprintln(errw, "two")
+	sh := NewShipper(ShipperConfig{Store: st, Client: plane})
+	sh.Pass(ctx) // stream missing: recreated, then shipped
+	if got := strings.Join(plane.got("/ecs/app|web/app/abc"), ","); got != "one,two" {
+		t.Fatalf("shipped %q", got)
+	}
+	// The control plane is down: nothing is lost, nothing shipped twice.
+	plane.fail = true
+	fmt.Fprintln(out, "three")
+	sh.Pass(ctx)
+	plane.fail = false
+	// A new shipper (agent restart) resumes from the cursor on disk.
+	sh2 := NewShipper(ShipperConfig{Store: st, Client: plane})
+	fmt.Fprintln(out, "") // empty lines are not events
+	fmt.Fprintln(out, "four")
+	sh2.Pass(ctx)
+	if got := strings.Join(plane.got("/ecs/app|web/app/abc"), ","); got != "one,two,three,four" {
+		t.Fatalf("after restart shipped %q", got)
+	}
+	// Removed and fully shipped: the destination is done.
+	closeFn()
+	if err := st.MarkRemoved(taskARN); err != nil {
+		t.Fatal(err)
+	}
+	sh2.Pass(ctx)
+	sh2.mu.Lock()
+	done := len(sh2.done)
+	sh2.mu.Unlock()
+	if done != 1 {
+		t.Fatalf("done = %d, want 1", done)
+	}
+}
+
+func TestShipperMultilineAndNonBlockingDrop(t *testing.T) {
+	ctx := context.Background()
+	st, err := NewStore(Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plane := &fakePlane{streams: map[string]bool{}, events: map[string][]string{}}
+	d, err := ParseAWSLogs(map[string]string{"awslogs-group": "g", "awslogs-datetime-format": "%Y-%m-%d %H:%M:%S"}, taskARN, "app", "ctr-id")
+	if err != nil || d.Stream != "ctr-id" {
+		t.Fatalf("destination = %+v, %v", d, err)
+	}
+	must(t, st.SetDestination(taskARN, "app", d))
+	out, _, closeFn, err := st.Open(taskARN, "app")
+	must(t, err)
+	fmt.Fprint(out, "2026-12-01 10:00:00 panic: boom\n\tat main.go:1\n\tat main.go:2\n2026-12-01 10:00:01 next\n")
+	sh := NewShipper(ShipperConfig{Store: st, Client: plane, HoldMultiline: time.Hour})
+	sh.Pass(ctx)
+	// The last event is held for its continuation lines.
+	if got := plane.got("g|ctr-id"); len(got) != 1 || got[0] != "2026-12-01 10:00:00 panic: boom\n\tat main.go:1\n\tat main.go:2" {
+		t.Fatalf("multiline shipped %q", got)
+	}
+	closeFn()
+	must(t, st.MarkRemoved(taskARN))
+	sh.Pass(ctx)
+	if got := plane.got("g|ctr-id"); len(got) != 2 || got[1] != "2026-12-01 10:00:01 next" {
+		t.Fatalf("after close shipped %q", got)
+	}
+
+	// Non-blocking with a 1 KiB buffer: with the plane down, only the newest output is
+	// kept.
+	arn2 := taskARN + "2"
+	d2, err := ParseAWSLogs(map[string]string{"awslogs-group": "g", "awslogs-stream-prefix": "p", "mode": "non-blocking", "max-buffer-size": "1k"}, arn2, "app", "x")
+	must(t, err)
+	must(t, st.SetDestination(arn2, "app", d2))
+	out2, _, close2, err := st.Open(arn2, "app")
+	must(t, err)
+	defer close2()
+	for i := range 200 {
+		fmt.Fprintf(out2, "line %03d\n", i)
+	}
+	sh.Pass(ctx)
+	got := plane.got("g|p/app/abc2")
+	if len(got) == 0 || len(got) > 30 || got[len(got)-1] != "line 199" {
+		t.Fatalf("non-blocking shipped %d lines: %q", len(got), got)
+	}
+	if _, dropped := sh.Stats(); dropped == 0 {
+		t.Fatal("no bytes counted as dropped")
+	}
+}
+
+func TestParseAWSLogsRefuses(t *testing.T) {
+	for _, opts := range []map[string]string{
+		{},
+		{"awslogs-group": "g", "mode": "x"},
+		{"awslogs-group": "g", "max-buffer-size": "x"},
+		{"awslogs-group": "g", "awslogs-create-group": "maybe"},
+		{"awslogs-group": "g", "awslogs-multiline-pattern": "("},
+		{"awslogs-group": "g", "awslogs-multiline-pattern": "x", "awslogs-datetime-format": "%Y"},
+	} {
+		if _, err := ParseAWSLogs(opts, taskARN, "c", "id"); err == nil {
+			t.Errorf("%v accepted", opts)
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseLine(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 123456789, time.UTC)
+	for _, text := range []string{"plain", "", `with "quotes" and \ backslash`, "<html>&", "tab\there", "ünï"} {
+		b, err := json.Marshal(Line{Stream: "stderr", Time: now, Text: text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, ok := parseLine(append(b, '\n'))
+		if !ok || l.Text != text || l.Stream != "stderr" || !l.Time.Equal(now) {
+			t.Errorf("%q → %+v %v", text, l, ok)
+		}
+	}
+	if _, ok := parseLine([]byte("not json\n")); ok {
+		t.Error("garbage parsed")
+	}
+}

@@ -1,0 +1,55 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+
+	"github.com/berthhq/berth/services/agent/logs"
+	"github.com/berthhq/berth/services/agent/tasks/state"
+)
+
+// reasonLogger prefixes a task's stoppedReason when its awslogs stream cannot be
+// created, in the words of the ECS agent's Docker awslogs driver.
+const reasonLogger = "ResourceInitializationError: failed to validate logger args: create stream has been retried 1 times: failed to create Cloudwatch log stream: "
+
+// ensureLogStreams creates the log streams of the awslogs containers among ctrs and
+// records each destination beside the container's log, where the shipper finds it. If
+// one fails, the task stops before any container starts (TaskFailedToStart), as ECS
+// stops a task whose log group is missing without awslogs-create-group.
+func (t *task) ensureLogStreams(ctx context.Context, ctrs []*ctrState) {
+	for _, c := range ctrs {
+		lc := c.Def.GetLogConfiguration()
+		if lc.GetLogDriver() != "awslogs" || c.Status == state.Stopped {
+			continue
+		}
+		err := t.ensureLogStream(ctx, c)
+		if err == nil || ctx.Err() != nil {
+			continue
+		}
+		t.m.log.Warn("awslogs stream not created; stopping task", "task", t.arn, "container", c.Name, "err", err)
+		reason := reasonLogger + err.Error() + " : exit status 1"
+		t.mu.Lock()
+		for _, o := range ctrs {
+			if o.Status != state.Stopped {
+				t.st.MarkStopped(o.Container, nil, reason, true)
+			}
+		}
+		t.beginStopLocked(StopCodeTaskFailedToStart, reason)
+		t.mu.Unlock()
+		return
+	}
+}
+
+func (t *task) ensureLogStream(ctx context.Context, c *ctrState) error {
+	d, err := logs.ParseAWSLogs(c.Def.GetLogConfiguration().GetOptions(), t.arn, c.Name, c.ID)
+	if err != nil {
+		return err
+	}
+	if t.m.cfg.LogStreams == nil {
+		return errors.New("this agent has no control plane to ship logs to")
+	}
+	if err := t.m.cfg.LogStreams.EnsureLogStream(ctx, d.Region, d.Group, d.Stream, d.CreateGroup); err != nil {
+		return err
+	}
+	return t.m.cfg.Logs.SetDestination(t.arn, c.Name, d)
+}

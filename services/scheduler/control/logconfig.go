@@ -1,0 +1,90 @@
+package control
+
+import (
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/scheduler/ecserr"
+)
+
+// awslogsOptions are the options of the awslogs driver Berth honours (the ECS developer
+// guide's list, less awslogs-endpoint: Berth is the endpoint).
+var awslogsOptions = map[string]bool{
+	"awslogs-group": true, "awslogs-region": true, "awslogs-stream-prefix": true,
+	"awslogs-create-group": true, "mode": true, "max-buffer-size": true,
+	"awslogs-multiline-pattern": true, "awslogs-datetime-format": true,
+}
+
+var (
+	bufferSizeRE = regexp.MustCompile(`^([0-9]+)([kKmMgG]?)[bB]?$`)
+	logGroupRE   = regexp.MustCompile(`^[\.\-_/#A-Za-z0-9]{1,512}$`)
+)
+
+// checkLogConfiguration checks container i's logConfiguration options against its
+// driver: json-file takes none; awslogs takes awslogsOptions, needs awslogs-group (a
+// valid log group name), and checks each value as the Docker awslogs driver does. It
+// returns a ClientException naming the option.
+func checkLogConfiguration(i int, lc *ecsv1.LogConfiguration) error {
+	if lc == nil {
+		return nil
+	}
+	p := "containerDefinitions[" + strconv.Itoa(i) + "].logConfiguration.options"
+	opts := lc.GetOptions()
+	if lc.GetLogDriver() != "awslogs" {
+		if len(opts) > 0 {
+			return ecserr.New(ClientErr, "%s is not supported for logDriver %q: Berth's json-file logs take no options (the agent sets rotation and retention).", p, lc.GetLogDriver())
+		}
+		return nil
+	}
+	names := make([]string, 0, len(opts))
+	for k := range opts {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if !awslogsOptions[k] {
+			return ecserr.New(ClientErr, "%s: unknown log opt '%s' for awslogs log driver; Berth supports awslogs-group, awslogs-region, awslogs-stream-prefix, awslogs-create-group, mode, max-buffer-size, awslogs-multiline-pattern and awslogs-datetime-format.", p, k)
+		}
+	}
+	if g := opts["awslogs-group"]; !logGroupRE.MatchString(g) {
+		return ecserr.New(ClientErr, "%s: awslogs-group must be a log group name (1-512 of letters, digits, '.', '-', '_', '/', '#'), got %q.", p, g)
+	}
+	if r, ok := opts["awslogs-region"]; ok && !regionRE.MatchString(r) {
+		return ecserr.New(ClientErr, "%s: awslogs-region %q is not a region name.", p, r)
+	}
+	if sp, ok := opts["awslogs-stream-prefix"]; ok && (sp == "" || strings.ContainsAny(sp, ":*")) {
+		return ecserr.New(ClientErr, "%s: awslogs-stream-prefix %q must be non-empty without ':' or '*'.", p, sp)
+	}
+	if v, ok := opts["awslogs-create-group"]; ok {
+		if _, err := strconv.ParseBool(v); err != nil {
+			return ecserr.New(ClientErr, "%s: awslogs-create-group must be true or false, got %q.", p, v)
+		}
+	}
+	mode, ok := opts["mode"]
+	if ok && mode != "blocking" && mode != "non-blocking" {
+		return ecserr.New(ClientErr, "%s: mode must be blocking or non-blocking, got %q.", p, mode)
+	}
+	if v, ok := opts["max-buffer-size"]; ok {
+		if mode == "blocking" {
+			return ecserr.New(ClientErr, "%s: max-buffer-size is only supported with mode non-blocking.", p)
+		}
+		if m := bufferSizeRE.FindStringSubmatch(v); m == nil || m[1] == "0" {
+			return ecserr.New(ClientErr, "%s: max-buffer-size %q is not a size such as 25m.", p, v)
+		}
+	}
+	mp, hasMP := opts["awslogs-multiline-pattern"]
+	if hasMP {
+		if _, err := regexp.Compile(mp); err != nil {
+			return ecserr.New(ClientErr, "%s: awslogs-multiline-pattern %q is not a regular expression: %v", p, mp, err)
+		}
+	}
+	if _, ok := opts["awslogs-datetime-format"]; ok && hasMP {
+		return ecserr.New(ClientErr, "%s: you cannot configure log opt 'awslogs-datetime-format' and 'awslogs-multiline-pattern' at the same time.", p)
+	}
+	return nil
+}
+
+var regionRE = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)

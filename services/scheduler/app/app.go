@@ -39,6 +39,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/service"
 	"github.com/berthhq/berth/services/scheduler/ssm"
 	"github.com/berthhq/berth/services/scheduler/sts"
+	"github.com/berthhq/berth/services/scheduler/tasksecrets"
 )
 
 // Config configures a replica.
@@ -158,6 +159,8 @@ func New(cfg Config) (*App, error) {
 		Logger: cfg.Logger.With("component", "service"),
 		Kick:   a.kick,
 	})
+	a.secrets = secretsmanager.New(a.kv, cfg.Keyring, nil)
+	a.params = ssm.New(a.kv, cfg.Keyring, nil)
 	a.sessions = agentsession.New(agentsession.Config{
 		Etcd:             cfg.Etcd,
 		Control:          a.control,
@@ -165,6 +168,7 @@ func New(cfg Config) (*App, error) {
 		HeartbeatTimeout: cfg.HeartbeatTimeout,
 		Logger:           cfg.Logger.With("component", "agentsession"),
 		OnHeartbeat:      a.registerMetrics(reg),
+		Secrets:          tasksecrets.Resolver{Secrets: a.secrets, Parameters: a.params},
 	})
 	a.admin = admin.New(a.kv, cfg.Logger.With("component", "admin"), admin.Options{AllowReset: cfg.Dev})
 	a.elector = leader.New(leader.Config{
@@ -181,8 +185,6 @@ func New(cfg Config) (*App, error) {
 	mux.Handle(agentv1connect.NewAgentServiceHandler(a.sessions, identity, gzip))
 	// The other AWS services the gateway routes to (gateway.Services): one handler each.
 	mux.Handle(stsv1connect.NewStsServiceHandler(sts.New(), identity, gzip))
-	a.secrets = secretsmanager.New(a.kv, cfg.Keyring, nil)
-	a.params = ssm.New(a.kv, cfg.Keyring, nil)
 	mux.Handle(secretsmanagerv1connect.NewSecretsManagerServiceHandler(a.secrets, identity, gzip))
 	mux.Handle(ssmv1connect.NewSsmServiceHandler(a.params, identity, gzip))
 	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip))

@@ -360,6 +360,9 @@ type SecretValue struct {
 // InvalidRequest for a secret marked for deletion); none carries a value. It records the
 // access date (day precision, as AWS) when it changes.
 func (h *Handler) Get(ctx context.Context, s keys.Scope, id, versionID, stage string) (*SecretValue, error) {
+	if h.ring == nil {
+		return nil, ErrNoKeyring
+	}
 	f, err := h.lookup(ctx, s, id)
 	if err != nil {
 		return nil, err

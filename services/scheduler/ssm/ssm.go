@@ -384,6 +384,9 @@ func (h *Handler) parameter(s keys.Scope, rec *storev1.ParameterRecord, v *store
 // Resolve returns the plaintext value of parameter id (name or ARN, with an optional
 // :version or :label selector), decrypting a SecureString: for ECS secrets at task start.
 func (h *Handler) Resolve(ctx context.Context, s keys.Scope, id string) (string, error) {
+	if h.ring == nil {
+		return "", ErrNoKeyring
+	}
 	name, sel := selector(id)
 	rec, _, err := h.get(ctx, s, name)
 	if err != nil {

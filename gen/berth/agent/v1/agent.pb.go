@@ -925,8 +925,18 @@ type Assignment struct {
 	Task *v1.Task `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
 	// task_definition is the task's definition at the revision placed.
 	TaskDefinition *v1.TaskDefinition `protobuf:"bytes,3,opt,name=task_definition,json=taskDefinition,proto3" json:"task_definition,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// resolved_secrets are the values of the task's secrets (containerDefinitions' secrets,
+	// repositoryCredentials, logConfiguration.secretOptions), resolved by the delivering
+	// scheduler replica from Secrets Manager and SSM. They exist only on the wire and in
+	// the agent's memory: the inbox entry in etcd and the agent's state file hold the
+	// assignment without them.
+	ResolvedSecrets []*ResolvedSecret `protobuf:"bytes,160,rep,name=resolved_secrets,json=resolvedSecrets,proto3" json:"resolved_secrets,omitempty"`
+	// secrets_error, when set, is the stoppedReason the task fails to start with because
+	// a secret could not be resolved ("ResourceInitializationError: unable to pull secrets
+	// or registry auth: ..."); it names the reference, never a value.
+	SecretsError  string `protobuf:"bytes,161,opt,name=secrets_error,json=secretsError,proto3" json:"secrets_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Assignment) Reset() {
@@ -980,6 +990,95 @@ func (x *Assignment) GetTaskDefinition() *v1.TaskDefinition {
 	return nil
 }
 
+func (x *Assignment) GetResolvedSecrets() []*ResolvedSecret {
+	if x != nil {
+		return x.ResolvedSecrets
+	}
+	return nil
+}
+
+func (x *Assignment) GetSecretsError() string {
+	if x != nil {
+		return x.SecretsError
+	}
+	return ""
+}
+
+// ResolvedSecret is one resolved secret value of an Assignment.
+type ResolvedSecret struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// container_name is the container the value is for.
+	ContainerName string `protobuf:"bytes,1,opt,name=container_name,json=containerName,proto3" json:"container_name,omitempty"`
+	// kind is "env" (an environment variable from secrets[]), "log" (a log driver option
+	// from logConfiguration.secretOptions) or "registry" (repositoryCredentials: name is
+	// "username" or "password").
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// name is the variable, option or credential field name.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// value is the plaintext value; never logged or stored.
+	Value         string `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolvedSecret) Reset() {
+	*x = ResolvedSecret{}
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolvedSecret) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolvedSecret) ProtoMessage() {}
+
+func (x *ResolvedSecret) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolvedSecret.ProtoReflect.Descriptor instead.
+func (*ResolvedSecret) Descriptor() ([]byte, []int) {
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ResolvedSecret) GetContainerName() string {
+	if x != nil {
+		return x.ContainerName
+	}
+	return ""
+}
+
+func (x *ResolvedSecret) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ResolvedSecret) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ResolvedSecret) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 // StopOrder asks an agent to stop a task.
 type StopOrder struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -997,7 +1096,7 @@ type StopOrder struct {
 
 func (x *StopOrder) Reset() {
 	*x = StopOrder{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1108,7 @@ func (x *StopOrder) String() string {
 func (*StopOrder) ProtoMessage() {}
 
 func (x *StopOrder) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1121,7 @@ func (x *StopOrder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopOrder.ProtoReflect.Descriptor instead.
 func (*StopOrder) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StopOrder) GetDeliveryId() string {
@@ -1065,7 +1164,7 @@ type ExpectedTasks struct {
 
 func (x *ExpectedTasks) Reset() {
 	*x = ExpectedTasks{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1176,7 @@ func (x *ExpectedTasks) String() string {
 func (*ExpectedTasks) ProtoMessage() {}
 
 func (x *ExpectedTasks) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1189,7 @@ func (x *ExpectedTasks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpectedTasks.ProtoReflect.Descriptor instead.
 func (*ExpectedTasks) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExpectedTasks) GetTaskArns() []string {
@@ -1180,13 +1279,20 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\x03Ack\x12!\n" +
 	"\fdelivery_ids\x18\x01 \x03(\tR\vdeliveryIds\"\x1e\n" +
 	"\bStateAck\x12\x12\n" +
-	"\x04seqs\x18\x01 \x03(\x04R\x04seqs\"\x9c\x01\n" +
+	"\x04seqs\x18\x01 \x03(\x04R\x04seqs\"\x8e\x02\n" +
 	"\n" +
 	"Assignment\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12&\n" +
 	"\x04task\x18\x02 \x01(\v2\x12.berth.ecs.v1.TaskR\x04task\x12E\n" +
-	"\x0ftask_definition\x18\x03 \x01(\v2\x1c.berth.ecs.v1.TaskDefinitionR\x0etaskDefinition\"|\n" +
+	"\x0ftask_definition\x18\x03 \x01(\v2\x1c.berth.ecs.v1.TaskDefinitionR\x0etaskDefinition\x12J\n" +
+	"\x10resolved_secrets\x18\xa0\x01 \x03(\v2\x1e.berth.agent.v1.ResolvedSecretR\x0fresolvedSecrets\x12$\n" +
+	"\rsecrets_error\x18\xa1\x01 \x01(\tR\fsecretsError\"u\n" +
+	"\x0eResolvedSecret\x12%\n" +
+	"\x0econtainer_name\x18\x01 \x01(\tR\rcontainerName\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\tR\x05value\"|\n" +
 	"\tStopOrder\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
@@ -1213,7 +1319,7 @@ func file_berth_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_berth_agent_v1_agent_proto_rawDescData
 }
 
-var file_berth_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_berth_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_berth_agent_v1_agent_proto_goTypes = []any{
 	(*RegisterRequest)(nil),       // 0: berth.agent.v1.RegisterRequest
 	(*RegisterResponse)(nil),      // 1: berth.agent.v1.RegisterResponse
@@ -1226,50 +1332,52 @@ var file_berth_agent_v1_agent_proto_goTypes = []any{
 	(*Ack)(nil),                   // 8: berth.agent.v1.Ack
 	(*StateAck)(nil),              // 9: berth.agent.v1.StateAck
 	(*Assignment)(nil),            // 10: berth.agent.v1.Assignment
-	(*StopOrder)(nil),             // 11: berth.agent.v1.StopOrder
-	(*ExpectedTasks)(nil),         // 12: berth.agent.v1.ExpectedTasks
-	(*v1.Resource)(nil),           // 13: berth.ecs.v1.Resource
-	(*v1.Attribute)(nil),          // 14: berth.ecs.v1.Attribute
-	(*v1.VersionInfo)(nil),        // 15: berth.ecs.v1.VersionInfo
-	(*v1.ContainerInstance)(nil),  // 16: berth.ecs.v1.ContainerInstance
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
-	(*v1.NetworkBinding)(nil),     // 18: berth.ecs.v1.NetworkBinding
-	(*v1.Task)(nil),               // 19: berth.ecs.v1.Task
-	(*v1.TaskDefinition)(nil),     // 20: berth.ecs.v1.TaskDefinition
+	(*ResolvedSecret)(nil),        // 11: berth.agent.v1.ResolvedSecret
+	(*StopOrder)(nil),             // 12: berth.agent.v1.StopOrder
+	(*ExpectedTasks)(nil),         // 13: berth.agent.v1.ExpectedTasks
+	(*v1.Resource)(nil),           // 14: berth.ecs.v1.Resource
+	(*v1.Attribute)(nil),          // 15: berth.ecs.v1.Attribute
+	(*v1.VersionInfo)(nil),        // 16: berth.ecs.v1.VersionInfo
+	(*v1.ContainerInstance)(nil),  // 17: berth.ecs.v1.ContainerInstance
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*v1.NetworkBinding)(nil),     // 19: berth.ecs.v1.NetworkBinding
+	(*v1.Task)(nil),               // 20: berth.ecs.v1.Task
+	(*v1.TaskDefinition)(nil),     // 21: berth.ecs.v1.TaskDefinition
 }
 var file_berth_agent_v1_agent_proto_depIdxs = []int32{
-	13, // 0: berth.agent.v1.RegisterRequest.resources:type_name -> berth.ecs.v1.Resource
-	14, // 1: berth.agent.v1.RegisterRequest.attributes:type_name -> berth.ecs.v1.Attribute
-	15, // 2: berth.agent.v1.RegisterRequest.version_info:type_name -> berth.ecs.v1.VersionInfo
-	16, // 3: berth.agent.v1.RegisterResponse.container_instance:type_name -> berth.ecs.v1.ContainerInstance
+	14, // 0: berth.agent.v1.RegisterRequest.resources:type_name -> berth.ecs.v1.Resource
+	15, // 1: berth.agent.v1.RegisterRequest.attributes:type_name -> berth.ecs.v1.Attribute
+	16, // 2: berth.agent.v1.RegisterRequest.version_info:type_name -> berth.ecs.v1.VersionInfo
+	17, // 3: berth.agent.v1.RegisterResponse.container_instance:type_name -> berth.ecs.v1.ContainerInstance
 	4,  // 4: berth.agent.v1.SessionRequest.hello:type_name -> berth.agent.v1.Hello
 	5,  // 5: berth.agent.v1.SessionRequest.heartbeat:type_name -> berth.agent.v1.Heartbeat
 	6,  // 6: berth.agent.v1.SessionRequest.task_state:type_name -> berth.agent.v1.TaskStateChange
 	8,  // 7: berth.agent.v1.SessionRequest.ack:type_name -> berth.agent.v1.Ack
 	10, // 8: berth.agent.v1.SessionResponse.assignment:type_name -> berth.agent.v1.Assignment
-	11, // 9: berth.agent.v1.SessionResponse.stop:type_name -> berth.agent.v1.StopOrder
+	12, // 9: berth.agent.v1.SessionResponse.stop:type_name -> berth.agent.v1.StopOrder
 	9,  // 10: berth.agent.v1.SessionResponse.state_ack:type_name -> berth.agent.v1.StateAck
-	12, // 11: berth.agent.v1.SessionResponse.expected_tasks:type_name -> berth.agent.v1.ExpectedTasks
-	17, // 12: berth.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	13, // 11: berth.agent.v1.SessionResponse.expected_tasks:type_name -> berth.agent.v1.ExpectedTasks
+	18, // 12: berth.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
 	7,  // 13: berth.agent.v1.TaskStateChange.containers:type_name -> berth.agent.v1.ContainerState
-	17, // 14: berth.agent.v1.TaskStateChange.pull_started_at:type_name -> google.protobuf.Timestamp
-	17, // 15: berth.agent.v1.TaskStateChange.pull_stopped_at:type_name -> google.protobuf.Timestamp
-	17, // 16: berth.agent.v1.TaskStateChange.started_at:type_name -> google.protobuf.Timestamp
-	17, // 17: berth.agent.v1.TaskStateChange.stopping_at:type_name -> google.protobuf.Timestamp
-	17, // 18: berth.agent.v1.TaskStateChange.execution_stopped_at:type_name -> google.protobuf.Timestamp
-	17, // 19: berth.agent.v1.TaskStateChange.stopped_at:type_name -> google.protobuf.Timestamp
-	18, // 20: berth.agent.v1.ContainerState.network_bindings:type_name -> berth.ecs.v1.NetworkBinding
-	19, // 21: berth.agent.v1.Assignment.task:type_name -> berth.ecs.v1.Task
-	20, // 22: berth.agent.v1.Assignment.task_definition:type_name -> berth.ecs.v1.TaskDefinition
-	0,  // 23: berth.agent.v1.AgentService.Register:input_type -> berth.agent.v1.RegisterRequest
-	2,  // 24: berth.agent.v1.AgentService.Session:input_type -> berth.agent.v1.SessionRequest
-	1,  // 25: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
-	3,  // 26: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
-	25, // [25:27] is the sub-list for method output_type
-	23, // [23:25] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	18, // 14: berth.agent.v1.TaskStateChange.pull_started_at:type_name -> google.protobuf.Timestamp
+	18, // 15: berth.agent.v1.TaskStateChange.pull_stopped_at:type_name -> google.protobuf.Timestamp
+	18, // 16: berth.agent.v1.TaskStateChange.started_at:type_name -> google.protobuf.Timestamp
+	18, // 17: berth.agent.v1.TaskStateChange.stopping_at:type_name -> google.protobuf.Timestamp
+	18, // 18: berth.agent.v1.TaskStateChange.execution_stopped_at:type_name -> google.protobuf.Timestamp
+	18, // 19: berth.agent.v1.TaskStateChange.stopped_at:type_name -> google.protobuf.Timestamp
+	19, // 20: berth.agent.v1.ContainerState.network_bindings:type_name -> berth.ecs.v1.NetworkBinding
+	20, // 21: berth.agent.v1.Assignment.task:type_name -> berth.ecs.v1.Task
+	21, // 22: berth.agent.v1.Assignment.task_definition:type_name -> berth.ecs.v1.TaskDefinition
+	11, // 23: berth.agent.v1.Assignment.resolved_secrets:type_name -> berth.agent.v1.ResolvedSecret
+	0,  // 24: berth.agent.v1.AgentService.Register:input_type -> berth.agent.v1.RegisterRequest
+	2,  // 25: berth.agent.v1.AgentService.Session:input_type -> berth.agent.v1.SessionRequest
+	1,  // 26: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
+	3,  // 27: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
+	26, // [26:28] is the sub-list for method output_type
+	24, // [24:26] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_berth_agent_v1_agent_proto_init() }
@@ -1296,7 +1404,7 @@ func file_berth_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_agent_v1_agent_proto_rawDesc), len(file_berth_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -77,6 +77,11 @@ func TestDevTaskSecrets(t *testing.T) {
 		}
 	}
 
+	// No value in berth dev's own log (gateway, scheduler and agent).
+	if b, err := os.ReadFile(filepath.Join(dir, "dev.log")); err != nil || strings.Contains(string(b), "p4ss-w0rd") || strings.Contains(string(b), "db.internal") {
+		t.Errorf("dev.log holds a secret value (read error %v)", err)
+	}
+
 	// A missing secret: the task never starts, as on AWS.
 	register("missing", []secret{{"X", fmt.Sprintf("arn:aws:secretsmanager:us-east-1:000000000000:secret:nope-AbCdEf")}})
 	bad := aws("ecs", "run-task", "--task-definition", "missing", "--query", "tasks[0].taskArn", "--output", "text")

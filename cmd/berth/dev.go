@@ -34,6 +34,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
 	"github.com/berthhq/berth/services/scheduler/logstore"
+	"github.com/berthhq/berth/services/scheduler/seal"
 )
 
 func devCommand() *cobra.Command {
@@ -156,13 +157,18 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	// Secrets are sealed with a key file beside etcd's data, never in it (docs/secrets.md).
+	keyring, err := seal.LoadOrCreate(filepath.Join(dataDir, "secrets.key"))
+	if err != nil {
+		return fmt.Errorf("secrets key: %w", err)
+	}
 	logStore, err := logstore.Open(logstore.Config{Dir: filepath.Join(dataDir, "cwlogs")})
 	if err != nil {
 		return err
 	}
 	defer logStore.Close()
 	sched, err := app.New(app.Config{Etcd: etcd.Client(), Region: cfg.Region, Logger: log.With("service", "scheduler"), Dev: true,
-		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps, Registry: registry, Logs: logStore})
+		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps, Registry: registry, Logs: logStore, Keyring: keyring})
 	if err != nil {
 		return err
 	}

@@ -342,7 +342,8 @@ func (g *Gateway) mapError(err error, svc *service, action, requestID string) (i
 			}
 			if ex, ok := v.(*ecsv1.Exception); ok && ex.GetType() != "" {
 				status := http.StatusBadRequest
-				if ex.GetType() == "ServerException" {
+				switch ex.GetType() {
+				case "ServerException", "InternalServiceError", "InternalServerError", "InternalFailure":
 					status = http.StatusInternalServerError
 				}
 				return status, ex.GetType(), ex.GetMessage()

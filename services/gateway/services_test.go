@@ -206,3 +206,21 @@ func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
+
+// TestServiceThrottling: every service shares the account's rate, and a throttled query
+// request gets the query protocol's Throttling error.
+func TestServiceThrottling(t *testing.T) {
+	e := newEnv(t, func(c *gateway.Config) { c.Rate, c.Burst = 0.001, 1 })
+	cfg := sdkConfig(e, devKey, devSecret)
+	if _, err := sts.NewFromConfig(cfg).GetCallerIdentity(t.Context(), &sts.GetCallerIdentityInput{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := sts.NewFromConfig(cfg).GetCallerIdentity(t.Context(), &sts.GetCallerIdentityInput{})
+	if errorCode(err) != "Throttling" {
+		t.Errorf("second call: %v, want Throttling", err)
+	}
+	_, err = secretsmanager.NewFromConfig(cfg).ListSecrets(t.Context(), &secretsmanager.ListSecretsInput{})
+	if errorCode(err) != "ThrottlingException" {
+		t.Errorf("other service, same account: %v, want ThrottlingException", err)
+	}
+}

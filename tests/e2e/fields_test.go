@@ -42,9 +42,9 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 		in   *ecs.RegisterTaskDefinitionInput
 		want string
 	}{
-		{"secrets", base(func(in *ecs.RegisterTaskDefinitionInput) {
-			ctr(in).Secrets = []ecstypes.Secret{{Name: aws.String("DB"), ValueFrom: aws.String("arn:aws:secretsmanager:us-east-1:000000000000:secret:db")}}
-		}), "containerDefinitions[0].secrets is not supported by Berth. Berth has no Secrets Manager"},
+		{"firelensConfiguration", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			ctr(in).FirelensConfiguration = &ecstypes.FirelensConfiguration{Type: ecstypes.FirelensConfigurationTypeFluentbit}
+		}), "containerDefinitions[0].firelensConfiguration is not supported by Berth. Berth has no FireLens log router"},
 		{"environmentFiles", base(func(in *ecs.RegisterTaskDefinitionInput) {
 			ctr(in).EnvironmentFiles = []ecstypes.EnvironmentFile{{Type: ecstypes.EnvironmentFileTypeS3, Value: aws.String("arn:aws:s3:::bucket/app.env")}}
 		}), "containerDefinitions[0].environmentFiles is not supported by Berth. Berth has no object store"},
@@ -154,8 +154,8 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 		want string
 	}{
 		{[]string{"register-task-definition", "--family", "cli", "--container-definitions",
-			`[{"name":"app","image":"img","memory":32,"secrets":[{"name":"A","valueFrom":"arn:aws:ssm:us-east-1:000000000000:parameter/a"}]}]`},
-			"An error occurred (ClientException) when calling the RegisterTaskDefinition operation: containerDefinitions[0].secrets is not supported by Berth."},
+			`[{"name":"app","image":"img","memory":32,"environmentFiles":[{"type":"s3","value":"arn:aws:s3:::bucket/a.env"}]}]`},
+			"An error occurred (ClientException) when calling the RegisterTaskDefinition operation: containerDefinitions[0].environmentFiles is not supported by Berth."},
 		{[]string{"register-task-definition", "--family", "cli", "--container-definitions",
 			`[{"name":"app","image":"img","memory":32,"logConfiguration":{"logDriver":"awslogs"}}]`},
 			`An error occurred (ClientException) when calling the RegisterTaskDefinition operation: containerDefinitions[0].logConfiguration.options: awslogs-group must be a log group name`},

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 	"github.com/aws/smithy-go"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
 	"github.com/berthhq/berth/services/gateway"
@@ -35,6 +36,8 @@ type apiStack struct {
 	keys map[string][2]string
 	// sched is the scheduler replica (its Admin service creates instance keys).
 	sched *app.App
+	// etcd is the scheduler's etcd client, for tests that look at what is stored.
+	etcd *clientv3.Client
 }
 
 // client returns an ECS client of acct signing for region.
@@ -59,7 +62,7 @@ func startAPIStack(t *testing.T, accounts ...string) *apiStack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { logStore.Close() })
-	sched, err := app.New(app.Config{Etcd: cli, Region: "us-east-1", Logs: logStore})
+	sched, err := app.New(app.Config{Etcd: cli, Region: "us-east-1", Logs: logStore, Keyring: testKeyring(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +84,7 @@ func startAPIStack(t *testing.T, accounts ...string) *apiStack {
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	s := &apiStack{clients: map[string]*ecs.Client{}, url: srv.URL, keys: map[string][2]string{}, sched: sched}
+	s := &apiStack{clients: map[string]*ecs.Client{}, url: srv.URL, keys: map[string][2]string{}, sched: sched, etcd: cli}
 	for _, acct := range accounts {
 		if _, err := sched.Admin().CreateAccount(ctx, connect.NewRequest(&adminv1.CreateAccountRequest{Id: acct})); err != nil {
 			t.Fatal(err)

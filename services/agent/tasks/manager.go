@@ -226,7 +226,13 @@ func (m *Manager) Assign(_ context.Context, a *agentv1.Assignment) error {
 	fresh := false
 	if !known {
 		var err error
-		if fresh, err = m.cfg.Outbox.TakeAssignment(a); err != nil {
+		// The state file keeps the assignment without its resolved secret values.
+		stored := a
+		if len(a.GetResolvedSecrets()) > 0 {
+			stored = cloneAssignment(a)
+			stored.ResolvedSecrets = nil
+		}
+		if fresh, err = m.cfg.Outbox.TakeAssignment(stored); err != nil {
 			return err
 		}
 	}

@@ -154,6 +154,16 @@ func (t *task) run(ctx context.Context, adopted map[string]containerd.Container)
 		}
 	}()
 	images := map[string]containerd.Image{}
+	if reason := t.secretsFailure(len(missing) > 0); reason != "" {
+		log.Warn("task secrets unavailable", "reason", reason)
+		t.mu.Lock()
+		for _, c := range missing {
+			t.st.MarkStopped(c.Container, nil, reason, true) // c.done is closed below
+		}
+		t.beginStopLocked(StopCodeTaskFailedToStart, reason)
+		t.mu.Unlock()
+		missing = nil
+	}
 	if len(missing) > 0 {
 		var err error
 		pctx := ctx
@@ -275,7 +285,7 @@ func (t *task) pull(ctx context.Context, ctrs []*ctrState) (map[string]container
 		}
 		lock := t.m.pullLock(ref)
 		lock.Lock()
-		img, _, err := runtime.Pull(ctx, client, ref, t.m.cfg.Pull)
+		img, _, err := runtime.Pull(ctx, client, ref, t.pullConfig(c.Name, ref))
 		lock.Unlock()
 		if err != nil {
 			return nil, err
@@ -365,6 +375,7 @@ func (t *task) containerSpec(c *ctrState, img containerd.Image) runtime.Containe
 		}
 	}
 	addEnv(def.GetEnvironment())
+	addEnv(t.secretEnv(c.Name))
 	if o := t.override(c.Name); o != nil {
 		if o.Command != nil {
 			spec.Command = o.GetCommand()

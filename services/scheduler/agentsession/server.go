@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
 	"github.com/berthhq/berth/services/scheduler/caller"
@@ -67,6 +68,15 @@ type Config struct {
 	// Logs is the CloudWatch Logs store agents ship awslogs output to; nil answers
 	// EnsureLogStream and ShipLogs with Unavailable.
 	Logs *logstore.Store
+	// Secrets, when set, resolves the secrets of a task whose definition references any
+	// (tasksecrets) as its assignment is sent: the values ride on the message only.
+	Secrets SecretResolver
+}
+
+// SecretResolver resolves a task definition's secrets in a scope (tasksecrets.Resolver):
+// a *tasksecrets.Failure is the task's stoppedReason, any other error a fault to retry.
+type SecretResolver interface {
+	Resolve(ctx context.Context, s keys.Scope, td *ecsv1.TaskDefinition) ([]*agentv1.ResolvedSecret, error)
 }
 
 // Server implements agentv1connect.AgentServiceHandler: Register, and one Session stream

@@ -18,6 +18,8 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/tasksecrets"
+	"google.golang.org/protobuf/proto"
 )
 
 // StopDeliverySuffix is appended to a task id to form a stop order's default
@@ -246,6 +248,25 @@ func (ss *session) deliver(it store.Item[*storev1.InboxEntry]) error {
 	ss.pending[id] = &delivery{key: it.Key, rev: it.ModRevision, stop: stop}
 	ss.byKey[it.Key] = id
 	ss.mu.Unlock()
+	if a := msg.GetAssignment(); a != nil && ss.srv.cfg.Secrets != nil && tasksecrets.Needs(a.GetTaskDefinition()) {
+		// The values go on this message only; the inbox entry keeps the references.
+		a = proto.Clone(a).(*agentv1.Assignment)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		vals, err := ss.srv.cfg.Secrets.Resolve(ctx, ss.account, a.GetTaskDefinition())
+		cancel()
+		var failure *tasksecrets.Failure
+		switch {
+		case errors.As(err, &failure):
+			a.SecretsError = failure.Reason
+		case err != nil:
+			ss.mu.Lock()
+			delete(ss.pending, id)
+			ss.mu.Unlock()
+			return fmt.Errorf("agentsession: resolve secrets of %s: %w", a.GetTask().GetTaskArn(), err)
+		}
+		a.ResolvedSecrets = vals
+		msg = &agentv1.SessionResponse{Message: &agentv1.SessionResponse_Assignment{Assignment: a}}
+	}
 	if err := ss.send(msg); err != nil {
 		return err
 	}

@@ -39,8 +39,12 @@ import (
 	"github.com/berthhq/berth/services/scheduler/logstore"
 	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/reaper"
+	"github.com/berthhq/berth/services/scheduler/seal"
+	"github.com/berthhq/berth/services/scheduler/secretsmanager"
 	"github.com/berthhq/berth/services/scheduler/service"
+	"github.com/berthhq/berth/services/scheduler/ssm"
 	"github.com/berthhq/berth/services/scheduler/sts"
+	"github.com/berthhq/berth/services/scheduler/tasksecrets"
 )
 
 // Config configures a replica.
@@ -93,6 +97,10 @@ type Config struct {
 	Logs *logstore.Store
 	// LogSweepInterval is the time between retention sweeps of Logs; default 10 min.
 	LogSweepInterval time.Duration
+	// Keyring seals the values of Secrets Manager secrets and SSM parameters (see package
+	// seal; the key is never in etcd). Nil disables both services: their actions answer
+	// an error naming the missing key.
+	Keyring *seal.Keyring
 }
 
 // App is one scheduler replica.
@@ -110,6 +118,8 @@ type App struct {
 	handler  http.Handler
 	// rolloutDone observes finished deployments (nil without a registry).
 	rolloutDone func(state string, d time.Duration)
+	secrets     *secretsmanager.Handler
+	params      *ssm.Handler
 	kv          clientv3.KV        // cfg.Etcd's KV, instrumented when metrics are on
 	watchKV     etcdmetrics.Client // the same with the watcher, for placement and services
 }
@@ -161,6 +171,8 @@ func New(cfg Config) (*App, error) {
 		Logger: cfg.Logger.With("component", "service"),
 		Kick:   a.kick,
 	})
+	a.secrets = secretsmanager.New(a.kv, cfg.Keyring, nil)
+	a.params = ssm.New(a.kv, cfg.Keyring, nil)
 	a.sessions = agentsession.New(agentsession.Config{
 		Etcd:             cfg.Etcd,
 		Control:          a.control,
@@ -169,6 +181,7 @@ func New(cfg Config) (*App, error) {
 		Logger:           cfg.Logger.With("component", "agentsession"),
 		OnHeartbeat:      a.registerMetrics(reg),
 		Logs:             cfg.Logs,
+		Secrets:          tasksecrets.Resolver{Secrets: a.secrets, Parameters: a.params},
 	})
 	a.admin = admin.New(a.kv, cfg.Logger.With("component", "admin"), admin.Options{AllowReset: cfg.Dev})
 	a.elector = leader.New(leader.Config{
@@ -185,8 +198,8 @@ func New(cfg Config) (*App, error) {
 	mux.Handle(agentv1connect.NewAgentServiceHandler(a.sessions, identity, gzip))
 	// The other AWS services the gateway routes to (gateway.Services): one handler each.
 	mux.Handle(stsv1connect.NewStsServiceHandler(sts.New(), identity, gzip))
-	mux.Handle(secretsmanagerv1connect.NewSecretsManagerServiceHandler(secretsmanagerv1connect.UnimplementedSecretsManagerServiceHandler{}, identity, gzip))
-	mux.Handle(ssmv1connect.NewSsmServiceHandler(ssmv1connect.UnimplementedSsmServiceHandler{}, identity, gzip))
+	mux.Handle(secretsmanagerv1connect.NewSecretsManagerServiceHandler(a.secrets, identity, gzip))
+	mux.Handle(ssmv1connect.NewSsmServiceHandler(a.params, identity, gzip))
 	if cfg.Logs != nil {
 		mux.Handle(logsv1connect.NewLogsServiceHandler(logsapi.NewService(cfg.Logs), identity, gzip))
 	} else {

@@ -70,7 +70,7 @@ listed here with what Berth does with it:
 - **honoured** — it changes what runs, and a test observes it;
 - **refused** — the call fails with ` + "`ClientException`" + ` (RegisterTaskDefinition) or
   ` + "`InvalidParameterException`" + ` (RunTask, StartTask, CreateService, UpdateService) naming the
-  member by its path (` + "`containerDefinitions[0].secrets`" + `) and saying what Berth supports;
+  member by its path (` + "`containerDefinitions[0].environmentFiles`" + `) and saying what Berth supports;
   where the note names values (only false, only json-file, …) those values are accepted and
   honoured and the others refused;
 - **stored-only** — recorded and described back, used for nothing, as AWS itself only records
@@ -244,11 +244,11 @@ func TestCheckFields(t *testing.T) {
 		}
 	}
 	for _, tc := range []refusedCase{
-		{"secrets", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
+		{"environmentFiles", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
 			m.ContainerDefinitions = append(m.ContainerDefinitions, ctr(func(c *ecsv1.ContainerDefinition) {
-				c.Secrets = []*ecsv1.Secret{{Name: proto.String("A"), ValueFrom: proto.String("arn")}}
+				c.EnvironmentFiles = []*ecsv1.EnvironmentFile{{Type: proto.String("s3"), Value: proto.String("arn:aws:s3:::b/x.env")}}
 			}))
-		}), ClientErr, "containerDefinitions[1].secrets is not supported by Berth. Berth has no Secrets Manager"},
+		}), ClientErr, "containerDefinitions[1].environmentFiles is not supported by Berth. Berth has no object store"},
 		{"splunk", regTD(func(m *ecsv1.RegisterTaskDefinitionRequest) {
 			m.ContainerDefinitions[0].LogConfiguration = &ecsv1.LogConfiguration{LogDriver: proto.String("splunk")}
 		}), ClientErr, `containerDefinitions[0].logConfiguration.logDriver "splunk" is not supported by Berth.`},
@@ -286,11 +286,16 @@ func TestCheckTaskDefinitionFields(t *testing.T) {
 	if err := CheckTaskDefinitionFields(td); err != nil {
 		t.Fatalf("a task definition of honoured fields: %v", err)
 	}
-	// As stored by a build that did not refuse secrets yet.
-	td.ContainerDefinitions[0].Secrets = []*ecsv1.Secret{{Name: proto.String("A"), ValueFrom: proto.String("arn")}}
+	// Secrets are honoured (resolved at task start).
+	td.ContainerDefinitions[0].Secrets = []*ecsv1.Secret{{Name: proto.String("A"), ValueFrom: proto.String("/param")}}
+	if err := CheckTaskDefinitionFields(td); err != nil {
+		t.Fatalf("a task definition with secrets: %v", err)
+	}
+	// As stored by a build that did not refuse environmentFiles yet.
+	td.ContainerDefinitions[0].EnvironmentFiles = []*ecsv1.EnvironmentFile{{Type: proto.String("s3"), Value: proto.String("arn:aws:s3:::b/x.env")}}
 	err = CheckTaskDefinitionFields(td)
 	var e *ecserr.Error
-	if !errors.As(err, &e) || e.Type != InvalidParamErr || !strings.HasPrefix(e.Message, "Task definition f:3: containerDefinitions[0].secrets is not supported by Berth.") {
-		t.Fatalf("stored task definition with secrets: %v", err)
+	if !errors.As(err, &e) || e.Type != InvalidParamErr || !strings.HasPrefix(e.Message, "Task definition f:3: containerDefinitions[0].environmentFiles is not supported by Berth.") {
+		t.Fatalf("stored task definition with environmentFiles: %v", err)
 	}
 }

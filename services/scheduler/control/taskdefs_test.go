@@ -105,9 +105,9 @@ func TestRegisterTaskDefinitionValidation(t *testing.T) {
 		{"bridge host port remap", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.PortMappings = []*ecsv1.PortMapping{{ContainerPort: proto.Int32(80), HostPort: proto.Int32(8081)}}
 		})}}, "ClientException", "hostPort 8081 must be 0 or equal to containerPort 80."},
-		{"secrets refused", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
-			c.Secrets = []*ecsv1.Secret{{Name: proto.String("S"), ValueFrom: proto.String("arn")}}
-		})}}, "ClientException", "containerDefinitions[0].secrets is not supported by Berth."},
+		{"environmentFiles refused", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.EnvironmentFiles = []*ecsv1.EnvironmentFile{{Type: proto.String("s3"), Value: proto.String("arn:aws:s3:::b/x.env")}}
+		})}}, "ClientException", "containerDefinitions[0].environmentFiles is not supported by Berth."},
 		{"fargate needs awsvpc", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), RequiresCompatibilities: []string{"FARGATE"}, Cpu: proto.String("256"), Memory: proto.String("512"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", "awsvpc"},
 		{"dependsOn unknown", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.DependsOn = []*ecsv1.ContainerDependency{{ContainerName: proto.String("b"), Condition: proto.String("START")}}

@@ -1232,7 +1232,17 @@ type Assignment struct {
 	// trace_parent is the W3C traceparent of the call that placed the task (RunTask's
 	// span), when it was traced: the agent's span of starting the task joins that trace.
 	// Empty when untraced.
-	TraceParent   string `protobuf:"bytes,200,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
+	TraceParent string `protobuf:"bytes,200,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
+	// resolved_secrets are the values of the task's secrets (containerDefinitions' secrets,
+	// repositoryCredentials, logConfiguration.secretOptions), resolved by the delivering
+	// scheduler replica from Secrets Manager and SSM. They exist only on the wire and in
+	// the agent's memory: the inbox entry in etcd and the agent's state file hold the
+	// assignment without them.
+	ResolvedSecrets []*ResolvedSecret `protobuf:"bytes,160,rep,name=resolved_secrets,json=resolvedSecrets,proto3" json:"resolved_secrets,omitempty"`
+	// secrets_error, when set, is the stoppedReason the task fails to start with because
+	// a secret could not be resolved ("ResourceInitializationError: unable to pull secrets
+	// or registry auth: ..."); it names the reference, never a value.
+	SecretsError  string `protobuf:"bytes,161,opt,name=secrets_error,json=secretsError,proto3" json:"secrets_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1295,6 +1305,95 @@ func (x *Assignment) GetTraceParent() string {
 	return ""
 }
 
+func (x *Assignment) GetResolvedSecrets() []*ResolvedSecret {
+	if x != nil {
+		return x.ResolvedSecrets
+	}
+	return nil
+}
+
+func (x *Assignment) GetSecretsError() string {
+	if x != nil {
+		return x.SecretsError
+	}
+	return ""
+}
+
+// ResolvedSecret is one resolved secret value of an Assignment.
+type ResolvedSecret struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// container_name is the container the value is for.
+	ContainerName string `protobuf:"bytes,1,opt,name=container_name,json=containerName,proto3" json:"container_name,omitempty"`
+	// kind is "env" (an environment variable from secrets[]), "log" (a log driver option
+	// from logConfiguration.secretOptions) or "registry" (repositoryCredentials: name is
+	// "username" or "password").
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// name is the variable, option or credential field name.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// value is the plaintext value; never logged or stored.
+	Value         string `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolvedSecret) Reset() {
+	*x = ResolvedSecret{}
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolvedSecret) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolvedSecret) ProtoMessage() {}
+
+func (x *ResolvedSecret) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolvedSecret.ProtoReflect.Descriptor instead.
+func (*ResolvedSecret) Descriptor() ([]byte, []int) {
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ResolvedSecret) GetContainerName() string {
+	if x != nil {
+		return x.ContainerName
+	}
+	return ""
+}
+
+func (x *ResolvedSecret) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ResolvedSecret) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ResolvedSecret) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 // StopOrder asks an agent to stop a task.
 type StopOrder struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1312,7 +1411,7 @@ type StopOrder struct {
 
 func (x *StopOrder) Reset() {
 	*x = StopOrder{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1423,7 @@ func (x *StopOrder) String() string {
 func (*StopOrder) ProtoMessage() {}
 
 func (x *StopOrder) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1436,7 @@ func (x *StopOrder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopOrder.ProtoReflect.Descriptor instead.
 func (*StopOrder) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StopOrder) GetDeliveryId() string {
@@ -1380,7 +1479,7 @@ type ExpectedTasks struct {
 
 func (x *ExpectedTasks) Reset() {
 	*x = ExpectedTasks{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1491,7 @@ func (x *ExpectedTasks) String() string {
 func (*ExpectedTasks) ProtoMessage() {}
 
 func (x *ExpectedTasks) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1504,7 @@ func (x *ExpectedTasks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpectedTasks.ProtoReflect.Descriptor instead.
 func (*ExpectedTasks) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ExpectedTasks) GetTaskArns() []string {
@@ -1515,14 +1614,21 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\x03Ack\x12!\n" +
 	"\fdelivery_ids\x18\x01 \x03(\tR\vdeliveryIds\"\x1e\n" +
 	"\bStateAck\x12\x12\n" +
-	"\x04seqs\x18\x01 \x03(\x04R\x04seqs\"\xc0\x01\n" +
+	"\x04seqs\x18\x01 \x03(\x04R\x04seqs\"\xb2\x02\n" +
 	"\n" +
 	"Assignment\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12&\n" +
 	"\x04task\x18\x02 \x01(\v2\x12.berth.ecs.v1.TaskR\x04task\x12E\n" +
 	"\x0ftask_definition\x18\x03 \x01(\v2\x1c.berth.ecs.v1.TaskDefinitionR\x0etaskDefinition\x12\"\n" +
-	"\ftrace_parent\x18\xc8\x01 \x01(\tR\vtraceParent\"|\n" +
+	"\ftrace_parent\x18\xc8\x01 \x01(\tR\vtraceParent\x12J\n" +
+	"\x10resolved_secrets\x18\xa0\x01 \x03(\v2\x1e.berth.agent.v1.ResolvedSecretR\x0fresolvedSecrets\x12$\n" +
+	"\rsecrets_error\x18\xa1\x01 \x01(\tR\fsecretsError\"u\n" +
+	"\x0eResolvedSecret\x12%\n" +
+	"\x0econtainer_name\x18\x01 \x01(\tR\rcontainerName\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\tR\x05value\"|\n" +
 	"\tStopOrder\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x19\n" +
@@ -1551,7 +1657,7 @@ func file_berth_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_berth_agent_v1_agent_proto_rawDescData
 }
 
-var file_berth_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_berth_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_berth_agent_v1_agent_proto_goTypes = []any{
 	(*EnsureLogStreamRequest)(nil),  // 0: berth.agent.v1.EnsureLogStreamRequest
 	(*EnsureLogStreamResponse)(nil), // 1: berth.agent.v1.EnsureLogStreamResponse
@@ -1569,55 +1675,57 @@ var file_berth_agent_v1_agent_proto_goTypes = []any{
 	(*Ack)(nil),                     // 13: berth.agent.v1.Ack
 	(*StateAck)(nil),                // 14: berth.agent.v1.StateAck
 	(*Assignment)(nil),              // 15: berth.agent.v1.Assignment
-	(*StopOrder)(nil),               // 16: berth.agent.v1.StopOrder
-	(*ExpectedTasks)(nil),           // 17: berth.agent.v1.ExpectedTasks
-	(*v1.Resource)(nil),             // 18: berth.ecs.v1.Resource
-	(*v1.Attribute)(nil),            // 19: berth.ecs.v1.Attribute
-	(*v1.VersionInfo)(nil),          // 20: berth.ecs.v1.VersionInfo
-	(*v1.ContainerInstance)(nil),    // 21: berth.ecs.v1.ContainerInstance
-	(*timestamppb.Timestamp)(nil),   // 22: google.protobuf.Timestamp
-	(*v1.NetworkBinding)(nil),       // 23: berth.ecs.v1.NetworkBinding
-	(*v1.Task)(nil),                 // 24: berth.ecs.v1.Task
-	(*v1.TaskDefinition)(nil),       // 25: berth.ecs.v1.TaskDefinition
+	(*ResolvedSecret)(nil),          // 16: berth.agent.v1.ResolvedSecret
+	(*StopOrder)(nil),               // 17: berth.agent.v1.StopOrder
+	(*ExpectedTasks)(nil),           // 18: berth.agent.v1.ExpectedTasks
+	(*v1.Resource)(nil),             // 19: berth.ecs.v1.Resource
+	(*v1.Attribute)(nil),            // 20: berth.ecs.v1.Attribute
+	(*v1.VersionInfo)(nil),          // 21: berth.ecs.v1.VersionInfo
+	(*v1.ContainerInstance)(nil),    // 22: berth.ecs.v1.ContainerInstance
+	(*timestamppb.Timestamp)(nil),   // 23: google.protobuf.Timestamp
+	(*v1.NetworkBinding)(nil),       // 24: berth.ecs.v1.NetworkBinding
+	(*v1.Task)(nil),                 // 25: berth.ecs.v1.Task
+	(*v1.TaskDefinition)(nil),       // 26: berth.ecs.v1.TaskDefinition
 }
 var file_berth_agent_v1_agent_proto_depIdxs = []int32{
 	3,  // 0: berth.agent.v1.ShipLogsRequest.events:type_name -> berth.agent.v1.ShippedLogEvent
-	18, // 1: berth.agent.v1.RegisterRequest.resources:type_name -> berth.ecs.v1.Resource
-	19, // 2: berth.agent.v1.RegisterRequest.attributes:type_name -> berth.ecs.v1.Attribute
-	20, // 3: berth.agent.v1.RegisterRequest.version_info:type_name -> berth.ecs.v1.VersionInfo
-	21, // 4: berth.agent.v1.RegisterResponse.container_instance:type_name -> berth.ecs.v1.ContainerInstance
+	19, // 1: berth.agent.v1.RegisterRequest.resources:type_name -> berth.ecs.v1.Resource
+	20, // 2: berth.agent.v1.RegisterRequest.attributes:type_name -> berth.ecs.v1.Attribute
+	21, // 3: berth.agent.v1.RegisterRequest.version_info:type_name -> berth.ecs.v1.VersionInfo
+	22, // 4: berth.agent.v1.RegisterResponse.container_instance:type_name -> berth.ecs.v1.ContainerInstance
 	9,  // 5: berth.agent.v1.SessionRequest.hello:type_name -> berth.agent.v1.Hello
 	10, // 6: berth.agent.v1.SessionRequest.heartbeat:type_name -> berth.agent.v1.Heartbeat
 	11, // 7: berth.agent.v1.SessionRequest.task_state:type_name -> berth.agent.v1.TaskStateChange
 	13, // 8: berth.agent.v1.SessionRequest.ack:type_name -> berth.agent.v1.Ack
 	15, // 9: berth.agent.v1.SessionResponse.assignment:type_name -> berth.agent.v1.Assignment
-	16, // 10: berth.agent.v1.SessionResponse.stop:type_name -> berth.agent.v1.StopOrder
+	17, // 10: berth.agent.v1.SessionResponse.stop:type_name -> berth.agent.v1.StopOrder
 	14, // 11: berth.agent.v1.SessionResponse.state_ack:type_name -> berth.agent.v1.StateAck
-	17, // 12: berth.agent.v1.SessionResponse.expected_tasks:type_name -> berth.agent.v1.ExpectedTasks
-	22, // 13: berth.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	18, // 12: berth.agent.v1.SessionResponse.expected_tasks:type_name -> berth.agent.v1.ExpectedTasks
+	23, // 13: berth.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
 	12, // 14: berth.agent.v1.TaskStateChange.containers:type_name -> berth.agent.v1.ContainerState
-	22, // 15: berth.agent.v1.TaskStateChange.pull_started_at:type_name -> google.protobuf.Timestamp
-	22, // 16: berth.agent.v1.TaskStateChange.pull_stopped_at:type_name -> google.protobuf.Timestamp
-	22, // 17: berth.agent.v1.TaskStateChange.started_at:type_name -> google.protobuf.Timestamp
-	22, // 18: berth.agent.v1.TaskStateChange.stopping_at:type_name -> google.protobuf.Timestamp
-	22, // 19: berth.agent.v1.TaskStateChange.execution_stopped_at:type_name -> google.protobuf.Timestamp
-	22, // 20: berth.agent.v1.TaskStateChange.stopped_at:type_name -> google.protobuf.Timestamp
-	23, // 21: berth.agent.v1.ContainerState.network_bindings:type_name -> berth.ecs.v1.NetworkBinding
-	24, // 22: berth.agent.v1.Assignment.task:type_name -> berth.ecs.v1.Task
-	25, // 23: berth.agent.v1.Assignment.task_definition:type_name -> berth.ecs.v1.TaskDefinition
-	5,  // 24: berth.agent.v1.AgentService.Register:input_type -> berth.agent.v1.RegisterRequest
-	7,  // 25: berth.agent.v1.AgentService.Session:input_type -> berth.agent.v1.SessionRequest
-	0,  // 26: berth.agent.v1.AgentService.EnsureLogStream:input_type -> berth.agent.v1.EnsureLogStreamRequest
-	2,  // 27: berth.agent.v1.AgentService.ShipLogs:input_type -> berth.agent.v1.ShipLogsRequest
-	6,  // 28: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
-	8,  // 29: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
-	1,  // 30: berth.agent.v1.AgentService.EnsureLogStream:output_type -> berth.agent.v1.EnsureLogStreamResponse
-	4,  // 31: berth.agent.v1.AgentService.ShipLogs:output_type -> berth.agent.v1.ShipLogsResponse
-	28, // [28:32] is the sub-list for method output_type
-	24, // [24:28] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	23, // 15: berth.agent.v1.TaskStateChange.pull_started_at:type_name -> google.protobuf.Timestamp
+	23, // 16: berth.agent.v1.TaskStateChange.pull_stopped_at:type_name -> google.protobuf.Timestamp
+	23, // 17: berth.agent.v1.TaskStateChange.started_at:type_name -> google.protobuf.Timestamp
+	23, // 18: berth.agent.v1.TaskStateChange.stopping_at:type_name -> google.protobuf.Timestamp
+	23, // 19: berth.agent.v1.TaskStateChange.execution_stopped_at:type_name -> google.protobuf.Timestamp
+	23, // 20: berth.agent.v1.TaskStateChange.stopped_at:type_name -> google.protobuf.Timestamp
+	24, // 21: berth.agent.v1.ContainerState.network_bindings:type_name -> berth.ecs.v1.NetworkBinding
+	25, // 22: berth.agent.v1.Assignment.task:type_name -> berth.ecs.v1.Task
+	26, // 23: berth.agent.v1.Assignment.task_definition:type_name -> berth.ecs.v1.TaskDefinition
+	16, // 24: berth.agent.v1.Assignment.resolved_secrets:type_name -> berth.agent.v1.ResolvedSecret
+	5,  // 25: berth.agent.v1.AgentService.Register:input_type -> berth.agent.v1.RegisterRequest
+	7,  // 26: berth.agent.v1.AgentService.Session:input_type -> berth.agent.v1.SessionRequest
+	0,  // 27: berth.agent.v1.AgentService.EnsureLogStream:input_type -> berth.agent.v1.EnsureLogStreamRequest
+	2,  // 28: berth.agent.v1.AgentService.ShipLogs:input_type -> berth.agent.v1.ShipLogsRequest
+	6,  // 29: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
+	8,  // 30: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
+	1,  // 31: berth.agent.v1.AgentService.EnsureLogStream:output_type -> berth.agent.v1.EnsureLogStreamResponse
+	4,  // 32: berth.agent.v1.AgentService.ShipLogs:output_type -> berth.agent.v1.ShipLogsResponse
+	29, // [29:33] is the sub-list for method output_type
+	25, // [25:29] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_berth_agent_v1_agent_proto_init() }
@@ -1644,7 +1752,7 @@ func file_berth_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_agent_v1_agent_proto_rawDesc), len(file_berth_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -102,9 +102,18 @@ func TestRegisterTaskDefinitionValidation(t *testing.T) {
 		{"autoprovision task scope", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Scope: proto.String("task"), Autoprovision: proto.Bool(true)}}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", "Autoprovision can only be true when scope is shared."},
 		{"bad scope", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Scope: proto.String("global")}}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", "valid values are task and shared"},
 		{"docker volume driver", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Driver: proto.String("rexray/ebs")}}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", `volumes[0].dockerVolumeConfiguration.driver "rexray/ebs" is not supported by Berth.`},
-		{"bridge host port remap", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+		{"awsvpc host port remap", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), NetworkMode: proto.String("awsvpc"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.PortMappings = []*ecsv1.PortMapping{{ContainerPort: proto.Int32(80), HostPort: proto.Int32(8081)}}
-		})}}, "ClientException", "hostPort 8081 must be 0 or equal to containerPort 80."},
+		})}}, "ClientException", "When networkMode=awsvpc, the host ports and container ports in port mappings must match."},
+		{"links outside bridge", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), NetworkMode: proto.String("host"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.Links = []string{"b"}
+		}), container("b")}}, "ClientException", "Links are not supported when networkMode=host."},
+		{"link to an unknown container", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.Links = []string{"db:database"}
+		})}}, "ClientException", "Invalid 'links' setting for container 'a'. Unknown container 'db'."},
+		{"hostname with awsvpc", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), NetworkMode: proto.String("awsvpc"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.Hostname = proto.String("web")
+		})}}, "ClientException", "hostname is not supported when networkMode=awsvpc."},
 		{"secrets refused", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.Secrets = []*ecsv1.Secret{{Name: proto.String("S"), ValueFrom: proto.String("arn")}}
 		})}}, "ClientException", "containerDefinitions[0].secrets is not supported by Berth."},

@@ -43,6 +43,7 @@ type taskSpec struct {
 	execCommand    bool
 	launchType     string
 	taskDefinition string
+	network        *ecsv1.NetworkConfiguration
 }
 
 // validateOverrides checks that overrides name containers of the task definition and
@@ -118,6 +119,9 @@ func checkSpec(sp *taskSpec, td *ecsv1.TaskDefinition) error {
 	if oneOf(sp.launchType, "FARGATE", "MANAGED_INSTANCES") {
 		return ecserr.New("UnsupportedFeatureException", "Berth runs tasks on registered container instances only: launchType %s is not supported; use EC2 or EXTERNAL.", sp.launchType)
 	}
+	if err := CheckNetworkConfiguration(td, sp.network); err != nil {
+		return err
+	}
 	return validateOverrides(td, sp.overrides)
 }
 
@@ -152,7 +156,7 @@ func (s *Server) newTasks(ctx context.Context, account keys.Scope, cluster strin
 		out = append(out, NewTaskRecord(TaskTemplate{
 			Region: account.Region, Account: account.Account, Cluster: cluster, LongARN: long, NewID: s.newID, Now: now,
 			TaskDefinition: td, Overrides: sp.overrides, Group: group, LaunchType: launch, StartedBy: sp.startedBy,
-			Tags: tags, EnableExecuteCommand: sp.execCommand,
+			Tags: tags, EnableExecuteCommand: sp.execCommand, NetworkConfiguration: sp.network,
 		}))
 	}
 	return out, nil
@@ -174,6 +178,9 @@ type TaskTemplate struct {
 	Group, LaunchType, StartedBy string
 	Tags                         []*ecsv1.Tag
 	EnableExecuteCommand         bool
+	// NetworkConfiguration is the task's (awsvpc: its subnets name the PRECREATED ENI
+	// attachment's subnetId); nil for none.
+	NetworkConfiguration *ecsv1.NetworkConfiguration
 }
 
 // containerOverridesOf returns one override per container of td, in the task definition's
@@ -244,6 +251,9 @@ func NewTaskRecord(tt TaskTemplate) *storev1.TaskRecord {
 	}
 	if tt.StartedBy != "" {
 		t.StartedBy = proto.String(tt.StartedBy)
+	}
+	if td.GetNetworkMode() == "awsvpc" {
+		t.Attachments = append(t.Attachments, precreatedENI(taskARN, tt.NetworkConfiguration))
 	}
 	byName := map[string]*ecsv1.ContainerOverride{}
 	for _, o := range ov.GetContainerOverrides() {
@@ -350,7 +360,7 @@ func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTask
 			return nil, err
 		}
 		sp := &taskSpec{overrides: m.GetOverrides(), startedBy: m.GetStartedBy(), group: m.GetGroup(), tags: m.GetTags(),
-			propagateTags: m.GetPropagateTags(), managedTags: m.GetEnableEcsManagedTags(), execCommand: m.GetEnableExecuteCommand(), launchType: m.GetLaunchType()}
+			propagateTags: m.GetPropagateTags(), managedTags: m.GetEnableEcsManagedTags(), execCommand: m.GetEnableExecuteCommand(), launchType: m.GetLaunchType(), network: m.GetNetworkConfiguration()}
 		if err := checkSpec(sp, td); err != nil {
 			return nil, err
 		}
@@ -458,7 +468,7 @@ func (s *Server) StartTask(ctx context.Context, req *connect.Request[ecsv1.Start
 			return nil, err
 		}
 		sp := &taskSpec{overrides: m.GetOverrides(), startedBy: m.GetStartedBy(), group: m.GetGroup(), tags: m.GetTags(),
-			propagateTags: m.GetPropagateTags(), managedTags: m.GetEnableEcsManagedTags(), execCommand: m.GetEnableExecuteCommand()}
+			propagateTags: m.GetPropagateTags(), managedTags: m.GetEnableEcsManagedTags(), execCommand: m.GetEnableExecuteCommand(), network: m.GetNetworkConfiguration()}
 		if err := checkSpec(sp, td); err != nil {
 			return nil, err
 		}
@@ -855,6 +865,7 @@ func (s *Server) ApplyTaskStateChange(ctx context.Context, account keys.Scope, c
 		newStatus := ch.GetLastStatus()
 		t.LastStatus = proto.String(newStatus)
 		applyContainerStates(t, ch.GetContainers())
+		mergeAttachments(t, ch.GetAttachments())
 		setTime := func(dst **float64, ts *timestamppb.Timestamp, def bool) {
 			if *dst != nil {
 				return
@@ -952,6 +963,9 @@ func applyContainerStates(t *ecsv1.Task, states []*agentv1.ContainerState) {
 			}
 			if len(st.GetNetworkBindings()) > 0 {
 				c.NetworkBindings = st.GetNetworkBindings()
+			}
+			if len(st.GetNetworkInterfaces()) > 0 {
+				c.NetworkInterfaces = st.GetNetworkInterfaces()
 			}
 		}
 	}

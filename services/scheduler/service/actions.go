@@ -108,6 +108,9 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 		if err := control.CheckTaskDefinitionFields(td); err != nil {
 			return nil, err
 		}
+		if err := control.CheckNetworkConfiguration(td, m.GetNetworkConfiguration()); err != nil {
+			return nil, err
+		}
 		now := h.now()
 		depID := NewDeploymentID()
 		propagate := m.GetPropagateTags()
@@ -358,6 +361,19 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 			}
 			if m.HealthCheckGracePeriodSeconds != nil {
 				s.HealthCheckGracePeriodSeconds = m.HealthCheckGracePeriodSeconds
+			}
+			if td != nil || m.NetworkConfiguration != nil {
+				cur := td
+				if cur == nil {
+					r, err := taskDefinition(ctx, h.kv, account, s.GetTaskDefinition())
+					if err != nil {
+						return err
+					}
+					cur = r.GetTaskDefinition()
+				}
+				if err := control.CheckNetworkConfiguration(cur, s.GetNetworkConfiguration()); err != nil {
+					return err
+				}
 			}
 			now := h.now()
 			if redeploy {

@@ -579,7 +579,12 @@ type TaskStateChange struct {
 	// execution_stopped_at is when the task's containers stopped.
 	ExecutionStoppedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=execution_stopped_at,json=executionStoppedAt,proto3" json:"execution_stopped_at,omitempty"`
 	// stopped_at is when the task reached STOPPED.
-	StoppedAt     *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=stopped_at,json=stoppedAt,proto3" json:"stopped_at,omitempty"`
+	StoppedAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=stopped_at,json=stoppedAt,proto3" json:"stopped_at,omitempty"`
+	// attachments are the task's network attachments as the agent sees them: the
+	// ElasticNetworkInterface of an awsvpc task, ATTACHED once its namespace and address
+	// are set up, DELETED once released, with its details (privateIPv4Address, macAddress,
+	// ...). The control plane merges them into the task's attachments by id.
+	Attachments   []*v1.Attachment `protobuf:"bytes,100,rep,name=attachments,proto3" json:"attachments,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -705,6 +710,13 @@ func (x *TaskStateChange) GetStoppedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *TaskStateChange) GetAttachments() []*v1.Attachment {
+	if x != nil {
+		return x.Attachments
+	}
+	return nil
+}
+
 // ContainerState is one container's state in a TaskStateChange.
 type ContainerState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -726,9 +738,11 @@ type ContainerState struct {
 	NetworkBindings []*v1.NetworkBinding `protobuf:"bytes,8,rep,name=network_bindings,json=networkBindings,proto3" json:"network_bindings,omitempty"`
 	// restart_count is how many times the agent restarted the container in place under its
 	// restartPolicy (the RestartCount AWS's task metadata endpoint v4 shows).
-	RestartCount  int32 `protobuf:"varint,9,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RestartCount int32 `protobuf:"varint,9,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
+	// network_interfaces are the container's interfaces (awsvpc: the task's ENI).
+	NetworkInterfaces []*v1.NetworkInterface `protobuf:"bytes,100,rep,name=network_interfaces,json=networkInterfaces,proto3" json:"network_interfaces,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ContainerState) Reset() {
@@ -822,6 +836,13 @@ func (x *ContainerState) GetRestartCount() int32 {
 		return x.RestartCount
 	}
 	return 0
+}
+
+func (x *ContainerState) GetNetworkInterfaces() []*v1.NetworkInterface {
+	if x != nil {
+		return x.NetworkInterfaces
+	}
+	return nil
 }
 
 // Ack acknowledges deliveries the agent has durably taken.
@@ -1141,7 +1162,7 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\rruntime_ready\x18\x01 \x01(\bR\fruntimeReady\x12\x10\n" +
 	"\x03cpu\x18\x02 \x01(\x05R\x03cpu\x12\x16\n" +
 	"\x06memory\x18\x03 \x01(\x05R\x06memory\x123\n" +
-	"\asent_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"\x91\x05\n" +
+	"\asent_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"\xcd\x05\n" +
 	"\x0fTaskStateChange\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x19\n" +
 	"\btask_arn\x18\x02 \x01(\tR\ataskArn\x12\x1f\n" +
@@ -1162,7 +1183,8 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"stoppingAt\x12L\n" +
 	"\x14execution_stopped_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x12executionStoppedAt\x129\n" +
 	"\n" +
-	"stopped_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstoppedAt\"\xe2\x02\n" +
+	"stopped_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstoppedAt\x12:\n" +
+	"\vattachments\x18d \x03(\v2\x18.berth.ecs.v1.AttachmentR\vattachments\"\xb1\x03\n" +
 	"\x0eContainerState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -1174,7 +1196,8 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\rhealth_status\x18\x06 \x01(\tR\fhealthStatus\x12!\n" +
 	"\fimage_digest\x18\a \x01(\tR\vimageDigest\x12G\n" +
 	"\x10network_bindings\x18\b \x03(\v2\x1c.berth.ecs.v1.NetworkBindingR\x0fnetworkBindings\x12#\n" +
-	"\rrestart_count\x18\t \x01(\x05R\frestartCountB\f\n" +
+	"\rrestart_count\x18\t \x01(\x05R\frestartCount\x12M\n" +
+	"\x12network_interfaces\x18d \x03(\v2\x1e.berth.ecs.v1.NetworkInterfaceR\x11networkInterfacesB\f\n" +
 	"\n" +
 	"_exit_code\"(\n" +
 	"\x03Ack\x12!\n" +
@@ -1233,9 +1256,11 @@ var file_berth_agent_v1_agent_proto_goTypes = []any{
 	(*v1.VersionInfo)(nil),        // 15: berth.ecs.v1.VersionInfo
 	(*v1.ContainerInstance)(nil),  // 16: berth.ecs.v1.ContainerInstance
 	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
-	(*v1.NetworkBinding)(nil),     // 18: berth.ecs.v1.NetworkBinding
-	(*v1.Task)(nil),               // 19: berth.ecs.v1.Task
-	(*v1.TaskDefinition)(nil),     // 20: berth.ecs.v1.TaskDefinition
+	(*v1.Attachment)(nil),         // 18: berth.ecs.v1.Attachment
+	(*v1.NetworkBinding)(nil),     // 19: berth.ecs.v1.NetworkBinding
+	(*v1.NetworkInterface)(nil),   // 20: berth.ecs.v1.NetworkInterface
+	(*v1.Task)(nil),               // 21: berth.ecs.v1.Task
+	(*v1.TaskDefinition)(nil),     // 22: berth.ecs.v1.TaskDefinition
 }
 var file_berth_agent_v1_agent_proto_depIdxs = []int32{
 	13, // 0: berth.agent.v1.RegisterRequest.resources:type_name -> berth.ecs.v1.Resource
@@ -1258,18 +1283,20 @@ var file_berth_agent_v1_agent_proto_depIdxs = []int32{
 	17, // 17: berth.agent.v1.TaskStateChange.stopping_at:type_name -> google.protobuf.Timestamp
 	17, // 18: berth.agent.v1.TaskStateChange.execution_stopped_at:type_name -> google.protobuf.Timestamp
 	17, // 19: berth.agent.v1.TaskStateChange.stopped_at:type_name -> google.protobuf.Timestamp
-	18, // 20: berth.agent.v1.ContainerState.network_bindings:type_name -> berth.ecs.v1.NetworkBinding
-	19, // 21: berth.agent.v1.Assignment.task:type_name -> berth.ecs.v1.Task
-	20, // 22: berth.agent.v1.Assignment.task_definition:type_name -> berth.ecs.v1.TaskDefinition
-	0,  // 23: berth.agent.v1.AgentService.Register:input_type -> berth.agent.v1.RegisterRequest
-	2,  // 24: berth.agent.v1.AgentService.Session:input_type -> berth.agent.v1.SessionRequest
-	1,  // 25: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
-	3,  // 26: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
-	25, // [25:27] is the sub-list for method output_type
-	23, // [23:25] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	18, // 20: berth.agent.v1.TaskStateChange.attachments:type_name -> berth.ecs.v1.Attachment
+	19, // 21: berth.agent.v1.ContainerState.network_bindings:type_name -> berth.ecs.v1.NetworkBinding
+	20, // 22: berth.agent.v1.ContainerState.network_interfaces:type_name -> berth.ecs.v1.NetworkInterface
+	21, // 23: berth.agent.v1.Assignment.task:type_name -> berth.ecs.v1.Task
+	22, // 24: berth.agent.v1.Assignment.task_definition:type_name -> berth.ecs.v1.TaskDefinition
+	0,  // 25: berth.agent.v1.AgentService.Register:input_type -> berth.agent.v1.RegisterRequest
+	2,  // 26: berth.agent.v1.AgentService.Session:input_type -> berth.agent.v1.SessionRequest
+	1,  // 27: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
+	3,  // 28: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
+	27, // [27:29] is the sub-list for method output_type
+	25, // [25:27] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_berth_agent_v1_agent_proto_init() }

@@ -1,0 +1,106 @@
+package control
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"regexp"
+
+	"google.golang.org/protobuf/proto"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/scheduler/ecserr"
+)
+
+// subnetID and securityGroupID are the shapes of EC2 ids AWS accepts; Berth records them
+// (docs/networking.md) and checks only their form.
+var (
+	subnetID        = regexp.MustCompile(`^subnet-[0-9a-zA-Z]{1,32}$`)
+	securityGroupID = regexp.MustCompile(`^sg-[0-9a-zA-Z]{1,32}$`)
+)
+
+// CheckNetworkConfiguration validates a RunTask, StartTask, CreateService or
+// UpdateService networkConfiguration against the task definition's networkMode as AWS
+// does: awsvpc requires awsvpcConfiguration with 1–16 subnets and at most 5 security
+// groups; the other modes refuse it. assignPublicIp ENABLED is refused (Berth has no
+// public addresses). Errors are InvalidParameterException.
+func CheckNetworkConfiguration(td *ecsv1.TaskDefinition, nc *ecsv1.NetworkConfiguration) error {
+	vpc := nc.GetAwsvpcConfiguration()
+	if td.GetNetworkMode() != "awsvpc" {
+		if vpc != nil {
+			return ecserr.InvalidParameterf("Network Configuration is not valid for the given networkMode of this task definition.")
+		}
+		return nil
+	}
+	if vpc == nil {
+		return ecserr.InvalidParameterf("Network Configuration must be provided when networkMode 'awsvpc' is specified.")
+	}
+	if len(vpc.GetSubnets()) == 0 {
+		return ecserr.InvalidParameterf("subnets can not be empty.")
+	}
+	if len(vpc.GetSubnets()) > 16 {
+		return ecserr.InvalidParameterf("subnets can have at most 16 items.")
+	}
+	for _, s := range vpc.GetSubnets() {
+		if !subnetID.MatchString(s) {
+			return ecserr.InvalidParameterf("Invalid subnet id %q: subnet ids look like subnet-0123456789abcdef0.", s)
+		}
+	}
+	if len(vpc.GetSecurityGroups()) > 5 {
+		return ecserr.InvalidParameterf("securityGroups can have at most 5 items.")
+	}
+	for _, g := range vpc.GetSecurityGroups() {
+		if !securityGroupID.MatchString(g) {
+			return ecserr.InvalidParameterf("Invalid security group id %q: security group ids look like sg-0123456789abcdef0.", g)
+		}
+	}
+	switch vpc.GetAssignPublicIp() {
+	case "", "DISABLED":
+	case "ENABLED":
+		return ecserr.InvalidParameterf("assignPublicIp ENABLED is not supported by Berth: task addresses come from the container instance's task subnet and are not public. Use DISABLED.")
+	default:
+		return ecserr.InvalidParameterf("Invalid assignPublicIp %q: valid values are ENABLED and DISABLED.", vpc.GetAssignPublicIp())
+	}
+	return nil
+}
+
+// ENIAttachmentID returns the id of the ElasticNetworkInterface attachment of the awsvpc
+// task taskARN: a UUID-shaped hash of the ARN. The agent computes the same id
+// (tasks.AttachmentID) for the attachment it reports ATTACHED and DELETED.
+func ENIAttachmentID(taskARN string) string {
+	h := sha256.Sum256([]byte("eni\x00" + taskARN))
+	x := hex.EncodeToString(h[:16])
+	return x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
+}
+
+// precreatedENI is an awsvpc task's attachment as AWS shows it before the task's network
+// exists: status PRECREATED, with the subnet (the first of awsvpcConfiguration's) it is
+// created in.
+func precreatedENI(taskARN string, nc *ecsv1.NetworkConfiguration) *ecsv1.Attachment {
+	details := []*ecsv1.KeyValuePair{}
+	if s := nc.GetAwsvpcConfiguration().GetSubnets(); len(s) > 0 {
+		details = append(details, &ecsv1.KeyValuePair{Name: proto.String("subnetId"), Value: proto.String(s[0])})
+	}
+	return &ecsv1.Attachment{Id: proto.String(ENIAttachmentID(taskARN)), Type: proto.String("ElasticNetworkInterface"), Status: proto.String("PRECREATED"), Details: details}
+}
+
+// mergeAttachments applies the attachments an agent reported to the task's: the same id
+// is replaced (its status only moves forward: PRECREATED, ATTACHED, DELETED), a new one
+// is added.
+func mergeAttachments(t *ecsv1.Task, reported []*ecsv1.Attachment) {
+	rank := map[string]int{"PRECREATED": 0, "ATTACHING": 1, "ATTACHED": 2, "DETACHING": 3, "DELETED": 4}
+	for _, r := range reported {
+		found := false
+		for i, a := range t.GetAttachments() {
+			if a.GetId() != r.GetId() {
+				continue
+			}
+			found = true
+			if rank[r.GetStatus()] >= rank[a.GetStatus()] {
+				t.Attachments[i] = r
+			}
+		}
+		if !found {
+			t.Attachments = append(t.Attachments, r)
+		}
+	}
+}

@@ -419,6 +419,7 @@ func (h *handler) Registered(ctx context.Context, resp *agentv1.RegisterResponse
 	if arn == "" {
 		return errors.New("registration returned no container instance ARN")
 	}
+	h.m.SetTaskSubnet(resp.GetTaskSubnet())
 	h.m.SetInstance(arn)
 	h.m.WaitReconciled(ctx, 30*time.Second)
 	return nil

@@ -169,3 +169,80 @@ func TestBridgeNetworking(t *testing.T) {
 		t.Errorf("namespaces left after the tasks stopped: %d", len(ents))
 	}
 }
+
+// TestAWSVPCNetworking runs an awsvpc task of two containers on one agent: they share
+// the task's namespace (the probe's health check reaches the server on localhost), the
+// host reaches the server on the task's address, the task reports its ENI ATTACHED with
+// AWS's details and hostPort = containerPort bindings, then DELETED once stopped. A task
+// on an agent without a task subnet stops with a ResourceInitializationError, never
+// RUNNING without its network.
+func TestAWSVPCNetworking(t *testing.T) {
+	w := newWorld(t)
+	cp := newControlPlane(t)
+	name := clusterName(t)
+	cfg := netConfig(t, testConfig(t, w, cp, name))
+	startAgent(t, cfg, cp)
+
+	web := containerDef("web", w.image, "serve", "8080")
+	web.PortMappings = []*ecsv1.PortMapping{{ContainerPort: proto.Int32(8080), HostPort: proto.Int32(8080), Protocol: proto.String("tcp")}}
+	probe := containerDef("probe", w.image, "sleep", "3600")
+	probe.HealthCheck = &ecsv1.HealthCheck{Command: []string{"CMD", "/berth-testimage", "check", "http://localhost:8080/"}, Interval: proto.Int32(5), Retries: proto.Int32(10)}
+	td := taskDef("vpc", web, probe)
+	td.NetworkMode = proto.String("awsvpc")
+	arn := taskARN(name)
+	cp.assign(t, arn, td)
+	st := cp.waitStatus(t, arn, "RUNNING", 60*time.Second)
+	if len(st.GetAttachments()) != 1 {
+		t.Fatalf("attachments = %v", st.GetAttachments())
+	}
+	att := st.GetAttachments()[0]
+	details := map[string]string{}
+	for _, d := range att.GetDetails() {
+		details[d.GetName()] = d.GetValue()
+	}
+	ip := details["privateIPv4Address"]
+	_, sub, _ := net.ParseCIDR(cfg.Network.TaskSubnet)
+	if att.GetType() != "ElasticNetworkInterface" || att.GetStatus() != "ATTACHED" || net.ParseIP(ip) == nil || !sub.Contains(net.ParseIP(ip)) ||
+		details["macAddress"] == "" || !strings.HasPrefix(details["networkInterfaceId"], "eni-") || !strings.HasPrefix(details["privateDnsName"], "ip-") {
+		t.Fatalf("attachment %v", att)
+	}
+	for _, c := range []string{"web", "probe"} {
+		ni := containerOf(st, c).GetNetworkInterfaces()
+		if len(ni) != 1 || ni[0].GetPrivateIpv4Address() != ip || ni[0].GetAttachmentId() != att.GetId() {
+			t.Errorf("%s networkInterfaces = %v", c, ni)
+		}
+	}
+	if bs := containerOf(st, "web").GetNetworkBindings(); len(bs) != 1 || bs[0].GetHostPort() != 8080 || bs[0].GetContainerPort() != 8080 {
+		t.Errorf("web networkBindings = %v", bs)
+	}
+	waitHTTP(t, ip+":8080")
+	cp.waitFor(t, 60*time.Second, "probe healthy over localhost", func() bool {
+		return containerOf(cp.latestLocked(arn), "probe").GetHealthStatus() == "HEALTHY"
+	})
+	cp.stop(t, arn, "UserInitiated")
+	stopped := cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
+	if a := stopped.GetAttachments(); len(a) != 1 || a[0].GetStatus() != "DELETED" {
+		t.Errorf("attachments after STOPPED = %v", a)
+	}
+	if _, err := httpGet(ip + ":8080"); err == nil {
+		t.Errorf("the task address still answers after STOPPED")
+	}
+
+	// An agent without a task subnet cannot give the task its network.
+	cp2 := newControlPlane(t)
+	name2 := clusterName(t) + "-nosub"
+	cfg2 := netConfig(t, testConfig(t, w, cp2, name2))
+	cfg2.Network.TaskSubnet = ""
+	startAgent(t, cfg2, cp2)
+	arn2 := taskARN(name2)
+	cp2.assign(t, arn2, td)
+	st2 := cp2.waitStatus(t, arn2, "STOPPED", 60*time.Second)
+	if st2.GetStopCode() != "TaskFailedToStart" || !strings.HasPrefix(st2.GetStoppedReason(), "ResourceInitializationError: ") {
+		t.Errorf("stopCode %q stoppedReason %q", st2.GetStopCode(), st2.GetStoppedReason())
+	}
+	for _, s := range cp2.statesOf(arn2) {
+		if s.GetLastStatus() == "RUNNING" {
+			t.Errorf("task without a network reported RUNNING")
+		}
+	}
+}

@@ -71,8 +71,9 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 			in.TaskRoleArn = aws.String("arn:aws:iam::000000000000:role/app")
 		}),
 			`taskRoleArn "arn:aws:iam::000000000000:role/app" is not supported by Berth. Berth does not hand IAM role credentials`},
-		{"awsvpc", base(func(in *ecs.RegisterTaskDefinitionInput) { in.NetworkMode = ecstypes.NetworkModeAwsvpc }),
-			`networkMode "awsvpc" is not supported by Berth. Berth supports networkMode host and bridge`},
+		{"containerPortRange", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			ctr(in).PortMappings = []ecstypes.PortMapping{{ContainerPortRange: aws.String("8000-8010")}}
+		}), `containerDefinitions[0].portMappings[0].containerPortRange "8000-8010" is not supported by Berth. Berth publishes single ports`},
 	} {
 		_, err := c.RegisterTaskDefinition(ctx, tc.in)
 		var ce *ecstypes.ClientException

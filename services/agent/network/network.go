@@ -191,19 +191,8 @@ func New(cfg Config) (*Network, error) {
 		lists[AWSVPC] = n.confList("berth-awsvpc", cfg.TaskBridge, cfg.TaskSubnet, false)
 	}
 	for mode, list := range lists {
-		opts := []gocni.Opt{gocni.WithPluginDir(cfg.PluginDirs), gocni.WithInterfacePrefix("eth")}
-		load := []gocni.Opt{}
-		if list != nil {
-			load = append(load, gocni.WithConfListBytes(list))
-		} else {
-			opts = append(opts, gocni.WithMinNetworkCount(1))
-		}
-		load = append(load, gocni.WithLoNetwork)
-		c, err := gocni.New(opts...)
+		c, err := n.load(list)
 		if err != nil {
-			return nil, fmt.Errorf("network: %s: %w", mode, err)
-		}
-		if err := c.Load(load...); err != nil {
 			return nil, fmt.Errorf("network: %s: %w", mode, err)
 		}
 		n.cnis[mode] = c
@@ -231,6 +220,49 @@ func New(cfg Config) (*Network, error) {
 		}
 	}
 	return n, nil
+}
+
+// load returns a go-cni instance of the configuration list (loopback only when nil) plus
+// loopback.
+func (n *Network) load(list []byte) (gocni.CNI, error) {
+	opts := []gocni.Opt{gocni.WithPluginDir(n.cfg.PluginDirs), gocni.WithInterfacePrefix("eth")}
+	var load []gocni.Opt
+	if list != nil {
+		load = append(load, gocni.WithConfListBytes(list))
+	} else {
+		opts = append(opts, gocni.WithMinNetworkCount(1))
+	}
+	load = append(load, gocni.WithLoNetwork)
+	c, err := gocni.New(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Load(load...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// SetTaskSubnet sets the instance's awsvpc task subnet (the CIDR the control plane
+// allocated at registration) when Config.TaskSubnet gave none; a configured subnet is
+// kept. It returns the subnet in use.
+func (n *Network) SetTaskSubnet(cidr string) (string, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cfg.TaskSubnet != "" || cidr == "" {
+		return n.cfg.TaskSubnet, nil
+	}
+	if _, _, err := net.ParseCIDR(cidr); err != nil {
+		return "", fmt.Errorf("network: task subnet: %w", err)
+	}
+	n.cfg.TaskSubnet = cidr
+	c, err := n.load(n.confList("berth-awsvpc", n.cfg.TaskBridge, cidr, false))
+	if err != nil {
+		n.cfg.TaskSubnet = ""
+		return "", fmt.Errorf("network: awsvpc: %w", err)
+	}
+	n.cnis[AWSVPC] = c
+	return cidr, nil
 }
 
 // confList is the CNI configuration list of a bridge network: the bridge plugin with
@@ -262,7 +294,11 @@ func (n *Network) confList(name, bridge, subnet string, portmap bool) []byte {
 }
 
 // Config returns the configuration in use, defaults filled in.
-func (n *Network) Config() Config { return n.cfg }
+func (n *Network) Config() Config {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cfg
+}
 
 // Lookup returns the network of task (its id), or nil when it has none.
 func (n *Network) Lookup(task string) *TaskNetwork {
@@ -289,7 +325,9 @@ func (n *Network) Tasks() []string {
 // already has a complete network of the same endpoints (an agent restarted and adopts the
 // task), that network is returned unchanged. On error nothing of the network is left.
 func (n *Network) Setup(ctx context.Context, task string, mode Mode, reqs []EndpointRequest) (*TaskNetwork, error) {
+	n.mu.Lock()
 	c := n.cnis[mode]
+	n.mu.Unlock()
 	if c == nil {
 		if mode == AWSVPC {
 			return nil, errors.New("this container instance has no awsvpc task subnet")
@@ -363,7 +401,9 @@ func (n *Network) Setup(ctx context.Context, task string, mode Mode, reqs []Endp
 			return fail(fmt.Errorf("CNI %s network for %s: no IPv4 address in the plugins' result", mode, cmpOr(ep.Key, "the task")))
 		}
 		if mode == AWSVPC {
+			n.mu.Lock()
 			ep.Subnet = n.cfg.TaskSubnet
+			n.mu.Unlock()
 		}
 	}
 	if err := n.save(tn); err != nil {
@@ -401,7 +441,9 @@ func (n *Network) Teardown(ctx context.Context, task string) error {
 		return nil
 	}
 	var errs []error
+	n.mu.Lock()
 	c := n.cnis[tn.Mode]
+	n.mu.Unlock()
 	for _, ep := range tn.Endpoints {
 		if c != nil && ep.NetNS != "" {
 			path := ep.NetNS

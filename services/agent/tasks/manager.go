@@ -161,6 +161,22 @@ func (m *Manager) SetInstance(arn string) {
 	}
 }
 
+// SetTaskSubnet hands the awsvpc task subnet the control plane allocated to the instance
+// to the network (a subnet set in the agent's configuration wins).
+func (m *Manager) SetTaskSubnet(cidr string) {
+	if m.cfg.Network == nil {
+		return
+	}
+	used, err := m.cfg.Network.SetTaskSubnet(cidr)
+	if err != nil {
+		m.log.Warn("awsvpc task subnet not set up", "subnet", cidr, "err", err)
+		return
+	}
+	if used != cidr && cidr != "" {
+		m.log.Info("awsvpc task subnet from the configuration kept", "configured", used, "allocated", cidr)
+	}
+}
+
 func (m *Manager) instance() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()

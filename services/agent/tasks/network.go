@@ -188,11 +188,12 @@ func privateDNSName(arn, ip string) string {
 
 // netSpec points spec at c's network: its namespace, and hosts and resolv.conf files
 // written for it (its own address and host name, links, extraHosts, dnsServers,
-// dnsSearchDomains). Host mode keeps the host's.
+// dnsSearchDomains). Host mode keeps the host's unless the container changes them
+// (hostModeFiles).
 func (t *task) netSpec(c *ctrState, spec *runtime.ContainerSpec) error {
 	mode := t.networkMode()
 	if mode == "host" {
-		return nil
+		return t.hostModeFiles(c, spec)
 	}
 	t.mu.Lock()
 	tn := t.net
@@ -245,6 +246,41 @@ func (t *task) netSpec(c *ctrState, spec *runtime.ContainerSpec) error {
 	}
 	spec.HostsFile, spec.ResolvConf = filepath.Join(dir, "hosts"), filepath.Join(dir, "resolv.conf")
 	if err := os.WriteFile(spec.HostsFile, []byte(hosts.String()), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(spec.ResolvConf, []byte(resolv), 0o644)
+}
+
+// hostModeFiles gives a host-mode container its own hosts and resolv.conf files when it
+// sets extraHosts, dnsServers or dnsSearchDomains (Docker honours them with --network
+// host too): the host's files with those applied. Otherwise it keeps the host's.
+func (t *task) hostModeFiles(c *ctrState, spec *runtime.ContainerSpec) error {
+	def := c.Def
+	if len(def.GetExtraHosts()) == 0 && len(def.GetDnsServers()) == 0 && len(def.GetDnsSearchDomains()) == 0 {
+		return nil
+	}
+	dir := filepath.Join(t.m.netDir(t.arn), c.ID)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	hosts, err := os.ReadFile("/etc/hosts")
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	var b strings.Builder
+	b.Write(hosts)
+	if len(hosts) > 0 && hosts[len(hosts)-1] != '\n' {
+		b.WriteByte('\n')
+	}
+	for _, h := range def.GetExtraHosts() {
+		fmt.Fprintf(&b, "%s\t%s\n", h.GetIpAddress(), h.GetHostname())
+	}
+	resolv, err := resolvConf(def.GetDnsServers(), def.GetDnsSearchDomains())
+	if err != nil {
+		return err
+	}
+	spec.HostsFile, spec.ResolvConf = filepath.Join(dir, "hosts"), filepath.Join(dir, "resolv.conf")
+	if err := os.WriteFile(spec.HostsFile, []byte(b.String()), 0o644); err != nil {
 		return err
 	}
 	return os.WriteFile(spec.ResolvConf, []byte(resolv), 0o644)

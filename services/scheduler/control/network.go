@@ -1,15 +1,79 @@
 package control
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"net"
 	"regexp"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
 )
+
+// DefaultTaskSubnetPool is the range awsvpc task subnets are carved from when
+// Config.TaskSubnetPool is unset: 256 instances of /24 each.
+const DefaultTaskSubnetPool = "10.240.0.0/16"
+
+// parseTaskSubnetPool parses pool (DefaultTaskSubnetPool when empty or not an IPv4 range
+// of /24 or wider).
+func parseTaskSubnetPool(pool string) *net.IPNet {
+	_, n, err := net.ParseCIDR(pool)
+	if err != nil || n.IP.To4() == nil {
+		_, n, _ = net.ParseCIDR(DefaultTaskSubnetPool)
+		return n
+	}
+	if ones, _ := n.Mask.Size(); ones > 24 {
+		_, n, _ = net.ParseCIDR(DefaultTaskSubnetPool)
+	}
+	return n
+}
+
+// freeTaskSubnet returns a /24 of the pool no instance claims (keys.TaskSubnet), or ""
+// when every one is taken. The caller claims it in its registration txn (IfAbsent), so
+// two registrations racing for one subnet conflict and retry.
+func (s *Server) freeTaskSubnet(ctx context.Context) (string, error) {
+	resp, err := s.kv.Get(ctx, keys.TaskSubnets(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return "", fmt.Errorf("task subnets: %w", err)
+	}
+	taken := map[string]bool{}
+	for _, kv := range resp.Kvs {
+		taken[string(kv.Key)] = true
+	}
+	ones, _ := s.pool.Mask.Size()
+	base := s.pool.IP.To4()
+	for i := 0; i < 1<<(24-ones); i++ {
+		ip := net.IPv4(base[0], base[1]+byte(i>>8), base[2]+byte(i), 0).To4()
+		cidr := ip.String() + "/24"
+		if !taken[keys.TaskSubnet(cidr)] {
+			return cidr, nil
+		}
+	}
+	return "", nil
+}
+
+// claimTaskSubnet gives rec a task subnet when it has none: a free one, claimed in txn.
+func (s *Server) claimTaskSubnet(ctx context.Context, txn *store.Txn, rec *storev1.ContainerInstanceRecord) error {
+	if rec.GetTaskSubnet() != "" {
+		return nil
+	}
+	cidr, err := s.freeTaskSubnet(ctx)
+	if err != nil || cidr == "" {
+		return err
+	}
+	rec.TaskSubnet = cidr
+	txn.IfAbsent(keys.TaskSubnet(cidr)).Put(keys.TaskSubnet(cidr), wrapperspb.String(rec.GetContainerInstance().GetContainerInstanceArn()))
+	return nil
+}
 
 // subnetID and securityGroupID are the shapes of EC2 ids AWS accepts; Berth records them
 // (docs/networking.md) and checks only their form.

@@ -131,7 +131,10 @@ type RegisterResponse struct {
 	// container_instance is the registered instance, with its ARN.
 	ContainerInstance *v1.ContainerInstance `protobuf:"bytes,1,opt,name=container_instance,json=containerInstance,proto3" json:"container_instance,omitempty"`
 	// cluster_arn is the ARN of the cluster joined.
-	ClusterArn    string `protobuf:"bytes,2,opt,name=cluster_arn,json=clusterArn,proto3" json:"cluster_arn,omitempty"`
+	ClusterArn string `protobuf:"bytes,2,opt,name=cluster_arn,json=clusterArn,proto3" json:"cluster_arn,omitempty"`
+	// task_subnet is the instance's awsvpc task subnet (an IPv4 CIDR the control plane
+	// allocated to it, overlapping no other instance's); "" when the pool is exhausted.
+	TaskSubnet    string `protobuf:"bytes,100,opt,name=task_subnet,json=taskSubnet,proto3" json:"task_subnet,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -176,6 +179,13 @@ func (x *RegisterResponse) GetContainerInstance() *v1.ContainerInstance {
 func (x *RegisterResponse) GetClusterArn() string {
 	if x != nil {
 		return x.ClusterArn
+	}
+	return ""
+}
+
+func (x *RegisterResponse) GetTaskSubnet() string {
+	if x != nil {
+		return x.TaskSubnet
 	}
 	return ""
 }
@@ -1135,11 +1145,13 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"attributes\x12<\n" +
 	"\fversion_info\x18\x05 \x01(\v2\x19.berth.ecs.v1.VersionInfoR\vversionInfo\x12#\n" +
 	"\rruntime_ready\x18\x06 \x01(\bR\fruntimeReady\x12%\n" +
-	"\x0eruntime_reason\x18\a \x01(\tR\rruntimeReason\"\x83\x01\n" +
+	"\x0eruntime_reason\x18\a \x01(\tR\rruntimeReason\"\xa4\x01\n" +
 	"\x10RegisterResponse\x12N\n" +
 	"\x12container_instance\x18\x01 \x01(\v2\x1f.berth.ecs.v1.ContainerInstanceR\x11containerInstance\x12\x1f\n" +
 	"\vcluster_arn\x18\x02 \x01(\tR\n" +
-	"clusterArn\"\xf0\x01\n" +
+	"clusterArn\x12\x1f\n" +
+	"\vtask_subnet\x18d \x01(\tR\n" +
+	"taskSubnet\"\xf0\x01\n" +
 	"\x0eSessionRequest\x12-\n" +
 	"\x05hello\x18\x01 \x01(\v2\x15.berth.agent.v1.HelloH\x00R\x05hello\x129\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x19.berth.agent.v1.HeartbeatH\x00R\theartbeat\x12@\n" +

@@ -15,6 +15,7 @@ import (
 
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	"github.com/berthhq/berth/services/agent"
+	"github.com/berthhq/berth/services/agent/network"
 	"github.com/berthhq/berth/services/gateway/h2c"
 	"github.com/berthhq/berth/services/gateway/sigv4client"
 )
@@ -26,6 +27,7 @@ import (
 func Command(use string) *cobra.Command {
 	var gatewayURL, cluster, dataDir, containerdAddr, namespace, snapshotter, region, credsFile, logAddr string
 	var insecure []string
+	var netCfg network.Config
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: "Join this host to a cluster and run its tasks through containerd",
@@ -65,6 +67,7 @@ func Command(use string) *cobra.Command {
 				Snapshotter:        snapshotter,
 				InsecureRegistries: insecure,
 				LogAddr:            logAddr,
+				Network:            netCfg,
 				Logger:             log,
 				Registry:           prometheus.NewRegistry(), // /metrics on the LogService listener
 			})
@@ -85,6 +88,9 @@ func Command(use string) *cobra.Command {
 	f.StringVar(&credsFile, "credentials-file", cli.Env("BERTH_CREDENTIALS_FILE", ""), "file with BERTH_ACCESS_KEY_ID= and BERTH_SECRET_ACCESS_KEY= lines")
 	f.StringVar(&logAddr, "log-addr", cli.Env("BERTH_AGENT_LOG_ADDR", ""), "address of the agent's LogService (empty: loopback, any port)")
 	f.StringSliceVar(&insecure, "insecure-registry", nil, "plain-HTTP registry host:port (repeatable); loopback ones always are")
+	f.StringSliceVar(&netCfg.PluginDirs, "cni-plugin-dir", cli.SplitList(cli.Env("BERTH_CNI_PLUGIN_DIR", network.DefaultPluginDir+",/opt/cni/bin")), "directories searched for the CNI plugins (bridge, host-local, portmap, firewall, loopback)")
+	f.StringVar(&netCfg.BridgeSubnet, "bridge-subnet", cli.Env("BERTH_BRIDGE_SUBNET", network.DefaultBridgeSubnet), "IPv4 subnet of networkMode bridge containers on this host")
+	f.StringVar(&netCfg.TaskSubnet, "task-subnet", cli.Env("BERTH_TASK_SUBNET", ""), "IPv4 subnet of this host's awsvpc tasks (default: the /24 the control plane allocates at registration)")
 	return cmd
 }
 

@@ -374,11 +374,11 @@ func (n *Network) Setup(ctx context.Context, task string, mode Mode, reqs []Endp
 		return nil, err
 	}
 	for _, ep := range tn.Endpoints {
-		ns, err := netns.NewNetNS(n.cfg.NetNSDir)
+		path, err := newNetNS(n.cfg.NetNSDir)
 		if err != nil {
-			return fail(fmt.Errorf("create network namespace: %w", err))
+			return fail(err)
 		}
-		ep.NetNS = ns.GetPath()
+		ep.NetNS = path
 	}
 	// Stored before any plugin runs: a crash from here on leaves what Teardown needs.
 	if err := n.save(tn); err != nil {

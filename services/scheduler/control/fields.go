@@ -166,7 +166,7 @@ var FieldRules = map[string]FieldRule{
 	"ContainerDefinition.secrets":                refused(issueAWSDeps, "Berth has no Secrets Manager or SSM Parameter Store yet; leave secrets out."),
 	"ContainerDefinition.startTimeout":           honoured("Seconds to wait for the dependsOn conditions; the container is then not started."),
 	"ContainerDefinition.stopTimeout":            honoured("Seconds between SIGTERM and SIGKILL."),
-	"ContainerDefinition.systemControls":         honoured("IPC-namespaced kernel parameters (kernel.msg*, kernel.sem, kernel.shm*, fs.mqueue.*); net.* is refused at registration while containers share the host's network namespace (issue 14)."),
+	"ContainerDefinition.systemControls":         honoured("IPC-namespaced kernel parameters (kernel.msg*, kernel.sem, kernel.shm*, fs.mqueue.*) and net.* ones in the container's (awsvpc: the task's) network namespace; net.* is refused with networkMode host."),
 	"ContainerDefinition.ulimits":                honoured(""),
 	"ContainerDefinition.user":                   honoured(""),
 	"ContainerDefinition.versionConsistency":     refusedBut(issueFields, "Berth pulls the image by tag when the task starts; only versionConsistency disabled is supported.", stringIn("disabled")),

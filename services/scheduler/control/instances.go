@@ -631,11 +631,16 @@ func (s *Server) DeregisterContainerInstance(ctx context.Context, req *connect.R
 			ci.Version++
 			crec.GetCluster().RegisteredContainerInstancesCount = max(crec.GetCluster().GetRegisteredContainerInstancesCount()-1, 0)
 			hostKey := keys.InstanceByHost(account, name, rec.GetHostId())
-			_, err = store.NewTxn(s.kv).
+			txn := store.NewTxn(s.kv).
 				Update(keys.Instance(account, name, id), rev, rec).
 				Update(keys.Cluster(account, name), crev, crec).
-				Delete(hostKey).
-				Commit(ctx)
+				Delete(hostKey)
+			if sub := rec.GetTaskSubnet(); sub != "" {
+				// The instance's awsvpc task subnet goes back to the pool.
+				txn.Delete(keys.TaskSubnet(sub))
+				rec.TaskSubnet = ""
+			}
+			_, err = txn.Commit(ctx)
 			out = ci
 			return err
 		})

@@ -247,7 +247,7 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 		if err := validateLinuxParameters(name, c.Memory != nil, c.GetLinuxParameters()); err != nil {
 			return nil, err
 		}
-		if err := validateSystemControls(name, m.GetIpcMode(), c.GetSystemControls()); err != nil {
+		if err := validateSystemControls(name, m.GetIpcMode(), mode, c.GetSystemControls()); err != nil {
 			return nil, err
 		}
 		if rp := c.GetRestartPolicy(); rp != nil {

@@ -88,9 +88,9 @@ func TestRegisterTaskDefinitionValidation(t *testing.T) {
 		{"swappiness without maxSwap", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.LinuxParameters = &ecsv1.LinuxParameters{Swappiness: proto.Int32(10)}
 		})}}, "ClientException", "needs maxSwap"},
-		{"net sysctl", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+		{"net sysctl in host mode", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), NetworkMode: proto.String("host"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.SystemControls = []*ecsv1.SystemControl{{Namespace: proto.String("net.ipv4.ip_forward"), Value: proto.String("1")}}
-		})}}, "ClientException", "net.ipv4.ip_forward is not supported by Berth"},
+		})}}, "ClientException", "net.ipv4.ip_forward cannot be set when networkMode is host"},
 		{"non-namespaced sysctl", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.SystemControls = []*ecsv1.SystemControl{{Namespace: proto.String("vm.swappiness"), Value: proto.String("1")}}
 		})}}, "ClientException", "vm.swappiness is not a namespaced kernel parameter"},

@@ -10,6 +10,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/netns"
 	cnins "github.com/containernetworking/plugins/pkg/ns"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -112,4 +113,51 @@ func TestSetupTeardownBridgeAndAWSVPC(t *testing.T) {
 	if len(ents) != 0 {
 		t.Errorf("namespaces left: %v", ents)
 	}
+}
+
+// TestBridgeUDPPortMapping: a UDP mapping with a dynamic host port delivers datagrams sent
+// to the host's address to the listener in the container's namespace.
+func TestBridgeUDPPortMapping(t *testing.T) {
+	n := newTestNetwork(t)
+	ctx := context.Background()
+	tn, err := n.Setup(ctx, "udp1", Bridge, []EndpointRequest{{Key: "dns", ID: "udp1-dns", Ports: []PortRequest{{ContainerPort: 5353, Protocol: "udp"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = n.Teardown(ctx, "udp1") }()
+	ep := tn.Endpoint("dns")
+	var conn net.PacketConn
+	if err := netns.LoadNetNS(ep.NetNS).Do(func(cnins.NetNS) error {
+		var err error
+		conn, err = net.ListenPacket("udp", ":5353")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var hostAddr string
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil && !ip.IP.IsLoopback() && !strings.HasPrefix(ip.IP.String(), "10.") {
+			hostAddr = ip.IP.String()
+			break
+		}
+	}
+	if hostAddr == "" {
+		t.Skip("no host address outside the test subnets")
+	}
+	c, err := net.Dial("udp", net.JoinHostPort(hostAddr, fmt.Sprint(ep.Bindings[0].HostPort)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 16)
+	for range 20 {
+		_, _ = c.Write([]byte("ping"))
+		_ = conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		if k, _, err := conn.ReadFrom(buf); err == nil && string(buf[:k]) == "ping" {
+			return
+		}
+	}
+	t.Fatalf("no datagram reached the container through host port %d/udp", ep.Bindings[0].HostPort)
 }

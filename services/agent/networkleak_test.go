@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,38 +13,51 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/agent"
 )
 
-// netCounts counts what task networks hold on the host: namespaces under the agent's
-// netns dir, address leases (bridge: host-local's host-wide dir for the berth-bridge
-// network; awsvpc: the agent's), veth interfaces and CNI iptables rules.
+// netCounts counts what this agent's task networks hold on the host, leaving out what
+// other agents of the host (tests running beside this one) hold: namespaces under the
+// agent's netns dir, address leases of its bridge and task subnets, veths on its bridges,
+// and CNI iptables rules naming its subnets or its tasks.
 type netCounts struct{ netns, leases, veths, rules int }
 
-func countNet(t *testing.T, dataDir, netnsDir string) netCounts {
+func countNet(t *testing.T, cfg agent.Config, taskIDs []string) netCounts {
 	t.Helper()
 	var c netCounts
-	ents, _ := os.ReadDir(netnsDir)
+	ents, _ := os.ReadDir(cfg.Network.NetNSDir)
 	c.netns = len(ents)
-	for _, dir := range []string{"/var/lib/cni/networks/berth-bridge", filepath.Join(dataDir, "network", "ipam", "berth-awsvpc")} {
+	_, bridgeNet, _ := net.ParseCIDR(cfg.Network.BridgeSubnet)
+	_, taskNet, _ := net.ParseCIDR(cfg.Network.TaskSubnet)
+	for _, dir := range []string{"/var/lib/cni/networks/berth-bridge", filepath.Join(cfg.DataDir, "network", "ipam", "berth-awsvpc")} {
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
-			if !strings.HasPrefix(e.Name(), "last_reserved_ip") && e.Name() != "lock" {
+			if ip := net.ParseIP(e.Name()); ip != nil && (bridgeNet.Contains(ip) || taskNet.Contains(ip)) {
 				c.leases++
 			}
 		}
 	}
-	out, err := exec.Command("ip", "-o", "link", "show", "type", "veth").Output()
-	if err != nil {
-		t.Fatalf("ip link: %v", err)
+	for _, br := range []string{cfg.Network.Bridge, cfg.Network.TaskBridge} {
+		out, err := exec.Command("ip", "-o", "link", "show", "master", br).Output()
+		if err == nil {
+			c.veths += strings.Count(string(out), "\n")
+		}
 	}
-	c.veths = strings.Count(string(out), "\n")
+	prefixes := []string{strings.TrimSuffix(bridgeNet.IP.String(), "0"), strings.TrimSuffix(taskNet.IP.String(), "0")}
 	for _, table := range []string{"nat", "filter"} {
 		out, err := exec.Command("iptables-save", "-t", table).Output()
 		if err != nil {
 			t.Fatalf("iptables-save: %v", err)
 		}
 		for _, line := range strings.Split(string(out), "\n") {
-			if strings.HasPrefix(line, "-A") && strings.Contains(line, "CNI") {
+			if !strings.HasPrefix(line, "-A") || !strings.Contains(line, "CNI") {
+				continue
+			}
+			mine := false
+			for _, k := range append(append([]string{}, prefixes...), taskIDs...) {
+				mine = mine || strings.Contains(line, k)
+			}
+			if mine {
 				c.rules++
 			}
 		}
@@ -70,10 +84,16 @@ func TestNetworkNoLeaks(t *testing.T) {
 	bridge := bridgeTaskDef("leak-bridge", web, side)
 	vpc := taskDef("leak-vpc", containerDef("main", w.image, "sleep", "601"))
 	vpc.NetworkMode = proto.String("awsvpc")
+	var ids []string
+	newTask := func() string {
+		arn := taskARN(name)
+		ids = append(ids, arn[strings.LastIndex(arn, "/")+1:])
+		return arn
+	}
 	cycle := func(n int) {
 		var arns []string
 		for i := range n {
-			arn := taskARN(name)
+			arn := newTask()
 			arns = append(arns, arn)
 			if i%2 == 0 {
 				cp.assign(t, arn, bridge)
@@ -92,23 +112,27 @@ func TestNetworkNoLeaks(t *testing.T) {
 		}
 	}
 	cycle(2) // the first task creates the bridges and the plugins' fixed chains
-	before := countNet(t, cfg.DataDir, cfg.Network.NetNSDir)
+	before := countNet(t, cfg, ids)
 	start := time.Now()
 	const rounds, perRound = 10, 5
 	for range rounds {
 		cycle(perRound)
 	}
 	t.Logf("%d tasks started and stopped in %s", rounds*perRound, time.Since(start).Round(time.Millisecond))
-	if after := countNet(t, cfg.DataDir, cfg.Network.NetNSDir); after != before {
+	if after := countNet(t, cfg, ids); after != before {
 		t.Fatalf("after %d start/stop cycles: %+v, before %+v", rounds*perRound, after, before)
 	}
 
 	// Hard stop under running tasks, then a new agent adopts them.
-	keep, gone := taskARN(name), taskARN(name)
+	keep, gone := newTask(), newTask()
 	cp.assign(t, keep, bridge)
 	cp.assign(t, gone, vpc)
 	st := cp.waitStatus(t, keep, "RUNNING", 60*time.Second)
 	cp.waitStatus(t, gone, "RUNNING", 60*time.Second)
+	// The counters see a running task's resources (they would miss a leak otherwise).
+	if during := countNet(t, cfg, ids); during.netns <= before.netns || during.leases <= before.leases || during.veths <= before.veths || during.rules <= before.rules {
+		t.Fatalf("with tasks running: %+v, before %+v", during, before)
+	}
 	port := containerOf(st, "web").GetNetworkBindings()[0].GetHostPort()
 	waitHTTP(t, fmt.Sprintf("127.0.0.1:%d", port))
 	ta.stop()
@@ -128,7 +152,7 @@ func TestNetworkNoLeaks(t *testing.T) {
 	})
 	cp.stop(t, keep, "UserInitiated")
 	cp.waitStatus(t, keep, "STOPPED", 30*time.Second)
-	if after := countNet(t, cfg.DataDir, cfg.Network.NetNSDir); after != before {
+	if after := countNet(t, cfg, ids); after != before {
 		t.Fatalf("after the agent's hard stop and restart: %+v, before %+v", after, before)
 	}
 }

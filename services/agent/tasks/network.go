@@ -39,14 +39,20 @@ func (t *task) networkMode() string {
 // taskID returns the id part of the task's ARN, safe as a file name.
 func (t *task) taskID() string { return taskIDOf(t.arn) }
 
-// setupNetwork gives the task its network when its mode needs one. It returns an error
-// (for the task's stoppedReason) when the host cannot.
-func (t *task) setupNetwork(ctx context.Context) error {
+// setupNetwork gives the task its network when its mode needs one (an adopted task
+// gets back the network it has). allAdopted says every container of the task was found
+// at agent start: such a task without a recorded network was started by an agent from
+// before task networking, in the host's namespace, and is left as it runs. It returns
+// an error (for the task's stoppedReason) when the host cannot.
+func (t *task) setupNetwork(ctx context.Context, allAdopted bool) error {
 	mode := t.networkMode()
 	if mode == "host" {
 		return nil
 	}
 	nw := t.m.cfg.Network
+	if allAdopted && (nw == nil || nw.Lookup(t.taskID()) == nil) {
+		return nil
+	}
 	if nw == nil {
 		return fmt.Errorf("networkMode %s needs CNI on the container instance, which the agent could not set up: %s", mode, cmpOr(t.m.cfg.NetworkError, "no network configured"))
 	}

@@ -147,7 +147,7 @@ func (t *task) run(ctx context.Context, adopted map[string]containerd.Container)
 	}
 
 	if !t.isStopping() {
-		if err := t.setupNetwork(ctx); err != nil {
+		if err := t.setupNetwork(ctx, len(missing) == 0); err != nil {
 			if ctx.Err() != nil {
 				return
 			}

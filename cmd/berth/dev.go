@@ -43,7 +43,7 @@ func devCommand() *cobra.Command {
 			"BERTH_GATEWAY_ADDR, BERTH_REGION, BERTH_CLUSTER, BERTH_ACCOUNT_ID,\n" +
 			"BERTH_ACCESS_KEY_ID, BERTH_SECRET_ACCESS_KEY, BERTH_CONTAINERD_ADDRESS,\n" +
 			"BERTH_REGISTRY_ADDR, BERTH_INSECURE_REGISTRIES, BERTH_AGENT_LOG_ADDR, BERTH_REGIONS,\n" +
-			"BERTH_CNI_PLUGIN_DIR, BERTH_BRIDGE_SUBNET, BERTH_TASK_SUBNET,\n" +
+			"BERTH_CNI_PLUGIN_DIR, BERTH_BRIDGE_SUBNET, BERTH_TASK_SUBNET, BERTH_TASK_SUBNET_POOL,\n" +
 			"BERTH_TASK_STABLE_AFTER). Prints a line containing \"ready\" once the agent has\n" +
 			"registered. State persists in the data dir.\n\n" +
 			"Every region answers on its own (the region of each request's SigV4 scope; BERTH_REGIONS,\n" +
@@ -148,7 +148,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	defer etcd.Close()
 
 	sched, err := app.New(app.Config{Etcd: etcd.Client(), Region: cfg.Region, Logger: log.With("service", "scheduler"), Dev: true,
-		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps})
+		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps, TaskSubnetPool: cli.Env("BERTH_TASK_SUBNET_POOL", "")})
 	if err != nil {
 		return err
 	}

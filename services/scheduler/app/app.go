@@ -79,6 +79,9 @@ type Config struct {
 	// many placements RunTask's group commit puts in one txn (control.Config.MaxTxnOps).
 	// Zero means etcd's default, 128.
 	MaxTxnOps int
+	// TaskSubnetPool is the IPv4 range container instances' awsvpc task subnets (one /24
+	// each) are allocated from; "" is control.DefaultTaskSubnetPool.
+	TaskSubnetPool string
 }
 
 // App is one scheduler replica.
@@ -133,11 +136,15 @@ func New(cfg Config) (*App, error) {
 	a.kv, a.watchKV = etcdmetrics.Wrap(cfg.Etcd, em), etcdmetrics.WrapClient(cfg.Etcd, em)
 	a.placer = placement.NewPlacer(a.watchKV, cfg.Logger.With("component", "placement"),
 		placement.WithMetrics(placement.NewMetrics(reg)))
+	if err := control.CheckTaskSubnetPool(cfg.TaskSubnetPool); err != nil {
+		return nil, err
+	}
 	a.control = control.New(control.Config{
-		KV:        a.kv,
-		Logger:    cfg.Logger.With("component", "control"),
-		Placer:    a.placer,
-		MaxTxnOps: cfg.MaxTxnOps,
+		KV:             a.kv,
+		Logger:         cfg.Logger.With("component", "control"),
+		Placer:         a.placer,
+		MaxTxnOps:      cfg.MaxTxnOps,
+		TaskSubnetPool: cfg.TaskSubnetPool,
 	})
 	a.kick = service.NewKicker()
 	a.services = service.NewHandler(service.Config{

@@ -23,8 +23,24 @@ import (
 // Config.TaskSubnetPool is unset: 256 instances of /24 each.
 const DefaultTaskSubnetPool = "10.240.0.0/16"
 
-// parseTaskSubnetPool parses pool (DefaultTaskSubnetPool when empty or not an IPv4 range
-// of /24 or wider).
+// CheckTaskSubnetPool returns an error unless pool is "" (the default) or an IPv4 CIDR
+// of /24 or wider, which Config.TaskSubnetPool needs.
+func CheckTaskSubnetPool(pool string) error {
+	if pool == "" {
+		return nil
+	}
+	_, n, err := net.ParseCIDR(pool)
+	if err != nil || n.IP.To4() == nil {
+		return fmt.Errorf("task subnet pool %q is not an IPv4 CIDR", pool)
+	}
+	if ones, _ := n.Mask.Size(); ones > 24 {
+		return fmt.Errorf("task subnet pool %q is narrower than one /24", pool)
+	}
+	return nil
+}
+
+// parseTaskSubnetPool parses pool (DefaultTaskSubnetPool when empty; callers check it
+// with CheckTaskSubnetPool first).
 func parseTaskSubnetPool(pool string) *net.IPNet {
 	_, n, err := net.ParseCIDR(pool)
 	if err != nil || n.IP.To4() == nil {

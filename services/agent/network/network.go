@@ -91,6 +91,9 @@ type EndpointRequest struct {
 	ID string
 	// Ports are the port mappings published on the host (bridge only).
 	Ports []PortRequest
+	// LoopbackOnly gives the endpoint loopback only whatever the task's mode (ECS
+	// disableNetworking); it publishes no port.
+	LoopbackOnly bool
 }
 
 // Binding is one published port, as ECS reports it in networkBindings.
@@ -111,6 +114,8 @@ type Endpoint struct {
 	MAC      string    `json:"mac,omitempty"`
 	Subnet   string    `json:"subnet,omitempty"`
 	Bindings []Binding `json:"bindings,omitempty"`
+	// LoopbackOnly is EndpointRequest's.
+	LoopbackOnly bool `json:"loopbackOnly,omitempty"`
 }
 
 // TaskNetwork is the network of one task: what Setup made and Teardown undoes.
@@ -326,7 +331,7 @@ func (n *Network) Tasks() []string {
 // task), that network is returned unchanged. On error nothing of the network is left.
 func (n *Network) Setup(ctx context.Context, task string, mode Mode, reqs []EndpointRequest) (*TaskNetwork, error) {
 	n.mu.Lock()
-	c := n.cnis[mode]
+	c, lo := n.cnis[mode], n.cnis[None]
 	n.mu.Unlock()
 	if c == nil {
 		if mode == AWSVPC {
@@ -349,8 +354,8 @@ func (n *Network) Setup(ctx context.Context, task string, mode Mode, reqs []Endp
 	n.mu.Lock()
 	n.tasks[task] = tn
 	for _, r := range reqs {
-		ep := &Endpoint{Key: r.Key, ID: r.ID}
-		if mode == Bridge {
+		ep := &Endpoint{Key: r.Key, ID: r.ID, LoopbackOnly: r.LoopbackOnly}
+		if mode == Bridge && !r.LoopbackOnly {
 			for _, p := range r.Ports {
 				proto := cmpOr(p.Protocol, "tcp")
 				host := p.HostPort
@@ -385,6 +390,10 @@ func (n *Network) Setup(ctx context.Context, task string, mode Mode, reqs []Endp
 		return fail(err)
 	}
 	for _, ep := range tn.Endpoints {
+		c := c
+		if ep.LoopbackOnly {
+			c = lo
+		}
 		res, err := c.Setup(ctx, ep.ID, ep.NetNS, cniOpts(ep)...)
 		if err != nil {
 			return fail(fmt.Errorf("CNI %s network for %s: %w", mode, cmpOr(ep.Key, "the task"), err))
@@ -397,7 +406,7 @@ func (n *Network) Setup(ctx context.Context, task string, mode Mode, reqs []Endp
 				}
 			}
 		}
-		if mode != None && ep.IP == "" {
+		if mode != None && !ep.LoopbackOnly && ep.IP == "" {
 			return fail(fmt.Errorf("CNI %s network for %s: no IPv4 address in the plugins' result", mode, cmpOr(ep.Key, "the task")))
 		}
 		if mode == AWSVPC {
@@ -419,7 +428,7 @@ func (n *Network) complete(tn *TaskNetwork, mode Mode, reqs []EndpointRequest) b
 		return false
 	}
 	for i, ep := range tn.Endpoints {
-		if ep.Key != reqs[i].Key || ep.NetNS == "" || (mode != None && ep.IP == "") {
+		if ep.Key != reqs[i].Key || ep.NetNS == "" || (mode != None && !ep.LoopbackOnly && ep.IP == "") {
 			return false
 		}
 		if closed, err := netns.LoadNetNS(ep.NetNS).Closed(); err != nil || closed {
@@ -442,9 +451,13 @@ func (n *Network) Teardown(ctx context.Context, task string) error {
 	}
 	var errs []error
 	n.mu.Lock()
-	c := n.cnis[tn.Mode]
+	c, lo := n.cnis[tn.Mode], n.cnis[None]
 	n.mu.Unlock()
 	for _, ep := range tn.Endpoints {
+		c := c
+		if ep.LoopbackOnly {
+			c = lo
+		}
 		if c != nil && ep.NetNS != "" {
 			path := ep.NetNS
 			if closed, err := netns.LoadNetNS(path).Closed(); err != nil || closed {

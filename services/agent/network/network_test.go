@@ -44,9 +44,13 @@ func TestSetupTeardownBridgeAndAWSVPC(t *testing.T) {
 	tn, err := n.Setup(ctx, "t1", Bridge, []EndpointRequest{
 		{Key: "web", ID: "t1-web", Ports: []PortRequest{{ContainerPort: 80}, {ContainerPort: 53, Protocol: "udp"}}},
 		{Key: "db", ID: "t1-db"},
+		{Key: "batch", ID: "t1-batch", LoopbackOnly: true, Ports: []PortRequest{{ContainerPort: 9}}},
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if b := tn.Endpoint("batch"); b.IP != "" || len(b.Bindings) != 0 || b.NetNS == "" {
+		t.Errorf("disableNetworking endpoint %+v, want a namespace with loopback only", b)
 	}
 	web := tn.Endpoint("web")
 	if net.ParseIP(web.IP) == nil || web.MAC == "" || len(web.Bindings) != 2 {
@@ -61,7 +65,7 @@ func TestSetupTeardownBridgeAndAWSVPC(t *testing.T) {
 		t.Errorf("two containers share %s", web.IP)
 	}
 	// A second Setup of the same task (an adopting agent) returns the same network.
-	again, err := n.Setup(ctx, "t1", Bridge, []EndpointRequest{{Key: "web", ID: "t1-web"}, {Key: "db", ID: "t1-db"}})
+	again, err := n.Setup(ctx, "t1", Bridge, []EndpointRequest{{Key: "web", ID: "t1-web"}, {Key: "db", ID: "t1-db"}, {Key: "batch", ID: "t1-batch", LoopbackOnly: true}})
 	if err != nil || again.Endpoint("web").IP != web.IP {
 		t.Fatalf("re-setup: %v %+v", err, again)
 	}

@@ -62,8 +62,8 @@ func (t *task) setupNetwork(ctx context.Context, allAdopted bool) error {
 		reqs = []network.EndpointRequest{{Key: "", ID: ContainerID(t.arn, "task")}}
 	default:
 		for _, c := range t.ctrs {
-			r := network.EndpointRequest{Key: c.Name, ID: c.ID}
-			if mode == "bridge" {
+			r := network.EndpointRequest{Key: c.Name, ID: c.ID, LoopbackOnly: c.Def.GetDisableNetworking()}
+			if mode == "bridge" && !r.LoopbackOnly {
 				for _, pm := range c.Def.GetPortMappings() {
 					if pm.GetContainerPort() == 0 {
 						continue
@@ -84,11 +84,11 @@ func (t *task) setupNetwork(ctx context.Context, allAdopted bool) error {
 	for _, c := range t.ctrs {
 		switch mode {
 		case "bridge":
-			var bs []*ecsv1.NetworkBinding
+			bs := []*ecsv1.NetworkBinding{}
 			for _, b := range tn.Endpoint(c.Name).Bindings {
 				bs = append(bs, &ecsv1.NetworkBinding{BindIp: proto.String(b.BindIP), ContainerPort: proto.Int32(b.ContainerPort), HostPort: proto.Int32(b.HostPort), Protocol: proto.String(b.Protocol)})
 			}
-			c.Bindings = append([]*ecsv1.NetworkBinding{}, bs...)
+			c.Bindings = bs
 		case "none":
 			c.Bindings = []*ecsv1.NetworkBinding{}
 		case "awsvpc":

@@ -134,7 +134,7 @@ var FieldRules = map[string]FieldRule{
 	"ContainerDefinition.cpu":                    honoured("cgroup cpu shares."),
 	"ContainerDefinition.credentialSpecs":        refused(0, "Berth runs Linux containers only; credentialSpecs (gMSA) are for Windows."),
 	"ContainerDefinition.dependsOn":              honoured(""),
-	"ContainerDefinition.disableNetworking":      refusedBut(issueNetworking, "Berth cannot take a container off the network yet; only false is supported.", isFalse),
+	"ContainerDefinition.disableNetworking":      honoured("networkMode bridge: the container gets a namespace with loopback only (no port mappings); refused with host and awsvpc, whose namespace is shared."),
 	"ContainerDefinition.dnsSearchDomains":       honoured("The search line of the container's resolv.conf."),
 	"ContainerDefinition.dnsServers":             honoured("The nameserver lines of the container's resolv.conf."),
 	"ContainerDefinition.dockerLabels":           honoured("Labels on the containerd container."),

@@ -692,7 +692,8 @@ func validateDriverOpts(volume string, opts map[string]string) error {
 
 // checkNetworkFields refuses the container settings AWS refuses for the task's
 // networkMode: links outside bridge mode or naming no container of the task, hostname
-// and extraHosts with awsvpc.
+// and extraHosts with awsvpc, disableNetworking with a shared namespace (host, awsvpc) or
+// with port mappings.
 func checkNetworkFields(mode string, c *ecsv1.ContainerDefinition, names map[string]bool) error {
 	if len(c.GetLinks()) > 0 && mode != "bridge" {
 		return ecserr.Clientf("Links are not supported when networkMode=%s.", mode)
@@ -704,6 +705,14 @@ func checkNetworkFields(mode string, c *ecsv1.ContainerDefinition, names map[str
 		}
 		if strings.Contains(alias, ":") {
 			return ecserr.Clientf("Invalid 'links' setting for container '%s': %q is not name or name:alias.", c.GetName(), l)
+		}
+	}
+	if c.GetDisableNetworking() {
+		if mode == "host" || mode == "awsvpc" {
+			return ecserr.Clientf("Invalid 'disableNetworking' setting for container '%s': a container cannot be taken off a network namespace it shares (networkMode %s); use bridge or none.", c.GetName(), mode)
+		}
+		if len(c.GetPortMappings()) > 0 {
+			return ecserr.Clientf("Invalid 'disableNetworking' setting for container '%s': a container without networking cannot have port mappings.", c.GetName())
 		}
 	}
 	if mode == "awsvpc" && c.Hostname != nil {

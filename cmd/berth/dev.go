@@ -25,6 +25,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/agent"
 	"github.com/berthhq/berth/services/agent/containerdproc"
+	"github.com/berthhq/berth/services/agent/network"
 	"github.com/berthhq/berth/services/agent/ociregistry"
 	"github.com/berthhq/berth/services/gateway"
 	"github.com/berthhq/berth/services/gateway/h2c"
@@ -46,6 +47,7 @@ func devCommand() *cobra.Command {
 			"BERTH_GATEWAY_ADDR, BERTH_REGION, BERTH_CLUSTER, BERTH_ACCOUNT_ID,\n" +
 			"BERTH_ACCESS_KEY_ID, BERTH_SECRET_ACCESS_KEY, BERTH_CONTAINERD_ADDRESS,\n" +
 			"BERTH_REGISTRY_ADDR, BERTH_INSECURE_REGISTRIES, BERTH_AGENT_LOG_ADDR, BERTH_REGIONS,\n" +
+			"BERTH_CNI_PLUGIN_DIR, BERTH_BRIDGE_SUBNET, BERTH_TASK_SUBNET, BERTH_TASK_SUBNET_POOL,\n" +
 			"BERTH_TASK_STABLE_AFTER). Prints a line containing \"ready\" once the agent has\n" +
 			"registered. State persists in the data dir.\n\n" +
 			"The gateway's address also serves the web console at /console/ (sign in with the dev\n" +
@@ -168,7 +170,8 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	}
 	defer logStore.Close()
 	sched, err := app.New(app.Config{Etcd: etcd.Client(), Region: cfg.Region, Logger: log.With("service", "scheduler"), Dev: true,
-		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps, Registry: registry, Logs: logStore, Keyring: keyring})
+		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps, Registry: registry, Logs: logStore, Keyring: keyring,
+		TaskSubnetPool: cli.Env("BERTH_TASK_SUBNET_POOL", "")})
 	if err != nil {
 		return err
 	}
@@ -264,8 +267,13 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		Snapshotter:        snapshotter,
 		InsecureRegistries: cfg.InsecureRegistries,
 		LogAddr:            cfg.AgentLogAddr,
-		Logger:             log.With("service", "agent"),
-		Registry:           registry,
+		Network: network.Config{
+			PluginDirs:   cli.SplitList(cli.Env("BERTH_CNI_PLUGIN_DIR", network.DefaultPluginDir+",/opt/cni/bin")),
+			BridgeSubnet: cli.Env("BERTH_BRIDGE_SUBNET", ""),
+			TaskSubnet:   cli.Env("BERTH_TASK_SUBNET", ""),
+		},
+		Logger:   log.With("service", "agent"),
+		Registry: registry,
 	})
 	if err != nil {
 		cancel()

@@ -14,6 +14,7 @@ import (
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	"github.com/berthhq/berth/services/gateway/h2c"
 	"github.com/berthhq/berth/services/scheduler/app"
+	"github.com/berthhq/berth/services/scheduler/control"
 	"github.com/berthhq/berth/services/scheduler/logstore"
 	"github.com/berthhq/berth/services/scheduler/seal"
 )
@@ -39,6 +40,7 @@ func schedulerCommand() *cobra.Command {
 	var leaderTTL, stableAfter time.Duration
 	var logDir string
 	var maxTxnOps, gzipMinBytes int
+	var taskSubnetPool string
 	cmd := &cobra.Command{
 		Use:   "scheduler",
 		Short: "Run a scheduler replica against an etcd cluster",
@@ -70,7 +72,7 @@ func schedulerCommand() *cobra.Command {
 			defer logStore.Close()
 			a, err := app.New(app.Config{Keyring: keyring, Logs: logStore, Etcd: etcd, Region: region, Logger: log, Replica: replica, LeaderTTL: leaderTTL,
 				Registry: prometheus.NewRegistry(), TaskStableAfter: stableAfter, // /metrics on the internal listener
-				MaxTxnOps: maxTxnOps, GzipMinBytes: gzipMinBytes})
+				MaxTxnOps: maxTxnOps, GzipMinBytes: gzipMinBytes, TaskSubnetPool: taskSubnetPool})
 			if err != nil {
 				return err
 			}
@@ -101,6 +103,7 @@ func schedulerCommand() *cobra.Command {
 	f.StringVar(&keyFile, "secrets-key-file", cli.Env("BERTH_SECRETS_KEY_FILE", ""), "key file sealing secret and parameter values at rest: lines {id}:{base64 of 32 bytes}, primary first (docs/secrets.md); BERTH_SECRETS_KEY may hold the same lines comma-separated instead")
 	f.StringVar(&replica, "replica", cli.Env("BERTH_REPLICA", ""), "replica name (default host-pid)")
 	f.DurationVar(&leaderTTL, "leader-ttl", 5*time.Second, "leader election session TTL")
+	f.StringVar(&taskSubnetPool, "task-subnet-pool", cli.Env("BERTH_TASK_SUBNET_POOL", control.DefaultTaskSubnetPool), "IPv4 range the container instances' awsvpc task subnets (a /24 each) are allocated from")
 	f.DurationVar(&stableAfter, "task-stable-after", 0, "how long a service task without health checks stays RUNNING before it counts toward minimumHealthyPercent (0: 40s, as AWS)")
 	f.IntVar(&maxTxnOps, "etcd-max-txn-ops", 128, "the etcd cluster's --max-txn-ops (etcd's default: 128); RunTask's group commit fills txns up to it, so raise both together (1024 holds about a dozen RunTask calls of count 10 per txn)")
 	f.IntVar(&gzipMinBytes, "gzip-min-bytes", 0, "gzip responses of at least this many bytes to clients that accept gzip (the gateway and agents); 0 never compresses, which costs least CPU on internal links")

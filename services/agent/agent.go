@@ -25,6 +25,7 @@ import (
 	"github.com/berthhq/berth/services/agent/gpu"
 	"github.com/berthhq/berth/services/agent/hostinfo"
 	"github.com/berthhq/berth/services/agent/logs"
+	"github.com/berthhq/berth/services/agent/network"
 	"github.com/berthhq/berth/services/agent/outbox"
 	"github.com/berthhq/berth/services/agent/runtime"
 	"github.com/berthhq/berth/services/agent/session"
@@ -134,6 +135,11 @@ type Config struct {
 	// GPUs finds the host's NVIDIA GPUs once at New; nil is gpu.NVIDIA{} (the
 	// /dev/nvidia[0-9]* nodes and nvidia-smi). A host without GPUs registers none.
 	GPUs gpu.Lister
+	// Network configures task networking through CNI (networkMode bridge, awsvpc, none);
+	// zero values take package network's defaults, StateDir defaults to DataDir/network.
+	// When the host cannot do CNI (not root, plugins missing) the agent still runs, and
+	// tasks of those modes fail to start saying why.
+	Network network.Config
 	// Registry, when set, receives the agent's Prometheus metrics (containerd call
 	// latency, tasks by status), served at /metrics on the LogAddr listener. Nil
 	// records nothing.
@@ -270,14 +276,26 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	plane := agentv1connect.NewAgentServiceClient(httpClient, a.cfg.ControlPlaneURL)
 	shipper := logs.NewShipper(logs.ShipperConfig{Store: store, Client: plane, Log: a.log.With("component", "awslogs")})
+	netCfg := a.cfg.Network
+	if netCfg.StateDir == "" {
+		netCfg.StateDir = filepath.Join(a.cfg.DataDir, "network")
+	}
+	nw, err := network.New(netCfg)
+	netErr := ""
+	if err != nil {
+		a.log.Warn("task networking unavailable: bridge, awsvpc and none tasks will fail to start", "err", err)
+		nw, netErr = nil, err.Error()
+	}
 	manager := tasks.New(tasks.Config{
-		OnContainer: onContainer,
-		LogStreams:  logStreams{plane},
-		GPUs:        a.gpus,
-		Gate:        gate,
-		Outbox:      ob,
-		Logs:        store,
-		Reports:     reports,
+		OnContainer:  onContainer,
+		LogStreams:   logStreams{plane},
+		Network:      nw,
+		NetworkError: netErr,
+		GPUs:         a.gpus,
+		Gate:         gate,
+		Outbox:       ob,
+		Logs:         store,
+		Reports:      reports,
 		Pull: runtime.PullConfig{
 			Behavior:           a.cfg.PullBehavior,
 			Snapshotter:        a.cfg.Snapshotter,
@@ -418,6 +436,7 @@ func (h *handler) Registered(ctx context.Context, resp *agentv1.RegisterResponse
 	if arn == "" {
 		return errors.New("registration returned no container instance ARN")
 	}
+	h.m.SetTaskSubnet(resp.GetTaskSubnet())
 	h.m.SetInstance(arn)
 	h.m.WaitReconciled(ctx, 30*time.Second)
 	return nil

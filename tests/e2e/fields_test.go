@@ -74,8 +74,9 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 			in.TaskRoleArn = aws.String("arn:aws:iam::000000000000:role/app")
 		}),
 			`taskRoleArn "arn:aws:iam::000000000000:role/app" is not supported by Berth. Berth does not hand IAM role credentials`},
-		{"none", base(func(in *ecs.RegisterTaskDefinitionInput) { in.NetworkMode = ecstypes.NetworkModeNone }),
-			`networkMode "none" is not supported by Berth. Berth supports networkMode host, bridge and awsvpc`},
+		{"containerPortRange", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			ctr(in).PortMappings = []ecstypes.PortMapping{{ContainerPortRange: aws.String("8000-8010")}}
+		}), `containerDefinitions[0].portMappings[0].containerPortRange "8000-8010" is not supported by Berth. Berth publishes single ports`},
 	} {
 		_, err := c.RegisterTaskDefinition(ctx, tc.in)
 		var ce *ecstypes.ClientException
@@ -126,6 +127,19 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 		AwsvpcConfiguration: &ecstypes.AwsVpcConfiguration{Subnets: []string{"subnet-1"}},
 	}})
 	invalid("RunTask networkConfiguration of a bridge task", err, "Network Configuration is not valid for the given networkMode of this task definition.")
+	// networkConfiguration of an awsvpc task is validated as AWS validates it.
+	if _, err := c.RegisterTaskDefinition(ctx, &ecs.RegisterTaskDefinitionInput{Family: aws.String("vpc"), NetworkMode: ecstypes.NetworkModeAwsvpc,
+		ContainerDefinitions: []ecstypes.ContainerDefinition{{Name: aws.String("app"), Image: aws.String("busybox"), Memory: aws.Int32(32)}}}); err != nil {
+		t.Fatalf("register an awsvpc task definition: %v", err)
+	}
+	_, err = c.RunTask(ctx, &ecs.RunTaskInput{TaskDefinition: aws.String("vpc")})
+	invalid("RunTask awsvpc without networkConfiguration", err, "Network Configuration must be provided when networkMode 'awsvpc' is specified.")
+	_, err = c.RunTask(ctx, &ecs.RunTaskInput{TaskDefinition: aws.String("vpc"), NetworkConfiguration: &ecstypes.NetworkConfiguration{
+		AwsvpcConfiguration: &ecstypes.AwsVpcConfiguration{Subnets: []string{}}}})
+	invalid("RunTask awsvpc with no subnets", err, "subnets can not be empty.")
+	_, err = c.RunTask(ctx, &ecs.RunTaskInput{TaskDefinition: aws.String("vpc"), NetworkConfiguration: &ecstypes.NetworkConfiguration{
+		AwsvpcConfiguration: &ecstypes.AwsVpcConfiguration{Subnets: []string{"subnet-1"}, AssignPublicIp: ecstypes.AssignPublicIpEnabled}}})
+	invalid("RunTask awsvpc with a public address", err, "assignPublicIp ENABLED is not supported by Berth")
 	_, err = c.CreateService(ctx, &ecs.CreateServiceInput{ServiceName: aws.String("web"), TaskDefinition: aws.String("refused"), DesiredCount: aws.Int32(1),
 		ServiceConnectConfiguration: &ecstypes.ServiceConnectConfiguration{Enabled: true}})
 	invalid("CreateService serviceConnectConfiguration", err, "serviceConnectConfiguration is not supported by Berth. Berth has no Service Connect")

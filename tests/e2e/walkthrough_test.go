@@ -247,11 +247,24 @@ func TestReadmeWalkthrough(t *testing.T) {
 		"has reached a steady state.",
 		`"rollout": "COMPLETED"`,
 		`"DRAINING"`,
+		`"bridge"`,
+		`"awsvpc"`,
+		`"type": "ElasticNetworkInterface"`,
+		`"status": "ATTACHED"`,
+		"ok from the task address 10.240.",
 		`"status": "INACTIVE"`,
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("walkthrough output lacks %q", want)
 		}
+	}
+	// Both copies of the bridge service answer, each on its own dynamic host port.
+	ports := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\s*ok from host port (\d+)$`).FindAllStringSubmatch(string(out), -1) {
+		ports[m[1]] = true
+	}
+	if len(ports) != 2 {
+		t.Errorf("bridge service copies answered on host ports %v, want two different ones", ports)
 	}
 	if t.Failed() {
 		t.Logf("walkthrough output:\n%s", out)

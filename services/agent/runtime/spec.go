@@ -67,6 +67,13 @@ type ContainerSpec struct {
 	Mounts []Mount
 	// Linux are the linuxParameters Berth honours.
 	Linux LinuxOptions
+	// NetNS, when set, is the path of the network namespace the container joins (its own
+	// or its task's, set up by package network); "" runs it in the host's (networkMode
+	// host).
+	NetNS string
+	// HostsFile and ResolvConf, when set, are host files bind-mounted read-only as the
+	// container's /etc/hosts and /etc/resolv.conf; "" mounts the host's own.
+	HostsFile, ResolvConf string
 	// CgroupParent, when set, is the task cgroup (EnsureTaskCgroup) the container's
 	// cgroup is created in; else containerd's default /namespace/id.
 	CgroupParent string
@@ -87,7 +94,7 @@ func Args(imageEntrypoint, imageCmd, entryPoint, command []string) []string {
 }
 
 // Create creates the container of spec, with a new snapshot of its image,
-// in host network mode. It returns the container or an error naming it.
+// in the network namespace spec.NetNS (the host's when ""). It returns the container or an error naming it.
 func Create(ctx context.Context, client *containerd.Client, spec ContainerSpec) (containerd.Container, error) {
 	imgSpec, err := spec.Image.Spec(ctx)
 	if err != nil {
@@ -113,14 +120,26 @@ func Create(ctx context.Context, client *containerd.Client, spec ContainerSpec) 
 }
 
 // specOpts returns the OCI spec options of spec after the image's own config (which
-// they override): host network, hosts and resolv.conf files, environment, working
+// they override): the network namespace (the host's unless spec.NetNS), hosts and
+// resolv.conf files (the host's unless given), environment, working
 // directory, user, host name (the host's when unset), CPU shares (at least 2, as Docker
 // clamps them), memory limit and reservation, ulimits and a read-only root.
 func specOpts(spec ContainerSpec) []oci.SpecOpts {
-	opts := []oci.SpecOpts{
-		oci.WithHostNamespace(specs.NetworkNamespace),
-		oci.WithHostHostsFile,
-		oci.WithHostResolvconf,
+	var opts []oci.SpecOpts
+	if spec.NetNS != "" {
+		opts = append(opts, oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: spec.NetNS}))
+	} else {
+		opts = append(opts, oci.WithHostNamespace(specs.NetworkNamespace))
+	}
+	if spec.HostsFile != "" {
+		opts = append(opts, withEtcFile("/etc/hosts", spec.HostsFile))
+	} else {
+		opts = append(opts, oci.WithHostHostsFile)
+	}
+	if spec.ResolvConf != "" {
+		opts = append(opts, withEtcFile("/etc/resolv.conf", spec.ResolvConf))
+	} else {
+		opts = append(opts, oci.WithHostResolvconf)
 	}
 	if len(spec.Env) > 0 {
 		opts = append(opts, oci.WithEnv(spec.Env))
@@ -160,6 +179,14 @@ func specOpts(spec ContainerSpec) []oci.SpecOpts {
 		opts = append(opts, WithCgroupParent(spec.CgroupParent, spec.ID))
 	}
 	return opts
+}
+
+// withEtcFile bind-mounts the host file src read-only at dst (/etc/hosts, /etc/resolv.conf).
+func withEtcFile(dst, src string) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: dst, Type: "bind", Source: src, Options: []string{"rbind", "ro"}})
+		return nil
+	}
 }
 
 // memoryOf returns s's memory resources, creating the Linux, Resources and Memory

@@ -68,6 +68,9 @@ func (t *task) create(ctx context.Context, c *ctrState, img containerd.Image, ho
 	if err := t.prepareSpec(c, &spec); err != nil {
 		return nil, fmt.Errorf("%s%w", reasonCannotCreate, err)
 	}
+	if err := t.netSpec(c, &spec); err != nil {
+		return nil, fmt.Errorf("%s%w", reasonCannotCreate, err)
+	}
 	t.joinNamespaces(&spec.Linux, holderPID)
 	ctr, err := runtime.Create(ctx, client, spec)
 	if errdefs.IsAlreadyExists(err) {

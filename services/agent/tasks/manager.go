@@ -17,6 +17,7 @@ import (
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/services/agent/gpu"
 	"github.com/berthhq/berth/services/agent/logs"
+	"github.com/berthhq/berth/services/agent/network"
 	"github.com/berthhq/berth/services/agent/outbox"
 	"github.com/berthhq/berth/services/agent/runtime"
 	"github.com/berthhq/berth/services/agent/tasks/state"
@@ -76,6 +77,12 @@ type Config struct {
 	// CleanupWait is how long a stopped task's containers and snapshots
 	// are kept; default 3 h (ECS_ENGINE_TASK_CLEANUP_WAIT_DURATION).
 	CleanupWait time.Duration
+	// Network sets up the namespaces of networkMode bridge, awsvpc and none tasks; nil
+	// when the host cannot (NetworkError says why), and such tasks then fail to start
+	// saying so.
+	Network *network.Network
+	// NetworkError is why Network is nil.
+	NetworkError string
 	// GPUs are the host's GPUs (gpu.Lister's answer); a container is given those of its
 	// assigned gpuIds.
 	GPUs gpu.Host
@@ -172,6 +179,22 @@ func (m *Manager) SetInstance(arn string) {
 	case <-m.registered:
 	default:
 		close(m.registered)
+	}
+}
+
+// SetTaskSubnet hands the awsvpc task subnet the control plane allocated to the instance
+// to the network (a subnet set in the agent's configuration wins).
+func (m *Manager) SetTaskSubnet(cidr string) {
+	if m.cfg.Network == nil {
+		return
+	}
+	used, err := m.cfg.Network.SetTaskSubnet(cidr)
+	if err != nil {
+		m.log.Warn("awsvpc task subnet not set up", "subnet", cidr, "err", err)
+		return
+	}
+	if used != cidr && cidr != "" {
+		m.log.Info("awsvpc task subnet from the configuration kept", "configured", used, "allocated", cidr)
 	}
 }
 

@@ -99,6 +99,21 @@ func (m *Manager) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 		t.mu.Unlock()
 		wg.Go(func() { t.run(ctx, adopted) })
 	}
+	// Networks a previous agent left for tasks it no longer runs (stopped, or killed
+	// between STOPPED and teardown) are released now; adopted tasks keep theirs.
+	if nw := m.cfg.Network; nw != nil {
+		m.mu.Lock()
+		keep := map[string]bool{}
+		for arn, t := range m.tasks {
+			if !t.isStopped() {
+				keep[taskIDOf(arn)] = true
+			}
+		}
+		m.mu.Unlock()
+		if err := nw.Sweep(ctx, func(task string) bool { return keep[task] }); err != nil {
+			m.log.Warn("reconcile: releasing left networks", "err", err)
+		}
+	}
 }
 
 // syntheticAssignment describes a task known only from its containers'

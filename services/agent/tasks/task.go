@@ -15,6 +15,7 @@ import (
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/agent/network"
 	"github.com/berthhq/berth/services/agent/runtime"
 	"github.com/berthhq/berth/services/agent/tasks/state"
 )
@@ -48,6 +49,7 @@ type task struct {
 	ctrs        []*ctrState // one per st.Containers, same order
 	lastReport  string      // fingerprint of the last report
 	reportedRun bool
+	net         *network.TaskNetwork // set by setupNetwork; nil for host mode
 }
 
 // TracerName is the instrumentation scope of the agent's task spans.
@@ -96,6 +98,13 @@ func (t *task) isStopped() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.st.Status == state.Stopped
+}
+
+// isStopping reports whether the task must stop (or stopped).
+func (t *task) isStopping() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.st.Stopping || t.st.Status == state.Stopped
 }
 
 func (t *task) reportedRunning() bool {
@@ -198,6 +207,23 @@ func (t *task) run(ctx context.Context, adopted map[string]containerd.Container)
 	if len(missing) > 0 && ctx.Err() == nil {
 		t.ensureLogStreams(ctx, missing)
 	}
+	if !t.isStopping() {
+		if err := t.setupNetwork(ctx, len(missing) == 0); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("network set-up failed", "err", err)
+			t.mu.Lock()
+			reason := reasonNetwork + err.Error()
+			for _, c := range t.ctrs {
+				if c.Status != state.Stopped {
+					t.st.MarkStopped(c.Container, nil, reason, true)
+				}
+			}
+			t.beginStopLocked(StopCodeTaskFailedToStart, reason)
+			t.mu.Unlock()
+		}
+	}
 
 	var wg sync.WaitGroup
 	for _, c := range t.ctrs {
@@ -216,6 +242,10 @@ func (t *task) run(ctx context.Context, adopted map[string]containerd.Container)
 		t.st.Evaluate(time.Now())
 		stopping, status := t.st.Stopping, t.st.Status
 		t.mu.Unlock()
+		if status == state.Stopped {
+			// Released before STOPPED is reported, so the report carries the ENI DELETED.
+			t.teardownNetwork(ctx)
+		}
 		t.report()
 		if span != nil && (status == state.Running || status == state.Stopped) {
 			span.SetAttributes(attribute.String("ecs.task.last_status", string(status)))

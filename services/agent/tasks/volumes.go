@@ -216,8 +216,8 @@ func (t *task) volumeSource(v *ecsv1.Volume) (string, error) {
 }
 
 // removeTaskResources removes what the task held besides its containers: its scratch
-// volumes (unmounting those with driverOpts), its shared /dev/shm (ipcMode task) and its
-// task cgroup. Host sourcePath directories are the host's and stay.
+// volumes (unmounting those with driverOpts), its shared /dev/shm (ipcMode task), its
+// containers' hosts and resolv.conf files and its task cgroup. Host sourcePath directories are the host's and stay.
 func (m *Manager) removeTaskResources(arn string) error {
 	var errs []error
 	if err := runtime.UnmountUnder(m.volumeDir(arn)); err != nil {
@@ -226,6 +226,9 @@ func (m *Manager) removeTaskResources(arn string) error {
 		errs = append(errs, err)
 	}
 	if err := runtime.RemoveShmTmpfs(m.shmDir(arn)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.RemoveAll(m.netDir(arn)); err != nil {
 		errs = append(errs, err)
 	}
 	if err := runtime.RemoveTaskCgroup(path.Join("/", m.cfg.Gate.Namespace(), "task-"+taskIDOf(arn))); err != nil {

@@ -101,6 +101,9 @@ type Config struct {
 	// seal; the key is never in etcd). Nil disables both services: their actions answer
 	// an error naming the missing key.
 	Keyring *seal.Keyring
+	// TaskSubnetPool is the IPv4 range container instances' awsvpc task subnets (one /24
+	// each) are allocated from; "" is control.DefaultTaskSubnetPool.
+	TaskSubnetPool string
 }
 
 // App is one scheduler replica.
@@ -159,11 +162,15 @@ func New(cfg Config) (*App, error) {
 	a.kv, a.watchKV = etcdmetrics.Wrap(cfg.Etcd, em), etcdmetrics.WrapClient(cfg.Etcd, em)
 	a.placer = placement.NewPlacer(a.watchKV, cfg.Logger.With("component", "placement"),
 		placement.WithMetrics(placement.NewMetrics(reg)))
+	if err := control.CheckTaskSubnetPool(cfg.TaskSubnetPool); err != nil {
+		return nil, err
+	}
 	a.control = control.New(control.Config{
-		KV:        a.kv,
-		Logger:    cfg.Logger.With("component", "control"),
-		Placer:    a.placer,
-		MaxTxnOps: cfg.MaxTxnOps,
+		KV:             a.kv,
+		Logger:         cfg.Logger.With("component", "control"),
+		Placer:         a.placer,
+		MaxTxnOps:      cfg.MaxTxnOps,
+		TaskSubnetPool: cfg.TaskSubnetPool,
 	})
 	a.kick = service.NewKicker()
 	a.services = service.NewHandler(service.Config{

@@ -146,41 +146,6 @@ func checkFargateRun(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) error {
 	return nil
 }
 
-// CheckNetworkConfiguration checks a task launch's networkConfiguration against the task
-// definition's networkMode as AWS does: awsvpc requires awsvpcConfiguration with 1–16
-// subnets and up to 5 security groups, assignPublicIp ENABLED or DISABLED (ENABLED only
-// for Fargate); other modes take none. Errors: InvalidParameterException.
-func CheckNetworkConfiguration(td *ecsv1.TaskDefinition, nc *ecsv1.NetworkConfiguration, launchType string) error {
-	if td.GetNetworkMode() != "awsvpc" {
-		if nc != nil {
-			return ecserr.InvalidParameterf("Network Configuration is not valid for the given networkMode of this task definition.")
-		}
-		return nil
-	}
-	vpc := nc.GetAwsvpcConfiguration()
-	if vpc == nil {
-		return ecserr.InvalidParameterf("Network Configuration must be provided when networkMode 'awsvpc' is specified.")
-	}
-	if len(vpc.GetSubnets()) == 0 {
-		return ecserr.InvalidParameterf("subnets can not be empty.")
-	}
-	if len(vpc.GetSubnets()) > 16 {
-		return ecserr.InvalidParameterf("At most 16 subnets can be specified.")
-	}
-	if len(vpc.GetSecurityGroups()) > 5 {
-		return ecserr.InvalidParameterf("At most 5 security groups can be specified.")
-	}
-	if vpc.AssignPublicIp != nil {
-		if !oneOf(vpc.GetAssignPublicIp(), "ENABLED", "DISABLED") {
-			return ecserr.InvalidParameterf("assignPublicIp must be ENABLED or DISABLED.")
-		}
-		if vpc.GetAssignPublicIp() == "ENABLED" && launchType != "FARGATE" {
-			return ecserr.InvalidParameterf("Assign public IP is not supported for this launch type.")
-		}
-	}
-	return nil
-}
-
 // markFargate sets what a Fargate task shows: its platform version and family.
 func markFargate(t *ecsv1.Task, platformVersion string) {
 	t.PlatformVersion = proto.String(platformVersion)
@@ -206,5 +171,5 @@ func CheckServiceLaunch(td *ecsv1.TaskDefinition, launchType string, platformVer
 	} else if platformVersion != nil {
 		return "", ecserr.InvalidParameterf("The platformVersion parameter is only supported for services using the Fargate launch type.")
 	}
-	return platform, CheckNetworkConfiguration(td, nc, launchType)
+	return platform, CheckNetworkConfiguration(td, nc)
 }

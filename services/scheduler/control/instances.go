@@ -200,6 +200,7 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 		return nil, err
 	}
 	var out *ecsv1.ContainerInstance
+	var subnet string
 	err = retry(ctx, func() error {
 		_, crec, crev, err := s.activeCluster(ctx, account, name)
 		if err != nil {
@@ -248,9 +249,12 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 				ci.StatusReason = proto.String(req.GetRuntimeReason())
 			}
 			ci.Version++
+			if err := s.claimTaskSubnet(ctx, txn, rec); err != nil {
+				return err
+			}
 			txn.Update(keys.Instance(account, name, instanceID(ci.GetContainerInstanceArn())), rev, rec)
 			_, err = txn.Commit(ctx)
-			out = ci
+			out, subnet = ci, rec.GetTaskSubnet()
 			return err
 		}
 		id := s.newID()
@@ -277,18 +281,21 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 		} else {
 			txn.IfAbsent(hostKey)
 		}
+		if err := s.claimTaskSubnet(ctx, txn, rec); err != nil {
+			return err
+		}
 		txn.Put(hostKey, wrapperspb.String(id)).
 			Create(keys.Instance(account, name, id), rec).
 			Put(keys.IDCluster(account, arn.ContainerInstance, id), wrapperspb.String(name)).
 			Update(keys.Cluster(account, name), crev, crec)
 		_, err = txn.Commit(ctx)
-		out = ci
+		out, subnet = ci, rec.GetTaskSubnet()
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &agentv1.RegisterResponse{ContainerInstance: out, ClusterArn: arn.ClusterARN(account.Region, account.Account, name)}, nil
+	return &agentv1.RegisterResponse{ContainerInstance: out, ClusterArn: arn.ClusterARN(account.Region, account.Account, name), TaskSubnet: subnet}, nil
 }
 
 // instanceID returns the id part of a container instance ARN.
@@ -630,11 +637,16 @@ func (s *Server) DeregisterContainerInstance(ctx context.Context, req *connect.R
 			ci.Version++
 			crec.GetCluster().RegisteredContainerInstancesCount = max(crec.GetCluster().GetRegisteredContainerInstancesCount()-1, 0)
 			hostKey := keys.InstanceByHost(account, name, rec.GetHostId())
-			_, err = store.NewTxn(s.kv).
+			txn := store.NewTxn(s.kv).
 				Update(keys.Instance(account, name, id), rev, rec).
 				Update(keys.Cluster(account, name), crev, crec).
-				Delete(hostKey).
-				Commit(ctx)
+				Delete(hostKey)
+			if sub := rec.GetTaskSubnet(); sub != "" {
+				// The instance's awsvpc task subnet goes back to the pool.
+				txn.Delete(keys.TaskSubnet(sub))
+				rec.TaskSubnet = ""
+			}
+			_, err = txn.Commit(ctx)
 			out = ci
 			return err
 		})

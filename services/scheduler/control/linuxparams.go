@@ -65,11 +65,11 @@ func validateLinuxParameters(container string, hasMemory bool, lp *ecsv1.LinuxPa
 	return nil
 }
 
-// validateSystemControls checks a container's systemControls: only kernel parameters
-// namespaced by the container's own IPC namespace, since its network namespace is the
-// host's (a net.* value would change the host), and none with ipcMode host (the IPC
+// validateSystemControls checks a container's systemControls: kernel parameters
+// namespaced by the container's own IPC namespace, and net.* ones unless networkMode is
+// host (the network namespace is then the host's); none with ipcMode host (the IPC
 // namespace is then the host's too). ClientException names the field.
-func validateSystemControls(container, ipcMode string, scs []*ecsv1.SystemControl) error {
+func validateSystemControls(container, ipcMode, networkMode string, scs []*ecsv1.SystemControl) error {
 	if ipcMode == "host" && len(scs) > 0 {
 		return ecserr.Clientf("Invalid 'systemControls' setting for container '%s'. IPC namespaced kernel parameters cannot be set when ipcMode is host: they would change the host's.", container)
 	}
@@ -80,8 +80,11 @@ func validateSystemControls(container, ipcMode string, scs []*ecsv1.SystemContro
 		switch {
 		case ns == "":
 			return ecserr.Clientf("Invalid 'systemControls' setting for container '%s'. namespace should not be null or empty.", container)
+		case strings.HasPrefix(ns, "net.") && networkMode == "host":
+			return ecserr.Clientf("Invalid 'systemControls' setting for container '%s'. %s cannot be set when networkMode is host: it would change the host's network namespace.", container, ns)
+		case strings.HasPrefix(ns, "net.") && sc.GetValue() == "":
+			return ecserr.Clientf("Invalid 'systemControls' setting for container '%s'. value should not be null or empty.", container)
 		case strings.HasPrefix(ns, "net."):
-			return ecserr.Clientf("Invalid 'systemControls' setting for container '%s'. %s is not supported by Berth: containers share the host's network namespace until awsvpc and bridge networking land (issue 14).", container, ns)
 		case !ipc:
 			return ecserr.Clientf("Invalid 'systemControls' setting for container '%s'. %s is not a namespaced kernel parameter Berth can set; supported are kernel.msgmax, kernel.msgmnb, kernel.msgmni, kernel.sem, kernel.shmall, kernel.shmmax, kernel.shmmni, kernel.shm_rmid_forced and fs.mqueue.*.", container, ns)
 		case sc.GetValue() == "":

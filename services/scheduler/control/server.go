@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	mrand "math/rand/v2"
+	"net"
 	"time"
 
 	"connectrpc.com/connect"
@@ -49,6 +50,9 @@ type Config struct {
 	// places that group's calls one by one, keeps to DefaultMaxTxnOps from then on and
 	// logs a warning.
 	MaxTxnOps int
+	// TaskSubnetPool is the IPv4 range the awsvpc task subnets of container instances are
+	// carved from, one /24 per instance (ipv4 /24 inside); default DefaultTaskSubnetPool.
+	TaskSubnetPool string
 }
 
 // Server implements the ECS API (ecsv1connect.EcsServiceHandler) over etcd, and the
@@ -63,6 +67,7 @@ type Server struct {
 	placing *placing
 	now     func() time.Time
 	newID   func() string
+	pool    *net.IPNet
 }
 
 var _ ecsv1connect.EcsServiceHandler = (*Server)(nil)
@@ -79,6 +84,7 @@ func New(cfg Config) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.pool = parseTaskSubnetPool(cfg.TaskSubnetPool)
 	if s.now == nil {
 		s.now = time.Now
 	}

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"net"
 	"strconv"
 	"strings"
 
@@ -255,7 +256,7 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 		if err := validateLinuxParameters(name, c.Memory != nil, c.GetLinuxParameters()); err != nil {
 			return nil, err
 		}
-		if err := validateSystemControls(name, m.GetIpcMode(), c.GetSystemControls()); err != nil {
+		if err := validateSystemControls(name, m.GetIpcMode(), mode, c.GetSystemControls()); err != nil {
 			return nil, err
 		}
 		if rp := c.GetRestartPolicy(); rp != nil {
@@ -290,12 +291,8 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 		td.ContainerDefinitions = append(td.ContainerDefinitions, c)
 	}
 	for _, c := range td.ContainerDefinitions {
-		for _, pm := range c.GetPortMappings() {
-			// The container's port is the host's port until issue 14's networking: a
-			// mapping to another host port would be silently wrong.
-			if hp := pm.GetHostPort(); hp != 0 && pm.ContainerPort != nil && hp != pm.GetContainerPort() {
-				return nil, ecserr.Clientf("Invalid 'portMappings' setting for container '%s'. Berth runs containers in the host's network namespace: hostPort %d must be 0 or equal to containerPort %d.", c.GetName(), hp, pm.GetContainerPort())
-			}
+		if err := checkNetworkFields(mode, c, names); err != nil {
+			return nil, err
 		}
 		for _, vf := range c.GetVolumesFrom() {
 			if src := vf.GetSourceContainer(); !names[src] || src == c.GetName() {
@@ -703,6 +700,50 @@ func validateDriverOpts(volume string, opts map[string]string) error {
 	}
 	if opts["type"] == "" || opts["device"] == "" {
 		return ecserr.Clientf("Invalid 'dockerVolumeConfiguration.driverOpts' setting for volume '%s'. The local driver needs both type and device (and optionally o), as mount -t type -o o device.", volume)
+	}
+	return nil
+}
+
+// checkNetworkFields refuses the container settings AWS refuses for the task's
+// networkMode: links outside bridge mode or naming no container of the task, hostname
+// and extraHosts with awsvpc, disableNetworking with a shared namespace (host, awsvpc) or
+// with port mappings.
+func checkNetworkFields(mode string, c *ecsv1.ContainerDefinition, names map[string]bool) error {
+	if len(c.GetLinks()) > 0 && mode != "bridge" {
+		return ecserr.Clientf("Links are not supported when networkMode=%s.", mode)
+	}
+	for _, l := range c.GetLinks() {
+		name, alias, _ := strings.Cut(l, ":")
+		if !names[name] || name == c.GetName() {
+			return ecserr.Clientf("Invalid 'links' setting for container '%s'. Unknown container '%s'.", c.GetName(), name)
+		}
+		if strings.Contains(alias, ":") {
+			return ecserr.Clientf("Invalid 'links' setting for container '%s': %q is not name or name:alias.", c.GetName(), l)
+		}
+	}
+	if c.GetDisableNetworking() {
+		if mode == "host" || mode == "awsvpc" {
+			return ecserr.Clientf("Invalid 'disableNetworking' setting for container '%s': a container cannot be taken off a network namespace it shares (networkMode %s); use bridge or none.", c.GetName(), mode)
+		}
+		if len(c.GetPortMappings()) > 0 {
+			return ecserr.Clientf("Invalid 'disableNetworking' setting for container '%s': a container without networking cannot have port mappings.", c.GetName())
+		}
+	}
+	if mode == "awsvpc" && c.Hostname != nil {
+		return ecserr.Clientf("hostname is not supported when networkMode=awsvpc.")
+	}
+	if mode == "awsvpc" && len(c.GetExtraHosts()) > 0 {
+		return ecserr.Clientf("Extra hosts are not supported when networkMode=awsvpc.")
+	}
+	for _, h := range c.GetExtraHosts() {
+		if h.GetHostname() == "" || net.ParseIP(h.GetIpAddress()) == nil {
+			return ecserr.Clientf("Invalid 'extraHosts' setting for container '%s': hostname and a valid ipAddress are required.", c.GetName())
+		}
+	}
+	for _, d := range c.GetDnsServers() {
+		if net.ParseIP(d) == nil {
+			return ecserr.Clientf("Invalid 'dnsServers' setting for container '%s': %q is not an IP address.", c.GetName(), d)
+		}
 	}
 	return nil
 }

@@ -88,9 +88,9 @@ func TestRegisterTaskDefinitionValidation(t *testing.T) {
 		{"swappiness without maxSwap", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.LinuxParameters = &ecsv1.LinuxParameters{Swappiness: proto.Int32(10)}
 		})}}, "ClientException", "needs maxSwap"},
-		{"net sysctl", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+		{"net sysctl in host mode", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), NetworkMode: proto.String("host"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.SystemControls = []*ecsv1.SystemControl{{Namespace: proto.String("net.ipv4.ip_forward"), Value: proto.String("1")}}
-		})}}, "ClientException", "net.ipv4.ip_forward is not supported by Berth"},
+		})}}, "ClientException", "net.ipv4.ip_forward cannot be set when networkMode is host"},
 		{"non-namespaced sysctl", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.SystemControls = []*ecsv1.SystemControl{{Namespace: proto.String("vm.swappiness"), Value: proto.String("1")}}
 		})}}, "ClientException", "vm.swappiness is not a namespaced kernel parameter"},
@@ -102,9 +102,18 @@ func TestRegisterTaskDefinitionValidation(t *testing.T) {
 		{"autoprovision task scope", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Scope: proto.String("task"), Autoprovision: proto.Bool(true)}}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", "Autoprovision can only be true when scope is shared."},
 		{"bad scope", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Scope: proto.String("global")}}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", "valid values are task and shared"},
 		{"docker volume driver", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Driver: proto.String("rexray/ebs")}}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", `volumes[0].dockerVolumeConfiguration.driver "rexray/ebs" is not supported by Berth.`},
-		{"bridge host port remap", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+		{"awsvpc host port remap", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), NetworkMode: proto.String("awsvpc"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.PortMappings = []*ecsv1.PortMapping{{ContainerPort: proto.Int32(80), HostPort: proto.Int32(8081)}}
-		})}}, "ClientException", "hostPort 8081 must be 0 or equal to containerPort 80."},
+		})}}, "ClientException", "When networkMode=awsvpc, the host ports and container ports in port mappings must match."},
+		{"links outside bridge", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), NetworkMode: proto.String("host"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.Links = []string{"b"}
+		}), container("b")}}, "ClientException", "Links are not supported when networkMode=host."},
+		{"link to an unknown container", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.Links = []string{"db:database"}
+		})}}, "ClientException", "Invalid 'links' setting for container 'a'. Unknown container 'db'."},
+		{"hostname with awsvpc", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), NetworkMode: proto.String("awsvpc"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.Hostname = proto.String("web")
+		})}}, "ClientException", "hostname is not supported when networkMode=awsvpc."},
 		{"environmentFiles refused", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.EnvironmentFiles = []*ecsv1.EnvironmentFile{{Type: proto.String("s3"), Value: proto.String("arn:aws:s3:::b/x.env")}}
 		})}}, "ClientException", "containerDefinitions[0].environmentFiles is not supported by Berth."},

@@ -140,7 +140,7 @@ func checkSpec(sp *taskSpec, td *ecsv1.TaskDefinition) error {
 	} else if sp.platformVersion != nil {
 		return ecserr.InvalidParameterf("The platformVersion parameter is only supported for tasks using the Fargate launch type.")
 	}
-	return CheckNetworkConfiguration(td, sp.network, sp.launchType)
+	return CheckNetworkConfiguration(td, sp.network)
 }
 
 // newTasks builds n pending task records for a cluster.
@@ -174,7 +174,7 @@ func (s *Server) newTasks(ctx context.Context, account keys.Scope, cluster strin
 		tt := TaskTemplate{
 			Region: account.Region, Account: account.Account, Cluster: cluster, LongARN: long, NewID: s.newID, Now: now,
 			TaskDefinition: td, Overrides: sp.overrides, Group: group, LaunchType: launch, StartedBy: sp.startedBy,
-			Tags: tags, EnableExecuteCommand: sp.execCommand,
+			Tags: tags, EnableExecuteCommand: sp.execCommand, NetworkConfiguration: sp.network,
 		}
 		if i < len(sp.providers) {
 			tt.CapacityProviderName = sp.providers[i]
@@ -208,6 +208,9 @@ type TaskTemplate struct {
 	// PlatformVersion, for a FARGATE task, is its resolved platform version (nil means
 	// FargateLatest); the task then shows it with platformFamily Linux.
 	PlatformVersion *string
+	// NetworkConfiguration is the task's (awsvpc: its subnets name the PRECREATED ENI
+	// attachment's subnetId); nil for none.
+	NetworkConfiguration *ecsv1.NetworkConfiguration
 }
 
 // containerOverridesOf returns one override per container of td, in the task definition's
@@ -288,6 +291,9 @@ func NewTaskRecord(tt TaskTemplate) *storev1.TaskRecord {
 			v = *tt.PlatformVersion
 		}
 		markFargate(t, v)
+	}
+	if td.GetNetworkMode() == "awsvpc" {
+		t.Attachments = append(t.Attachments, precreatedENI(taskARN, tt.NetworkConfiguration))
 	}
 	byName := map[string]*ecsv1.ContainerOverride{}
 	for _, o := range ov.GetContainerOverrides() {
@@ -928,6 +934,7 @@ func (s *Server) ApplyTaskStateChange(ctx context.Context, account keys.Scope, c
 		newStatus := ch.GetLastStatus()
 		t.LastStatus = proto.String(newStatus)
 		applyContainerStates(t, ch.GetContainers())
+		mergeAttachments(t, ch.GetAttachments())
 		setTime := func(dst **float64, ts *timestamppb.Timestamp, def bool) {
 			if *dst != nil {
 				return
@@ -1025,6 +1032,9 @@ func applyContainerStates(t *ecsv1.Task, states []*agentv1.ContainerState) {
 			}
 			if len(st.GetNetworkBindings()) > 0 {
 				c.NetworkBindings = st.GetNetworkBindings()
+			}
+			if len(st.GetNetworkInterfaces()) > 0 {
+				c.NetworkInterfaces = st.GetNetworkInterfaces()
 			}
 		}
 	}

@@ -238,6 +238,14 @@ func Protections(account Scope, cluster string) string {
 	return store.MustKeyPrefix("protection", account.Account, account.Region, cluster)
 }
 
+// TaskSubnet returns the key claiming the awsvpc task subnet cidr for one container
+// instance (its value is the instance ARN). Subnets are unique across accounts and
+// regions: every instance's tasks share one routed network.
+func TaskSubnet(cidr string) string { return store.MustKey("task-subnets", Escape(cidr)) }
+
+// TaskSubnets returns the prefix of every task subnet claim.
+func TaskSubnets() string { return store.MustKeyPrefix("task-subnets") }
+
 // Accounts returns the prefix of every account record.
 func Accounts() string { return store.MustKeyPrefix("accounts") }
 
@@ -250,7 +258,7 @@ func AccessKeys() string { return store.MustKeyPrefix("access-keys") }
 func ECSStatePrefixes() []string {
 	var out []string
 	for _, p := range []string{"clusters", "families", "task-definitions", "instances", "tasks",
-		"services", "inbox", "idx", "settings", "protection", "capacity-providers"} {
+		"services", "inbox", "idx", "settings", "protection", "capacity-providers", "task-subnets"} {
 		out = append(out, store.MustKeyPrefix(p))
 	}
 	return out

@@ -50,10 +50,9 @@ var ErrInsufficient = errors.New("insufficient resources on container instance")
 // launch type: the task-level cpu and memory when set (after the task override), else the
 // sum of the containers' cpu and memory (hard limit, or memoryReservation when only that
 // is set), after container overrides; host ports are the containers' hostPort (or
-// containerPort when it has none), split by protocol. A bridge mapping with hostPort 0
-// reserves its containerPort too, because Berth's bridge mode still runs in the host's
-// network namespace (dynamic host ports come with issue 14); no port of an awsvpc task is
-// reserved (its own network interface binds it). It returns an error wrapping ErrInvalid for a task-level cpu or
+// containerPort in host mode), split by protocol. A bridge mapping with hostPort 0 or
+// absent reserves nothing: the agent gives it a dynamic host port of its own (AWS: "dynamic
+// host port mapping"); no port of an awsvpc task is reserved (its own network interface binds it). It returns an error wrapping ErrInvalid for a task-level cpu or
 // memory that does not parse.
 //
 // This is the one computation of a task's demand: RunTask, StartTask and the service
@@ -65,11 +64,9 @@ func DemandOf(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) (Demand, error) 
 	for _, co := range ov.GetContainerOverrides() {
 		byName[co.GetName()] = co
 	}
-	// Until task networking (issue 14) every container of a host or bridge task runs in
-	// the instance's network namespace, so a bridge mapping without a hostPort binds its
-	// containerPort on the host as host mode does: it must be reserved, or two copies of
-	// the task land on one instance and the second dies with "address already in use".
-	hostMode := td.GetNetworkMode() != "awsvpc" && td.GetNetworkMode() != "none"
+	// A host-mode mapping binds its containerPort on the instance; a bridge mapping
+	// binds its hostPort, or a dynamic port the agent allocates when it has none.
+	hostMode := td.GetNetworkMode() == "host"
 	// An awsvpc task has its own network interface: its ports are bound there, not on the
 	// instance, so it takes no host port (AWS: "Task networking for tasks on Amazon EC2
 	// instances"; the registered hostPort equals the containerPort but names the ENI's).

@@ -32,14 +32,14 @@ func TestDemandOf(t *testing.T) {
 		ov   *ecsv1.TaskOverride
 		want Demand
 	}{
-		// Bridge mode runs in the host's network namespace until issue 14: a mapping
-		// without a hostPort binds (and reserves) its containerPort.
-		{"bridge fixed ports and container ports", &ecsv1.TaskDefinition{NetworkMode: proto.String("bridge"), ContainerDefinitions: []*ecsv1.ContainerDefinition{
+		// A bridge mapping without a hostPort gets a dynamic port from the agent: it
+		// reserves nothing.
+		{"bridge fixed ports and dynamic ports", &ecsv1.TaskDefinition{NetworkMode: proto.String("bridge"), ContainerDefinitions: []*ecsv1.ContainerDefinition{
 			app(256, proto.Int32(512), nil, pm(80, 8080, "tcp"), pm(53, 5353, "udp"), pm(81, 0, "tcp"))}}, nil,
-			Demand{CPU: 256, Memory: 512, Ports: []int32{81, 8080}, UDPPorts: []int32{5353}}},
+			Demand{CPU: 256, Memory: 512, Ports: []int32{8080}, UDPPorts: []int32{5353}}},
 		{"default network mode is bridge", &ecsv1.TaskDefinition{ContainerDefinitions: []*ecsv1.ContainerDefinition{
 			app(0, proto.Int32(32), nil, pm(18088, -1, "tcp"))}}, nil,
-			Demand{Memory: 32, Ports: []int32{18088}}},
+			Demand{Memory: 32}},
 		{"host mode binds the container port", &ecsv1.TaskDefinition{NetworkMode: proto.String("host"), ContainerDefinitions: []*ecsv1.ContainerDefinition{
 			app(0, nil, proto.Int32(64), pm(80, -1, "tcp"))}}, nil,
 			Demand{Memory: 64, Ports: []int32{80}}},

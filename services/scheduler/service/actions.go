@@ -487,6 +487,19 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 			if m.HealthCheckGracePeriodSeconds != nil {
 				s.HealthCheckGracePeriodSeconds = m.HealthCheckGracePeriodSeconds
 			}
+			if td != nil || m.NetworkConfiguration != nil {
+				cur := td
+				if cur == nil {
+					r, err := taskDefinition(ctx, h.kv, account, s.GetTaskDefinition())
+					if err != nil {
+						return err
+					}
+					cur = r.GetTaskDefinition()
+				}
+				if err := control.CheckNetworkConfiguration(cur, s.GetNetworkConfiguration()); err != nil {
+					return err
+				}
+			}
 			now := h.now()
 			if external(s) {
 				// Each task set's computedDesiredCount follows the new desired count.

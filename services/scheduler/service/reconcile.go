@@ -1019,7 +1019,7 @@ func (r *Reconciler) newTask(account keys.Scope, cluster string, rec *storev1.Se
 		Region: account.Region, Account: account.Account, Cluster: cluster, LongARN: true, NewID: r.cfg.NewID, Now: r.cfg.Now(),
 		TaskDefinition: tdRec.GetTaskDefinition(), Group: "service:" + s.GetServiceName(), LaunchType: launch,
 		StartedBy: depID, Tags: tags, EnableExecuteCommand: s.GetEnableExecuteCommand(),
-		CapacityProviderName: provider, PlatformVersion: platform,
+		CapacityProviderName: provider, PlatformVersion: platform, NetworkConfiguration: deploymentNetwork(s, depID),
 	})
 	t.ServiceName, t.DeploymentId = s.GetServiceName(), depID
 	return t
@@ -1037,4 +1037,15 @@ func (r *Reconciler) stopTask(ctx context.Context, account keys.Scope, it store.
 		return fmt.Errorf("service: stop task %s: %w", control.TaskID(it.Value), err)
 	}
 	return nil
+}
+
+// deploymentNetwork returns the networkConfiguration of the service's deployment depID
+// (the one its tasks are started with), else the service's.
+func deploymentNetwork(s *ecsv1.Service, depID string) *ecsv1.NetworkConfiguration {
+	for _, d := range s.GetDeployments() {
+		if d.GetId() == depID && d.GetNetworkConfiguration() != nil {
+			return d.GetNetworkConfiguration()
+		}
+	}
+	return s.GetNetworkConfiguration()
 }

@@ -149,12 +149,18 @@ func (s *stack) startAgent(ctx context.Context, dir, cluster string, wg *sync.Wa
 }
 
 func (s *stack) registerTaskDef(ctx context.Context, family, image string, command ...string) (string, error) {
+	return s.registerTaskDefMode(ctx, ecstypes.NetworkModeHost, nil, family, image, command...)
+}
+
+// registerTaskDefMode registers a one-container task definition in network mode mode
+// with the given port mappings.
+func (s *stack) registerTaskDefMode(ctx context.Context, mode ecstypes.NetworkMode, ports []ecstypes.PortMapping, family, image string, command ...string) (string, error) {
 	out, err := s.ecs.RegisterTaskDefinition(ctx, &ecs.RegisterTaskDefinitionInput{
 		Family:      aws.String(family),
-		NetworkMode: ecstypes.NetworkModeHost,
+		NetworkMode: mode,
 		ContainerDefinitions: []ecstypes.ContainerDefinition{{
 			Name: aws.String("main"), Image: aws.String(image), Command: command,
-			Memory: aws.Int32(8), Essential: aws.Bool(true),
+			Memory: aws.Int32(8), Essential: aws.Bool(true), PortMappings: ports,
 		}},
 	})
 	if err != nil {
@@ -273,10 +279,20 @@ func runTaskFigures(ctx context.Context, s *stack, o options, dir string, wg *sy
 	if err != nil {
 		return nil, err
 	}
+	bridgeTD, err := s.registerTaskDefMode(ctx, ecstypes.NetworkModeBridge, []ecstypes.PortMapping{{ContainerPort: aws.Int32(8080)}}, "bench-bridge", s.image, "serve", "8080")
+	if err != nil {
+		return nil, err
+	}
+	vpcTD, err := s.registerTaskDefMode(ctx, ecstypes.NetworkModeAwsvpc, nil, "bench-awsvpc", s.image, "sleep", "3600")
+	if err != nil {
+		return nil, err
+	}
 	var arns []string
-	runOne := func() (time.Duration, error) {
+	var runTask func(string, *ecstypes.NetworkConfiguration) (time.Duration, error)
+	runOne := func() (time.Duration, error) { return runTask(td, nil) }
+	runTask = func(td string, nc *ecstypes.NetworkConfiguration) (time.Duration, error) {
 		t0 := time.Now()
-		out, err := s.ecs.RunTask(ctx, &ecs.RunTaskInput{Cluster: aws.String(cluster), TaskDefinition: aws.String(td)})
+		out, err := s.ecs.RunTask(ctx, &ecs.RunTaskInput{Cluster: aws.String(cluster), TaskDefinition: aws.String(td), NetworkConfiguration: nc})
 		if err != nil {
 			return 0, err
 		}
@@ -290,6 +306,23 @@ func runTaskFigures(ctx context.Context, s *stack, o options, dir string, wg *sy
 		}
 		return time.Since(t0), nil
 	}
+	vpcConf := &ecstypes.NetworkConfiguration{AwsvpcConfiguration: &ecstypes.AwsVpcConfiguration{Subnets: []string{"subnet-00000000000000001"}}}
+	// Bridge (own namespace, a dynamic host port by portmap) and awsvpc (the task's
+	// namespace on the host's task subnet) tasks, one at a time, left running as the
+	// host-mode ones are.
+	netSamples := func(td string, nc *ecstypes.NetworkConfiguration) ([]time.Duration, error) {
+		var ds []time.Duration
+		for i := range o.samples + 1 {
+			d, err := runTask(td, nc)
+			if err != nil {
+				return nil, err
+			}
+			if i > 0 { // the first sets up the bridge and the plugins' chains
+				ds = append(ds, d)
+			}
+		}
+		return ds, nil
+	}
 	if _, err := runOne(); err != nil { // pulls and unpacks the image
 		return nil, fmt.Errorf("warm-up task: %w", err)
 	}
@@ -300,6 +333,14 @@ func runTaskFigures(ctx context.Context, s *stack, o options, dir string, wg *sy
 			return nil, err
 		}
 		berth = append(berth, d)
+	}
+	bridge, err := netSamples(bridgeTD, nil)
+	if err != nil {
+		return nil, fmt.Errorf("bridge tasks: %w", err)
+	}
+	vpc, err := netSamples(vpcTD, vpcConf)
+	if err != nil {
+		return nil, fmt.Errorf("awsvpc tasks: %w", err)
 	}
 	for _, arn := range arns {
 		_, _ = s.ecs.StopTask(ctx, &ecs.StopTaskInput{Cluster: aws.String(cluster), Task: aws.String(arn)})
@@ -320,6 +361,15 @@ func runTaskFigures(ctx context.Context, s *stack, o options, dir string, wg *sy
 	}
 	if p := percentile(raw, 50); p > 0 {
 		rows = append(rows, Row{g, "ratio p50 Berth ÷ raw", float64(percentile(berth, 50)) / float64(p), "ratio", ""})
+	}
+	gn := "RunTask → RUNNING with task networking (CNI), cached image"
+	rows = append(rows,
+		Row{gn, "bridge p50", ms(percentile(bridge, 50)), "ms", fmt.Sprintf("%d tasks: own namespace on the Berth bridge, one dynamic host port (portmap)", len(bridge))},
+		Row{gn, "awsvpc p50", ms(percentile(vpc, 50)), "ms", fmt.Sprintf("%d tasks: the task's namespace on the host's task subnet", len(vpc))})
+	if p := percentile(raw, 50); p > 0 {
+		rows = append(rows,
+			Row{gn, "ratio bridge p50 ÷ raw containerd create+start p50", float64(percentile(bridge, 50)) / float64(p), "ratio", "raw: the same run's figure above"},
+			Row{gn, "ratio awsvpc p50 ÷ raw containerd create+start p50", float64(percentile(vpc, 50)) / float64(p), "ratio", ""})
 	}
 	return rows, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	"github.com/berthhq/berth/services/agent"
+	"github.com/berthhq/berth/services/agent/network"
 	"github.com/berthhq/berth/services/gateway/h2c"
 	"github.com/berthhq/berth/services/gateway/sigv4client"
 )
@@ -27,6 +28,7 @@ import (
 func Command(use string) *cobra.Command {
 	var gatewayURL, cluster, dataDir, containerdAddr, namespace, snapshotter, region, credsFile, logAddr string
 	var insecure, attrs []string
+	var netCfg network.Config
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: "Join this host to a cluster and run its tasks through containerd",
@@ -71,6 +73,7 @@ func Command(use string) *cobra.Command {
 				InsecureRegistries: insecure,
 				Attributes:         attributes,
 				LogAddr:            logAddr,
+				Network:            netCfg,
 				Logger:             log,
 				Registry:           prometheus.NewRegistry(), // /metrics on the LogService listener
 			})
@@ -96,6 +99,9 @@ func Command(use string) *cobra.Command {
 		envAttrs = strings.Split(v, ",")
 	}
 	f.StringSliceVar(&attrs, "attribute", envAttrs, "custom attribute of this container instance, name=value (repeatable; env BERTH_INSTANCE_ATTRIBUTES, comma-separated), e.g. berth.capacity-provider=spot-pool or berth.fargate=false (docs/capacity-providers.md)")
+	f.StringSliceVar(&netCfg.PluginDirs, "cni-plugin-dir", cli.SplitList(cli.Env("BERTH_CNI_PLUGIN_DIR", network.DefaultPluginDir+",/opt/cni/bin")), "directories searched for the CNI plugins (bridge, host-local, portmap, firewall, loopback)")
+	f.StringVar(&netCfg.BridgeSubnet, "bridge-subnet", cli.Env("BERTH_BRIDGE_SUBNET", network.DefaultBridgeSubnet), "IPv4 subnet of networkMode bridge containers on this host")
+	f.StringVar(&netCfg.TaskSubnet, "task-subnet", cli.Env("BERTH_TASK_SUBNET", ""), "IPv4 subnet of this host's awsvpc tasks (default: the /24 the control plane allocates at registration)")
 	return cmd
 }
 

@@ -435,7 +435,10 @@ type RegisterResponse struct {
 	// container_instance is the registered instance, with its ARN.
 	ContainerInstance *v1.ContainerInstance `protobuf:"bytes,1,opt,name=container_instance,json=containerInstance,proto3" json:"container_instance,omitempty"`
 	// cluster_arn is the ARN of the cluster joined.
-	ClusterArn    string `protobuf:"bytes,2,opt,name=cluster_arn,json=clusterArn,proto3" json:"cluster_arn,omitempty"`
+	ClusterArn string `protobuf:"bytes,2,opt,name=cluster_arn,json=clusterArn,proto3" json:"cluster_arn,omitempty"`
+	// task_subnet is the instance's awsvpc task subnet (an IPv4 CIDR the control plane
+	// allocated to it, overlapping no other instance's); "" when the pool is exhausted.
+	TaskSubnet    string `protobuf:"bytes,100,opt,name=task_subnet,json=taskSubnet,proto3" json:"task_subnet,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -480,6 +483,13 @@ func (x *RegisterResponse) GetContainerInstance() *v1.ContainerInstance {
 func (x *RegisterResponse) GetClusterArn() string {
 	if x != nil {
 		return x.ClusterArn
+	}
+	return ""
+}
+
+func (x *RegisterResponse) GetTaskSubnet() string {
+	if x != nil {
+		return x.TaskSubnet
 	}
 	return ""
 }
@@ -883,7 +893,12 @@ type TaskStateChange struct {
 	// execution_stopped_at is when the task's containers stopped.
 	ExecutionStoppedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=execution_stopped_at,json=executionStoppedAt,proto3" json:"execution_stopped_at,omitempty"`
 	// stopped_at is when the task reached STOPPED.
-	StoppedAt     *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=stopped_at,json=stoppedAt,proto3" json:"stopped_at,omitempty"`
+	StoppedAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=stopped_at,json=stoppedAt,proto3" json:"stopped_at,omitempty"`
+	// attachments are the task's network attachments as the agent sees them: the
+	// ElasticNetworkInterface of an awsvpc task, ATTACHED once its namespace and address
+	// are set up, DELETED once released, with its details (privateIPv4Address, macAddress,
+	// ...). The control plane merges them into the task's attachments by id.
+	Attachments   []*v1.Attachment `protobuf:"bytes,100,rep,name=attachments,proto3" json:"attachments,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1009,6 +1024,13 @@ func (x *TaskStateChange) GetStoppedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *TaskStateChange) GetAttachments() []*v1.Attachment {
+	if x != nil {
+		return x.Attachments
+	}
+	return nil
+}
+
 // ContainerState is one container's state in a TaskStateChange.
 type ContainerState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1030,9 +1052,11 @@ type ContainerState struct {
 	NetworkBindings []*v1.NetworkBinding `protobuf:"bytes,8,rep,name=network_bindings,json=networkBindings,proto3" json:"network_bindings,omitempty"`
 	// restart_count is how many times the agent restarted the container in place under its
 	// restartPolicy (the RestartCount AWS's task metadata endpoint v4 shows).
-	RestartCount  int32 `protobuf:"varint,9,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RestartCount int32 `protobuf:"varint,9,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
+	// network_interfaces are the container's interfaces (awsvpc: the task's ENI).
+	NetworkInterfaces []*v1.NetworkInterface `protobuf:"bytes,100,rep,name=network_interfaces,json=networkInterfaces,proto3" json:"network_interfaces,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ContainerState) Reset() {
@@ -1126,6 +1150,13 @@ func (x *ContainerState) GetRestartCount() int32 {
 		return x.RestartCount
 	}
 	return 0
+}
+
+func (x *ContainerState) GetNetworkInterfaces() []*v1.NetworkInterface {
+	if x != nil {
+		return x.NetworkInterfaces
+	}
+	return nil
 }
 
 // Ack acknowledges deliveries the agent has durably taken.
@@ -1548,11 +1579,13 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"attributes\x12<\n" +
 	"\fversion_info\x18\x05 \x01(\v2\x19.berth.ecs.v1.VersionInfoR\vversionInfo\x12#\n" +
 	"\rruntime_ready\x18\x06 \x01(\bR\fruntimeReady\x12%\n" +
-	"\x0eruntime_reason\x18\a \x01(\tR\rruntimeReason\"\x83\x01\n" +
+	"\x0eruntime_reason\x18\a \x01(\tR\rruntimeReason\"\xa4\x01\n" +
 	"\x10RegisterResponse\x12N\n" +
 	"\x12container_instance\x18\x01 \x01(\v2\x1f.berth.ecs.v1.ContainerInstanceR\x11containerInstance\x12\x1f\n" +
 	"\vcluster_arn\x18\x02 \x01(\tR\n" +
-	"clusterArn\"\xf0\x01\n" +
+	"clusterArn\x12\x1f\n" +
+	"\vtask_subnet\x18d \x01(\tR\n" +
+	"taskSubnet\"\xf0\x01\n" +
 	"\x0eSessionRequest\x12-\n" +
 	"\x05hello\x18\x01 \x01(\v2\x15.berth.agent.v1.HelloH\x00R\x05hello\x129\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x19.berth.agent.v1.HeartbeatH\x00R\theartbeat\x12@\n" +
@@ -1575,7 +1608,7 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\rruntime_ready\x18\x01 \x01(\bR\fruntimeReady\x12\x10\n" +
 	"\x03cpu\x18\x02 \x01(\x05R\x03cpu\x12\x16\n" +
 	"\x06memory\x18\x03 \x01(\x05R\x06memory\x123\n" +
-	"\asent_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"\x91\x05\n" +
+	"\asent_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"\xcd\x05\n" +
 	"\x0fTaskStateChange\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x19\n" +
 	"\btask_arn\x18\x02 \x01(\tR\ataskArn\x12\x1f\n" +
@@ -1596,7 +1629,8 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"stoppingAt\x12L\n" +
 	"\x14execution_stopped_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x12executionStoppedAt\x129\n" +
 	"\n" +
-	"stopped_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstoppedAt\"\xe2\x02\n" +
+	"stopped_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstoppedAt\x12:\n" +
+	"\vattachments\x18d \x03(\v2\x18.berth.ecs.v1.AttachmentR\vattachments\"\xb1\x03\n" +
 	"\x0eContainerState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -1608,7 +1642,8 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\rhealth_status\x18\x06 \x01(\tR\fhealthStatus\x12!\n" +
 	"\fimage_digest\x18\a \x01(\tR\vimageDigest\x12G\n" +
 	"\x10network_bindings\x18\b \x03(\v2\x1c.berth.ecs.v1.NetworkBindingR\x0fnetworkBindings\x12#\n" +
-	"\rrestart_count\x18\t \x01(\x05R\frestartCountB\f\n" +
+	"\rrestart_count\x18\t \x01(\x05R\frestartCount\x12M\n" +
+	"\x12network_interfaces\x18d \x03(\v2\x1e.berth.ecs.v1.NetworkInterfaceR\x11networkInterfacesB\f\n" +
 	"\n" +
 	"_exit_code\"(\n" +
 	"\x03Ack\x12!\n" +
@@ -1683,9 +1718,11 @@ var file_berth_agent_v1_agent_proto_goTypes = []any{
 	(*v1.VersionInfo)(nil),          // 21: berth.ecs.v1.VersionInfo
 	(*v1.ContainerInstance)(nil),    // 22: berth.ecs.v1.ContainerInstance
 	(*timestamppb.Timestamp)(nil),   // 23: google.protobuf.Timestamp
-	(*v1.NetworkBinding)(nil),       // 24: berth.ecs.v1.NetworkBinding
-	(*v1.Task)(nil),                 // 25: berth.ecs.v1.Task
-	(*v1.TaskDefinition)(nil),       // 26: berth.ecs.v1.TaskDefinition
+	(*v1.Attachment)(nil),           // 24: berth.ecs.v1.Attachment
+	(*v1.NetworkBinding)(nil),       // 25: berth.ecs.v1.NetworkBinding
+	(*v1.NetworkInterface)(nil),     // 26: berth.ecs.v1.NetworkInterface
+	(*v1.Task)(nil),                 // 27: berth.ecs.v1.Task
+	(*v1.TaskDefinition)(nil),       // 28: berth.ecs.v1.TaskDefinition
 }
 var file_berth_agent_v1_agent_proto_depIdxs = []int32{
 	3,  // 0: berth.agent.v1.ShipLogsRequest.events:type_name -> berth.agent.v1.ShippedLogEvent
@@ -1709,23 +1746,25 @@ var file_berth_agent_v1_agent_proto_depIdxs = []int32{
 	23, // 18: berth.agent.v1.TaskStateChange.stopping_at:type_name -> google.protobuf.Timestamp
 	23, // 19: berth.agent.v1.TaskStateChange.execution_stopped_at:type_name -> google.protobuf.Timestamp
 	23, // 20: berth.agent.v1.TaskStateChange.stopped_at:type_name -> google.protobuf.Timestamp
-	24, // 21: berth.agent.v1.ContainerState.network_bindings:type_name -> berth.ecs.v1.NetworkBinding
-	25, // 22: berth.agent.v1.Assignment.task:type_name -> berth.ecs.v1.Task
-	26, // 23: berth.agent.v1.Assignment.task_definition:type_name -> berth.ecs.v1.TaskDefinition
-	16, // 24: berth.agent.v1.Assignment.resolved_secrets:type_name -> berth.agent.v1.ResolvedSecret
-	5,  // 25: berth.agent.v1.AgentService.Register:input_type -> berth.agent.v1.RegisterRequest
-	7,  // 26: berth.agent.v1.AgentService.Session:input_type -> berth.agent.v1.SessionRequest
-	0,  // 27: berth.agent.v1.AgentService.EnsureLogStream:input_type -> berth.agent.v1.EnsureLogStreamRequest
-	2,  // 28: berth.agent.v1.AgentService.ShipLogs:input_type -> berth.agent.v1.ShipLogsRequest
-	6,  // 29: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
-	8,  // 30: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
-	1,  // 31: berth.agent.v1.AgentService.EnsureLogStream:output_type -> berth.agent.v1.EnsureLogStreamResponse
-	4,  // 32: berth.agent.v1.AgentService.ShipLogs:output_type -> berth.agent.v1.ShipLogsResponse
-	29, // [29:33] is the sub-list for method output_type
-	25, // [25:29] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	24, // 21: berth.agent.v1.TaskStateChange.attachments:type_name -> berth.ecs.v1.Attachment
+	25, // 22: berth.agent.v1.ContainerState.network_bindings:type_name -> berth.ecs.v1.NetworkBinding
+	26, // 23: berth.agent.v1.ContainerState.network_interfaces:type_name -> berth.ecs.v1.NetworkInterface
+	27, // 24: berth.agent.v1.Assignment.task:type_name -> berth.ecs.v1.Task
+	28, // 25: berth.agent.v1.Assignment.task_definition:type_name -> berth.ecs.v1.TaskDefinition
+	16, // 26: berth.agent.v1.Assignment.resolved_secrets:type_name -> berth.agent.v1.ResolvedSecret
+	5,  // 27: berth.agent.v1.AgentService.Register:input_type -> berth.agent.v1.RegisterRequest
+	7,  // 28: berth.agent.v1.AgentService.Session:input_type -> berth.agent.v1.SessionRequest
+	0,  // 29: berth.agent.v1.AgentService.EnsureLogStream:input_type -> berth.agent.v1.EnsureLogStreamRequest
+	2,  // 30: berth.agent.v1.AgentService.ShipLogs:input_type -> berth.agent.v1.ShipLogsRequest
+	6,  // 31: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
+	8,  // 32: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
+	1,  // 33: berth.agent.v1.AgentService.EnsureLogStream:output_type -> berth.agent.v1.EnsureLogStreamResponse
+	4,  // 34: berth.agent.v1.AgentService.ShipLogs:output_type -> berth.agent.v1.ShipLogsResponse
+	31, // [31:35] is the sub-list for method output_type
+	27, // [27:31] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_berth_agent_v1_agent_proto_init() }

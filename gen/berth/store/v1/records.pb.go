@@ -365,7 +365,11 @@ type ContainerInstanceRecord struct {
 	// session_replica names the scheduler replica that holds the agent's stream.
 	SessionReplica string `protobuf:"bytes,7,opt,name=session_replica,json=sessionReplica,proto3" json:"session_replica,omitempty"`
 	// tags are the instance's tags.
-	Tags          []*v1.Tag `protobuf:"bytes,8,rep,name=tags,proto3" json:"tags,omitempty"`
+	Tags []*v1.Tag `protobuf:"bytes,8,rep,name=tags,proto3" json:"tags,omitempty"`
+	// task_subnet is the instance's awsvpc task subnet (an IPv4 CIDR out of the scheduler's
+	// pool, unique among all instances), allocated at registration; its tasks' addresses
+	// come from it.
+	TaskSubnet    string `protobuf:"bytes,100,opt,name=task_subnet,json=taskSubnet,proto3" json:"task_subnet,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -454,6 +458,13 @@ func (x *ContainerInstanceRecord) GetTags() []*v1.Tag {
 		return x.Tags
 	}
 	return nil
+}
+
+func (x *ContainerInstanceRecord) GetTaskSubnet() string {
+	if x != nil {
+		return x.TaskSubnet
+	}
+	return ""
 }
 
 // TaskRecord is stored at /berth/v1/tasks/{account}/{cluster}/{id}.
@@ -867,7 +878,7 @@ const file_berth_store_v1_records_proto_rawDesc = "" +
 	"\fFamilyRecord\x12\x16\n" +
 	"\x06family\x18\x01 \x01(\tR\x06family\x12#\n" +
 	"\rlast_revision\x18\x02 \x01(\x05R\flastRevision\x12)\n" +
-	"\x10active_revisions\x18\x03 \x01(\x05R\x0factiveRevisions\"\x82\x03\n" +
+	"\x10active_revisions\x18\x03 \x01(\x05R\x0factiveRevisions\"\xa3\x03\n" +
 	"\x17ContainerInstanceRecord\x12N\n" +
 	"\x12container_instance\x18\x01 \x01(\v2\x1f.berth.ecs.v1.ContainerInstanceR\x11containerInstance\x12!\n" +
 	"\fcluster_name\x18\x02 \x01(\tR\vclusterName\x12\x17\n" +
@@ -876,7 +887,9 @@ const file_berth_store_v1_records_proto_rawDesc = "" +
 	"\x0eoperator_drain\x18\x05 \x01(\bR\roperatorDrain\x127\n" +
 	"\tlast_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12'\n" +
 	"\x0fsession_replica\x18\a \x01(\tR\x0esessionReplica\x12%\n" +
-	"\x04tags\x18\b \x03(\v2\x11.berth.ecs.v1.TagR\x04tags\"\xd5\x03\n" +
+	"\x04tags\x18\b \x03(\v2\x11.berth.ecs.v1.TagR\x04tags\x12\x1f\n" +
+	"\vtask_subnet\x18d \x01(\tR\n" +
+	"taskSubnet\"\xd5\x03\n" +
 	"\n" +
 	"TaskRecord\x12&\n" +
 	"\x04task\x18\x01 \x01(\v2\x12.berth.ecs.v1.TaskR\x04task\x12!\n" +

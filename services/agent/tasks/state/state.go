@@ -93,6 +93,12 @@ type Container struct {
 	// RunningSince is when the container's current process started (zero when it was
 	// adopted from an earlier agent); restartPolicy's restartAttemptPeriod counts from it.
 	RunningSince time.Time
+	// Bindings, when not nil, are the container's network bindings (its mode's: bridge
+	// host ports, awsvpc ports on the task's address, none); nil means networkMode host
+	// (HostBindings).
+	Bindings []*ecsv1.NetworkBinding
+	// Interfaces are the container's network interfaces (awsvpc: the task's ENI).
+	Interfaces []*ecsv1.NetworkInterface
 }
 
 // DefaultRestartAttemptPeriod is how long a container must have run before the agent
@@ -137,6 +143,8 @@ type Task struct {
 	Health string
 	// Timestamps of the ECS task lifecycle; zero until they happen.
 	PullStarted, PullStopped, StartedAt, StoppingAt, ExecStoppedAt, StoppedAt time.Time
+	// Attachments are the task's network attachments (the ENI of an awsvpc task).
+	Attachments []*ecsv1.Attachment
 }
 
 // New returns the PENDING state of the task a assigns, with container ids from id(task
@@ -330,6 +338,7 @@ func (t *Task) Change() *agentv1.TaskStateChange {
 	if t.Status == Stopped {
 		c.StopCode, c.StoppedReason = t.StopCode, t.StoppedReason
 	}
+	c.Attachments = t.Attachments
 	for _, ct := range t.Containers {
 		cs := &agentv1.ContainerState{
 			Name: ct.Name, RuntimeId: ct.ID, LastStatus: ct.Status, Reason: ct.Reason,
@@ -340,7 +349,11 @@ func (t *Task) Change() *agentv1.TaskStateChange {
 			cs.ExitCode = new(*ct.ExitCode)
 		}
 		if ct.Status == Running {
-			cs.NetworkBindings = HostBindings(ct.Def)
+			cs.NetworkBindings = ct.Bindings
+			if ct.Bindings == nil {
+				cs.NetworkBindings = HostBindings(ct.Def)
+			}
+			cs.NetworkInterfaces = ct.Interfaces
 		}
 		c.Containers = append(c.Containers, cs)
 	}
@@ -350,11 +363,14 @@ func (t *Task) Change() *agentv1.TaskStateChange {
 // Fingerprint returns a string that differs between two state changes exactly when the
 // control plane must hear of the second: statuses, health, stop code and reason, whether
 // the pull finished, and each container's status, health, exit code, reason and restart
-// count.
+// count, and each attachment's status.
 // Timestamps alone do not count (they are set together with a status change).
 func Fingerprint(c *agentv1.TaskStateChange) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s|%s|%s|%s|%v", c.GetLastStatus(), c.GetHealthStatus(), c.GetStopCode(), c.GetStoppedReason(), c.GetPullStoppedAt() != nil)
+	for _, a := range c.GetAttachments() {
+		fmt.Fprintf(&b, "|%s:%s", a.GetId(), a.GetStatus())
+	}
 	for _, ct := range c.GetContainers() {
 		// The exit code by value: two reports of one exit carry equal codes in
 		// different allocations.

@@ -333,3 +333,33 @@ func TestShouldRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestChangeNetwork: a RUNNING container reports the bindings its network gave it (host
+// mode: HostBindings of its definition), its network interfaces, and the task its
+// attachments; an attachment's status change is a change to report.
+func TestChangeNetwork(t *testing.T) {
+	dyn := []*ecsv1.NetworkBinding{{BindIp: proto.String("0.0.0.0"), ContainerPort: proto.Int32(80), HostPort: proto.Int32(40001), Protocol: proto.String("tcp")}}
+	web := ctr("web", Running, func(c *Container) {
+		c.Def.PortMappings = []*ecsv1.PortMapping{{ContainerPort: proto.Int32(80)}}
+		c.Bindings = dyn
+		c.Interfaces = []*ecsv1.NetworkInterface{{AttachmentId: proto.String("a1"), PrivateIpv4Address: proto.String("10.240.0.2")}}
+	})
+	host := ctr("host", Running, func(c *Container) { c.Def.PortMappings = []*ecsv1.PortMapping{{ContainerPort: proto.Int32(8080)}} })
+	task := &Task{ARN: "arn", Status: Running, Containers: []*Container{web, host},
+		Attachments: []*ecsv1.Attachment{{Id: proto.String("a1"), Status: proto.String("ATTACHED")}}}
+	c := task.Change()
+	if got := c.GetContainers()[0].GetNetworkBindings(); len(got) != 1 || got[0].GetHostPort() != 40001 {
+		t.Errorf("bridge bindings = %v", got)
+	}
+	if got := c.GetContainers()[0].GetNetworkInterfaces(); len(got) != 1 || got[0].GetPrivateIpv4Address() != "10.240.0.2" {
+		t.Errorf("interfaces = %v", got)
+	}
+	if got := c.GetContainers()[1].GetNetworkBindings(); len(got) != 1 || got[0].GetHostPort() != 8080 {
+		t.Errorf("host-mode bindings = %v", got)
+	}
+	before := Fingerprint(c)
+	task.Attachments[0].Status = proto.String("DELETED")
+	if Fingerprint(task.Change()) == before {
+		t.Errorf("an attachment's status change does not change the fingerprint")
+	}
+}

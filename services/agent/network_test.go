@@ -1,0 +1,248 @@
+package agent_test
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/agent"
+	"github.com/berthhq/berth/services/agent/network"
+)
+
+// netSeq gives each networked test agent a bridge and subnets of its own, so the tests of
+// this package (and several agents of one test) never share addresses.
+var netSeq = func() func() int {
+	n := os.Getpid() % 40 * 5
+	return func() int { n++; return n }
+}()
+
+// netConfig returns cfg with CNI networking on a bridge and subnets of its own, or skips
+// when the machine cannot run CNI (not root, or no plugins: .ci/run installs
+// containernetworking-plugins).
+func netConfig(t *testing.T, cfg agent.Config) agent.Config {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("CNI networking needs root")
+	}
+	if _, err := os.Stat(filepath.Join(network.DefaultPluginDir, "bridge")); err != nil {
+		t.Skip("containernetworking-plugins not installed in /usr/lib/cni (.ci/run installs it)")
+	}
+	k := netSeq()
+	cfg.Network = network.Config{
+		NetNSDir:     filepath.Join(cfg.DataDir, "netns"),
+		Bridge:       fmt.Sprintf("bt%d", k),
+		BridgeSubnet: fmt.Sprintf("10.%d.%d.0/24", 150+k/250, k%250),
+		TaskBridge:   fmt.Sprintf("bv%d", k),
+		TaskSubnet:   fmt.Sprintf("10.%d.%d.0/24", 200+k/250, k%250),
+	}
+	t.Cleanup(func() {
+		for _, br := range []string{cfg.Network.Bridge, cfg.Network.TaskBridge} {
+			_ = exec.Command("ip", "link", "del", br).Run()
+		}
+	})
+	return cfg
+}
+
+func httpGet(addr string) (string, error) {
+	c := &http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Get("http://" + addr + "/")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// waitHTTP polls addr until it answers 200 "ok".
+func waitHTTP(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		body, err := httpGet(addr)
+		if err == nil && strings.TrimSpace(body) == "ok" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET http://%s/: %q %v", addr, body, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func bridgeTaskDef(family string, ctrs ...*ecsv1.ContainerDefinition) *ecsv1.TaskDefinition {
+	td := taskDef(family, ctrs...)
+	td.NetworkMode = proto.String("bridge")
+	return td
+}
+
+func hostIP(t *testing.T) string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil && !ip.IP.IsLoopback() {
+			return ip.IP.String()
+		}
+	}
+	t.Skip("no non-loopback IPv4 address on the host")
+	return ""
+}
+
+// TestBridgeNetworking runs two copies of a bridge task whose port mapping has no hostPort
+// on one agent: both reach RUNNING with different dynamic host ports from the range,
+// reported in networkBindings, each answering HTTP on its port; a linked container
+// resolves its peer by name; a stop releases the ports and namespaces.
+func TestBridgeNetworking(t *testing.T) {
+	w := newWorld(t)
+	cp := newControlPlane(t)
+	name := clusterName(t)
+	cfg := netConfig(t, testConfig(t, w, cp, name))
+	startAgent(t, cfg, cp)
+
+	web := containerDef("web", w.image, "serve", "8080")
+	web.PortMappings = []*ecsv1.PortMapping{{ContainerPort: proto.Int32(8080), Protocol: proto.String("tcp")}}
+	td := bridgeTaskDef("web", web)
+	var arns []string
+	ports := map[int32]bool{}
+	for range 2 {
+		arn := taskARN(name)
+		arns = append(arns, arn)
+		cp.assign(t, arn, td)
+	}
+	for _, arn := range arns {
+		st := cp.waitStatus(t, arn, "RUNNING", 60*time.Second)
+		bs := containerOf(st, "web").GetNetworkBindings()
+		if len(bs) != 1 || bs[0].GetContainerPort() != 8080 || bs[0].GetProtocol() != "tcp" || bs[0].GetBindIp() != "0.0.0.0" {
+			t.Fatalf("networkBindings = %v", bs)
+		}
+		hp := bs[0].GetHostPort()
+		if hp < 32768 || hp > 65535 || hp == 8080 {
+			t.Errorf("hostPort %d is not a dynamic port", hp)
+		}
+		ports[hp] = true
+		waitHTTP(t, fmt.Sprintf("%s:%d", hostIP(t), hp))
+		waitHTTP(t, fmt.Sprintf("127.0.0.1:%d", hp))
+	}
+	if len(ports) != 2 {
+		t.Fatalf("both copies got host port %v", ports)
+	}
+
+	// links: the client reaches the server by the link's alias and by name; extraHosts
+	// and dnsServers land in its files.
+	server := containerDef("server", w.image, "serve", "8081")
+	client := containerDef("client", w.image, "sleep", "3600")
+	client.Links = []string{"server:backend"}
+	client.ExtraHosts = []*ecsv1.HostEntry{{Hostname: proto.String("legacy.internal"), IpAddress: proto.String("192.0.2.10")}}
+	client.DnsServers = []string{"192.0.2.53"}
+	client.DnsSearchDomains = []string{"corp.example"}
+	client.HealthCheck = &ecsv1.HealthCheck{Command: []string{"CMD", "/berth-testimage", "check", "http://backend:8081/"}, Interval: proto.Int32(5), Retries: proto.Int32(10)}
+	client.DependsOn = []*ecsv1.ContainerDependency{{ContainerName: proto.String("server"), Condition: proto.String("START")}}
+	linked := taskARN(name)
+	cp.assign(t, linked, bridgeTaskDef("linked", server, client))
+	cp.waitFor(t, 60*time.Second, "client healthy through the link", func() bool {
+		c := containerOf(cp.latestLocked(linked), "client")
+		return c.GetHealthStatus() == "HEALTHY"
+	})
+	for _, arn := range append(arns, linked) {
+		cp.stop(t, arn, "UserInitiated")
+		cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
+	}
+	for p := range ports {
+		if _, err := httpGet(fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+			t.Errorf("port %d still answers after the task stopped", p)
+		}
+	}
+	ents, _ := os.ReadDir(cfg.Network.NetNSDir)
+	if len(ents) != 0 {
+		t.Errorf("namespaces left after the tasks stopped: %d", len(ents))
+	}
+}
+
+// TestAWSVPCNetworking runs an awsvpc task of two containers on one agent: they share
+// the task's namespace (the probe's health check reaches the server on localhost), the
+// host reaches the server on the task's address, the task reports its ENI ATTACHED with
+// AWS's details and hostPort = containerPort bindings, then DELETED once stopped. A task
+// on an agent without a task subnet stops with a ResourceInitializationError, never
+// RUNNING without its network.
+func TestAWSVPCNetworking(t *testing.T) {
+	w := newWorld(t)
+	cp := newControlPlane(t)
+	name := clusterName(t)
+	cfg := netConfig(t, testConfig(t, w, cp, name))
+	startAgent(t, cfg, cp)
+
+	web := containerDef("web", w.image, "serve", "8080")
+	web.PortMappings = []*ecsv1.PortMapping{{ContainerPort: proto.Int32(8080), HostPort: proto.Int32(8080), Protocol: proto.String("tcp")}}
+	probe := containerDef("probe", w.image, "sleep", "3600")
+	probe.HealthCheck = &ecsv1.HealthCheck{Command: []string{"CMD", "/berth-testimage", "check", "http://localhost:8080/"}, Interval: proto.Int32(5), Retries: proto.Int32(10)}
+	td := taskDef("vpc", web, probe)
+	td.NetworkMode = proto.String("awsvpc")
+	arn := taskARN(name)
+	cp.assign(t, arn, td)
+	st := cp.waitStatus(t, arn, "RUNNING", 60*time.Second)
+	if len(st.GetAttachments()) != 1 {
+		t.Fatalf("attachments = %v", st.GetAttachments())
+	}
+	att := st.GetAttachments()[0]
+	details := map[string]string{}
+	for _, d := range att.GetDetails() {
+		details[d.GetName()] = d.GetValue()
+	}
+	ip := details["privateIPv4Address"]
+	_, sub, _ := net.ParseCIDR(cfg.Network.TaskSubnet)
+	if att.GetType() != "ElasticNetworkInterface" || att.GetStatus() != "ATTACHED" || net.ParseIP(ip) == nil || !sub.Contains(net.ParseIP(ip)) ||
+		details["macAddress"] == "" || !strings.HasPrefix(details["networkInterfaceId"], "eni-") || !strings.HasPrefix(details["privateDnsName"], "ip-") {
+		t.Fatalf("attachment %v", att)
+	}
+	for _, c := range []string{"web", "probe"} {
+		ni := containerOf(st, c).GetNetworkInterfaces()
+		if len(ni) != 1 || ni[0].GetPrivateIpv4Address() != ip || ni[0].GetAttachmentId() != att.GetId() {
+			t.Errorf("%s networkInterfaces = %v", c, ni)
+		}
+	}
+	if bs := containerOf(st, "web").GetNetworkBindings(); len(bs) != 1 || bs[0].GetHostPort() != 8080 || bs[0].GetContainerPort() != 8080 {
+		t.Errorf("web networkBindings = %v", bs)
+	}
+	waitHTTP(t, ip+":8080")
+	cp.waitFor(t, 60*time.Second, "probe healthy over localhost", func() bool {
+		return containerOf(cp.latestLocked(arn), "probe").GetHealthStatus() == "HEALTHY"
+	})
+	cp.stop(t, arn, "UserInitiated")
+	stopped := cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
+	if a := stopped.GetAttachments(); len(a) != 1 || a[0].GetStatus() != "DELETED" {
+		t.Errorf("attachments after STOPPED = %v", a)
+	}
+	if _, err := httpGet(ip + ":8080"); err == nil {
+		t.Errorf("the task address still answers after STOPPED")
+	}
+
+	// An agent without a task subnet cannot give the task its network.
+	cp2 := newControlPlane(t)
+	name2 := clusterName(t) + "-nosub"
+	cfg2 := netConfig(t, testConfig(t, w, cp2, name2))
+	cfg2.Network.TaskSubnet = ""
+	startAgent(t, cfg2, cp2)
+	arn2 := taskARN(name2)
+	cp2.assign(t, arn2, td)
+	st2 := cp2.waitStatus(t, arn2, "STOPPED", 60*time.Second)
+	if st2.GetStopCode() != "TaskFailedToStart" || !strings.HasPrefix(st2.GetStoppedReason(), "ResourceInitializationError: ") {
+		t.Errorf("stopCode %q stoppedReason %q", st2.GetStopCode(), st2.GetStoppedReason())
+	}
+	for _, s := range cp2.statesOf(arn2) {
+		if s.GetLastStatus() == "RUNNING" {
+			t.Errorf("task without a network reported RUNNING")
+		}
+	}
+}

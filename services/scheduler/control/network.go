@@ -1,0 +1,186 @@
+package control
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"regexp"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
+)
+
+// DefaultTaskSubnetPool is the range awsvpc task subnets are carved from when
+// Config.TaskSubnetPool is unset: 256 instances of /24 each.
+const DefaultTaskSubnetPool = "10.240.0.0/16"
+
+// CheckTaskSubnetPool returns an error unless pool is "" (the default) or an IPv4 CIDR
+// of /24 or wider, which Config.TaskSubnetPool needs.
+func CheckTaskSubnetPool(pool string) error {
+	if pool == "" {
+		return nil
+	}
+	_, n, err := net.ParseCIDR(pool)
+	if err != nil || n.IP.To4() == nil {
+		return fmt.Errorf("task subnet pool %q is not an IPv4 CIDR", pool)
+	}
+	if ones, _ := n.Mask.Size(); ones > 24 {
+		return fmt.Errorf("task subnet pool %q is narrower than one /24", pool)
+	}
+	return nil
+}
+
+// parseTaskSubnetPool parses pool (DefaultTaskSubnetPool when empty; callers check it
+// with CheckTaskSubnetPool first).
+func parseTaskSubnetPool(pool string) *net.IPNet {
+	_, n, err := net.ParseCIDR(pool)
+	if err != nil || n.IP.To4() == nil {
+		_, n, _ = net.ParseCIDR(DefaultTaskSubnetPool)
+		return n
+	}
+	if ones, _ := n.Mask.Size(); ones > 24 {
+		_, n, _ = net.ParseCIDR(DefaultTaskSubnetPool)
+	}
+	return n
+}
+
+// freeTaskSubnet returns a /24 of the pool no instance claims (keys.TaskSubnet), or ""
+// when every one is taken. The caller claims it in its registration txn (IfAbsent), so
+// two registrations racing for one subnet conflict and retry.
+func (s *Server) freeTaskSubnet(ctx context.Context) (string, error) {
+	resp, err := s.kv.Get(ctx, keys.TaskSubnets(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return "", fmt.Errorf("task subnets: %w", err)
+	}
+	taken := map[string]bool{}
+	for _, kv := range resp.Kvs {
+		taken[string(kv.Key)] = true
+	}
+	ones, _ := s.pool.Mask.Size()
+	base := s.pool.IP.To4()
+	for i := 0; i < 1<<(24-ones); i++ {
+		ip := net.IPv4(base[0], base[1]+byte(i>>8), base[2]+byte(i), 0).To4()
+		cidr := ip.String() + "/24"
+		if !taken[keys.TaskSubnet(cidr)] {
+			return cidr, nil
+		}
+	}
+	return "", nil
+}
+
+// claimTaskSubnet gives rec a task subnet when it has none: a free one, claimed in txn.
+func (s *Server) claimTaskSubnet(ctx context.Context, txn *store.Txn, rec *storev1.ContainerInstanceRecord) error {
+	if rec.GetTaskSubnet() != "" {
+		return nil
+	}
+	cidr, err := s.freeTaskSubnet(ctx)
+	if err != nil || cidr == "" {
+		return err
+	}
+	rec.TaskSubnet = cidr
+	txn.IfAbsent(keys.TaskSubnet(cidr)).Put(keys.TaskSubnet(cidr), wrapperspb.String(rec.GetContainerInstance().GetContainerInstanceArn()))
+	return nil
+}
+
+// subnetID and securityGroupID are the shapes of EC2 ids AWS accepts; Berth records them
+// (docs/networking.md) and checks only their form.
+var (
+	subnetID        = regexp.MustCompile(`^subnet-[0-9a-zA-Z]{1,32}$`)
+	securityGroupID = regexp.MustCompile(`^sg-[0-9a-zA-Z]{1,32}$`)
+)
+
+// CheckNetworkConfiguration validates a RunTask, StartTask, CreateService or
+// UpdateService networkConfiguration against the task definition's networkMode as AWS
+// does: awsvpc requires awsvpcConfiguration with 1–16 subnets and at most 5 security
+// groups; the other modes refuse it. assignPublicIp ENABLED is refused (Berth has no
+// public addresses). Errors are InvalidParameterException.
+func CheckNetworkConfiguration(td *ecsv1.TaskDefinition, nc *ecsv1.NetworkConfiguration) error {
+	vpc := nc.GetAwsvpcConfiguration()
+	if td.GetNetworkMode() != "awsvpc" {
+		if vpc != nil {
+			return ecserr.InvalidParameterf("Network Configuration is not valid for the given networkMode of this task definition.")
+		}
+		return nil
+	}
+	if vpc == nil {
+		return ecserr.InvalidParameterf("Network Configuration must be provided when networkMode 'awsvpc' is specified.")
+	}
+	if len(vpc.GetSubnets()) == 0 {
+		return ecserr.InvalidParameterf("subnets can not be empty.")
+	}
+	if len(vpc.GetSubnets()) > 16 {
+		return ecserr.InvalidParameterf("subnets can have at most 16 items.")
+	}
+	for _, s := range vpc.GetSubnets() {
+		if !subnetID.MatchString(s) {
+			return ecserr.InvalidParameterf("Invalid subnet id %q: subnet ids look like subnet-0123456789abcdef0.", s)
+		}
+	}
+	if len(vpc.GetSecurityGroups()) > 5 {
+		return ecserr.InvalidParameterf("securityGroups can have at most 5 items.")
+	}
+	for _, g := range vpc.GetSecurityGroups() {
+		if !securityGroupID.MatchString(g) {
+			return ecserr.InvalidParameterf("Invalid security group id %q: security group ids look like sg-0123456789abcdef0.", g)
+		}
+	}
+	switch vpc.GetAssignPublicIp() {
+	case "", "DISABLED":
+	case "ENABLED":
+		return ecserr.InvalidParameterf("assignPublicIp ENABLED is not supported by Berth: task addresses come from the container instance's task subnet and are not public. Use DISABLED.")
+	default:
+		return ecserr.InvalidParameterf("Invalid assignPublicIp %q: valid values are ENABLED and DISABLED.", vpc.GetAssignPublicIp())
+	}
+	return nil
+}
+
+// ENIAttachmentID returns the id of the ElasticNetworkInterface attachment of the awsvpc
+// task taskARN: a UUID-shaped hash of the ARN. The agent computes the same id
+// (tasks.AttachmentID) for the attachment it reports ATTACHED and DELETED.
+func ENIAttachmentID(taskARN string) string {
+	h := sha256.Sum256([]byte("eni\x00" + taskARN))
+	x := hex.EncodeToString(h[:16])
+	return x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
+}
+
+// precreatedENI is an awsvpc task's attachment as AWS shows it before the task's network
+// exists: status PRECREATED, with the subnet (the first of awsvpcConfiguration's) it is
+// created in.
+func precreatedENI(taskARN string, nc *ecsv1.NetworkConfiguration) *ecsv1.Attachment {
+	details := []*ecsv1.KeyValuePair{}
+	if s := nc.GetAwsvpcConfiguration().GetSubnets(); len(s) > 0 {
+		details = append(details, &ecsv1.KeyValuePair{Name: proto.String("subnetId"), Value: proto.String(s[0])})
+	}
+	return &ecsv1.Attachment{Id: proto.String(ENIAttachmentID(taskARN)), Type: proto.String("ElasticNetworkInterface"), Status: proto.String("PRECREATED"), Details: details}
+}
+
+// mergeAttachments applies the attachments an agent reported to the task's: the same id
+// is replaced (its status only moves forward: PRECREATED, ATTACHED, DELETED), a new one
+// is added.
+func mergeAttachments(t *ecsv1.Task, reported []*ecsv1.Attachment) {
+	rank := map[string]int{"PRECREATED": 0, "ATTACHING": 1, "ATTACHED": 2, "DETACHING": 3, "DELETED": 4}
+	for _, r := range reported {
+		found := false
+		for i, a := range t.GetAttachments() {
+			if a.GetId() != r.GetId() {
+				continue
+			}
+			found = true
+			if rank[r.GetStatus()] >= rank[a.GetStatus()] {
+				t.Attachments[i] = r
+			}
+		}
+		if !found {
+			t.Attachments = append(t.Attachments, r)
+		}
+	}
+}

@@ -31,6 +31,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/app"
 	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/lb"
 )
 
 func devCommand() *cobra.Command {
@@ -42,7 +43,7 @@ func devCommand() *cobra.Command {
 			"BERTH_GATEWAY_ADDR, BERTH_REGION, BERTH_CLUSTER, BERTH_ACCOUNT_ID,\n" +
 			"BERTH_ACCESS_KEY_ID, BERTH_SECRET_ACCESS_KEY, BERTH_CONTAINERD_ADDRESS,\n" +
 			"BERTH_REGISTRY_ADDR, BERTH_INSECURE_REGISTRIES, BERTH_AGENT_LOG_ADDR, BERTH_REGIONS,\n" +
-			"BERTH_TASK_STABLE_AFTER). Prints a line containing \"ready\" once the agent has\n" +
+			"BERTH_TASK_STABLE_AFTER, BERTH_LB_LISTEN_HOST). Prints a line containing \"ready\" once the agent has\n" +
 			"registered. State persists in the data dir.\n\n" +
 			"Every region answers on its own (the region of each request's SigV4 scope; BERTH_REGIONS,\n" +
 			"comma-separated, narrows the default of every public AWS region). BERTH_REGION is the\n" +
@@ -68,6 +69,8 @@ type devConfig struct {
 	RegistryAddr       string
 	AgentLogAddr       string
 	InsecureRegistries []string
+	// LBListenHost (BERTH_LB_LISTEN_HOST) is where load balancer listeners bind.
+	LBListenHost string
 
 	// TaskStableAfter (BERTH_TASK_STABLE_AFTER, a Go duration such as "5s") shortens how
 	// long a service task without health checks must stay RUNNING before it counts toward
@@ -90,6 +93,7 @@ func devConfigFromEnv() devConfig {
 		RegistryAddr:       cli.Env("BERTH_REGISTRY_ADDR", "127.0.0.1:5000"),
 		AgentLogAddr:       cli.Env("BERTH_AGENT_LOG_ADDR", "127.0.0.1:4568"),
 		InsecureRegistries: insecure,
+		LBListenHost:       cli.Env("BERTH_LB_LISTEN_HOST", "127.0.0.1"),
 
 		TaskStableAfter: cli.Env("BERTH_TASK_STABLE_AFTER", ""),
 	}
@@ -204,6 +208,10 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	}
 	endpoint := "http://" + gwLn.Addr().String()
 	start("gateway", func() error { return h2c.Serve(ctx, gwLn, gw) })
+	// The load balancer data plane: listeners bind on BERTH_LB_LISTEN_HOST.
+	start("lb", func() error {
+		return lb.Run(ctx, etcd.Client(), lb.Config{ListenHost: cfg.LBListenHost, Logger: log.With("service", "lb")})
+	})
 
 	if cfg.RegistryAddr != "" {
 		reg, err := ociregistry.Serve(ctx, cfg.RegistryAddr)

@@ -234,7 +234,7 @@ func AccessKeys() string { return store.MustKeyPrefix("access-keys") }
 func ECSStatePrefixes() []string {
 	var out []string
 	for _, p := range []string{"clusters", "families", "task-definitions", "instances", "tasks",
-		"services", "inbox", "idx", "settings", "protection"} {
+		"services", "inbox", "idx", "settings", "protection", "elb", "elb-health"} {
 		out = append(out, store.MustKeyPrefix(p))
 	}
 	return out

@@ -203,7 +203,10 @@ func TestHTTPRoutesOnlyToHealthyTargetsAndFollowsRules(t *testing.T) {
 		t.Fatalf("a starts %s/%s, want initial", st, reason)
 	}
 	waitFor(t, "a healthy", func() bool { st, _, _ := s.Health(tgArn("web"), targetOf("web", a, 0).Key); return st == StateHealthy })
-	waitFor(t, "b unhealthy", func() bool { st, _, _ := s.Health(tgArn("web"), targetOf("web", b, 0).Key); return st == StateUnhealthy })
+	waitFor(t, "b unhealthy", func() bool {
+		st, _, _ := s.Health(tgArn("web"), targetOf("web", b, 0).Key)
+		return st == StateUnhealthy
+	})
 	if _, reason, _ := s.Health(tgArn("web"), targetOf("web", b, 0).Key); reason != ReasonResponseCodeMismatch {
 		t.Errorf("b's reason = %s, want %s", reason, ReasonResponseCodeMismatch)
 	}
@@ -215,7 +218,10 @@ func TestHTTPRoutesOnlyToHealthyTargetsAndFollowsRules(t *testing.T) {
 			t.Fatalf("GET / = %d %q, want 200 from a only", code, body)
 		}
 	}
-	waitFor(t, "api healthy", func() bool { st, _, _ := s.Health(tgArn("api"), targetOf("api", api, 0).Key); return st == StateHealthy })
+	waitFor(t, "api healthy", func() bool {
+		st, _, _ := s.Health(tgArn("api"), targetOf("api", api, 0).Key)
+		return st == StateHealthy
+	})
 	if _, body := get(t, url+"/api/v1/x", ""); body != "api" {
 		t.Errorf("path-pattern rule: got %q", body)
 	}
@@ -234,13 +240,19 @@ func TestHTTPRoutesOnlyToHealthyTargetsAndFollowsRules(t *testing.T) {
 	a.status.Store(503)
 	b.status.Store(200)
 	waitFor(t, "b healthy", func() bool { st, _, _ := s.Health(tgArn("web"), targetOf("web", b, 0).Key); return st == StateHealthy })
-	waitFor(t, "a unhealthy", func() bool { st, _, _ := s.Health(tgArn("web"), targetOf("web", a, 0).Key); return st == StateUnhealthy })
+	waitFor(t, "a unhealthy", func() bool {
+		st, _, _ := s.Health(tgArn("web"), targetOf("web", a, 0).Key)
+		return st == StateUnhealthy
+	})
 	if _, body := get(t, url+"/", ""); body != "b" {
 		t.Errorf("after failover got %q, want b", body)
 	}
 	// Every target unhealthy: ELB fails open.
 	b.status.Store(500)
-	waitFor(t, "b unhealthy", func() bool { st, _, _ := s.Health(tgArn("web"), targetOf("web", b, 0).Key); return st == StateUnhealthy })
+	waitFor(t, "b unhealthy", func() bool {
+		st, _, _ := s.Health(tgArn("web"), targetOf("web", b, 0).Key)
+		return st == StateUnhealthy
+	})
 	if code, _ := get(t, url+"/", ""); code != 200 {
 		t.Errorf("fail open: got %d", code)
 	}

@@ -53,7 +53,7 @@ func newProxy() *proxy {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = "target" // the transport sets the picked target
-			pr.Out.Host = pr.In.Host  // ELB passes the client's Host header through
+			pr.Out.Host = pr.In.Host   // ELB passes the client's Host header through
 			pr.SetXForwarded()
 			if _, port, err := net.SplitHostPort(localAddr(pr.In)); err == nil {
 				pr.Out.Header.Set("X-Forwarded-Port", port)

@@ -90,7 +90,6 @@ const (
 	supNoCapProv     = "Berth has no capacity providers; use launchType EC2 or EXTERNAL."
 	supNoPlatform    = "platformVersion applies to Fargate only, which Berth does not run."
 	supNoVolConf     = "Berth has no EBS volumes; use task definition volumes with host paths."
-	supNoLB          = "Berth has no load balancers yet; leave loadBalancers out."
 	supNoSD          = "Berth has no service discovery yet; leave serviceRegistries out."
 	supNoSC          = "Berth has no Service Connect yet; leave serviceConnectConfiguration out."
 	supNoLattice     = "Berth has no VPC Lattice."
@@ -296,13 +295,13 @@ var FieldRules = map[string]FieldRule{
 	"CreateServiceRequest.enableExecuteCommand":          refusedBut(0, supNoExec, isFalse),
 	"CreateServiceRequest.healthCheckGracePeriodSeconds": honoured(""),
 	"CreateServiceRequest.launchType":                    honoured("EC2 and EXTERNAL."),
-	"CreateServiceRequest.loadBalancers":                 refused(issueTraffic, supNoLB),
+	"CreateServiceRequest.loadBalancers":                 honoured("ELBv2 target groups (instance and ip): tasks are registered when RUNNING and drained before they stop."),
 	"CreateServiceRequest.networkConfiguration":          refused(issueNetworking, supNoNetwork),
 	"CreateServiceRequest.placementConstraints":          honoured(""),
 	"CreateServiceRequest.placementStrategy":             honoured(""),
 	"CreateServiceRequest.platformVersion":               refused(0, supNoPlatform),
 	"CreateServiceRequest.propagateTags":                 honoured(""),
-	"CreateServiceRequest.role":                          stored("AWS uses it only with load balancers, which Berth refuses."),
+	"CreateServiceRequest.role":                          stored("Berth needs no IAM role to register targets."),
 	"CreateServiceRequest.schedulingStrategy":            honoured("REPLICA and DAEMON."),
 	"CreateServiceRequest.serviceConnectConfiguration":   refused(issueTraffic, supNoSC),
 	"CreateServiceRequest.serviceName":                   honoured(""),
@@ -321,7 +320,7 @@ var FieldRules = map[string]FieldRule{
 	"UpdateServiceRequest.enableExecuteCommand":          refusedBut(0, supNoExec, isFalse),
 	"UpdateServiceRequest.forceNewDeployment":            honoured(""),
 	"UpdateServiceRequest.healthCheckGracePeriodSeconds": honoured(""),
-	"UpdateServiceRequest.loadBalancers":                 refused(issueTraffic, supNoLB),
+	"UpdateServiceRequest.loadBalancers":                 honoured("Replaces the service's target groups and starts a new deployment."),
 	"UpdateServiceRequest.networkConfiguration":          refused(issueNetworking, supNoNetwork),
 	"UpdateServiceRequest.placementConstraints":          honoured(""),
 	"UpdateServiceRequest.placementStrategy":             honoured(""),

@@ -108,6 +108,11 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 		if err := control.CheckTaskDefinitionFields(td); err != nil {
 			return nil, err
 		}
+		if len(m.GetLoadBalancers()) > 0 {
+			if err := validateLoadBalancers(ctx, h.kv, account, m.GetLoadBalancers(), td); err != nil {
+				return nil, err
+			}
+		}
 		now := h.now()
 		depID := NewDeploymentID()
 		propagate := m.GetPropagateTags()
@@ -346,6 +351,29 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 			if m.NetworkConfiguration != nil && !proto.Equal(m.GetNetworkConfiguration(), s.GetNetworkConfiguration()) {
 				s.NetworkConfiguration = m.GetNetworkConfiguration()
 				redeploy = true
+			}
+			if m.LoadBalancers != nil || (td != nil && len(s.GetLoadBalancers()) > 0) {
+				// The target groups are checked against the task definition the service
+				// runs after this update.
+				lbs := s.GetLoadBalancers()
+				if m.LoadBalancers != nil {
+					lbs = m.GetLoadBalancers()
+				}
+				runs := td
+				if runs == nil {
+					cur, err := taskDefinition(ctx, h.kv, account, s.GetTaskDefinition())
+					if err != nil {
+						return err
+					}
+					runs = cur.GetTaskDefinition()
+				}
+				if err := validateLoadBalancers(ctx, h.kv, account, lbs, runs); err != nil {
+					return err
+				}
+				if !protoSliceEqual(lbs, s.GetLoadBalancers()) {
+					redeploy = true
+				}
+				s.LoadBalancers = nonNil(lbs)
 			}
 			if m.PropagateTags != nil {
 				s.PropagateTags = m.PropagateTags

@@ -478,7 +478,9 @@ func (d *decision) stop(surplus []*view) {
 		// the running count, so it goes only while the tasks that do count already reach
 		// the minimum. Stopping such tasks freely took a service to zero when a second
 		// update superseded a rollout whose tasks had just started.
-		free := !v.running || v.unhealthy
+		// A task whose targets drain was already decided to stop (it waits for the
+		// drain): it no longer counts, so it goes freely.
+		free := !v.running || v.unhealthy || v.drainingTargets
 		switch {
 		case v.unhealthy && v.targets.State == "unhealthy":
 			reason = fmt.Sprintf(ReasonELBUnhealthy, v.targets.TargetGroupArn)

@@ -218,7 +218,8 @@ func (s *lbSync) sync(ctx context.Context, r *Reconciler, st State) map[string]T
 						deregister = append(deregister, elb.TargetInput{ID: h.ID, Port: &h.Port})
 					}
 				}
-				if len(hs) > 0 {
+				if len(hs) > 0 || s.isDraining(tarn) {
+					// Its stop waits for (or just saw the end of) the drain.
 					out[tarn] = merge(out[tarn], TaskTargets{State: lb.StateDraining, Registered: len(hs)})
 				}
 				continue

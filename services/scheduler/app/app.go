@@ -22,6 +22,9 @@ import (
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
+	"github.com/berthhq/berth/gen/berth/secretsmanager/v1/secretsmanagerv1connect"
+	"github.com/berthhq/berth/gen/berth/ssm/v1/ssmv1connect"
+	"github.com/berthhq/berth/gen/berth/sts/v1/stsv1connect"
 	"github.com/berthhq/berth/services/scheduler/admin"
 	"github.com/berthhq/berth/services/scheduler/agentsession"
 	"github.com/berthhq/berth/services/scheduler/caller"
@@ -32,6 +35,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/reaper"
 	"github.com/berthhq/berth/services/scheduler/service"
+	"github.com/berthhq/berth/services/scheduler/sts"
 )
 
 // Config configures a replica.
@@ -166,6 +170,10 @@ func New(cfg Config) (*App, error) {
 	mux := http.NewServeMux()
 	mux.Handle(ecsv1connect.NewEcsServiceHandler(ecsHandler{a.control, a.services}, identity, gzip))
 	mux.Handle(agentv1connect.NewAgentServiceHandler(a.sessions, identity, gzip))
+	// The other AWS services the gateway routes to (gateway.Services): one handler each.
+	mux.Handle(stsv1connect.NewStsServiceHandler(sts.New(), identity, gzip))
+	mux.Handle(secretsmanagerv1connect.NewSecretsManagerServiceHandler(secretsmanagerv1connect.UnimplementedSecretsManagerServiceHandler{}, identity, gzip))
+	mux.Handle(ssmv1connect.NewSsmServiceHandler(ssmv1connect.UnimplementedSsmServiceHandler{}, identity, gzip))
 	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip))
 	a.handleIntrospection(mux)
 	a.handler = mux

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	elbv2v1 "github.com/berthhq/berth/gen/berth/elbv2/v1"
 	secretsmanagerv1 "github.com/berthhq/berth/gen/berth/secretsmanager/v1"
 	ssmv1 "github.com/berthhq/berth/gen/berth/ssm/v1"
 	stsv1 "github.com/berthhq/berth/gen/berth/sts/v1"
@@ -79,6 +80,15 @@ var Services = []Service{
 		XMLNamespace: "https://sts.amazonaws.com/doc/2011-06-15/",
 		Version:      "2011-06-15",
 		Descriptor:   stsv1.File_berth_sts_v1_sts_service_proto.Services().ByName("StsService"),
+		Unsupported:  "UnsupportedOperation",
+		Throttling:   "Throttling",
+	},
+	{
+		SigningName:  "elasticloadbalancing",
+		Protocol:     Query,
+		XMLNamespace: "http://elasticloadbalancing.amazonaws.com/doc/2015-12-01/",
+		Version:      "2015-12-01",
+		Descriptor:   elbv2v1.File_berth_elbv2_v1_elbv2_service_proto.Services().ByName("Elbv2Service"),
 		Unsupported:  "UnsupportedOperation",
 		Throttling:   "Throttling",
 	},

@@ -22,6 +22,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
+	"github.com/berthhq/berth/gen/berth/elbv2/v1/elbv2v1connect"
 	"github.com/berthhq/berth/gen/berth/secretsmanager/v1/secretsmanagerv1connect"
 	"github.com/berthhq/berth/gen/berth/ssm/v1/ssmv1connect"
 	"github.com/berthhq/berth/gen/berth/sts/v1/stsv1connect"
@@ -29,6 +30,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/agentsession"
 	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/control"
+	"github.com/berthhq/berth/services/scheduler/elbapi"
 	"github.com/berthhq/berth/services/scheduler/etcdmetrics"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/leader"
@@ -174,6 +176,7 @@ func New(cfg Config) (*App, error) {
 	mux.Handle(stsv1connect.NewStsServiceHandler(sts.New(), identity, gzip))
 	mux.Handle(secretsmanagerv1connect.NewSecretsManagerServiceHandler(secretsmanagerv1connect.UnimplementedSecretsManagerServiceHandler{}, identity, gzip))
 	mux.Handle(ssmv1connect.NewSsmServiceHandler(ssmv1connect.UnimplementedSsmServiceHandler{}, identity, gzip))
+	mux.Handle(elbv2v1connect.NewElbv2ServiceHandler(elbapi.New(a.kv, elbapi.InstanceHost(a.kv)), identity, gzip))
 	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip))
 	a.handleIntrospection(mux)
 	a.handler = mux

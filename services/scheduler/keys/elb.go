@@ -109,3 +109,9 @@ func ElbTargetOwner(targetKey string) (tgKey, healthKey string, ok bool) {
 	return store.MustKey("elb", "tgs", parts[0], parts[1], parts[2]),
 		store.MustKey("elb-health", parts[0], parts[1], parts[2], parts[3]), true
 }
+
+// InstancesInScope returns the prefix of every container instance of the scope, any
+// cluster (instance targets of the ELBv2 API name an instance by its ec2InstanceId).
+func InstancesInScope(s Scope) string {
+	return store.MustKeyPrefix("instances", s.Account, s.Region)
+}

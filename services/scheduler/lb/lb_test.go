@@ -85,9 +85,16 @@ func newBackend(t *testing.T, name string) *backend {
 	return b
 }
 
+// newBackendFunc serves h on loopback until the test ends and returns its host:port.
+func newBackendFunc(t testing.TB, h http.HandlerFunc) string {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
 func (b *backend) addr() string { return strings.TrimPrefix(b.srv.URL, "http://") }
 
-func freePort(t *testing.T) int32 {
+func freePort(t testing.TB) int32 {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -35,10 +35,14 @@ func TestLoadBalancedServiceOnDev(t *testing.T) {
 	}
 	cli(t, root, env, "bin/berth", "image", "demo")
 
-	var lb struct{ LoadBalancers []struct{ LoadBalancerArn string } }
+	var lb struct {
+		LoadBalancers []struct{ LoadBalancerArn string }
+	}
 	jsonOut(&lb, "elbv2", "create-load-balancer", "--name", "web", "--subnets", "subnet-1", "subnet-2")
 	appPort := freeTCPPort(t)
-	var tg struct{ TargetGroups []struct{ TargetGroupArn string } }
+	var tg struct {
+		TargetGroups []struct{ TargetGroupArn string }
+	}
 	jsonOut(&tg, "elbv2", "create-target-group", "--name", "web", "--protocol", "HTTP", "--port", strconv.Itoa(appPort),
 		"--vpc-id", "vpc-1", "--health-check-path", "/health", "--health-check-interval-seconds", "5",
 		"--health-check-timeout-seconds", "2", "--healthy-threshold-count", "2")

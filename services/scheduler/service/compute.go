@@ -513,7 +513,9 @@ func (d *decision) stop(surplus []*view) {
 		}
 		d.plan.Stop = append(d.plan.Stop, Stop{Task: v.item, ID: v.id, Reason: reason})
 		v.live, v.stopping = false, true
-		stopped = append(stopped, v.id)
+		if !v.drainingTargets { // announced by the pass that started its drain
+			stopped = append(stopped, v.id)
+		}
 	}
 	if len(stopped) > 0 {
 		d.ev.add(fmt.Sprintf("(service %s) has stopped %d running tasks: %s.", d.name, len(stopped), taskList(stopped)))

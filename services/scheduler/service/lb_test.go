@@ -367,7 +367,18 @@ func TestUnhealthyTargetReplacesTask(t *testing.T) {
 	if want := fmt.Sprintf(ReasonELBUnhealthy, w.tgArn); stopped.GetStoppedReason() != want {
 		t.Errorf("stoppedReason %q, want %q; events %v", stopped.GetStoppedReason(), want, w.service("web").GetEvents())
 	}
-	if !hasEvent(w.service("web"), "is unhealthy in (target-group "+w.tgArn+") due to (reason Health checks failed with these codes: [500]).") {
+	// The stop is announced once, by the pass that started the drain.
+	id := first[strings.LastIndex(first, "/")+1:]
+	n := 0
+	for _, ev := range w.service("web").GetEvents() {
+		if strings.Contains(ev.GetMessage(), "has stopped 1 running tasks: (task "+id+")") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d events announce the stop of %s, want 1", n, id)
+	}
+		if !hasEvent(w.service("web"), "is unhealthy in (target-group "+w.tgArn+") due to (reason Health checks failed with these codes: [500]).") {
 		t.Errorf("no unhealthy event: %v", w.service("web").GetEvents())
 	}
 }

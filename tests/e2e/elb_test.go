@@ -102,6 +102,42 @@ func TestELBv2WithSDK(t *testing.T) {
 	_, err = c.CreateListener(ctx, &elbv2.CreateListenerInput{LoadBalancerArn: lb.LoadBalancerArn, Protocol: elbtypes.ProtocolEnumHttp, Port: aws.Int32(int32(lport)),
 		DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumFixedResponse, FixedResponseConfig: &elbtypes.FixedResponseActionConfig{StatusCode: aws.String("200")}}}})
 	wantCode(t, err, "InvalidLoadBalancerAction")
+	// Weighted forward to two groups; a group serves one load balancer only.
+	green, err := c.CreateTargetGroup(ctx, &elbv2.CreateTargetGroupInput{Name: aws.String("green"), Protocol: elbtypes.ProtocolEnumHttp, Port: aws.Int32(8080), TargetType: elbtypes.TargetTypeEnumIp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := c.ModifyListener(ctx, &elbv2.ModifyListenerInput{ListenerArn: ln.ListenerArn, DefaultActions: []elbtypes.Action{{
+		Type: elbtypes.ActionTypeEnumForward, ForwardConfig: &elbtypes.ForwardActionConfig{TargetGroups: []elbtypes.TargetGroupTuple{
+			{TargetGroupArn: tg.TargetGroupArn, Weight: aws.Int32(3)}, {TargetGroupArn: green.TargetGroups[0].TargetGroupArn, Weight: aws.Int32(1)},
+		}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fc := mod.Listeners[0].DefaultActions[0].ForwardConfig; fc == nil || len(fc.TargetGroups) != 2 || aws.ToInt32(fc.TargetGroups[0].Weight) != 3 {
+		t.Errorf("weighted forward: %+v", mod.Listeners[0].DefaultActions)
+	}
+	other, err := c.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{Name: aws.String("other")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.CreateListener(ctx, &elbv2.CreateListenerInput{LoadBalancerArn: other.LoadBalancers[0].LoadBalancerArn, Protocol: elbtypes.ProtocolEnumHttp, Port: aws.Int32(80),
+		DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: tg.TargetGroupArn}}})
+	wantCode(t, err, "TargetGroupAssociationLimit")
+	_, err = c.CreateListener(ctx, &elbv2.CreateListenerInput{LoadBalancerArn: other.LoadBalancers[0].LoadBalancerArn, Protocol: elbtypes.ProtocolEnumTcp, Port: aws.Int32(81),
+		DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: tg.TargetGroupArn}}})
+	wantCode(t, err, "IncompatibleProtocols")
+	if _, err := c.ModifyListener(ctx, &elbv2.ModifyListenerInput{ListenerArn: ln.ListenerArn, DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: tg.TargetGroupArn}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeleteTargetGroup(ctx, &elbv2.DeleteTargetGroupInput{TargetGroupArn: green.TargetGroups[0].TargetGroupArn}); err != nil {
+		t.Errorf("DeleteTargetGroup of a group no longer forwarded to: %v", err)
+	}
+	if _, err := c.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: other.LoadBalancers[0].LoadBalancerArn}); err != nil {
+		t.Fatal(err)
+	}
+
 	// In use now: initial, as nothing has checked it (the lb role is not part of this stack).
 	if h := health(); h[0].TargetHealth.State != elbtypes.TargetHealthStateEnumInitial || h[0].TargetHealth.Reason != elbtypes.TargetHealthReasonEnumRegistrationInProgress {
 		t.Errorf("health with a listener: %+v", h[0].TargetHealth)

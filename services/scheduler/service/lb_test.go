@@ -378,7 +378,7 @@ func TestUnhealthyTargetReplacesTask(t *testing.T) {
 	if n != 1 {
 		t.Errorf("%d events announce the stop of %s, want 1", n, id)
 	}
-		if !hasEvent(w.service("web"), "is unhealthy in (target-group "+w.tgArn+") due to (reason Health checks failed with these codes: [500]).") {
+	if !hasEvent(w.service("web"), "is unhealthy in (target-group "+w.tgArn+") due to (reason Health checks failed with these codes: [500]).") {
 		t.Errorf("no unhealthy event: %v", w.service("web").GetEvents())
 	}
 }
@@ -417,4 +417,24 @@ func TestLoadBalancersValidated(t *testing.T) {
 	if err := create(lbOf(w.tgArn, "app", 80)); err != nil {
 		t.Errorf("valid loadBalancers refused: %v", err)
 	}
+}
+
+// TestStaleTargetDeregistered: a target of a task whose record is gone (expired, or
+// stopped while no pass ran) is deregistered by the service's next pass.
+func TestStaleTargetDeregistered(t *testing.T) {
+	w := newLBWorld(t, 1)
+	td := w.webTaskDef("web")
+	must(w.env, w.h.CreateService, &ecsv1.CreateServiceRequest{
+		Cluster: proto.String(w.cluster), ServiceName: proto.String("web"), TaskDefinition: proto.String(td), DesiredCount: proto.Int32(0),
+		LoadBalancers: []*ecsv1.LoadBalancer{{TargetGroupArn: proto.String(w.tgArn), ContainerName: proto.String("app"), ContainerPort: proto.Int32(80)}},
+	})
+	stale := fmt.Sprintf("arn:aws:ecs:%s:%s:task/%s/%032x", testRegion, w.acc, w.cluster, 42)
+	port := int32(1)
+	if err := w.elb.RegisterTargets(context.Background(), w.sc, w.tgArn, []elb.TargetInput{{ID: "i-gone", Port: &port, Address: "127.0.0.1:1", TaskArn: stale}}); err != nil {
+		t.Fatal(err)
+	}
+	w.until("the stale target deregistered", 10*time.Second, func() bool {
+		st, ok := w.taskTargets()[stale]
+		return !ok || st == lb.StateDraining
+	})
 }

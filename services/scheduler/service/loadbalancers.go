@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/arn"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/elb"
 	"github.com/berthhq/berth/services/scheduler/keys"
@@ -118,6 +120,7 @@ type TaskTargets struct {
 // their health; one per Reconciler.
 type lbSync struct {
 	svc *elb.Service
+	kv  clientv3.KV
 	// draining holds the tasks whose stop waits for their targets' drain: they are not
 	// registered again while their stop is pending.
 	mu       sync.Mutex
@@ -129,7 +132,7 @@ type lbSync struct {
 type pendingStop struct{ service, reason string }
 
 func newLBSync(kv clientv3.KV) *lbSync {
-	return &lbSync{svc: elb.New(kv), draining: map[string]pendingStop{}}
+	return &lbSync{svc: elb.New(kv), kv: kv, draining: map[string]pendingStop{}}
 }
 
 // defaultHostAddress is where bridge and host mode targets are reached: the host
@@ -207,6 +210,23 @@ func (s *lbSync) sync(ctx context.Context, r *Reconciler, st State) map[string]T
 			}
 		}
 		var register, deregister []elb.TargetInput
+		mine := map[string]bool{}
+		for _, it := range st.Tasks {
+			mine[it.Value.GetTask().GetTaskArn()] = true
+		}
+		// Targets of tasks that no longer exist or have stopped (their records expired,
+		// or they stopped while no pass ran) are deregistered too; a target group may be
+		// shared, so a task of another service that still runs is left alone.
+		for tarn, hs := range byTask {
+			if mine[tarn] || !s.gone(ctx, st.Account, tarn) {
+				continue
+			}
+			for _, h := range hs {
+				if h.State != lb.StateDraining {
+					deregister = append(deregister, elb.TargetInput{ID: h.ID, Port: &h.Port})
+				}
+			}
+		}
 		for _, it := range st.Tasks {
 			task := it.Value.GetTask()
 			tarn := task.GetTaskArn()
@@ -268,6 +288,19 @@ func merge(a, b TaskTargets) TaskTargets {
 	}
 	a.Registered = n
 	return a
+}
+
+// gone reports whether the task taskArn names has no record or is STOPPED.
+func (s *lbSync) gone(ctx context.Context, account keys.Scope, taskArn string) bool {
+	a, err := arn.Parse(taskArn)
+	if err != nil || a.Cluster == "" {
+		return false
+	}
+	rec, _, err := store.Get[*storev1.TaskRecord](ctx, s.kv, keys.Task(account, a.Cluster, a.Name))
+	if errors.Is(err, store.ErrNotFound) {
+		return true
+	}
+	return err == nil && rec.GetTask().GetLastStatus() == "STOPPED"
 }
 
 func (s *lbSync) isDraining(taskArn string) bool {

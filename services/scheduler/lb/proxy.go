@@ -48,6 +48,9 @@ func newProxy() *proxy {
 		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       60 * time.Second,
 		ExpectContinueTimeout: time.Second,
+		// The client's Accept-Encoding goes to the target as it is, and the answer comes
+		// back as the target encoded it: the proxy neither asks for gzip nor unpacks it.
+		DisableCompression: true,
 	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -59,7 +62,8 @@ func newProxy() *proxy {
 				pr.Out.Header.Set("X-Forwarded-Port", port)
 			}
 		},
-		Transport: &pickTransport{base: base},
+		Transport:  &pickTransport{base: base},
+		BufferPool: bufferPool{},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			var ne net.Error
 			switch {
@@ -81,6 +85,17 @@ func localAddr(r *http.Request) string {
 	}
 	return ""
 }
+
+// bufferPool lends the 32 KiB buffers ReverseProxy copies bodies with.
+type bufferPool struct{}
+
+var buffers = sync.Pool{New: func() any { b := make([]byte, 32*1024); return &b }}
+
+// Get implements httputil.BufferPool.
+func (bufferPool) Get() []byte { return *buffers.Get().(*[]byte) }
+
+// Put implements httputil.BufferPool.
+func (bufferPool) Put(b []byte) { buffers.Put(&b) }
 
 // pickTransport sends each request to a target of the group in the request's context.
 // A request whose connection to the target could not even be made (nothing was sent)

@@ -34,6 +34,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/app"
 	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/lb"
 	"github.com/berthhq/berth/services/scheduler/logstore"
 	"github.com/berthhq/berth/services/scheduler/seal"
 )
@@ -48,7 +49,7 @@ func devCommand() *cobra.Command {
 			"BERTH_ACCESS_KEY_ID, BERTH_SECRET_ACCESS_KEY, BERTH_CONTAINERD_ADDRESS,\n" +
 			"BERTH_REGISTRY_ADDR, BERTH_INSECURE_REGISTRIES, BERTH_AGENT_LOG_ADDR, BERTH_REGIONS,\n" +
 			"BERTH_CNI_PLUGIN_DIR, BERTH_BRIDGE_SUBNET, BERTH_TASK_SUBNET, BERTH_TASK_SUBNET_POOL,\n" +
-			"BERTH_TASK_STABLE_AFTER). Prints a line containing \"ready\" once the agent has\n" +
+			"BERTH_TASK_STABLE_AFTER, BERTH_LB_LISTEN_HOST). Prints a line containing \"ready\" once the agent has\n" +
 			"registered. State persists in the data dir.\n\n" +
 			"The gateway's address also serves the web console at /console/ (sign in with the dev\n" +
 			"key) and Prometheus metrics of every part at /metrics; OTEL_EXPORTER_OTLP_ENDPOINT\n" +
@@ -77,6 +78,8 @@ type devConfig struct {
 	RegistryAddr       string
 	AgentLogAddr       string
 	InsecureRegistries []string
+	// LBListenHost (BERTH_LB_LISTEN_HOST) is where load balancer listeners bind.
+	LBListenHost string
 
 	// TaskStableAfter (BERTH_TASK_STABLE_AFTER, a Go duration such as "5s") shortens how
 	// long a service task without health checks must stay RUNNING before it counts toward
@@ -99,6 +102,7 @@ func devConfigFromEnv() devConfig {
 		RegistryAddr:       cli.Env("BERTH_REGISTRY_ADDR", "127.0.0.1:5000"),
 		AgentLogAddr:       cli.Env("BERTH_AGENT_LOG_ADDR", "127.0.0.1:4568"),
 		InsecureRegistries: insecure,
+		LBListenHost:       cli.Env("BERTH_LB_LISTEN_HOST", "127.0.0.1"),
 
 		TaskStableAfter: cli.Env("BERTH_TASK_STABLE_AFTER", ""),
 	}
@@ -235,6 +239,10 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	}
 	endpoint := "http://" + gwLn.Addr().String()
 	start("gateway", func() error { return h2c.Serve(ctx, gwLn, gw) })
+	// The load balancer data plane: listeners bind on BERTH_LB_LISTEN_HOST.
+	start("lb", func() error {
+		return lb.Run(ctx, etcd.Client(), lb.Config{ListenHost: cfg.LBListenHost, Logger: log.With("service", "lb")})
+	})
 
 	if cfg.RegistryAddr != "" {
 		reg, err := ociregistry.Serve(ctx, cfg.RegistryAddr)

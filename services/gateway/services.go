@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	elbv2v1 "github.com/berthhq/berth/gen/berth/elbv2/v1"
 	logsv1 "github.com/berthhq/berth/gen/berth/logs/v1"
 	secretsmanagerv1 "github.com/berthhq/berth/gen/berth/secretsmanager/v1"
 	ssmv1 "github.com/berthhq/berth/gen/berth/ssm/v1"
@@ -90,6 +91,15 @@ var Services = []Service{
 		Descriptor:   logsv1.File_berth_logs_v1_logs_service_proto.Services().ByName("LogsService"),
 		Unsupported:  "UnsupportedOperationException",
 		Throttling:   "ThrottlingException",
+	},
+	{
+		SigningName:  "elasticloadbalancing",
+		Protocol:     Query,
+		XMLNamespace: "http://elasticloadbalancing.amazonaws.com/doc/2015-12-01/",
+		Version:      "2015-12-01",
+		Descriptor:   elbv2v1.File_berth_elbv2_v1_elbv2_service_proto.Services().ByName("Elbv2Service"),
+		Unsupported:  "UnsupportedOperation",
+		Throttling:   "Throttling",
 	},
 }
 

@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -69,12 +71,14 @@ func TestCompose(t *testing.T) {
 	t.Logf("static binaries built in %s", time.Since(t0).Round(time.Second))
 
 	data := t.TempDir()
-	port := freePort(t)
+	port, etcdPort := freePort(t), freePort(t)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	project := "berthe2e" + hex.EncodeToString(b[:])
 	env := append(os.Environ(),
 		"BERTH_GATEWAY_PORT="+strconv.Itoa(port),
+		"BERTH_ETCD_PORT="+strconv.Itoa(etcdPort),
+		"BERTH_LB_LISTEN_HOST=127.0.0.1",
 		"BERTH_CONTAINERD_SOCKET="+ctd.Address(),
 		"BERTH_CONTAINERD_SNAPSHOTTER="+ctd.Snapshotter(),
 		"BERTH_CONTAINERD_ROOT="+ctd.Dir(),
@@ -140,7 +144,7 @@ func TestCompose(t *testing.T) {
 	if !ok {
 		t.Fatalf("key create printed %q", userKey)
 	}
-	if _, err := dc(ctx, "up", "-d", "agent1", "agent2"); err != nil {
+	if _, err := dc(ctx, "up", "-d", "agent1", "agent2", "lb"); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("stack up in %s", time.Since(t0).Round(time.Second))
@@ -237,6 +241,61 @@ func TestCompose(t *testing.T) {
 	if len(ctrs) != 1 || ctrs[0].(map[string]any)["exitCode"] != float64(0) || final["stopCode"] != "EssentialContainerExited" {
 		t.Errorf("task ended %v %v with containers %v", final["stopCode"], final["stoppedReason"], ctrs)
 	}
+
+	// The lb role: an ALB listener on the host forwarding to a target of the test's own.
+	elbCLI := func(args ...string) (map[string]any, error) {
+		argv := append([]string{"--endpoint-url", "http://127.0.0.1:" + strconv.Itoa(port), "--output", "json", "elbv2"}, args...)
+		cmd := exec.CommandContext(ctx, "aws", argv...)
+		cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+keyID, "AWS_SECRET_ACCESS_KEY="+secret,
+			"AWS_DEFAULT_REGION=us-east-1", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_MAX_ATTEMPTS=1")
+		out, err := cmd.Output()
+		if err != nil {
+			var stderr []byte
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = ee.Stderr
+			}
+			return nil, fmt.Errorf("aws elbv2 %s: %w: %s", strings.Join(args, " "), err, stderr)
+		}
+		v := map[string]any{}
+		if len(bytes.TrimSpace(out)) == 0 {
+			return v, nil
+		}
+		return v, json.Unmarshal(out, &v)
+	}
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "behind the lb") }))
+	defer backend.Close()
+	bport := backend.Listener.Addr().(*net.TCPAddr).Port
+	lbOut, err := elbCLI("create-load-balancer", "--name", "compose")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lbArn := lbOut["LoadBalancers"].([]any)[0].(map[string]any)["LoadBalancerArn"].(string)
+	tgOut, err := elbCLI("create-target-group", "--name", "compose", "--protocol", "HTTP", "--port", strconv.Itoa(bport),
+		"--target-type", "ip", "--health-check-interval-seconds", "5", "--health-check-timeout-seconds", "2", "--healthy-threshold-count", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgArn := tgOut["TargetGroups"].([]any)[0].(map[string]any)["TargetGroupArn"].(string)
+	lport := freePort(t)
+	if _, err := elbCLI("create-listener", "--load-balancer-arn", lbArn, "--protocol", "HTTP", "--port", strconv.Itoa(lport),
+		"--default-actions", "Type=forward,TargetGroupArn="+tgArn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := elbCLI("register-targets", "--target-group-arn", tgArn, "--targets", "Id=127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	retry(t, ctx, 90*time.Second, "the target healthy and answering through the listener", func() error {
+		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(lport) + "/")
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != "behind the lb" {
+			return fmt.Errorf("listener answered %d %q", resp.StatusCode, body)
+		}
+		return nil
+	})
 
 	// One agent container stops: its instance is seen disconnected, the other stays.
 	if _, err := dc(ctx, "stop", "--timeout", "10", "agent1"); err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	"github.com/berthhq/berth/gen/berth/console/v1/consolev1connect"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
+	"github.com/berthhq/berth/gen/berth/elbv2/v1/elbv2v1connect"
 	"github.com/berthhq/berth/gen/berth/logs/v1/logsv1connect"
 	"github.com/berthhq/berth/gen/berth/secretsmanager/v1/secretsmanagerv1connect"
 	"github.com/berthhq/berth/gen/berth/ssm/v1/ssmv1connect"
@@ -32,6 +33,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/changefeed"
 	"github.com/berthhq/berth/services/scheduler/control"
+	"github.com/berthhq/berth/services/scheduler/elbapi"
 	"github.com/berthhq/berth/services/scheduler/etcdmetrics"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/leader"
@@ -212,6 +214,7 @@ func New(cfg Config) (*App, error) {
 	} else {
 		mux.Handle(logsv1connect.NewLogsServiceHandler(logsv1connect.UnimplementedLogsServiceHandler{}, identity, gzip))
 	}
+	mux.Handle(elbv2v1connect.NewElbv2ServiceHandler(elbapi.New(a.kv, elbapi.InstanceHost(a.kv)), identity, gzip))
 	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip))
 	mux.Handle(consolev1connect.NewConsoleServiceHandler(changefeed.New(cfg.Etcd, a.kv, cfg.Logger.With("component", "changefeed")), identity, gzip))
 	a.handleIntrospection(mux)

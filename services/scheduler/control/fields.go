@@ -90,7 +90,6 @@ const (
 	supCapProv       = "Base and weight over the pools of the cluster's capacity providers (docs/capacity-providers.md); the cluster's default strategy applies when neither launchType nor a strategy is given."
 	supPlatform      = "FARGATE tasks only: LATEST (resolves to 1.4.0) or 1.4.0, shown on the task with platformFamily Linux."
 	supNoVolConf     = "Berth has no EBS volumes; use task definition volumes with host paths."
-	supNoLB          = "Berth has no load balancers yet; leave loadBalancers out."
 	supNoSD          = "Berth has no service discovery yet; leave serviceRegistries out."
 	supNoSC          = "Berth has no Service Connect yet; leave serviceConnectConfiguration out."
 	supNoLattice     = "Berth has no VPC Lattice."
@@ -297,13 +296,13 @@ var FieldRules = map[string]FieldRule{
 	"CreateServiceRequest.enableExecuteCommand":          refusedBut(0, supNoExec, isFalse),
 	"CreateServiceRequest.healthCheckGracePeriodSeconds": honoured(""),
 	"CreateServiceRequest.launchType":                    honoured("EC2, EXTERNAL, and FARGATE on the Fargate pool (docs/capacity-providers.md)."),
-	"CreateServiceRequest.loadBalancers":                 refused(issueTraffic, supNoLB),
+	"CreateServiceRequest.loadBalancers":                 honoured("ELBv2 target groups (instance and ip): tasks are registered when RUNNING and drained before they stop."),
 	"CreateServiceRequest.networkConfiguration":          honoured(supNetConf),
 	"CreateServiceRequest.placementConstraints":          honoured(""),
 	"CreateServiceRequest.placementStrategy":             honoured(""),
 	"CreateServiceRequest.platformVersion":               honoured(supPlatform),
 	"CreateServiceRequest.propagateTags":                 honoured(""),
-	"CreateServiceRequest.role":                          stored("AWS uses it only with load balancers, which Berth refuses."),
+	"CreateServiceRequest.role":                          stored("Berth needs no IAM role to register targets."),
 	"CreateServiceRequest.schedulingStrategy":            honoured("REPLICA and DAEMON."),
 	"CreateServiceRequest.serviceConnectConfiguration":   refused(issueTraffic, supNoSC),
 	"CreateServiceRequest.serviceName":                   honoured(""),
@@ -322,7 +321,7 @@ var FieldRules = map[string]FieldRule{
 	"UpdateServiceRequest.enableExecuteCommand":          refusedBut(0, supNoExec, isFalse),
 	"UpdateServiceRequest.forceNewDeployment":            honoured(""),
 	"UpdateServiceRequest.healthCheckGracePeriodSeconds": honoured(""),
-	"UpdateServiceRequest.loadBalancers":                 refused(issueTraffic, supNoLB),
+	"UpdateServiceRequest.loadBalancers":                 honoured("Replaces the service's target groups and starts a new deployment."),
 	"UpdateServiceRequest.networkConfiguration":          honoured(supNetConf),
 	"UpdateServiceRequest.placementConstraints":          honoured(""),
 	"UpdateServiceRequest.placementStrategy":             honoured(""),

@@ -258,7 +258,7 @@ func AccessKeys() string { return store.MustKeyPrefix("access-keys") }
 func ECSStatePrefixes() []string {
 	var out []string
 	for _, p := range []string{"clusters", "families", "task-definitions", "instances", "tasks",
-		"services", "inbox", "idx", "settings", "protection", "capacity-providers", "task-subnets"} {
+		"services", "inbox", "idx", "settings", "protection", "capacity-providers", "task-subnets", "elb", "elb-health"} {
 		out = append(out, store.MustKeyPrefix(p))
 	}
 	return out

@@ -141,6 +141,11 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 		if launch == "FARGATE" && (len(m.GetPlacementConstraints()) > 0 || len(m.GetPlacementStrategy()) > 0) {
 			return nil, ecserr.InvalidParameterf("Task placement constraints and strategies are not supported for the Fargate launch type.")
 		}
+		if len(m.GetLoadBalancers()) > 0 {
+			if err := validateLoadBalancers(ctx, h.kv, account, m.GetLoadBalancers(), td); err != nil {
+				return nil, err
+			}
+		}
 		now := h.now()
 		depID := NewDeploymentID()
 		propagate := m.GetPropagateTags()
@@ -474,6 +479,29 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 			}
 			if launch == "FARGATE" && (len(s.GetPlacementConstraints()) > 0 || len(s.GetPlacementStrategy()) > 0) {
 				return ecserr.InvalidParameterf("Task placement constraints and strategies are not supported for the Fargate launch type.")
+			}
+			if m.LoadBalancers != nil || (td != nil && len(s.GetLoadBalancers()) > 0) {
+				// The target groups are checked against the task definition the service
+				// runs after this update.
+				lbs := s.GetLoadBalancers()
+				if m.LoadBalancers != nil {
+					lbs = m.GetLoadBalancers()
+				}
+				runs := td
+				if runs == nil {
+					cur, err := taskDefinition(ctx, h.kv, account, s.GetTaskDefinition())
+					if err != nil {
+						return err
+					}
+					runs = cur.GetTaskDefinition()
+				}
+				if err := validateLoadBalancers(ctx, h.kv, account, lbs, runs); err != nil {
+					return err
+				}
+				if !protoSliceEqual(lbs, s.GetLoadBalancers()) {
+					redeploy = true
+				}
+				s.LoadBalancers = nonNil(lbs)
 			}
 			if m.PropagateTags != nil {
 				s.PropagateTags = m.PropagateTags

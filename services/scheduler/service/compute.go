@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -63,6 +64,10 @@ type State struct {
 	// until its protection expires (AWS's task scale-in protection); unhealthy tasks,
 	// tasks on draining instances and the tasks of a deleted service still go.
 	Protected map[string]time.Time
+	// Targets is, for a service with loadBalancers, the health of each task's targets by
+	// task ARN: such a task is healthy only when its targets are, and one whose target is
+	// unhealthy after the grace period is replaced.
+	Targets map[string]TaskTargets
 }
 
 // Plan is what Compute decided for one service; Apply carries it out in this order:
@@ -156,6 +161,9 @@ type view struct {
 	failed    bool // stopped by itself (not by a user or the scheduler), or for health checks
 	success   bool // started successfully: healthy now, or ran and was stopped on purpose
 	instance  string
+	targets   TaskTargets // its load balancer targets' health, for a service with loadBalancers
+	// drainingTargets: its targets are draining, so it is on its way out.
+	drainingTargets bool
 }
 
 // healthChecked returns the names of the essential containers with a health check.
@@ -204,6 +212,25 @@ func classify(st State, pol Policy, svc *ecsv1.Service) ([]*view, error) {
 			}
 			checked = len(hc) > 0
 			v.healthy = true
+			if len(svc.GetLoadBalancers()) > 0 {
+				// Healthy only once its targets pass the load balancer's health checks;
+				// an unhealthy target is ignored for the grace period, as AWS does.
+				checked = true
+				v.targets = st.Targets[t.GetTaskArn()]
+				switch v.targets.State {
+				case "healthy":
+				case "draining":
+					// Deregistered on its way out (its stop waits for the drain): it is
+					// not kept, whatever the pass that decided its stop saw.
+					v.healthy = false
+					v.drainingTargets = true
+				case "unhealthy":
+					v.healthy = false
+					v.unhealthy = grace <= 0 || t.StartedAt == nil || !now.Before(fromEpoch(t.GetStartedAt()).Add(grace))
+				default:
+					v.healthy = false
+				}
+			}
 			for _, c := range t.GetContainers() {
 				if !hc[c.GetName()] {
 					continue
@@ -221,13 +248,13 @@ func classify(st State, pol Policy, svc *ecsv1.Service) ([]*view, error) {
 		if v.live {
 			in, ok := st.Instances[v.instance]
 			status := in.Value.GetContainerInstance().GetStatus()
-			v.draining = !ok || status != StatusActive || in.Value.GetOperatorDrain() || in.Value.GetInvoluntaryDrain()
+			v.draining = !ok || status != StatusActive || in.Value.GetOperatorDrain() || in.Value.GetInvoluntaryDrain() || v.drainingTargets
 		}
 		if v.stopped {
 			code, reason := t.GetStopCode(), t.GetStoppedReason()
 			switch {
 			case code == "UserInitiated" || code == "TerminationNotice" || code == "SpotInterruption" ||
-				(code == StopCodeScheduler && reason != ReasonUnhealthy):
+				(code == StopCodeScheduler && reason != ReasonUnhealthy && !strings.HasPrefix(reason, elbUnhealthyPrefix)):
 				// Stopped on purpose, or its host was lost: not a failure of the task.
 				v.success = t.StartedAt != nil
 			default:
@@ -478,8 +505,13 @@ func (d *decision) stop(surplus []*view) {
 		// the running count, so it goes only while the tasks that do count already reach
 		// the minimum. Stopping such tasks freely took a service to zero when a second
 		// update superseded a rollout whose tasks had just started.
-		free := !v.running || v.unhealthy
+		// A task whose targets drain was already decided to stop (it waits for the
+		// drain): it no longer counts, so it goes freely.
+		free := !v.running || v.unhealthy || v.drainingTargets
 		switch {
+		case v.unhealthy && v.targets.State == "unhealthy":
+			reason = fmt.Sprintf(ReasonELBUnhealthy, v.targets.TargetGroupArn)
+			d.ev.add(unhealthyEvent(d.name, v.targets))
 		case v.unhealthy:
 			reason = ReasonUnhealthy
 			d.ev.add(fmt.Sprintf("(service %s) (task %s) failed container health checks.", d.name, v.id))
@@ -512,7 +544,9 @@ func (d *decision) stop(surplus []*view) {
 		}
 		d.plan.Stop = append(d.plan.Stop, Stop{Task: v.item, ID: v.id, Reason: reason})
 		v.live, v.stopping = false, true
-		stopped = append(stopped, v.id)
+		if !v.drainingTargets { // announced by the pass that started its drain
+			stopped = append(stopped, v.id)
+		}
 	}
 	if len(stopped) > 0 {
 		d.ev.add(fmt.Sprintf("(service %s) has stopped %d running tasks: %s.", d.name, len(stopped), taskList(stopped)))

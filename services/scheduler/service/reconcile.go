@@ -113,6 +113,8 @@ type Reconciler struct {
 	// meta holds what the last pass read of every service record (nil before the first
 	// pass), so a selective pass reads only the clusters that changed.
 	meta map[string]svcMeta
+	// lbs keeps services' tasks registered with their target groups.
+	lbs *lbSync
 	// clustersRead and servicesRead count the clusters and the services a pass
 	// reconciled (for tests).
 	clustersRead, servicesRead int
@@ -154,7 +156,7 @@ func NewReconciler(cfg ReconcilerConfig) *Reconciler {
 		cfg.FullPassEvery = time.Minute
 	}
 	return &Reconciler{
-		cfg: cfg, log: cfg.Logger, tds: map[string]*storev1.TaskDefinitionRecord{},
+		cfg: cfg, log: cfg.Logger, tds: map[string]*storev1.TaskDefinitionRecord{}, lbs: newLBSync(cfg.Client),
 		dirty: map[keys.ClusterRef]bool{}, dirtySvc: map[keys.ClusterRef]map[string]bool{}, allDirty: true, wake: make(chan struct{}, 1),
 	}
 }
@@ -739,6 +741,9 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *clusterState, it service
 	if err != nil {
 		return err
 	}
+	if len(it.rec.GetService().GetLoadBalancers()) > 0 {
+		st.Targets = r.lbs.sync(ctx, r, st)
+	}
 	plan, err := Compute(st, r.policy())
 	if err != nil {
 		return err
@@ -803,10 +808,29 @@ func (r *Reconciler) Apply(ctx context.Context, plan Plan) error {
 	if b := plan.Breaker; b != nil && b.NewID != "" {
 		r.log.InfoContext(ctx, "service deployment rolled back", "service", name, "failed", b.Failed, "to", b.RolledBackTo, "new", b.NewID)
 	}
+	hasLB := len(s.GetLoadBalancers()) > 0
+	stopping := map[string]bool{}
 	for _, st := range plan.Stop {
+		if hasLB && st.Task.Value.GetTask().GetLastStatus() != "STOPPED" {
+			// Deregistered first: the task stops once its targets have drained (the
+			// requests in flight finished, or the deregistration delay passed). Until
+			// then the next passes find it again and wait.
+			stopping[st.Task.Value.GetTask().GetTaskArn()] = true
+			ok, first, err := r.lbs.drained(ctx, plan.Account, s, st.Task.Value, st.Reason)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			st.Reason = first
+		}
 		if err := r.stopTask(ctx, plan.Account, st.Task, st.Reason); err != nil {
 			return err
 		}
+	}
+	if hasLB {
+		r.lbs.keepOnly(s.GetServiceArn(), stopping)
 	}
 	ev := &events{svc: name, now: r.cfg.Now(), msgs: plan.Events}
 	for _, l := range append([]Launch{plan.Launch}, plan.More...) {

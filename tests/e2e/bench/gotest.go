@@ -124,6 +124,21 @@ func goTestFigures(ctx context.Context) ([]Row, error) {
 		}
 	}
 	rows = append(rows, logsFigures(ctx, &errs)...)
+	// The load balancer's HTTP listener against the same target directly, in one run.
+	const gLB = "load balancer: HTTP listener vs direct (lb.BenchmarkProxy, loopback)"
+	lbb, err := goBench(ctx, "services/scheduler/lb", "^BenchmarkProxy$", "5000x")
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	if m, ok := find(lbb, "BenchmarkProxy"); ok {
+		rows = append(rows,
+			Row{gLB, "direct p50", m["direct-p50-µs"], "µs", "5,000 sequential keep-alive GETs to the target"},
+			Row{gLB, "direct p99", m["direct-p99-µs"], "µs", ""},
+			Row{gLB, "through the listener p50", m["lb-p50-µs"], "µs", "interleaved with the direct ones"},
+			Row{gLB, "through the listener p99", m["lb-p99-µs"], "µs", ""},
+			Row{gLB, "p50 ratio listener ÷ direct", m["p50-ratio"], "ratio", "goal ≤ 1.2"},
+			Row{gLB, "requests/s through one listener", m["req/s"], "/s", "16 keep-alive clients for 1 s"})
+	}
 	if len(errs) > 0 {
 		return rows, fmt.Errorf("%s", strings.Join(errs, "; "))
 	}

@@ -1,0 +1,102 @@
+package lb
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+)
+
+// BenchmarkProxy measures what the HTTP listener adds to a request: b.N sequential GETs
+// straight to a target and b.N through a listener to the same target (interleaved, one
+// keep-alive client each), reported as p50/p99 of both and their p50 ratio; then, for
+// one second, requests/s through the listener from 16 concurrent clients.
+func BenchmarkProxy(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := New(ctx, Config{ListenHost: "127.0.0.1", Sink: newMemSink()})
+	defer s.Close(time.Second)
+	body := []byte("hello from the target\n")
+	target := newBackendFunc(b, func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(body) })
+	port := freePort(b)
+	tt := Target{Key: "/berth/v1/elb/targets/0/us-east-1/web/t", HealthKey: "/berth/v1/elb-health/0/us-east-1/web/t", ModRevision: 1,
+		Record: &storev1.TargetRecord{Id: "127.0.0.1", Address: target}, Health: &storev1.TargetHealthRecord{State: StateHealthy}}
+	group := tg("web", "HTTP")
+	group.HealthCheckIntervalSeconds = 300
+	group.HealthCheckPath = "/"
+	if err := s.Apply(Snapshot{
+		LoadBalancers: []*storev1.LoadBalancerRecord{{LoadBalancerArn: lbArn, State: "active"}},
+		TargetGroups:  []*storev1.TargetGroupRecord{group},
+		Listeners:     []*storev1.ListenerRecord{{ListenerArn: lnArn, LoadBalancerArn: lbArn, Protocol: "HTTP", Port: port, DefaultActions: fwd(map[string]int32{"web": 1})}},
+		Targets:       map[string][]Target{tgArn("web"): {tt}},
+	}); err != nil {
+		b.Fatal(err)
+	}
+	direct, viaLB := "http://"+target+"/", fmt.Sprintf("http://127.0.0.1:%d/", port)
+	client := func() *http.Client {
+		return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, Proxy: nil}}
+	}
+	cd, cl := client(), client()
+	get := func(c *http.Client, url string) time.Duration {
+		t0 := time.Now()
+		resp, err := c.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("%s: %d", url, resp.StatusCode)
+		}
+		return time.Since(t0)
+	}
+	for range 50 { // warm both connection pools
+		get(cd, direct)
+		get(cl, viaLB)
+	}
+	b.ResetTimer()
+	ds, ls := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)
+	for range b.N {
+		ds = append(ds, get(cd, direct))
+		ls = append(ls, get(cl, viaLB))
+	}
+	b.StopTimer()
+	slices.Sort(ds)
+	slices.Sort(ls)
+	pct := func(v []time.Duration, p float64) float64 {
+		return float64(v[min(len(v)-1, int(float64(len(v))*p))].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(pct(ds, 0.5), "direct-p50-µs")
+	b.ReportMetric(pct(ds, 0.99), "direct-p99-µs")
+	b.ReportMetric(pct(ls, 0.5), "lb-p50-µs")
+	b.ReportMetric(pct(ls, 0.99), "lb-p99-µs")
+	b.ReportMetric(pct(ls, 0.5)/pct(ds, 0.5), "p50-ratio")
+
+	// Throughput through the one listener.
+	var n int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(time.Second)
+	cc := client()
+	for range 16 {
+		wg.Go(func() {
+			k := int64(0)
+			for time.Now().Before(deadline) {
+				get(cc, viaLB)
+				k++
+			}
+			mu.Lock()
+			n += k
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(n), "req/s")
+	b.ReportMetric(0, "ns/op")
+}

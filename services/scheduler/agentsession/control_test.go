@@ -171,7 +171,18 @@ func TestEndToEndWithControl(t *testing.T) {
 	}
 	send(&agentv1.SessionRequest{Message: &agentv1.SessionRequest_Heartbeat{Heartbeat: &agentv1.Heartbeat{RuntimeReady: true, Cpu: 2048, Memory: 2048}}})
 	waitStatus("ACTIVE")
-	run, err = ctl.RunTask(ctx, connect.NewRequest(&ecsv1.RunTaskRequest{Cluster: proto.String("e2e"), TaskDefinition: proto.String("app")}))
+	// Placement reads a watched cache of the instances, which may lag the record just
+	// read by a moment: a DRAINING failure is retried until the cache has the change.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		run, err = ctl.RunTask(ctx, connect.NewRequest(&ecsv1.RunTaskRequest{Cluster: proto.String("e2e"), TaskDefinition: proto.String("app")}))
+		if err == nil && len(run.Msg.GetTasks()) == 0 && len(run.Msg.GetFailures()) == 1 &&
+			run.Msg.GetFailures()[0].GetReason() == "DRAINING" && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		break
+	}
 	if err != nil || len(run.Msg.GetTasks()) != 1 {
 		t.Fatalf("RunTask after capacity returned: %v %v", run, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	"github.com/berthhq/berth/services/gateway/awsjson"
 	"github.com/berthhq/berth/services/gateway/h2c"
+	"github.com/berthhq/berth/services/gateway/pki"
 	"github.com/berthhq/berth/services/gateway/sigv4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -121,6 +122,11 @@ type Config struct {
 	// default: the listener is public; expose metrics on a separate listener with
 	// promhttp instead where that matters).
 	ServeMetrics bool
+	// RequireAgentCert relays the AgentService only for clients whose verified TLS
+	// certificate carries the agent role (pki.RoleAgent); others get
+	// AccessDeniedException (403). Serve the gateway with pki.Files.ServerConfig and
+	// tls.VerifyClientCertIfGiven so agents can present one while ECS clients need not.
+	RequireAgentCert bool
 }
 
 // Gateway is the gateway's http.Handler; New builds it.
@@ -274,6 +280,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(path, "/"+agentv1connect.AgentServiceName+"/"):
 		if agentProcedures[path] {
 			x.action = strings.TrimPrefix(path, "/")
+		}
+		if g.cfg.RequireAgentCert && !pki.PeerHasRole(r.TLS, pki.RoleAgent) {
+			x.errType = "AccessDeniedException"
+			writeError(rec, http.StatusForbidden, "AccessDeniedException", "The agent API needs a TLS client certificate with the agent role.")
+			return
 		}
 		g.serveAgent(rec, r, x)
 	case g.cfg.Dev && path == "/_berth/health":

@@ -79,6 +79,13 @@ type Config struct {
 	// many placements RunTask's group commit puts in one txn (control.Config.MaxTxnOps).
 	// Zero means etcd's default, 128.
 	MaxTxnOps int
+	// PeerOf returns what a request's connection proved about the caller (the roles of
+	// its verified TLS client certificate; see caller.Peer), for a replica served over
+	// TLS with client certificates. When set, identity headers count only from gateway
+	// peers and ResolveAccessKey answers only gateway and admin peers. Nil (a plain
+	// listener: `berth dev`, or a network only gateways reach) proves nothing and trusts
+	// the listener's reach.
+	PeerOf func(r *http.Request) caller.Peer
 }
 
 // App is one scheduler replica.
@@ -96,6 +103,7 @@ type App struct {
 	handler  http.Handler
 	kv       clientv3.KV        // cfg.Etcd's KV, instrumented when metrics are on
 	watchKV  etcdmetrics.Client // the same with the watcher, for placement and services
+	tokens   *admin.Tokens
 }
 
 // ecsHandler serves the ECS API: service actions from service.Handler, everything else
@@ -161,15 +169,40 @@ func New(cfg Config) (*App, error) {
 		Logger:   cfg.Logger.With("component", "leader"),
 	})
 
-	identity := connect.WithInterceptors(caller.Interceptor{}, rpcLog{log: cfg.Logger.With("component", "rpc")})
+	identity := connect.WithInterceptors(caller.Interceptor{RequireGateway: cfg.PeerOf != nil}, rpcLog{log: cfg.Logger.With("component", "rpc")})
 	gzip := gzipOption(cfg.GzipMinBytes)
 	mux := http.NewServeMux()
 	mux.Handle(ecsv1connect.NewEcsServiceHandler(ecsHandler{a.control, a.services}, identity, gzip))
 	mux.Handle(agentv1connect.NewAgentServiceHandler(a.sessions, identity, gzip))
-	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip))
+	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip, connect.WithInterceptors(admin.Guard{Open: cfg.Dev})))
 	a.handleIntrospection(mux)
-	a.handler = mux
+	a.tokens = admin.NewTokens(a.kv)
+	a.handler = a.authenticate(mux)
 	return a, nil
+}
+
+// authenticate puts the caller.Peer of each request into its context: what its TLS
+// client certificate proves (Config.PeerOf) and, for a request carrying
+// "Authorization: Bearer <token>", whether that is the admin token.
+func (a *App) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p caller.Peer
+		if a.cfg.PeerOf != nil {
+			p = a.cfg.PeerOf(r)
+			p.Authenticated = true
+		}
+		if tok := admin.BearerToken(r.Header.Get("Authorization")); tok != "" && a.tokens.Check(r.Context(), tok) {
+			p.Admin = true
+		}
+		next.ServeHTTP(w, r.WithContext(caller.WithPeer(r.Context(), p)))
+	})
+}
+
+// Bootstrap stores the admin bootstrap token unless one exists (admin.Bootstrap): token,
+// or a generated one when empty. It returns the token and true when this call stored it;
+// print a generated token once, to the operator, never to a log.
+func (a *App) Bootstrap(ctx context.Context, token string) (string, bool, error) {
+	return admin.Bootstrap(ctx, a.kv, token)
 }
 
 // gzipOption is the handlers' response compression: gzip for messages of at least

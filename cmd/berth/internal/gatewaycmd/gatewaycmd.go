@@ -4,7 +4,10 @@
 package gatewaycmd
 
 import (
+	"crypto/tls"
+	"fmt"
 	"net"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -12,6 +15,7 @@ import (
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	"github.com/berthhq/berth/services/gateway"
 	"github.com/berthhq/berth/services/gateway/h2c"
+	"github.com/berthhq/berth/services/gateway/pki"
 )
 
 // Command returns the gateway command named use ("gateway" under berth, "berth-gateway"
@@ -19,15 +23,39 @@ import (
 // replica at --scheduler-url until its context is canceled.
 func Command(use string) *cobra.Command {
 	var schedulerURL, listen, regions string
-	var dev, metrics bool
+	var dev, metrics, requireAgentCert bool
+	var files pki.Files
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: "Run the ECS endpoint: AWS JSON 1.1 + SigV4 in, scheduler Connect calls out",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := cli.JSONLogger(cmd)
-			gw, err := gateway.New(gateway.Config{SchedulerURL: schedulerURL, Regions: cli.SplitList(regions), Logger: log, Dev: dev,
-				Registry: prometheus.NewRegistry(), ServeMetrics: metrics})
+			// The certificate serves HTTPS and, for an https:// scheduler, is the client
+			// certificate the scheduler believes identity headers from.
+			var schedFiles pki.Files
+			if strings.HasPrefix(schedulerURL, "https://") {
+				schedFiles = files
+			}
+			client, err := cli.HTTPClient(schedulerURL, schedFiles)
+			if err != nil {
+				return fmt.Errorf("--scheduler-url: %w", err)
+			}
+			var serverTLS *tls.Config
+			if files.Cert != "" || files.Key != "" {
+				auth := tls.NoClientCert
+				if files.CA != "" {
+					auth = tls.VerifyClientCertIfGiven
+				}
+				if serverTLS, err = files.ServerConfig(auth); err != nil {
+					return err
+				}
+			}
+			if requireAgentCert && (serverTLS == nil || files.CA == "") {
+				return fmt.Errorf("--require-agent-cert needs --tls-cert, --tls-key and --tls-ca")
+			}
+			gw, err := gateway.New(gateway.Config{SchedulerURL: schedulerURL, HTTPClient: client, Regions: cli.SplitList(regions), Logger: log, Dev: dev,
+				Registry: prometheus.NewRegistry(), ServeMetrics: metrics, RequireAgentCert: requireAgentCert})
 			if err != nil {
 				return err
 			}
@@ -35,14 +63,21 @@ func Command(use string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			log.Info("gateway listening", "addr", ln.Addr().String(), "scheduler", schedulerURL)
-			return h2c.Serve(cmd.Context(), ln, gw)
+			if serverTLS == nil {
+				log.Warn("gateway serving plain HTTP (no --tls-cert): use it on loopback or behind a TLS terminator only", "addr", ln.Addr().String())
+				log.Info("gateway listening", "addr", ln.Addr().String(), "scheduler", schedulerURL, "tls", false)
+				return h2c.Serve(cmd.Context(), ln, gw)
+			}
+			log.Info("gateway listening", "addr", ln.Addr().String(), "scheduler", schedulerURL, "tls", true, "require_agent_cert", requireAgentCert)
+			return h2c.ServeTLS(cmd.Context(), ln, gw, serverTLS)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&schedulerURL, "scheduler-url", cli.Env("BERTH_SCHEDULER_URL", "http://127.0.0.1:4567"), "base URL of a scheduler replica (or a load balancer in front of several)")
+	f.StringVar(&schedulerURL, "scheduler-url", cli.Env("BERTH_SCHEDULER_URL", "http://127.0.0.1:4567"), "base URL of a scheduler replica (or a load balancer in front of several); https:// for mTLS with --tls-*")
 	f.StringVar(&listen, "listen", cli.Env("BERTH_GATEWAY_ADDR", "127.0.0.1:4566"), "address of the ECS endpoint")
 	f.StringVar(&regions, "regions", cli.Env("BERTH_REGIONS", ""), "regions a request's SigV4 scope may name, comma-separated (default: every region of the public AWS partition); each is served on its own")
+	cli.AddTLSFlags(f, &files, "the gateway serves HTTPS with and presents to the scheduler (role gateway)")
+	f.BoolVar(&requireAgentCert, "require-agent-cert", cli.Env("BERTH_REQUIRE_AGENT_CERT", "") == "true", "relay the agent API only for clients presenting an agent-role certificate (needs --tls-ca)")
 	f.BoolVar(&dev, "dev", false, "serve the dev-only routes /_berth/health and /_berth/reset")
 	f.BoolVar(&metrics, "metrics", cli.Env("BERTH_GATEWAY_METRICS", "") == "true", "serve Prometheus metrics at /metrics on the (public) ECS listener")
 	return cmd

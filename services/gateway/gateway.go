@@ -15,6 +15,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	"github.com/berthhq/berth/services/gateway/awsjson"
+	"github.com/berthhq/berth/services/gateway/failover"
 	"github.com/berthhq/berth/services/gateway/h2c"
 	"github.com/berthhq/berth/services/gateway/pki"
 	"github.com/berthhq/berth/services/gateway/sigv4"
@@ -76,6 +77,12 @@ type Config struct {
 	// without TLS, http.Protocols with SetUnencryptedHTTP2) is used. It must speak HTTP/2
 	// for the agent's bidi stream.
 	HTTPClient *http.Client
+	// SchedulerReplicas, when it names more than one base URL, spreads the calls (the
+	// agent relay's streams included) over those replicas through HTTPClient's transport
+	// (see package failover): round robin over the healthy ones, a replica whose
+	// connection fails set aside for a moment, idempotent calls and refused dials sent
+	// again to another. SchedulerURL is then only the URL calls are built on.
+	SchedulerReplicas []string
 	// Regions is the allow-list of regions a request's SigV4 scope may name; each is
 	// served on its own (state, ARNs, agents). Nil or empty means every region of the
 	// commercial AWS partition (sigv4.PublicRegions). A request signed for another region
@@ -158,6 +165,15 @@ func New(cfg Config) (*Gateway, error) {
 	cfg.SchedulerURL = strings.TrimRight(cfg.SchedulerURL, "/")
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = NewH2CClient()
+	}
+	if len(cfg.SchedulerReplicas) > 1 {
+		lb, err := failover.New(cfg.HTTPClient.Transport, cfg.SchedulerReplicas)
+		if err != nil {
+			return nil, err
+		}
+		client := *cfg.HTTPClient
+		client.Transport = lb
+		cfg.HTTPClient = &client
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

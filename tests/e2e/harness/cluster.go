@@ -42,6 +42,10 @@ type Options struct {
 	// Agents is the number of agents (default 2), all on one private containerd, each
 	// with its own namespace and data dir.
 	Agents int
+	// GatewayReplicas gives the gateway every scheduler replica's URL (--scheduler-url
+	// a,b) instead of the in-test TCP load balancer, so the gateway's own balancing and
+	// failover (package failover) are what is tested.
+	GatewayReplicas bool
 }
 
 // EtcdMember is one member of the etcd cluster.
@@ -179,6 +183,9 @@ func Start(t *testing.T, opts Options) *Cluster {
 			"--listen", gwAddr,
 		},
 		LogPath: filepath.Join(c.Dir, "logs", "gateway.log"),
+	}
+	if opts.GatewayReplicas {
+		c.Gateway.Args[2] = "http://" + c.SchedulerAddrs[0] + ",http://" + c.SchedulerAddrs[1]
 	}
 	for i := range opts.Agents {
 		ns := fmt.Sprintf("berth-a%d", i)

@@ -33,11 +33,20 @@ func Command(use string) *cobra.Command {
 			log := cli.JSONLogger(cmd)
 			// The certificate serves HTTPS and, for an https:// scheduler, is the client
 			// certificate the scheduler believes identity headers from.
+			replicas := cli.SplitList(schedulerURL)
+			if len(replicas) == 0 {
+				return fmt.Errorf("--scheduler-url: no URL")
+			}
+			for _, r := range replicas[1:] {
+				if strings.HasPrefix(r, "https://") != strings.HasPrefix(replicas[0], "https://") {
+					return fmt.Errorf("--scheduler-url: mixes https:// and http:// replicas")
+				}
+			}
 			var schedFiles pki.Files
-			if strings.HasPrefix(schedulerURL, "https://") {
+			if strings.HasPrefix(replicas[0], "https://") {
 				schedFiles = files
 			}
-			client, err := cli.HTTPClient(schedulerURL, schedFiles)
+			client, err := cli.HTTPClient(replicas[0], schedFiles)
 			if err != nil {
 				return fmt.Errorf("--scheduler-url: %w", err)
 			}
@@ -54,7 +63,7 @@ func Command(use string) *cobra.Command {
 			if requireAgentCert && (serverTLS == nil || files.CA == "") {
 				return fmt.Errorf("--require-agent-cert needs --tls-cert, --tls-key and --tls-ca")
 			}
-			gw, err := gateway.New(gateway.Config{SchedulerURL: schedulerURL, HTTPClient: client, Regions: cli.SplitList(regions), Logger: log, Dev: dev,
+			gw, err := gateway.New(gateway.Config{SchedulerURL: replicas[0], SchedulerReplicas: replicas, HTTPClient: client, Regions: cli.SplitList(regions), Logger: log, Dev: dev,
 				Registry: prometheus.NewRegistry(), ServeMetrics: metrics, RequireAgentCert: requireAgentCert})
 			if err != nil {
 				return err
@@ -73,7 +82,7 @@ func Command(use string) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&schedulerURL, "scheduler-url", cli.Env("BERTH_SCHEDULER_URL", "http://127.0.0.1:4567"), "base URL of a scheduler replica (or a load balancer in front of several); https:// for mTLS with --tls-*")
+	f.StringVar(&schedulerURL, "scheduler-url", cli.Env("BERTH_SCHEDULER_URL", "http://127.0.0.1:4567"), "base URLs of the scheduler replicas, comma-separated: calls are balanced over the healthy ones and idempotent ones retried on another (or one load balancer's URL); https:// for mTLS with --tls-*")
 	f.StringVar(&listen, "listen", cli.Env("BERTH_GATEWAY_ADDR", "127.0.0.1:4566"), "address of the ECS endpoint")
 	f.StringVar(&regions, "regions", cli.Env("BERTH_REGIONS", ""), "regions a request's SigV4 scope may name, comma-separated (default: every region of the public AWS partition); each is served on its own")
 	cli.AddTLSFlags(f, &files, "the gateway serves HTTPS with and presents to the scheduler (role gateway)")

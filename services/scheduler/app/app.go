@@ -32,6 +32,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/reaper"
 	"github.com/berthhq/berth/services/scheduler/service"
+	"github.com/berthhq/berth/services/scheduler/store"
 )
 
 // Config configures a replica.
@@ -86,6 +87,11 @@ type Config struct {
 	// listener: `berth dev`, or a network only gateways reach) proves nothing and trusts
 	// the listener's reach.
 	PeerOf func(r *http.Request) caller.Peer
+	// EtcdRequestTimeout bounds each etcd request of the API and the leader loops, which
+	// also require an etcd leader (store.RequireQuorum): without quorum a call answers
+	// ServerException within this long instead of waiting for its caller's deadline.
+	// Zero means store.DefaultRequestTimeout (4 s).
+	EtcdRequestTimeout time.Duration
 }
 
 // App is one scheduler replica.
@@ -138,7 +144,9 @@ func New(cfg Config) (*App, error) {
 		reg = cfg.Registry
 	}
 	em := etcdmetrics.NewMetrics(reg)
-	a.kv, a.watchKV = etcdmetrics.Wrap(cfg.Etcd, em), etcdmetrics.WrapClient(cfg.Etcd, em)
+	quorumKV := store.RequireQuorum(cfg.Etcd.KV, cfg.EtcdRequestTimeout)
+	a.kv = etcdmetrics.Wrap(quorumKV, em)
+	a.watchKV = etcdmetrics.Client{KV: etcdmetrics.Wrap(quorumKV, em), Watcher: cfg.Etcd.Watcher}
 	a.placer = placement.NewPlacer(a.watchKV, cfg.Logger.With("component", "placement"),
 		placement.WithMetrics(placement.NewMetrics(reg)))
 	a.control = control.New(control.Config{

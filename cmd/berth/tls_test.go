@@ -21,9 +21,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/berthhq/berth/cmd/berth/internal/agentcmd"
 	"github.com/berthhq/berth/cmd/berth/internal/gatewaycmd"
 	"github.com/berthhq/berth/services/gateway/pki"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // lockedBuffer is a bytes.Buffer safe for the concurrent writes of several loggers.
@@ -76,6 +79,10 @@ type tlsStack struct {
 	token             string
 	keyID, secret     string
 	logs              *lockedBuffer
+	// etcd is the embedded member's client.
+	etcd *clientv3.Client
+	// run runs a command until the test ends, its output into logs.
+	run func(cmd *cobra.Command, args ...string)
 }
 
 func (s *tlsStack) path(name string) string { return filepath.Join(s.dir, name) }
@@ -114,6 +121,7 @@ func startTLSStack(t *testing.T) *tlsStack {
 	}
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait(); etcd.Close() })
+	s.etcd = etcd.Client()
 	t.Setenv("BERTH_ADMIN_TOKEN", s.token)
 	s.schedAddr, s.gwAddr = freeAddr(t), freeAddr(t)
 	run := func(cmd *cobra.Command, args ...string) {
@@ -128,6 +136,7 @@ func startTLSStack(t *testing.T) *tlsStack {
 			}
 		}()
 	}
+	s.run = run
 	sf, gf := s.files("scheduler"), s.files("gateway")
 	run(schedulerCommand(), "--etcd-endpoints", etcd.Endpoint(), "--listen", s.schedAddr,
 		"--tls-ca", sf.CA, "--tls-cert", sf.Cert, "--tls-key", sf.Key)
@@ -213,6 +222,16 @@ func TestTLSStack(t *testing.T) {
 	ecs := "https://" + s.schedAddr + "/berth.ecs.v1.EcsService/ListClusters"
 	adminURL := "https://" + s.schedAddr + "/berth.admin.v1.AdminService/"
 	identity := http.Header{"Berth-Account": {"123456789012"}, "Berth-Region": {"us-east-1"}}
+	_, noCLI := exec.LookPath("aws")
+	aws := func(env []string, args ...string) (string, error) {
+		cmd := exec.Command("aws", append(args, "--endpoint-url", "https://"+s.gwAddr, "--region", "us-east-1", "--output", "json")...)
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+			"AWS_ACCESS_KEY_ID=" + s.keyID, "AWS_SECRET_ACCESS_KEY=" + s.secret,
+			"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null",
+			"AWS_EC2_METADATA_DISABLED=true", "AWS_MAX_ATTEMPTS=1", "AWS_PAGER="}, env...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
 
 	t.Run("identity headers need a gateway certificate", func(t *testing.T) {
 		for _, role := range []string{"client", "agent", "admin", "scheduler"} {
@@ -267,18 +286,46 @@ func TestTLSStack(t *testing.T) {
 		}
 	})
 
-	t.Run("AWS CLI over HTTPS", func(t *testing.T) {
-		if _, err := exec.LookPath("aws"); err != nil {
+	t.Run("agent session over mTLS", func(t *testing.T) {
+		// The agent's bidi stream crosses both TLS hops (agent → gateway with its agent
+		// certificate, gateway → scheduler with the gateway's), over HTTP/2 by ALPN. No
+		// containerd is needed to register and hold the stream: the instance registers
+		// as an involuntary drain whose statusReason names the missing containerd, and
+		// the scheduler records the open session as the instance's presence key.
+		creds := s.path("agent.env")
+		if err := os.WriteFile(creds, []byte("BERTH_ACCESS_KEY_ID="+s.keyID+"\nBERTH_SECRET_ACCESS_KEY="+s.secret+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		af := s.files("agent")
+		s.run(agentcmd.Command("agent"), "--gateway", "https://"+s.gwAddr, "--tls-ca", af.CA, "--tls-cert", af.Cert, "--tls-key", af.Key,
+			"--cluster", "default", "--data-dir", s.path("agent"), "--containerd", s.path("no-containerd.sock"),
+			"--credentials-file", creds, "--log-addr", "127.0.0.1:0")
+		if noCLI != nil {
 			t.Skip("the AWS CLI (`aws`) is not installed; CI installs it")
 		}
-		aws := func(env []string, args ...string) (string, error) {
-			cmd := exec.Command("aws", append(args, "--endpoint-url", "https://"+s.gwAddr, "--region", "us-east-1", "--output", "json")...)
-			cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-				"AWS_ACCESS_KEY_ID=" + s.keyID, "AWS_SECRET_ACCESS_KEY=" + s.secret,
-				"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null",
-				"AWS_EC2_METADATA_DISABLED=true", "AWS_MAX_ATTEMPTS=1", "AWS_PAGER="}, env...)
-			out, err := cmd.CombinedOutput()
-			return string(out), err
+		var last string
+		for deadline := time.Now().Add(40 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+			out, err := aws(nil, "ecs", "list-container-instances", "--cluster", "default", "--ca-bundle", s.path("berth-ca.pem"))
+			var list struct{ ContainerInstanceArns []string }
+			if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list.ContainerInstanceArns) == 0 {
+				last = out
+				continue
+			}
+			last, _ = aws(nil, "ecs", "describe-container-instances", "--cluster", "default", "--container-instances", list.ContainerInstanceArns[0],
+				"--ca-bundle", s.path("berth-ca.pem"))
+			arn := list.ContainerInstanceArns[0]
+			pkey := keys.Presence(keys.Scope{Account: "123456789012", Region: "us-east-1"}, "default", arn[strings.LastIndex(arn, "/")+1:])
+			res, err := s.etcd.Get(t.Context(), pkey)
+			if err == nil && len(res.Kvs) == 1 && strings.Contains(last, "no-containerd.sock") {
+				return
+			}
+		}
+		t.Fatalf("the agent's session never opened through the TLS gateway: %s\n%s", last, s.logs.String())
+	})
+
+	t.Run("AWS CLI over HTTPS", func(t *testing.T) {
+		if noCLI != nil {
+			t.Skip("the AWS CLI (`aws`) is not installed; CI installs it")
 		}
 		if out, err := aws(nil, "ecs", "create-cluster", "--cluster-name", "tls", "--ca-bundle", s.path("berth-ca.pem")); err != nil || !strings.Contains(out, "cluster/tls") {
 			t.Errorf("create-cluster --ca-bundle: %v %s", err, out)

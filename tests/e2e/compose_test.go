@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
@@ -147,8 +151,28 @@ func TestCompose(t *testing.T) {
 
 	// The CLI reaches the gateway through a proxy checking every answer against the ECS
 	// model's required members.
-	proxy := httptest.NewServer(harness.ShapeRecorder(t).Proxy(&url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(port)}))
+	// The gateway serves HTTPS with the stack's CA (deploy/build.sh): the proxy trusts it.
+	caFile := filepath.Join(deploy, ".build", "tls", "berth-ca.pem")
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("%s holds no certificate", caFile)
+	}
+	upstream := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "https", Host: "127.0.0.1:" + strconv.Itoa(port)})
+	upstream.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}
+	proxy := httptest.NewServer(harness.ShapeRecorder(t).Handler(upstream))
 	defer proxy.Close()
+	// And the AWS CLI reaches it directly with the CA bundle, as a user would.
+	direct := exec.CommandContext(ctx, "aws", "--endpoint-url", "https://127.0.0.1:"+strconv.Itoa(port), "--ca-bundle", caFile,
+		"--output", "json", "ecs", "list-clusters")
+	direct.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+keyID, "AWS_SECRET_ACCESS_KEY="+secret,
+		"AWS_DEFAULT_REGION=us-east-1", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_MAX_ATTEMPTS=3")
+	if out, err := direct.CombinedOutput(); err != nil {
+		t.Fatalf("aws --ca-bundle against the HTTPS gateway: %v: %s", err, out)
+	}
 	aws := func(args ...string) (map[string]any, error) {
 		argv := append([]string{"--endpoint-url", proxy.URL, "--output", "json", "ecs"}, args...)
 		cmd := exec.CommandContext(ctx, "aws", argv...)

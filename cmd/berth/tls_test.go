@@ -317,6 +317,23 @@ func TestTLSStack(t *testing.T) {
 			pkey := keys.Presence(keys.Scope{Account: "123456789012", Region: "us-east-1"}, "default", arn[strings.LastIndex(arn, "/")+1:])
 			res, err := s.etcd.Get(t.Context(), pkey)
 			if err == nil && len(res.Kvs) == 1 && strings.Contains(last, "no-containerd.sock") {
+				// A missing containerd is loud: the agent's log says so, the instance's
+				// statusReason (above) names it, and RunTask answers a failure.
+				if !strings.Contains(s.logs.String(), "containerd not answering") {
+					t.Error("the agent's log does not say containerd is missing")
+				}
+				if _, err := aws(nil, "ecs", "register-task-definition", "--family", "probe", "--container-definitions",
+					`[{"name":"a","image":"x","memory":16}]`, "--ca-bundle", s.path("berth-ca.pem")); err != nil {
+					t.Fatal(err)
+				}
+				out, err := aws(nil, "ecs", "run-task", "--cluster", "default", "--task-definition", "probe", "--ca-bundle", s.path("berth-ca.pem"))
+				var run struct {
+					Tasks    []any
+					Failures []struct{ Reason string }
+				}
+				if err != nil || json.Unmarshal([]byte(out), &run) != nil || len(run.Tasks) != 0 || len(run.Failures) != 1 || run.Failures[0].Reason == "" {
+					t.Errorf("RunTask without containerd: %v %s; want one failure with a reason", err, out)
+				}
 				return
 			}
 		}

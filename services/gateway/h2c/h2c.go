@@ -58,6 +58,10 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, cfg *tls.Config
 	return nil
 }
 
+// dialer bounds connection setup, so a replica whose host is gone (no answer, not a
+// refusal) is given up on in seconds and the call goes to another (package failover).
+var dialer = &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+
 // NewClient returns an http.Client that speaks only HTTP/2 without TLS (h2c) to http://
 // URLs: Connect's bidi streams (the agent session) need HTTP/2. It keeps up to 64 idle
 // connections per host for 90 s.
@@ -66,6 +70,7 @@ func NewClient() *http.Client {
 	p.SetUnencryptedHTTP2(true)
 	return &http.Client{Transport: &http.Transport{
 		Protocols:           &p,
+		DialContext:         dialer.DialContext,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
 	}}
@@ -80,6 +85,7 @@ func NewTLSClient(cfg *tls.Config) *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		Protocols:           &p,
 		TLSClientConfig:     cfg,
+		DialContext:         dialer.DialContext,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
 	}}

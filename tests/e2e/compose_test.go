@@ -74,6 +74,7 @@ func TestCompose(t *testing.T) {
 
 	data := t.TempDir()
 	port := freePort(t)
+	logPorts := [2]int{freePort(t), freePort(t)}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	project := "berthe2e" + hex.EncodeToString(b[:])
@@ -83,6 +84,8 @@ func TestCompose(t *testing.T) {
 		"BERTH_CONTAINERD_SNAPSHOTTER="+ctd.Snapshotter(),
 		"BERTH_CONTAINERD_ROOT="+ctd.Dir(),
 		"BERTH_COMPOSE_DATA="+data,
+		"BERTH_AGENT1_LOG_PORT="+strconv.Itoa(logPorts[0]),
+		"BERTH_AGENT2_LOG_PORT="+strconv.Itoa(logPorts[1]),
 	)
 	dc := func(ctx context.Context, args ...string) (string, error) {
 		argv := append(append(append([]string{}, compose[1:]...), "-p", project, "-f", filepath.Join(deploy, "compose.yaml")), args...)
@@ -260,6 +263,22 @@ func TestCompose(t *testing.T) {
 	ctrs, _ := final["containers"].([]any)
 	if len(ctrs) != 1 || ctrs[0].(map[string]any)["exitCode"] != float64(0) || final["stopCode"] != "EssentialContainerExited" {
 		t.Errorf("task ended %v %v with containers %v", final["stopCode"], final["stoppedReason"], ctrs)
+	}
+
+	// `berth logs` reads the task's output from the agent that ran it (the agents' log
+	// services listen on the host's loopback at the ports compose gives them).
+	var logs []string
+	for _, p := range logPorts {
+		cmd := exec.CommandContext(ctx, filepath.Join(deploy, ".build", "berth"), "logs", taskArn, "--agent", "http://127.0.0.1:"+strconv.Itoa(p))
+		out, err := cmd.CombinedOutput()
+		logs = append(logs, fmt.Sprintf("agent log port %d: %v: %s", p, err, out))
+		if err == nil && strings.Contains(string(out), "exiting with status 0") {
+			logs = nil
+			break
+		}
+	}
+	if logs != nil {
+		t.Errorf("berth logs found the task's output on neither agent:\n%s", strings.Join(logs, "\n"))
 	}
 
 	// One agent container stops: its instance is seen disconnected, the other stays.

@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/testkit/containerdtest"
-	"github.com/berthhq/berth/testkit/registrytest"
 	"github.com/berthhq/berth/tests/e2e/harness"
 )
 
@@ -65,8 +64,6 @@ func TestCompose(t *testing.T) {
 
 	// The host side: a containerd for the agents and a registry with the test image.
 	ctd := containerdtest.Start(t)
-	reg := registrytest.Start(t)
-	image := registrytest.PushTestImage(t, reg, "berth/testimage", "compose")
 
 	t0 := time.Now()
 	run(t, ctx, root, nil, filepath.Join(deploy, "build.sh"))
@@ -74,6 +71,7 @@ func TestCompose(t *testing.T) {
 
 	data := t.TempDir()
 	port := freePort(t)
+	regPort := freePort(t)
 	logPorts := [2]int{freePort(t), freePort(t)}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
@@ -84,6 +82,7 @@ func TestCompose(t *testing.T) {
 		"BERTH_CONTAINERD_SNAPSHOTTER="+ctd.Snapshotter(),
 		"BERTH_CONTAINERD_ROOT="+ctd.Dir(),
 		"BERTH_COMPOSE_DATA="+data,
+		"BERTH_REGISTRY_PORT="+strconv.Itoa(regPort),
 		"BERTH_AGENT1_LOG_PORT="+strconv.Itoa(logPorts[0]),
 		"BERTH_AGENT2_LOG_PORT="+strconv.Itoa(logPorts[1]),
 	)
@@ -119,9 +118,20 @@ func TestCompose(t *testing.T) {
 	if _, err := dc(ctx, "build"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dc(ctx, "up", "-d", "etcd1", "etcd2", "etcd3", "scheduler1", "scheduler2", "gateway"); err != nil {
+	if _, err := dc(ctx, "up", "-d", "registry", "etcd1", "etcd2", "etcd3", "scheduler1", "scheduler2", "gateway"); err != nil {
 		t.Fatal(err)
 	}
+	// The task's image goes into the stack's own registry, as a user's would.
+	testImage := filepath.Join(t.TempDir(), "berth-testimage")
+	run(t, ctx, root, append(os.Environ(), "CGO_ENABLED=0"), "go", "build", "-trimpath", "-o", testImage, "./testkit/testimage/cmd/berth-testimage")
+	image := "127.0.0.1:" + strconv.Itoa(regPort) + "/berth/testimage:compose"
+	retry(t, ctx, 30*time.Second, "image push into the stack's registry", func() error {
+		out, err := exec.CommandContext(ctx, filepath.Join(deploy, ".build", "berth"), "image", "demo", image, "--binary", testImage).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
 	// The first admin call succeeds once etcd has formed its cluster and scheduler1
 	// serves.
 	const account = "000000000000"

@@ -291,6 +291,52 @@ func TestCompose(t *testing.T) {
 		t.Errorf("berth logs found the task's output on neither agent:\n%s", strings.Join(logs, "\n"))
 	}
 
+	// The README's service: 4 tasks spread over both agents, then scaled to 0 and deleted.
+	svcDefs, _ := json.Marshal([]map[string]any{{"name": "web", "image": image, "command": []string{"sleep", "3600"}, "memory": 32, "cpu": 10, "essential": true}})
+	if _, err := aws("register-task-definition", "--family", "web", "--network-mode", "host", "--container-definitions", string(svcDefs)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := aws("create-service", "--cluster", "default", "--service-name", "web", "--task-definition", "web", "--desired-count", "4",
+		"--placement-strategy", "type=spread,field=instanceId"); err != nil {
+		t.Fatal(err)
+	}
+	retry(t, ctx, 2*time.Minute, "4 service tasks RUNNING on both agents", func() error {
+		l, err := aws("list-tasks", "--cluster", "default", "--service-name", "web")
+		if err != nil {
+			return err
+		}
+		arns, _ := l["taskArns"].([]any)
+		if len(arns) != 4 {
+			return fmt.Errorf("%d tasks", len(arns))
+		}
+		args := []string{"describe-tasks", "--cluster", "default", "--tasks"}
+		for _, a := range arns {
+			args = append(args, a.(string))
+		}
+		d, err := aws(args...)
+		if err != nil {
+			return err
+		}
+		instances := map[any]int{}
+		for _, task := range d["tasks"].([]any) {
+			tm := task.(map[string]any)
+			if tm["lastStatus"] != "RUNNING" {
+				return fmt.Errorf("task %v is %v (%v)", tm["taskArn"], tm["lastStatus"], tm["stoppedReason"])
+			}
+			instances[tm["containerInstanceArn"]]++
+		}
+		if len(instances) != 2 {
+			return fmt.Errorf("tasks on %d instances: %v", len(instances), instances)
+		}
+		return nil
+	})
+	if _, err := aws("update-service", "--cluster", "default", "--service", "web", "--desired-count", "0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := aws("delete-service", "--cluster", "default", "--service", "web"); err != nil {
+		t.Fatal(err)
+	}
+
 	// One agent container stops: its instance is seen disconnected, the other stays.
 	if _, err := dc(ctx, "stop", "--timeout", "10", "agent1"); err != nil {
 		t.Fatal(err)

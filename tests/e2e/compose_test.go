@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -330,6 +331,61 @@ func TestCompose(t *testing.T) {
 		}
 		return nil
 	})
+	// Faults under the running service (a bounded chaos pass): kill -9 a scheduler, then
+	// restart the gateway. Per fault: the calls that failed while it recovered, the time
+	// until calls and both agents are back, and the service's tasks unchanged (none lost,
+	// none started twice).
+	serviceTasks := func() []string {
+		l, err := aws("list-tasks", "--cluster", "default", "--service-name", "web")
+		if err != nil {
+			return nil
+		}
+		var arns []string
+		for _, a := range l["taskArns"].([]any) {
+			arns = append(arns, a.(string))
+		}
+		slices.Sort(arns)
+		return arns
+	}
+	before := serviceTasks()
+	for _, fault := range []struct {
+		name   string
+		inject []string
+	}{
+		{"kill -9 scheduler1", []string{"kill", "-s", "SIGKILL", "scheduler1"}},
+		{"restart the gateway", []string{"restart", "--timeout", "5", "gateway"}},
+	} {
+		start := time.Now()
+		if _, err := dc(ctx, fault.inject...); err != nil {
+			t.Fatalf("%s: %v", fault.name, err)
+		}
+		failed, calls := 0, 0
+		var back time.Duration
+		for time.Since(start) < 90*time.Second {
+			calls++
+			if _, err := aws("describe-services", "--cluster", "default", "--services", "web"); err != nil {
+				failed++
+				continue
+			}
+			if up, _, err := connected(); err == nil && up == 2 {
+				back = time.Since(start)
+				break
+			}
+		}
+		if back == 0 {
+			t.Fatalf("%s: not recovered in 90 s (%d of %d calls failed)", fault.name, failed, calls)
+		}
+		after := serviceTasks()
+		t.Logf("chaos %s: %d of %d calls failed, recovered in %s, service tasks %d before %d after (lost/duplicated: %v)",
+			fault.name, failed, calls, back.Round(100*time.Millisecond), len(before), len(after), !slices.Equal(before, after))
+		if !slices.Equal(before, after) {
+			t.Errorf("%s: service tasks changed: %v → %v", fault.name, before, after)
+		}
+	}
+	if _, err := dc(ctx, "start", "scheduler1"); err != nil {
+		t.Fatal(err)
+	}
+
 	if _, err := aws("update-service", "--cluster", "default", "--service", "web", "--desired-count", "0"); err != nil {
 		t.Fatal(err)
 	}

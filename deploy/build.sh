@@ -12,3 +12,21 @@ done
 cd "$here/etcd"
 CGO_ENABLED=0 GOWORK=off go build -trimpath -o "$here/.build/etcd" .
 cp /etc/ssl/certs/ca-certificates.crt "$here/.build/ca-certificates.crt"
+# The stack's TLS material (docs/security.md), made once and kept across builds: a private
+# CA and one certificate per role, in deploy/.build/tls (mounted read-only at /tls). The
+# gateway's names its service and loopback (agents and the AWS CLI reach it on the host);
+# the schedulers' names both replicas.
+tls="$here/.build/tls"
+if [ ! -f "$tls/berth-ca.pem" ]; then
+	mkdir -p "$tls"
+	b="$here/.build/berth"
+	"$b" tls ca create --dir "$tls"
+	"$b" tls cert create --dir "$tls" --ca "$tls/berth-ca.pem" --key "$tls/berth-ca-key.pem" --role scheduler --dns scheduler1 --dns scheduler2
+	"$b" tls cert create --dir "$tls" --ca "$tls/berth-ca.pem" --key "$tls/berth-ca-key.pem" --role gateway --dns gateway
+	"$b" tls cert create --dir "$tls" --ca "$tls/berth-ca.pem" --key "$tls/berth-ca-key.pem" --role agent
+	"$b" tls cert create --dir "$tls" --ca "$tls/berth-ca.pem" --key "$tls/berth-ca-key.pem" --role admin
+	# The containers read the keys as whatever user they run as; the directory is the
+	# operator's own, under deploy/.build.
+	chmod 0644 "$tls"/*-key.pem
+	rm "$tls/berth-ca-key.pem" # nothing in the stack signs; make a new CA to add roles
+fi

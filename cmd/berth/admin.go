@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"text/tabwriter"
 
 	"connectrpc.com/connect"
@@ -10,20 +11,29 @@ import (
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
-	"github.com/berthhq/berth/services/gateway"
+	"github.com/berthhq/berth/services/gateway/pki"
 )
 
 // adminCommand manages accounts and access keys through a scheduler's AdminService.
 func adminCommand() *cobra.Command {
-	var schedulerURL string
+	var schedulerURL, token string
+	var files pki.Files
 	client := func() adminv1connect.AdminServiceClient {
-		return adminv1connect.NewAdminServiceClient(gateway.NewH2CClient(), schedulerURL)
+		hc, err := cli.HTTPClient(schedulerURL, files)
+		if err != nil {
+			hc = &http.Client{Transport: failing{err}}
+		} else if token != "" {
+			hc.Transport = bearer{next: hc.Transport, token: token}
+		}
+		return adminv1connect.NewAdminServiceClient(hc, schedulerURL)
 	}
 	cmd := &cobra.Command{
 		Use:   "admin",
 		Short: "Manage accounts and access keys (talks to a scheduler's internal listener)",
 	}
-	cmd.PersistentFlags().StringVar(&schedulerURL, "scheduler-url", cli.Env("BERTH_SCHEDULER_URL", "http://127.0.0.1:4567"), "base URL of a scheduler replica")
+	cmd.PersistentFlags().StringVar(&schedulerURL, "scheduler-url", cli.Env("BERTH_SCHEDULER_URL", "http://127.0.0.1:4567"), "base URL of a scheduler replica (https:// with --tls-*)")
+	cmd.PersistentFlags().StringVar(&token, "token", cli.Env("BERTH_ADMIN_TOKEN", ""), "the admin bootstrap token the scheduler printed at its first start (or use an admin-role --tls-cert)")
+	cli.AddTLSFlags(cmd.PersistentFlags(), &files, "presented to the scheduler (role admin authorizes without --token)")
 
 	account := &cobra.Command{Use: "account", Short: "Create, list and delete accounts"}
 	var accountName string
@@ -128,3 +138,22 @@ func adminCommand() *cobra.Command {
 	cmd.AddCommand(account, key)
 	return cmd
 }
+
+// bearer adds "Authorization: Bearer <token>" to every request.
+type bearer struct {
+	next  http.RoundTripper
+	token string
+}
+
+// RoundTrip implements http.RoundTripper.
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// failing answers every request with err (a client whose TLS setup failed).
+type failing struct{ err error }
+
+// RoundTrip implements http.RoundTripper.
+func (f failing) RoundTrip(*http.Request) (*http.Response, error) { return nil, f.err }

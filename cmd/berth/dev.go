@@ -293,6 +293,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		if err := waitRegistered(ctx, sched, cfg, ag.HostID()); err != nil {
 			return
 		}
+		fmt.Fprintf(out, "berth dev: plain HTTP, no TLS and an open AdminService: for this machine only (see docs/security.md for a deployment)\n")
 		fmt.Fprintf(out, "berth dev ready: endpoint %s region %s access key %s secret %s cluster %s\n",
 			endpoint, cfg.Region, cfg.AccessKeyID, cfg.SecretAccessKey, cfg.Cluster)
 	}()

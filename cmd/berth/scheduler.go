@@ -1,19 +1,24 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	"github.com/berthhq/berth/services/gateway/h2c"
+	"github.com/berthhq/berth/services/gateway/pki"
 	"github.com/berthhq/berth/services/scheduler/app"
+	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/control"
 	"github.com/berthhq/berth/services/scheduler/logstore"
 	"github.com/berthhq/berth/services/scheduler/seal"
@@ -41,19 +46,43 @@ func schedulerCommand() *cobra.Command {
 	var logDir string
 	var maxTxnOps, gzipMinBytes int
 	var taskSubnetPool string
+	var files pki.Files
+	var etcdTLS transport.TLSInfo
 	cmd := &cobra.Command{
 		Use:   "scheduler",
 		Short: "Run a scheduler replica against an etcd cluster",
-		Long: "Serves the internal Connect APIs (ECS, agent sessions, admin) on --listen over h2c\n" +
-			"and campaigns for leadership; the leader runs placement, service reconciliation\n" +
+		Long: "Serves the internal Connect APIs (ECS, agent sessions, admin) on --listen over TLS\n" +
+			"(--tls-*; mTLS with gateways and admins) or, without them, h2c for a loopback or\n" +
+			"private network; the admin bootstrap token is printed once at the first start\n" +
+			"(or taken from BERTH_ADMIN_TOKEN). It campaigns for leadership; the leader runs placement, service reconciliation\n" +
 			"and the reaper. Run any number of replicas against one etcd cluster.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := cli.JSONLogger(cmd)
-			etcd, err := clientv3.New(clientv3.Config{
+			etcdCfg := clientv3.Config{
 				Endpoints:   strings.Split(endpoints, ","),
 				DialTimeout: 5 * time.Second,
-			})
+			}
+			if !etcdTLS.Empty() || etcdTLS.TrustedCAFile != "" {
+				// etcd's own TLSInfo reads the client key pair at each handshake, so a
+				// rotated etcd client certificate is used without a restart.
+				c, err := etcdTLS.ClientConfig()
+				if err != nil {
+					return fmt.Errorf("etcd TLS: %w", err)
+				}
+				etcdCfg.TLS = c
+			}
+			var serverTLS *tls.Config
+			if files.Cert != "" || files.Key != "" || files.CA != "" {
+				if files.CA == "" {
+					return fmt.Errorf("--tls-cert needs --tls-ca: the scheduler verifies client certificates (gateways, admins)")
+				}
+				var err error
+				if serverTLS, err = files.ServerConfig(tls.VerifyClientCertIfGiven); err != nil {
+					return err
+				}
+			}
+			etcd, err := clientv3.New(etcdCfg)
 			if err != nil {
 				return fmt.Errorf("etcd %s: %w", endpoints, err)
 			}
@@ -70,23 +99,42 @@ func schedulerCommand() *cobra.Command {
 				return err
 			}
 			defer logStore.Close()
-			a, err := app.New(app.Config{Keyring: keyring, Logs: logStore, Etcd: etcd, Region: region, Logger: log, Replica: replica, LeaderTTL: leaderTTL,
+			cfg := app.Config{Keyring: keyring, Logs: logStore, Etcd: etcd, Region: region, Logger: log, Replica: replica, LeaderTTL: leaderTTL,
 				Registry: prometheus.NewRegistry(), TaskStableAfter: stableAfter, // /metrics on the internal listener
-				MaxTxnOps: maxTxnOps, GzipMinBytes: gzipMinBytes, TaskSubnetPool: taskSubnetPool})
+				MaxTxnOps: maxTxnOps, GzipMinBytes: gzipMinBytes, TaskSubnetPool: taskSubnetPool}
+			if serverTLS != nil {
+				cfg.PeerOf = tlsPeer
+			}
+			a, err := app.New(cfg)
 			if err != nil {
 				return err
 			}
 			if err := a.MigrateLayout(cmd.Context()); err != nil {
 				return err
 			}
+			token, created, err := a.Bootstrap(cmd.Context(), os.Getenv("BERTH_ADMIN_TOKEN"))
+			if err != nil {
+				return fmt.Errorf("admin bootstrap token: %w", err)
+			}
+			if created && os.Getenv("BERTH_ADMIN_TOKEN") == "" {
+				// Printed once, to the terminal and never to the log: it is not stored
+				// anywhere but as a hash.
+				fmt.Fprintf(cmd.ErrOrStderr(), "\nAdmin bootstrap token (shown once; `berth admin --token` or BERTH_ADMIN_TOKEN):\n\n    %s\n\n", token)
+			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return err
 			}
-			log.Info("scheduler listening", "addr", ln.Addr().String(), "etcd", endpoints)
 			ctx := cmd.Context()
 			errc := make(chan error, 2)
-			go func() { errc <- h2c.Serve(ctx, ln, a.Handler()) }()
+			if serverTLS != nil {
+				log.Info("scheduler listening", "addr", ln.Addr().String(), "etcd", endpoints, "tls", true)
+				go func() { errc <- h2c.ServeTLS(ctx, ln, a.Handler(), serverTLS) }()
+			} else {
+				log.Warn("scheduler serving h2c without TLS: whoever reaches --listen can act for any account; keep it on loopback or a network only gateways reach", "addr", ln.Addr().String())
+				log.Info("scheduler listening", "addr", ln.Addr().String(), "etcd", endpoints, "tls", false)
+				go func() { errc <- h2c.Serve(ctx, ln, a.Handler()) }()
+			}
 			go func() { errc <- a.Run(ctx) }()
 			err = <-errc
 			if ctx.Err() != nil {
@@ -98,6 +146,10 @@ func schedulerCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&logDir, "log-dir", cli.Env("BERTH_LOG_DIR", "./.berth/cwlogs"), "directory of the CloudWatch Logs store (awslogs output and the logs API); on a disk that outlives the replica, see docs/logs.md")
 	f.StringVar(&endpoints, "etcd-endpoints", cli.Env("BERTH_ETCD_ENDPOINTS", "127.0.0.1:2379"), "etcd client endpoints, comma-separated")
+	cli.AddTLSFlags(f, &files, "the scheduler serves with (role scheduler); client certificates are verified against --tls-ca, identity headers count only from gateway-role ones and AdminService needs an admin-role one or --token")
+	f.StringVar(&etcdTLS.TrustedCAFile, "etcd-cacert", cli.Env("BERTH_ETCD_CACERT", ""), "verify etcd's server certificate with this CA bundle (etcdctl's --cacert)")
+	f.StringVar(&etcdTLS.CertFile, "etcd-cert", cli.Env("BERTH_ETCD_CERT", ""), "client certificate for etcd (etcdctl's --cert)")
+	f.StringVar(&etcdTLS.KeyFile, "etcd-key", cli.Env("BERTH_ETCD_KEY", ""), "client key for etcd (etcdctl's --key)")
 	f.StringVar(&listen, "listen", cli.Env("BERTH_SCHEDULER_ADDR", "127.0.0.1:4567"), "address of the internal Connect listener (h2c)")
 	f.StringVar(&region, "region", cli.Env("BERTH_REGION", "us-east-1"), "default region: ECS state from builds without regions is moved into it once at start (requests are served in the region they are signed for)")
 	f.StringVar(&keyFile, "secrets-key-file", cli.Env("BERTH_SECRETS_KEY_FILE", ""), "key file sealing secret and parameter values at rest: lines {id}:{base64 of 32 bytes}, primary first (docs/secrets.md); BERTH_SECRETS_KEY may hold the same lines comma-separated instead")
@@ -108,4 +160,12 @@ func schedulerCommand() *cobra.Command {
 	f.IntVar(&maxTxnOps, "etcd-max-txn-ops", 128, "the etcd cluster's --max-txn-ops (etcd's default: 128); RunTask's group commit fills txns up to it, so raise both together (1024 holds about a dozen RunTask calls of count 10 per txn)")
 	f.IntVar(&gzipMinBytes, "gzip-min-bytes", 0, "gzip responses of at least this many bytes to clients that accept gzip (the gateway and agents); 0 never compresses, which costs least CPU on internal links")
 	return cmd
+}
+
+// tlsPeer is what a scheduler request's verified client certificate proves.
+func tlsPeer(r *http.Request) caller.Peer {
+	return caller.Peer{
+		Gateway: pki.PeerHasRole(r.TLS, pki.RoleGateway),
+		Admin:   pki.PeerHasRole(r.TLS, pki.RoleAdmin),
+	}
 }

@@ -350,6 +350,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		p.SetHTTP1(true)
 		p.SetUnencryptedHTTP2(true)
 		srv := &http.Server{Handler: mux, Protocols: &p, ReadHeaderTimeout: 10 * time.Second}
+		a.log.Info("log service listening (berth logs --agent http://ADDR)", "addr", a.logLn.Addr().String())
 		wg.Go(func() { _ = srv.Serve(a.logLn) })
 		context.AfterFunc(ctx, func() { _ = srv.Close() })
 	}

@@ -15,7 +15,9 @@ import (
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	"github.com/berthhq/berth/services/gateway/awsjson"
+	"github.com/berthhq/berth/services/gateway/failover"
 	"github.com/berthhq/berth/services/gateway/h2c"
+	"github.com/berthhq/berth/services/gateway/pki"
 	"github.com/berthhq/berth/services/gateway/sigv4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -81,6 +83,12 @@ type Config struct {
 	// without TLS, http.Protocols with SetUnencryptedHTTP2) is used. It must speak HTTP/2
 	// for the agent's bidi stream.
 	HTTPClient *http.Client
+	// SchedulerReplicas, when it names more than one base URL, spreads the calls (the
+	// agent relay's streams included) over those replicas through HTTPClient's transport
+	// (see package failover): round robin over the healthy ones, a replica whose
+	// connection fails set aside for a moment, idempotent calls and refused dials sent
+	// again to another. SchedulerURL is then only the URL calls are built on.
+	SchedulerReplicas []string
 	// Regions is the allow-list of regions a request's SigV4 scope may name; each is
 	// served on its own (state, ARNs, agents). Nil or empty means every region of the
 	// commercial AWS partition (sigv4.PublicRegions). A request signed for another region
@@ -130,6 +138,11 @@ type Config struct {
 	// Console, when set, serves the web console at /console (see package console and
 	// ConsoleConfig); nil leaves /console unrouted.
 	Console *ConsoleConfig
+	// RequireAgentCert relays the AgentService only for clients whose verified TLS
+	// certificate carries the agent role (pki.RoleAgent); others get
+	// AccessDeniedException (403). Serve the gateway with pki.Files.ServerConfig and
+	// tls.VerifyClientCertIfGiven so agents can present one while ECS clients need not.
+	RequireAgentCert bool
 }
 
 // Gateway is the gateway's http.Handler; New builds it.
@@ -163,6 +176,15 @@ func New(cfg Config) (*Gateway, error) {
 	cfg.SchedulerURL = strings.TrimRight(cfg.SchedulerURL, "/")
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = NewH2CClient()
+	}
+	if len(cfg.SchedulerReplicas) > 1 {
+		lb, err := failover.New(cfg.HTTPClient.Transport, cfg.SchedulerReplicas)
+		if err != nil {
+			return nil, err
+		}
+		client := *cfg.HTTPClient
+		client.Transport = lb
+		cfg.HTTPClient = &client
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -300,6 +322,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(path, "/"+agentv1connect.AgentServiceName+"/"):
 		if agentProcedures[path] {
 			x.action = strings.TrimPrefix(path, "/")
+		}
+		if g.cfg.RequireAgentCert && !pki.PeerHasRole(r.TLS, pki.RoleAgent) {
+			x.errType = "AccessDeniedException"
+			writeError(rec, http.StatusForbidden, "AccessDeniedException", "The agent API needs a TLS client certificate with the agent role.")
+			return
 		}
 		g.serveAgent(rec, r, x)
 	case g.cfg.Dev && path == "/_berth/health":

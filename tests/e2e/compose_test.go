@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -11,17 +13,18 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/berthhq/berth/testkit/containerdtest"
-	"github.com/berthhq/berth/testkit/registrytest"
 	"github.com/berthhq/berth/tests/e2e/harness"
 )
 
@@ -63,8 +66,6 @@ func TestCompose(t *testing.T) {
 
 	// The host side: a containerd for the agents and a registry with the test image.
 	ctd := containerdtest.Start(t)
-	reg := registrytest.Start(t)
-	image := registrytest.PushTestImage(t, reg, "berth/testimage", "compose")
 
 	t0 := time.Now()
 	run(t, ctx, root, nil, filepath.Join(deploy, "build.sh"))
@@ -72,6 +73,8 @@ func TestCompose(t *testing.T) {
 
 	data := t.TempDir()
 	port, etcdPort := freePort(t), freePort(t)
+	regPort := freePort(t)
+	logPorts := [2]int{freePort(t), freePort(t)}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	project := "berthe2e" + hex.EncodeToString(b[:])
@@ -83,6 +86,9 @@ func TestCompose(t *testing.T) {
 		"BERTH_CONTAINERD_SNAPSHOTTER="+ctd.Snapshotter(),
 		"BERTH_CONTAINERD_ROOT="+ctd.Dir(),
 		"BERTH_COMPOSE_DATA="+data,
+		"BERTH_REGISTRY_PORT="+strconv.Itoa(regPort),
+		"BERTH_AGENT1_LOG_PORT="+strconv.Itoa(logPorts[0]),
+		"BERTH_AGENT2_LOG_PORT="+strconv.Itoa(logPorts[1]),
 	)
 	dc := func(ctx context.Context, args ...string) (string, error) {
 		argv := append(append(append([]string{}, compose[1:]...), "-p", project, "-f", filepath.Join(deploy, "compose.yaml")), args...)
@@ -116,9 +122,20 @@ func TestCompose(t *testing.T) {
 	if _, err := dc(ctx, "build"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dc(ctx, "up", "-d", "etcd1", "etcd2", "etcd3", "scheduler1", "scheduler2", "gateway"); err != nil {
+	if _, err := dc(ctx, "up", "-d", "registry", "etcd1", "etcd2", "etcd3", "scheduler1", "scheduler2", "gateway"); err != nil {
 		t.Fatal(err)
 	}
+	// The task's image goes into the stack's own registry, as a user's would.
+	testImage := filepath.Join(t.TempDir(), "berth-testimage")
+	run(t, ctx, root, append(os.Environ(), "CGO_ENABLED=0"), "go", "build", "-trimpath", "-o", testImage, "./testkit/testimage/cmd/berth-testimage")
+	image := "127.0.0.1:" + strconv.Itoa(regPort) + "/berth/testimage:compose"
+	retry(t, ctx, 30*time.Second, "image push into the stack's registry", func() error {
+		out, err := exec.CommandContext(ctx, filepath.Join(deploy, ".build", "berth"), "image", "demo", image, "--binary", testImage).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
 	// The first admin call succeeds once etcd has formed its cluster and scheduler1
 	// serves.
 	const account = "000000000000"
@@ -151,8 +168,28 @@ func TestCompose(t *testing.T) {
 
 	// The CLI reaches the gateway through a proxy checking every answer against the ECS
 	// model's required members.
-	proxy := httptest.NewServer(harness.ShapeRecorder(t).Proxy(&url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(port)}))
+	// The gateway serves HTTPS with the stack's CA (deploy/build.sh): the proxy trusts it.
+	caFile := filepath.Join(deploy, ".build", "tls", "berth-ca.pem")
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("%s holds no certificate", caFile)
+	}
+	upstream := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "https", Host: "127.0.0.1:" + strconv.Itoa(port)})
+	upstream.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}
+	proxy := httptest.NewServer(harness.ShapeRecorder(t).Handler(upstream))
 	defer proxy.Close()
+	// And the AWS CLI reaches it directly with the CA bundle, as a user would.
+	direct := exec.CommandContext(ctx, "aws", "--endpoint-url", "https://127.0.0.1:"+strconv.Itoa(port), "--ca-bundle", caFile,
+		"--output", "json", "ecs", "list-clusters")
+	direct.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+keyID, "AWS_SECRET_ACCESS_KEY="+secret,
+		"AWS_DEFAULT_REGION=us-east-1", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_MAX_ATTEMPTS=3")
+	if out, err := direct.CombinedOutput(); err != nil {
+		t.Fatalf("aws --ca-bundle against the HTTPS gateway: %v: %s", err, out)
+	}
 	aws := func(args ...string) (map[string]any, error) {
 		argv := append([]string{"--endpoint-url", proxy.URL, "--output", "json", "ecs"}, args...)
 		cmd := exec.CommandContext(ctx, "aws", argv...)
@@ -244,7 +281,7 @@ func TestCompose(t *testing.T) {
 
 	// The lb role: an ALB listener on the host forwarding to a target of the test's own.
 	elbCLI := func(args ...string) (map[string]any, error) {
-		argv := append([]string{"--endpoint-url", "http://127.0.0.1:" + strconv.Itoa(port), "--output", "json", "elbv2"}, args...)
+		argv := append([]string{"--endpoint-url", "https://127.0.0.1:" + strconv.Itoa(port), "--ca-bundle", caFile, "--output", "json", "elbv2"}, args...)
 		cmd := exec.CommandContext(ctx, "aws", argv...)
 		cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+keyID, "AWS_SECRET_ACCESS_KEY="+secret,
 			"AWS_DEFAULT_REGION=us-east-1", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_MAX_ATTEMPTS=1")
@@ -296,6 +333,123 @@ func TestCompose(t *testing.T) {
 		}
 		return nil
 	})
+
+	// `berth logs` reads the task's output from the agent that ran it (the agents' log
+	// services listen on the host's loopback at the ports compose gives them).
+	var logs []string
+	for _, p := range logPorts {
+		cmd := exec.CommandContext(ctx, filepath.Join(deploy, ".build", "berth"), "logs", taskArn, "--agent", "http://127.0.0.1:"+strconv.Itoa(p))
+		out, err := cmd.CombinedOutput()
+		logs = append(logs, fmt.Sprintf("agent log port %d: %v: %s", p, err, out))
+		if err == nil && strings.Contains(string(out), "exiting with status 0") {
+			logs = nil
+			break
+		}
+	}
+	if logs != nil {
+		t.Errorf("berth logs found the task's output on neither agent:\n%s", strings.Join(logs, "\n"))
+	}
+
+	// The README's service: 4 tasks spread over both agents, then scaled to 0 and deleted.
+	svcDefs, _ := json.Marshal([]map[string]any{{"name": "web", "image": image, "command": []string{"sleep", "3600"}, "memory": 32, "cpu": 10, "essential": true}})
+	if _, err := aws("register-task-definition", "--family", "web", "--network-mode", "host", "--container-definitions", string(svcDefs)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := aws("create-service", "--cluster", "default", "--service-name", "web", "--task-definition", "web", "--desired-count", "4",
+		"--placement-strategy", "type=spread,field=instanceId"); err != nil {
+		t.Fatal(err)
+	}
+	retry(t, ctx, 2*time.Minute, "4 service tasks RUNNING on both agents", func() error {
+		l, err := aws("list-tasks", "--cluster", "default", "--service-name", "web")
+		if err != nil {
+			return err
+		}
+		arns, _ := l["taskArns"].([]any)
+		if len(arns) != 4 {
+			return fmt.Errorf("%d tasks", len(arns))
+		}
+		args := []string{"describe-tasks", "--cluster", "default", "--tasks"}
+		for _, a := range arns {
+			args = append(args, a.(string))
+		}
+		d, err := aws(args...)
+		if err != nil {
+			return err
+		}
+		instances := map[any]int{}
+		for _, task := range d["tasks"].([]any) {
+			tm := task.(map[string]any)
+			if tm["lastStatus"] != "RUNNING" {
+				return fmt.Errorf("task %v is %v (%v)", tm["taskArn"], tm["lastStatus"], tm["stoppedReason"])
+			}
+			instances[tm["containerInstanceArn"]]++
+		}
+		if len(instances) != 2 {
+			return fmt.Errorf("tasks on %d instances: %v", len(instances), instances)
+		}
+		return nil
+	})
+	// Faults under the running service (a bounded chaos pass): kill -9 a scheduler, then
+	// restart the gateway. Per fault: the calls that failed while it recovered, the time
+	// until calls and both agents are back, and the service's tasks unchanged (none lost,
+	// none started twice).
+	serviceTasks := func() []string {
+		l, err := aws("list-tasks", "--cluster", "default", "--service-name", "web")
+		if err != nil {
+			return nil
+		}
+		var arns []string
+		for _, a := range l["taskArns"].([]any) {
+			arns = append(arns, a.(string))
+		}
+		slices.Sort(arns)
+		return arns
+	}
+	before := serviceTasks()
+	for _, fault := range []struct {
+		name   string
+		inject []string
+	}{
+		{"kill -9 scheduler1", []string{"kill", "-s", "SIGKILL", "scheduler1"}},
+		{"restart the gateway", []string{"restart", "--timeout", "5", "gateway"}},
+	} {
+		start := time.Now()
+		if _, err := dc(ctx, fault.inject...); err != nil {
+			t.Fatalf("%s: %v", fault.name, err)
+		}
+		failed, calls := 0, 0
+		var back time.Duration
+		for time.Since(start) < 90*time.Second {
+			calls++
+			if _, err := aws("describe-services", "--cluster", "default", "--services", "web"); err != nil {
+				failed++
+				continue
+			}
+			if up, _, err := connected(); err == nil && up == 2 {
+				back = time.Since(start)
+				break
+			}
+		}
+		if back == 0 {
+			t.Fatalf("%s: not recovered in 90 s (%d of %d calls failed)", fault.name, failed, calls)
+		}
+		after := serviceTasks()
+		t.Logf("chaos %s: %d of %d calls failed, recovered in %s, service tasks %d before %d after (lost/duplicated: %v)",
+			fault.name, failed, calls, back.Round(100*time.Millisecond), len(before), len(after), !slices.Equal(before, after))
+		if !slices.Equal(before, after) {
+			t.Errorf("%s: service tasks changed: %v → %v", fault.name, before, after)
+		}
+	}
+	if _, err := dc(ctx, "start", "scheduler1"); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := aws("update-service", "--cluster", "default", "--service", "web", "--desired-count", "0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := aws("delete-service", "--cluster", "default", "--service", "web"); err != nil {
+		t.Fatal(err)
+	}
 
 	// One agent container stops: its instance is seen disconnected, the other stays.
 	if _, err := dc(ctx, "stop", "--timeout", "10", "agent1"); err != nil {

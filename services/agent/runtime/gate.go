@@ -42,9 +42,11 @@ type GateConfig struct {
 type Gate struct {
 	cfg GateConfig
 
-	mu      sync.Mutex
-	client  *containerd.Client
-	reason  string
+	mu     sync.Mutex
+	client *containerd.Client
+	reason string
+	// warned is set once the missing containerd has been logged, until it connects.
+	warned  bool
 	changed chan struct{} // closed and replaced on every fill or clear
 	probed  chan struct{} // closed after the first dial attempt
 }
@@ -155,11 +157,20 @@ func (g *Gate) tick(ctx context.Context) {
 	if err != nil {
 		g.mu.Lock()
 		g.reason = fmt.Sprintf("containerd at %s not answering: %v", g.cfg.Address, err)
+		first := !g.warned
+		g.warned = true
 		g.mu.Unlock()
+		if first {
+			// Once, loudly: until containerd answers, this host advertises no capacity and
+			// its instance's statusReason says why.
+			g.cfg.Log.Warn("containerd not answering: no tasks can run on this host until it does (the instance stays DRAINING with this reason)",
+				"address", g.cfg.Address, "err", err)
+		}
 		return
 	}
 	g.cfg.Log.Info("containerd connected; runtime gate filled", "address", g.cfg.Address)
 	g.mu.Lock()
+	g.warned = false
 	g.client, g.reason = c, ""
 	close(g.changed)
 	g.changed = make(chan struct{})

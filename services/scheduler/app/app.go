@@ -45,6 +45,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/secretsmanager"
 	"github.com/berthhq/berth/services/scheduler/service"
 	"github.com/berthhq/berth/services/scheduler/ssm"
+	"github.com/berthhq/berth/services/scheduler/store"
 	"github.com/berthhq/berth/services/scheduler/sts"
 	"github.com/berthhq/berth/services/scheduler/tasksecrets"
 )
@@ -106,6 +107,18 @@ type Config struct {
 	// TaskSubnetPool is the IPv4 range container instances' awsvpc task subnets (one /24
 	// each) are allocated from; "" is control.DefaultTaskSubnetPool.
 	TaskSubnetPool string
+	// PeerOf returns what a request's connection proved about the caller (the roles of
+	// its verified TLS client certificate; see caller.Peer), for a replica served over
+	// TLS with client certificates. When set, identity headers count only from gateway
+	// peers and ResolveAccessKey answers only gateway and admin peers. Nil (a plain
+	// listener: `berth dev`, or a network only gateways reach) proves nothing and trusts
+	// the listener's reach.
+	PeerOf func(r *http.Request) caller.Peer
+	// EtcdRequestTimeout bounds each etcd request of the API and the leader loops, which
+	// also require an etcd leader (store.RequireQuorum): without quorum a call answers
+	// ServerException within this long instead of waiting for its caller's deadline.
+	// Zero means store.DefaultRequestTimeout (4 s).
+	EtcdRequestTimeout time.Duration
 }
 
 // App is one scheduler replica.
@@ -127,6 +140,7 @@ type App struct {
 	params      *ssm.Handler
 	kv          clientv3.KV        // cfg.Etcd's KV, instrumented when metrics are on
 	watchKV     etcdmetrics.Client // the same with the watcher, for placement and services
+	tokens      *admin.Tokens
 }
 
 // ecsHandler serves the ECS API: service actions from service.Handler, everything else
@@ -161,7 +175,9 @@ func New(cfg Config) (*App, error) {
 		reg = cfg.Registry
 	}
 	em := etcdmetrics.NewMetrics(reg)
-	a.kv, a.watchKV = etcdmetrics.Wrap(cfg.Etcd, em), etcdmetrics.WrapClient(cfg.Etcd, em)
+	quorumKV := store.RequireQuorum(cfg.Etcd.KV, cfg.EtcdRequestTimeout)
+	a.kv = etcdmetrics.Wrap(quorumKV, em)
+	a.watchKV = etcdmetrics.Client{KV: etcdmetrics.Wrap(quorumKV, em), Watcher: cfg.Etcd.Watcher}
 	a.placer = placement.NewPlacer(a.watchKV, cfg.Logger.With("component", "placement"),
 		placement.WithMetrics(placement.NewMetrics(reg)))
 	if err := control.CheckTaskSubnetPool(cfg.TaskSubnetPool); err != nil {
@@ -200,7 +216,7 @@ func New(cfg Config) (*App, error) {
 		Logger:   cfg.Logger.With("component", "leader"),
 	})
 
-	identity := connect.WithInterceptors(caller.Interceptor{}, tracing{}, rpcLog{log: cfg.Logger.With("component", "rpc")})
+	identity := connect.WithInterceptors(caller.Interceptor{RequireGateway: cfg.PeerOf != nil}, tracing{}, rpcLog{log: cfg.Logger.With("component", "rpc")})
 	gzip := gzipOption(cfg.GzipMinBytes)
 	mux := http.NewServeMux()
 	mux.Handle(ecsv1connect.NewEcsServiceHandler(ecsHandler{a.control, a.services}, identity, gzip))
@@ -215,11 +231,36 @@ func New(cfg Config) (*App, error) {
 		mux.Handle(logsv1connect.NewLogsServiceHandler(logsv1connect.UnimplementedLogsServiceHandler{}, identity, gzip))
 	}
 	mux.Handle(elbv2v1connect.NewElbv2ServiceHandler(elbapi.New(a.kv, elbapi.InstanceHost(a.kv)), identity, gzip))
-	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip))
+	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip, connect.WithInterceptors(admin.Guard{Open: cfg.Dev})))
 	mux.Handle(consolev1connect.NewConsoleServiceHandler(changefeed.New(cfg.Etcd, a.kv, cfg.Logger.With("component", "changefeed")), identity, gzip))
 	a.handleIntrospection(mux)
-	a.handler = mux
+	a.tokens = admin.NewTokens(a.kv)
+	a.handler = a.authenticate(mux)
 	return a, nil
+}
+
+// authenticate puts the caller.Peer of each request into its context: what its TLS
+// client certificate proves (Config.PeerOf) and, for a request carrying
+// "Authorization: Bearer <token>", whether that is the admin token.
+func (a *App) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p caller.Peer
+		if a.cfg.PeerOf != nil {
+			p = a.cfg.PeerOf(r)
+			p.Authenticated = true
+		}
+		if tok := admin.BearerToken(r.Header.Get("Authorization")); tok != "" && a.tokens.Check(r.Context(), tok) {
+			p.Admin = true
+		}
+		next.ServeHTTP(w, r.WithContext(caller.WithPeer(r.Context(), p)))
+	})
+}
+
+// Bootstrap stores the admin bootstrap token unless one exists (admin.Bootstrap): token,
+// or a generated one when empty. It returns the token and true when this call stored it;
+// print a generated token once, to the operator, never to a log.
+func (a *App) Bootstrap(ctx context.Context, token string) (string, bool, error) {
+	return admin.Bootstrap(ctx, a.kv, token)
 }
 
 // gzipOption is the handlers' response compression: gzip for messages of at least

@@ -28,12 +28,16 @@ func TestResponseCompression(t *testing.T) {
 		if _, err := a.Admin().CreateAccount(context.Background(), connect.NewRequest(&adminv1.CreateAccountRequest{Id: "123456789012", Name: "gzip"})); err != nil && connect.CodeOf(err) != connect.CodeAlreadyExists {
 			t.Fatal(err)
 		}
+		if _, _, err := a.Bootstrap(context.Background(), "gzip-test-token"); err != nil {
+			t.Fatal(err)
+		}
 		srv := httptest.NewServer(a.Handler())
 		// A Connect unary call as a Connect client sends it (it accepts gzip by default),
 		// with an empty JSON body.
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/berth.admin.v1.AdminService/ListAccounts", strings.NewReader("{}"))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept-Encoding", "gzip")
+		req.Header.Set("Authorization", "Bearer gzip-test-token")
 		resp, err := srv.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -1,8 +1,10 @@
 // Package caller carries the identity of an ECS call's caller through the scheduler. The
 // gateway authenticates the request (SigV4) and sends the account and the region of the
 // credential scope, and for an agent's
-// instance-scoped credential the container instance, in the headers named here; the
-// scheduler trusts them because only the gateway reaches its internal listener.
+// instance-scoped credential the container instance, in the headers named here. With TLS
+// the scheduler believes them only from a peer that presented a gateway certificate
+// (Interceptor.RequireGateway, Peer); without TLS (`berth dev`, a loopback listener) it
+// trusts whoever reaches its internal listener.
 package caller
 
 import (
@@ -90,9 +92,52 @@ var ErrNoAccount = errors.New("missing or invalid " + AccountHeader + " header")
 // ErrNoRegion is returned by the interceptor when a call carries no valid region.
 var ErrNoRegion = errors.New("missing or invalid " + RegionHeader + " header")
 
+// Peer is what the connection itself proved about the caller, before any header is read:
+// the roles of its verified TLS client certificate and whether it presented the admin
+// token. The scheduler's listener puts it in each request's context (WithPeer).
+type Peer struct {
+	// Gateway is set for a client certificate with the gateway role.
+	Gateway bool
+	// Admin is set for a client certificate with the admin role or a valid admin token.
+	Admin bool
+	// Authenticated is set when the listener checked the connection at all (TLS with
+	// client certificates); false on a plain listener, where nothing is proved.
+	Authenticated bool
+}
+
+type peerKey struct{}
+
+// WithPeer returns ctx carrying p.
+func WithPeer(ctx context.Context, p Peer) context.Context {
+	return context.WithValue(ctx, peerKey{}, p)
+}
+
+// PeerFrom returns the peer in ctx (the zero Peer when none was set).
+func PeerFrom(ctx context.Context) Peer {
+	p, _ := ctx.Value(peerKey{}).(Peer)
+	return p
+}
+
+// ErrNotGateway is returned when identity headers come from a peer without a gateway
+// certificate while the interceptor requires one.
+var ErrNotGateway = errors.New("identity headers are accepted only from a client presenting a gateway certificate")
+
 // Interceptor reads the identity headers of every unary and streaming call into the
 // context, and refuses calls without a valid account or region with CodeUnauthenticated.
-type Interceptor struct{}
+// With RequireGateway it first refuses, with CodePermissionDenied, every call whose peer
+// (PeerFrom) is not a gateway: nobody else may say which account it acts for.
+type Interceptor struct {
+	// RequireGateway makes the identity headers count only from a gateway peer.
+	RequireGateway bool
+}
+
+// check refuses a non-gateway peer when the interceptor requires one.
+func (i Interceptor) check(ctx context.Context) error {
+	if i.RequireGateway && !PeerFrom(ctx).Gateway {
+		return connect.NewError(connect.CodePermissionDenied, ErrNotGateway)
+	}
+	return nil
+}
 
 func identityFrom(h interface{ Get(string) string }) (Identity, error) {
 	id := Identity{
@@ -114,10 +159,13 @@ func identityFrom(h interface{ Get(string) string }) (Identity, error) {
 }
 
 // WrapUnary implements connect.Interceptor.
-func (Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+func (i Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		if req.Spec().IsClient {
 			return next(ctx, req)
+		}
+		if err := i.check(ctx); err != nil {
+			return nil, err
 		}
 		id, err := identityFrom(req.Header())
 		if err != nil {
@@ -133,8 +181,11 @@ func (Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect
 }
 
 // WrapStreamingHandler implements connect.Interceptor.
-func (Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+func (i Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		if err := i.check(ctx); err != nil {
+			return err
+		}
 		id, err := identityFrom(conn.RequestHeader())
 		if err != nil {
 			return err

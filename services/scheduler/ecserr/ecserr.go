@@ -6,8 +6,12 @@
 package ecserr
 
 import (
+	"context"
+
 	"errors"
 	"fmt"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"connectrpc.com/connect"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
@@ -108,12 +112,33 @@ func ToConnect(err error) error {
 			return ce
 		}
 		e = &Error{Type: "ServerException", Message: "An internal error occurred."}
+		if storeUnavailable(err) {
+			e.Message = StoreUnavailableMessage
+		}
 	}
 	ce := connect.NewError(code(e.Type), errors.New(e.Message))
 	if detail, derr := connect.NewErrorDetail(&ecsv1.Exception{Type: e.Type, Message: e.Message}); derr == nil {
 		ce.AddDetail(detail)
 	}
 	return ce
+}
+
+// StoreUnavailableMessage is the ServerException message of a call that failed because
+// etcd had no quorum or did not answer within the scheduler's request deadline.
+const StoreUnavailableMessage = "The cluster state store is unavailable (etcd has no quorum or did not answer in time); retry the request."
+
+// storeUnavailable reports whether err is etcd's (or its deadline's) unavailability: a
+// gRPC Unavailable or DeadlineExceeded status (etcdserver: no leader, …) or a context
+// deadline.
+func storeUnavailable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return false
 }
 
 // FromConnect recovers the *Error carried by a Connect error's detail, if any.

@@ -59,6 +59,10 @@ func Account(account string) string { return store.MustKey("accounts", account) 
 // AccessKey returns the key of an access key record.
 func AccessKey(id string) string { return store.MustKey("access-keys", id) }
 
+// AdminToken is the key of the admin bootstrap token's SHA-256 (a BytesValue): the
+// token itself is never stored.
+func AdminToken() string { return store.MustKey("admin", "bootstrap-token") }
+
 // Cluster returns the key of a cluster record.
 func Cluster(account Scope, cluster string) string {
 	return store.MustKey("clusters", account.Account, account.Region, cluster)

@@ -32,6 +32,9 @@ const (
 	// LeaderTTL is the schedulers' election TTL: short, so a killed leader is replaced
 	// within seconds.
 	LeaderTTL = 3 * time.Second
+	// AdminToken is the schedulers' admin bootstrap token (BERTH_ADMIN_TOKEN), which
+	// `berth admin --token` presents.
+	AdminToken = "berth-admin-e2e-harness"
 )
 
 // Options shape the system under test.
@@ -39,6 +42,10 @@ type Options struct {
 	// Agents is the number of agents (default 2), all on one private containerd, each
 	// with its own namespace and data dir.
 	Agents int
+	// GatewayReplicas gives the gateway every scheduler replica's URL (--scheduler-url
+	// a,b) instead of the in-test TCP load balancer, so the gateway's own balancing and
+	// failover (package failover) are what is tested.
+	GatewayReplicas bool
 }
 
 // EtcdMember is one member of the etcd cluster.
@@ -156,6 +163,8 @@ func Start(t *testing.T, opts Options) *Cluster {
 				"--region", Region,
 				"--leader-ttl", LeaderTTL.String(),
 			},
+			// The admin bootstrap token is fixed, not printed: `berth admin --token` below.
+			Env:     []string{"BERTH_ADMIN_TOKEN=" + AdminToken},
 			LogPath: filepath.Join(c.Dir, "logs", fmt.Sprintf("scheduler-%d.log", i)),
 		})
 	}
@@ -174,6 +183,9 @@ func Start(t *testing.T, opts Options) *Cluster {
 			"--listen", gwAddr,
 		},
 		LogPath: filepath.Join(c.Dir, "logs", "gateway.log"),
+	}
+	if opts.GatewayReplicas {
+		c.Gateway.Args[2] = "http://" + c.SchedulerAddrs[0] + ",http://" + c.SchedulerAddrs[1]
 	}
 	for i := range opts.Agents {
 		ns := fmt.Sprintf("berth-a%d", i)
@@ -213,7 +225,7 @@ func Start(t *testing.T, opts Options) *Cluster {
 	}
 
 	// Seed the account and its key through a scheduler replica, as an operator would.
-	admin := []string{"admin", "--scheduler-url", "http://" + c.SchedulerAddrs[0]}
+	admin := []string{"admin", "--scheduler-url", "http://" + c.SchedulerAddrs[0], "--token", AdminToken}
 	if _, err := run(c.Bins.Berth, nil, append(admin, "account", "create", AccountID, "--name", "e2e")...); err != nil {
 		t.Fatalf("berth admin account create: %v", err)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	"github.com/berthhq/berth/services/agent"
 	"github.com/berthhq/berth/services/agent/network"
-	"github.com/berthhq/berth/services/gateway/h2c"
+	"github.com/berthhq/berth/services/gateway/pki"
 	"github.com/berthhq/berth/services/gateway/sigv4client"
 )
 
@@ -29,6 +29,7 @@ func Command(use string) *cobra.Command {
 	var gatewayURL, cluster, dataDir, containerdAddr, namespace, snapshotter, region, credsFile, logAddr string
 	var insecure, attrs []string
 	var netCfg network.Config
+	var files pki.Files
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: "Join this host to a cluster and run its tasks through containerd",
@@ -56,7 +57,10 @@ func Command(use string) *cobra.Command {
 				return err
 			}
 			setGCDefault()
-			client := h2c.NewClient()
+			client, err := cli.HTTPClient(gatewayURL, files)
+			if err != nil {
+				return fmt.Errorf("--gateway: %w", err)
+			}
 			client.Transport = sigv4client.New(client.Transport, sigv4client.StaticCredentials(keyID, secret), region)
 			abs, err := filepath.Abs(dataDir)
 			if err != nil {
@@ -84,6 +88,7 @@ func Command(use string) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
+	cli.AddTLSFlags(f, &files, "the agent presents to the gateway (role agent; mTLS with an https:// --gateway)")
 	f.StringVar(&gatewayURL, "gateway", cli.Env("BERTH_GATEWAY_URL", "http://127.0.0.1:4566"), "the gateway's URL")
 	f.StringVar(&cluster, "cluster", cli.Env("BERTH_CLUSTER", "default"), "cluster to join")
 	f.StringVar(&dataDir, "data-dir", cli.Env("BERTH_DATA_DIR", "./.berth/agent"), "agent state, logs and FIFOs")

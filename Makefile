@@ -19,9 +19,13 @@ $(BUF): tools/go.mod tools/go.sum
 	cd tools && GOWORK=off go build -o $(TOOLS)/ tool
 	@touch $(BUF)
 
-## generate: regenerate proto/berth/ecs/v1 from the ECS model, then gen/ from proto/.
+## generate: regenerate proto/berth/<svc>/v1 from each AWS model in api/ (one ecsgen line
+## per service the gateway serves), then gen/ from proto/.
 generate: tools
 	cd tools && GOWORK=off go run ./ecsgen -model ../api/ecs/ecs-2014-11-13.json -out ../proto/berth/ecs/v1
+	cd tools && GOWORK=off go run ./ecsgen -model ../api/secretsmanager/secretsmanager-2017-10-17.json -out ../proto/berth/secretsmanager/v1 -package berth.secretsmanager.v1 -service SecretsManagerService -title "Secrets Manager"
+	cd tools && GOWORK=off go run ./ecsgen -model ../api/ssm/ssm-2014-11-06.json -out ../proto/berth/ssm/v1 -package berth.ssm.v1 -service SsmService -title SSM
+	cd tools && GOWORK=off go run ./ecsgen -model ../api/sts/sts-2011-06-15.json -out ../proto/berth/sts/v1 -package berth.sts.v1 -service StsService -title STS
 	$(BUF) format -w
 	rm -rf gen/berth
 	PATH="$(TOOLS):$$PATH" $(BUF) generate

@@ -31,6 +31,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/app"
 	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/seal"
 )
 
 func devCommand() *cobra.Command {
@@ -145,8 +146,13 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	}
 	defer etcd.Close()
 
+	// Secrets are sealed with a key file beside etcd's data, never in it (docs/secrets.md).
+	keyring, err := seal.LoadOrCreate(filepath.Join(dataDir, "secrets.key"))
+	if err != nil {
+		return fmt.Errorf("secrets key: %w", err)
+	}
 	sched, err := app.New(app.Config{Etcd: etcd.Client(), Region: cfg.Region, Logger: log.With("service", "scheduler"), Dev: true,
-		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps})
+		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps, Keyring: keyring})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -13,10 +14,27 @@ import (
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	"github.com/berthhq/berth/services/gateway/h2c"
 	"github.com/berthhq/berth/services/scheduler/app"
+	"github.com/berthhq/berth/services/scheduler/seal"
 )
 
+// loadKeyring reads the secrets keyring from path, else from BERTH_SECRETS_KEY; nil when
+// neither is set.
+func loadKeyring(path string) (*seal.Keyring, error) {
+	if path != "" {
+		return seal.Load(path)
+	}
+	if v := os.Getenv("BERTH_SECRETS_KEY"); v != "" {
+		k, err := seal.Parse(v)
+		if err != nil {
+			return nil, fmt.Errorf("BERTH_SECRETS_KEY: %w", err)
+		}
+		return k, nil
+	}
+	return nil, nil
+}
+
 func schedulerCommand() *cobra.Command {
-	var endpoints, listen, region, replica string
+	var endpoints, listen, region, replica, keyFile string
 	var leaderTTL, stableAfter time.Duration
 	var maxTxnOps, gzipMinBytes int
 	cmd := &cobra.Command{
@@ -36,7 +54,14 @@ func schedulerCommand() *cobra.Command {
 				return fmt.Errorf("etcd %s: %w", endpoints, err)
 			}
 			defer etcd.Close()
-			a, err := app.New(app.Config{Etcd: etcd, Region: region, Logger: log, Replica: replica, LeaderTTL: leaderTTL,
+			keyring, err := loadKeyring(keyFile)
+			if err != nil {
+				return err
+			}
+			if keyring == nil {
+				log.Warn("no secrets key: Secrets Manager and SSM Parameter Store are disabled (set --secrets-key-file or BERTH_SECRETS_KEY)")
+			}
+			a, err := app.New(app.Config{Keyring: keyring, Etcd: etcd, Region: region, Logger: log, Replica: replica, LeaderTTL: leaderTTL,
 				Registry: prometheus.NewRegistry(), TaskStableAfter: stableAfter, // /metrics on the internal listener
 				MaxTxnOps: maxTxnOps, GzipMinBytes: gzipMinBytes})
 			if err != nil {
@@ -65,6 +90,7 @@ func schedulerCommand() *cobra.Command {
 	f.StringVar(&endpoints, "etcd-endpoints", cli.Env("BERTH_ETCD_ENDPOINTS", "127.0.0.1:2379"), "etcd client endpoints, comma-separated")
 	f.StringVar(&listen, "listen", cli.Env("BERTH_SCHEDULER_ADDR", "127.0.0.1:4567"), "address of the internal Connect listener (h2c)")
 	f.StringVar(&region, "region", cli.Env("BERTH_REGION", "us-east-1"), "default region: ECS state from builds without regions is moved into it once at start (requests are served in the region they are signed for)")
+	f.StringVar(&keyFile, "secrets-key-file", cli.Env("BERTH_SECRETS_KEY_FILE", ""), "key file sealing secret and parameter values at rest: lines {id}:{base64 of 32 bytes}, primary first (docs/secrets.md); BERTH_SECRETS_KEY may hold the same lines comma-separated instead")
 	f.StringVar(&replica, "replica", cli.Env("BERTH_REPLICA", ""), "replica name (default host-pid)")
 	f.DurationVar(&leaderTTL, "leader-ttl", 5*time.Second, "leader election session TTL")
 	f.DurationVar(&stableAfter, "task-stable-after", 0, "how long a service task without health checks stays RUNNING before it counts toward minimumHealthyPercent (0: 40s, as AWS)")

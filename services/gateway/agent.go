@@ -69,6 +69,11 @@ func (g *Gateway) serveAgent(w http.ResponseWriter, r *http.Request, x *exchange
 	}
 	g.lockout.success(addr)
 	x.account = cred.AccountID
+	if cred.Service != SigningName {
+		x.errType = sigv4.InvalidSignature
+		writeConnectError(w, connect.CodeUnauthenticated, fmt.Sprintf("%s: Credential should be scoped to correct service: '%s', not '%s'.", sigv4.InvalidSignature, SigningName, cred.Service))
+		return
+	}
 	out := r.Clone(r.Context())
 	for k := range out.Header {
 		if strings.HasPrefix(strings.ToLower(k), "berth-") {

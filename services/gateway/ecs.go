@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 
 	"connectrpc.com/connect"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/gateway/awsjson"
+	"github.com/berthhq/berth/services/gateway/awsquery"
 	"github.com/berthhq/berth/services/gateway/sigv4"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -24,7 +27,10 @@ import (
 // and *message satisfies proto.Message through it.
 type message struct{ proto.Message }
 
-// operation is one ECS action routed to the scheduler.
+// connectHTTPClient is the HTTP client the Connect clients use.
+type connectHTTPClient = connect.HTTPClient
+
+// operation is one action of an AWS service routed to the scheduler.
 type operation struct {
 	name   string
 	input  protoreflect.MessageType
@@ -32,12 +38,8 @@ type operation struct {
 	client *connect.Client[message, message]
 }
 
-// newOperations builds a Connect client for every method of the EcsService descriptor.
-func newOperations(httpClient connect.HTTPClient, baseURL string) (map[string]*operation, error) {
-	sd := ecsv1.File_berth_ecs_v1_ecs_service_proto.Services().ByName("EcsService")
-	if sd == nil {
-		return nil, errors.New("gateway: EcsService descriptor not found")
-	}
+// newOperations builds a Connect client for every method of the service descriptor sd.
+func newOperations(sd protoreflect.ServiceDescriptor, httpClient connect.HTTPClient, baseURL string) (map[string]*operation, error) {
 	methods := sd.Methods()
 	ops := make(map[string]*operation, methods.Len())
 	for i := 0; i < methods.Len(); i++ {
@@ -79,16 +81,34 @@ var agentActions = map[string]bool{
 
 const internalMessage = "An internal error occurred."
 
-// serveECS serves one AWS JSON 1.1 request: read (bounded), authenticate, route, throttle,
-// decode, call, encode.
-func (g *Gateway) serveECS(w http.ResponseWriter, r *http.Request, x *exchange) {
+// serveAWS serves one request to an AWS service: read (bounded), authenticate (the
+// credential scope names the service), route (X-Amz-Target or Action), throttle, decode,
+// call, encode — in the service's protocol.
+func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request, x *exchange) {
+	// Until the signature names the service, errors take the protocol the request looks
+	// like: query when it has no X-Amz-Target and is a form POST or a GET naming an Action.
+	var svc *service
+	query := r.Header.Get("X-Amz-Target") == "" &&
+		((r.Method == http.MethodGet && r.URL.Query().Has("Action")) ||
+			(r.Method == http.MethodPost && strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded")))
 	fail := func(status int, typ, msg string) {
 		x.errType = typ
+		if svc != nil {
+			query = svc.Protocol == Query
+		}
+		if query {
+			ns := "https://sts.amazonaws.com/doc/2011-06-15/"
+			if svc != nil {
+				ns = svc.XMLNamespace
+			}
+			writeXMLError(w, status, queryCode(typ), msg, ns, x.id)
+			return
+		}
 		writeError(w, status, typ, msg)
 	}
-	if r.Method != http.MethodPost {
+	if r.Method != http.MethodPost && !(query && r.Method == http.MethodGet) {
 		w.Header().Set("Allow", http.MethodPost)
-		fail(http.StatusMethodNotAllowed, "UnknownOperationException", "ECS requests are POST / with X-Amz-Target.")
+		fail(http.StatusMethodNotAllowed, "UnknownOperationException", "AWS requests are POST / with X-Amz-Target (JSON) or Action (query).")
 		return
 	}
 	addr := g.cfg.ClientAddress(r)
@@ -123,26 +143,62 @@ func (g *Gateway) serveECS(w http.ResponseWriter, r *http.Request, x *exchange) 
 	}
 	g.lockout.success(addr)
 	x.account = cred.AccountID
+	svc = g.services[cred.Service]
 
-	target := r.Header.Get("X-Amz-Target")
-	action, ok := cutPrefix(target, TargetPrefix)
-	op := g.ops[action]
-	if !ok || op == nil {
-		fail(http.StatusBadRequest, "UnknownOperationException", fmt.Sprintf("Unknown operation %q.", target))
-		return
+	var action string
+	var form url.Values
+	switch svc.Protocol {
+	case Query:
+		form, err = url.ParseQuery(string(body))
+		if r.Method == http.MethodGet {
+			form, err = url.ParseQuery(r.URL.RawQuery)
+		}
+		if err != nil {
+			fail(http.StatusBadRequest, "MalformedQueryString", "The request's parameters are not a valid form encoding.")
+			return
+		}
+		action = form.Get("Action")
+		if action == "" {
+			fail(http.StatusBadRequest, "MissingAction", "The request must contain the parameter Action.")
+			return
+		}
+		if v := form.Get("Version"); v != "" && v != svc.Version {
+			fail(http.StatusBadRequest, "InvalidAction", fmt.Sprintf("Could not find operation %s for version %s.", action, v))
+			return
+		}
+		if svc.ops[action] == nil {
+			fail(http.StatusBadRequest, "InvalidAction", fmt.Sprintf("Could not find operation %s for version %s.", action, svc.Version))
+			return
+		}
+	default:
+		target := r.Header.Get("X-Amz-Target")
+		a, ok := cutPrefix(target, svc.TargetPrefix)
+		if !ok || svc.ops[a] == nil {
+			fail(http.StatusBadRequest, "UnknownOperationException", fmt.Sprintf("Unknown operation %q.", target))
+			return
+		}
+		action = a
 	}
-	x.action = action
-	if cred.ContainerInstanceARN != "" && !agentActions[action] {
+	op := svc.ops[action]
+	x.action = metricAction(svc, action)
+	if cred.ContainerInstanceARN != "" && (svc.SigningName != SigningName || !agentActions[action]) {
 		fail(http.StatusBadRequest, "AccessDeniedException",
-			fmt.Sprintf("The credential of container instance %s is not authorized to perform: ecs:%s", cred.ContainerInstanceARN, action))
+			fmt.Sprintf("The credential of container instance %s is not authorized to perform: %s:%s", cred.ContainerInstanceARN, svc.SigningName, action))
 		return
 	}
 	if !g.throttle.allow(cred.AccountID) {
-		fail(http.StatusBadRequest, "ThrottlingException", "Rate exceeded")
+		fail(http.StatusBadRequest, svc.Throttling, "Rate exceeded")
 		return
 	}
 	in := op.input.New().Interface()
-	if err := awsjson.Unmarshal(body, in); err != nil {
+	if svc.Protocol == Query {
+		if err := awsquery.Unmarshal(form, in); err != nil {
+			var qe *awsquery.Error
+			errors.As(err, &qe)
+			fail(http.StatusBadRequest, qe.Code, qe.Message)
+			return
+		}
+	} else if err := awsjson.Unmarshal(body, in); err != nil {
 		var ae *awsjson.Error
 		errors.As(err, &ae)
 		fail(http.StatusBadRequest, ae.Type, ae.Message)
@@ -150,19 +206,65 @@ func (g *Gateway) serveECS(w http.ResponseWriter, r *http.Request, x *exchange) 
 	}
 	out, err := g.call(r.Context(), op, in, cred, x.id)
 	if err != nil {
-		status, typ, msg := g.mapError(err, action, x.id)
+		status, typ, msg := g.mapError(err, svc, action, x.id)
 		fail(status, typ, msg)
 		return
 	}
-	data, err := awsjson.Marshal(out)
-	if err != nil {
-		fail(http.StatusInternalServerError, "ServerException", internalMessage)
-		return
+	var data []byte
+	if svc.Protocol == Query {
+		data = awsquery.Marshal(action, out, svc.XMLNamespace, x.id)
+		w.Header().Set("Content-Type", "text/xml")
+	} else {
+		if data, err = awsjson.Marshal(out); err != nil {
+			fail(http.StatusInternalServerError, "ServerException", internalMessage)
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 	}
-	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(data)
+}
+
+// metricAction is an action's name in logs and metrics: the bare name for ECS (as before
+// other services were served), "{service}:{Action}" for the others.
+func metricAction(svc *service, action string) string {
+	if svc.SigningName == SigningName {
+		return action
+	}
+	return svc.SigningName + ":" + action
+}
+
+// queryErrorCodes are the query protocol's names of the authentication errors the JSON
+// services call otherwise (STS's documented common errors).
+var queryErrorCodes = map[string]string{
+	"UnrecognizedClientException":         "InvalidClientTokenId",
+	"InvalidSignatureException":           "SignatureDoesNotMatch",
+	"MissingAuthenticationTokenException": "MissingAuthenticationToken",
+	"IncompleteSignatureException":        "IncompleteSignature",
+	"ServerException":                     "InternalFailure",
+	"ThrottlingException":                 "Throttling",
+	"SerializationException":              "MalformedQueryString",
+	"UnknownOperationException":           "InvalidAction",
+}
+
+func queryCode(typ string) string {
+	if c, ok := queryErrorCodes[typ]; ok {
+		return c
+	}
+	return typ
+}
+
+// writeXMLError writes a query-protocol error: authentication failures are 403 as AWS
+// answers them there.
+func writeXMLError(w http.ResponseWriter, status int, code, message, xmlns, requestID string) {
+	switch code {
+	case "InvalidClientTokenId", "SignatureDoesNotMatch", "MissingAuthenticationToken", "AccessDenied", "AccessDeniedException":
+		status = http.StatusForbidden
+	}
+	w.Header().Set("Content-Type", "text/xml")
+	w.WriteHeader(status)
+	_, _ = w.Write(awsquery.MarshalError(status, code, message, xmlns, requestID))
 }
 
 func cutPrefix(s, prefix string) (string, bool) {
@@ -198,13 +300,26 @@ func setIdentity(h http.Header, cred sigv4.Credential, requestID string) {
 		h.Del(ContainerInstanceHeader)
 	}
 	h.Set(RequestIDHeader, requestID)
+	arn, id := principal(cred)
+	h.Set(PrincipalARNHeader, arn)
+	h.Set(PrincipalIDHeader, id)
+}
+
+// principal returns the ARN and unique id of the credential's principal: its own when the
+// key names one, else the account's root user (arn:aws:iam::{account}:root, whose
+// GetCallerIdentity UserId is the account id).
+func principal(cred sigv4.Credential) (arn, id string) {
+	if cred.PrincipalARN != "" {
+		return cred.PrincipalARN, cred.PrincipalID
+	}
+	return "arn:aws:iam::" + cred.AccountID + ":root", cred.AccountID
 }
 
 // mapError turns a scheduler error into an AWS error: the ecsv1.Exception detail gives the
 // type and message (HTTP 400, or 500 for ServerException); an unimplemented method is
-// UnsupportedFeatureException naming the action; anything else is ServerException with a
+// the service's Unsupported error naming the action; anything else is ServerException with a
 // generic message (the cause is logged, never returned).
-func (g *Gateway) mapError(err error, action, requestID string) (int, string, string) {
+func (g *Gateway) mapError(err error, svc *service, action, requestID string) (int, string, string) {
 	var ce *connect.Error
 	if errors.As(err, &ce) {
 		for _, d := range ce.Details() {
@@ -214,15 +329,16 @@ func (g *Gateway) mapError(err error, action, requestID string) (int, string, st
 			}
 			if ex, ok := v.(*ecsv1.Exception); ok && ex.GetType() != "" {
 				status := http.StatusBadRequest
-				if ex.GetType() == "ServerException" {
+				switch ex.GetType() {
+				case "ServerException", "InternalServiceError", "InternalServerError", "InternalFailure":
 					status = http.StatusInternalServerError
 				}
 				return status, ex.GetType(), ex.GetMessage()
 			}
 		}
 		if ce.Code() == connect.CodeUnimplemented {
-			return http.StatusBadRequest, "UnsupportedFeatureException",
-				fmt.Sprintf("Berth does not support the action %s yet.", action)
+			return http.StatusBadRequest, svc.Unsupported,
+				fmt.Sprintf("Berth does not support the action %s:%s yet.", svc.SigningName, action)
 		}
 	}
 	g.log.Error("scheduler call failed", "request_id", requestID, "action", action, "error", err)

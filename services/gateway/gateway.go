@@ -35,6 +35,10 @@ const (
 	ContainerInstanceHeader = "Berth-Container-Instance"
 	// RequestIDHeader carries the gateway's request id.
 	RequestIDHeader = "Berth-Request-Id"
+	// PrincipalARNHeader and PrincipalIDHeader carry the caller's principal ARN and
+	// unique id (STS GetCallerIdentity's Arn and UserId).
+	PrincipalARNHeader = "Berth-Principal-Arn"
+	PrincipalIDHeader  = "Berth-Principal-Id"
 )
 
 // TargetPrefix is the X-Amz-Target prefix of ECS operations.
@@ -127,7 +131,8 @@ type Config struct {
 type Gateway struct {
 	cfg      Config
 	log      *slog.Logger
-	ops      map[string]*operation
+	services map[string]*service
+	ops      map[string]*operation // ECS's, services["ecs"].ops
 	verifier *sigv4.Verifier
 	keys     *keyCache
 	admin    adminv1connect.AdminServiceClient
@@ -189,20 +194,25 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
-	ops, err := newOperations(cfg.HTTPClient, cfg.SchedulerURL)
+	services, err := newServices(Services, cfg.HTTPClient, cfg.SchedulerURL)
 	if err != nil {
 		return nil, err
 	}
+	names := make([]string, 0, len(services))
+	for name := range services {
+		names = append(names, name)
+	}
 	admin := adminv1connect.NewAdminServiceClient(cfg.HTTPClient, cfg.SchedulerURL)
 	keys := newKeyCache(admin, cfg.KeyCacheTTL, cfg.NegativeTTL, cfg.Now)
-	verifier, err := sigv4.New(sigv4.Options{Regions: cfg.Regions, Service: SigningName, Now: cfg.Now, Resolver: keys})
+	verifier, err := sigv4.New(sigv4.Options{Regions: cfg.Regions, Services: names, Now: cfg.Now, Resolver: keys})
 	if err != nil {
 		return nil, err
 	}
 	g := &Gateway{
 		cfg:      cfg,
 		log:      cfg.Logger,
-		ops:      ops,
+		services: services,
+		ops:      services[SigningName].ops,
 		verifier: verifier,
 		keys:     keys,
 		admin:    admin,
@@ -238,7 +248,8 @@ type exchange struct {
 	errType string
 }
 
-// ServeHTTP routes a request: POST / to the ECS API, /berth.agent.v1.AgentService/* to the
+// ServeHTTP routes a request: POST / (and GET / for query-protocol services) to the AWS
+// service its SigV4 credential scope names (see Services), /berth.agent.v1.AgentService/* to the
 // agent relay, the dev routes when enabled; anything else gets an AWS JSON error. Every
 // response carries x-amzn-RequestId.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -270,7 +281,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
 	switch {
 	case path == "/":
-		g.serveECS(rec, r, x)
+		g.serveAWS(rec, r, x)
 	case strings.HasPrefix(path, "/"+agentv1connect.AgentServiceName+"/"):
 		if agentProcedures[path] {
 			x.action = strings.TrimPrefix(path, "/")

@@ -20,6 +20,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
+	"github.com/berthhq/berth/gen/berth/sts/v1/stsv1connect"
 	"github.com/berthhq/berth/services/gateway"
 	"google.golang.org/protobuf/proto"
 )
@@ -240,6 +241,7 @@ func newEnv(t testing.TB, tweak func(*gateway.Config)) *env {
 	mux.Handle(ecsv1connect.NewEcsServiceHandler(e.ecs))
 	mux.Handle(adminv1connect.NewAdminServiceHandler(e.admin))
 	mux.Handle(agentv1connect.NewAgentServiceHandler(stubAgent{}))
+	mux.Handle(stsv1connect.NewStsServiceHandler(stubSTS{}))
 	e.sched = h2cServer(t, mux).URL
 	e.cfg = gateway.Config{
 		SchedulerURL: e.sched,

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 	"github.com/aws/smithy-go"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
 	"github.com/berthhq/berth/services/gateway"
@@ -32,6 +33,8 @@ type apiStack struct {
 	url string
 	// keys holds each account's access key id and secret.
 	keys map[string][2]string
+	// etcd is the scheduler's etcd client, for tests that look at what is stored.
+	etcd *clientv3.Client
 }
 
 // client returns an ECS client of acct signing for region.
@@ -51,7 +54,7 @@ func startAPIStack(t *testing.T, accounts ...string) *apiStack {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	cli := etcdembed.StartForTest(t)
-	sched, err := app.New(app.Config{Etcd: cli, Region: "us-east-1"})
+	sched, err := app.New(app.Config{Etcd: cli, Region: "us-east-1", Keyring: testKeyring(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +76,7 @@ func startAPIStack(t *testing.T, accounts ...string) *apiStack {
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	s := &apiStack{clients: map[string]*ecs.Client{}, url: srv.URL, keys: map[string][2]string{}}
+	s := &apiStack{clients: map[string]*ecs.Client{}, url: srv.URL, keys: map[string][2]string{}, etcd: cli}
 	for _, acct := range accounts {
 		if _, err := sched.Admin().CreateAccount(ctx, connect.NewRequest(&adminv1.CreateAccountRequest{Id: acct})); err != nil {
 			t.Fatal(err)

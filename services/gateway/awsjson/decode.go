@@ -2,6 +2,7 @@ package awsjson
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -164,6 +165,14 @@ func (d *decoder) field(raw json.RawMessage, msg protoreflect.Message, fd protor
 			if isNull(v) {
 				continue
 			}
+			if fd.MapValue().Message() != nil {
+				val := m.NewValue()
+				if err := d.value(v, val.Message(), join(path, k)); err != nil {
+					return err
+				}
+				m.Set(protoreflect.ValueOfString(k).MapKey(), val)
+				continue
+			}
 			val, err := d.scalar(v, fd.MapValue(), join(path, k))
 			if err != nil {
 				return err
@@ -186,7 +195,7 @@ func (d *decoder) field(raw json.RawMessage, msg protoreflect.Message, fd protor
 			epath := fmt.Sprintf("%s.%d.member", path, i+1)
 			if fd.Message() != nil {
 				el := list.NewElement()
-				if err := d.message(e, el.Message(), epath); err != nil {
+				if err := d.value(e, el.Message(), epath); err != nil {
 					return err
 				}
 				list.Append(el)
@@ -199,7 +208,7 @@ func (d *decoder) field(raw json.RawMessage, msg protoreflect.Message, fd protor
 			list.Append(val)
 		}
 	case fd.Message() != nil:
-		return d.message(raw, msg.Mutable(fd).Message(), path)
+		return d.value(raw, msg.Mutable(fd).Message(), path)
 	default:
 		val, err := d.scalar(raw, fd, path)
 		if err != nil {
@@ -209,6 +218,28 @@ func (d *decoder) field(raw json.RawMessage, msg protoreflect.Message, fd protor
 	}
 	return nil
 }
+
+// value decodes a structure, or the bare list or map a wrapper message stands for
+// (berth.ecs.v1.wrapper).
+func (d *decoder) value(raw json.RawMessage, msg protoreflect.Message, path string) error {
+	if isWrapper(msg.Descriptor()) {
+		return d.field(raw, msg, msg.Descriptor().Fields().Get(0), path)
+	}
+	return d.message(raw, msg, path)
+}
+
+// isWrapper reports whether md is a wrapper message: the list or map a model nests in
+// another collection (see tools/ecsgen), written on the wire as the bare collection.
+func isWrapper(md protoreflect.MessageDescriptor) bool {
+	if w, ok := wrapperCache.Load(md.FullName()); ok {
+		return w.(bool)
+	}
+	w := md.Fields().Len() == 1 && proto.GetExtension(md.Options(), ecsv1.E_Wrapper).(bool)
+	wrapperCache.Store(md.FullName(), w)
+	return w
+}
+
+var wrapperCache sync.Map
 
 // scalar decodes one scalar value of fd's kind; for a list field it decodes one element.
 func (d *decoder) scalar(raw json.RawMessage, fd protoreflect.FieldDescriptor, path string) (protoreflect.Value, error) {
@@ -256,8 +287,22 @@ func (d *decoder) scalar(raw json.RawMessage, fd protoreflect.FieldDescriptor, p
 			return protoreflect.Value{}, serializationError("Value %s at '%s' is out of range for %s.", raw, path, what)
 		}
 		return protoreflect.ValueOfFloat64(f), nil
+	case protoreflect.BytesKind:
+		// A blob: base64 in a JSON string, as the AWS JSON protocols carry it.
+		if raw[0] != '"' {
+			return protoreflect.Value{}, mismatch(raw, "a Blob", path)
+		}
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return protoreflect.Value{}, serializationError("The request body is not valid JSON.")
+		}
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return protoreflect.Value{}, serializationError("Value at '%s' is not valid base64 for a Blob.", path)
+		}
+		return protoreflect.ValueOfBytes(b), nil
 	}
-	// The ECS contract has no other kinds; refuse rather than guess.
+	// The models have no other kinds; refuse rather than guess.
 	return protoreflect.Value{}, serializationError("Member '%s' has a type this endpoint cannot decode.", path)
 }
 

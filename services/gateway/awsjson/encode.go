@@ -1,6 +1,7 @@
 package awsjson
 
 import (
+	"encoding/base64"
 	"math"
 	"sort"
 	"strconv"
@@ -195,6 +196,10 @@ func appendField(b []byte, fd protoreflect.FieldDescriptor, v protoreflect.Value
 func appendSingular(b []byte, fd protoreflect.FieldDescriptor, v protoreflect.Value) []byte {
 	switch fd.Kind() {
 	case protoreflect.MessageKind, protoreflect.GroupKind:
+		if m := v.Message(); isWrapper(m.Descriptor()) {
+			inner := m.Descriptor().Fields().Get(0)
+			return appendField(b, inner, m.Get(inner))
+		}
 		return appendMessage(b, v.Message(), false)
 	case protoreflect.StringKind:
 		return appendString(b, v.String())
@@ -210,8 +215,8 @@ func appendSingular(b []byte, fd protoreflect.FieldDescriptor, v protoreflect.Va
 	case protoreflect.EnumKind:
 		return strconv.AppendInt(b, int64(v.Enum()), 10)
 	case protoreflect.BytesKind:
-		// Not used by the ECS contract; AWS would send blobs base64-encoded.
-		return appendString(b, string(v.Bytes()))
+		// A blob: base64 in a JSON string, as the AWS JSON protocols carry it.
+		return appendString(b, base64.StdEncoding.EncodeToString(v.Bytes()))
 	}
 	return append(b, "null"...)
 }

@@ -9,6 +9,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"regexp"
+	"sort"
 	"strings"
 	"time"
 
@@ -58,6 +59,13 @@ type Credential struct {
 	// Region is the region of the request's credential scope, set by Verify (a
 	// Resolver leaves it empty): the region the request is served in.
 	Region string
+	// PrincipalARN is the ARN of the principal the key belongs to, and PrincipalID its
+	// unique id (STS GetCallerIdentity's Arn and UserId); empty for an account access key,
+	// which acts as the account's root user.
+	PrincipalARN, PrincipalID string
+	// Service is the signing name of the request's credential scope ("ecs", "sts", …), set
+	// by Verify: the AWS service the request is for.
+	Service string
 }
 
 // ErrUnknownKey is returned by a Resolver for an access key that does not exist; Verify
@@ -76,10 +84,12 @@ type ResolverFunc func(ctx context.Context, accessKeyID string) (Credential, err
 // Resolve calls f.
 func (f ResolverFunc) Resolve(ctx context.Context, id string) (Credential, error) { return f(ctx, id) }
 
-// Verifier checks SigV4 signatures for one signing name and any region of an allow-list.
+// Verifier checks SigV4 signatures for the signing names of a set of services and any
+// region of an allow-list.
 type Verifier struct {
 	regions  map[string]bool
-	service  string
+	services map[string]bool
+	names    []string // the signing names, sorted, for error messages
 	maxSkew  time.Duration
 	now      func() time.Time
 	resolver Resolver
@@ -93,8 +103,11 @@ type Options struct {
 	// (InvalidSignatureException, "Credential should be scoped to a valid region, not
 	// '…'."). Nil or empty means PublicRegions.
 	Regions []string
-	// Service is the signing name the scope must name, e.g. "ecs".
-	Service string
+	// Service is the signing name the scope must name, e.g. "ecs". Services, when set,
+	// lists several instead (a request's scope must name one of them, and Verify reports
+	// which in Credential.Service); at least one of the two is required.
+	Service  string
+	Services []string
 	// MaxSkew is the clock skew allowed; DefaultMaxSkew when zero.
 	MaxSkew time.Duration
 	// Now returns the current time; time.Now when nil.
@@ -107,12 +120,25 @@ type Options struct {
 // it becomes a key part and an ARN field.
 var regionName = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
 
-// New returns a Verifier. It returns an error when Service or Resolver is missing, or
-// when Regions holds a name that cannot be a region.
+// New returns a Verifier. It returns an error when Service (or Services) or Resolver is
+// missing, or when Regions holds a name that cannot be a region.
 func New(o Options) (*Verifier, error) {
-	if o.Service == "" || o.Resolver == nil {
+	names := append([]string(nil), o.Services...)
+	if o.Service != "" {
+		names = append(names, o.Service)
+	}
+	if len(names) == 0 || o.Resolver == nil {
 		return nil, errors.New("sigv4: Service and Resolver are required")
 	}
+	services := make(map[string]bool, len(names))
+	for _, n := range names {
+		services[n] = true
+	}
+	names = names[:0]
+	for n := range services {
+		names = append(names, n)
+	}
+	sort.Strings(names)
 	if len(o.Regions) == 0 {
 		o.Regions = PublicRegions
 	}
@@ -129,7 +155,7 @@ func New(o Options) (*Verifier, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Verifier{regions: regions, service: o.Service, maxSkew: o.MaxSkew, now: o.Now, resolver: o.Resolver, signer: v4.NewSigner()}, nil
+	return &Verifier{regions: regions, services: services, names: names, maxSkew: o.MaxSkew, now: o.Now, resolver: o.Resolver, signer: v4.NewSigner()}, nil
 }
 
 func fail(typ, format string, args ...any) *awsjson.Error {
@@ -226,8 +252,8 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request, payloadHash stri
 	if !v.regions[a.region] {
 		return Credential{}, fail(InvalidSignature, "Credential should be scoped to a valid region, not '%s'.", a.region)
 	}
-	if a.service != v.service {
-		return Credential{}, fail(InvalidSignature, "Credential should be scoped to correct service: '%s', not '%s'.", v.service, a.service)
+	if !v.services[a.service] {
+		return Credential{}, fail(InvalidSignature, "Credential should be scoped to correct service: '%s', not '%s'.", strings.Join(v.names, "' or '"), a.service)
 	}
 	if a.terminator != terminator {
 		return Credential{}, fail(InvalidSignature, "Credential should be scoped with a valid terminator: '%s', not '%s'.", terminator, a.terminator)
@@ -243,6 +269,7 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request, payloadHash stri
 		return Credential{}, fmt.Errorf("sigv4: resolve access key: %w", err)
 	}
 	cred.Region = a.region
+	cred.Service = a.service
 	want, signed, err := v.recompute(ctx, r, a, cred, payloadHash, t)
 	if err != nil {
 		return Credential{}, fail(InvalidSignature, "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.")
@@ -288,7 +315,7 @@ func (v *Verifier) recompute(ctx context.Context, r *http.Request, a authorizati
 		clone.Header[key] = append([]string(nil), vals...)
 	}
 	creds := aws.Credentials{AccessKeyID: cred.AccessKeyID, SecretAccessKey: cred.SecretAccessKey}
-	if err := v.signer.SignHTTP(ctx, creds, clone, payloadHash, v.service, a.region, t, func(o *v4.SignerOptions) {
+	if err := v.signer.SignHTTP(ctx, creds, clone, payloadHash, a.service, a.region, t, func(o *v4.SignerOptions) {
 		o.DisableSessionToken = true
 	}); err != nil {
 		return "", "", err

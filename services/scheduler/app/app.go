@@ -22,6 +22,9 @@ import (
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
+	"github.com/berthhq/berth/gen/berth/secretsmanager/v1/secretsmanagerv1connect"
+	"github.com/berthhq/berth/gen/berth/ssm/v1/ssmv1connect"
+	"github.com/berthhq/berth/gen/berth/sts/v1/stsv1connect"
 	"github.com/berthhq/berth/services/scheduler/admin"
 	"github.com/berthhq/berth/services/scheduler/agentsession"
 	"github.com/berthhq/berth/services/scheduler/caller"
@@ -31,7 +34,11 @@ import (
 	"github.com/berthhq/berth/services/scheduler/leader"
 	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/reaper"
+	"github.com/berthhq/berth/services/scheduler/seal"
+	"github.com/berthhq/berth/services/scheduler/secretsmanager"
 	"github.com/berthhq/berth/services/scheduler/service"
+	"github.com/berthhq/berth/services/scheduler/ssm"
+	"github.com/berthhq/berth/services/scheduler/sts"
 )
 
 // Config configures a replica.
@@ -79,6 +86,10 @@ type Config struct {
 	// many placements RunTask's group commit puts in one txn (control.Config.MaxTxnOps).
 	// Zero means etcd's default, 128.
 	MaxTxnOps int
+	// Keyring seals the values of Secrets Manager secrets and SSM parameters (see package
+	// seal; the key is never in etcd). Nil disables both services: their actions answer
+	// an error naming the missing key.
+	Keyring *seal.Keyring
 }
 
 // App is one scheduler replica.
@@ -94,6 +105,8 @@ type App struct {
 	elector  *leader.Elector
 	leading  atomic.Bool
 	handler  http.Handler
+	secrets  *secretsmanager.Handler
+	params   *ssm.Handler
 	kv       clientv3.KV        // cfg.Etcd's KV, instrumented when metrics are on
 	watchKV  etcdmetrics.Client // the same with the watcher, for placement and services
 }
@@ -166,6 +179,12 @@ func New(cfg Config) (*App, error) {
 	mux := http.NewServeMux()
 	mux.Handle(ecsv1connect.NewEcsServiceHandler(ecsHandler{a.control, a.services}, identity, gzip))
 	mux.Handle(agentv1connect.NewAgentServiceHandler(a.sessions, identity, gzip))
+	// The other AWS services the gateway routes to (gateway.Services): one handler each.
+	mux.Handle(stsv1connect.NewStsServiceHandler(sts.New(), identity, gzip))
+	a.secrets = secretsmanager.New(a.kv, cfg.Keyring, nil)
+	a.params = ssm.New(a.kv, cfg.Keyring, nil)
+	mux.Handle(secretsmanagerv1connect.NewSecretsManagerServiceHandler(a.secrets, identity, gzip))
+	mux.Handle(ssmv1connect.NewSsmServiceHandler(a.params, identity, gzip))
 	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip))
 	a.handleIntrospection(mux)
 	a.handler = mux

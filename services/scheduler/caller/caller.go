@@ -28,6 +28,12 @@ const (
 	ContainerInstanceHeader = "Berth-Container-Instance"
 	// RequestIDHeader carries the gateway's request id for logs.
 	RequestIDHeader = "Berth-Request-Id"
+	// PrincipalARNHeader carries the ARN of the authenticated principal (the account's
+	// root, arn:aws:iam::{account}:root, for an account access key; an assumed role for
+	// session credentials), and PrincipalIDHeader its unique id, as STS
+	// GetCallerIdentity answers them.
+	PrincipalARNHeader = "Berth-Principal-Arn"
+	PrincipalIDHeader  = "Berth-Principal-Id"
 )
 
 // Identity is who is calling.
@@ -40,6 +46,9 @@ type Identity struct {
 	ContainerInstanceARN string
 	// RequestID is the gateway's request id, for logs; may be empty.
 	RequestID string
+	// PrincipalARN and PrincipalID are the authenticated principal's ARN and unique id
+	// (PrincipalARNHeader); empty when the gateway sent none.
+	PrincipalARN, PrincipalID string
 }
 
 type ctxKey struct{}
@@ -85,6 +94,8 @@ func identityFrom(h interface{ Get(string) string }) (Identity, error) {
 		Region:               h.Get(RegionHeader),
 		ContainerInstanceARN: h.Get(ContainerInstanceHeader),
 		RequestID:            h.Get(RequestIDHeader),
+		PrincipalARN:         h.Get(PrincipalARNHeader),
+		PrincipalID:          h.Get(PrincipalIDHeader),
 	}
 	if !accountPattern.MatchString(id.Account) {
 		return Identity{}, connect.NewError(connect.CodeUnauthenticated, ErrNoAccount)

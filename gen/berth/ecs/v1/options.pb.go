@@ -103,6 +103,14 @@ var file_berth_ecs_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
 		Tag:           "varint,51003,opt,name=timestamp",
 		Filename:      "berth/ecs/v1/options.proto",
 	},
+	{
+		ExtendedType:  (*descriptorpb.MessageOptions)(nil),
+		ExtensionType: (*bool)(nil),
+		Field:         51004,
+		Name:          "berth.ecs.v1.wrapper",
+		Tag:           "varint,51004,opt,name=wrapper",
+		Filename:      "berth/ecs/v1/options.proto",
+	},
 }
 
 // Extension fields to descriptorpb.FieldOptions.
@@ -121,6 +129,16 @@ var (
 	E_Timestamp = &file_berth_ecs_v1_options_proto_extTypes[2]
 )
 
+// Extension fields to descriptorpb.MessageOptions.
+var (
+	// wrapper marks a message that stands for a list or map the model nests in another
+	// collection (a map of lists): its one field is the collection, and the codecs write the
+	// message as that bare collection.
+	//
+	// optional bool wrapper = 51004;
+	E_Wrapper = &file_berth_ecs_v1_options_proto_extTypes[3]
+)
+
 var File_berth_ecs_v1_options_proto protoreflect.FileDescriptor
 
 const file_berth_ecs_v1_options_proto_rawDesc = "" +
@@ -132,7 +150,8 @@ const file_berth_ecs_v1_options_proto_rawDesc = "" +
 	"\brequired\x12\x1d.google.protobuf.FieldOptions\x18\xb9\x8e\x03 \x01(\bR\brequired:@\n" +
 	"\venum_values\x12\x1d.google.protobuf.FieldOptions\x18\xba\x8e\x03 \x03(\tR\n" +
 	"enumValues:=\n" +
-	"\ttimestamp\x12\x1d.google.protobuf.FieldOptions\x18\xbb\x8e\x03 \x01(\bR\ttimestampB\xa3\x01\n" +
+	"\ttimestamp\x12\x1d.google.protobuf.FieldOptions\x18\xbb\x8e\x03 \x01(\bR\ttimestamp:;\n" +
+	"\awrapper\x12\x1f.google.protobuf.MessageOptions\x18\xbc\x8e\x03 \x01(\bR\awrapperB\xa3\x01\n" +
 	"\x10com.berth.ecs.v1B\fOptionsProtoP\x01Z/github.com/berthhq/berth/gen/berth/ecs/v1;ecsv1\xa2\x02\x03BEX\xaa\x02\fBerth.Ecs.V1\xca\x02\fBerth\\Ecs\\V1\xe2\x02\x18Berth\\Ecs\\V1\\GPBMetadata\xea\x02\x0eBerth::Ecs::V1b\x06proto3"
 
 var (
@@ -149,17 +168,19 @@ func file_berth_ecs_v1_options_proto_rawDescGZIP() []byte {
 
 var file_berth_ecs_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
 var file_berth_ecs_v1_options_proto_goTypes = []any{
-	(*Exception)(nil),                 // 0: berth.ecs.v1.Exception
-	(*descriptorpb.FieldOptions)(nil), // 1: google.protobuf.FieldOptions
+	(*Exception)(nil),                   // 0: berth.ecs.v1.Exception
+	(*descriptorpb.FieldOptions)(nil),   // 1: google.protobuf.FieldOptions
+	(*descriptorpb.MessageOptions)(nil), // 2: google.protobuf.MessageOptions
 }
 var file_berth_ecs_v1_options_proto_depIdxs = []int32{
 	1, // 0: berth.ecs.v1.required:extendee -> google.protobuf.FieldOptions
 	1, // 1: berth.ecs.v1.enum_values:extendee -> google.protobuf.FieldOptions
 	1, // 2: berth.ecs.v1.timestamp:extendee -> google.protobuf.FieldOptions
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	0, // [0:3] is the sub-list for extension extendee
+	2, // 3: berth.ecs.v1.wrapper:extendee -> google.protobuf.MessageOptions
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	0, // [0:4] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
 }
 
@@ -175,7 +196,7 @@ func file_berth_ecs_v1_options_proto_init() {
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_ecs_v1_options_proto_rawDesc), len(file_berth_ecs_v1_options_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   1,
-			NumExtensions: 3,
+			NumExtensions: 4,
 			NumServices:   0,
 		},
 		GoTypes:           file_berth_ecs_v1_options_proto_goTypes,

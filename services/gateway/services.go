@@ -1,0 +1,109 @@
+package gateway
+
+import (
+	"fmt"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	secretsmanagerv1 "github.com/berthhq/berth/gen/berth/secretsmanager/v1"
+	ssmv1 "github.com/berthhq/berth/gen/berth/ssm/v1"
+	stsv1 "github.com/berthhq/berth/gen/berth/sts/v1"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// Protocol is the wire protocol of an AWS service.
+type Protocol int
+
+const (
+	// JSON is AWS JSON 1.1: POST / with X-Amz-Target {prefix}.{Action} and a JSON body;
+	// errors are {"__type", "message"} JSON.
+	JSON Protocol = iota
+	// Query is the AWS query protocol: form-encoded Action=…&Version=… in (POST body or
+	// GET query string), XML out; errors are <ErrorResponse> XML.
+	Query
+)
+
+// Service describes one AWS service the gateway serves: how a request for it is
+// recognised and which generated Connect service of the scheduler answers it. Adding a
+// service is one entry in Services plus its handler on the scheduler (see
+// docs/aws-services.md).
+type Service struct {
+	// SigningName is the service of the SigV4 credential scope, e.g. "secretsmanager":
+	// requests are routed by it.
+	SigningName string
+	// Protocol is the service's wire protocol.
+	Protocol Protocol
+	// TargetPrefix is the X-Amz-Target prefix of its actions, with its dot (JSON only).
+	TargetPrefix string
+	// XMLNamespace is the xmlns of its responses and errors (Query only).
+	XMLNamespace string
+	// Version is the API version query requests name in Version (Query only).
+	Version string
+	// Descriptor is the generated Connect service (one RPC per action of the model).
+	Descriptor protoreflect.ServiceDescriptor
+	// Unsupported is the error code answered for an action of the model the scheduler
+	// does not implement.
+	Unsupported string
+	// Throttling is the error code of a throttled request.
+	Throttling string
+}
+
+// Services are the AWS services the gateway serves, one entry each.
+var Services = []Service{
+	{
+		SigningName:  "ecs",
+		Protocol:     JSON,
+		TargetPrefix: TargetPrefix,
+		Descriptor:   ecsv1.File_berth_ecs_v1_ecs_service_proto.Services().ByName("EcsService"),
+		Unsupported:  "UnsupportedFeatureException",
+		Throttling:   "ThrottlingException",
+	},
+	{
+		SigningName:  "secretsmanager",
+		Protocol:     JSON,
+		TargetPrefix: "secretsmanager.",
+		Descriptor:   secretsmanagerv1.File_berth_secretsmanager_v1_secretsmanager_service_proto.Services().ByName("SecretsManagerService"),
+		Unsupported:  "UnsupportedOperationException",
+		Throttling:   "ThrottlingException",
+	},
+	{
+		SigningName:  "ssm",
+		Protocol:     JSON,
+		TargetPrefix: "AmazonSSM.",
+		Descriptor:   ssmv1.File_berth_ssm_v1_ssm_service_proto.Services().ByName("SsmService"),
+		Unsupported:  "UnsupportedOperationException",
+		Throttling:   "ThrottlingException",
+	},
+	{
+		SigningName:  "sts",
+		Protocol:     Query,
+		XMLNamespace: "https://sts.amazonaws.com/doc/2011-06-15/",
+		Version:      "2011-06-15",
+		Descriptor:   stsv1.File_berth_sts_v1_sts_service_proto.Services().ByName("StsService"),
+		Unsupported:  "UnsupportedOperation",
+		Throttling:   "Throttling",
+	},
+}
+
+// service is a Service with its operations' Connect clients.
+type service struct {
+	Service
+	ops map[string]*operation
+}
+
+func newServices(specs []Service, client connectHTTPClient, baseURL string) (map[string]*service, error) {
+	out := make(map[string]*service, len(specs))
+	for _, s := range specs {
+		if s.Descriptor == nil {
+			return nil, fmt.Errorf("gateway: service %s has no descriptor", s.SigningName)
+		}
+		if _, dup := out[s.SigningName]; dup {
+			return nil, fmt.Errorf("gateway: service %s listed twice", s.SigningName)
+		}
+		ops, err := newOperations(s.Descriptor, client, baseURL)
+		if err != nil {
+			return nil, err
+		}
+		out[s.SigningName] = &service{Service: s, ops: ops}
+	}
+	return out, nil
+}

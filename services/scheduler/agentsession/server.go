@@ -63,6 +63,32 @@ type Config struct {
 	// OnHeartbeat, when set, is called with each heartbeat's lag: receipt time minus the
 	// agent's sent_at (for metrics).
 	OnHeartbeat func(lag time.Duration)
+	// Credentials issues task role credentials (GetTaskCredentials); nil answers
+	// Unimplemented.
+	Credentials CredentialIssuer
+}
+
+// CredentialIssuer issues session credentials for a task's role (package taskcreds).
+type CredentialIssuer interface {
+	Issue(ctx context.Context, id caller.Identity, taskARN, roleType string) (*agentv1.GetTaskCredentialsResponse, error)
+}
+
+// GetTaskCredentials issues session credentials for the role of a task of the caller's
+// (on the caller's instance when its credential is instance-scoped) through
+// Config.Credentials.
+func (s *Server) GetTaskCredentials(ctx context.Context, req *connect.Request[agentv1.GetTaskCredentialsRequest]) (*connect.Response[agentv1.GetTaskCredentialsResponse], error) {
+	id, err := identity(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.Credentials == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("task credentials are not served by this scheduler"))
+	}
+	res, err := s.cfg.Credentials.Issue(ctx, id, req.Msg.GetTaskArn(), req.Msg.GetRoleType())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(res), nil
 }
 
 // Server implements agentv1connect.AgentServiceHandler: Register, and one Session stream

@@ -39,6 +39,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/service"
 	"github.com/berthhq/berth/services/scheduler/ssm"
 	"github.com/berthhq/berth/services/scheduler/sts"
+	"github.com/berthhq/berth/services/scheduler/taskcreds"
 )
 
 // Config configures a replica.
@@ -90,6 +91,9 @@ type Config struct {
 	// seal; the key is never in etcd). Nil disables both services: their actions answer
 	// an error naming the missing key.
 	Keyring *seal.Keyring
+	// TaskCredentialsLifetime is how long task role credentials are accepted
+	// (taskcreds.DefaultLifetime when zero); the agent refreshes them at half of it.
+	TaskCredentialsLifetime time.Duration
 }
 
 // App is one scheduler replica.
@@ -158,7 +162,9 @@ func New(cfg Config) (*App, error) {
 		Logger: cfg.Logger.With("component", "service"),
 		Kick:   a.kick,
 	})
+	creds := taskcreds.New(taskcreds.Config{KV: a.kv, Lease: cfg.Etcd, Keyring: cfg.Keyring, Lifetime: cfg.TaskCredentialsLifetime})
 	a.sessions = agentsession.New(agentsession.Config{
+		Credentials:      creds,
 		Etcd:             cfg.Etcd,
 		Control:          a.control,
 		Replica:          cfg.Replica,
@@ -166,7 +172,7 @@ func New(cfg Config) (*App, error) {
 		Logger:           cfg.Logger.With("component", "agentsession"),
 		OnHeartbeat:      a.registerMetrics(reg),
 	})
-	a.admin = admin.New(a.kv, cfg.Logger.With("component", "admin"), admin.Options{AllowReset: cfg.Dev})
+	a.admin = admin.New(a.kv, cfg.Logger.With("component", "admin"), admin.Options{AllowReset: cfg.Dev, Sessions: creds})
 	a.elector = leader.New(leader.Config{
 		Client:   cfg.Etcd,
 		Identity: cfg.Replica,

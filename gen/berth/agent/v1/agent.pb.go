@@ -1104,7 +1104,7 @@ var File_berth_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1aberth/agent/v1/agent.proto\x12\x0eberth.agent.v1\x1a\x19berth/ecs/v1/shapes.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbd\x02\n" +
+	"\x1aberth/agent/v1/agent.proto\x12\x0eberth.agent.v1\x1a berth/agent/v1/credentials.proto\x1a\x19berth/ecs/v1/shapes.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbd\x02\n" +
 	"\x0fRegisterRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x17\n" +
 	"\ahost_id\x18\x02 \x01(\tR\x06hostId\x124\n" +
@@ -1194,10 +1194,11 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1b\n" +
 	"\tstop_code\x18\x04 \x01(\tR\bstopCode\",\n" +
 	"\rExpectedTasks\x12\x1b\n" +
-	"\ttask_arns\x18\x01 \x03(\tR\btaskArns2\xad\x01\n" +
+	"\ttask_arns\x18\x01 \x03(\tR\btaskArns2\x9a\x02\n" +
 	"\fAgentService\x12M\n" +
 	"\bRegister\x12\x1f.berth.agent.v1.RegisterRequest\x1a .berth.agent.v1.RegisterResponse\x12N\n" +
-	"\aSession\x12\x1e.berth.agent.v1.SessionRequest\x1a\x1f.berth.agent.v1.SessionResponse(\x010\x01B\xaf\x01\n" +
+	"\aSession\x12\x1e.berth.agent.v1.SessionRequest\x1a\x1f.berth.agent.v1.SessionResponse(\x010\x01\x12k\n" +
+	"\x12GetTaskCredentials\x12).berth.agent.v1.GetTaskCredentialsRequest\x1a*.berth.agent.v1.GetTaskCredentialsResponseB\xaf\x01\n" +
 	"\x12com.berth.agent.v1B\n" +
 	"AgentProtoP\x01Z3github.com/berthhq/berth/gen/berth/agent/v1;agentv1\xa2\x02\x03BAX\xaa\x02\x0eBerth.Agent.V1\xca\x02\x0eBerth\\Agent\\V1\xe2\x02\x1aBerth\\Agent\\V1\\GPBMetadata\xea\x02\x10Berth::Agent::V1b\x06proto3"
 
@@ -1215,27 +1216,29 @@ func file_berth_agent_v1_agent_proto_rawDescGZIP() []byte {
 
 var file_berth_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_berth_agent_v1_agent_proto_goTypes = []any{
-	(*RegisterRequest)(nil),       // 0: berth.agent.v1.RegisterRequest
-	(*RegisterResponse)(nil),      // 1: berth.agent.v1.RegisterResponse
-	(*SessionRequest)(nil),        // 2: berth.agent.v1.SessionRequest
-	(*SessionResponse)(nil),       // 3: berth.agent.v1.SessionResponse
-	(*Hello)(nil),                 // 4: berth.agent.v1.Hello
-	(*Heartbeat)(nil),             // 5: berth.agent.v1.Heartbeat
-	(*TaskStateChange)(nil),       // 6: berth.agent.v1.TaskStateChange
-	(*ContainerState)(nil),        // 7: berth.agent.v1.ContainerState
-	(*Ack)(nil),                   // 8: berth.agent.v1.Ack
-	(*StateAck)(nil),              // 9: berth.agent.v1.StateAck
-	(*Assignment)(nil),            // 10: berth.agent.v1.Assignment
-	(*StopOrder)(nil),             // 11: berth.agent.v1.StopOrder
-	(*ExpectedTasks)(nil),         // 12: berth.agent.v1.ExpectedTasks
-	(*v1.Resource)(nil),           // 13: berth.ecs.v1.Resource
-	(*v1.Attribute)(nil),          // 14: berth.ecs.v1.Attribute
-	(*v1.VersionInfo)(nil),        // 15: berth.ecs.v1.VersionInfo
-	(*v1.ContainerInstance)(nil),  // 16: berth.ecs.v1.ContainerInstance
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
-	(*v1.NetworkBinding)(nil),     // 18: berth.ecs.v1.NetworkBinding
-	(*v1.Task)(nil),               // 19: berth.ecs.v1.Task
-	(*v1.TaskDefinition)(nil),     // 20: berth.ecs.v1.TaskDefinition
+	(*RegisterRequest)(nil),            // 0: berth.agent.v1.RegisterRequest
+	(*RegisterResponse)(nil),           // 1: berth.agent.v1.RegisterResponse
+	(*SessionRequest)(nil),             // 2: berth.agent.v1.SessionRequest
+	(*SessionResponse)(nil),            // 3: berth.agent.v1.SessionResponse
+	(*Hello)(nil),                      // 4: berth.agent.v1.Hello
+	(*Heartbeat)(nil),                  // 5: berth.agent.v1.Heartbeat
+	(*TaskStateChange)(nil),            // 6: berth.agent.v1.TaskStateChange
+	(*ContainerState)(nil),             // 7: berth.agent.v1.ContainerState
+	(*Ack)(nil),                        // 8: berth.agent.v1.Ack
+	(*StateAck)(nil),                   // 9: berth.agent.v1.StateAck
+	(*Assignment)(nil),                 // 10: berth.agent.v1.Assignment
+	(*StopOrder)(nil),                  // 11: berth.agent.v1.StopOrder
+	(*ExpectedTasks)(nil),              // 12: berth.agent.v1.ExpectedTasks
+	(*v1.Resource)(nil),                // 13: berth.ecs.v1.Resource
+	(*v1.Attribute)(nil),               // 14: berth.ecs.v1.Attribute
+	(*v1.VersionInfo)(nil),             // 15: berth.ecs.v1.VersionInfo
+	(*v1.ContainerInstance)(nil),       // 16: berth.ecs.v1.ContainerInstance
+	(*timestamppb.Timestamp)(nil),      // 17: google.protobuf.Timestamp
+	(*v1.NetworkBinding)(nil),          // 18: berth.ecs.v1.NetworkBinding
+	(*v1.Task)(nil),                    // 19: berth.ecs.v1.Task
+	(*v1.TaskDefinition)(nil),          // 20: berth.ecs.v1.TaskDefinition
+	(*GetTaskCredentialsRequest)(nil),  // 21: berth.agent.v1.GetTaskCredentialsRequest
+	(*GetTaskCredentialsResponse)(nil), // 22: berth.agent.v1.GetTaskCredentialsResponse
 }
 var file_berth_agent_v1_agent_proto_depIdxs = []int32{
 	13, // 0: berth.agent.v1.RegisterRequest.resources:type_name -> berth.ecs.v1.Resource
@@ -1263,10 +1266,12 @@ var file_berth_agent_v1_agent_proto_depIdxs = []int32{
 	20, // 22: berth.agent.v1.Assignment.task_definition:type_name -> berth.ecs.v1.TaskDefinition
 	0,  // 23: berth.agent.v1.AgentService.Register:input_type -> berth.agent.v1.RegisterRequest
 	2,  // 24: berth.agent.v1.AgentService.Session:input_type -> berth.agent.v1.SessionRequest
-	1,  // 25: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
-	3,  // 26: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
-	25, // [25:27] is the sub-list for method output_type
-	23, // [23:25] is the sub-list for method input_type
+	21, // 25: berth.agent.v1.AgentService.GetTaskCredentials:input_type -> berth.agent.v1.GetTaskCredentialsRequest
+	1,  // 26: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
+	3,  // 27: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
+	22, // 28: berth.agent.v1.AgentService.GetTaskCredentials:output_type -> berth.agent.v1.GetTaskCredentialsResponse
+	26, // [26:29] is the sub-list for method output_type
+	23, // [23:26] is the sub-list for method input_type
 	23, // [23:23] is the sub-list for extension type_name
 	23, // [23:23] is the sub-list for extension extendee
 	0,  // [0:23] is the sub-list for field type_name
@@ -1277,6 +1282,7 @@ func file_berth_agent_v1_agent_proto_init() {
 	if File_berth_agent_v1_agent_proto != nil {
 		return
 	}
+	file_berth_agent_v1_credentials_proto_init()
 	file_berth_agent_v1_agent_proto_msgTypes[2].OneofWrappers = []any{
 		(*SessionRequest_Hello)(nil),
 		(*SessionRequest_Heartbeat)(nil),

@@ -37,6 +37,9 @@ const (
 	AgentServiceRegisterProcedure = "/berth.agent.v1.AgentService/Register"
 	// AgentServiceSessionProcedure is the fully-qualified name of the AgentService's Session RPC.
 	AgentServiceSessionProcedure = "/berth.agent.v1.AgentService/Session"
+	// AgentServiceGetTaskCredentialsProcedure is the fully-qualified name of the AgentService's
+	// GetTaskCredentials RPC.
+	AgentServiceGetTaskCredentialsProcedure = "/berth.agent.v1.AgentService/GetTaskCredentials"
 )
 
 // AgentServiceClient is a client for the berth.agent.v1.AgentService service.
@@ -47,6 +50,11 @@ type AgentServiceClient interface {
 	// Session is the agent's one long-lived stream: heartbeats, task state changes and acks
 	// up; assignments, stop orders, expected-task lists and acks down.
 	Session(context.Context) *connect.BidiStreamForClient[v1.SessionRequest, v1.SessionResponse]
+	// GetTaskCredentials issues session credentials for the role of a task running on the
+	// caller's instance (the task credentials endpoint's answer); called at task start and
+	// again before the previous credentials expire. FailedPrecondition when the task has no
+	// such role or is stopping; NotFound when the task is not the caller's.
+	GetTaskCredentials(context.Context, *connect.Request[v1.GetTaskCredentialsRequest]) (*connect.Response[v1.GetTaskCredentialsResponse], error)
 }
 
 // NewAgentServiceClient constructs a client for the berth.agent.v1.AgentService service. By
@@ -72,13 +80,20 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("Session")),
 			connect.WithClientOptions(opts...),
 		),
+		getTaskCredentials: connect.NewClient[v1.GetTaskCredentialsRequest, v1.GetTaskCredentialsResponse](
+			httpClient,
+			baseURL+AgentServiceGetTaskCredentialsProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("GetTaskCredentials")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // agentServiceClient implements AgentServiceClient.
 type agentServiceClient struct {
-	register *connect.Client[v1.RegisterRequest, v1.RegisterResponse]
-	session  *connect.Client[v1.SessionRequest, v1.SessionResponse]
+	register           *connect.Client[v1.RegisterRequest, v1.RegisterResponse]
+	session            *connect.Client[v1.SessionRequest, v1.SessionResponse]
+	getTaskCredentials *connect.Client[v1.GetTaskCredentialsRequest, v1.GetTaskCredentialsResponse]
 }
 
 // Register calls berth.agent.v1.AgentService.Register.
@@ -91,6 +106,11 @@ func (c *agentServiceClient) Session(ctx context.Context) *connect.BidiStreamFor
 	return c.session.CallBidiStream(ctx)
 }
 
+// GetTaskCredentials calls berth.agent.v1.AgentService.GetTaskCredentials.
+func (c *agentServiceClient) GetTaskCredentials(ctx context.Context, req *connect.Request[v1.GetTaskCredentialsRequest]) (*connect.Response[v1.GetTaskCredentialsResponse], error) {
+	return c.getTaskCredentials.CallUnary(ctx, req)
+}
+
 // AgentServiceHandler is an implementation of the berth.agent.v1.AgentService service.
 type AgentServiceHandler interface {
 	// Register registers the host as a container instance of a cluster, or refreshes the
@@ -99,6 +119,11 @@ type AgentServiceHandler interface {
 	// Session is the agent's one long-lived stream: heartbeats, task state changes and acks
 	// up; assignments, stop orders, expected-task lists and acks down.
 	Session(context.Context, *connect.BidiStream[v1.SessionRequest, v1.SessionResponse]) error
+	// GetTaskCredentials issues session credentials for the role of a task running on the
+	// caller's instance (the task credentials endpoint's answer); called at task start and
+	// again before the previous credentials expire. FailedPrecondition when the task has no
+	// such role or is stopping; NotFound when the task is not the caller's.
+	GetTaskCredentials(context.Context, *connect.Request[v1.GetTaskCredentialsRequest]) (*connect.Response[v1.GetTaskCredentialsResponse], error)
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -120,12 +145,20 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("Session")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceGetTaskCredentialsHandler := connect.NewUnaryHandler(
+		AgentServiceGetTaskCredentialsProcedure,
+		svc.GetTaskCredentials,
+		connect.WithSchema(agentServiceMethods.ByName("GetTaskCredentials")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/berth.agent.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceRegisterProcedure:
 			agentServiceRegisterHandler.ServeHTTP(w, r)
 		case AgentServiceSessionProcedure:
 			agentServiceSessionHandler.ServeHTTP(w, r)
+		case AgentServiceGetTaskCredentialsProcedure:
+			agentServiceGetTaskCredentialsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -141,4 +174,8 @@ func (UnimplementedAgentServiceHandler) Register(context.Context, *connect.Reque
 
 func (UnimplementedAgentServiceHandler) Session(context.Context, *connect.BidiStream[v1.SessionRequest, v1.SessionResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("berth.agent.v1.AgentService.Session is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) GetTaskCredentials(context.Context, *connect.Request[v1.GetTaskCredentialsRequest]) (*connect.Response[v1.GetTaskCredentialsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("berth.agent.v1.AgentService.GetTaskCredentials is not implemented"))
 }

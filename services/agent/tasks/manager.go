@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	"github.com/berthhq/berth/services/agent/endpoints"
 	"github.com/berthhq/berth/services/agent/gpu"
 	"github.com/berthhq/berth/services/agent/logs"
 	"github.com/berthhq/berth/services/agent/outbox"
@@ -79,6 +80,9 @@ type Config struct {
 	// GPUs are the host's GPUs (gpu.Lister's answer); a container is given those of its
 	// assigned gpuIds.
 	GPUs gpu.Host
+	// Endpoints readies each task's credentials and metadata endpoints (package
+	// endpoints); nil serves none, and a task with a taskRoleArn then fails to start.
+	Endpoints Endpoints
 	// Log receives task events; nil discards them.
 	Log *slog.Logger
 }
@@ -96,6 +100,18 @@ type Manager struct {
 	reconciled  chan struct{} // closed once reconcile is done
 	queue       chan *task    // tasks to start once reconciled
 	pullLocks   map[string]*sync.Mutex
+
+	statsMu   sync.Mutex
+	lastStats map[string]*endpoints.Stats // by container id: the previous stats sample
+}
+
+// forgetStats drops the stats samples of t's containers.
+func (m *Manager) forgetStats(t *task) {
+	m.statsMu.Lock()
+	defer m.statsMu.Unlock()
+	for _, c := range t.ctrs {
+		delete(m.lastStats, c.ID)
+	}
 }
 
 // pullLock returns the lock that serialises pulls of one image reference:

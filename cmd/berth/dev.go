@@ -43,7 +43,7 @@ func devCommand() *cobra.Command {
 			"BERTH_GATEWAY_ADDR, BERTH_REGION, BERTH_CLUSTER, BERTH_ACCOUNT_ID,\n" +
 			"BERTH_ACCESS_KEY_ID, BERTH_SECRET_ACCESS_KEY, BERTH_CONTAINERD_ADDRESS,\n" +
 			"BERTH_REGISTRY_ADDR, BERTH_INSECURE_REGISTRIES, BERTH_AGENT_LOG_ADDR, BERTH_REGIONS,\n" +
-			"BERTH_TASK_STABLE_AFTER). Prints a line containing \"ready\" once the agent has\n" +
+			"BERTH_AGENT_ENDPOINT_ADDR, BERTH_TASK_STABLE_AFTER). Prints a line containing \"ready\" once the agent has\n" +
 			"registered. State persists in the data dir.\n\n" +
 			"Every region answers on its own (the region of each request's SigV4 scope; BERTH_REGIONS,\n" +
 			"comma-separated, narrows the default of every public AWS region). BERTH_REGION is the\n" +
@@ -57,17 +57,20 @@ func devCommand() *cobra.Command {
 
 // devConfig is `berth dev`'s configuration; see DESIGN.md's environment table.
 type devConfig struct {
-	DataDir            string
-	GatewayAddr        string
-	Region             string   // the dev agent's region and the default one
-	Regions            []string // allow-list of SigV4 scope regions; nil: every public AWS region
-	Cluster            string
-	AccountID          string
-	AccessKeyID        string
-	SecretAccessKey    string
-	ContainerdAddress  string
-	RegistryAddr       string
-	AgentLogAddr       string
+	DataDir           string
+	GatewayAddr       string
+	Region            string   // the dev agent's region and the default one
+	Regions           []string // allow-list of SigV4 scope regions; nil: every public AWS region
+	Cluster           string
+	AccountID         string
+	AccessKeyID       string
+	SecretAccessKey   string
+	ContainerdAddress string
+	RegistryAddr      string
+	AgentLogAddr      string
+	// AgentEndpointAddr is where the agent serves its tasks' credentials and metadata
+	// endpoints (BERTH_AGENT_ENDPOINT_ADDR; default any loopback port).
+	AgentEndpointAddr  string
 	InsecureRegistries []string
 
 	// TaskStableAfter (BERTH_TASK_STABLE_AFTER, a Go duration such as "5s") shortens how
@@ -90,6 +93,7 @@ func devConfigFromEnv() devConfig {
 		ContainerdAddress:  cli.Env("BERTH_CONTAINERD_ADDRESS", ""),
 		RegistryAddr:       cli.Env("BERTH_REGISTRY_ADDR", "127.0.0.1:5000"),
 		AgentLogAddr:       cli.Env("BERTH_AGENT_LOG_ADDR", "127.0.0.1:4568"),
+		AgentEndpointAddr:  cli.Env("BERTH_AGENT_ENDPOINT_ADDR", "127.0.0.1:0"),
 		InsecureRegistries: insecure,
 
 		TaskStableAfter: cli.Env("BERTH_TASK_STABLE_AFTER", ""),
@@ -242,6 +246,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		Snapshotter:        snapshotter,
 		InsecureRegistries: cfg.InsecureRegistries,
 		LogAddr:            cfg.AgentLogAddr,
+		EndpointAddr:       cfg.AgentEndpointAddr,
 		Logger:             log.With("service", "agent"),
 	})
 	if err != nil {

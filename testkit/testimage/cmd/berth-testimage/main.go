@@ -16,6 +16,10 @@
 //	check URL          exit 0 if GET URL answers 200, else 1 (a CMD health check)
 //	write PATH TEXT    write TEXT to the file PATH, exit 0; print the error and exit 1
 //	cat PATH           print the file PATH, exit 0; print the error and exit 1
+//	aws-probe          with the AWS SDK's default credential chain (the task role's
+//	                   credentials endpoint) call sts get-caller-identity and ecs
+//	                   list-clusters, read the task metadata endpoint v4, print the
+//	                   results as key=value lines, then sleep until signalled
 //
 // With no arguments it sleeps for an hour. Modes that wait exit 0 on SIGTERM
 // or SIGINT (except ignore-sigterm); a usage error exits 2. The program is
@@ -195,6 +199,10 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "wrote %s\n", rest[0])
 		return exitOK
+	case "aws-probe":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		return awsProbe(ctx, stdout)
 	case "cat":
 		if len(rest) != 1 {
 			return usage("takes PATH")
@@ -207,7 +215,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s\n", b)
 		return exitOK
 	default:
-		return usage("unknown mode; want sleep, exit, env, echo, serve, ignore-sigterm, alloc, health-file, check, write or cat")
+		return usage("unknown mode; want sleep, exit, env, echo, serve, ignore-sigterm, alloc, health-file, check, write, cat or aws-probe")
 	}
 }
 

@@ -67,10 +67,6 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 		{"efs", base(func(in *ecs.RegisterTaskDefinitionInput) {
 			in.Volumes = []ecstypes.Volume{{Name: aws.String("v"), EfsVolumeConfiguration: &ecstypes.EFSVolumeConfiguration{FileSystemId: aws.String("fs-1")}}}
 		}), "volumes[0].efsVolumeConfiguration is not supported by Berth. Berth has no EFS"},
-		{"taskRoleArn", base(func(in *ecs.RegisterTaskDefinitionInput) {
-			in.TaskRoleArn = aws.String("arn:aws:iam::000000000000:role/app")
-		}),
-			`taskRoleArn "arn:aws:iam::000000000000:role/app" is not supported by Berth. Berth does not hand IAM role credentials`},
 		{"none", base(func(in *ecs.RegisterTaskDefinitionInput) { in.NetworkMode = ecstypes.NetworkModeNone }),
 			`networkMode "none" is not supported by Berth. Berth supports networkMode host, bridge and awsvpc`},
 	} {

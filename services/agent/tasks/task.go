@@ -201,6 +201,9 @@ func (t *task) run(ctx context.Context, adopted map[string]containerd.Container)
 		}
 	}
 	log.Info("task stopped")
+	if ep := t.m.cfg.Endpoints; ep != nil {
+		ep.Release(t.arn) // at once: the deferred call waits for the cleanup below
+	}
 	wg.Wait()
 	t.scheduleCleanup(ctx)
 }

@@ -128,6 +128,13 @@ func TestTaskRoleCredentialsDev(t *testing.T) {
 		t.Fatalf("the task's credentials from the host: %v", err)
 	}
 
+	// The AWS CLI with the same session credentials.
+	cliEnv := append(append([]string(nil), env...), "AWS_ACCESS_KEY_ID="+creds.AccessKeyID, "AWS_SECRET_ACCESS_KEY="+creds.SecretAccessKey,
+		"AWS_SESSION_TOKEN="+creds.Token, "AWS_ENDPOINT_URL="+gw)
+	if got := cli(t, root, cliEnv, "aws", "sts", "get-caller-identity", "--query", "Arn", "--output", "text"); got != lines["caller-arn"] {
+		t.Errorf("aws sts get-caller-identity with the task's credentials = %q, want %q", got, lines["caller-arn"])
+	}
+
 	// Stop the task: the endpoint forgets them and the gateway refuses them within a minute.
 	if _, err := c.StopTask(t.Context(), &ecs.StopTaskInput{Task: aws.String(arn)}); err != nil {
 		t.Fatal(err)

@@ -180,3 +180,58 @@ func apiCode(err error) string {
 	}
 	return ""
 }
+
+// TestAssumeRoleWithSDK: STS AssumeRole issues session credentials of the caller's account
+// that the gateway accepts for every service (GetCallerIdentity answers the assumed role,
+// ECS answers the account's clusters); a role of another account is AccessDenied, members
+// Berth cannot honour are refused, and a wrong session token is refused.
+func TestAssumeRoleWithSDK(t *testing.T) {
+	const a, b = "111111111111", "222222222222"
+	stack := startAPIStack(t, a, b)
+	ctx := t.Context()
+	cfg := stack.awsConfig(a, "eu-west-1")
+	c := sts.NewFromConfig(cfg)
+	out, err := c.AssumeRole(ctx, &sts.AssumeRoleInput{RoleArn: aws.String("arn:aws:iam::" + a + ":role/deploy"), RoleSessionName: aws.String("ci-run"), DurationSeconds: aws.Int32(900)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "arn:aws:sts::" + a + ":assumed-role/deploy/ci-run"
+	cr := out.Credentials
+	if aws.ToString(out.AssumedRoleUser.Arn) != want || !strings.HasSuffix(aws.ToString(out.AssumedRoleUser.AssumedRoleId), ":ci-run") ||
+		!strings.HasPrefix(aws.ToString(cr.AccessKeyId), "ASIA") || cr.Expiration == nil ||
+		cr.Expiration.Before(time.Now().Add(14*time.Minute)) || cr.Expiration.After(time.Now().Add(16*time.Minute)) {
+		t.Fatalf("AssumeRole = %s %s %v", aws.ToString(out.AssumedRoleUser.Arn), aws.ToString(cr.AccessKeyId), cr.Expiration)
+	}
+	session := cfg.Copy()
+	session.Credentials = aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+		return aws.Credentials{AccessKeyID: aws.ToString(cr.AccessKeyId), SecretAccessKey: aws.ToString(cr.SecretAccessKey), SessionToken: aws.ToString(cr.SessionToken)}, nil
+	})
+	id, err := sts.NewFromConfig(session).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if err != nil || aws.ToString(id.Arn) != want || aws.ToString(id.Account) != a {
+		t.Fatalf("GetCallerIdentity with the assumed role: %v %v", id, err)
+	}
+	if _, err := ecs.NewFromConfig(session).ListClusters(ctx, &ecs.ListClustersInput{}); err != nil {
+		t.Errorf("ECS with the assumed role: %v", err)
+	}
+	bad := session.Copy()
+	bad.Credentials = aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+		return aws.Credentials{AccessKeyID: aws.ToString(cr.AccessKeyId), SecretAccessKey: aws.ToString(cr.SecretAccessKey), SessionToken: "forged"}, nil
+	})
+	if _, err := sts.NewFromConfig(bad).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{}); apiCode(err) != "InvalidClientTokenId" {
+		t.Errorf("forged token: %v", err)
+	}
+	for _, tc := range []struct {
+		in   *sts.AssumeRoleInput
+		code string
+	}{
+		{&sts.AssumeRoleInput{RoleArn: aws.String("arn:aws:iam::" + b + ":role/deploy"), RoleSessionName: aws.String("x1")}, "AccessDenied"},
+		{&sts.AssumeRoleInput{RoleArn: aws.String("arn:aws:iam::" + a + ":role/deploy"), RoleSessionName: aws.String("x")}, "ValidationError"},
+		{&sts.AssumeRoleInput{RoleArn: aws.String("deploy"), RoleSessionName: aws.String("x1")}, "ValidationError"},
+		{&sts.AssumeRoleInput{RoleArn: aws.String("arn:aws:iam::" + a + ":role/deploy"), RoleSessionName: aws.String("x1"), DurationSeconds: aws.Int32(60)}, "ValidationError"},
+		{&sts.AssumeRoleInput{RoleArn: aws.String("arn:aws:iam::" + a + ":role/deploy"), RoleSessionName: aws.String("x1"), Policy: aws.String("{}")}, "ValidationError"},
+	} {
+		if _, err := c.AssumeRole(ctx, tc.in); apiCode(err) != tc.code {
+			t.Errorf("AssumeRole(%s, %s): %v, want %s", aws.ToString(tc.in.RoleArn), aws.ToString(tc.in.RoleSessionName), err, tc.code)
+		}
+	}
+}

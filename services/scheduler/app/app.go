@@ -186,7 +186,7 @@ func New(cfg Config) (*App, error) {
 	mux.Handle(ecsv1connect.NewEcsServiceHandler(ecsHandler{a.control, a.services}, identity, gzip))
 	mux.Handle(agentv1connect.NewAgentServiceHandler(a.sessions, identity, gzip))
 	// The other AWS services the gateway routes to (gateway.Services): one handler each.
-	mux.Handle(stsv1connect.NewStsServiceHandler(sts.New(), identity, gzip))
+	mux.Handle(stsv1connect.NewStsServiceHandler(&sts.Handler{Roles: creds}, identity, gzip))
 	a.secrets = secretsmanager.New(a.kv, cfg.Keyring, nil)
 	a.params = ssm.New(a.kv, cfg.Keyring, nil)
 	mux.Handle(secretsmanagerv1connect.NewSecretsManagerServiceHandler(a.secrets, identity, gzip))

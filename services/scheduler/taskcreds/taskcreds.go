@@ -119,8 +119,14 @@ func (i *Issuer) Issue(ctx context.Context, id caller.Identity, taskARN, roleTyp
 	if role == "" {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("task has no %s", roleType))
 	}
+	return i.issue(ctx, a.Account, a.Region, taskARN, "", role, i.cfg.Lifetime)
+}
+
+// issue stores and returns new session credentials of account for role, bound to taskARN
+// (or, when empty, to the AssumeRole session name session), valid for lifetime.
+func (i *Issuer) issue(ctx context.Context, account, region, taskARN, session, role string, lifetime time.Duration) (*agentv1.GetTaskCredentialsResponse, error) {
 	now := i.cfg.Now()
-	exp := now.Add(i.cfg.Lifetime)
+	exp := now.Add(lifetime)
 	keyID := KeyPrefix + randomBase32(16)
 	secret := randomBase64(30)
 	token := randomBase64(96)
@@ -129,9 +135,10 @@ func (i *Issuer) Issue(ctx context.Context, id caller.Identity, taskARN, roleTyp
 		AccessKeyId:           keyID,
 		SealedSecretAccessKey: i.cfg.Keyring.Seal([]byte(secret), []byte(keyID)),
 		SessionTokenSha256:    sum[:],
-		AccountId:             a.Account,
-		Region:                a.Region,
+		AccountId:             account,
+		Region:                region,
 		TaskArn:               taskARN,
+		SessionName:           session,
 		RoleArn:               role,
 		Expiration:            timestamppb.New(exp),
 		CreatedAt:             timestamppb.New(now),
@@ -140,7 +147,7 @@ func (i *Issuer) Issue(ctx context.Context, id caller.Identity, taskARN, roleTyp
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	lease, err := i.cfg.Lease.Grant(ctx, int64((i.cfg.Lifetime+leaseSlack)/time.Second))
+	lease, err := i.cfg.Lease.Grant(ctx, int64((lifetime+leaseSlack)/time.Second))
 	if err != nil {
 		return nil, storeError(err, "task credentials")
 	}
@@ -203,7 +210,7 @@ func (i *Issuer) Resolve(ctx context.Context, accessKeyID string) (*adminv1.Reso
 	if !i.cfg.Now().Before(cr.GetExpiration().AsTime()) {
 		return nil, connect.NewError(connect.CodeNotFound, errors.New("access key expired"))
 	}
-	if !i.taskLive(ctx, cr.GetTaskArn()) {
+	if cr.GetTaskArn() != "" && !i.taskLive(ctx, cr.GetTaskArn()) {
 		_, _ = i.cfg.KV.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", rev)).Then(clientv3.OpDelete(k)).Commit()
 		return nil, connect.NewError(connect.CodeNotFound, errors.New("access key revoked: its task stopped"))
 	}
@@ -211,11 +218,15 @@ func (i *Issuer) Resolve(ctx context.Context, accessKeyID string) (*adminv1.Reso
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, errors.New("cannot open the sealed secret (keyring rotated away?)"))
 	}
-	arnStr, uid := Principal(cr.GetAccountId(), cr.GetRoleArn(), cr.GetTaskArn())
+	session := cr.GetSessionName()
+	if session == "" {
+		session = cr.GetTaskArn()
+	}
+	arnStr, uid := Principal(cr.GetAccountId(), cr.GetRoleArn(), session)
 	return &adminv1.ResolveAccessKeyResponse{
 		AccessKey: &adminv1.AccessKey{
 			AccessKeyId: accessKeyID, AccountId: cr.GetAccountId(),
-			Description: "task credentials of " + cr.GetTaskArn(), CreatedAt: cr.GetCreatedAt(),
+			Description: "session credentials of " + session, CreatedAt: cr.GetCreatedAt(),
 		},
 		SecretAccessKey:    string(secret),
 		SessionTokenSha256: cr.GetSessionTokenSha256(),
@@ -242,9 +253,11 @@ func (i *Issuer) taskLive(ctx context.Context, taskARN string) bool {
 	return rec.GetTask().GetLastStatus() != "STOPPED"
 }
 
-// Principal returns the STS assumed-role ARN and unique id of a task's role session, as
-// AWS names them for ECS task credentials: arn:aws:sts::{account}:assumed-role/{role
-// name}/{task id} and "AROA…:{task id}" (the role id derived from the role ARN).
+// Principal returns the STS assumed-role ARN and unique id of a role session, as AWS
+// names them: arn:aws:sts::{account}:assumed-role/{role name}/{session} and
+// "AROA…:{session}" (the role id derived from the role ARN). For ECS task credentials
+// taskARN is the task's ARN and the session its id; an AssumeRole session name is used
+// as is.
 func Principal(account, roleARN, taskARN string) (principalARN, userID string) {
 	role := roleARN
 	if j := strings.LastIndex(role, "/"); j >= 0 {
@@ -282,3 +295,21 @@ func randomBase32(n int) string {
 }
 
 func randomBase64(n int) string { return base64.StdEncoding.EncodeToString(randomBytes(n)) }
+
+// AssumeRole issues credentials for role (an IAM role ARN of the caller's own account:
+// Berth has no IAM, so any role of the account may be assumed and the credentials act with
+// the account's permissions) under session name session, valid for duration. It returns the
+// credentials and the assumed role's ARN and id. Errors are ecserr-style Connect errors:
+// AccessDenied for a role of another account, ValidationError for a malformed role ARN or
+// session name.
+func (i *Issuer) AssumeRole(ctx context.Context, id caller.Identity, role, session string, duration time.Duration) (*agentv1.GetTaskCredentialsResponse, string, string, error) {
+	if i.cfg.Keyring == nil {
+		return nil, "", "", connect.NewError(connect.CodeFailedPrecondition, errors.New("AssumeRole needs the scheduler's keyring"))
+	}
+	res, err := i.issue(ctx, id.Account, id.Region, "", session, role, duration)
+	if err != nil {
+		return nil, "", "", err
+	}
+	arnStr, uid := Principal(id.Account, role, session)
+	return res, arnStr, uid, nil
+}

@@ -23,7 +23,7 @@ const (
 )
 
 // TaskCredentialRecord is stored at /berth/v1/task-credentials/{access_key_id}: one set of
-// session credentials issued to a task for its role. The secret is sealed with the
+// session credentials issued to a task for its role (or by STS AssumeRole). The secret is sealed with the
 // scheduler's keyring (the key is not in etcd) and the session token is kept only as its
 // SHA-256, so neither is in etcd in plaintext.
 type TaskCredentialRecord struct {
@@ -46,7 +46,10 @@ type TaskCredentialRecord struct {
 	// expiration is when the credentials stop being accepted.
 	Expiration *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expiration,proto3" json:"expiration,omitempty"`
 	// created_at is when they were issued.
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// session_name is the role session name of credentials issued by STS AssumeRole (no
+	// task_arn); task credentials use the task id.
+	SessionName   string `protobuf:"bytes,10,opt,name=session_name,json=sessionName,proto3" json:"session_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -144,11 +147,18 @@ func (x *TaskCredentialRecord) GetCreatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *TaskCredentialRecord) GetSessionName() string {
+	if x != nil {
+		return x.SessionName
+	}
+	return ""
+}
+
 var File_berth_store_v1_credentials_proto protoreflect.FileDescriptor
 
 const file_berth_store_v1_credentials_proto_rawDesc = "" +
 	"\n" +
-	" berth/store/v1/credentials.proto\x12\x0eberth.store.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x89\x03\n" +
+	" berth/store/v1/credentials.proto\x12\x0eberth.store.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xac\x03\n" +
 	"\x14TaskCredentialRecord\x12\"\n" +
 	"\raccess_key_id\x18\x01 \x01(\tR\vaccessKeyId\x127\n" +
 	"\x18sealed_secret_access_key\x18\x02 \x01(\fR\x15sealedSecretAccessKey\x120\n" +
@@ -162,7 +172,9 @@ const file_berth_store_v1_credentials_proto_rawDesc = "" +
 	"expiration\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expiration\x129\n" +
 	"\n" +
-	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAtB\xb5\x01\n" +
+	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12!\n" +
+	"\fsession_name\x18\n" +
+	" \x01(\tR\vsessionNameB\xb5\x01\n" +
 	"\x12com.berth.store.v1B\x10CredentialsProtoP\x01Z3github.com/berthhq/berth/gen/berth/store/v1;storev1\xa2\x02\x03BSX\xaa\x02\x0eBerth.Store.V1\xca\x02\x0eBerth\\Store\\V1\xe2\x02\x1aBerth\\Store\\V1\\GPBMetadata\xea\x02\x10Berth::Store::V1b\x06proto3"
 
 var (

@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/containerd/cgroups/v3/cgroup1/stats"
 	v2 "github.com/containerd/cgroups/v3/cgroup2/stats"
+	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/typeurl/v2"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
@@ -162,9 +163,7 @@ func (m *Manager) ContainerStats(ctx context.Context, taskARN, name string) (*en
 			c = x
 		}
 	}
-	var proc interface {
-		Pid() uint32
-	}
+	var proc containerd.Task
 	if c != nil && c.proc != nil && c.Status == state.Running {
 		proc = c.proc
 	}
@@ -172,7 +171,7 @@ func (m *Manager) ContainerStats(ctx context.Context, taskARN, name string) (*en
 	if proc == nil {
 		return nil, fmt.Errorf("container %s is not running", name)
 	}
-	metric, err := c.proc.Metrics(ctx)
+	metric, err := proc.Metrics(ctx)
 	if err != nil {
 		return nil, err
 	}

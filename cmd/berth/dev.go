@@ -49,7 +49,7 @@ func devCommand() *cobra.Command {
 			"BERTH_ACCESS_KEY_ID, BERTH_SECRET_ACCESS_KEY, BERTH_CONTAINERD_ADDRESS,\n" +
 			"BERTH_REGISTRY_ADDR, BERTH_INSECURE_REGISTRIES, BERTH_AGENT_LOG_ADDR, BERTH_REGIONS,\n" +
 			"BERTH_CNI_PLUGIN_DIR, BERTH_BRIDGE_SUBNET, BERTH_TASK_SUBNET, BERTH_TASK_SUBNET_POOL,\n" +
-			"BERTH_TASK_STABLE_AFTER, BERTH_LB_LISTEN_HOST). Prints a line containing \"ready\" once the agent has\n" +
+			"BERTH_AGENT_ENDPOINT_ADDR, BERTH_TASK_STABLE_AFTER, BERTH_LB_LISTEN_HOST). Prints a line containing \"ready\" once the agent has\n" +
 			"registered. State persists in the data dir.\n\n" +
 			"The gateway's address also serves the web console at /console/ (sign in with the dev\n" +
 			"key) and Prometheus metrics of every part at /metrics; OTEL_EXPORTER_OTLP_ENDPOINT\n" +
@@ -66,17 +66,20 @@ func devCommand() *cobra.Command {
 
 // devConfig is `berth dev`'s configuration; see DESIGN.md's environment table.
 type devConfig struct {
-	DataDir            string
-	GatewayAddr        string
-	Region             string   // the dev agent's region and the default one
-	Regions            []string // allow-list of SigV4 scope regions; nil: every public AWS region
-	Cluster            string
-	AccountID          string
-	AccessKeyID        string
-	SecretAccessKey    string
-	ContainerdAddress  string
-	RegistryAddr       string
-	AgentLogAddr       string
+	DataDir           string
+	GatewayAddr       string
+	Region            string   // the dev agent's region and the default one
+	Regions           []string // allow-list of SigV4 scope regions; nil: every public AWS region
+	Cluster           string
+	AccountID         string
+	AccessKeyID       string
+	SecretAccessKey   string
+	ContainerdAddress string
+	RegistryAddr      string
+	AgentLogAddr      string
+	// AgentEndpointAddr is where the agent serves its tasks' credentials and metadata
+	// endpoints (BERTH_AGENT_ENDPOINT_ADDR; default any loopback port).
+	AgentEndpointAddr  string
 	InsecureRegistries []string
 	// LBListenHost (BERTH_LB_LISTEN_HOST) is where load balancer listeners bind.
 	LBListenHost string
@@ -101,6 +104,7 @@ func devConfigFromEnv() devConfig {
 		ContainerdAddress:  cli.Env("BERTH_CONTAINERD_ADDRESS", ""),
 		RegistryAddr:       cli.Env("BERTH_REGISTRY_ADDR", "127.0.0.1:5000"),
 		AgentLogAddr:       cli.Env("BERTH_AGENT_LOG_ADDR", "127.0.0.1:4568"),
+		AgentEndpointAddr:  cli.Env("BERTH_AGENT_ENDPOINT_ADDR", "127.0.0.1:0"),
 		InsecureRegistries: insecure,
 		LBListenHost:       cli.Env("BERTH_LB_LISTEN_HOST", "127.0.0.1"),
 
@@ -275,6 +279,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		Snapshotter:        snapshotter,
 		InsecureRegistries: cfg.InsecureRegistries,
 		LogAddr:            cfg.AgentLogAddr,
+		EndpointAddr:       cfg.AgentEndpointAddr,
 		Network: network.Config{
 			PluginDirs:   cli.SplitList(cli.Env("BERTH_CNI_PLUGIN_DIR", network.DefaultPluginDir+",/opt/cni/bin")),
 			BridgeSubnet: cli.Env("BERTH_BRIDGE_SUBNET", ""),

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -22,6 +24,7 @@ import (
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/agent/endpoints"
 	"github.com/berthhq/berth/services/agent/gpu"
 	"github.com/berthhq/berth/services/agent/hostinfo"
 	"github.com/berthhq/berth/services/agent/logs"
@@ -117,6 +120,10 @@ type Config struct {
 	// one); default "127.0.0.1:0" (loopback, any port); "off" disables it.
 	// The address is registered as the berth.log-endpoint attribute.
 	LogAddr string
+	// EndpointAddr is where the tasks' credentials and metadata endpoints listen
+	// ("host:port"; port 0 picks one); default "127.0.0.1:0"; "off" disables them (a task
+	// with a taskRoleArn then fails to start). The ECS agent's is 127.0.0.1:51679.
+	EndpointAddr string
 	// HeartbeatInterval is the time between heartbeats; default 10 s.
 	HeartbeatInterval time.Duration
 	// ResendInterval resends unacknowledged state changes; default 15 s.
@@ -154,6 +161,66 @@ type Agent struct {
 	gpus   gpu.Host
 	log    *slog.Logger
 	logLn  net.Listener
+	// endpointAddr is the task endpoints' listener address once Run opened it.
+	endpointAddr atomic.Value
+}
+
+// EndpointAddr returns the address of the tasks' credentials and metadata endpoints once
+// Run has opened them, else "".
+func (a *Agent) EndpointAddr() string {
+	s, _ := a.endpointAddr.Load().(string)
+	return s
+}
+
+// newEndpoints opens the tasks' credentials and metadata endpoints (nil when
+// EndpointAddr is "off"). The key of their URI ids is kept in the data dir, so the ids
+// baked into running containers' environment survive an agent restart.
+func (a *Agent) newEndpoints() (*endpoints.Server, error) {
+	if a.cfg.EndpointAddr == "off" {
+		return nil, nil
+	}
+	key, err := loadOrCreateKey(filepath.Join(a.cfg.DataDir, "endpoints.key"))
+	if err != nil {
+		return nil, err
+	}
+	httpClient := a.cfg.HTTPClient
+	if httpClient == nil {
+		httpClient = session.DefaultHTTPClient()
+	}
+	client := agentv1connect.NewAgentServiceClient(httpClient, a.cfg.ControlPlaneURL)
+	return endpoints.New(endpoints.Config{
+		Addr: a.cfg.EndpointAddr,
+		Key:  key,
+		Credentials: func(ctx context.Context, taskARN, roleType string) (*agentv1.GetTaskCredentialsResponse, error) {
+			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			res, err := client.GetTaskCredentials(ctx, connect.NewRequest(&agentv1.GetTaskCredentialsRequest{TaskArn: taskARN, RoleType: roleType}))
+			if err != nil {
+				return nil, err
+			}
+			return res.Msg, nil
+		},
+		Log: a.log.With("component", "endpoints"),
+	})
+}
+
+// loadOrCreateKey reads a 32-byte key from path, creating it (mode 0600) when absent.
+func loadOrCreateKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err == nil && len(b) == 32 {
+		return b, nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	b = make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // New checks cfg, detects the host and loads (or creates) its host id, and
@@ -262,6 +329,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		ProbeTimeout: a.cfg.RuntimeProbeTimeout,
 		Log:          a.log.With("component", "runtime"),
 	})
+	ep, err := a.newEndpoints()
+	if err != nil {
+		return fmt.Errorf("agent: task endpoints: %w", err)
+	}
+	var taskEndpoints tasks.Endpoints
+	if ep != nil {
+		taskEndpoints = ep
+	}
 	reports := make(chan struct{}, 1)
 	var onContainer func(string)
 	if a.cfg.Registry != nil {
@@ -287,6 +362,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		nw, netErr = nil, err.Error()
 	}
 	manager := tasks.New(tasks.Config{
+		Endpoints:    taskEndpoints,
 		OnContainer:  onContainer,
 		LogStreams:   logStreams{plane},
 		Network:      nw,
@@ -329,6 +405,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	}, &hostView{a: a, gate: gate}, &handler{m: manager})
 
 	var wg sync.WaitGroup
+	if ep != nil {
+		ep.SetSource(manager)
+		a.endpointAddr.Store(ep.Addr())
+		wg.Go(func() { _ = ep.Run(ctx) })
+	}
 	wg.Go(func() { gate.Run(ctx) })
 	wg.Go(func() { _ = manager.Run(ctx) })
 	wg.Go(func() { _ = shipper.Run(ctx) })

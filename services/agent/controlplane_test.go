@@ -16,6 +16,7 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
@@ -43,6 +44,19 @@ type controlPlane struct {
 	noStateAck    bool
 	logGroups     map[string]bool     // region|group
 	logEvents     map[string][]string // region|group|stream → messages (nil: stream exists)
+	credCalls     []string            // task ARNs GetTaskCredentials was asked for
+}
+
+// GetTaskCredentials answers fixed test credentials valid for one hour, recording the call.
+func (cp *controlPlane) GetTaskCredentials(_ context.Context, req *connect.Request[agentv1.GetTaskCredentialsRequest]) (*connect.Response[agentv1.GetTaskCredentialsResponse], error) {
+	cp.mu.Lock()
+	cp.credCalls = append(cp.credCalls, req.Msg.GetTaskArn())
+	n := len(cp.credCalls)
+	cp.mu.Unlock()
+	return connect.NewResponse(&agentv1.GetTaskCredentialsResponse{
+		AccessKeyId: fmt.Sprintf("ASIATEST%012d", n), SecretAccessKey: "secret", SessionToken: "token",
+		Expiration: timestamppb.New(time.Now().Add(time.Hour)), RoleArn: "arn:aws:iam::000000000000:role/test",
+	}), nil
 }
 
 func newControlPlane(t testing.TB) *controlPlane {

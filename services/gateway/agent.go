@@ -69,6 +69,13 @@ func (g *Gateway) serveAgent(w http.ResponseWriter, r *http.Request, x *exchange
 	}
 	g.lockout.success(addr)
 	x.account = cred.AccountID
+	if len(cred.SessionTokenSHA256) > 0 {
+		// Session credentials (a task role's) act for a task, never as an agent: otherwise a
+		// task could ask for other tasks' credentials.
+		x.errType = "AccessDeniedException"
+		writeConnectError(w, connect.CodePermissionDenied, "AccessDeniedException: session credentials cannot act as an agent")
+		return
+	}
 	if cred.Service != SigningName {
 		x.errType = sigv4.InvalidSignature
 		writeConnectError(w, connect.CodeUnauthenticated, fmt.Sprintf("%s: Credential should be scoped to correct service: '%s', not '%s'.", sigv4.InvalidSignature, SigningName, cred.Service))

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	"github.com/berthhq/berth/services/gateway"
@@ -90,5 +91,19 @@ func TestAgentRelay(t *testing.T) {
 	var ce *connect.Error
 	if !errors.As(err, &ce) || ce.Code() != connect.CodeUnauthenticated {
 		t.Errorf("unsigned: %v", err)
+	}
+}
+
+// TestAgentRelayRefusesSessionCredentials: a task role's session credentials, valid for
+// the AWS APIs, never act as an agent (else a task could ask for other tasks' credentials).
+func TestAgentRelayRefusesSessionCredentials(t *testing.T) {
+	e := newEnv(t, nil)
+	rt := sigv4client.New(gateway.NewH2CClient().Transport, aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+		return aws.Credentials{AccessKeyID: sessionKey, SecretAccessKey: sessionSecret, SessionToken: sessionToken}, nil
+	}), region)
+	c := agentv1connect.NewAgentServiceClient(&http.Client{Transport: rt}, e.url)
+	_, err := c.GetTaskCredentials(context.Background(), connect.NewRequest(&agentv1.GetTaskCredentialsRequest{TaskArn: "arn:aws:ecs:us-east-1:000000000000:task/default/x"}))
+	if connect.CodeOf(err) != connect.CodePermissionDenied || !strings.Contains(err.Error(), "AccessDeniedException") {
+		t.Fatalf("GetTaskCredentials with session credentials: %v, want permission_denied AccessDeniedException", err)
 	}
 }

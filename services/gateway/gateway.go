@@ -353,10 +353,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // under the service are relayed (the scheduler answers them) but count as unknown, so a
 // client cannot grow the metrics' label set.
 var agentProcedures = map[string]bool{
-	agentv1connect.AgentServiceRegisterProcedure:        true,
-	agentv1connect.AgentServiceSessionProcedure:         true,
-	agentv1connect.AgentServiceEnsureLogStreamProcedure: true,
-	agentv1connect.AgentServiceShipLogsProcedure:        true,
+	agentv1connect.AgentServiceRegisterProcedure:           true,
+	agentv1connect.AgentServiceSessionProcedure:            true,
+	agentv1connect.AgentServiceEnsureLogStreamProcedure:    true,
+	agentv1connect.AgentServiceShipLogsProcedure:           true,
+	agentv1connect.AgentServiceGetTaskCredentialsProcedure: true,
 }
 
 // recorder remembers the status written, for the access log.

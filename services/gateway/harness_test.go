@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -137,6 +138,11 @@ func (s *stubECS) SubmitTaskStateChange(_ context.Context, r *connect.Request[ec
 }
 
 // stubAdmin resolves the test keys and counts resets.
+// A task role's session credentials (package taskcreds issues them in the scheduler).
+const sessionKey, sessionSecret, sessionToken = "ASIASESSIONKEY", "session-secret", "session-token"
+
+var sessionTokenSum = sha256.Sum256([]byte(sessionToken))
+
 type stubAdmin struct {
 	adminv1connect.UnimplementedAdminServiceHandler
 	resolves atomic.Int64
@@ -149,6 +155,8 @@ func (a *stubAdmin) ResolveAccessKey(_ context.Context, r *connect.Request[admin
 		devKey:   {AccessKey: &adminv1.AccessKey{AccessKeyId: devKey, AccountId: devAccount}, SecretAccessKey: devSecret},
 		otherKey: {AccessKey: &adminv1.AccessKey{AccessKeyId: otherKey, AccountId: otherAccount}, SecretAccessKey: otherSecret},
 		agentKey: {AccessKey: &adminv1.AccessKey{AccessKeyId: agentKey, AccountId: devAccount, ContainerInstanceArn: instanceARN}, SecretAccessKey: agentSecret},
+		sessionKey: {AccessKey: &adminv1.AccessKey{AccessKeyId: sessionKey, AccountId: devAccount}, SecretAccessKey: sessionSecret,
+			SessionTokenSha256: sessionTokenSum[:], PrincipalArn: "arn:aws:sts::" + devAccount + ":assumed-role/app/task1", PrincipalId: "AROAEXAMPLE:task1"},
 	}
 	res, ok := keys[r.Msg.GetAccessKeyId()]
 	if !ok {

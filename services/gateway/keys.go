@@ -74,8 +74,21 @@ func (c *keyCache) Resolve(ctx context.Context, id string) (sigv4.Credential, er
 		SecretAccessKey:      res.Msg.GetSecretAccessKey(),
 		AccountID:            k.GetAccountId(),
 		ContainerInstanceARN: k.GetContainerInstanceArn(),
+		PrincipalARN:         res.Msg.GetPrincipalArn(),
+		PrincipalID:          res.Msg.GetPrincipalId(),
+		SessionTokenSHA256:   res.Msg.GetSessionTokenSha256(),
 	}
-	c.put(id, keyEntry{cred: cred, found: true, expires: now.Add(c.ttl)})
+	expires := now.Add(c.ttl)
+	if exp := res.Msg.GetExpiration(); exp != nil {
+		if !now.Before(exp.AsTime()) {
+			c.put(id, keyEntry{expires: now.Add(c.negTTL)})
+			return sigv4.Credential{}, sigv4.ErrUnknownKey
+		}
+		if exp.AsTime().Before(expires) {
+			expires = exp.AsTime() // session credentials are not cached past their expiration
+		}
+	}
+	c.put(id, keyEntry{cred: cred, found: true, expires: expires})
 	return cred, nil
 }
 

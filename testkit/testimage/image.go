@@ -98,8 +98,8 @@ func compile(ctx context.Context) ([]byte, error) {
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	if dir := sourceDir(); dir != "" {
 		// Build from the package's own directory, whatever the
-		// caller's working directory; it imports only the standard
-		// library, so testkit's go.mod alone resolves it.
+		// caller's working directory; testkit's go.mod alone resolves
+		// its imports (the standard library and the AWS SDK).
 		cmd.Dir = dir
 		cmd.Env = append(cmd.Env, "GOWORK=off")
 		cmd.Args = append(cmd.Args, ".")

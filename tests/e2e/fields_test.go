@@ -70,10 +70,6 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 		{"efs", base(func(in *ecs.RegisterTaskDefinitionInput) {
 			in.Volumes = []ecstypes.Volume{{Name: aws.String("v"), EfsVolumeConfiguration: &ecstypes.EFSVolumeConfiguration{FileSystemId: aws.String("fs-1")}}}
 		}), "volumes[0].efsVolumeConfiguration is not supported by Berth. Berth has no EFS"},
-		{"taskRoleArn", base(func(in *ecs.RegisterTaskDefinitionInput) {
-			in.TaskRoleArn = aws.String("arn:aws:iam::000000000000:role/app")
-		}),
-			`taskRoleArn "arn:aws:iam::000000000000:role/app" is not supported by Berth. Berth does not hand IAM role credentials`},
 		{"containerPortRange", base(func(in *ecs.RegisterTaskDefinitionInput) {
 			ctr(in).PortMappings = []ecstypes.PortMapping{{ContainerPortRange: aws.String("8000-8010")}}
 		}), `containerDefinitions[0].portMappings[0].containerPortRange "8000-8010" is not supported by Berth. Berth publishes single ports`},

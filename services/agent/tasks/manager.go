@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	"github.com/berthhq/berth/services/agent/endpoints"
 	"github.com/berthhq/berth/services/agent/gpu"
 	"github.com/berthhq/berth/services/agent/logs"
 	"github.com/berthhq/berth/services/agent/network"
@@ -89,6 +90,9 @@ type Config struct {
 	// LogStreams creates the CloudWatch Logs streams of awslogs containers before they
 	// start; nil fails such tasks (no control plane to ship to).
 	LogStreams LogStreams
+	// Endpoints readies each task's credentials and metadata endpoints (package
+	// endpoints); nil serves none, and a task with a taskRoleArn then fails to start.
+	Endpoints Endpoints
 	// Log receives task events; nil discards them.
 	Log *slog.Logger
 	// OnContainer, when set, is called on each container lifecycle event: "start" (a
@@ -124,6 +128,18 @@ type Manager struct {
 	reconciled  chan struct{} // closed once reconcile is done
 	queue       chan *task    // tasks to start once reconciled
 	pullLocks   map[string]*sync.Mutex
+
+	statsMu   sync.Mutex
+	lastStats map[string]*endpoints.Stats // by container id: the previous stats sample
+}
+
+// forgetStats drops the stats samples of t's containers.
+func (m *Manager) forgetStats(t *task) {
+	m.statsMu.Lock()
+	defer m.statsMu.Unlock()
+	for _, c := range t.ctrs {
+		delete(m.lastStats, c.ID)
+	}
 }
 
 // pullLock returns the lock that serialises pulls of one image reference:

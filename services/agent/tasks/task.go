@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,6 +51,9 @@ type task struct {
 	lastReport  string      // fingerprint of the last report
 	reportedRun bool
 	net         *network.TaskNetwork // set by setupNetwork; nil for host mode
+	// endpointEnv is the environment the credentials and metadata endpoints give each
+	// container, by name (endpoints.go).
+	endpointEnv map[string][]string
 }
 
 // TracerName is the instrumentation scope of the agent's task spans.
@@ -224,6 +228,31 @@ func (t *task) run(ctx context.Context, adopted map[string]containerd.Container)
 			t.mu.Unlock()
 		}
 	}
+	t.mu.Lock()
+	stopping := t.st.Stopping
+	t.mu.Unlock()
+	if stopping {
+		// the task failed before its start: no credentials to fetch
+	} else if err := t.prepareEndpoints(ctx); err != nil && ctx.Err() == nil {
+		if adopted == nil || len(missing) > 0 {
+			log.Warn("task endpoints failed", "err", err)
+			t.mu.Lock()
+			reason := reasonCredentials + err.Error()
+			for _, c := range missing {
+				if c.Status != state.Stopped {
+					t.st.MarkStopped(c.Container, nil, reason, true) // c.done is closed below
+				}
+			}
+			t.beginStopLocked(StopCodeTaskFailedToStart, reason)
+			t.mu.Unlock()
+		} else {
+			log.Warn("adopted task: its endpoints failed", "err", err)
+		}
+	}
+	if ep := t.m.cfg.Endpoints; ep != nil {
+		defer ep.Release(t.arn)
+	}
+	defer t.m.forgetStats(t)
 
 	var wg sync.WaitGroup
 	for _, c := range t.ctrs {
@@ -271,6 +300,9 @@ func (t *task) run(ctx context.Context, adopted map[string]containerd.Container)
 		}
 	}
 	log.Info("task stopped")
+	if ep := t.m.cfg.Endpoints; ep != nil {
+		ep.Release(t.arn) // at once: the deferred call waits for the cleanup below
+	}
 	wg.Wait()
 	t.scheduleCleanup(ctx)
 }
@@ -421,14 +453,26 @@ func (t *task) containerSpec(c *ctrState, img containerd.Image) runtime.Containe
 			spec.MemoryReservationMiB = int64(o.GetMemoryReservation())
 		}
 	}
+	t.mu.Lock()
+	for _, kv := range t.endpointEnv[c.Name] {
+		k, v, _ := strings.Cut(kv, "=")
+		addEnv([]*ecsv1.KeyValuePair{{Name: &k, Value: &v}})
+	}
+	t.mu.Unlock()
 	for _, k := range order {
 		spec.Env = append(spec.Env, k+"="+env[k])
 	}
 	for _, u := range def.GetUlimits() {
 		spec.Ulimits = append(spec.Ulimits, runtime.Ulimit{Name: u.GetName(), Soft: uint64(max(u.GetSoftLimit(), 0)), Hard: uint64(max(u.GetHardLimit(), 0))})
 	}
+	spec.Labels = t.labels(c)
+	return spec
+}
+
+// labels returns the labels of c's container: its dockerLabels and Berth's own.
+func (t *task) labels(c *ctrState) map[string]string {
 	labels := map[string]string{}
-	for k, v := range def.GetDockerLabels() {
+	for k, v := range c.Def.GetDockerLabels() {
 		labels[k] = v
 	}
 	labels[LabelTaskARN] = t.arn
@@ -437,6 +481,5 @@ func (t *task) containerSpec(c *ctrState, img containerd.Image) runtime.Containe
 	labels[LabelInstance] = t.m.instance()
 	labels[LabelTaskDefinition] = familyRevision(t.a)
 	labels[LabelHostID] = t.m.cfg.HostID
-	spec.Labels = labels
-	return spec
+	return labels
 }

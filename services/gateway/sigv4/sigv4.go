@@ -2,6 +2,7 @@ package sigv4
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -66,6 +67,10 @@ type Credential struct {
 	// Service is the signing name of the request's credential scope ("ecs", "sts", …), set
 	// by Verify: the AWS service the request is for.
 	Service string
+	// SessionTokenSHA256, for session credentials, is the SHA-256 of the session token a
+	// request must carry in X-Amz-Security-Token (or the X-Amz-Security-Token query
+	// parameter); empty for a long-term key.
+	SessionTokenSHA256 []byte
 }
 
 // ErrUnknownKey is returned by a Resolver for an access key that does not exist; Verify
@@ -267,6 +272,16 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request, payloadHash stri
 	}
 	if err != nil {
 		return Credential{}, fmt.Errorf("sigv4: resolve access key: %w", err)
+	}
+	if len(cred.SessionTokenSHA256) > 0 {
+		tok := r.Header.Get("X-Amz-Security-Token")
+		if tok == "" {
+			tok = r.URL.Query().Get("X-Amz-Security-Token")
+		}
+		sum := sha256.Sum256([]byte(tok))
+		if tok == "" || subtle.ConstantTimeCompare(sum[:], cred.SessionTokenSHA256) != 1 {
+			return Credential{}, fail(UnrecognizedClient, "The security token included in the request is invalid.")
+		}
 	}
 	cred.Region = a.region
 	cred.Service = a.service

@@ -234,3 +234,38 @@ func TestVerifyUnsignedPayload(t *testing.T) {
 		t.Fatalf("hashed payload on unsigned route: %s", got)
 	}
 }
+
+// TestSessionToken: session credentials (a task role's) verify only with their token in
+// X-Amz-Security-Token; a missing or wrong token is UnrecognizedClientException, as AWS
+// answers "The security token included in the request is invalid."
+func TestSessionToken(t *testing.T) {
+	sum := sha256.Sum256([]byte("the-token"))
+	sess := sigv4.Credential{AccessKeyID: "ASIAEXAMPLE", SecretAccessKey: "s3cret", AccountID: "123456789012",
+		PrincipalARN: "arn:aws:sts::123456789012:assumed-role/app/task", SessionTokenSHA256: sum[:]}
+	v, err := sigv4.New(sigv4.Options{Service: "ecs", Now: func() time.Time { return now }, Resolver: sigv4.ResolverFunc(
+		func(context.Context, string) (sigv4.Credential, error) { return sess, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		token, want string
+	}{{"the-token", ""}, {"", "UnrecognizedClientException"}, {"other-token", "UnrecognizedClientException"}} {
+		body := "{}"
+		req := newRequest(t, "http://ecs.local", body)
+		sumBody := sha256.Sum256([]byte(body))
+		creds := aws.Credentials{AccessKeyID: sess.AccessKeyID, SecretAccessKey: sess.SecretAccessKey, SessionToken: tc.token}
+		if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, hex.EncodeToString(sumBody[:]), "ecs", "us-east-1", now); err != nil {
+			t.Fatal(err)
+		}
+		cred, err := v.Verify(context.Background(), req, hex.EncodeToString(sumBody[:]))
+		var ae *awsjson.Error
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("token %q: %v", tc.token, err)
+		case tc.want == "" && cred.PrincipalARN != sess.PrincipalARN:
+			t.Errorf("principal %q", cred.PrincipalARN)
+		case tc.want != "" && (!errors.As(err, &ae) || ae.Type != tc.want || ae.Message != "The security token included in the request is invalid."):
+			t.Errorf("token %q: %v, want %s", tc.token, err, tc.want)
+		}
+	}
+}

@@ -33,6 +33,15 @@ type Options struct {
 	ResetPrefixes []string
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
+	// Sessions resolves session credentials (access key ids starting "ASIA", a task role's:
+	// package taskcreds); nil means there are none.
+	Sessions SessionResolver
+}
+
+// SessionResolver resolves session credentials for ResolveAccessKey; it answers NotFound
+// for a key that does not exist, has expired or was revoked.
+type SessionResolver interface {
+	Resolve(ctx context.Context, accessKeyID string) (*adminv1.ResolveAccessKeyResponse, error)
 }
 
 // Service implements adminv1connect.AdminServiceHandler.
@@ -273,6 +282,13 @@ func (s *Service) ResolveAccessKey(ctx context.Context, req *connect.Request[adm
 	id := req.Msg.GetAccessKeyId()
 	if !keyIDPattern.MatchString(id) {
 		return nil, connect.NewError(connect.CodeNotFound, errors.New("access key not found"))
+	}
+	if strings.HasPrefix(id, "ASIA") && s.opts.Sessions != nil {
+		res, err := s.opts.Sessions.Resolve(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return connect.NewResponse(res), nil
 	}
 	rec, _, err := store.Get[*storev1.AccessKeyRecord](ctx, s.kv, keys.AccessKey(id))
 	if err != nil {

@@ -71,12 +71,38 @@ type Config struct {
 	// Secrets, when set, resolves the secrets of a task whose definition references any
 	// (tasksecrets) as its assignment is sent: the values ride on the message only.
 	Secrets SecretResolver
+	// Credentials issues task role credentials (GetTaskCredentials); nil answers
+	// Unimplemented.
+	Credentials CredentialIssuer
 }
 
 // SecretResolver resolves a task definition's secrets in a scope (tasksecrets.Resolver):
 // a *tasksecrets.Failure is the task's stoppedReason, any other error a fault to retry.
 type SecretResolver interface {
 	Resolve(ctx context.Context, s keys.Scope, td *ecsv1.TaskDefinition) ([]*agentv1.ResolvedSecret, error)
+}
+
+// CredentialIssuer issues session credentials for a task's role (package taskcreds).
+type CredentialIssuer interface {
+	Issue(ctx context.Context, id caller.Identity, taskARN, roleType string) (*agentv1.GetTaskCredentialsResponse, error)
+}
+
+// GetTaskCredentials issues session credentials for the role of a task of the caller's
+// (on the caller's instance when its credential is instance-scoped) through
+// Config.Credentials.
+func (s *Server) GetTaskCredentials(ctx context.Context, req *connect.Request[agentv1.GetTaskCredentialsRequest]) (*connect.Response[agentv1.GetTaskCredentialsResponse], error) {
+	id, err := identity(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.Credentials == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("task credentials are not served by this scheduler"))
+	}
+	res, err := s.cfg.Credentials.Issue(ctx, id, req.Msg.GetTaskArn(), req.Msg.GetRoleType())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(res), nil
 }
 
 // Server implements agentv1connect.AgentServiceHandler: Register, and one Session stream

@@ -47,6 +47,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ssm"
 	"github.com/berthhq/berth/services/scheduler/store"
 	"github.com/berthhq/berth/services/scheduler/sts"
+	"github.com/berthhq/berth/services/scheduler/taskcreds"
 	"github.com/berthhq/berth/services/scheduler/tasksecrets"
 )
 
@@ -119,6 +120,9 @@ type Config struct {
 	// ServerException within this long instead of waiting for its caller's deadline.
 	// Zero means store.DefaultRequestTimeout (4 s).
 	EtcdRequestTimeout time.Duration
+	// TaskCredentialsLifetime is how long task role credentials are accepted
+	// (taskcreds.DefaultLifetime when zero); the agent refreshes them at half of it.
+	TaskCredentialsLifetime time.Duration
 }
 
 // App is one scheduler replica.
@@ -198,7 +202,9 @@ func New(cfg Config) (*App, error) {
 	})
 	a.secrets = secretsmanager.New(a.kv, cfg.Keyring, nil)
 	a.params = ssm.New(a.kv, cfg.Keyring, nil)
+	creds := taskcreds.New(taskcreds.Config{KV: a.kv, Lease: cfg.Etcd, Keyring: cfg.Keyring, Lifetime: cfg.TaskCredentialsLifetime})
 	a.sessions = agentsession.New(agentsession.Config{
+		Credentials:      creds,
 		Etcd:             cfg.Etcd,
 		Control:          a.control,
 		Replica:          cfg.Replica,
@@ -208,7 +214,7 @@ func New(cfg Config) (*App, error) {
 		Logs:             cfg.Logs,
 		Secrets:          tasksecrets.Resolver{Secrets: a.secrets, Parameters: a.params},
 	})
-	a.admin = admin.New(a.kv, cfg.Logger.With("component", "admin"), admin.Options{AllowReset: cfg.Dev})
+	a.admin = admin.New(a.kv, cfg.Logger.With("component", "admin"), admin.Options{AllowReset: cfg.Dev, Sessions: creds})
 	a.elector = leader.New(leader.Config{
 		Client:   cfg.Etcd,
 		Identity: cfg.Replica,
@@ -222,7 +228,7 @@ func New(cfg Config) (*App, error) {
 	mux.Handle(ecsv1connect.NewEcsServiceHandler(ecsHandler{a.control, a.services}, identity, gzip))
 	mux.Handle(agentv1connect.NewAgentServiceHandler(a.sessions, identity, gzip))
 	// The other AWS services the gateway routes to (gateway.Services): one handler each.
-	mux.Handle(stsv1connect.NewStsServiceHandler(sts.New(), identity, gzip))
+	mux.Handle(stsv1connect.NewStsServiceHandler(&sts.Handler{Roles: creds}, identity, gzip))
 	mux.Handle(secretsmanagerv1connect.NewSecretsManagerServiceHandler(a.secrets, identity, gzip))
 	mux.Handle(ssmv1connect.NewSsmServiceHandler(a.params, identity, gzip))
 	if cfg.Logs != nil {

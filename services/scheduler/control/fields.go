@@ -85,7 +85,7 @@ const (
 	supNetConf       = "awsvpcConfiguration is required for networkMode awsvpc and refused for the other modes, as AWS does: subnets (1-16, required) name the task's subnet and are recorded on its ENI attachment, the address comes from the container instance's own task subnet; securityGroups (up to 5) are recorded, not enforced (Berth has no security groups); assignPublicIp ENABLED is refused (Berth has no public addresses). See docs/networking.md."
 	supNoEphem       = "Berth does not size task storage; ephemeralStorage (a Fargate setting) is not supported."
 	supNoInfer       = "Berth has no Elastic Inference accelerators."
-	supNoTaskRole    = "Berth does not hand IAM role credentials to containers yet; leave taskRoleArn out."
+	supTaskRole      = "Each container gets AWS_CONTAINER_CREDENTIALS_FULL_URI (the agent's credentials endpoint): session credentials of the task's account as arn:aws:sts::{account}:assumed-role/{role name}/{task id}, which the gateway accepts until the task stops; refreshed before they expire. Berth has no IAM policies: the credentials act with the account's permissions."
 	supNoEnvFiles    = "Berth has no object store to read environment files from; put the variables in environment."
 	supCapProv       = "Base and weight over the pools of the cluster's capacity providers (docs/capacity-providers.md); the cluster's default strategy applies when neither launchType nor a strategy is given."
 	supPlatform      = "FARGATE tasks only: LATEST (resolves to 1.4.0) or 1.4.0, shown on the task with platformFamily Linux."
@@ -126,7 +126,7 @@ var FieldRules = map[string]FieldRule{
 	"RegisterTaskDefinitionRequest.requiresCompatibilities": honoured("Checked as AWS checks it (FARGATE: awsvpc, a Fargate cpu/memory combination, Fargate's limits); compatibilities lists FARGATE when the definition meets them."),
 	"RegisterTaskDefinitionRequest.runtimePlatform":         refused(issueFields, "Berth does not match tasks to an OS or CPU architecture yet; leave runtimePlatform out."),
 	"RegisterTaskDefinitionRequest.tags":                    honoured(""),
-	"RegisterTaskDefinitionRequest.taskRoleArn":             refused(issueAWSDeps, supNoTaskRole),
+	"RegisterTaskDefinitionRequest.taskRoleArn":             honoured(supTaskRole),
 	"RegisterTaskDefinitionRequest.volumes":                 honoured(""),
 
 	// ContainerDefinition.
@@ -274,7 +274,7 @@ var FieldRules = map[string]FieldRule{
 	"TaskOverride.executionRoleArn":              stored("As the task definition's executionRoleArn."),
 	"TaskOverride.inferenceAcceleratorOverrides": refused(0, supNoInfer),
 	"TaskOverride.memory":                        honoured("Replaces the task-level memory."),
-	"TaskOverride.taskRoleArn":                   refused(issueAWSDeps, supNoTaskRole),
+	"TaskOverride.taskRoleArn":                   honoured("Replaces the task definition's taskRoleArn for this task's credentials."),
 	"ContainerOverride.command":                  honoured(""),
 	"ContainerOverride.cpu":                      honoured(""),
 	"ContainerOverride.environment":              honoured(""),

@@ -1,15 +1,21 @@
 // Package sts serves the STS API (berth.sts.v1.StsService) in the scheduler:
 // GetCallerIdentity answers the caller's account and the principal the gateway
 // authenticated (the account's root user for an account access key; the assumed role of
-// session credentials once the gateway issues them). The other actions of the model answer
+// session credentials: task role credentials, and AssumeRole's). AssumeRole issues
+// session credentials of the caller's account (package taskcreds). The other actions answer
 // CodeUnimplemented, which the gateway returns as UnsupportedOperation naming the action.
 package sts
 
 import (
 	"context"
+	"errors"
+	"regexp"
+	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	stsv1 "github.com/berthhq/berth/gen/berth/sts/v1"
 	"github.com/berthhq/berth/gen/berth/sts/v1/stsv1connect"
 	"github.com/berthhq/berth/services/scheduler/caller"
@@ -19,6 +25,81 @@ import (
 // Handler implements stsv1connect.StsServiceHandler.
 type Handler struct {
 	stsv1connect.UnimplementedStsServiceHandler
+	// Roles issues AssumeRole's session credentials (package taskcreds); nil leaves
+	// AssumeRole unsupported.
+	Roles RoleIssuer
+}
+
+// RoleIssuer issues session credentials for a role of the caller's account; it returns
+// them with the assumed role's ARN and unique id.
+type RoleIssuer interface {
+	AssumeRole(ctx context.Context, id caller.Identity, role, session string, duration time.Duration) (*agentv1.GetTaskCredentialsResponse, string, string, error)
+}
+
+// sessionName is AWS's RoleSessionName pattern and length.
+var sessionName = regexp.MustCompile(`^[\w+=,.@-]{2,64}$`)
+
+// AssumeRole issues temporary credentials of the caller's account for RoleArn, as AWS STS
+// AssumeRole: AssumedRoleUser arn:aws:sts::{account}:assumed-role/{role}/{session}.
+// Berth has no IAM: any role ARN of the caller's account may be assumed (the credentials
+// act with the account's permissions); one of another account is AccessDenied. The
+// request members Berth cannot honour (session policies, tags, MFA, external id, source
+// identity, provided contexts) are refused with ValidationError, never ignored.
+// DurationSeconds is 900–43200, default 3600.
+func (h *Handler) AssumeRole(ctx context.Context, req *connect.Request[stsv1.AssumeRoleRequest]) (*connect.Response[stsv1.AssumeRoleResponse], error) {
+	if h.Roles == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("AssumeRole"))
+	}
+	id, ok := caller.From(ctx)
+	if !ok {
+		return nil, ecserr.ToConnect(ecserr.New("AccessDenied", "The request carries no account."))
+	}
+	m := req.Msg
+	invalid := func(format string, args ...any) (*connect.Response[stsv1.AssumeRoleResponse], error) {
+		return nil, ecserr.ToConnect(ecserr.New("ValidationError", format, args...))
+	}
+	for name, set := range map[string]bool{
+		"Policy": m.Policy != nil, "PolicyArns": len(m.GetPolicyArns()) > 0, "Tags": len(m.GetTags()) > 0,
+		"TransitiveTagKeys": len(m.GetTransitiveTagKeys()) > 0, "ExternalId": m.ExternalId != nil,
+		"SerialNumber": m.SerialNumber != nil, "TokenCode": m.TokenCode != nil, "SourceIdentity": m.SourceIdentity != nil,
+		"ProvidedContexts": len(m.GetProvidedContexts()) > 0,
+	} {
+		if set {
+			return invalid("%s is not supported by Berth: it has no IAM policies, tags or MFA; leave it out.", name)
+		}
+	}
+	role, session := m.GetRoleArn(), m.GetRoleSessionName()
+	if !sessionName.MatchString(session) {
+		return invalid("1 validation error detected: Value '%s' at 'roleSessionName' failed to satisfy constraint: Member must satisfy regular expression pattern: [\\w+=,.@-]* and have length between 2 and 64", session)
+	}
+	parts := strings.SplitN(role, ":", 6)
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "iam" || !strings.HasPrefix(parts[5], "role/") || len(parts[5]) <= len("role/") {
+		return invalid("%s is invalid", role)
+	}
+	if parts[4] != id.Account {
+		principal := id.PrincipalARN
+		if principal == "" {
+			principal = "arn:aws:iam::" + id.Account + ":root"
+		}
+		return nil, ecserr.ToConnect(ecserr.New("AccessDenied", "User: %s is not authorized to perform: sts:AssumeRole on resource: %s", principal, role))
+	}
+	secs := m.GetDurationSeconds()
+	if secs == 0 {
+		secs = 3600
+	}
+	if secs < 900 || secs > 43200 {
+		return invalid("1 validation error detected: Value '%d' at 'durationSeconds' failed to satisfy constraint: Member must have value between 900 and 43200", secs)
+	}
+	c, arn, uid, err := h.Roles.AssumeRole(ctx, id, role, session, time.Duration(secs)*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	exp := float64(c.GetExpiration().AsTime().Unix())
+	return connect.NewResponse(&stsv1.AssumeRoleResponse{
+		AssumedRoleUser: &stsv1.AssumedRoleUser{Arn: &arn, AssumedRoleId: &uid},
+		Credentials: &stsv1.Credentials{AccessKeyId: &c.AccessKeyId, SecretAccessKey: &c.SecretAccessKey,
+			SessionToken: &c.SessionToken, Expiration: &exp},
+	}), nil
 }
 
 // New returns the STS handler; it keeps no state.

@@ -801,8 +801,18 @@ type ResolveAccessKeyResponse struct {
 	AccessKey *AccessKey `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
 	// secret_access_key is the secret half.
 	SecretAccessKey string `protobuf:"bytes,2,opt,name=secret_access_key,json=secretAccessKey,proto3" json:"secret_access_key,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// session_token_sha256, for session credentials (a task role's), is the SHA-256 of the
+	// token the request must carry in X-Amz-Security-Token; empty for a long-term key.
+	SessionTokenSha256 []byte `protobuf:"bytes,260,opt,name=session_token_sha256,json=sessionTokenSha256,proto3" json:"session_token_sha256,omitempty"`
+	// principal_arn and principal_id are the principal of session credentials
+	// (arn:aws:sts::{account}:assumed-role/{role}/{session}); empty for a long-term key.
+	PrincipalArn string `protobuf:"bytes,261,opt,name=principal_arn,json=principalArn,proto3" json:"principal_arn,omitempty"`
+	// principal_id is the principal's unique id ("AROA…:{session}").
+	PrincipalId string `protobuf:"bytes,262,opt,name=principal_id,json=principalId,proto3" json:"principal_id,omitempty"`
+	// expiration is when session credentials stop being accepted; unset for a long-term key.
+	Expiration    *timestamppb.Timestamp `protobuf:"bytes,263,opt,name=expiration,proto3" json:"expiration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ResolveAccessKeyResponse) Reset() {
@@ -847,6 +857,34 @@ func (x *ResolveAccessKeyResponse) GetSecretAccessKey() string {
 		return x.SecretAccessKey
 	}
 	return ""
+}
+
+func (x *ResolveAccessKeyResponse) GetSessionTokenSha256() []byte {
+	if x != nil {
+		return x.SessionTokenSha256
+	}
+	return nil
+}
+
+func (x *ResolveAccessKeyResponse) GetPrincipalArn() string {
+	if x != nil {
+		return x.PrincipalArn
+	}
+	return ""
+}
+
+func (x *ResolveAccessKeyResponse) GetPrincipalId() string {
+	if x != nil {
+		return x.PrincipalId
+	}
+	return ""
+}
+
+func (x *ResolveAccessKeyResponse) GetExpiration() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Expiration
+	}
+	return nil
 }
 
 // ResetStateRequest has no parameters.
@@ -973,11 +1011,17 @@ const file_berth_admin_v1_admin_proto_rawDesc = "" +
 	"\raccess_key_id\x18\x01 \x01(\tR\vaccessKeyId\"\x19\n" +
 	"\x17DeleteAccessKeyResponse\"=\n" +
 	"\x17ResolveAccessKeyRequest\x12\"\n" +
-	"\raccess_key_id\x18\x01 \x01(\tR\vaccessKeyId\"\x80\x01\n" +
+	"\raccess_key_id\x18\x01 \x01(\tR\vaccessKeyId\"\xba\x02\n" +
 	"\x18ResolveAccessKeyResponse\x128\n" +
 	"\n" +
 	"access_key\x18\x01 \x01(\v2\x19.berth.admin.v1.AccessKeyR\taccessKey\x12*\n" +
-	"\x11secret_access_key\x18\x02 \x01(\tR\x0fsecretAccessKey\"\x13\n" +
+	"\x11secret_access_key\x18\x02 \x01(\tR\x0fsecretAccessKey\x121\n" +
+	"\x14session_token_sha256\x18\x84\x02 \x01(\fR\x12sessionTokenSha256\x12$\n" +
+	"\rprincipal_arn\x18\x85\x02 \x01(\tR\fprincipalArn\x12\"\n" +
+	"\fprincipal_id\x18\x86\x02 \x01(\tR\vprincipalId\x12;\n" +
+	"\n" +
+	"expiration\x18\x87\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expiration\"\x13\n" +
 	"\x11ResetStateRequest\"\x14\n" +
 	"\x12ResetStateResponse2\x8a\x06\n" +
 	"\fAdminService\x12\\\n" +
@@ -1035,27 +1079,28 @@ var file_berth_admin_v1_admin_proto_depIdxs = []int32{
 	1,  // 4: berth.admin.v1.CreateAccessKeyResponse.access_key:type_name -> berth.admin.v1.AccessKey
 	1,  // 5: berth.admin.v1.ListAccessKeysResponse.access_keys:type_name -> berth.admin.v1.AccessKey
 	1,  // 6: berth.admin.v1.ResolveAccessKeyResponse.access_key:type_name -> berth.admin.v1.AccessKey
-	2,  // 7: berth.admin.v1.AdminService.CreateAccount:input_type -> berth.admin.v1.CreateAccountRequest
-	4,  // 8: berth.admin.v1.AdminService.ListAccounts:input_type -> berth.admin.v1.ListAccountsRequest
-	6,  // 9: berth.admin.v1.AdminService.DeleteAccount:input_type -> berth.admin.v1.DeleteAccountRequest
-	8,  // 10: berth.admin.v1.AdminService.CreateAccessKey:input_type -> berth.admin.v1.CreateAccessKeyRequest
-	10, // 11: berth.admin.v1.AdminService.ListAccessKeys:input_type -> berth.admin.v1.ListAccessKeysRequest
-	12, // 12: berth.admin.v1.AdminService.DeleteAccessKey:input_type -> berth.admin.v1.DeleteAccessKeyRequest
-	14, // 13: berth.admin.v1.AdminService.ResolveAccessKey:input_type -> berth.admin.v1.ResolveAccessKeyRequest
-	16, // 14: berth.admin.v1.AdminService.ResetState:input_type -> berth.admin.v1.ResetStateRequest
-	3,  // 15: berth.admin.v1.AdminService.CreateAccount:output_type -> berth.admin.v1.CreateAccountResponse
-	5,  // 16: berth.admin.v1.AdminService.ListAccounts:output_type -> berth.admin.v1.ListAccountsResponse
-	7,  // 17: berth.admin.v1.AdminService.DeleteAccount:output_type -> berth.admin.v1.DeleteAccountResponse
-	9,  // 18: berth.admin.v1.AdminService.CreateAccessKey:output_type -> berth.admin.v1.CreateAccessKeyResponse
-	11, // 19: berth.admin.v1.AdminService.ListAccessKeys:output_type -> berth.admin.v1.ListAccessKeysResponse
-	13, // 20: berth.admin.v1.AdminService.DeleteAccessKey:output_type -> berth.admin.v1.DeleteAccessKeyResponse
-	15, // 21: berth.admin.v1.AdminService.ResolveAccessKey:output_type -> berth.admin.v1.ResolveAccessKeyResponse
-	17, // 22: berth.admin.v1.AdminService.ResetState:output_type -> berth.admin.v1.ResetStateResponse
-	15, // [15:23] is the sub-list for method output_type
-	7,  // [7:15] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	18, // 7: berth.admin.v1.ResolveAccessKeyResponse.expiration:type_name -> google.protobuf.Timestamp
+	2,  // 8: berth.admin.v1.AdminService.CreateAccount:input_type -> berth.admin.v1.CreateAccountRequest
+	4,  // 9: berth.admin.v1.AdminService.ListAccounts:input_type -> berth.admin.v1.ListAccountsRequest
+	6,  // 10: berth.admin.v1.AdminService.DeleteAccount:input_type -> berth.admin.v1.DeleteAccountRequest
+	8,  // 11: berth.admin.v1.AdminService.CreateAccessKey:input_type -> berth.admin.v1.CreateAccessKeyRequest
+	10, // 12: berth.admin.v1.AdminService.ListAccessKeys:input_type -> berth.admin.v1.ListAccessKeysRequest
+	12, // 13: berth.admin.v1.AdminService.DeleteAccessKey:input_type -> berth.admin.v1.DeleteAccessKeyRequest
+	14, // 14: berth.admin.v1.AdminService.ResolveAccessKey:input_type -> berth.admin.v1.ResolveAccessKeyRequest
+	16, // 15: berth.admin.v1.AdminService.ResetState:input_type -> berth.admin.v1.ResetStateRequest
+	3,  // 16: berth.admin.v1.AdminService.CreateAccount:output_type -> berth.admin.v1.CreateAccountResponse
+	5,  // 17: berth.admin.v1.AdminService.ListAccounts:output_type -> berth.admin.v1.ListAccountsResponse
+	7,  // 18: berth.admin.v1.AdminService.DeleteAccount:output_type -> berth.admin.v1.DeleteAccountResponse
+	9,  // 19: berth.admin.v1.AdminService.CreateAccessKey:output_type -> berth.admin.v1.CreateAccessKeyResponse
+	11, // 20: berth.admin.v1.AdminService.ListAccessKeys:output_type -> berth.admin.v1.ListAccessKeysResponse
+	13, // 21: berth.admin.v1.AdminService.DeleteAccessKey:output_type -> berth.admin.v1.DeleteAccessKeyResponse
+	15, // 22: berth.admin.v1.AdminService.ResolveAccessKey:output_type -> berth.admin.v1.ResolveAccessKeyResponse
+	17, // 23: berth.admin.v1.AdminService.ResetState:output_type -> berth.admin.v1.ResetStateResponse
+	16, // [16:24] is the sub-list for method output_type
+	8,  // [8:16] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_berth_admin_v1_admin_proto_init() }

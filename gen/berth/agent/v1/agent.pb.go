@@ -1549,7 +1549,7 @@ var File_berth_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1aberth/agent/v1/agent.proto\x12\x0eberth.agent.v1\x1a\x19berth/ecs/v1/shapes.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x01\n" +
+	"\x1aberth/agent/v1/agent.proto\x12\x0eberth.agent.v1\x1a berth/agent/v1/credentials.proto\x1a\x19berth/ecs/v1/shapes.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x01\n" +
 	"\x16EnsureLogStreamRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x1b\n" +
 	"\tlog_group\x18\x02 \x01(\tR\blogGroup\x12\x1d\n" +
@@ -1671,12 +1671,13 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1b\n" +
 	"\tstop_code\x18\x04 \x01(\tR\bstopCode\",\n" +
 	"\rExpectedTasks\x12\x1b\n" +
-	"\ttask_arns\x18\x01 \x03(\tR\btaskArns2\xe0\x02\n" +
+	"\ttask_arns\x18\x01 \x03(\tR\btaskArns2\xcd\x03\n" +
 	"\fAgentService\x12M\n" +
 	"\bRegister\x12\x1f.berth.agent.v1.RegisterRequest\x1a .berth.agent.v1.RegisterResponse\x12N\n" +
 	"\aSession\x12\x1e.berth.agent.v1.SessionRequest\x1a\x1f.berth.agent.v1.SessionResponse(\x010\x01\x12b\n" +
 	"\x0fEnsureLogStream\x12&.berth.agent.v1.EnsureLogStreamRequest\x1a'.berth.agent.v1.EnsureLogStreamResponse\x12M\n" +
-	"\bShipLogs\x12\x1f.berth.agent.v1.ShipLogsRequest\x1a .berth.agent.v1.ShipLogsResponseB\xaf\x01\n" +
+	"\bShipLogs\x12\x1f.berth.agent.v1.ShipLogsRequest\x1a .berth.agent.v1.ShipLogsResponse\x12k\n" +
+	"\x12GetTaskCredentials\x12).berth.agent.v1.GetTaskCredentialsRequest\x1a*.berth.agent.v1.GetTaskCredentialsResponseB\xaf\x01\n" +
 	"\x12com.berth.agent.v1B\n" +
 	"AgentProtoP\x01Z3github.com/berthhq/berth/gen/berth/agent/v1;agentv1\xa2\x02\x03BAX\xaa\x02\x0eBerth.Agent.V1\xca\x02\x0eBerth\\Agent\\V1\xe2\x02\x1aBerth\\Agent\\V1\\GPBMetadata\xea\x02\x10Berth::Agent::V1b\x06proto3"
 
@@ -1694,35 +1695,37 @@ func file_berth_agent_v1_agent_proto_rawDescGZIP() []byte {
 
 var file_berth_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_berth_agent_v1_agent_proto_goTypes = []any{
-	(*EnsureLogStreamRequest)(nil),  // 0: berth.agent.v1.EnsureLogStreamRequest
-	(*EnsureLogStreamResponse)(nil), // 1: berth.agent.v1.EnsureLogStreamResponse
-	(*ShipLogsRequest)(nil),         // 2: berth.agent.v1.ShipLogsRequest
-	(*ShippedLogEvent)(nil),         // 3: berth.agent.v1.ShippedLogEvent
-	(*ShipLogsResponse)(nil),        // 4: berth.agent.v1.ShipLogsResponse
-	(*RegisterRequest)(nil),         // 5: berth.agent.v1.RegisterRequest
-	(*RegisterResponse)(nil),        // 6: berth.agent.v1.RegisterResponse
-	(*SessionRequest)(nil),          // 7: berth.agent.v1.SessionRequest
-	(*SessionResponse)(nil),         // 8: berth.agent.v1.SessionResponse
-	(*Hello)(nil),                   // 9: berth.agent.v1.Hello
-	(*Heartbeat)(nil),               // 10: berth.agent.v1.Heartbeat
-	(*TaskStateChange)(nil),         // 11: berth.agent.v1.TaskStateChange
-	(*ContainerState)(nil),          // 12: berth.agent.v1.ContainerState
-	(*Ack)(nil),                     // 13: berth.agent.v1.Ack
-	(*StateAck)(nil),                // 14: berth.agent.v1.StateAck
-	(*Assignment)(nil),              // 15: berth.agent.v1.Assignment
-	(*ResolvedSecret)(nil),          // 16: berth.agent.v1.ResolvedSecret
-	(*StopOrder)(nil),               // 17: berth.agent.v1.StopOrder
-	(*ExpectedTasks)(nil),           // 18: berth.agent.v1.ExpectedTasks
-	(*v1.Resource)(nil),             // 19: berth.ecs.v1.Resource
-	(*v1.Attribute)(nil),            // 20: berth.ecs.v1.Attribute
-	(*v1.VersionInfo)(nil),          // 21: berth.ecs.v1.VersionInfo
-	(*v1.ContainerInstance)(nil),    // 22: berth.ecs.v1.ContainerInstance
-	(*timestamppb.Timestamp)(nil),   // 23: google.protobuf.Timestamp
-	(*v1.Attachment)(nil),           // 24: berth.ecs.v1.Attachment
-	(*v1.NetworkBinding)(nil),       // 25: berth.ecs.v1.NetworkBinding
-	(*v1.NetworkInterface)(nil),     // 26: berth.ecs.v1.NetworkInterface
-	(*v1.Task)(nil),                 // 27: berth.ecs.v1.Task
-	(*v1.TaskDefinition)(nil),       // 28: berth.ecs.v1.TaskDefinition
+	(*EnsureLogStreamRequest)(nil),     // 0: berth.agent.v1.EnsureLogStreamRequest
+	(*EnsureLogStreamResponse)(nil),    // 1: berth.agent.v1.EnsureLogStreamResponse
+	(*ShipLogsRequest)(nil),            // 2: berth.agent.v1.ShipLogsRequest
+	(*ShippedLogEvent)(nil),            // 3: berth.agent.v1.ShippedLogEvent
+	(*ShipLogsResponse)(nil),           // 4: berth.agent.v1.ShipLogsResponse
+	(*RegisterRequest)(nil),            // 5: berth.agent.v1.RegisterRequest
+	(*RegisterResponse)(nil),           // 6: berth.agent.v1.RegisterResponse
+	(*SessionRequest)(nil),             // 7: berth.agent.v1.SessionRequest
+	(*SessionResponse)(nil),            // 8: berth.agent.v1.SessionResponse
+	(*Hello)(nil),                      // 9: berth.agent.v1.Hello
+	(*Heartbeat)(nil),                  // 10: berth.agent.v1.Heartbeat
+	(*TaskStateChange)(nil),            // 11: berth.agent.v1.TaskStateChange
+	(*ContainerState)(nil),             // 12: berth.agent.v1.ContainerState
+	(*Ack)(nil),                        // 13: berth.agent.v1.Ack
+	(*StateAck)(nil),                   // 14: berth.agent.v1.StateAck
+	(*Assignment)(nil),                 // 15: berth.agent.v1.Assignment
+	(*ResolvedSecret)(nil),             // 16: berth.agent.v1.ResolvedSecret
+	(*StopOrder)(nil),                  // 17: berth.agent.v1.StopOrder
+	(*ExpectedTasks)(nil),              // 18: berth.agent.v1.ExpectedTasks
+	(*v1.Resource)(nil),                // 19: berth.ecs.v1.Resource
+	(*v1.Attribute)(nil),               // 20: berth.ecs.v1.Attribute
+	(*v1.VersionInfo)(nil),             // 21: berth.ecs.v1.VersionInfo
+	(*v1.ContainerInstance)(nil),       // 22: berth.ecs.v1.ContainerInstance
+	(*timestamppb.Timestamp)(nil),      // 23: google.protobuf.Timestamp
+	(*v1.Attachment)(nil),              // 24: berth.ecs.v1.Attachment
+	(*v1.NetworkBinding)(nil),          // 25: berth.ecs.v1.NetworkBinding
+	(*v1.NetworkInterface)(nil),        // 26: berth.ecs.v1.NetworkInterface
+	(*v1.Task)(nil),                    // 27: berth.ecs.v1.Task
+	(*v1.TaskDefinition)(nil),          // 28: berth.ecs.v1.TaskDefinition
+	(*GetTaskCredentialsRequest)(nil),  // 29: berth.agent.v1.GetTaskCredentialsRequest
+	(*GetTaskCredentialsResponse)(nil), // 30: berth.agent.v1.GetTaskCredentialsResponse
 }
 var file_berth_agent_v1_agent_proto_depIdxs = []int32{
 	3,  // 0: berth.agent.v1.ShipLogsRequest.events:type_name -> berth.agent.v1.ShippedLogEvent
@@ -1756,12 +1759,14 @@ var file_berth_agent_v1_agent_proto_depIdxs = []int32{
 	7,  // 28: berth.agent.v1.AgentService.Session:input_type -> berth.agent.v1.SessionRequest
 	0,  // 29: berth.agent.v1.AgentService.EnsureLogStream:input_type -> berth.agent.v1.EnsureLogStreamRequest
 	2,  // 30: berth.agent.v1.AgentService.ShipLogs:input_type -> berth.agent.v1.ShipLogsRequest
-	6,  // 31: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
-	8,  // 32: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
-	1,  // 33: berth.agent.v1.AgentService.EnsureLogStream:output_type -> berth.agent.v1.EnsureLogStreamResponse
-	4,  // 34: berth.agent.v1.AgentService.ShipLogs:output_type -> berth.agent.v1.ShipLogsResponse
-	31, // [31:35] is the sub-list for method output_type
-	27, // [27:31] is the sub-list for method input_type
+	29, // 31: berth.agent.v1.AgentService.GetTaskCredentials:input_type -> berth.agent.v1.GetTaskCredentialsRequest
+	6,  // 32: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
+	8,  // 33: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
+	1,  // 34: berth.agent.v1.AgentService.EnsureLogStream:output_type -> berth.agent.v1.EnsureLogStreamResponse
+	4,  // 35: berth.agent.v1.AgentService.ShipLogs:output_type -> berth.agent.v1.ShipLogsResponse
+	30, // 36: berth.agent.v1.AgentService.GetTaskCredentials:output_type -> berth.agent.v1.GetTaskCredentialsResponse
+	32, // [32:37] is the sub-list for method output_type
+	27, // [27:32] is the sub-list for method input_type
 	27, // [27:27] is the sub-list for extension type_name
 	27, // [27:27] is the sub-list for extension extendee
 	0,  // [0:27] is the sub-list for field type_name
@@ -1772,6 +1777,7 @@ func file_berth_agent_v1_agent_proto_init() {
 	if File_berth_agent_v1_agent_proto != nil {
 		return
 	}
+	file_berth_agent_v1_credentials_proto_init()
 	file_berth_agent_v1_agent_proto_msgTypes[7].OneofWrappers = []any{
 		(*SessionRequest_Hello)(nil),
 		(*SessionRequest_Heartbeat)(nil),

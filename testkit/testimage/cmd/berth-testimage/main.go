@@ -18,6 +18,10 @@
 //	cat PATH           print the file PATH, exit 0; print the error and exit 1
 //	tick N MS          print "tick I" (I = 1…N) every MS milliseconds, then exit 0
 //	lines N SIZE       print N lines of SIZE bytes ("line I " padded) as fast as it can, exit 0
+//	aws-probe          with the AWS SDK's default credential chain (the task role's
+//	                   credentials endpoint) call sts get-caller-identity and ecs
+//	                   list-clusters, read the task metadata endpoint v4, print the
+//	                   results as key=value lines, then sleep until signalled
 //
 // With no arguments it sleeps for an hour. Modes that wait exit 0 on SIGTERM
 // or SIGINT (except ignore-sigterm); a usage error exits 2. The program is
@@ -223,6 +227,10 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "wrote %s\n", rest[0])
 		return exitOK
+	case "aws-probe":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		return awsProbe(ctx, stdout)
 	case "cat":
 		if len(rest) != 1 {
 			return usage("takes PATH")
@@ -235,7 +243,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s\n", b)
 		return exitOK
 	default:
-		return usage("unknown mode; want sleep, exit, env, echo, serve, ignore-sigterm, alloc, health-file, check, write or cat")
+		return usage("unknown mode; want sleep, exit, env, echo, serve, ignore-sigterm, alloc, health-file, check, write, cat or aws-probe")
 	}
 }
 

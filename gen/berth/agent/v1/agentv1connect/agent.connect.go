@@ -42,6 +42,9 @@ const (
 	AgentServiceEnsureLogStreamProcedure = "/berth.agent.v1.AgentService/EnsureLogStream"
 	// AgentServiceShipLogsProcedure is the fully-qualified name of the AgentService's ShipLogs RPC.
 	AgentServiceShipLogsProcedure = "/berth.agent.v1.AgentService/ShipLogs"
+	// AgentServiceGetTaskCredentialsProcedure is the fully-qualified name of the AgentService's
+	// GetTaskCredentials RPC.
+	AgentServiceGetTaskCredentialsProcedure = "/berth.agent.v1.AgentService/GetTaskCredentials"
 )
 
 // AgentServiceClient is a client for the berth.agent.v1.AgentService service.
@@ -59,6 +62,11 @@ type AgentServiceClient interface {
 	// ShipLogs stores a batch of an awslogs container's output in the control plane's log
 	// store, under the rules of PutLogEvents.
 	ShipLogs(context.Context, *connect.Request[v1.ShipLogsRequest]) (*connect.Response[v1.ShipLogsResponse], error)
+	// GetTaskCredentials issues session credentials for the role of a task running on the
+	// caller's instance (the task credentials endpoint's answer); called at task start and
+	// again before the previous credentials expire. FailedPrecondition when the task has no
+	// such role or is stopping; NotFound when the task is not the caller's.
+	GetTaskCredentials(context.Context, *connect.Request[v1.GetTaskCredentialsRequest]) (*connect.Response[v1.GetTaskCredentialsResponse], error)
 }
 
 // NewAgentServiceClient constructs a client for the berth.agent.v1.AgentService service. By
@@ -96,15 +104,22 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("ShipLogs")),
 			connect.WithClientOptions(opts...),
 		),
+		getTaskCredentials: connect.NewClient[v1.GetTaskCredentialsRequest, v1.GetTaskCredentialsResponse](
+			httpClient,
+			baseURL+AgentServiceGetTaskCredentialsProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("GetTaskCredentials")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // agentServiceClient implements AgentServiceClient.
 type agentServiceClient struct {
-	register        *connect.Client[v1.RegisterRequest, v1.RegisterResponse]
-	session         *connect.Client[v1.SessionRequest, v1.SessionResponse]
-	ensureLogStream *connect.Client[v1.EnsureLogStreamRequest, v1.EnsureLogStreamResponse]
-	shipLogs        *connect.Client[v1.ShipLogsRequest, v1.ShipLogsResponse]
+	register           *connect.Client[v1.RegisterRequest, v1.RegisterResponse]
+	session            *connect.Client[v1.SessionRequest, v1.SessionResponse]
+	ensureLogStream    *connect.Client[v1.EnsureLogStreamRequest, v1.EnsureLogStreamResponse]
+	shipLogs           *connect.Client[v1.ShipLogsRequest, v1.ShipLogsResponse]
+	getTaskCredentials *connect.Client[v1.GetTaskCredentialsRequest, v1.GetTaskCredentialsResponse]
 }
 
 // Register calls berth.agent.v1.AgentService.Register.
@@ -127,6 +142,11 @@ func (c *agentServiceClient) ShipLogs(ctx context.Context, req *connect.Request[
 	return c.shipLogs.CallUnary(ctx, req)
 }
 
+// GetTaskCredentials calls berth.agent.v1.AgentService.GetTaskCredentials.
+func (c *agentServiceClient) GetTaskCredentials(ctx context.Context, req *connect.Request[v1.GetTaskCredentialsRequest]) (*connect.Response[v1.GetTaskCredentialsResponse], error) {
+	return c.getTaskCredentials.CallUnary(ctx, req)
+}
+
 // AgentServiceHandler is an implementation of the berth.agent.v1.AgentService service.
 type AgentServiceHandler interface {
 	// Register registers the host as a container instance of a cluster, or refreshes the
@@ -142,6 +162,11 @@ type AgentServiceHandler interface {
 	// ShipLogs stores a batch of an awslogs container's output in the control plane's log
 	// store, under the rules of PutLogEvents.
 	ShipLogs(context.Context, *connect.Request[v1.ShipLogsRequest]) (*connect.Response[v1.ShipLogsResponse], error)
+	// GetTaskCredentials issues session credentials for the role of a task running on the
+	// caller's instance (the task credentials endpoint's answer); called at task start and
+	// again before the previous credentials expire. FailedPrecondition when the task has no
+	// such role or is stopping; NotFound when the task is not the caller's.
+	GetTaskCredentials(context.Context, *connect.Request[v1.GetTaskCredentialsRequest]) (*connect.Response[v1.GetTaskCredentialsResponse], error)
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -175,6 +200,12 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("ShipLogs")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceGetTaskCredentialsHandler := connect.NewUnaryHandler(
+		AgentServiceGetTaskCredentialsProcedure,
+		svc.GetTaskCredentials,
+		connect.WithSchema(agentServiceMethods.ByName("GetTaskCredentials")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/berth.agent.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceRegisterProcedure:
@@ -185,6 +216,8 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 			agentServiceEnsureLogStreamHandler.ServeHTTP(w, r)
 		case AgentServiceShipLogsProcedure:
 			agentServiceShipLogsHandler.ServeHTTP(w, r)
+		case AgentServiceGetTaskCredentialsProcedure:
+			agentServiceGetTaskCredentialsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -208,4 +241,8 @@ func (UnimplementedAgentServiceHandler) EnsureLogStream(context.Context, *connec
 
 func (UnimplementedAgentServiceHandler) ShipLogs(context.Context, *connect.Request[v1.ShipLogsRequest]) (*connect.Response[v1.ShipLogsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("berth.agent.v1.AgentService.ShipLogs is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) GetTaskCredentials(context.Context, *connect.Request[v1.GetTaskCredentialsRequest]) (*connect.Response[v1.GetTaskCredentialsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("berth.agent.v1.AgentService.GetTaskCredentials is not implemented"))
 }

@@ -1,0 +1,237 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go"
+)
+
+// TestTaskRoleCredentialsDev runs a task with a taskRoleArn on `bin/berth dev` (real
+// containerd; networkMode host, as every task runs until CNI networking is merged). Inside
+// it the test image's aws-probe, with the AWS SDK's default credential chain, gets the
+// task role's credentials from the agent's endpoint, calls sts get-caller-identity (the
+// assumed-role ARN of the task) and ecs list-clusters through Berth, and reads the task
+// metadata endpoint v4. After the task stops its credentials are refused within a minute
+// and the endpoint no longer serves them.
+func TestTaskRoleCredentialsDev(t *testing.T) {
+	root := repoRoot(t)
+	requireDevPrereqs(t, root)
+	dir := t.TempDir()
+	env := devEnv(t, filepath.Join(dir, "data"))
+	startDev(t, root, env, filepath.Join(dir, "dev.log"))
+	reg := envValue(env, "BERTH_REGISTRY_ADDR")
+	gw := "http://" + envValue(env, "BERTH_GATEWAY_ADDR")
+	c := ecs.New(ecs.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(gw),
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: "test", SecretAccessKey: "test"}, nil
+		}),
+	})
+	cli(t, root, env, "bin/berth", "image", "demo")
+	const role = "arn:aws:iam::000000000000:role/app-role"
+	cli(t, root, env, "aws", "ecs", "register-task-definition", "--family", "creds", "--task-role-arn", role,
+		"--container-definitions", fmt.Sprintf(`[{"name":"app","image":"%s/berth/demo:latest","memory":128,"command":["aws-probe"],`+
+			`"environment":[{"name":"AWS_ENDPOINT_URL","value":"%s"},{"name":"AWS_REGION","value":"us-east-1"}]}]`, reg, gw))
+	out := cli(t, root, env, "aws", "ecs", "run-task", "--task-definition", "creds", "--output", "json")
+	var run struct {
+		Tasks []struct {
+			TaskArn string `json:"taskArn"`
+		} `json:"tasks"`
+	}
+	if err := json.Unmarshal([]byte(out), &run); err != nil || len(run.Tasks) != 1 {
+		t.Fatalf("run-task: %v\n%s", err, out)
+	}
+	arn := run.Tasks[0].TaskArn
+	taskID := arn[strings.LastIndex(arn, "/")+1:]
+	describe := func() (string, bool) {
+		d, err := c.DescribeTasks(context.Background(), &ecs.DescribeTasksInput{Tasks: []string{arn}})
+		if err != nil || len(d.Tasks) != 1 {
+			return fmt.Sprint(err), false
+		}
+		return aws.ToString(d.Tasks[0].LastStatus) + " " + aws.ToString(d.Tasks[0].StoppedReason), aws.ToString(d.Tasks[0].LastStatus) == "STOPPED"
+	}
+	t.Cleanup(func() {
+		_, _ = c.StopTask(context.Background(), &ecs.StopTaskInput{Task: aws.String(arn)})
+	})
+
+	// The probe's output, through `berth logs`.
+	lines := map[string]string{}
+	waitFor(t, func() (string, bool) {
+		cmd := exec.Command("bin/berth", "logs", taskID)
+		cmd.Dir, cmd.Env = root, env
+		b, _ := cmd.CombinedOutput()
+		for _, l := range strings.Split(string(b), "\n") {
+			l = strings.TrimPrefix(strings.TrimSpace(l), "app: ") // berth logs prefixes the container name
+			if k, v, ok := strings.Cut(l, "="); ok {
+				lines[k] = v
+			}
+		}
+		if _, failed := lines["error"]; failed {
+			t.Fatalf("aws-probe failed: %s\n%s", lines["error"], b)
+		}
+		if status, stopped := describe(); stopped {
+			t.Fatalf("task stopped: %s\n%s", status, b)
+		}
+		return string(b), strings.Contains(string(b), "probe ok")
+	})
+	t.Logf("aws-probe output: %q", lines)
+	if want := "arn:aws:sts::000000000000:assumed-role/app-role/" + taskID; lines["caller-arn"] != want {
+		t.Errorf("caller-arn = %q, want %q", lines["caller-arn"], want)
+	}
+	if lines["caller-account"] != "000000000000" || lines["credentials-source"] != "CredentialsEndpointProvider" {
+		t.Errorf("caller-account %q, credentials-source %q", lines["caller-account"], lines["credentials-source"])
+	}
+	if !strings.Contains(lines["clusters"], ":cluster/default") {
+		t.Errorf("clusters = %q, want the default cluster", lines["clusters"])
+	}
+	if want := arn + " creds RUNNING containers=1"; lines["metadata-task"] != want {
+		t.Errorf("metadata-task = %q, want %q", lines["metadata-task"], want)
+	}
+	if lines["metadata-container"] != "app RUNNING" || lines["metadata-stats"] != "cpu:true memory:true" || lines["metadata-task-stats"] != "1" {
+		t.Errorf("metadata: container %q stats %q task stats %q", lines["metadata-container"], lines["metadata-stats"], lines["metadata-task-stats"])
+	}
+
+	// The credentials the task holds, read from the endpoint the probe was given.
+	uri := lines["credentials-uri"]
+	if !strings.HasPrefix(uri, "http://127.0.0.1:") || !strings.Contains(uri, "/v2/credentials/") {
+		t.Fatalf("credentials-uri = %q", uri)
+	}
+	creds, status := fetchCredentials(t, uri)
+	if status != http.StatusOK || !strings.HasPrefix(creds.AccessKeyID, "ASIA") || creds.Token == "" || creds.RoleArn != role {
+		t.Fatalf("credentials endpoint: %d %+v", status, creds.RoleArn)
+	}
+	if _, st := fetchCredentials(t, uri[:strings.LastIndex(uri, "/")+1]+"0123456789abcdef0123456789abcdef"); st != http.StatusBadRequest {
+		t.Errorf("a guessed credentials id answered %d, want 400", st)
+	}
+	stsWith := func(tok string) *sts.Client {
+		return sts.New(sts.Options{Region: "us-east-1", BaseEndpoint: aws.String(gw), RetryMaxAttempts: 1,
+			Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+				return aws.Credentials{AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey, SessionToken: tok}, nil
+			})})
+	}
+	if _, err := stsWith("not-the-token").GetCallerIdentity(t.Context(), &sts.GetCallerIdentityInput{}); apiCode(err) != "InvalidClientTokenId" {
+		t.Errorf("a wrong session token: %v, want InvalidClientTokenId", err)
+	}
+	if _, err := stsWith(creds.Token).GetCallerIdentity(t.Context(), &sts.GetCallerIdentityInput{}); err != nil {
+		t.Fatalf("the task's credentials from the host: %v", err)
+	}
+
+	// The AWS CLI with the same session credentials.
+	cliEnv := append(append([]string(nil), env...), "AWS_ACCESS_KEY_ID="+creds.AccessKeyID, "AWS_SECRET_ACCESS_KEY="+creds.SecretAccessKey,
+		"AWS_SESSION_TOKEN="+creds.Token, "AWS_ENDPOINT_URL="+gw)
+	if got := cli(t, root, cliEnv, "aws", "sts", "get-caller-identity", "--query", "Arn", "--output", "text"); got != lines["caller-arn"] {
+		t.Errorf("aws sts get-caller-identity with the task's credentials = %q, want %q", got, lines["caller-arn"])
+	}
+
+	// Stop the task: the endpoint forgets them and the gateway refuses them within a minute.
+	if _, err := c.StopTask(t.Context(), &ecs.StopTaskInput{Task: aws.String(arn)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, describe)
+	stopped := time.Now()
+	waitFor(t, func() (string, bool) {
+		_, err := stsWith(creds.Token).GetCallerIdentity(t.Context(), &sts.GetCallerIdentityInput{})
+		return fmt.Sprint(err), apiCode(err) == "InvalidClientTokenId"
+	})
+	t.Logf("credentials refused %s after the task stopped", time.Since(stopped).Round(100*time.Millisecond))
+	if _, st := fetchCredentials(t, uri); st != http.StatusBadRequest {
+		t.Errorf("credentials endpoint after stop answered %d, want 400", st)
+	}
+}
+
+type endpointCredentials struct {
+	RoleArn, AccessKeyID, SecretAccessKey, Token, Expiration string
+}
+
+func fetchCredentials(t *testing.T, uri string) (endpointCredentials, int) {
+	t.Helper()
+	resp, err := http.Get(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var raw struct {
+		RoleArn         string `json:"RoleArn"`
+		AccessKeyID     string `json:"AccessKeyId"`
+		SecretAccessKey string `json:"SecretAccessKey"`
+		Token           string `json:"Token"`
+		Expiration      string `json:"Expiration"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&raw)
+	return endpointCredentials(raw), resp.StatusCode
+}
+
+func apiCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+// TestAssumeRoleWithSDK: STS AssumeRole issues session credentials of the caller's account
+// that the gateway accepts for every service (GetCallerIdentity answers the assumed role,
+// ECS answers the account's clusters); a role of another account is AccessDenied, members
+// Berth cannot honour are refused, and a wrong session token is refused.
+func TestAssumeRoleWithSDK(t *testing.T) {
+	const a, b = "111111111111", "222222222222"
+	stack := startAPIStack(t, a, b)
+	ctx := t.Context()
+	cfg := stack.awsConfig(a, "eu-west-1")
+	c := sts.NewFromConfig(cfg)
+	out, err := c.AssumeRole(ctx, &sts.AssumeRoleInput{RoleArn: aws.String("arn:aws:iam::" + a + ":role/deploy"), RoleSessionName: aws.String("ci-run"), DurationSeconds: aws.Int32(900)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "arn:aws:sts::" + a + ":assumed-role/deploy/ci-run"
+	cr := out.Credentials
+	if aws.ToString(out.AssumedRoleUser.Arn) != want || !strings.HasSuffix(aws.ToString(out.AssumedRoleUser.AssumedRoleId), ":ci-run") ||
+		!strings.HasPrefix(aws.ToString(cr.AccessKeyId), "ASIA") || cr.Expiration == nil ||
+		cr.Expiration.Before(time.Now().Add(14*time.Minute)) || cr.Expiration.After(time.Now().Add(16*time.Minute)) {
+		t.Fatalf("AssumeRole = %s %s %v", aws.ToString(out.AssumedRoleUser.Arn), aws.ToString(cr.AccessKeyId), cr.Expiration)
+	}
+	session := cfg.Copy()
+	session.Credentials = aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+		return aws.Credentials{AccessKeyID: aws.ToString(cr.AccessKeyId), SecretAccessKey: aws.ToString(cr.SecretAccessKey), SessionToken: aws.ToString(cr.SessionToken)}, nil
+	})
+	id, err := sts.NewFromConfig(session).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if err != nil || aws.ToString(id.Arn) != want || aws.ToString(id.Account) != a {
+		t.Fatalf("GetCallerIdentity with the assumed role: %v %v", id, err)
+	}
+	if _, err := ecs.NewFromConfig(session).ListClusters(ctx, &ecs.ListClustersInput{}); err != nil {
+		t.Errorf("ECS with the assumed role: %v", err)
+	}
+	bad := session.Copy()
+	bad.Credentials = aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+		return aws.Credentials{AccessKeyID: aws.ToString(cr.AccessKeyId), SecretAccessKey: aws.ToString(cr.SecretAccessKey), SessionToken: "forged"}, nil
+	})
+	if _, err := sts.NewFromConfig(bad).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{}); apiCode(err) != "InvalidClientTokenId" {
+		t.Errorf("forged token: %v", err)
+	}
+	for _, tc := range []struct {
+		in   *sts.AssumeRoleInput
+		code string
+	}{
+		{&sts.AssumeRoleInput{RoleArn: aws.String("arn:aws:iam::" + b + ":role/deploy"), RoleSessionName: aws.String("x1")}, "AccessDenied"},
+		{&sts.AssumeRoleInput{RoleArn: aws.String("arn:aws:iam::" + a + ":role/deploy"), RoleSessionName: aws.String("x")}, "ValidationError"},
+		{&sts.AssumeRoleInput{RoleArn: aws.String("deploy"), RoleSessionName: aws.String("x1")}, "ValidationError"},
+		{&sts.AssumeRoleInput{RoleArn: aws.String("arn:aws:iam::" + a + ":role/deploy"), RoleSessionName: aws.String("x1"), DurationSeconds: aws.Int32(60)}, "ValidationError"},
+		{&sts.AssumeRoleInput{RoleArn: aws.String("arn:aws:iam::" + a + ":role/deploy"), RoleSessionName: aws.String("x1"), Policy: aws.String("{}")}, "ValidationError"},
+	} {
+		if _, err := c.AssumeRole(ctx, tc.in); apiCode(err) != tc.code {
+			t.Errorf("AssumeRole(%s, %s): %v, want %s", aws.ToString(tc.in.RoleArn), aws.ToString(tc.in.RoleSessionName), err, tc.code)
+		}
+	}
+}

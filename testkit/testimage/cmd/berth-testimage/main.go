@@ -243,7 +243,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s\n", b)
 		return exitOK
 	default:
-		return usage("unknown mode; want sleep, exit, env, echo, serve, ignore-sigterm, alloc, health-file, check, write, cat or aws-probe")
+		return usage("unknown mode; want sleep, exit, env, tick, lines, echo, serve, ignore-sigterm, alloc, health-file, check, write, cat or aws-probe")
 	}
 }
 

@@ -107,6 +107,10 @@ func Open(cfg Config) (*Store, error) {
 	s := &Store{cfg: cfg, changed: make(chan struct{})}
 	for i := range cfg.Shards {
 		db, err := bolt.Open(filepath.Join(cfg.Dir, fmt.Sprintf("logs-%02d.db", i)), 0o600, &bolt.Options{Timeout: 5 * time.Second, NoSync: cfg.NoSync, NoFreelistSync: true})
+		if errors.Is(err, bolt.ErrTimeout) {
+			s.Close()
+			return nil, fmt.Errorf("logstore: %s is held by another process (a second scheduler replica on this host needs its own --log-dir): %w", cfg.Dir, err)
+		}
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("logstore: open shard %d: %w", i, err)

@@ -162,6 +162,9 @@ func Start(t *testing.T, opts Options) *Cluster {
 				"--replica", fmt.Sprintf("s%d", i),
 				"--region", Region,
 				"--leader-ttl", LeaderTTL.String(),
+				// Each replica its own CloudWatch Logs store: bbolt locks its files, so
+				// two replicas cannot share the default ./.berth/cwlogs.
+				"--log-dir", filepath.Join(c.Dir, fmt.Sprintf("cwlogs-%d", i)),
 			},
 			// The admin bootstrap token is fixed, not printed: `berth admin --token` below.
 			Env:     []string{"BERTH_ADMIN_TOKEN=" + AdminToken},

@@ -143,6 +143,15 @@ func New(cfg Config) (*Server, error) {
 // Addr returns the listener's address ("127.0.0.1:port").
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
+// SetLinkLocal says whether 169.254.170.2:80 reaches this listener from tasks that are
+// not in networkMode host (Config.LinkLocal); it applies to the tasks Prepare readies
+// from then on. The agent turns it on once the host's redirect is installed.
+func (s *Server) SetLinkLocal(on bool) {
+	s.mu.Lock()
+	s.cfg.LinkLocal = on
+	s.mu.Unlock()
+}
+
 // SetSource sets where metadata comes from (the task manager).
 func (s *Server) SetSource(src Source) {
 	s.mu.Lock()
@@ -187,7 +196,10 @@ func TaskRole(a *agentv1.Assignment) string {
 func (s *Server) Prepare(ctx context.Context, a *agentv1.Assignment, networkMode string) (map[string][]string, error) {
 	taskARN := a.GetTask().GetTaskArn()
 	base := "http://" + s.Addr()
-	if networkMode != "" && networkMode != "host" && s.cfg.LinkLocal {
+	s.mu.Lock()
+	linkLocal := s.cfg.LinkLocal
+	s.mu.Unlock()
+	if networkMode != "" && networkMode != "host" && linkLocal {
 		base = "http://" + LinkLocalAddr
 	}
 	var credEnv []string

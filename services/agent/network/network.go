@@ -147,6 +147,9 @@ type Network struct {
 	mu    sync.Mutex
 	tasks map[string]*TaskNetwork
 	used  map[string]string // "tcp/8080" → task holding it
+	// linkLocal: RouteLinkLocal redirects to loopback, so the bridges need
+	// route_localnet once the plugins create them.
+	linkLocal bool
 }
 
 // New checks cfg, loads the CNI configurations and the state of the task networks a
@@ -417,6 +420,15 @@ func (n *Network) Setup(ctx context.Context, task string, mode Mode, reqs []Endp
 	}
 	if err := n.save(tn); err != nil {
 		return fail(err)
+	}
+	n.mu.Lock()
+	localnet, br := n.linkLocal, n.cfg.Bridge
+	if mode == AWSVPC {
+		br = n.cfg.TaskBridge
+	}
+	n.mu.Unlock()
+	if localnet && mode != None {
+		n.localnet(br)
 	}
 	return tn, nil
 }

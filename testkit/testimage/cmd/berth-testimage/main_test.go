@@ -28,7 +28,7 @@ func TestRun(t *testing.T) {
 		{"health-file present", []string{"health-file", present}, 0, "healthy\n", ""},
 		{"write then cat", []string{"write", present + ".w", "hi"}, 0, "wrote " + present + ".w\n", ""},
 		{"cat missing", []string{"cat", present + ".none"}, 1, "cat failed: open " + present + ".none: no such file or directory\n", ""},
-		{"unknown mode", []string{"nope"}, exitUsage, "", "berth-testimage nope: unknown mode; want sleep, exit, env, tick, lines, echo, serve, ignore-sigterm, alloc, health-file, check, write, cat or aws-probe\n"},
+		{"unknown mode", []string{"nope"}, exitUsage, "", "berth-testimage nope: unknown mode; want sleep, exit, env, tick, lines, echo, serve, ignore-sigterm, alloc, health-file, check, get, write, cat or aws-probe\n"},
 		{"bad number", []string{"exit", "x"}, exitUsage, "", "berth-testimage exit: strconv.Atoi: parsing \"x\": invalid syntax\n"},
 	}
 	for _, tt := range tests {

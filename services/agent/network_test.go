@@ -249,8 +249,8 @@ func TestAWSVPCNetworking(t *testing.T) {
 	}
 }
 
-// TestLinkLocalEndpoints: on an agent with CNI networking, a bridge task and an awsvpc
-// task with a taskRoleArn get AWS_CONTAINER_CREDENTIALS_RELATIVE_URI and
+// TestLinkLocalEndpoints: on an agent with CNI networking, a bridge task, an awsvpc task
+// and a task without networkMode (bridge) with a taskRoleArn get AWS_CONTAINER_CREDENTIALS_RELATIVE_URI and
 // ECS_CONTAINER_METADATA_URI_V4 on 169.254.170.2, and read their credentials and
 // metadata v4 from inside their own namespace (the host's DNAT to the agent's loopback
 // listener). The agent's stop removes the redirect rules, and an agent that finds the
@@ -268,6 +268,9 @@ func TestLinkLocalEndpoints(t *testing.T) {
 			"http://169.254.170.2${AWS_CONTAINER_CREDENTIALS_RELATIVE_URI}", "${ECS_CONTAINER_METADATA_URI_V4}", "${ECS_CONTAINER_METADATA_URI_V4}/task")
 		td := taskDef(family, c)
 		td.NetworkMode = proto.String(mode)
+		if mode == "" {
+			td.NetworkMode = nil // bridge, the EC2 default
+		}
 		td.TaskRoleArn = proto.String("arn:aws:iam::000000000000:role/app")
 		arn := taskARN(name)
 		cp.assign(t, arn, td)
@@ -293,6 +296,7 @@ func TestLinkLocalEndpoints(t *testing.T) {
 	}
 	probe("ll-bridge", "bridge")
 	probe("ll-vpc", "awsvpc")
+	probe("ll-default", "")
 
 	// rules counts the redirect rules of this agent's bridges (the DNATs to target only,
 	// when given).

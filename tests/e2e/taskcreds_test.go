@@ -19,7 +19,9 @@ import (
 )
 
 // TestTaskRoleCredentialsDev runs a task with a taskRoleArn on `bin/berth dev` (real
-// containerd; networkMode host, as every task runs until CNI networking is merged). Inside
+// containerd; networkMode host, so the probe reaches the gateway on the host's loopback and
+// gets AWS_CONTAINER_CREDENTIALS_FULL_URI; TestTaskRoleCredentialsBridgeDev is the bridge
+// case). Inside
 // it the test image's aws-probe, with the AWS SDK's default credential chain, gets the
 // task role's credentials from the agent's endpoint, calls sts get-caller-identity (the
 // assumed-role ARN of the task) and ecs list-clusters through Berth, and reads the task
@@ -41,7 +43,7 @@ func TestTaskRoleCredentialsDev(t *testing.T) {
 	})
 	cli(t, root, env, "bin/berth", "image", "demo")
 	const role = "arn:aws:iam::000000000000:role/app-role"
-	cli(t, root, env, "aws", "ecs", "register-task-definition", "--family", "creds", "--task-role-arn", role,
+	cli(t, root, env, "aws", "ecs", "register-task-definition", "--family", "creds", "--task-role-arn", role, "--network-mode", "host",
 		"--container-definitions", fmt.Sprintf(`[{"name":"app","image":"%s/berth/demo:latest","memory":128,"command":["aws-probe"],`+
 			`"environment":[{"name":"AWS_ENDPOINT_URL","value":"%s"},{"name":"AWS_REGION","value":"us-east-1"}]}]`, reg, gw))
 	out := cli(t, root, env, "aws", "ecs", "run-task", "--task-definition", "creds", "--output", "json")

@@ -10,12 +10,12 @@
 // bound to one task, and stable across agent restarts (adopted containers keep their
 // environment).
 //
-// Where a task reaches the endpoints: a task in networkMode host (every task until CNI
-// networking is on the host) gets AWS_CONTAINER_CREDENTIALS_FULL_URI and
-// ECS_CONTAINER_METADATA_URI_V4 with the agent's loopback address, which the AWS SDKs
-// accept for the full URI. When the host routes 169.254.170.2:80 to the agent's listener
-// (Config.LinkLocal: what the ECS agent does with a DNAT rule for bridge and awsvpc
-// tasks; see LinkLocalAddr), tasks of the other modes get the documented
+// Where a task reaches the endpoints: a task in networkMode host gets
+// AWS_CONTAINER_CREDENTIALS_FULL_URI and ECS_CONTAINER_METADATA_URI_V4 with the agent's
+// loopback address, which the AWS SDKs accept for the full URI. When the host routes
+// 169.254.170.2:80 to the agent's listener (Config.LinkLocal or SetLinkLocal; the agent
+// turns it on once network.RouteLinkLocal installed the DNAT, as the ECS agent does for
+// bridge and awsvpc tasks), tasks of the other modes get the documented
 // AWS_CONTAINER_CREDENTIALS_RELATIVE_URI and http://169.254.170.2/v4/… instead.
 package endpoints
 

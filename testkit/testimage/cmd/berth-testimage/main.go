@@ -223,7 +223,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		if len(rest) == 0 {
 			return usage("takes URL...")
 		}
-		return get(rest, stdout)
+		return get(rest, environ, stdout)
 	case "write":
 		if len(rest) != 2 {
 			return usage("takes PATH TEXT")
@@ -298,13 +298,20 @@ func alloc(ctx context.Context, mib int, stdout io.Writer) int {
 	return exitOK
 }
 
-// get GETs each URL (environment variables expanded) and prints its status and body on
-// one line; it returns exitFail when one fails or answers other than 200.
-func get(urls []string, stdout io.Writer) int {
+// get GETs each URL ($VAR and ${VAR} expanded from environ) and prints its status and
+// body on one line; it returns exitFail when one fails or answers other than 200.
+func get(urls, environ []string, stdout io.Writer) int {
 	client := &http.Client{Timeout: 5 * time.Second}
 	code := exitOK
 	for _, u := range urls {
-		u = os.ExpandEnv(u)
+		u = os.Expand(u, func(name string) string {
+			for _, kv := range environ {
+				if v, ok := strings.CutPrefix(kv, name+"="); ok {
+					return v
+				}
+			}
+			return ""
+		})
 		resp, err := client.Get(u)
 		if err != nil {
 			fmt.Fprintf(stdout, "%s error %v\n", u, err)

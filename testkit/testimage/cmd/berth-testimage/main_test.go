@@ -69,3 +69,29 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestGet: get expands environment variables in its URLs, prints each answer's status and
+// body on one line, and exits 1 when one is not 200.
+func TestGet(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v2/credentials/abc" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte("{\"AccessKeyId\": \"ASIA\"}\n"))
+	}))
+	defer srv.Close()
+	env := []string{"TESTIMAGE_REL=/v2/credentials/abc"}
+	var stdout bytes.Buffer
+	if got := run([]string{"get", srv.URL + "${TESTIMAGE_REL}"}, env, &stdout, &stdout); got != exitOK || stdout.String() != srv.URL+"/v2/credentials/abc 200 {\"AccessKeyId\": \"ASIA\"}\n" {
+		t.Errorf("status %d, output %q", got, stdout.String())
+	}
+	stdout.Reset()
+	if got := run([]string{"get", srv.URL + "$TESTIMAGE_REL", srv.URL + "/other"}, env, &stdout, &stdout); got != exitFail || !bytes.Contains(stdout.Bytes(), []byte("/other 404 404 page not found\n")) {
+		t.Errorf("status %d, output %q", got, stdout.String())
+	}
+	stdout.Reset()
+	if got := run([]string{"get"}, nil, &stdout, &stdout); got != exitUsage {
+		t.Errorf("get without URL: status %d, output %q", got, stdout.String())
+	}
+}

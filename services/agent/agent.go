@@ -384,15 +384,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if nw != nil && ep != nil {
 		// Tasks in their own namespace (bridge, awsvpc) reach the endpoints on
-		// 169.254.170.2:80, as on ECS; without the redirect they keep the loopback URIs.
+		// 169.254.170.2:80, as on ECS: the first such task network installs the host's
+		// redirect, removed when Run returns. Without it they keep the loopback URIs.
 		if target, ok := linkLocalTarget(ep.Addr()); !ok {
 			a.log.Warn("task endpoints not reachable from bridge and awsvpc tasks: the endpoint listener is not IPv4", "addr", ep.Addr())
-		} else if err := nw.RouteLinkLocal(target); err != nil {
+		} else if err := nw.SetLinkLocalTarget(target); err != nil {
 			a.log.Warn("task endpoints not reachable from bridge and awsvpc tasks", "err", err)
 		} else {
 			ep.SetLinkLocal(true)
 			defer func() {
-				if err := nw.UnrouteLinkLocal(); err != nil {
+				if err := nw.ReleaseLinkLocal(); err != nil {
 					a.log.Warn("removing the task endpoints redirect", "err", err)
 				}
 			}()

@@ -253,14 +253,36 @@ func TestAWSVPCNetworking(t *testing.T) {
 // and a task without networkMode (bridge) with a taskRoleArn get AWS_CONTAINER_CREDENTIALS_RELATIVE_URI and
 // ECS_CONTAINER_METADATA_URI_V4 on 169.254.170.2, and read their credentials and
 // metadata v4 from inside their own namespace (the host's DNAT to the agent's loopback
-// listener). The agent's stop removes the redirect rules, and an agent that finds the
-// rules of one that died replaces them instead of adding copies.
+// listener). The first task network installs the redirect rules and the agent's stop
+// removes them; an agent that finds the rules of one that died replaces them instead of
+// adding copies.
 func TestLinkLocalEndpoints(t *testing.T) {
 	w := newWorld(t)
 	cp := newControlPlane(t)
 	name := clusterName(t)
 	cfg := netConfig(t, testConfig(t, w, cp, name))
 	ta := startAgent(t, cfg, cp)
+
+	// rules counts the redirect rules of this agent's bridges (the DNATs to target only,
+	// when given).
+	rules := func(target string) int {
+		n := 0
+		for _, table := range []string{"nat", "filter"} {
+			out, err := exec.Command("iptables-save", "-t", table).Output()
+			if err != nil {
+				t.Fatalf("iptables-save: %v", err)
+			}
+			for _, l := range strings.Split(string(out), "\n") {
+				if strings.Contains(l, "berth-task-endpoints") && (target == "" || strings.Contains(l, "--to-destination "+target)) && (strings.Contains(l, "-i "+cfg.Network.Bridge+" ") || strings.Contains(l, "-i "+cfg.Network.TaskBridge+" ")) {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	if n := rules(""); n != 0 {
+		t.Errorf("%d redirect rules before any bridge or awsvpc task, want 0", n)
+	}
 
 	probe := func(family, mode string) {
 		t.Helper()
@@ -298,23 +320,6 @@ func TestLinkLocalEndpoints(t *testing.T) {
 	probe("ll-vpc", "awsvpc")
 	probe("ll-default", "")
 
-	// rules counts the redirect rules of this agent's bridges (the DNATs to target only,
-	// when given).
-	rules := func(target string) int {
-		n := 0
-		for _, table := range []string{"nat", "filter"} {
-			out, err := exec.Command("iptables-save", "-t", table).Output()
-			if err != nil {
-				t.Fatalf("iptables-save: %v", err)
-			}
-			for _, l := range strings.Split(string(out), "\n") {
-				if strings.Contains(l, "berth-task-endpoints") && (target == "" || strings.Contains(l, "--to-destination "+target)) && (strings.Contains(l, "-i "+cfg.Network.Bridge+" ") || strings.Contains(l, "-i "+cfg.Network.TaskBridge+" ")) {
-					n++
-				}
-			}
-		}
-		return n
-	}
 	// A DNAT and a loopback guard per bridge; the agent's stop removes them.
 	if n := rules(""); n != 4 {
 		t.Errorf("%d redirect rules with the agent running, want 4", n)
@@ -338,10 +343,10 @@ func TestLinkLocalEndpoints(t *testing.T) {
 		t.Fatalf("%d stale DNAT rules, want 2", n)
 	}
 	ta = startAgent(t, cfg, cp)
-	cp.waitFor(t, 30*time.Second, "the new agent's redirect", func() bool {
-		addr := ta.a.EndpointAddr()
-		return addr != "" && rules(addr) == 2 && rules("") == 4
-	})
+	probe("ll-bridge-again", "bridge") // the first task network installs the redirect
+	if addr := ta.a.EndpointAddr(); rules(addr) != 2 || rules("") != 4 {
+		t.Errorf("after the new agent's first bridge task: %d DNAT rules to %s, %d rules in all; want 2 and 4", rules(addr), addr, rules(""))
+	}
 	ta.stop()
 	if n := rules(""); n != 0 {
 		t.Errorf("%d redirect rules left after the second agent stopped", n)

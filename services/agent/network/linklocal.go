@@ -28,19 +28,9 @@ const linkLocalComment = "berth-task-endpoints"
 // idempotent: rules a previous agent left (with any target) are replaced, never
 // duplicated. It returns an error when iptables is missing or refuses a rule.
 func (n *Network) RouteLinkLocal(target string) error {
-	host, port, err := net.SplitHostPort(target)
+	ip, err := checkLinkLocalTarget(target)
 	if err != nil {
-		return fmt.Errorf("network: link-local target: %w", err)
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || ip.To4() == nil {
-		return fmt.Errorf("network: link-local target %q is not an IPv4 address", target)
-	}
-	if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
-		return fmt.Errorf("network: link-local target %q has no port", target)
-	}
-	if _, err := exec.LookPath("iptables"); err != nil {
-		return errors.New("network: iptables not found (install iptables)")
+		return err
 	}
 	if err := n.UnrouteLinkLocal(); err != nil {
 		return err
@@ -60,16 +50,77 @@ func (n *Network) RouteLinkLocal(target string) error {
 		}
 	}
 	n.mu.Lock()
-	n.linkLocal = ip.IsLoopback()
+	n.linkLocal, n.routed = ip.IsLoopback(), target
 	n.mu.Unlock()
 	return nil
+}
+
+// SetLinkLocalTarget checks target as RouteLinkLocal does and has the first Setup of a
+// bridge or awsvpc network (a new task's or an adopted one's) route 169.254.170.2:80 to
+// it, so an agent that never runs such a task leaves the host's rules (another agent's
+// on a shared bridge) alone. A Setup that cannot install the rules fails.
+func (n *Network) SetLinkLocalTarget(target string) error {
+	if _, err := checkLinkLocalTarget(target); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.llTarget = target
+	n.mu.Unlock()
+	return nil
+}
+
+// ensureLinkLocal installs the rules of SetLinkLocalTarget's target once.
+func (n *Network) ensureLinkLocal() error {
+	n.llMu.Lock()
+	defer n.llMu.Unlock()
+	n.mu.Lock()
+	target, routed := n.llTarget, n.routed
+	n.mu.Unlock()
+	if target == "" || routed == target {
+		return nil
+	}
+	if err := n.RouteLinkLocal(target); err != nil {
+		return fmt.Errorf("route %s to the task endpoints: %w", LinkLocalAddr, err)
+	}
+	return nil
+}
+
+// ReleaseLinkLocal removes the rules this Network installed (UnrouteLinkLocal), nothing
+// when it installed none.
+func (n *Network) ReleaseLinkLocal() error {
+	n.mu.Lock()
+	routed := n.routed
+	n.mu.Unlock()
+	if routed == "" {
+		return nil
+	}
+	return n.UnrouteLinkLocal()
+}
+
+// checkLinkLocalTarget parses a DNAT target "ipv4:port" and checks iptables is there.
+func checkLinkLocalTarget(target string) (net.IP, error) {
+	host, port, err := net.SplitHostPort(target)
+	if err != nil {
+		return nil, fmt.Errorf("network: link-local target: %w", err)
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || ip.To4() == nil {
+		return nil, fmt.Errorf("network: link-local target %q is not an IPv4 address", target)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
+		return nil, fmt.Errorf("network: link-local target %q has no port", target)
+	}
+	if _, err := exec.LookPath("iptables"); err != nil {
+		return nil, errors.New("network: iptables not found (install iptables)")
+	}
+	return ip, nil
 }
 
 // UnrouteLinkLocal removes the rules RouteLinkLocal installed for this network's bridges
 // (whichever agent installed them). Removing rules that are not there is not an error.
 func (n *Network) UnrouteLinkLocal() error {
 	n.mu.Lock()
-	n.linkLocal = false
+	n.linkLocal, n.routed = false, ""
 	n.mu.Unlock()
 	var errs []error
 	for _, tc := range [][2]string{{"nat", "PREROUTING"}, {"filter", "INPUT"}} {

@@ -34,7 +34,8 @@ func linkLocalRules(t *testing.T, n *Network) (dnat, guard int) {
 // TestRouteLinkLocal: RouteLinkLocal refuses targets it cannot DNAT to, installs one DNAT
 // per bridge (and, for a loopback target, one loopback guard per bridge) however often it
 // runs, replaces the rules of an earlier target, sets route_localnet on a bridge the first
-// task creates, and UnrouteLinkLocal removes every rule.
+// task creates, and UnrouteLinkLocal removes every rule. SetLinkLocalTarget defers the
+// rules to the first task network; ReleaseLinkLocal removes them.
 func TestRouteLinkLocal(t *testing.T) {
 	n := newTestNetwork(t)
 	if _, err := exec.LookPath("iptables-save"); err != nil {
@@ -77,5 +78,29 @@ func TestRouteLinkLocal(t *testing.T) {
 	}
 	if err := n.UnrouteLinkLocal(); err != nil {
 		t.Errorf("a second UnrouteLinkLocal: %v", err)
+	}
+
+	// SetLinkLocalTarget installs nothing until a bridge or awsvpc network is set up.
+	if err := n.SetLinkLocalTarget("127.0.0.1:51680"); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.SetLinkLocalTarget("127.0.0.1"); err == nil {
+		t.Errorf("SetLinkLocalTarget without a port accepted")
+	}
+	if d, g := linkLocalRules(t, n); d != 0 || g != 0 {
+		t.Fatalf("before a task network: %d DNAT, %d guard rules", d, g)
+	}
+	if _, err := n.Setup(ctx, "ll2", Bridge, []EndpointRequest{{ID: "ll2-main"}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Teardown(ctx, "ll2") })
+	if d, g := linkLocalRules(t, n); d != 2 || g != 2 {
+		t.Fatalf("after a bridge task network: %d DNAT, %d guard rules, want 2 and 2", d, g)
+	}
+	if err := n.ReleaseLinkLocal(); err != nil {
+		t.Fatal(err)
+	}
+	if d, g := linkLocalRules(t, n); d != 0 || g != 0 {
+		t.Fatalf("after ReleaseLinkLocal: %d DNAT, %d guard rules", d, g)
 	}
 }

@@ -150,6 +150,10 @@ type Network struct {
 	// linkLocal: RouteLinkLocal redirects to loopback, so the bridges need
 	// route_localnet once the plugins create them.
 	linkLocal bool
+	// routed is the target of the rules this Network installed ("" for none); llTarget
+	// the one SetLinkLocalTarget asks Setup to install. llMu serialises installing.
+	routed, llTarget string
+	llMu             sync.Mutex
 }
 
 // New checks cfg, loads the CNI configurations and the state of the task networks a
@@ -341,6 +345,11 @@ func (n *Network) Setup(ctx context.Context, task string, mode Mode, reqs []Endp
 			return nil, errors.New("this container instance has no awsvpc task subnet")
 		}
 		return nil, fmt.Errorf("network mode %q is not set up by CNI", mode)
+	}
+	if mode != None {
+		if err := n.ensureLinkLocal(); err != nil {
+			return nil, err
+		}
 	}
 	n.mu.Lock()
 	old := n.tasks[task]

@@ -204,6 +204,27 @@ func (a *Agent) newEndpoints() (*endpoints.Server, error) {
 	})
 }
 
+// linkLocalTarget returns where 169.254.170.2:80 is redirected for the endpoint listener
+// at addr: its address, 127.0.0.1 when it listens on every address; false for an IPv6
+// listener.
+func linkLocalTarget(addr string) (string, bool) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", false
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return "", false
+	}
+	if ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	if ip.To4() == nil {
+		return "", false
+	}
+	return net.JoinHostPort(ip.To4().String(), port), true
+}
+
 // loadOrCreateKey reads a 32-byte key from path, creating it (mode 0600) when absent.
 func loadOrCreateKey(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
@@ -360,6 +381,23 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		a.log.Warn("task networking unavailable: bridge, awsvpc and none tasks will fail to start", "err", err)
 		nw, netErr = nil, err.Error()
+	}
+	if nw != nil && ep != nil {
+		// Tasks in their own namespace (bridge, awsvpc) reach the endpoints on
+		// 169.254.170.2:80, as on ECS: the first such task network installs the host's
+		// redirect, removed when Run returns. Without it they keep the loopback URIs.
+		if target, ok := linkLocalTarget(ep.Addr()); !ok {
+			a.log.Warn("task endpoints not reachable from bridge and awsvpc tasks: the endpoint listener is not IPv4", "addr", ep.Addr())
+		} else if err := nw.SetLinkLocalTarget(target); err != nil {
+			a.log.Warn("task endpoints not reachable from bridge and awsvpc tasks", "err", err)
+		} else {
+			ep.SetLinkLocal(true)
+			defer func() {
+				if err := nw.ReleaseLinkLocal(); err != nil {
+					a.log.Warn("removing the task endpoints redirect", "err", err)
+				}
+			}()
+		}
 	}
 	manager := tasks.New(tasks.Config{
 		Endpoints:    taskEndpoints,

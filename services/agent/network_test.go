@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/agent"
 	"github.com/berthhq/berth/services/agent/network"
@@ -244,5 +246,109 @@ func TestAWSVPCNetworking(t *testing.T) {
 		if s.GetLastStatus() == "RUNNING" {
 			t.Errorf("task without a network reported RUNNING")
 		}
+	}
+}
+
+// TestLinkLocalEndpoints: on an agent with CNI networking, a bridge task, an awsvpc task
+// and a task without networkMode (bridge) with a taskRoleArn get AWS_CONTAINER_CREDENTIALS_RELATIVE_URI and
+// ECS_CONTAINER_METADATA_URI_V4 on 169.254.170.2, and read their credentials and
+// metadata v4 from inside their own namespace (the host's DNAT to the agent's loopback
+// listener). The first task network installs the redirect rules and the agent's stop
+// removes them; an agent that finds the rules of one that died replaces them instead of
+// adding copies.
+func TestLinkLocalEndpoints(t *testing.T) {
+	w := newWorld(t)
+	cp := newControlPlane(t)
+	name := clusterName(t)
+	cfg := netConfig(t, testConfig(t, w, cp, name))
+	ta := startAgent(t, cfg, cp)
+
+	// rules counts the redirect rules of this agent's bridges (the DNATs to target only,
+	// when given).
+	rules := func(target string) int {
+		n := 0
+		for _, table := range []string{"nat", "filter"} {
+			out, err := exec.Command("iptables-save", "-t", table).Output()
+			if err != nil {
+				t.Fatalf("iptables-save: %v", err)
+			}
+			for _, l := range strings.Split(string(out), "\n") {
+				if strings.Contains(l, "berth-task-endpoints") && (target == "" || strings.Contains(l, "--to-destination "+target)) && (strings.Contains(l, "-i "+cfg.Network.Bridge+" ") || strings.Contains(l, "-i "+cfg.Network.TaskBridge+" ")) {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	if n := rules(""); n != 0 {
+		t.Errorf("%d redirect rules before any bridge or awsvpc task, want 0", n)
+	}
+
+	probe := func(family, mode string) {
+		t.Helper()
+		c := containerDef("main", w.image, "get",
+			"http://169.254.170.2${AWS_CONTAINER_CREDENTIALS_RELATIVE_URI}", "${ECS_CONTAINER_METADATA_URI_V4}", "${ECS_CONTAINER_METADATA_URI_V4}/task")
+		td := taskDef(family, c)
+		td.NetworkMode = proto.String(mode)
+		if mode == "" {
+			td.NetworkMode = nil // bridge, the EC2 default
+		}
+		td.TaskRoleArn = proto.String("arn:aws:iam::000000000000:role/app")
+		arn := taskARN(name)
+		cp.assign(t, arn, td)
+		st := cp.waitStatus(t, arn, "STOPPED", 60*time.Second)
+		out := texts(readLogs(t, ta, &agentv1.ReadLogsRequest{TaskArn: arn}), "stdout")
+		if code := containerOf(st, "main").GetExitCode(); code != 0 || len(out) != 3 {
+			t.Fatalf("%s task: exit %d, output %q (reason %q)", mode, code, out, st.GetStoppedReason())
+		}
+		var creds struct{ AccessKeyId, SecretAccessKey, Token, Expiration, RoleArn string }
+		if f := strings.SplitN(out[0], " ", 3); !strings.HasPrefix(f[0], "http://169.254.170.2/v2/credentials/") || f[1] != "200" ||
+			json.Unmarshal([]byte(f[2]), &creds) != nil || !strings.HasPrefix(creds.AccessKeyId, "ASIATEST") || creds.Token != "token" || creds.RoleArn == "" {
+			t.Errorf("%s task credentials: %q", mode, out[0])
+		}
+		var ctr struct{ Name string }
+		if f := strings.SplitN(out[1], " ", 3); !strings.HasPrefix(f[0], "http://169.254.170.2/v4/") || f[1] != "200" ||
+			json.Unmarshal([]byte(f[2]), &ctr) != nil || ctr.Name != "main" {
+			t.Errorf("%s task metadata: %q", mode, out[1])
+		}
+		var task struct{ TaskARN, Family string }
+		if f := strings.SplitN(out[2], " ", 3); f[1] != "200" || json.Unmarshal([]byte(f[2]), &task) != nil || task.TaskARN != arn || task.Family != family {
+			t.Errorf("%s task metadata /task: %q", mode, out[2])
+		}
+	}
+	probe("ll-bridge", "bridge")
+	probe("ll-vpc", "awsvpc")
+	probe("ll-default", "")
+
+	// A DNAT and a loopback guard per bridge; the agent's stop removes them.
+	if n := rules(""); n != 4 {
+		t.Errorf("%d redirect rules with the agent running, want 4", n)
+	}
+	ta.stop()
+	if n := rules(""); n != 0 {
+		t.Errorf("%d redirect rules left after the agent stopped", n)
+	}
+	// An agent killed without its cleanup leaves its rules: the next one replaces them.
+	nw, err := network.New(network.Config{StateDir: t.TempDir(), NetNSDir: cfg.Network.NetNSDir, Bridge: cfg.Network.Bridge, TaskBridge: cfg.Network.TaskBridge, BridgeSubnet: cfg.Network.BridgeSubnet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nw.RouteLinkLocal("127.0.0.1:1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := nw.RouteLinkLocal("127.0.0.1:1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := rules("127.0.0.1:1"); n != 2 {
+		t.Fatalf("%d stale DNAT rules, want 2", n)
+	}
+	ta = startAgent(t, cfg, cp)
+	probe("ll-bridge-again", "bridge") // the first task network installs the redirect
+	if addr := ta.a.EndpointAddr(); rules(addr) != 2 || rules("") != 4 {
+		t.Errorf("after the new agent's first bridge task: %d DNAT rules to %s, %d rules in all; want 2 and 4", rules(addr), addr, rules(""))
+	}
+	ta.stop()
+	if n := rules(""); n != 0 {
+		t.Errorf("%d redirect rules left after the second agent stopped", n)
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,7 +21,9 @@ import (
 )
 
 // TestTaskRoleCredentialsDev runs a task with a taskRoleArn on `bin/berth dev` (real
-// containerd; networkMode host, as every task runs until CNI networking is merged). Inside
+// containerd; networkMode host, so the probe reaches the gateway on the host's loopback and
+// gets AWS_CONTAINER_CREDENTIALS_FULL_URI; TestTaskRoleCredentialsBridgeDev is the bridge
+// case). Inside
 // it the test image's aws-probe, with the AWS SDK's default credential chain, gets the
 // task role's credentials from the agent's endpoint, calls sts get-caller-identity (the
 // assumed-role ARN of the task) and ecs list-clusters through Berth, and reads the task
@@ -41,7 +45,7 @@ func TestTaskRoleCredentialsDev(t *testing.T) {
 	})
 	cli(t, root, env, "bin/berth", "image", "demo")
 	const role = "arn:aws:iam::000000000000:role/app-role"
-	cli(t, root, env, "aws", "ecs", "register-task-definition", "--family", "creds", "--task-role-arn", role,
+	cli(t, root, env, "aws", "ecs", "register-task-definition", "--family", "creds", "--task-role-arn", role, "--network-mode", "host",
 		"--container-definitions", fmt.Sprintf(`[{"name":"app","image":"%s/berth/demo:latest","memory":128,"command":["aws-probe"],`+
 			`"environment":[{"name":"AWS_ENDPOINT_URL","value":"%s"},{"name":"AWS_REGION","value":"us-east-1"}]}]`, reg, gw))
 	out := cli(t, root, env, "aws", "ecs", "run-task", "--task-definition", "creds", "--output", "json")
@@ -149,6 +153,82 @@ func TestTaskRoleCredentialsDev(t *testing.T) {
 	if _, st := fetchCredentials(t, uri); st != http.StatusBadRequest {
 		t.Errorf("credentials endpoint after stop answered %d, want 400", st)
 	}
+}
+
+// TestTaskRoleCredentialsBridgeDev runs the aws-probe task of TestTaskRoleCredentialsDev
+// without networkMode (bridge, the EC2 default: its own namespace) on `bin/berth dev`: it
+// gets AWS_CONTAINER_CREDENTIALS_RELATIVE_URI, which the SDK fetches from 169.254.170.2
+// (the host redirects it to the agent, as on ECS), and metadata v4 on 169.254.170.2, then
+// calls sts and ecs through the gateway, listening on every address so the task reaches
+// it on the host's address.
+func TestTaskRoleCredentialsBridgeDev(t *testing.T) {
+	root := repoRoot(t)
+	requireDevPrereqs(t, root)
+	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
+		t.Skip("containernetworking-plugins not installed in /usr/lib/cni (.ci/run installs it)")
+	}
+	host := ""
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil && !ip.IP.IsLoopback() && !ip.IP.IsLinkLocalUnicast() && !strings.HasPrefix(ip.IP.String(), "172.29.") {
+			host = ip.IP.String()
+			break
+		}
+	}
+	if host == "" {
+		t.Skip("no non-loopback IPv4 address on the host for the task to reach the gateway on")
+	}
+	dir := t.TempDir()
+	env := devEnv(t, filepath.Join(dir, "data"))
+	_, port, _ := net.SplitHostPort(envValue(env, "BERTH_GATEWAY_ADDR"))
+	env = append(env, "BERTH_GATEWAY_ADDR=0.0.0.0:"+port)
+	startDev(t, root, env, filepath.Join(dir, "dev.log"))
+	reg := envValue(env, "BERTH_REGISTRY_ADDR")
+	cli(t, root, env, "bin/berth", "image", "demo")
+	const role = "arn:aws:iam::000000000000:role/bridge-role"
+	cli(t, root, env, "aws", "ecs", "register-task-definition", "--family", "creds-bridge", "--task-role-arn", role,
+		"--container-definitions", fmt.Sprintf(`[{"name":"app","image":"%s/berth/demo:latest","memory":128,"command":["aws-probe"],`+
+			`"environment":[{"name":"AWS_ENDPOINT_URL","value":"http://%s"},{"name":"AWS_REGION","value":"us-east-1"}]}]`, reg, net.JoinHostPort(host, port)))
+	out := cli(t, root, env, "aws", "ecs", "run-task", "--task-definition", "creds-bridge", "--query", "tasks[0].taskArn", "--output", "text")
+	arn := strings.TrimSpace(out)
+	taskID := arn[strings.LastIndex(arn, "/")+1:]
+	stop := func() {
+		cli(t, root, env, "aws", "ecs", "stop-task", "--task", arn, "--output", "text", "--query", "task.desiredStatus")
+		waitFor(t, func() (string, bool) {
+			st := cli(t, root, env, "aws", "ecs", "describe-tasks", "--tasks", arn, "--query", "tasks[0].lastStatus", "--output", "text")
+			return st, strings.TrimSpace(st) == "STOPPED"
+		})
+	}
+	lines := map[string]string{}
+	waitFor(t, func() (string, bool) {
+		cmd := exec.Command("bin/berth", "logs", taskID)
+		cmd.Dir, cmd.Env = root, env
+		b, _ := cmd.CombinedOutput()
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(l), "app: "), "="); ok {
+				lines[k] = v
+			}
+		}
+		if _, failed := lines["error"]; failed {
+			stop()
+			t.Fatalf("aws-probe failed: %s\n%s", lines["error"], b)
+		}
+		return string(b), strings.Contains(string(b), "probe ok")
+	})
+	t.Logf("aws-probe output: %q", lines)
+	if !strings.HasPrefix(lines["credentials-uri"], "/v2/credentials/") || lines["credentials-source"] != "CredentialsEndpointProvider" {
+		t.Errorf("credentials-uri %q, credentials-source %q: want the relative URI", lines["credentials-uri"], lines["credentials-source"])
+	}
+	if want := "arn:aws:sts::000000000000:assumed-role/bridge-role/" + taskID; lines["caller-arn"] != want {
+		t.Errorf("caller-arn = %q, want %q", lines["caller-arn"], want)
+	}
+	if want := arn + " creds-bridge RUNNING containers=1"; lines["metadata-task"] != want {
+		t.Errorf("metadata-task = %q, want %q", lines["metadata-task"], want)
+	}
+	if !strings.Contains(lines["clusters"], ":cluster/default") {
+		t.Errorf("clusters = %q, want the default cluster", lines["clusters"])
+	}
+	stop()
 }
 
 type endpointCredentials struct {

@@ -10,12 +10,12 @@
 // bound to one task, and stable across agent restarts (adopted containers keep their
 // environment).
 //
-// Where a task reaches the endpoints: a task in networkMode host (every task until CNI
-// networking is on the host) gets AWS_CONTAINER_CREDENTIALS_FULL_URI and
-// ECS_CONTAINER_METADATA_URI_V4 with the agent's loopback address, which the AWS SDKs
-// accept for the full URI. When the host routes 169.254.170.2:80 to the agent's listener
-// (Config.LinkLocal: what the ECS agent does with a DNAT rule for bridge and awsvpc
-// tasks; see LinkLocalAddr), tasks of the other modes get the documented
+// Where a task reaches the endpoints: a task in networkMode host gets
+// AWS_CONTAINER_CREDENTIALS_FULL_URI and ECS_CONTAINER_METADATA_URI_V4 with the agent's
+// loopback address, which the AWS SDKs accept for the full URI. When the host routes
+// 169.254.170.2:80 to the agent's listener (Config.LinkLocal or SetLinkLocal; the agent
+// turns it on once network.RouteLinkLocal installed the DNAT, as the ECS agent does for
+// bridge and awsvpc tasks), tasks of the other modes get the documented
 // AWS_CONTAINER_CREDENTIALS_RELATIVE_URI and http://169.254.170.2/v4/… instead.
 package endpoints
 
@@ -143,6 +143,15 @@ func New(cfg Config) (*Server, error) {
 // Addr returns the listener's address ("127.0.0.1:port").
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
+// SetLinkLocal says whether 169.254.170.2:80 reaches this listener from tasks that are
+// not in networkMode host (Config.LinkLocal); it applies to the tasks Prepare readies
+// from then on. The agent turns it on once the host's redirect is installed.
+func (s *Server) SetLinkLocal(on bool) {
+	s.mu.Lock()
+	s.cfg.LinkLocal = on
+	s.mu.Unlock()
+}
+
 // SetSource sets where metadata comes from (the task manager).
 func (s *Server) SetSource(src Source) {
 	s.mu.Lock()
@@ -187,7 +196,10 @@ func TaskRole(a *agentv1.Assignment) string {
 func (s *Server) Prepare(ctx context.Context, a *agentv1.Assignment, networkMode string) (map[string][]string, error) {
 	taskARN := a.GetTask().GetTaskArn()
 	base := "http://" + s.Addr()
-	if networkMode != "" && networkMode != "host" && s.cfg.LinkLocal {
+	s.mu.Lock()
+	linkLocal := s.cfg.LinkLocal
+	s.mu.Unlock()
+	if networkMode != "" && networkMode != "host" && linkLocal {
 		base = "http://" + LinkLocalAddr
 	}
 	var credEnv []string

@@ -147,6 +147,13 @@ type Network struct {
 	mu    sync.Mutex
 	tasks map[string]*TaskNetwork
 	used  map[string]string // "tcp/8080" → task holding it
+	// linkLocal: RouteLinkLocal redirects to loopback, so the bridges need
+	// route_localnet once the plugins create them.
+	linkLocal bool
+	// routed is the target of the rules this Network installed ("" for none); llTarget
+	// the one SetLinkLocalTarget asks Setup to install. llMu serialises installing.
+	routed, llTarget string
+	llMu             sync.Mutex
 }
 
 // New checks cfg, loads the CNI configurations and the state of the task networks a
@@ -339,6 +346,11 @@ func (n *Network) Setup(ctx context.Context, task string, mode Mode, reqs []Endp
 		}
 		return nil, fmt.Errorf("network mode %q is not set up by CNI", mode)
 	}
+	if mode != None {
+		if err := n.ensureLinkLocal(); err != nil {
+			return nil, err
+		}
+	}
 	n.mu.Lock()
 	old := n.tasks[task]
 	n.mu.Unlock()
@@ -417,6 +429,15 @@ func (n *Network) Setup(ctx context.Context, task string, mode Mode, reqs []Endp
 	}
 	if err := n.save(tn); err != nil {
 		return fail(err)
+	}
+	n.mu.Lock()
+	localnet, br := n.linkLocal, n.cfg.Bridge
+	if mode == AWSVPC {
+		br = n.cfg.TaskBridge
+	}
+	n.mu.Unlock()
+	if localnet && mode != None {
+		n.localnet(br)
 	}
 	return tn, nil
 }

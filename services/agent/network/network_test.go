@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"time"
 
 	"github.com/containerd/containerd/v2/pkg/netns"
@@ -35,6 +36,13 @@ func newTestNetwork(t *testing.T) *Network {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The bridges outlive the process otherwise, and a later run whose pid maps to the
+	// same subnets (k%50) on other bridge names would route them to the stale bridge.
+	t.Cleanup(func() {
+		for _, br := range []string{n.cfg.Bridge, n.cfg.TaskBridge} {
+			_ = exec.Command("ip", "link", "del", br).Run()
+		}
+	})
 	return n
 }
 

@@ -49,7 +49,7 @@ func (t *task) prepareEndpoints(ctx context.Context) error {
 		}
 		return nil
 	}
-	env, err := ep.Prepare(ctx, t.a, t.a.GetTaskDefinition().GetNetworkMode())
+	env, err := ep.Prepare(ctx, t.a, t.networkMode())
 	if err != nil {
 		return err
 	}

@@ -272,8 +272,12 @@ func (t *task) run(ctx context.Context, adopted map[string]containerd.Container)
 		stopping, status := t.st.Stopping, t.st.Status
 		t.mu.Unlock()
 		if status == state.Stopped {
-			// Released before STOPPED is reported, so the report carries the ENI DELETED.
+			// Released before STOPPED is reported, so the report carries the ENI DELETED
+			// and whoever sees STOPPED finds the task's credentials gone.
 			t.teardownNetwork(ctx)
+			if ep := t.m.cfg.Endpoints; ep != nil {
+				ep.Release(t.arn)
+			}
 		}
 		t.report()
 		if span != nil && (status == state.Running || status == state.Stopped) {
@@ -300,9 +304,6 @@ func (t *task) run(ctx context.Context, adopted map[string]containerd.Container)
 		}
 	}
 	log.Info("task stopped")
-	if ep := t.m.cfg.Endpoints; ep != nil {
-		ep.Release(t.arn) // at once: the deferred call waits for the cleanup below
-	}
 	wg.Wait()
 	t.scheduleCleanup(ctx)
 }

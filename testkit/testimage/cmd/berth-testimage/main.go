@@ -14,6 +14,8 @@
 //	alloc N            allocate and touch N MiB, then sleep
 //	health-file PATH   exit 0 if PATH exists, else 1 (a CMD health check)
 //	check URL          exit 0 if GET URL answers 200, else 1 (a CMD health check)
+//	get URL...         GET each URL ($VAR and ${VAR} expanded from the environment) and
+//	                   print "URL STATUS BODY" a line; exit 1 when one fails or is not 200
 //	write PATH TEXT    write TEXT to the file PATH, exit 0; print the error and exit 1
 //	cat PATH           print the file PATH, exit 0; print the error and exit 1
 //	tick N MS          print "tick I" (I = 1…N) every MS milliseconds, then exit 0
@@ -217,6 +219,11 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 			return usage("takes URL")
 		}
 		return check(rest[0], stdout)
+	case "get":
+		if len(rest) == 0 {
+			return usage("takes URL...")
+		}
+		return get(rest, environ, stdout)
 	case "write":
 		if len(rest) != 2 {
 			return usage("takes PATH TEXT")
@@ -243,7 +250,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s\n", b)
 		return exitOK
 	default:
-		return usage("unknown mode; want sleep, exit, env, tick, lines, echo, serve, ignore-sigterm, alloc, health-file, check, write, cat or aws-probe")
+		return usage("unknown mode; want sleep, exit, env, tick, lines, echo, serve, ignore-sigterm, alloc, health-file, check, get, write, cat or aws-probe")
 	}
 }
 
@@ -289,6 +296,36 @@ func alloc(ctx context.Context, mib int, stdout io.Writer) int {
 	<-ctx.Done()
 	runtime.KeepAlive(buf)
 	return exitOK
+}
+
+// get GETs each URL ($VAR and ${VAR} expanded from environ) and prints its status and
+// body on one line; it returns exitFail when one fails or answers other than 200.
+func get(urls, environ []string, stdout io.Writer) int {
+	client := &http.Client{Timeout: 5 * time.Second}
+	code := exitOK
+	for _, u := range urls {
+		u = os.Expand(u, func(name string) string {
+			for _, kv := range environ {
+				if v, ok := strings.CutPrefix(kv, name+"="); ok {
+					return v
+				}
+			}
+			return ""
+		})
+		resp, err := client.Get(u)
+		if err != nil {
+			fmt.Fprintf(stdout, "%s error %v\n", u, err)
+			code = exitFail
+			continue
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			code = exitFail
+		}
+		fmt.Fprintf(stdout, "%s %d %s\n", u, resp.StatusCode, strings.Join(strings.Fields(string(b)), " "))
+	}
+	return code
 }
 
 func check(url string, stdout io.Writer) int {

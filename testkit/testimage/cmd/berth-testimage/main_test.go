@@ -28,7 +28,7 @@ func TestRun(t *testing.T) {
 		{"health-file present", []string{"health-file", present}, 0, "healthy\n", ""},
 		{"write then cat", []string{"write", present + ".w", "hi"}, 0, "wrote " + present + ".w\n", ""},
 		{"cat missing", []string{"cat", present + ".none"}, 1, "cat failed: open " + present + ".none: no such file or directory\n", ""},
-		{"unknown mode", []string{"nope"}, exitUsage, "", "berth-testimage nope: unknown mode; want sleep, exit, env, tick, lines, echo, serve, ignore-sigterm, alloc, health-file, check, write, cat or aws-probe\n"},
+		{"unknown mode", []string{"nope"}, exitUsage, "", "berth-testimage nope: unknown mode; want sleep, exit, env, tick, lines, echo, serve, ignore-sigterm, alloc, health-file, check, get, write, cat or aws-probe\n"},
 		{"bad number", []string{"exit", "x"}, exitUsage, "", "berth-testimage exit: strconv.Atoi: parsing \"x\": invalid syntax\n"},
 	}
 	for _, tt := range tests {
@@ -67,5 +67,31 @@ func TestCheck(t *testing.T) {
 		if got := run([]string{"check", srv.URL + path}, nil, &stdout, &stdout); got != want {
 			t.Errorf("check %s: status = %d, want %d (output %q)", path, got, want, stdout.String())
 		}
+	}
+}
+
+// TestGet: get expands environment variables in its URLs, prints each answer's status and
+// body on one line, and exits 1 when one is not 200.
+func TestGet(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v2/credentials/abc" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte("{\"AccessKeyId\": \"ASIA\"}\n"))
+	}))
+	defer srv.Close()
+	env := []string{"TESTIMAGE_REL=/v2/credentials/abc"}
+	var stdout bytes.Buffer
+	if got := run([]string{"get", srv.URL + "${TESTIMAGE_REL}"}, env, &stdout, &stdout); got != exitOK || stdout.String() != srv.URL+"/v2/credentials/abc 200 {\"AccessKeyId\": \"ASIA\"}\n" {
+		t.Errorf("status %d, output %q", got, stdout.String())
+	}
+	stdout.Reset()
+	if got := run([]string{"get", srv.URL + "$TESTIMAGE_REL", srv.URL + "/other"}, env, &stdout, &stdout); got != exitFail || !bytes.Contains(stdout.Bytes(), []byte("/other 404 404 page not found\n")) {
+		t.Errorf("status %d, output %q", got, stdout.String())
+	}
+	stdout.Reset()
+	if got := run([]string{"get"}, nil, &stdout, &stdout); got != exitUsage {
+		t.Errorf("get without URL: status %d, output %q", got, stdout.String())
 	}
 }

@@ -135,6 +135,13 @@ func TestTaskSetsShiftWithContainers(t *testing.T) {
 		return fmt.Sprint(aws.ToString(g.Status), " ", g.StabilityStatus, " ", g.RunningCount), aws.ToString(g.Id) == green &&
 			aws.ToString(g.Status) == "PRIMARY" && g.RunningCount == 2 && g.StabilityStatus == "STEADY_STATE"
 	})
+	// Leave no container running when berth dev stops: its private containerd's shims would
+	// still be writing under the test's temp dir as it is removed.
+	cli(t, root, env, "aws", "ecs", "update-task-set", "--cluster", "default", "--service", "web", "--task-set", green, "--scale", "value=0,unit=PERCENT")
+	waitFor(t, func() (string, bool) {
+		m := running()
+		return fmt.Sprint(m), m["all RUNNING/RUNNING"] == 0 && m["all RUNNING/STOPPED"] == 0
+	})
 }
 
 // familyOf returns the family of a task definition ARN.

@@ -86,7 +86,7 @@ func (s *Shipper) Stats() (shipped, droppedBytes int64) {
 // Run ships until ctx is done, a pass every Interval, on a thread of lowered priority
 // (nice 10), so that shipping yields to the containers' output path. It returns nil.
 func (s *Shipper) Run(ctx context.Context) error {
-	lowerThreadPriority()
+	defer lowerThreadPriority()()
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
 	for {

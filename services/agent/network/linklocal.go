@@ -133,7 +133,9 @@ func (n *Network) UnrouteLinkLocal() error {
 			if len(f) < 2 || f[0] != "-A" || !strings.Contains(line, linkLocalComment) || !n.ownsRule(f) {
 				continue
 			}
-			if err := iptables(append([]string{"-t", tc[0], "-D"}, f[1:]...)...); err != nil {
+			// Another agent on the host may have removed the same rule between the -S
+			// and the -D (it replaces rules it finds, as this does): gone is removed.
+			if err := iptables(append([]string{"-t", tc[0], "-D"}, f[1:]...)...); err != nil && !ruleGone(err) {
 				errs = append(errs, err)
 			}
 		}
@@ -166,6 +168,12 @@ func (n *Network) bridges() []string {
 // with the first task of its network; Setup calls localnet again then).
 func (n *Network) localnet(br string) {
 	_ = os.WriteFile(filepath.Join("/proc/sys/net/ipv4/conf", br, "route_localnet"), []byte("1"), 0o644)
+}
+
+// ruleGone reports whether an iptables -D failed because the rule is not there.
+func ruleGone(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "does a matching rule exist") || strings.Contains(msg, "Bad rule")
 }
 
 func iptables(args ...string) error {

@@ -70,12 +70,30 @@ func TestConsoleInBrowser(t *testing.T) {
 	cli(t, root, env, "aws", "ecs", "create-service", "--service-name", "web", "--task-definition", "web:1", "--desired-count", "1")
 	t.Cleanup(func() {
 		_, _ = c.DeleteService(context.Background(), &ecs.DeleteServiceInput{Service: aws.String("web"), Force: aws.Bool(true)})
+		// Every container stopped, not only every task told to stop: berth dev's shims must
+		// not be writing under the test's temp dir when it is removed.
 		waitFor(t, func() (string, bool) {
 			lt, err := c.ListTasks(context.Background(), &ecs.ListTasksInput{DesiredStatus: "RUNNING"})
 			if err != nil {
 				return err.Error(), false
 			}
-			return fmt.Sprint(len(lt.TaskArns), " running"), len(lt.TaskArns) == 0
+			if len(lt.TaskArns) > 0 {
+				return fmt.Sprint(len(lt.TaskArns), " running"), false
+			}
+			st, err := c.ListTasks(context.Background(), &ecs.ListTasksInput{DesiredStatus: "STOPPED"})
+			if err != nil || len(st.TaskArns) == 0 {
+				return fmt.Sprint(err), err == nil
+			}
+			d, err := c.DescribeTasks(context.Background(), &ecs.DescribeTasksInput{Tasks: st.TaskArns})
+			if err != nil {
+				return err.Error(), false
+			}
+			for _, tk := range d.Tasks {
+				if aws.ToString(tk.LastStatus) != "STOPPED" {
+					return aws.ToString(tk.TaskArn) + " is " + aws.ToString(tk.LastStatus), false
+				}
+			}
+			return "", true
 		})
 	})
 	waitFor(t, func() (string, bool) {

@@ -316,9 +316,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
 	switch {
 	case path == "/":
-		ctx, span := startECSSpan(r, x.id)
+		ctx, span := startAPISpan(r, x.id)
 		g.serveAWS(rec, r.WithContext(ctx), x)
-		endECSSpan(span, x, rec.status())
+		endAPISpan(span, x, rec.status())
 	case strings.HasPrefix(path, "/"+agentv1connect.AgentServiceName+"/"):
 		if agentProcedures[path] {
 			x.action = strings.TrimPrefix(path, "/")

@@ -20,18 +20,18 @@ const TracerName = "github.com/berthhq/berth/services/gateway"
 // gateway's and the scheduler's spans of one request.
 const RequestIDAttribute = "berth.request_id"
 
-// startECSSpan starts the server span of one ECS request (named "ECS" until the action
+// startAPISpan starts the server span of one AWS API request (named "AWS" until the action
 // is known), continuing a W3C trace context the client sent. The global tracer provider
 // is a no-op unless the process installed one (OTEL_EXPORTER_OTLP_ENDPOINT in cmd/berth).
-func startECSSpan(r *http.Request, requestID string) (context.Context, trace.Span) {
+func startAPISpan(r *http.Request, requestID string) (context.Context, trace.Span) {
 	ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	return otel.Tracer(TracerName).Start(ctx, "ECS", trace.WithSpanKind(trace.SpanKindServer),
+	return otel.Tracer(TracerName).Start(ctx, "AWS", trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String(RequestIDAttribute, requestID)))
 }
 
-// endECSSpan names the span after the service and action ("ECS RunTask", "logs
+// endAPISpan names the span after the service and action ("ECS RunTask", "logs
 // PutLogEvents") and records the outcome.
-func endECSSpan(span trace.Span, x *exchange, status int) {
+func endAPISpan(span trace.Span, x *exchange, status int) {
 	// ECS actions are named bare ("RunTask"); another service's carry its signing name
 	// ("logs:PutLogEvents").
 	service, method := "ECS", x.action

@@ -462,6 +462,9 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 			} else {
 				s.PlatformVersion, s.PlatformFamily = nil, nil
 			}
+			// curTD is the task definition the service runs after this update: the launch
+			// (CheckServiceLaunch, networkConfiguration included) and the target groups are
+			// checked against it, read once.
 			curTD := td
 			if curTD == nil {
 				rec, err := taskDefinition(ctx, h.kv, account, s.GetTaskDefinition())
@@ -487,15 +490,7 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 				if m.LoadBalancers != nil {
 					lbs = m.GetLoadBalancers()
 				}
-				runs := td
-				if runs == nil {
-					cur, err := taskDefinition(ctx, h.kv, account, s.GetTaskDefinition())
-					if err != nil {
-						return err
-					}
-					runs = cur.GetTaskDefinition()
-				}
-				if err := validateLoadBalancers(ctx, h.kv, account, lbs, runs); err != nil {
+				if err := validateLoadBalancers(ctx, h.kv, account, lbs, curTD); err != nil {
 					return err
 				}
 				if !protoSliceEqual(lbs, s.GetLoadBalancers()) {
@@ -514,19 +509,6 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 			}
 			if m.HealthCheckGracePeriodSeconds != nil {
 				s.HealthCheckGracePeriodSeconds = m.HealthCheckGracePeriodSeconds
-			}
-			if td != nil || m.NetworkConfiguration != nil {
-				cur := td
-				if cur == nil {
-					r, err := taskDefinition(ctx, h.kv, account, s.GetTaskDefinition())
-					if err != nil {
-						return err
-					}
-					cur = r.GetTaskDefinition()
-				}
-				if err := control.CheckNetworkConfiguration(cur, s.GetNetworkConfiguration()); err != nil {
-					return err
-				}
 			}
 			now := h.now()
 			if external(s) {

@@ -86,6 +86,9 @@ func TestCompose(t *testing.T) {
 		"BERTH_CONTAINERD_SNAPSHOTTER="+ctd.Snapshotter(),
 		"BERTH_CONTAINERD_ROOT="+ctd.Dir(),
 		"BERTH_COMPOSE_DATA="+data,
+		// The images are tagged per run: two runs from different checkouts at once must
+		// not start each other's builds.
+		"BERTH_IMAGE_TAG="+project,
 		"BERTH_REGISTRY_PORT="+strconv.Itoa(regPort),
 		"BERTH_AGENT1_LOG_PORT="+strconv.Itoa(logPorts[0]),
 		"BERTH_AGENT2_LOG_PORT="+strconv.Itoa(logPorts[1]),
@@ -113,9 +116,10 @@ func TestCompose(t *testing.T) {
 		if _, err := dc(ctx, "down", "-v", "--remove-orphans", "--timeout", "5"); err != nil {
 			t.Errorf("compose down: %v", err)
 		}
-		// Earlier builds of berth:dev and berth-etcd:dev left untagged; the current ones
-		// stay as the next run's cache.
-		_ = exec.CommandContext(ctx, "docker", "image", "prune", "-f", "--filter", "label=dev.berth.compose=true").Run()
+		// This run's images go with it (their layers stay as the next build's cache).
+		for _, img := range []string{"berth", "berth-agent", "berth-gateway", "berth-etcd"} {
+			_ = exec.CommandContext(ctx, "docker", "image", "rm", img+":"+project).Run()
+		}
 	})
 
 	t0 = time.Now()

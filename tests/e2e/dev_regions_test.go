@@ -13,7 +13,7 @@ import (
 )
 
 // TestDevTwoRegions runs `berth dev` (its agent in BERTH_REGION, us-east-1) and a second
-// `berth agent --region eu-west-1` against it, both joining "default" on the same
+// `berth-agent --region eu-west-1` (the agent-only binary) against it, both joining "default" on the same
 // containerd: the same names in both regions stay apart, ARNs carry the region, and a
 // task run in eu-west-1 runs as a real container on the eu-west-1 agent, never on the
 // us-east-1 one (and the other way round).
@@ -37,7 +37,8 @@ func TestDevTwoRegions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent := exec.Command(filepath.Join(root, "bin/berth"), "agent",
+	// The agent-only binary, as a host that only runs tasks deploys it.
+	agent := exec.Command(filepath.Join(root, "bin/berth-agent"),
 		// The gateway itself: the AWS_ENDPOINT_URL proxy checks ECS answers and speaks no h2c.
 		"--gateway", "http://"+envValue(env, "BERTH_GATEWAY_ADDR"), "--region", "eu-west-1", "--cluster", "default",
 		"--data-dir", filepath.Join(dir, "agent-eu"), "--containerd", addr, "--snapshotter", snap,

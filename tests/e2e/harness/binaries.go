@@ -15,6 +15,9 @@ import (
 type Binaries struct {
 	// Berth is bin/berth (every Berth service and the admin CLI).
 	Berth string
+	// Agent is bin/berth-agent, the agent-only binary hosts that only run tasks deploy
+	// (`berth agent`'s flags, no subcommand); the harness runs its agents with it.
+	Agent string
 	// TestImage is bin/berth-testimage, packed into the demo image.
 	TestImage string
 	// Etcd is the real etcd server built from go.etcd.io/etcd/server/v3 (cmd/berth-etcd).
@@ -44,16 +47,16 @@ func moduleDir() string {
 }
 
 // FindBinaries returns the binaries, building the etcd server once per test binary. It
-// fails the test, saying to run `make build`, when bin/berth or bin/berth-testimage is
-// missing.
+// fails the test, saying to run `make build`, when bin/berth, bin/berth-agent or
+// bin/berth-testimage is missing.
 func FindBinaries(t testing.TB) Binaries {
 	t.Helper()
 	dir, err := filepath.Abs(binDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := Binaries{Berth: filepath.Join(dir, "berth"), TestImage: filepath.Join(dir, "berth-testimage")}
-	for _, p := range []string{b.Berth, b.TestImage} {
+	b := Binaries{Berth: filepath.Join(dir, "berth"), Agent: filepath.Join(dir, "berth-agent"), TestImage: filepath.Join(dir, "berth-testimage")}
+	for _, p := range []string{b.Berth, b.Agent, b.TestImage} {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("e2e: %s is missing: run `make build` at the repository root first (or set BERTH_BIN_DIR): %v", p, err)
 		}

@@ -195,8 +195,9 @@ func Start(t *testing.T, opts Options) *Cluster {
 		dataDir := filepath.Join(c.Dir, fmt.Sprintf("agent-%d", i))
 		c.Agents = append(c.Agents, &Agent{Namespace: ns, DataDir: dataDir, Proc: &Proc{
 			Name: fmt.Sprintf("agent-%d", i),
-			Path: c.Bins.Berth,
-			Args: []string{"agent",
+			// The agent-only binary, as hosts that only run tasks deploy it.
+			Path: c.Bins.Agent,
+			Args: []string{
 				"--gateway", c.GatewayURL,
 				"--cluster", ClusterName,
 				"--data-dir", dataDir,

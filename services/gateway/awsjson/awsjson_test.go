@@ -173,6 +173,11 @@ func TestUnmarshalAccepts(t *testing.T) {
 		{"integral float", `{"maxResults":10.0}`, &ecsv1.ListClustersRequest{}, &ecsv1.ListClustersRequest{MaxResults: proto.Int32(10)}},
 		{"exponent", `{"maxResults":1e2}`, &ecsv1.ListClustersRequest{}, &ecsv1.ListClustersRequest{MaxResults: proto.Int32(100)}},
 		{"unicode", `{"nextToken":"\u00e9\ud83d\ude00"}`, &ecsv1.ListClustersRequest{}, &ecsv1.ListClustersRequest{NextToken: proto.String("é😀")}},
+		// Strings with escapes, non-ASCII and invalid UTF-8 (which json.Unmarshal turns into
+		// U+FFFD) decode the same in a list of strings, whose plain elements skip
+		// json.Unmarshal, as in a scalar member.
+		{"list of strings", "{\"cluster\":\"c\\\"q\",\"tasks\":[\"a\",\"b\\\\c\",\"\\u00e9\",\"é\",\"x\xffy\",\"tab\\t\"]}", &ecsv1.DescribeTasksRequest{},
+			&ecsv1.DescribeTasksRequest{Cluster: proto.String("c\"q"), Tasks: []string{"a", "b\\c", "é", "é", "x\ufffdy", "tab\t"}}},
 		{"timestamp", `{"cluster":"c","task":"t","status":"RUNNING","pullStartedAt":1700000000.5}`, &ecsv1.SubmitTaskStateChangeRequest{},
 			&ecsv1.SubmitTaskStateChangeRequest{Cluster: proto.String("c"), Task: proto.String("t"), Status: proto.String("RUNNING"), PullStartedAt: proto.Float64(1700000000.5)}},
 	} {

@@ -133,3 +133,24 @@ func BenchmarkMarshalShapes(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkUnmarshalDescribeTasks100 decodes a DescribeTasks request naming 100 task ARNs,
+// the request of the gateway's 200 requests/s bench row.
+func BenchmarkUnmarshalDescribeTasks100(b *testing.B) {
+	data := []byte(`{"cluster":"default","tasks":[`)
+	for i := 0; i < 100; i++ {
+		if i > 0 {
+			data = append(data, ',')
+		}
+		data = fmt.Appendf(data, `"arn:aws:ecs:us-east-1:000000000000:task/default/%032x"`, i)
+	}
+	data = append(data, "]}"...)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		var req ecsv1.DescribeTasksRequest
+		if err := awsjson.Unmarshal(data, &req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"google.golang.org/protobuf/proto"
@@ -188,9 +189,18 @@ func (d *decoder) field(raw json.RawMessage, msg protoreflect.Message, fd protor
 			return serializationError("The request body is not valid JSON.")
 		}
 		list := msg.Mutable(fd).List()
+		// A list of unconstrained strings (task ARNs, subnets, …) needs no element path
+		// unless an element is not a plain string: it is not formatted per element.
+		plainStrings := fd.Kind() == protoreflect.StringKind && len(options(fd).enum) == 0
 		for i, e := range elems {
 			if isNull(e) {
 				continue
+			}
+			if plainStrings {
+				if s, ok := plainString(e); ok {
+					list.Append(protoreflect.ValueOfString(s))
+					continue
+				}
 			}
 			epath := fmt.Sprintf("%s.%d.member", path, i+1)
 			if fd.Message() != nil {
@@ -248,9 +258,11 @@ func (d *decoder) scalar(raw json.RawMessage, fd protoreflect.FieldDescriptor, p
 		if raw[0] != '"' {
 			return protoreflect.Value{}, mismatch(raw, "a String", path)
 		}
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return protoreflect.Value{}, serializationError("The request body is not valid JSON.")
+		s, ok := plainString(raw)
+		if !ok {
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return protoreflect.Value{}, serializationError("The request body is not valid JSON.")
+			}
 		}
 		d.checkEnum(fd, s, path)
 		return protoreflect.ValueOfString(s), nil
@@ -304,6 +316,29 @@ func (d *decoder) scalar(raw json.RawMessage, fd protoreflect.FieldDescriptor, p
 	}
 	// The models have no other kinds; refuse rather than guess.
 	return protoreflect.Value{}, serializationError("Member '%s' has a type this endpoint cannot decode.", path)
+}
+
+// plainString returns the value of raw, a JSON string token, when it holds no escape,
+// no control character and only valid UTF-8, so that its bytes between the quotes are
+// the value json.Unmarshal would give; ok is false otherwise (the caller then unmarshals).
+func plainString(raw json.RawMessage) (s string, ok bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	ascii := true
+	for _, c := range body {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return "", false
+		}
+		if c >= utf8.RuneSelf {
+			ascii = false
+		}
+	}
+	if !ascii && !utf8.Valid(body) {
+		return "", false
+	}
+	return string(body), true
 }
 
 func (d *decoder) checkEnum(fd protoreflect.FieldDescriptor, s, path string) {

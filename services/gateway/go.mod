@@ -16,6 +16,8 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
+require golang.org/x/sync v0.24.0 // indirect
+
 require (
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect

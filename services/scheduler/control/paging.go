@@ -189,6 +189,38 @@ func getMany[T proto.Message](ctx context.Context, kv clientv3.KV, keys []string
 	return out, revs, nil
 }
 
+// countAndGetMany reads whether key exists and the records at ks (at most
+// maxTxnOps-1 of them) in one transaction, so at one revision and in one round trip: a
+// nil entry for an absent key, as getMany.
+func countAndGetMany[T proto.Message](ctx context.Context, kv clientv3.KV, key string, ks []string) (bool, []T, error) {
+	ops := make([]clientv3.Op, 0, len(ks)+1)
+	ops = append(ops, clientv3.OpGet(key, clientv3.WithCountOnly()))
+	for _, k := range ks {
+		ops = append(ops, clientv3.OpGet(k))
+	}
+	resp, err := kv.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return false, nil, err
+	}
+	if resp.Responses[0].GetResponseRange().GetCount() == 0 {
+		return false, nil, nil
+	}
+	out := make([]T, len(ks))
+	for i, r := range resp.Responses[1:] {
+		kvs := r.GetResponseRange().GetKvs()
+		if len(kvs) == 0 {
+			continue
+		}
+		var zero T
+		msg := zero.ProtoReflect().New().Interface().(T)
+		if err := proto.Unmarshal(kvs[0].Value, msg); err != nil {
+			return false, nil, err
+		}
+		out[i] = msg
+	}
+	return true, out, nil
+}
+
 // get is store.Get returning a nil record (and no error) when the key is absent.
 func get[T proto.Message](ctx context.Context, kv clientv3.KV, key string) (T, int64, error) {
 	v, rev, err := store.Get[T](ctx, kv, key)

@@ -717,11 +717,6 @@ func (s *Server) DescribeTasks(ctx context.Context, req *connect.Request[ecsv1.D
 		if err != nil {
 			return nil, err
 		}
-		if rec, _, err := s.cluster(ctx, account, name); err != nil {
-			return nil, err
-		} else if rec == nil {
-			return nil, ecserr.ClusterNotFoundError()
-		}
 		ks := make([]string, len(m.GetTasks()))
 		var long *bool
 		for i, ref := range m.GetTasks() {
@@ -734,9 +729,13 @@ func (s *Server) DescribeTasks(ctx context.Context, req *connect.Request[ecsv1.D
 			}
 			ks[i] = k
 		}
-		recs, _, err := getMany[*storev1.TaskRecord](ctx, s.kv, ks)
+		// The cluster's existence and the tasks in one read (one etcd round trip).
+		found, recs, err := countAndGetMany[*storev1.TaskRecord](ctx, s.kv, keys.Cluster(account, name), ks)
 		if err != nil {
 			return nil, err
+		}
+		if !found {
+			return nil, ecserr.ClusterNotFoundError()
 		}
 		withTags := oneOf("TAGS", m.GetInclude()...)
 		resp := &ecsv1.DescribeTasksResponse{Tasks: make([]*ecsv1.Task, 0, len(recs)), Failures: []*ecsv1.Failure{}}

@@ -50,7 +50,10 @@ type task struct {
 	ctrs        []*ctrState // one per st.Containers, same order
 	lastReport  string      // fingerprint of the last report
 	reportedRun bool
-	net         *network.TaskNetwork // set by setupNetwork; nil for host mode
+	// reportMu orders reports: held from computing a change until the outbox has it, so
+	// changes reach the outbox in the order they were computed (report, reportAsync).
+	reportMu sync.Mutex
+	net      *network.TaskNetwork // set by setupNetwork; nil for host mode
 	// endpointEnv is the environment the credentials and metadata endpoints give each
 	// container, by name (endpoints.go).
 	endpointEnv map[string][]string
@@ -145,8 +148,12 @@ func (t *task) override(name string) *ecsv1.ContainerOverride {
 // or stopped at agent start (nil for a new task).
 func (t *task) run(ctx context.Context, adopted map[string]containerd.Container) {
 	log := t.m.log.With("task", t.arn)
+	// run's end waits for a report still being stored, so none outlives the manager.
+	defer func() { t.reportMu.Lock(); t.reportMu.Unlock() }() //nolint:staticcheck // a barrier
 	if adopted == nil {
-		t.report()
+		// Stored (a durable write) while the images resolve and the containers are
+		// created, not before: the first report is off the path to RUNNING.
+		t.reportAsync()
 	}
 	var missing []*ctrState
 	for _, c := range t.ctrs {
@@ -311,19 +318,44 @@ func (t *task) run(ctx context.Context, adopted map[string]containerd.Container)
 // report stores the task's state in the outbox when it differs from the
 // last report.
 func (t *task) report() {
+	t.reportMu.Lock()
+	defer t.reportMu.Unlock()
+	if c := t.change(); c != nil {
+		t.m.report(c)
+	}
+}
+
+// reportAsync is report with the outbox write done by another goroutine: the change is
+// computed now and reportMu stays held until it is stored, so a later report waits for
+// it and the outbox keeps their order.
+func (t *task) reportAsync() {
+	t.reportMu.Lock()
+	c := t.change()
+	if c == nil {
+		t.reportMu.Unlock()
+		return
+	}
+	go func() {
+		defer t.reportMu.Unlock()
+		t.m.report(c)
+	}()
+}
+
+// change returns the task's state change when it differs from the last one reported
+// (which it then becomes), nil otherwise. Call with reportMu held.
+func (t *task) change() *agentv1.TaskStateChange {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	c := t.st.Change()
 	fp := state.Fingerprint(c)
 	if fp == t.lastReport {
-		t.mu.Unlock()
-		return
+		return nil
 	}
 	t.lastReport = fp
 	if t.st.Status == state.Running {
 		t.reportedRun = true
 	}
-	t.mu.Unlock()
-	t.m.report(c)
+	return c
 }
 
 // pull makes every container's image available.

@@ -125,26 +125,20 @@ func accessKey(rec *storev1.AccessKeyRecord) *adminv1.AccessKey {
 	}
 }
 
-// listAll reads every record under prefix, page by page.
+// listAll reads every record under prefix (store.ListAll), values only.
 func listAll[T interface {
 	*storev1.AccountRecord | *storev1.AccessKeyRecord
 	proto.Message
 }](ctx context.Context, kv clientv3.KV, prefix string) ([]T, error) {
-	var out []T
-	token := ""
-	for {
-		items, next, err := store.List[T](ctx, kv, prefix, store.MaxListLimit, token)
-		if err != nil {
-			return nil, err
-		}
-		for _, it := range items {
-			out = append(out, it.Value)
-		}
-		if next == "" {
-			return out, nil
-		}
-		token = next
+	items, err := store.ListAll[T](ctx, kv, prefix)
+	if err != nil {
+		return nil, err
 	}
+	out := make([]T, len(items))
+	for i, it := range items {
+		out[i] = it.Value
+	}
+	return out, nil
 }
 
 // ListAccounts lists every account, ordered by id.

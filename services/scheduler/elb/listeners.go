@@ -60,7 +60,7 @@ func (s *Service) usage(ctx context.Context, sc keys.Scope) (map[string][]string
 			}
 		}
 	}
-	ls, err := listAll[*storev1.ListenerRecord](ctx, s.kv, keys.ElbListener(sc, "", ""))
+	ls, err := store.ListAll[*storev1.ListenerRecord](ctx, s.kv, keys.ElbListener(sc, "", ""))
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +69,7 @@ func (s *Service) usage(ctx context.Context, sc keys.Scope) (map[string][]string
 		lbOf[l.Value.GetListenerArn()] = l.Value.GetLoadBalancerArn()
 		add(l.Value.GetLoadBalancerArn(), l.Value.GetDefaultActions())
 	}
-	rs, err := listAll[*storev1.RuleRecord](ctx, s.kv, keys.ElbRules(sc))
+	rs, err := store.ListAll[*storev1.RuleRecord](ctx, s.kv, keys.ElbRules(sc))
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +212,7 @@ func (s *Service) CreateListener(ctx context.Context, sc keys.Scope, in Listener
 		return nil, err
 	}
 	lbName, lbID := lb.GetLoadBalancerName(), lbIDOf(lb)
-	existing, err := listAll[*storev1.ListenerRecord](ctx, s.kv, keys.ElbListener(sc, lbName, ""))
+	existing, err := store.ListAll[*storev1.ListenerRecord](ctx, s.kv, keys.ElbListener(sc, lbName, ""))
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +283,7 @@ func (s *Service) DescribeListeners(ctx context.Context, sc keys.Scope, lbArn st
 		if err != nil {
 			return nil, err
 		}
-		items, err := listAll[*storev1.ListenerRecord](ctx, s.kv, keys.ElbListener(sc, lb.GetLoadBalancerName(), ""))
+		items, err := store.ListAll[*storev1.ListenerRecord](ctx, s.kv, keys.ElbListener(sc, lb.GetLoadBalancerName(), ""))
 		if err != nil {
 			return nil, err
 		}
@@ -331,7 +331,7 @@ func (s *Service) ModifyListener(ctx context.Context, sc keys.Scope, arn string,
 		if *in.Port < 1 || *in.Port > 65535 {
 			return nil, validation("Port '%d' must be between 1 and 65535", *in.Port)
 		}
-		others, err := listAll[*storev1.ListenerRecord](ctx, s.kv, keys.ElbListener(sc, lbName, ""))
+		others, err := store.ListAll[*storev1.ListenerRecord](ctx, s.kv, keys.ElbListener(sc, lbName, ""))
 		if err != nil {
 			return nil, err
 		}
@@ -458,7 +458,7 @@ func (s *Service) CreateRule(ctx context.Context, sc keys.Scope, in RuleInput) (
 	}
 	p, _ := parseARN(sc, in.ListenerArn)
 	lid := p.segs[3]
-	existing, err := listAll[*storev1.RuleRecord](ctx, s.kv, keys.ElbRule(sc, lbName, lid, ""))
+	existing, err := store.ListAll[*storev1.RuleRecord](ctx, s.kv, keys.ElbRule(sc, lbName, lid, ""))
 	if err != nil {
 		return nil, err
 	}
@@ -511,7 +511,7 @@ func (s *Service) DescribeRules(ctx context.Context, sc keys.Scope, listenerArn 
 			return nil, err
 		}
 		p, _ := parseARN(sc, listenerArn)
-		items, err := listAll[*storev1.RuleRecord](ctx, s.kv, keys.ElbRule(sc, lbName, p.segs[3], ""))
+		items, err := store.ListAll[*storev1.RuleRecord](ctx, s.kv, keys.ElbRule(sc, lbName, p.segs[3], ""))
 		if err != nil {
 			return nil, err
 		}

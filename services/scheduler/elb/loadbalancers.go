@@ -10,7 +10,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/protobuf/proto"
 
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/keys"
@@ -156,7 +155,7 @@ func (s *Service) DescribeLoadBalancers(ctx context.Context, sc keys.Scope, arns
 			out = append(out, rec)
 		}
 	default:
-		items, err := listAll[*storev1.LoadBalancerRecord](ctx, s.kv, keys.ElbLoadBalancer(sc, ""))
+		items, err := store.ListAll[*storev1.LoadBalancerRecord](ctx, s.kv, keys.ElbLoadBalancer(sc, ""))
 		if err != nil {
 			return nil, err
 		}
@@ -199,23 +198,6 @@ func (s *Service) DeleteLoadBalancer(ctx context.Context, sc keys.Scope, arn str
 	}
 	_, err = txn.Commit(ctx)
 	return err
-}
-
-// listAll reads every record under prefix.
-func listAll[T proto.Message](ctx context.Context, kv clientv3.KV, prefix string) ([]store.Item[T], error) {
-	var out []store.Item[T]
-	token := ""
-	for {
-		items, next, err := store.List[T](ctx, kv, prefix, store.MaxListLimit, token)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, items...)
-		if next == "" {
-			return out, nil
-		}
-		token = next
-	}
 }
 
 func cmpOr(v, def string) string {

@@ -277,7 +277,7 @@ func (s *Service) DescribeTargetGroups(ctx context.Context, sc keys.Scope, lbArn
 				return nil, err
 			}
 		}
-		items, err := listAll[*storev1.TargetGroupRecord](ctx, s.kv, keys.ElbTargetGroup(sc, ""))
+		items, err := store.ListAll[*storev1.TargetGroupRecord](ctx, s.kv, keys.ElbTargetGroup(sc, ""))
 		if err != nil {
 			return nil, err
 		}

@@ -198,11 +198,11 @@ func (s *Service) DescribeTargetHealth(ctx context.Context, sc keys.Scope, arn s
 		return nil, err
 	}
 	name := tg.GetTargetGroupName()
-	items, err := listAll[*storev1.TargetRecord](ctx, s.kv, keys.ElbTarget(sc, name, "", 0))
+	items, err := store.ListAll[*storev1.TargetRecord](ctx, s.kv, keys.ElbTarget(sc, name, "", 0))
 	if err != nil {
 		return nil, err
 	}
-	hs, err := listAll[*storev1.TargetHealthRecord](ctx, s.kv, keys.ElbTargetHealth(sc, name, "", 0))
+	hs, err := store.ListAll[*storev1.TargetHealthRecord](ctx, s.kv, keys.ElbTargetHealth(sc, name, "", 0))
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
@@ -37,34 +36,17 @@ func (s StoreSink) RemoveTarget(ctx context.Context, targetKey string, modRevisi
 	return err
 }
 
-// listAll reads every record under prefix, page by page.
-func listAll[T proto.Message](ctx context.Context, kv clientv3.KV, prefix string) ([]store.Item[T], error) {
-	var out []store.Item[T]
-	token := ""
-	for {
-		items, next, err := store.List[T](ctx, kv, prefix, store.MaxListLimit, token)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, items...)
-		if next == "" {
-			return out, nil
-		}
-		token = next
-	}
-}
-
 // LoadSnapshot reads the whole ELB configuration of every account and region.
 func LoadSnapshot(ctx context.Context, kv clientv3.KV) (Snapshot, error) {
 	var snap Snapshot
-	lbs, err := listAll[*storev1.LoadBalancerRecord](ctx, kv, keys.ElbKind("lbs"))
+	lbs, err := store.ListAll[*storev1.LoadBalancerRecord](ctx, kv, keys.ElbKind("lbs"))
 	if err != nil {
 		return snap, err
 	}
 	for _, it := range lbs {
 		snap.LoadBalancers = append(snap.LoadBalancers, it.Value)
 	}
-	tgs, err := listAll[*storev1.TargetGroupRecord](ctx, kv, keys.ElbKind("tgs"))
+	tgs, err := store.ListAll[*storev1.TargetGroupRecord](ctx, kv, keys.ElbKind("tgs"))
 	if err != nil {
 		return snap, err
 	}
@@ -73,21 +55,21 @@ func LoadSnapshot(ctx context.Context, kv clientv3.KV) (Snapshot, error) {
 		snap.TargetGroups = append(snap.TargetGroups, it.Value)
 		tgArn[it.Key] = it.Value.GetTargetGroupArn()
 	}
-	ls, err := listAll[*storev1.ListenerRecord](ctx, kv, keys.ElbKind("listeners"))
+	ls, err := store.ListAll[*storev1.ListenerRecord](ctx, kv, keys.ElbKind("listeners"))
 	if err != nil {
 		return snap, err
 	}
 	for _, it := range ls {
 		snap.Listeners = append(snap.Listeners, it.Value)
 	}
-	rs, err := listAll[*storev1.RuleRecord](ctx, kv, keys.ElbKind("rules"))
+	rs, err := store.ListAll[*storev1.RuleRecord](ctx, kv, keys.ElbKind("rules"))
 	if err != nil {
 		return snap, err
 	}
 	for _, it := range rs {
 		snap.Rules = append(snap.Rules, it.Value)
 	}
-	health, err := listAll[*storev1.TargetHealthRecord](ctx, kv, keys.ElbHealthAll())
+	health, err := store.ListAll[*storev1.TargetHealthRecord](ctx, kv, keys.ElbHealthAll())
 	if err != nil {
 		return snap, err
 	}
@@ -95,7 +77,7 @@ func LoadSnapshot(ctx context.Context, kv clientv3.KV) (Snapshot, error) {
 	for _, it := range health {
 		healthOf[it.Key] = it.Value
 	}
-	ts, err := listAll[*storev1.TargetRecord](ctx, kv, keys.ElbKind("targets"))
+	ts, err := store.ListAll[*storev1.TargetRecord](ctx, kv, keys.ElbKind("targets"))
 	if err != nil {
 		return snap, err
 	}

@@ -49,7 +49,7 @@ func BenchmarkPass(b *testing.B) {
 	// Mark every task RUNNING directly in the store (the agent's report, without the
 	// per-task round trips of ApplyTaskStateChange), 50 tasks per txn.
 	ctx := context.Background()
-	items, err := listAll[*storev1.TaskRecord](ctx, sharedEtcd, keys.Tasks(e.sc, e.cluster))
+	items, err := store.ListAll[*storev1.TaskRecord](ctx, sharedEtcd, keys.Tasks(e.sc, e.cluster))
 	if err != nil {
 		b.Fatal(err)
 	}

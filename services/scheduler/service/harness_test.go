@@ -192,7 +192,7 @@ func (e *env) drain(ciARN string, state string) {
 // tasks returns every task record of the cluster.
 func (e *env) tasks() []*storev1.TaskRecord {
 	e.t.Helper()
-	items, err := listAll[*storev1.TaskRecord](context.Background(), sharedEtcd, keys.Tasks(e.sc, e.cluster))
+	items, err := store.ListAll[*storev1.TaskRecord](context.Background(), sharedEtcd, keys.Tasks(e.sc, e.cluster))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -598,23 +598,6 @@ func (r *Reconciler) serviceRevisions(ctx context.Context) ([]store.KeyRevision,
 	}
 }
 
-// listAll reads every record under prefix, page by page.
-func listAll[T proto.Message](ctx context.Context, kv clientv3.KV, prefix string) ([]store.Item[T], error) {
-	var out []store.Item[T]
-	token := ""
-	for {
-		items, next, err := store.List[T](ctx, kv, prefix, store.MaxListLimit, token)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, items...)
-		if next == "" {
-			return out, nil
-		}
-		token = next
-	}
-}
-
 // clusterState is what a pass reads once per cluster.
 type clusterState struct {
 	account       keys.Scope
@@ -647,7 +630,7 @@ func (r *Reconciler) passCluster(ctx context.Context, svcs []serviceItem, whole 
 	r.clustersRead++
 	cs := &clusterState{account: account, cluster: cluster, tasks: map[string][]store.Item[*storev1.TaskRecord]{}, instances: map[string]store.Item[*storev1.ContainerInstanceRecord]{}}
 	if whole {
-		tasks, err := listAll[*storev1.TaskRecord](ctx, r.cfg.Client, keys.Tasks(account, cluster))
+		tasks, err := store.ListAll[*storev1.TaskRecord](ctx, r.cfg.Client, keys.Tasks(account, cluster))
 		if err != nil {
 			return fmt.Errorf("service: list tasks of %s/%s: %w", account, cluster, err)
 		}
@@ -666,7 +649,7 @@ func (r *Reconciler) passCluster(ctx context.Context, svcs []serviceItem, whole 
 			cs.tasks[name] = tasks
 		}
 	}
-	insts, err := listAll[*storev1.ContainerInstanceRecord](ctx, r.cfg.Client, keys.Instances(account, cluster))
+	insts, err := store.ListAll[*storev1.ContainerInstanceRecord](ctx, r.cfg.Client, keys.Instances(account, cluster))
 	if err != nil {
 		return fmt.Errorf("service: list instances of %s/%s: %w", account, cluster, err)
 	}
@@ -678,7 +661,7 @@ func (r *Reconciler) passCluster(ctx context.Context, svcs []serviceItem, whole 
 		cs.instances[id] = in
 		cs.instanceOrder = append(cs.instanceOrder, id)
 	}
-	prots, err := listAll[*ecsv1.ProtectedTask](ctx, r.cfg.Client, keys.Protections(account, cluster))
+	prots, err := store.ListAll[*ecsv1.ProtectedTask](ctx, r.cfg.Client, keys.Protections(account, cluster))
 	if err != nil {
 		return fmt.Errorf("service: list task protection of %s/%s: %w", account, cluster, err)
 	}

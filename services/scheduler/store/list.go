@@ -127,3 +127,22 @@ func decodeToken(prefix, token string) (string, error) {
 	}
 	return last, nil
 }
+
+// ListAll returns every record whose key starts with prefix, in key order, reading
+// List's pages of MaxListLimit one after another (so at different revisions, with List's
+// guarantees between pages). Errors are List's.
+func ListAll[T proto.Message](ctx context.Context, kv clientv3.KV, prefix string) ([]Item[T], error) {
+	var out []Item[T]
+	token := ""
+	for {
+		items, next, err := List[T](ctx, kv, prefix, MaxListLimit, token)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items...)
+		if next == "" {
+			return out, nil
+		}
+		token = next
+	}
+}

@@ -215,3 +215,27 @@ func TestListKeysAndLimits(t *testing.T) {
 		t.Fatalf("empty prefix: %q, %q, %v", empty, next, err)
 	}
 }
+
+// TestListAll: ListAll returns every record under the prefix, in key order, across more
+// than one page of MaxListLimit, and none of a neighbouring prefix.
+func TestListAll(t *testing.T) {
+	cli := etcdembed.StartForTest(t)
+	ctx := testCtx(t)
+	prefix := store.MustKeyPrefix("many")
+	want := seed(t, cli, prefix, store.MaxListLimit+5)
+	seed(t, cli, store.MustKeyPrefix("manyz"), 3)
+	items, err := store.ListAll[*wrapperspb.StringValue](ctx, cli, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]string, len(items))
+	for i, it := range items {
+		if it.Value.GetValue() != it.Key {
+			t.Fatalf("item %+v does not match its key", it)
+		}
+		got[i] = it.Key
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("listed %d keys, want %d in order", len(got), len(want))
+	}
+}

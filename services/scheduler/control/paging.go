@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
@@ -173,20 +174,32 @@ func getMany[T proto.Message](ctx context.Context, kv clientv3.KV, keys []string
 		if err != nil {
 			return nil, nil, err
 		}
-		for i, r := range resp.Responses {
-			kvs := r.GetResponseRange().GetKvs()
-			if len(kvs) == 0 {
-				continue
-			}
-			var zero T
-			msg := zero.ProtoReflect().New().Interface().(T)
-			if err := proto.Unmarshal(kvs[0].Value, msg); err != nil {
-				return nil, nil, err
-			}
-			out[lo+i], revs[lo+i] = msg, kvs[0].ModRevision
+		if err := decodeGets(resp.Responses, out[lo:hi], revs[lo:hi]); err != nil {
+			return nil, nil, err
 		}
 	}
 	return out, revs, nil
+}
+
+// decodeGets decodes the Get responses rs of a transaction into out (and their mod
+// revisions into revs, when not nil), leaving the entries of absent keys nil.
+func decodeGets[T proto.Message](rs []*etcdserverpb.ResponseOp, out []T, revs []int64) error {
+	for i, r := range rs {
+		kvs := r.GetResponseRange().GetKvs()
+		if len(kvs) == 0 {
+			continue
+		}
+		var zero T
+		msg := zero.ProtoReflect().New().Interface().(T)
+		if err := proto.Unmarshal(kvs[0].Value, msg); err != nil {
+			return err
+		}
+		out[i] = msg
+		if revs != nil {
+			revs[i] = kvs[0].ModRevision
+		}
+	}
+	return nil
 }
 
 // countAndGetMany reads whether key exists and the records at ks (at most
@@ -206,17 +219,8 @@ func countAndGetMany[T proto.Message](ctx context.Context, kv clientv3.KV, key s
 		return false, nil, nil
 	}
 	out := make([]T, len(ks))
-	for i, r := range resp.Responses[1:] {
-		kvs := r.GetResponseRange().GetKvs()
-		if len(kvs) == 0 {
-			continue
-		}
-		var zero T
-		msg := zero.ProtoReflect().New().Interface().(T)
-		if err := proto.Unmarshal(kvs[0].Value, msg); err != nil {
-			return false, nil, err
-		}
-		out[i] = msg
+	if err := decodeGets(resp.Responses[1:], out, nil); err != nil {
+		return false, nil, err
 	}
 	return true, out, nil
 }

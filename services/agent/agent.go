@@ -120,6 +120,11 @@ type Config struct {
 	// one); default "127.0.0.1:0" (loopback, any port); "off" disables it.
 	// The address is registered as the berth.log-endpoint attribute.
 	LogAddr string
+	// HostAddress is the IP address other hosts reach this host at, registered so load
+	// balancer targets of bridge and host mode tasks name it; default: the host's
+	// address on the route to ControlPlaneURL's host (loopback when the control plane
+	// is on this host, as under `berth dev`).
+	HostAddress string
 	// EndpointAddr is where the tasks' credentials and metadata endpoints listen
 	// ("host:port"; port 0 picks one); default "127.0.0.1:0"; "off" disables them (a task
 	// with a taskRoleArn then fails to start). The ECS agent's is 127.0.0.1:51679.
@@ -511,6 +516,7 @@ func (h *hostView) Registration() *agentv1.RegisterRequest {
 		VersionInfo:   &ecsv1.VersionInfo{AgentVersion: proto.String(Version), DockerVersion: proto.String("containerd")},
 		RuntimeReady:  ready,
 		RuntimeReason: reason,
+		HostAddress:   h.a.hostAddress(),
 	}
 	// GPUs as the ECS agent registers them: resource "GPU", a STRINGSET of the GPU ids,
 	// only when the host has some.
@@ -536,6 +542,20 @@ func (h *hostView) Registration() *agentv1.RegisterRequest {
 		attr(k, v)
 	}
 	return req
+}
+
+// hostAddress returns Config.HostAddress, else the address this host uses to reach the
+// control plane (hostinfo.RouteAddress), or "" (logged) when it cannot be found.
+func (a *Agent) hostAddress() string {
+	if a.cfg.HostAddress != "" {
+		return a.cfg.HostAddress
+	}
+	addr, err := hostinfo.RouteAddress(a.cfg.ControlPlaneURL)
+	if err != nil {
+		a.log.Warn("agent: no host address to register (set --host-address)", "err", err)
+		return ""
+	}
+	return addr
 }
 
 func (h *hostView) Heartbeat() *agentv1.Heartbeat {

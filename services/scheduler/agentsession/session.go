@@ -409,6 +409,7 @@ func (ss *session) onCapacity(ctx context.Context, hb *agentv1.Heartbeat) {
 		Attributes:   ci.GetAttributes(),
 		VersionInfo:  ci.GetVersionInfo(),
 		RuntimeReady: hb.GetRuntimeReady(),
+		HostAddress:  ss.reg.GetHostAddress(),
 	}
 	if !hb.GetRuntimeReady() {
 		req.RuntimeReason = "the agent reports its container runtime unavailable"

@@ -26,7 +26,7 @@ import (
 // the tasks placed on it until its context is canceled. Unless GOGC is set, it runs the
 // garbage collector at GOGC=50 (agentGCPercent).
 func Command(use string) *cobra.Command {
-	var gatewayURL, cluster, dataDir, containerdAddr, namespace, snapshotter, region, credsFile, logAddr string
+	var gatewayURL, cluster, dataDir, containerdAddr, namespace, snapshotter, region, credsFile, logAddr, hostAddr string
 	var insecure, attrs []string
 	var netCfg network.Config
 	var files pki.Files
@@ -77,6 +77,7 @@ func Command(use string) *cobra.Command {
 				InsecureRegistries: insecure,
 				Attributes:         attributes,
 				LogAddr:            logAddr,
+				HostAddress:        hostAddr,
 				Network:            netCfg,
 				Logger:             log,
 				Registry:           prometheus.NewRegistry(), // /metrics on the LogService listener
@@ -97,6 +98,7 @@ func Command(use string) *cobra.Command {
 	f.StringVar(&snapshotter, "snapshotter", cli.Env("BERTH_CONTAINERD_SNAPSHOTTER", "overlayfs"), "containerd snapshotter for images and root filesystems")
 	f.StringVar(&region, "region", cli.Env("BERTH_REGION", "us-east-1"), "region this host's agent registers and signs in; its tasks come from that region's clusters only")
 	f.StringVar(&credsFile, "credentials-file", cli.Env("BERTH_CREDENTIALS_FILE", ""), "file with BERTH_ACCESS_KEY_ID= and BERTH_SECRET_ACCESS_KEY= lines")
+	f.StringVar(&hostAddr, "host-address", cli.Env("BERTH_HOST_ADDRESS", ""), "IP address other hosts reach this host at, registered for load balancer targets of bridge and host mode tasks (empty: this host's address on the route to --gateway)")
 	f.StringVar(&logAddr, "log-addr", cli.Env("BERTH_AGENT_LOG_ADDR", ""), "address of the agent's LogService (empty: loopback, any port)")
 	f.StringSliceVar(&insecure, "insecure-registry", nil, "plain-HTTP registry host:port (repeatable); loopback ones always are")
 	var envAttrs []string

@@ -98,9 +98,11 @@ func (bufferPool) Get() []byte { return *buffers.Get().(*[]byte) }
 func (bufferPool) Put(b []byte) { buffers.Put(&b) }
 
 // pickTransport sends each request to a target of the group in the request's context.
-// A request whose connection to the target could not even be made (nothing was sent)
-// is tried on another target, up to three in all: that is how a target that died
-// between two health checks costs no client request.
+// A request whose connection to the target could not even be made (nothing was sent),
+// or an idempotent one (GET, HEAD, OPTIONS, TRACE, PUT, DELETE; RFC 9110 9.2.2) whose
+// target gave no answer, is tried on another target, up to three in all, and the failed
+// target is passed over for a moment: that is how a target that died between two health
+// checks costs no client request.
 type pickTransport struct{ base *http.Transport }
 
 // RoundTrip implements http.RoundTripper.
@@ -134,7 +136,11 @@ func (p *pickTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			t.release()
 			lastErr = err
-			if replayable && isDialError(err) && req.Context().Err() == nil {
+			if req.Context().Err() != nil {
+				return nil, err
+			}
+			t.failed()
+			if replayable && (isDialError(err) || idempotent[req.Method]) {
 				continue
 			}
 			return nil, err
@@ -143,6 +149,12 @@ func (p *pickTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	return nil, lastErr
+}
+
+// idempotent are the methods whose request may be sent again (RFC 9110 9.2.2).
+var idempotent = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodOptions: true, http.MethodTrace: true,
+	http.MethodPut: true, http.MethodDelete: true,
 }
 
 // isDialError reports whether err happened while connecting, before any byte of the
@@ -236,6 +248,7 @@ func (l *listener) splice(c net.Conn) {
 		if err == nil {
 			break
 		}
+		t.failed()
 		t.release()
 		t, up = nil, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"net"
 	"regexp"
 	"slices"
 	"strconv"
@@ -194,6 +195,11 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 			return nil, ecserr.InvalidParameterf("Invalid port %q in resources.", p)
 		}
 	}
+	if a := req.GetHostAddress(); a != "" {
+		if ip := net.ParseIP(a); ip == nil || ip.To4() == nil || ip.IsLoopback() || ip.IsUnspecified() {
+			return nil, ecserr.InvalidParameterf("host_address %q is not a routable IPv4 address.", a)
+		}
+	}
 	involuntary := cpu == 0 && mem == 0 && !req.GetRuntimeReady()
 	long, err := s.longARN(ctx, account, SettingContainerInstanceLongARN)
 	if err != nil {
@@ -242,6 +248,7 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 				ci.VersionInfo = req.GetVersionInfo()
 			}
 			rec.InvoluntaryDrain = involuntary
+			rec.HostAddress = req.GetHostAddress()
 			ci.AgentConnected = !involuntary
 			ci.Status = proto.String(instanceStatus(rec))
 			ci.StatusReason = nil
@@ -270,7 +277,7 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 			Version:              1,
 			Attachments:          []*ecsv1.Attachment{},
 		}
-		rec = &storev1.ContainerInstanceRecord{ContainerInstance: ci, ClusterName: name, HostId: req.GetHostId(), InvoluntaryDrain: involuntary}
+		rec = &storev1.ContainerInstanceRecord{ContainerInstance: ci, ClusterName: name, HostId: req.GetHostId(), InvoluntaryDrain: involuntary, HostAddress: req.GetHostAddress()}
 		ci.Status = proto.String(instanceStatus(rec))
 		if involuntary && req.GetRuntimeReason() != "" {
 			ci.StatusReason = proto.String(req.GetRuntimeReason())

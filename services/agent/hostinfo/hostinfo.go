@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -106,30 +104,4 @@ func HostID(dir, suffix string) (string, error) {
 		id += "-" + suffix
 	}
 	return id, nil
-}
-
-// RouteAddress returns the IP address this host sends from to reach target (a URL such
-// as the agent's control-plane URL, or a host:port): the source address the kernel picks
-// for that route, which is the address other hosts on the same network reach this host
-// at; a loopback address when target is on this host. No packet is sent (a UDP socket is
-// only connected). Errors: target has no host, its name does not resolve, or no route.
-func RouteAddress(target string) (string, error) {
-	host, port := target, ""
-	if u, err := url.Parse(target); err == nil && u.Host != "" {
-		host, port = u.Hostname(), u.Port()
-	} else if h, p, err := net.SplitHostPort(target); err == nil {
-		host, port = h, p
-	}
-	if host == "" {
-		return "", fmt.Errorf("hostinfo: route address: no host in %q", target)
-	}
-	if port == "" {
-		port = "443"
-	}
-	c, err := net.Dial("udp", net.JoinHostPort(host, port))
-	if err != nil {
-		return "", fmt.Errorf("hostinfo: route address to %s: %w", host, err)
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).IP.String(), nil
 }

@@ -148,13 +148,13 @@ func mergeAttributes(cur, req []*ecsv1.Attribute) []*ecsv1.Attribute {
 // ("default", created if absent as the ECS agent does), or refreshes the registration of
 // the same host (same cluster and host_id → same instance): resources and attributes are
 // replaced, the reservations of placed tasks kept (GPU ids a task holds stay out of the
-// remaining GPU set). host_address, when given, is kept as the host's address (the
-// address load balancer targets of its bridge and host mode tasks use); a
-// re-registration without one keeps the last. Zero CPU and MEMORY with runtime_ready
+// remaining GPU set). host_address is kept as the host's address (peer routes to its
+// task subnet and load balancer targets of its bridge and host mode tasks use it; a
+// re-registration replaces it). Zero CPU and MEMORY with runtime_ready
 // false is an involuntary drain (DRAINING, agentConnected false, zero registered CPU and
 // memory) that returning capacity clears; an operator's DRAINING stays. Every change
 // increments the instance's version. Errors: InvalidParameterException for a missing
-// host_id, a host_address that is not an IP address, or bad resources,
+// host_id, a host_address that is not a routable IPv4 address, or bad resources,
 // ClusterNotFoundException for an unknown non-default cluster.
 func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *agentv1.RegisterRequest) (*agentv1.RegisterResponse, error) {
 	if req == nil || req.GetHostId() == "" {
@@ -199,8 +199,8 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 		}
 	}
 	if a := req.GetHostAddress(); a != "" {
-		if ip := net.ParseIP(a); ip == nil || ip.IsUnspecified() {
-			return nil, ecserr.InvalidParameterf("Invalid host_address %q: an IP address other hosts reach the host at is required.", a)
+		if ip := net.ParseIP(a); ip == nil || ip.To4() == nil || ip.IsLoopback() || ip.IsUnspecified() {
+			return nil, ecserr.InvalidParameterf("host_address %q is not a routable IPv4 address.", a)
 		}
 	}
 	involuntary := cpu == 0 && mem == 0 && !req.GetRuntimeReady()
@@ -251,9 +251,7 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 				ci.VersionInfo = req.GetVersionInfo()
 			}
 			rec.InvoluntaryDrain = involuntary
-			if a := req.GetHostAddress(); a != "" {
-				rec.HostAddress = a
-			}
+			rec.HostAddress = req.GetHostAddress()
 			ci.AgentConnected = !involuntary
 			ci.Status = proto.String(instanceStatus(rec))
 			ci.StatusReason = nil

@@ -212,9 +212,9 @@ func TestRegisterContainerInstanceAPI(t *testing.T) {
 }
 
 // TestRegisterInstanceHostAddress: the host address an agent reports is kept on the
-// instance record (where load balancer targets of bridge tasks take it from); a
-// re-registration without one keeps it, a new one replaces it, and a value that is not
-// an IP address is refused naming the field.
+// instance record (where peer routes and load balancer targets of bridge tasks take it
+// from) and replaced by the next registration; a value that is not a routable IPv4
+// address is refused naming the field.
 func TestRegisterInstanceHostAddress(t *testing.T) {
 	e := newEnv(t)
 	e.createCluster("c")
@@ -227,12 +227,12 @@ func TestRegisterInstanceHostAddress(t *testing.T) {
 		rec, _, err := store.Get[*storev1.ContainerInstanceRecord](e.ctx, sharedEtcd, keys.Instance(e.sc, "c", a.Name))
 		return rec.GetHostAddress(), err
 	}
-	for _, step := range []struct{ give, want string }{{"10.0.3.7", "10.0.3.7"}, {"", "10.0.3.7"}, {"10.0.3.8", "10.0.3.8"}} {
+	for _, step := range []struct{ give, want string }{{"10.0.3.7", "10.0.3.7"}, {"10.0.3.8", "10.0.3.8"}, {"", ""}} {
 		if got, err := reg(step.give); err != nil || got != step.want {
 			t.Errorf("register with host_address %q: stored %q, %v; want %q", step.give, got, err, step.want)
 		}
 	}
-	for _, bad := range []string{"host.example", "0.0.0.0", "10.0.0.1:80"} {
+	for _, bad := range []string{"host.example", "0.0.0.0", "10.0.0.1:80", "127.0.0.1", "fd00::1"} {
 		if _, err := reg(bad); !errorsIsType(err, "InvalidParameterException") || !strings.Contains(err.Error(), "host_address") {
 			t.Errorf("host_address %q: %v", bad, err)
 		}

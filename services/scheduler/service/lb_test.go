@@ -19,7 +19,7 @@ import (
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/control"
+	"github.com/berthhq/berth/services/scheduler/arn"
 	"github.com/berthhq/berth/services/scheduler/elb"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/lb"
@@ -29,8 +29,8 @@ import (
 // lbWorld is a service test with a real load balancer: the lb data plane on the shared
 // etcd, and an agent that runs each task as an HTTP server on its own port of its host's
 // address (what a bridge task's dynamic host port looks like to the load balancer). Each
-// host registers its own loopback address (127.0.0.2, 127.0.0.3, …) as its host address,
-// so a target that does not use its instance's address reaches no server.
+// host's instance record holds its own loopback address (127.0.0.2, 127.0.0.3, …) as its
+// host address, so a target that does not use its instance's address reaches no server.
 type lbWorld struct {
 	*env
 	elb      *elb.Service
@@ -57,15 +57,21 @@ func newLBWorld(t *testing.T, hosts int) *lbWorld {
 		}
 	})
 	for i := range hosts {
+		// RegisterInstance takes only routable addresses; each host's record gets its own
+		// loopback address here, so the test's servers can listen on it.
 		addr := fmt.Sprintf("127.0.0.%d", i+2)
-		resp, err := e.ctl.RegisterInstance(e.ctx, e.sc, &agentv1.RegisterRequest{
-			Cluster: e.cluster, HostId: fmt.Sprintf("h%d", i), RuntimeReady: true,
-			Resources: control.Resources(1024, 1024, nil, nil), HostAddress: addr,
-		})
+		ciArn := e.host(fmt.Sprintf("h%d", i), 1024, 1024)
+		a, err := arn.Parse(ciArn)
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.hostAddr[resp.GetContainerInstance().GetContainerInstanceArn()] = addr
+		if _, _, err := store.Mutate(e.ctx, sharedEtcd, keys.Instance(e.sc, e.cluster, a.Name), func(r *storev1.ContainerInstanceRecord) error {
+			r.HostAddress = addr
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		w.hostAddr[ciArn] = addr
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -137,9 +137,9 @@ func newLBSync(kv clientv3.KV) *lbSync {
 
 // hostAddress is where a bridge or host mode target is reached: the address of the
 // network binding when it names one, else the address the instance's agent registered
-// as its host's (RegisterRequest.host_address, what other hosts reach it at; loopback
-// only when the agent's control plane is on its own host, as under `berth dev`). An
-// instance registered by an agent that reported no address falls back to loopback.
+// as its host's (RegisterRequest.host_address, what the cluster's other hosts reach it
+// at), else loopback: an agent registers none when its control plane is on its own host
+// (as under `berth dev`, where the lb role shares that one host).
 func hostAddress(b *ecsv1.NetworkBinding, in *storev1.ContainerInstanceRecord) string {
 	if ip := b.GetBindIp(); ip != "" && ip != "0.0.0.0" && ip != "::" {
 		return ip

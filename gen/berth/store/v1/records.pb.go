@@ -370,9 +370,10 @@ type ContainerInstanceRecord struct {
 	// pool, unique among all instances), allocated at registration; its tasks' addresses
 	// come from it.
 	TaskSubnet string `protobuf:"bytes,100,opt,name=task_subnet,json=taskSubnet,proto3" json:"task_subnet,omitempty"`
-	// host_address is the IP address the agent reported other hosts reach the host at
-	// (RegisterRequest.host_address); "" when the agent reported none.
-	HostAddress   string `protobuf:"bytes,1080,opt,name=host_address,json=hostAddress,proto3" json:"host_address,omitempty"`
+	// host_address is the IPv4 address the agent registered with
+	// (RegisterRequest.host_address): the cluster's other hosts route task_subnet via it,
+	// and load balancer targets of the host's bridge and host mode tasks use it.
+	HostAddress   string `protobuf:"bytes,1000,opt,name=host_address,json=hostAddress,proto3" json:"host_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -900,7 +901,7 @@ const file_berth_store_v1_records_proto_rawDesc = "" +
 	"\x04tags\x18\b \x03(\v2\x11.berth.ecs.v1.TagR\x04tags\x12\x1f\n" +
 	"\vtask_subnet\x18d \x01(\tR\n" +
 	"taskSubnet\x12\"\n" +
-	"\fhost_address\x18\xb8\b \x01(\tR\vhostAddress\"\xd5\x03\n" +
+	"\fhost_address\x18\xe8\a \x01(\tR\vhostAddress\"\xd5\x03\n" +
 	"\n" +
 	"TaskRecord\x12&\n" +
 	"\x04task\x18\x01 \x01(\v2\x12.berth.ecs.v1.TaskR\x04task\x12!\n" +

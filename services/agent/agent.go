@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -91,6 +92,12 @@ type Config struct {
 	MemoryReserveMiB int64
 	// Attributes are custom attributes registered with the instance.
 	Attributes map[string]string
+	// HostAddress is the IPv4 address the cluster's other hosts reach this host at
+	// (RegisterRequest.host_address): they route its awsvpc task subnet through it, and
+	// load balancer targets of its bridge and host mode tasks use it; "" picks the address
+	// this host reaches the control plane from (none when that is loopback: no peer
+	// routes to it, and targets use loopback).
+	HostAddress string
 	// PullBehavior is default|always|once|prefer-cached
 	// (ECS_IMAGE_PULL_BEHAVIOR); default "default".
 	PullBehavior string
@@ -511,6 +518,7 @@ func (h *hostView) Registration() *agentv1.RegisterRequest {
 		VersionInfo:   &ecsv1.VersionInfo{AgentVersion: proto.String(Version), DockerVersion: proto.String("containerd")},
 		RuntimeReady:  ready,
 		RuntimeReason: reason,
+		HostAddress:   h.a.hostAddress(),
 	}
 	// GPUs as the ECS agent registers them: resource "GPU", a STRINGSET of the GPU ids,
 	// only when the host has some.
@@ -568,6 +576,43 @@ func (h *handler) Assign(ctx context.Context, a *agentv1.Assignment) error {
 func (h *handler) Stop(ctx context.Context, o *agentv1.StopOrder) error { return h.m.Stop(ctx, o) }
 func (h *handler) Expected(ctx context.Context, e *agentv1.ExpectedTasks) {
 	h.m.Expected(ctx, e)
+}
+
+// TaskSubnetRoutes keeps the host's routes to the other instances' task subnets
+// (session.RouteHandler).
+func (h *handler) TaskSubnetRoutes(ctx context.Context, r *agentv1.TaskSubnetRoutes) {
+	var peers []network.PeerRoute
+	for _, p := range r.GetRoutes() {
+		peers = append(peers, network.PeerRoute{Subnet: p.GetSubnet(), Via: p.GetHostAddress()})
+	}
+	h.m.SyncPeerRoutes(peers)
+}
+
+// hostAddress is Config.HostAddress, or the IPv4 address this host reaches the control
+// plane from ("" when that is loopback or cannot be found).
+func (a *Agent) hostAddress() string {
+	if a.cfg.HostAddress != "" {
+		return a.cfg.HostAddress
+	}
+	u, err := url.Parse(a.cfg.ControlPlaneURL)
+	if err != nil || u.Hostname() == "" {
+		return ""
+	}
+	port := u.Port()
+	if port == "" {
+		port = "443"
+	}
+	// A UDP "connection" sends nothing: it only asks the kernel for the route's source.
+	c, err := net.Dial("udp4", net.JoinHostPort(u.Hostname(), port))
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	ip := c.LocalAddr().(*net.UDPAddr).IP
+	if ip.To4() == nil || ip.IsLoopback() || ip.IsUnspecified() {
+		return ""
+	}
+	return ip.String()
 }
 
 // logStreams creates awslogs streams through the control plane (tasks.LogStreams).

@@ -21,7 +21,11 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
-require github.com/kr/text v0.2.0 // indirect
+require (
+	github.com/kr/text v0.2.0 // indirect
+	github.com/vishvananda/netlink v1.3.1 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
+)
 
 require (
 	github.com/Microsoft/go-winio v0.6.2 // indirect

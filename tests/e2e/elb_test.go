@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -224,6 +225,86 @@ func TestELBv2WithSDK(t *testing.T) {
 	// An action Berth does not implement.
 	_, err = c.DescribeSSLPolicies(ctx, &elbv2.DescribeSSLPoliciesInput{})
 	wantCode(t, err, "UnsupportedOperation")
+}
+
+// TestELBv2EmptyLists: where AWS returns a list member empty (<TargetGroups/>, a
+// resource's <Tags/>, a group's <LoadBalancerArns/>, the default rule's <Conditions/>),
+// the SDK for Go v2 parses an empty slice, not nil, and the AWS CLI prints [].
+func TestELBv2EmptyLists(t *testing.T) {
+	const acct = "444444444444"
+	stack := startAPIStack(t, acct)
+	c := elbv2.NewFromConfig(stack.awsConfig(acct, "us-east-1"))
+	ctx := t.Context()
+	empty := func(what string, n int, isNil bool) {
+		t.Helper()
+		if n != 0 || isNil {
+			t.Errorf("%s: %d items, nil %v; want an empty, non-nil list", what, n, isNil)
+		}
+	}
+	lbs, err := c.DescribeLoadBalancers(ctx, &elbv2.DescribeLoadBalancersInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty("DescribeLoadBalancers.LoadBalancers", len(lbs.LoadBalancers), lbs.LoadBalancers == nil)
+	tgs, err := c.DescribeTargetGroups(ctx, &elbv2.DescribeTargetGroupsInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty("DescribeTargetGroups.TargetGroups", len(tgs.TargetGroups), tgs.TargetGroups == nil)
+
+	lbOut, err := c.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{Name: aws.String("empty"), Subnets: []string{"subnet-a", "subnet-b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lbArn := lbOut.LoadBalancers[0].LoadBalancerArn
+	tgOut, err := c.CreateTargetGroup(ctx, &elbv2.CreateTargetGroupInput{Name: aws.String("empty"), Protocol: elbtypes.ProtocolEnumHttp, Port: aws.Int32(80), VpcId: aws.String("vpc-1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := tgOut.TargetGroups[0]
+	empty("CreateTargetGroup.TargetGroups[0].LoadBalancerArns", len(tg.LoadBalancerArns), tg.LoadBalancerArns == nil)
+	tags, err := c.DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: []string{aws.ToString(lbArn)}})
+	if err != nil || len(tags.TagDescriptions) != 1 {
+		t.Fatalf("DescribeTags: %v %+v", err, tags)
+	}
+	empty("DescribeTags.TagDescriptions[0].Tags", len(tags.TagDescriptions[0].Tags), tags.TagDescriptions[0].Tags == nil)
+	health, err := c.DescribeTargetHealth(ctx, &elbv2.DescribeTargetHealthInput{TargetGroupArn: tg.TargetGroupArn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty("DescribeTargetHealth.TargetHealthDescriptions", len(health.TargetHealthDescriptions), health.TargetHealthDescriptions == nil)
+	ln, err := c.CreateListener(ctx, &elbv2.CreateListenerInput{LoadBalancerArn: lbArn, Protocol: elbtypes.ProtocolEnumHttp, Port: aws.Int32(int32(freeTCPPort(t))),
+		DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: tg.TargetGroupArn}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := c.DescribeRules(ctx, &elbv2.DescribeRulesInput{ListenerArn: ln.Listeners[0].ListenerArn})
+	if err != nil || len(rules.Rules) != 1 {
+		t.Fatalf("DescribeRules: %v %+v", err, rules)
+	}
+	empty("DescribeRules.Rules[0].Conditions (default rule)", len(rules.Rules[0].Conditions), rules.Rules[0].Conditions == nil)
+
+	if _, err := exec.LookPath("aws"); err != nil {
+		t.Skip("the AWS CLI (`aws`) is not installed; CI installs it")
+	}
+	spare, err := c.CreateTargetGroup(ctx, &elbv2.CreateTargetGroupInput{Name: aws.String("spare"), Protocol: elbtypes.ProtocolEnumHttp, Port: aws.Int32(80), VpcId: aws.String("vpc-1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"elbv2", "describe-target-health", "--target-group-arn", aws.ToString(tg.TargetGroupArn)}, `"TargetHealthDescriptions": []`},
+		{[]string{"elbv2", "describe-tags", "--resource-arns", aws.ToString(lbArn)}, `"Tags": []`},
+		{[]string{"elbv2", "describe-rules", "--listener-arn", aws.ToString(ln.Listeners[0].ListenerArn)}, `"Conditions": []`},
+		{[]string{"elbv2", "describe-target-groups", "--target-group-arns", aws.ToString(spare.TargetGroups[0].TargetGroupArn)}, `"LoadBalancerArns": []`},
+	} {
+		out, stderr, ok := stack.runCLI(t, acct, tc.args...)
+		if !ok || !strings.Contains(out, tc.want) {
+			t.Errorf("aws %s: ok %v, want %s in\n%s%s", strings.Join(tc.args, " "), ok, tc.want, out, stderr)
+		}
+	}
 }
 
 func wantCode(t *testing.T, err error, code string) {

@@ -45,6 +45,13 @@ type Handler interface {
 	Expected(ctx context.Context, e *agentv1.ExpectedTasks)
 }
 
+// RouteHandler is implemented by a Handler that keeps routes to the other instances'
+// awsvpc task subnets; a Handler without it ignores TaskSubnetRoutes.
+type RouteHandler interface {
+	// TaskSubnetRoutes handles the cluster's full list of peer task subnets.
+	TaskSubnetRoutes(ctx context.Context, r *agentv1.TaskSubnetRoutes)
+}
+
 // Config configures a Session.
 type Config struct {
 	// BaseURL is the control plane's (gateway's) URL; http:// uses h2c.
@@ -287,6 +294,10 @@ func (s *Session) handle(ctx context.Context, m *agentv1.SessionResponse, send f
 		}
 	case *agentv1.SessionResponse_ExpectedTasks:
 		s.handler.Expected(ctx, msg.ExpectedTasks)
+	case *agentv1.SessionResponse_TaskSubnetRoutes:
+		if rh, ok := s.handler.(RouteHandler); ok {
+			rh.TaskSubnetRoutes(ctx, msg.TaskSubnetRoutes)
+		}
 	}
 	return nil
 }

@@ -214,6 +214,20 @@ func (m *Manager) SetTaskSubnet(cidr string) {
 	}
 }
 
+// SyncPeerRoutes hands the control plane's list of the other instances' task subnets to
+// the network (network.Network.SyncPeerRoutes); failures are logged, the peers that could
+// be routed are.
+func (m *Manager) SyncPeerRoutes(peers []network.PeerRoute) {
+	if m.cfg.Network == nil {
+		return
+	}
+	if err := m.cfg.Network.SyncPeerRoutes(peers); err != nil {
+		m.log.Warn("task subnet routes to peer hosts", "peers", len(peers), "err", err)
+		return
+	}
+	m.log.Info("task subnet routes to peer hosts", "peers", peers)
+}
+
 func (m *Manager) instance() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -237,15 +237,17 @@ func (d *decoder) scalar(form url.Values, fd protoreflect.FieldDescriptor, name 
 // Marshal returns the XML response of action: m (the operation's response message, nil for
 // none) in <{action}Result>, and the request id in ResponseMetadata, in namespace xmlns.
 // Members are elements named by the model (the fields' JSON names) in field order; unset
-// optional members and empty lists are left out, lists are <member> elements, maps
-// <entry><key/><value/></entry>, timestamps ISO 8601 in UTC, blobs base64.
+// optional members are left out. An empty list is written as an empty element
+// (<TargetGroups/>) where AWS writes one: every list member of the result itself, and
+// the nested members of EmptyLists; other empty lists are left out. Lists are <member>
+// elements, maps <entry><key/><value/></entry>, timestamps ISO 8601 in UTC, blobs base64.
 func Marshal(action string, m proto.Message, xmlns, requestID string) []byte {
 	var b bytes.Buffer
 	b.WriteString(xml.Header[:len(xml.Header)-1])
 	fmt.Fprintf(&b, "\n<%sResponse xmlns=\"%s\">\n", action, escape(xmlns))
 	if m != nil {
 		fmt.Fprintf(&b, "  <%sResult>", action)
-		writeMessage(&b, m.ProtoReflect())
+		writeMessage(&b, m.ProtoReflect(), true)
 		fmt.Fprintf(&b, "</%sResult>\n", action)
 	}
 	fmt.Fprintf(&b, "  <ResponseMetadata>\n    <RequestId>%s</RequestId>\n  </ResponseMetadata>\n", escape(requestID))
@@ -276,11 +278,54 @@ func escape(s string) string {
 	return strings.ReplaceAll(b.String(), "&#39;", "'")
 }
 
-func writeMessage(b *bytes.Buffer, msg protoreflect.Message) {
+// EmptyList is one nested list member AWS writes as an empty element when it has no
+// items: member Member (the model's member name, the field's JSON name) of the shape
+// Shape (the full protobuf name of the model's structure).
+type EmptyList struct {
+	// Shape is the structure's full message name, e.g. "berth.elbv2.v1.TargetGroup".
+	Shape protoreflect.FullName
+	// Member is the list member's model name, e.g. "LoadBalancerArns".
+	Member string
+	// Source names the AWS document that shows the member empty.
+	Source string
+}
+
+// EmptyLists are the nested list members written as an empty element when empty (the
+// result's own lists always are). Read by Marshal.
+var EmptyLists = []EmptyList{
+	// DescribeTags: a resource without tags is <member><ResourceArn/><Tags/></member>.
+	{"berth.elbv2.v1.TagDescription", "Tags", "ELBv2 API reference, DescribeTags example response"},
+	// A target group no load balancer uses: "LoadBalancerArns": [].
+	{"berth.elbv2.v1.TargetGroup", "LoadBalancerArns", "AWS CLI reference, elbv2 create-target-group example output"},
+	// The default rule: "Conditions": [].
+	{"berth.elbv2.v1.Rule", "Conditions", "AWS CLI reference, elbv2 describe-rules example output"},
+}
+
+// alwaysWritten reports whether the list member fd is written when empty.
+func alwaysWritten(fd protoreflect.FieldDescriptor, top bool) bool {
+	if !fd.IsList() {
+		return false
+	}
+	if top {
+		return true
+	}
+	for _, e := range EmptyLists {
+		if e.Shape == fd.ContainingMessage().FullName() && e.Member == fd.JSONName() {
+			return true
+		}
+	}
+	return false
+}
+
+// writeMessage writes msg's members; top is true for the operation's result itself.
+func writeMessage(b *bytes.Buffer, msg protoreflect.Message, top bool) {
 	fields := msg.Descriptor().Fields()
 	for i := 0; i < fields.Len(); i++ {
 		fd := fields.Get(i)
 		if !msg.Has(fd) {
+			if alwaysWritten(fd, top) {
+				fmt.Fprintf(b, "<%s/>", fd.JSONName())
+			}
 			continue
 		}
 		name := fd.JSONName()
@@ -317,7 +362,7 @@ func writeMessage(b *bytes.Buffer, msg protoreflect.Message) {
 func writeSingular(b *bytes.Buffer, fd protoreflect.FieldDescriptor, v protoreflect.Value) {
 	switch fd.Kind() {
 	case protoreflect.MessageKind:
-		writeMessage(b, v.Message())
+		writeMessage(b, v.Message(), false)
 	case protoreflect.StringKind:
 		b.WriteString(escape(v.String()))
 	case protoreflect.BoolKind:

@@ -6,8 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	elbv2v1 "github.com/berthhq/berth/gen/berth/elbv2/v1"
 	stsv1 "github.com/berthhq/berth/gen/berth/sts/v1"
 	"github.com/berthhq/berth/services/gateway/awsquery"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 func TestUnmarshal(t *testing.T) {
@@ -59,5 +63,54 @@ func TestMarshal(t *testing.T) {
 	e := string(awsquery.MarshalError(500, "InternalFailure", "a <b> & 'c'", "ns", "r"))
 	if !strings.Contains(e, "<Type>Receiver</Type>") || !strings.Contains(e, "<Message>a &lt;b&gt; &amp; 'c'</Message>") {
 		t.Errorf("error:\n%s", e)
+	}
+}
+
+// TestMarshalEmptyLists: AWS writes an empty list of a result as an empty element
+// (<TargetGroups/>), and so the nested members of EmptyLists (a resource's <Tags/> in
+// DescribeTags, a group's <LoadBalancerArns/>, the default rule's <Conditions/>); other
+// empty nested lists stay out. Every row of EmptyLists names a list member of the
+// generated model shapes.
+func TestMarshalEmptyLists(t *testing.T) {
+	for _, e := range awsquery.EmptyLists {
+		d, err := protoregistry.GlobalFiles.FindDescriptorByName(e.Shape)
+		md, ok := d.(protoreflect.MessageDescriptor)
+		if err != nil || !ok {
+			t.Errorf("EmptyLists row %s.%s: no such shape (%v)", e.Shape, e.Member, err)
+			continue
+		}
+		fd := md.Fields().ByJSONName(e.Member)
+		if fd == nil || !fd.IsList() {
+			t.Errorf("EmptyLists row %s.%s: not a list member of the shape", e.Shape, e.Member)
+		}
+	}
+	arn := "arn:aws:elasticloadbalancing:us-east-1:1:loadbalancer/app/web/1"
+	for _, tc := range []struct {
+		action string
+		m      proto.Message
+		want   []string
+		not    []string
+	}{
+		{"DescribeTargetGroups", &elbv2v1.DescribeTargetGroupsResponse{}, []string{"<DescribeTargetGroupsResult><TargetGroups/></DescribeTargetGroupsResult>"}, nil},
+		{"DescribeTags", &elbv2v1.DescribeTagsResponse{TagDescriptions: []*elbv2v1.TagDescription{{ResourceArn: &arn}}},
+			[]string{"<TagDescriptions><member><ResourceArn>" + arn + "</ResourceArn><Tags/></member></TagDescriptions>"}, nil},
+		{"DescribeTargetGroups", &elbv2v1.DescribeTargetGroupsResponse{TargetGroups: []*elbv2v1.TargetGroup{{TargetGroupArn: &arn}}},
+			[]string{"<LoadBalancerArns/>"}, nil},
+		{"DescribeListeners", &elbv2v1.DescribeListenersResponse{Listeners: []*elbv2v1.Listener{{ListenerArn: &arn}}},
+			[]string{"<Listeners><member><ListenerArn>"}, []string{"<Certificates", "<AlpnPolicy", "<DefaultActions"}},
+		{"DescribeRules", &elbv2v1.DescribeRulesResponse{Rules: []*elbv2v1.Rule{{RuleArn: &arn}}}, []string{"<Conditions/>"}, []string{"<Actions"}},
+		{"DescribeTargetHealth", &elbv2v1.DescribeTargetHealthResponse{}, []string{"<TargetHealthDescriptions/>"}, nil},
+	} {
+		b := string(awsquery.Marshal(tc.action, tc.m, "ns", "r"))
+		for _, w := range tc.want {
+			if !strings.Contains(b, w) {
+				t.Errorf("%s lacks %s:\n%s", tc.action, w, b)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(b, n) {
+				t.Errorf("%s writes %s:\n%s", tc.action, n, b)
+			}
+		}
 	}
 }

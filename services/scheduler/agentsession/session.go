@@ -107,6 +107,14 @@ func (ss *session) run(ctx context.Context) error {
 	})
 	defer timer.Stop()
 
+	// The cluster's task subnet routes: a failed watch or send ends only this goroutine
+	// (the agent keeps the routes it has until its next session).
+	go func() {
+		if err := ss.watchRoutes(ctx); err != nil && ctx.Err() == nil {
+			ss.log.Warn("agentsession: task subnet routes watch ended", "err", err)
+		}
+	}()
+
 	recvErr := make(chan error, 1)
 	go func() {
 		err := ss.recvLoop(ctx)
@@ -409,6 +417,7 @@ func (ss *session) onCapacity(ctx context.Context, hb *agentv1.Heartbeat) {
 		Attributes:   ci.GetAttributes(),
 		VersionInfo:  ci.GetVersionInfo(),
 		RuntimeReady: hb.GetRuntimeReady(),
+		HostAddress:  ss.reg.GetHostAddress(),
 	}
 	if !hb.GetRuntimeReady() {
 		req.RuntimeReason = "the agent reports its container runtime unavailable"

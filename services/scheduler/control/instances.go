@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"net"
 	"regexp"
 	"slices"
 	"strconv"
@@ -147,11 +148,14 @@ func mergeAttributes(cur, req []*ecsv1.Attribute) []*ecsv1.Attribute {
 // ("default", created if absent as the ECS agent does), or refreshes the registration of
 // the same host (same cluster and host_id → same instance): resources and attributes are
 // replaced, the reservations of placed tasks kept (GPU ids a task holds stay out of the
-// remaining GPU set). Zero CPU and MEMORY with runtime_ready
+// remaining GPU set). host_address is kept as the host's address (peer routes to its
+// task subnet and load balancer targets of its bridge and host mode tasks use it; a
+// re-registration replaces it). Zero CPU and MEMORY with runtime_ready
 // false is an involuntary drain (DRAINING, agentConnected false, zero registered CPU and
 // memory) that returning capacity clears; an operator's DRAINING stays. Every change
 // increments the instance's version. Errors: InvalidParameterException for a missing
-// host_id or bad resources, ClusterNotFoundException for an unknown non-default cluster.
+// host_id, a host_address that is not a routable IPv4 address, or bad resources,
+// ClusterNotFoundException for an unknown non-default cluster.
 func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *agentv1.RegisterRequest) (*agentv1.RegisterResponse, error) {
 	if req == nil || req.GetHostId() == "" {
 		return nil, ecserr.InvalidParameterf("host_id is required.")
@@ -192,6 +196,11 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 	for _, p := range append(append([]string{}, ports...), udp...) {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
 			return nil, ecserr.InvalidParameterf("Invalid port %q in resources.", p)
+		}
+	}
+	if a := req.GetHostAddress(); a != "" {
+		if ip := net.ParseIP(a); ip == nil || ip.To4() == nil || ip.IsLoopback() || ip.IsUnspecified() {
+			return nil, ecserr.InvalidParameterf("host_address %q is not a routable IPv4 address.", a)
 		}
 	}
 	involuntary := cpu == 0 && mem == 0 && !req.GetRuntimeReady()
@@ -242,6 +251,7 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 				ci.VersionInfo = req.GetVersionInfo()
 			}
 			rec.InvoluntaryDrain = involuntary
+			rec.HostAddress = req.GetHostAddress()
 			ci.AgentConnected = !involuntary
 			ci.Status = proto.String(instanceStatus(rec))
 			ci.StatusReason = nil
@@ -270,7 +280,7 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 			Version:              1,
 			Attachments:          []*ecsv1.Attachment{},
 		}
-		rec = &storev1.ContainerInstanceRecord{ContainerInstance: ci, ClusterName: name, HostId: req.GetHostId(), InvoluntaryDrain: involuntary}
+		rec = &storev1.ContainerInstanceRecord{ContainerInstance: ci, ClusterName: name, HostId: req.GetHostId(), InvoluntaryDrain: involuntary, HostAddress: req.GetHostAddress()}
 		ci.Status = proto.String(instanceStatus(rec))
 		if involuntary && req.GetRuntimeReason() != "" {
 			ci.StatusReason = proto.String(req.GetRuntimeReason())

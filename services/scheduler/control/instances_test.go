@@ -2,7 +2,6 @@ package control
 
 import (
 	"context"
-	"github.com/berthhq/berth/services/scheduler/keys"
 	"strings"
 	"testing"
 
@@ -10,6 +9,10 @@ import (
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
 )
 
 func TestRegisterInstance(t *testing.T) {
@@ -205,5 +208,33 @@ func TestRegisterContainerInstanceAPI(t *testing.T) {
 	}).GetContainerInstance()
 	if again.GetContainerInstanceArn() != r.GetContainerInstanceArn() || ResourceInt(again.GetRegisteredResources(), "CPU") != 1024 {
 		t.Fatalf("re-registered %v", again)
+	}
+}
+
+// TestRegisterInstanceHostAddress: the host address an agent reports is kept on the
+// instance record (where peer routes and load balancer targets of bridge tasks take it
+// from) and replaced by the next registration; a value that is not a routable IPv4
+// address is refused naming the field.
+func TestRegisterInstanceHostAddress(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster("c")
+	reg := func(addr string) (string, error) {
+		r, err := e.s.RegisterInstance(e.ctx, e.sc, &agentv1.RegisterRequest{Cluster: "c", HostId: "h", RuntimeReady: true, Resources: Resources(1024, 1024, nil, nil), HostAddress: addr})
+		if err != nil {
+			return "", err
+		}
+		a, _ := arn.Parse(r.GetContainerInstance().GetContainerInstanceArn())
+		rec, _, err := store.Get[*storev1.ContainerInstanceRecord](e.ctx, sharedEtcd, keys.Instance(e.sc, "c", a.Name))
+		return rec.GetHostAddress(), err
+	}
+	for _, step := range []struct{ give, want string }{{"10.0.3.7", "10.0.3.7"}, {"10.0.3.8", "10.0.3.8"}, {"", ""}} {
+		if got, err := reg(step.give); err != nil || got != step.want {
+			t.Errorf("register with host_address %q: stored %q, %v; want %q", step.give, got, err, step.want)
+		}
+	}
+	for _, bad := range []string{"host.example", "0.0.0.0", "10.0.0.1:80", "127.0.0.1", "fd00::1"} {
+		if _, err := reg(bad); !errorsIsType(err, "InvalidParameterException") || !strings.Contains(err.Error(), "host_address") {
+			t.Errorf("host_address %q: %v", bad, err)
+		}
 	}
 }

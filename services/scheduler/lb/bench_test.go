@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"sync"
 	"testing"
@@ -14,9 +17,11 @@ import (
 )
 
 // BenchmarkProxy measures what the HTTP listener adds to a request: b.N sequential GETs
-// straight to a target and b.N through a listener to the same target (interleaved, one
-// keep-alive client each), reported as p50/p99 of both and their p50 ratio; then, for
-// one second, requests/s through the listener from 16 concurrent clients.
+// straight to a target, b.N through a listener to the same target, and b.N through a
+// bare httputil.ReverseProxy to it (the floor of any proxy built on net/http: one more
+// loopback HTTP exchange), interleaved, one keep-alive client each; reported as p50/p99
+// of each and the listener's p50 ratio to direct and to the bare proxy; then, for one
+// second, requests/s through the listener from 16 concurrent clients.
 func BenchmarkProxy(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -39,10 +44,13 @@ func BenchmarkProxy(b *testing.B) {
 		b.Fatal(err)
 	}
 	direct, viaLB := "http://"+target+"/", fmt.Sprintf("http://127.0.0.1:%d/", port)
+	bare := httptest.NewServer(httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: target}))
+	defer bare.Close()
+	viaBare := bare.URL + "/"
 	client := func() *http.Client {
 		return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, Proxy: nil}}
 	}
-	cd, cl := client(), client()
+	cd, cl, cb := client(), client(), client()
 	get := func(c *http.Client, url string) time.Duration {
 		t0 := time.Now()
 		resp, err := c.Get(url)
@@ -59,16 +67,19 @@ func BenchmarkProxy(b *testing.B) {
 	for range 50 { // warm both connection pools
 		get(cd, direct)
 		get(cl, viaLB)
+		get(cb, viaBare)
 	}
 	b.ResetTimer()
-	ds, ls := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)
+	ds, ls, bs := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)
 	for range b.N {
 		ds = append(ds, get(cd, direct))
 		ls = append(ls, get(cl, viaLB))
+		bs = append(bs, get(cb, viaBare))
 	}
 	b.StopTimer()
 	slices.Sort(ds)
 	slices.Sort(ls)
+	slices.Sort(bs)
 	pct := func(v []time.Duration, p float64) float64 {
 		return float64(v[min(len(v)-1, int(float64(len(v))*p))].Nanoseconds()) / 1e3
 	}
@@ -77,6 +88,9 @@ func BenchmarkProxy(b *testing.B) {
 	b.ReportMetric(pct(ls, 0.5), "lb-p50-µs")
 	b.ReportMetric(pct(ls, 0.99), "lb-p99-µs")
 	b.ReportMetric(pct(ls, 0.5)/pct(ds, 0.5), "p50-ratio")
+	b.ReportMetric(pct(bs, 0.5), "bare-p50-µs")
+	b.ReportMetric(pct(bs, 0.99), "bare-p99-µs")
+	b.ReportMetric(pct(ls, 0.5)/pct(bs, 0.5), "p50-ratio-vs-bare")
 
 	// Throughput through the one listener.
 	var n int64

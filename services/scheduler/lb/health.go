@@ -70,6 +70,10 @@ type target struct {
 	inflight atomic.Int64
 	draining atomic.Bool
 	route    atomic.Int32
+	// failedUntil (Unix ns) holds the target out of routing for a moment after a
+	// request to it failed without an answer (passive health): a task that died between
+	// two health checks is not picked again until then, unless nothing else is left.
+	failedUntil atomic.Int64
 
 	mu                  sync.Mutex
 	state, reason, desc string
@@ -92,6 +96,18 @@ func (t *target) acquire() bool {
 }
 
 func (t *target) release() { t.inflight.Add(-1) }
+
+// failHold is how long a target that failed a request without an answer is passed over.
+const failHold = 5 * time.Second
+
+// failed holds t out of routing for failHold.
+func (t *target) failed() { t.failedUntil.Store(time.Now().Add(failHold).UnixNano()) }
+
+// held reports whether t failed a request less than failHold ago.
+func (t *target) held() bool {
+	u := t.failedUntil.Load()
+	return u != 0 && time.Now().UnixNano() < u
+}
 
 // set changes the target's state and returns whether it changed.
 func (t *target) set(state, reason string, desc string) bool {

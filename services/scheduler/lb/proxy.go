@@ -86,21 +86,38 @@ func localAddr(r *http.Request) string {
 	return ""
 }
 
-// bufferPool lends the 32 KiB buffers ReverseProxy copies bodies with.
+// bufferPool lends the 32 KiB buffers ReverseProxy copies bodies with, from a bounded
+// free list: unlike a sync.Pool of slices, taking and returning a buffer allocates
+// nothing, and the list is not emptied by every garbage collection.
 type bufferPool struct{}
 
-var buffers = sync.Pool{New: func() any { b := make([]byte, 32*1024); return &b }}
+// buffers holds up to 1,024 free buffers (32 MiB).
+var buffers = make(chan []byte, 1024)
 
 // Get implements httputil.BufferPool.
-func (bufferPool) Get() []byte { return *buffers.Get().(*[]byte) }
+func (bufferPool) Get() []byte {
+	select {
+	case b := <-buffers:
+		return b
+	default:
+		return make([]byte, 32*1024)
+	}
+}
 
 // Put implements httputil.BufferPool.
-func (bufferPool) Put(b []byte) { buffers.Put(&b) }
+func (bufferPool) Put(b []byte) {
+	select {
+	case buffers <- b:
+	default:
+	}
+}
 
 // pickTransport sends each request to a target of the group in the request's context.
-// A request whose connection to the target could not even be made (nothing was sent)
-// is tried on another target, up to three in all: that is how a target that died
-// between two health checks costs no client request.
+// A request whose connection to the target could not even be made (nothing was sent),
+// or an idempotent one (GET, HEAD, OPTIONS, TRACE, PUT, DELETE; RFC 9110 9.2.2) whose
+// target gave no answer, is tried on another target, up to three in all, and the failed
+// target is passed over for a moment: that is how a target that died between two health
+// checks costs no client request.
 type pickTransport struct{ base *http.Transport }
 
 // RoundTrip implements http.RoundTripper.
@@ -109,7 +126,8 @@ func (p *pickTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if g == nil {
 		return nil, errNoTarget
 	}
-	var tried []*target
+	var triedBuf [3]*target
+	tried := triedBuf[:0]
 	var lastErr error = errNoTarget
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	for range 3 {
@@ -118,23 +136,26 @@ func (p *pickTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			break
 		}
 		tried = append(tried, t)
-		out := *req
-		u := *req.URL
-		u.Host = t.addr
-		out.URL = &u
+		// req is the ReverseProxy's own outgoing copy (its URL cloned too): it is
+		// pointed at the target in place, saving two allocations a request.
+		req.URL.Host = t.addr
 		if len(tried) > 1 && req.GetBody != nil {
 			body, err := req.GetBody()
 			if err != nil {
 				t.release()
 				return nil, err
 			}
-			out.Body = body
+			req.Body = body
 		}
-		resp, err := p.base.RoundTrip(&out)
+		resp, err := p.base.RoundTrip(req)
 		if err != nil {
 			t.release()
 			lastErr = err
-			if replayable && isDialError(err) && req.Context().Err() == nil {
+			if req.Context().Err() != nil {
+				return nil, err
+			}
+			t.failed()
+			if replayable && (isDialError(err) || idempotent[req.Method]) {
 				continue
 			}
 			return nil, err
@@ -143,6 +164,12 @@ func (p *pickTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	return nil, lastErr
+}
+
+// idempotent are the methods whose request may be sent again (RFC 9110 9.2.2).
+var idempotent = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodOptions: true, http.MethodTrace: true,
+	http.MethodPut: true, http.MethodDelete: true,
 }
 
 // isDialError reports whether err happened while connecting, before any byte of the
@@ -236,6 +263,7 @@ func (l *listener) splice(c net.Conn) {
 		if err == nil {
 			break
 		}
+		t.failed()
 		t.release()
 		t, up = nil, nil
 	}

@@ -103,18 +103,22 @@ func (g *group) config() checkConfig { return checkConfigOf(g.rec.Load()) }
 // pick returns a target to send one request or connection to, already acquired, or nil.
 // It goes round robin over the healthy targets; when none is healthy it fails open over
 // the unhealthy ones, as ELB does; initial, unused and draining targets get nothing.
-// Targets in skip are not picked (those a retry already tried).
+// A target that just failed a request without an answer (target.held) is picked only
+// when no other is left. Targets in skip are not picked (those a retry already tried).
 func (g *group) pick(skip []*target) *target {
 	list := g.targets.Load()
 	if list == nil {
 		return nil
 	}
-	for _, class := range []int32{routeHealthy, routeUnhealthy} {
-		n := len(*list)
+	n := len(*list)
+	for _, pass := range [...]struct {
+		class int32
+		held  bool
+	}{{routeHealthy, false}, {routeUnhealthy, false}, {routeHealthy, true}, {routeUnhealthy, true}} {
 		start := int(g.rr.Add(1))
 		for i := range n {
 			t := (*list)[(start+i)%n]
-			if t.route.Load() != class || slices.Contains(skip, t) {
+			if t.route.Load() != pass.class || (!pass.held && t.held()) || slices.Contains(skip, t) {
 				continue
 			}
 			if t.acquire() {

@@ -19,6 +19,7 @@ import (
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/arn"
 	"github.com/berthhq/berth/services/scheduler/elb"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/lb"
@@ -26,8 +27,10 @@ import (
 )
 
 // lbWorld is a service test with a real load balancer: the lb data plane on the shared
-// etcd, and an agent that runs each task as an HTTP server on its own loopback port
-// (what a bridge task's dynamic host port looks like to the load balancer).
+// etcd, and an agent that runs each task as an HTTP server on its own port of its host's
+// address (what a bridge task's dynamic host port looks like to the load balancer). Each
+// host's instance record holds its own loopback address (127.0.0.2, 127.0.0.3, …) as its
+// host address, so a target that does not use its instance's address reaches no server.
 type lbWorld struct {
 	*env
 	elb      *elb.Service
@@ -36,6 +39,7 @@ type lbWorld struct {
 
 	mu       sync.Mutex
 	backends map[string]*httptest.Server // by task ARN
+	hostAddr map[string]string           // host address by container instance ARN
 	status   map[string]*atomic.Int32    // the health check answer of each task
 	// stoppedWithTargets lists tasks whose stop order reached the agent while they
 	// still had a target: the drain must come first.
@@ -44,7 +48,7 @@ type lbWorld struct {
 
 func newLBWorld(t *testing.T, hosts int) *lbWorld {
 	e := newEnv(t, ReconcilerConfig{})
-	w := &lbWorld{env: e, elb: elb.New(sharedEtcd), backends: map[string]*httptest.Server{}, status: map[string]*atomic.Int32{}}
+	w := &lbWorld{env: e, elb: elb.New(sharedEtcd), backends: map[string]*httptest.Server{}, status: map[string]*atomic.Int32{}, hostAddr: map[string]string{}}
 	t.Cleanup(func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -53,7 +57,21 @@ func newLBWorld(t *testing.T, hosts int) *lbWorld {
 		}
 	})
 	for i := range hosts {
-		e.host(fmt.Sprintf("h%d", i), 1024, 1024)
+		// RegisterInstance takes only routable addresses; each host's record gets its own
+		// loopback address here, so the test's servers can listen on it.
+		addr := fmt.Sprintf("127.0.0.%d", i+2)
+		ciArn := e.host(fmt.Sprintf("h%d", i), 1024, 1024)
+		a, err := arn.Parse(ciArn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := store.Mutate(e.ctx, sharedEtcd, keys.Instance(e.sc, e.cluster, a.Name), func(r *storev1.ContainerInstanceRecord) error {
+			r.HostAddress = addr
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		w.hostAddr[ciArn] = addr
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -151,13 +169,20 @@ func (w *lbWorld) agentRound() {
 		case t.GetLastStatus() == "PENDING":
 			st := &atomic.Int32{}
 			st.Store(200)
-			srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 				if r.URL.Path == "/health" {
 					rw.WriteHeader(int(st.Load()))
 					return
 				}
 				fmt.Fprint(rw, arn)
 			}))
+			ln, err := net.Listen("tcp", net.JoinHostPort(w.hostAddr[t.GetContainerInstanceArn()], "0"))
+			if err != nil {
+				w.t.Fatal(err)
+			}
+			srv.Listener.Close()
+			srv.Listener = ln
+			srv.Start()
 			w.mu.Lock()
 			w.backends[arn], w.status[arn] = srv, st
 			w.mu.Unlock()
@@ -169,6 +194,26 @@ func (w *lbWorld) agentRound() {
 			if err := w.ctl.ApplyTaskStateChange(context.Background(), w.sc, t.GetContainerInstanceArn(), ch); err != nil {
 				w.t.Fatal(err)
 			}
+		}
+	}
+}
+
+// checkTargetAddresses fails the test unless every target of the group is reached at
+// the host address its task's instance registered.
+func (w *lbWorld) checkTargetAddresses() {
+	w.t.Helper()
+	hs, err := w.elb.DescribeTargetHealth(context.Background(), w.sc, w.tgArn, nil)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	instanceOf := map[string]string{}
+	for _, rec := range w.tasks() {
+		instanceOf[rec.GetTask().GetTaskArn()] = rec.GetTask().GetContainerInstanceArn()
+	}
+	for _, h := range hs {
+		host, _, err := net.SplitHostPort(h.Address)
+		if want := w.hostAddr[instanceOf[h.TaskArn]]; err != nil || host != want {
+			w.t.Errorf("target %s:%d of task %s is at %q, want its instance's host address %s", h.ID, h.Port, h.TaskArn, h.Address, want)
 		}
 	}
 }
@@ -267,6 +312,9 @@ func TestLoadBalancedServiceLosesNoRequests(t *testing.T) {
 		}
 		return healthy && done
 	})
+	// Each target is its instance's registered host address and the task's host port,
+	// not loopback: on a multi-host cluster the lb role runs elsewhere.
+	w.checkTargetAddresses()
 
 	stop := make(chan struct{})
 	ok, failed, done := w.load(stop)

@@ -135,12 +135,17 @@ func newLBSync(kv clientv3.KV) *lbSync {
 	return &lbSync{svc: elb.New(kv), kv: kv, draining: map[string]pendingStop{}}
 }
 
-// defaultHostAddress is where bridge and host mode targets are reached: the host
-// address of the network binding when it names one, else loopback — the lb role of
-// `berth dev` shares the host with its one agent.
-func defaultHostAddress(b *ecsv1.NetworkBinding) string {
+// hostAddress is where a bridge or host mode target is reached: the address of the
+// network binding when it names one, else the address the instance's agent registered
+// as its host's (RegisterRequest.host_address, what the cluster's other hosts reach it
+// at), else loopback: an agent registers none when its control plane is on its own host
+// (as under `berth dev`, where the lb role shares that one host).
+func hostAddress(b *ecsv1.NetworkBinding, in *storev1.ContainerInstanceRecord) string {
 	if ip := b.GetBindIp(); ip != "" && ip != "0.0.0.0" && ip != "::" {
 		return ip
+	}
+	if a := in.GetHostAddress(); a != "" {
+		return a
 	}
 	return "127.0.0.1"
 }
@@ -170,7 +175,7 @@ func taskTarget(t *storev1.TaskRecord, in store.Item[*storev1.ContainerInstanceR
 			if b.GetContainerPort() != l.GetContainerPort() || b.GetHostPort() == 0 || (b.GetProtocol() != "" && b.GetProtocol() != "tcp") {
 				continue
 			}
-			host := defaultHostAddress(b)
+			host := hostAddress(b, in.Value)
 			id := in.Value.GetContainerInstance().GetEc2InstanceId()
 			if tg.GetTargetType() == "ip" {
 				id = host

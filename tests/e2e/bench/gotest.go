@@ -137,6 +137,8 @@ func goTestFigures(ctx context.Context) ([]Row, error) {
 			Row{gLB, "through the listener p50", m["lb-p50-µs"], "µs", "interleaved with the direct ones"},
 			Row{gLB, "through the listener p99", m["lb-p99-µs"], "µs", ""},
 			Row{gLB, "p50 ratio listener ÷ direct", m["p50-ratio"], "ratio", "goal ≤ 1.2"},
+			Row{gLB, "bare httputil.ReverseProxy p50", m["bare-p50-µs"], "µs", "the floor of a net/http proxy, interleaved"},
+			Row{gLB, "p50 ratio listener ÷ bare proxy", m["p50-ratio-vs-bare"], "ratio", "what Berth adds over the floor"},
 			Row{gLB, "requests/s through one listener", m["req/s"], "/s", "16 keep-alive clients for 1 s"})
 	}
 	if len(errs) > 0 {

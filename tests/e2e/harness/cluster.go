@@ -46,6 +46,9 @@ type Options struct {
 	// a,b) instead of the in-test TCP load balancer, so the gateway's own balancing and
 	// failover (package failover) are what is tested.
 	GatewayReplicas bool
+	// LoadBalancer also runs the ELB data plane (`berth lb`) on etcd, its listeners
+	// bound on loopback: Cluster.ELB.
+	LoadBalancer bool
 }
 
 // EtcdMember is one member of the etcd cluster.
@@ -80,6 +83,8 @@ type Cluster struct {
 	Gateway        *Proc
 	GatewayURL     string
 	Agents         []*Agent
+	// ELB is the `berth lb` process (Options.LoadBalancer), nil without it.
+	ELB *Proc
 
 	Containerd *containerdtest.Instance
 	Registry   *registrytest.Server
@@ -190,6 +195,14 @@ func Start(t *testing.T, opts Options) *Cluster {
 	if opts.GatewayReplicas {
 		c.Gateway.Args[2] = "http://" + c.SchedulerAddrs[0] + ",http://" + c.SchedulerAddrs[1]
 	}
+	if opts.LoadBalancer {
+		c.ELB = &Proc{
+			Name:    "lb",
+			Path:    c.Bins.Berth,
+			Args:    []string{"lb", "--etcd-endpoints", strings.Join(endpoints, ","), "--listen-host", "127.0.0.1"},
+			LogPath: filepath.Join(c.Dir, "logs", "lb.log"),
+		}
+	}
 	for i := range opts.Agents {
 		ns := fmt.Sprintf("berth-a%d", i)
 		dataDir := filepath.Join(c.Dir, fmt.Sprintf("agent-%d", i))
@@ -254,6 +267,9 @@ func Start(t *testing.T, opts Options) *Cluster {
 
 	c.must(c.Gateway.Start())
 	c.waitListening(ctx, gwAddr)
+	if c.ELB != nil {
+		c.must(c.ELB.Start())
+	}
 	c.ECS = c.NewECSClient(5)
 	if _, err := c.ECS.CreateCluster(ctx, &ecs.CreateClusterInput{ClusterName: aws.String(ClusterName)}); err != nil {
 		t.Fatalf("CreateCluster: %v", err)
@@ -293,6 +309,21 @@ func (c *Cluster) NewECSClient(attempts int) *ecs.Client {
 	})
 }
 
+// AWSConfig returns an AWS SDK configuration for the gateway with the account's key,
+// for the clients of the other services the gateway serves (ELBv2, STS, …).
+func (c *Cluster) AWSConfig() aws.Config {
+	keyID, secret := c.AccessKeyID, c.SecretAccessKey
+	return aws.Config{
+		HTTPClient:   &http.Client{},
+		BaseEndpoint: aws.String(c.GatewayURL),
+		Region:       Region,
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: keyID, SecretAccessKey: secret, Source: "e2e"}, nil
+		}),
+		RetryMaxAttempts: 5,
+	}
+}
+
 // Procs returns every process in start order.
 func (c *Cluster) Procs() []*Proc {
 	var ps []*Proc
@@ -301,6 +332,9 @@ func (c *Cluster) Procs() []*Proc {
 	}
 	ps = append(ps, c.Schedulers...)
 	ps = append(ps, c.Gateway)
+	if c.ELB != nil {
+		ps = append(ps, c.ELB)
+	}
 	for _, a := range c.Agents {
 		ps = append(ps, a.Proc)
 	}
@@ -334,6 +368,9 @@ func (c *Cluster) StartAll(ctx context.Context) {
 	}
 	c.must(c.Gateway.Start())
 	c.waitListening(ctx, strings.TrimPrefix(c.GatewayURL, "http://"))
+	if c.ELB != nil {
+		c.must(c.ELB.Start())
+	}
 	for _, a := range c.Agents {
 		c.must(a.Start())
 	}

@@ -5,17 +5,20 @@
 package agentcmd
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	"github.com/berthhq/berth/services/agent"
+	"github.com/berthhq/berth/services/agent/containerdproc"
 	"github.com/berthhq/berth/services/agent/network"
 	"github.com/berthhq/berth/services/gateway/pki"
 	"github.com/berthhq/berth/services/gateway/sigv4client"
@@ -28,6 +31,8 @@ import (
 func Command(use string) *cobra.Command {
 	var gatewayURL, cluster, dataDir, containerdAddr, namespace, snapshotter, region, credsFile, logAddr string
 	var insecure, attrs []string
+	var runContainerd bool
+	var hostAddress string
 	var netCfg network.Config
 	var files pki.Files
 	cmd := &cobra.Command{
@@ -66,6 +71,21 @@ func Command(use string) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if runContainerd {
+				// A containerd of the agent's own (as `berth dev` runs one): root, state,
+				// config and socket under <data-dir>/containerd.
+				inst, err := containerdproc.StartProcess(cmd.Context(), filepath.Join(abs, "containerd"))
+				if err != nil {
+					return fmt.Errorf("--run-containerd: %w", err)
+				}
+				log.Info("started the agent's own containerd", "address", inst.Address(), "snapshotter", inst.Snapshotter())
+				defer func() {
+					stop, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), 15*time.Second)
+					defer cancel()
+					_ = inst.Stop(stop)
+				}()
+				containerdAddr, snapshotter = inst.Address(), inst.Snapshotter()
+			}
 			ag, err := agent.New(agent.Config{
 				ControlPlaneURL:    gatewayURL,
 				HTTPClient:         client,
@@ -76,6 +96,7 @@ func Command(use string) *cobra.Command {
 				Snapshotter:        snapshotter,
 				InsecureRegistries: insecure,
 				Attributes:         attributes,
+				HostAddress:        hostAddress,
 				LogAddr:            logAddr,
 				Network:            netCfg,
 				Logger:             log,
@@ -94,6 +115,7 @@ func Command(use string) *cobra.Command {
 	f.StringVar(&dataDir, "data-dir", cli.Env("BERTH_DATA_DIR", "./.berth/agent"), "agent state, logs and FIFOs")
 	f.StringVar(&containerdAddr, "containerd", cli.Env("BERTH_CONTAINERD_ADDRESS", "/run/containerd/containerd.sock"), "containerd socket")
 	f.StringVar(&namespace, "namespace", cli.Env("BERTH_CONTAINERD_NAMESPACE", "berth"), "containerd namespace of this agent's containers")
+	f.BoolVar(&runContainerd, "run-containerd", cli.Env("BERTH_RUN_CONTAINERD", "") == "true", "run a containerd of the agent's own under <data-dir>/containerd (needs root and the containerd, containerd-shim-runc-v2 and runc binaries in PATH); --containerd and --snapshotter are then ignored")
 	f.StringVar(&snapshotter, "snapshotter", cli.Env("BERTH_CONTAINERD_SNAPSHOTTER", "overlayfs"), "containerd snapshotter for images and root filesystems")
 	f.StringVar(&region, "region", cli.Env("BERTH_REGION", "us-east-1"), "region this host's agent registers and signs in; its tasks come from that region's clusters only")
 	f.StringVar(&credsFile, "credentials-file", cli.Env("BERTH_CREDENTIALS_FILE", ""), "file with BERTH_ACCESS_KEY_ID= and BERTH_SECRET_ACCESS_KEY= lines")
@@ -106,6 +128,7 @@ func Command(use string) *cobra.Command {
 	f.StringSliceVar(&attrs, "attribute", envAttrs, "custom attribute of this container instance, name=value (repeatable; env BERTH_INSTANCE_ATTRIBUTES, comma-separated), e.g. berth.capacity-provider=spot-pool or berth.fargate=false (docs/capacity-providers.md)")
 	f.StringSliceVar(&netCfg.PluginDirs, "cni-plugin-dir", cli.SplitList(cli.Env("BERTH_CNI_PLUGIN_DIR", network.DefaultPluginDir+",/opt/cni/bin")), "directories searched for the CNI plugins (bridge, host-local, portmap, firewall, loopback)")
 	f.StringVar(&netCfg.BridgeSubnet, "bridge-subnet", cli.Env("BERTH_BRIDGE_SUBNET", network.DefaultBridgeSubnet), "IPv4 subnet of networkMode bridge containers on this host")
+	f.StringVar(&hostAddress, "host-address", cli.Env("BERTH_HOST_ADDRESS", ""), "IPv4 address the cluster's other hosts reach this host at: they route its awsvpc task subnet through it and load balancers reach its bridge and host mode tasks there (default: the address this host reaches the gateway from; docs/networking.md)")
 	f.StringVar(&netCfg.TaskSubnet, "task-subnet", cli.Env("BERTH_TASK_SUBNET", ""), "IPv4 subnet of this host's awsvpc tasks (default: the /24 the control plane allocates at registration)")
 	return cmd
 }

@@ -346,6 +346,13 @@ type RegisterRequest struct {
 	RuntimeReady bool `protobuf:"varint,6,opt,name=runtime_ready,json=runtimeReady,proto3" json:"runtime_ready,omitempty"`
 	// reason says why the runtime is not ready, for operators.
 	RuntimeReason string `protobuf:"bytes,7,opt,name=runtime_reason,json=runtimeReason,proto3" json:"runtime_reason,omitempty"`
+	// host_address is the host's IPv4 address other hosts of the cluster reach it at
+	// (`berth agent --host-address`; by default the address the host reaches the gateway
+	// from): they route its awsvpc task subnet through it, and load balancer targets of its
+	// bridge and host mode tasks are this address and the host port. Empty (the gateway is
+	// on this host, as under `berth dev`): no route to this host's tasks is handed to
+	// peers, and targets use loopback.
+	HostAddress   string `protobuf:"bytes,1000,opt,name=host_address,json=hostAddress,proto3" json:"host_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -425,6 +432,13 @@ func (x *RegisterRequest) GetRuntimeReady() bool {
 func (x *RegisterRequest) GetRuntimeReason() string {
 	if x != nil {
 		return x.RuntimeReason
+	}
+	return ""
+}
+
+func (x *RegisterRequest) GetHostAddress() string {
+	if x != nil {
+		return x.HostAddress
 	}
 	return ""
 }
@@ -626,6 +640,7 @@ type SessionResponse struct {
 	//	*SessionResponse_Stop
 	//	*SessionResponse_StateAck
 	//	*SessionResponse_ExpectedTasks
+	//	*SessionResponse_TaskSubnetRoutes
 	Message       isSessionResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -704,6 +719,15 @@ func (x *SessionResponse) GetExpectedTasks() *ExpectedTasks {
 	return nil
 }
 
+func (x *SessionResponse) GetTaskSubnetRoutes() *TaskSubnetRoutes {
+	if x != nil {
+		if x, ok := x.Message.(*SessionResponse_TaskSubnetRoutes); ok {
+			return x.TaskSubnetRoutes
+		}
+	}
+	return nil
+}
+
 type isSessionResponse_Message interface {
 	isSessionResponse_Message()
 }
@@ -728,6 +752,13 @@ type SessionResponse_ExpectedTasks struct {
 	ExpectedTasks *ExpectedTasks `protobuf:"bytes,4,opt,name=expected_tasks,json=expectedTasks,proto3,oneof"`
 }
 
+type SessionResponse_TaskSubnetRoutes struct {
+	// task_subnet_routes lists the other container instances of the cluster whose awsvpc
+	// task subnets the host routes to; sent when the session opens and whenever the list
+	// changes. Each one replaces the previous list.
+	TaskSubnetRoutes *TaskSubnetRoutes `protobuf:"bytes,1000,opt,name=task_subnet_routes,json=taskSubnetRoutes,proto3,oneof"`
+}
+
 func (*SessionResponse_Assignment) isSessionResponse_Message() {}
 
 func (*SessionResponse_Stop) isSessionResponse_Message() {}
@@ -735,6 +766,120 @@ func (*SessionResponse_Stop) isSessionResponse_Message() {}
 func (*SessionResponse_StateAck) isSessionResponse_Message() {}
 
 func (*SessionResponse_ExpectedTasks) isSessionResponse_Message() {}
+
+func (*SessionResponse_TaskSubnetRoutes) isSessionResponse_Message() {}
+
+// TaskSubnetRoutes is the full list of the cluster's other container instances (ACTIVE or
+// DRAINING, with a task subnet and a host address): the agent keeps one kernel route
+// `subnet via host_address` per entry and removes the routes of instances no longer listed.
+type TaskSubnetRoutes struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// routes are sorted by subnet.
+	Routes        []*TaskSubnetRoute `protobuf:"bytes,1,rep,name=routes,proto3" json:"routes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskSubnetRoutes) Reset() {
+	*x = TaskSubnetRoutes{}
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskSubnetRoutes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskSubnetRoutes) ProtoMessage() {}
+
+func (x *TaskSubnetRoutes) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskSubnetRoutes.ProtoReflect.Descriptor instead.
+func (*TaskSubnetRoutes) Descriptor() ([]byte, []int) {
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *TaskSubnetRoutes) GetRoutes() []*TaskSubnetRoute {
+	if x != nil {
+		return x.Routes
+	}
+	return nil
+}
+
+// TaskSubnetRoute is one peer instance's awsvpc task subnet and the address it is reached at.
+type TaskSubnetRoute struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// container_instance_arn is the peer instance.
+	ContainerInstanceArn string `protobuf:"bytes,1,opt,name=container_instance_arn,json=containerInstanceArn,proto3" json:"container_instance_arn,omitempty"`
+	// subnet is its awsvpc task subnet (IPv4 CIDR).
+	Subnet string `protobuf:"bytes,2,opt,name=subnet,proto3" json:"subnet,omitempty"`
+	// host_address is the IPv4 address its agent registered with (RegisterRequest.host_address).
+	HostAddress   string `protobuf:"bytes,3,opt,name=host_address,json=hostAddress,proto3" json:"host_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskSubnetRoute) Reset() {
+	*x = TaskSubnetRoute{}
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskSubnetRoute) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskSubnetRoute) ProtoMessage() {}
+
+func (x *TaskSubnetRoute) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskSubnetRoute.ProtoReflect.Descriptor instead.
+func (*TaskSubnetRoute) Descriptor() ([]byte, []int) {
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *TaskSubnetRoute) GetContainerInstanceArn() string {
+	if x != nil {
+		return x.ContainerInstanceArn
+	}
+	return ""
+}
+
+func (x *TaskSubnetRoute) GetSubnet() string {
+	if x != nil {
+		return x.Subnet
+	}
+	return ""
+}
+
+func (x *TaskSubnetRoute) GetHostAddress() string {
+	if x != nil {
+		return x.HostAddress
+	}
+	return ""
+}
 
 // Hello opens a session for a registered container instance.
 type Hello struct {
@@ -749,7 +894,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -761,7 +906,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -774,7 +919,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Hello) GetContainerInstanceArn() string {
@@ -808,7 +953,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +965,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +978,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Heartbeat) GetRuntimeReady() bool {
@@ -905,7 +1050,7 @@ type TaskStateChange struct {
 
 func (x *TaskStateChange) Reset() {
 	*x = TaskStateChange{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1062,7 @@ func (x *TaskStateChange) String() string {
 func (*TaskStateChange) ProtoMessage() {}
 
 func (x *TaskStateChange) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1075,7 @@ func (x *TaskStateChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStateChange.ProtoReflect.Descriptor instead.
 func (*TaskStateChange) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TaskStateChange) GetSeq() uint64 {
@@ -1061,7 +1206,7 @@ type ContainerState struct {
 
 func (x *ContainerState) Reset() {
 	*x = ContainerState{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1218,7 @@ func (x *ContainerState) String() string {
 func (*ContainerState) ProtoMessage() {}
 
 func (x *ContainerState) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1231,7 @@ func (x *ContainerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerState.ProtoReflect.Descriptor instead.
 func (*ContainerState) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ContainerState) GetName() string {
@@ -1170,7 +1315,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1327,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1340,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Ack) GetDeliveryIds() []string {
@@ -1216,7 +1361,7 @@ type StateAck struct {
 
 func (x *StateAck) Reset() {
 	*x = StateAck{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1373,7 @@ func (x *StateAck) String() string {
 func (*StateAck) ProtoMessage() {}
 
 func (x *StateAck) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1386,7 @@ func (x *StateAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateAck.ProtoReflect.Descriptor instead.
 func (*StateAck) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StateAck) GetSeqs() []uint64 {
@@ -1280,7 +1425,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1437,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1450,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Assignment) GetDeliveryId() string {
@@ -1369,7 +1514,7 @@ type ResolvedSecret struct {
 
 func (x *ResolvedSecret) Reset() {
 	*x = ResolvedSecret{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1526,7 @@ func (x *ResolvedSecret) String() string {
 func (*ResolvedSecret) ProtoMessage() {}
 
 func (x *ResolvedSecret) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1539,7 @@ func (x *ResolvedSecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolvedSecret.ProtoReflect.Descriptor instead.
 func (*ResolvedSecret) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ResolvedSecret) GetContainerName() string {
@@ -1442,7 +1587,7 @@ type StopOrder struct {
 
 func (x *StopOrder) Reset() {
 	*x = StopOrder{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1599,7 @@ func (x *StopOrder) String() string {
 func (*StopOrder) ProtoMessage() {}
 
 func (x *StopOrder) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1612,7 @@ func (x *StopOrder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopOrder.ProtoReflect.Descriptor instead.
 func (*StopOrder) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StopOrder) GetDeliveryId() string {
@@ -1510,7 +1655,7 @@ type ExpectedTasks struct {
 
 func (x *ExpectedTasks) Reset() {
 	*x = ExpectedTasks{}
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1667,7 @@ func (x *ExpectedTasks) String() string {
 func (*ExpectedTasks) ProtoMessage() {}
 
 func (x *ExpectedTasks) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_berth_agent_v1_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1680,7 @@ func (x *ExpectedTasks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpectedTasks.ProtoReflect.Descriptor instead.
 func (*ExpectedTasks) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_berth_agent_v1_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ExpectedTasks) GetTaskArns() []string {
@@ -1569,7 +1714,7 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\x10ShipLogsResponse\x12-\n" +
 	"\x13too_new_start_index\x18\x01 \x01(\x05R\x10tooNewStartIndex\x12)\n" +
 	"\x11too_old_end_index\x18\x02 \x01(\x05R\x0etooOldEndIndex\x12*\n" +
-	"\x11expired_end_index\x18\x03 \x01(\x05R\x0fexpiredEndIndex\"\xbd\x02\n" +
+	"\x11expired_end_index\x18\x03 \x01(\x05R\x0fexpiredEndIndex\"\xe1\x02\n" +
 	"\x0fRegisterRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x17\n" +
 	"\ahost_id\x18\x02 \x01(\tR\x06hostId\x124\n" +
@@ -1579,7 +1724,8 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"attributes\x12<\n" +
 	"\fversion_info\x18\x05 \x01(\v2\x19.berth.ecs.v1.VersionInfoR\vversionInfo\x12#\n" +
 	"\rruntime_ready\x18\x06 \x01(\bR\fruntimeReady\x12%\n" +
-	"\x0eruntime_reason\x18\a \x01(\tR\rruntimeReason\"\xa4\x01\n" +
+	"\x0eruntime_reason\x18\a \x01(\tR\rruntimeReason\x12\"\n" +
+	"\fhost_address\x18\xe8\a \x01(\tR\vhostAddress\"\xa4\x01\n" +
 	"\x10RegisterResponse\x12N\n" +
 	"\x12container_instance\x18\x01 \x01(\v2\x1f.berth.ecs.v1.ContainerInstanceR\x11containerInstance\x12\x1f\n" +
 	"\vcluster_arn\x18\x02 \x01(\tR\n" +
@@ -1592,15 +1738,22 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"task_state\x18\x03 \x01(\v2\x1f.berth.agent.v1.TaskStateChangeH\x00R\ttaskState\x12'\n" +
 	"\x03ack\x18\x04 \x01(\v2\x13.berth.agent.v1.AckH\x00R\x03ackB\t\n" +
-	"\amessage\"\x8c\x02\n" +
+	"\amessage\"\xdf\x02\n" +
 	"\x0fSessionResponse\x12<\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x1a.berth.agent.v1.AssignmentH\x00R\n" +
 	"assignment\x12/\n" +
 	"\x04stop\x18\x02 \x01(\v2\x19.berth.agent.v1.StopOrderH\x00R\x04stop\x127\n" +
 	"\tstate_ack\x18\x03 \x01(\v2\x18.berth.agent.v1.StateAckH\x00R\bstateAck\x12F\n" +
-	"\x0eexpected_tasks\x18\x04 \x01(\v2\x1d.berth.agent.v1.ExpectedTasksH\x00R\rexpectedTasksB\t\n" +
-	"\amessage\"i\n" +
+	"\x0eexpected_tasks\x18\x04 \x01(\v2\x1d.berth.agent.v1.ExpectedTasksH\x00R\rexpectedTasks\x12Q\n" +
+	"\x12task_subnet_routes\x18\xe8\a \x01(\v2 .berth.agent.v1.TaskSubnetRoutesH\x00R\x10taskSubnetRoutesB\t\n" +
+	"\amessage\"K\n" +
+	"\x10TaskSubnetRoutes\x127\n" +
+	"\x06routes\x18\x01 \x03(\v2\x1f.berth.agent.v1.TaskSubnetRouteR\x06routes\"\x82\x01\n" +
+	"\x0fTaskSubnetRoute\x124\n" +
+	"\x16container_instance_arn\x18\x01 \x01(\tR\x14containerInstanceArn\x12\x16\n" +
+	"\x06subnet\x18\x02 \x01(\tR\x06subnet\x12!\n" +
+	"\fhost_address\x18\x03 \x01(\tR\vhostAddress\"i\n" +
 	"\x05Hello\x124\n" +
 	"\x16container_instance_arn\x18\x01 \x01(\tR\x14containerInstanceArn\x12*\n" +
 	"\x11running_task_arns\x18\x02 \x03(\tR\x0frunningTaskArns\"\x8f\x01\n" +
@@ -1693,7 +1846,7 @@ func file_berth_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_berth_agent_v1_agent_proto_rawDescData
 }
 
-var file_berth_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_berth_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_berth_agent_v1_agent_proto_goTypes = []any{
 	(*EnsureLogStreamRequest)(nil),     // 0: berth.agent.v1.EnsureLogStreamRequest
 	(*EnsureLogStreamResponse)(nil),    // 1: berth.agent.v1.EnsureLogStreamResponse
@@ -1704,72 +1857,76 @@ var file_berth_agent_v1_agent_proto_goTypes = []any{
 	(*RegisterResponse)(nil),           // 6: berth.agent.v1.RegisterResponse
 	(*SessionRequest)(nil),             // 7: berth.agent.v1.SessionRequest
 	(*SessionResponse)(nil),            // 8: berth.agent.v1.SessionResponse
-	(*Hello)(nil),                      // 9: berth.agent.v1.Hello
-	(*Heartbeat)(nil),                  // 10: berth.agent.v1.Heartbeat
-	(*TaskStateChange)(nil),            // 11: berth.agent.v1.TaskStateChange
-	(*ContainerState)(nil),             // 12: berth.agent.v1.ContainerState
-	(*Ack)(nil),                        // 13: berth.agent.v1.Ack
-	(*StateAck)(nil),                   // 14: berth.agent.v1.StateAck
-	(*Assignment)(nil),                 // 15: berth.agent.v1.Assignment
-	(*ResolvedSecret)(nil),             // 16: berth.agent.v1.ResolvedSecret
-	(*StopOrder)(nil),                  // 17: berth.agent.v1.StopOrder
-	(*ExpectedTasks)(nil),              // 18: berth.agent.v1.ExpectedTasks
-	(*v1.Resource)(nil),                // 19: berth.ecs.v1.Resource
-	(*v1.Attribute)(nil),               // 20: berth.ecs.v1.Attribute
-	(*v1.VersionInfo)(nil),             // 21: berth.ecs.v1.VersionInfo
-	(*v1.ContainerInstance)(nil),       // 22: berth.ecs.v1.ContainerInstance
-	(*timestamppb.Timestamp)(nil),      // 23: google.protobuf.Timestamp
-	(*v1.Attachment)(nil),              // 24: berth.ecs.v1.Attachment
-	(*v1.NetworkBinding)(nil),          // 25: berth.ecs.v1.NetworkBinding
-	(*v1.NetworkInterface)(nil),        // 26: berth.ecs.v1.NetworkInterface
-	(*v1.Task)(nil),                    // 27: berth.ecs.v1.Task
-	(*v1.TaskDefinition)(nil),          // 28: berth.ecs.v1.TaskDefinition
-	(*GetTaskCredentialsRequest)(nil),  // 29: berth.agent.v1.GetTaskCredentialsRequest
-	(*GetTaskCredentialsResponse)(nil), // 30: berth.agent.v1.GetTaskCredentialsResponse
+	(*TaskSubnetRoutes)(nil),           // 9: berth.agent.v1.TaskSubnetRoutes
+	(*TaskSubnetRoute)(nil),            // 10: berth.agent.v1.TaskSubnetRoute
+	(*Hello)(nil),                      // 11: berth.agent.v1.Hello
+	(*Heartbeat)(nil),                  // 12: berth.agent.v1.Heartbeat
+	(*TaskStateChange)(nil),            // 13: berth.agent.v1.TaskStateChange
+	(*ContainerState)(nil),             // 14: berth.agent.v1.ContainerState
+	(*Ack)(nil),                        // 15: berth.agent.v1.Ack
+	(*StateAck)(nil),                   // 16: berth.agent.v1.StateAck
+	(*Assignment)(nil),                 // 17: berth.agent.v1.Assignment
+	(*ResolvedSecret)(nil),             // 18: berth.agent.v1.ResolvedSecret
+	(*StopOrder)(nil),                  // 19: berth.agent.v1.StopOrder
+	(*ExpectedTasks)(nil),              // 20: berth.agent.v1.ExpectedTasks
+	(*v1.Resource)(nil),                // 21: berth.ecs.v1.Resource
+	(*v1.Attribute)(nil),               // 22: berth.ecs.v1.Attribute
+	(*v1.VersionInfo)(nil),             // 23: berth.ecs.v1.VersionInfo
+	(*v1.ContainerInstance)(nil),       // 24: berth.ecs.v1.ContainerInstance
+	(*timestamppb.Timestamp)(nil),      // 25: google.protobuf.Timestamp
+	(*v1.Attachment)(nil),              // 26: berth.ecs.v1.Attachment
+	(*v1.NetworkBinding)(nil),          // 27: berth.ecs.v1.NetworkBinding
+	(*v1.NetworkInterface)(nil),        // 28: berth.ecs.v1.NetworkInterface
+	(*v1.Task)(nil),                    // 29: berth.ecs.v1.Task
+	(*v1.TaskDefinition)(nil),          // 30: berth.ecs.v1.TaskDefinition
+	(*GetTaskCredentialsRequest)(nil),  // 31: berth.agent.v1.GetTaskCredentialsRequest
+	(*GetTaskCredentialsResponse)(nil), // 32: berth.agent.v1.GetTaskCredentialsResponse
 }
 var file_berth_agent_v1_agent_proto_depIdxs = []int32{
 	3,  // 0: berth.agent.v1.ShipLogsRequest.events:type_name -> berth.agent.v1.ShippedLogEvent
-	19, // 1: berth.agent.v1.RegisterRequest.resources:type_name -> berth.ecs.v1.Resource
-	20, // 2: berth.agent.v1.RegisterRequest.attributes:type_name -> berth.ecs.v1.Attribute
-	21, // 3: berth.agent.v1.RegisterRequest.version_info:type_name -> berth.ecs.v1.VersionInfo
-	22, // 4: berth.agent.v1.RegisterResponse.container_instance:type_name -> berth.ecs.v1.ContainerInstance
-	9,  // 5: berth.agent.v1.SessionRequest.hello:type_name -> berth.agent.v1.Hello
-	10, // 6: berth.agent.v1.SessionRequest.heartbeat:type_name -> berth.agent.v1.Heartbeat
-	11, // 7: berth.agent.v1.SessionRequest.task_state:type_name -> berth.agent.v1.TaskStateChange
-	13, // 8: berth.agent.v1.SessionRequest.ack:type_name -> berth.agent.v1.Ack
-	15, // 9: berth.agent.v1.SessionResponse.assignment:type_name -> berth.agent.v1.Assignment
-	17, // 10: berth.agent.v1.SessionResponse.stop:type_name -> berth.agent.v1.StopOrder
-	14, // 11: berth.agent.v1.SessionResponse.state_ack:type_name -> berth.agent.v1.StateAck
-	18, // 12: berth.agent.v1.SessionResponse.expected_tasks:type_name -> berth.agent.v1.ExpectedTasks
-	23, // 13: berth.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	12, // 14: berth.agent.v1.TaskStateChange.containers:type_name -> berth.agent.v1.ContainerState
-	23, // 15: berth.agent.v1.TaskStateChange.pull_started_at:type_name -> google.protobuf.Timestamp
-	23, // 16: berth.agent.v1.TaskStateChange.pull_stopped_at:type_name -> google.protobuf.Timestamp
-	23, // 17: berth.agent.v1.TaskStateChange.started_at:type_name -> google.protobuf.Timestamp
-	23, // 18: berth.agent.v1.TaskStateChange.stopping_at:type_name -> google.protobuf.Timestamp
-	23, // 19: berth.agent.v1.TaskStateChange.execution_stopped_at:type_name -> google.protobuf.Timestamp
-	23, // 20: berth.agent.v1.TaskStateChange.stopped_at:type_name -> google.protobuf.Timestamp
-	24, // 21: berth.agent.v1.TaskStateChange.attachments:type_name -> berth.ecs.v1.Attachment
-	25, // 22: berth.agent.v1.ContainerState.network_bindings:type_name -> berth.ecs.v1.NetworkBinding
-	26, // 23: berth.agent.v1.ContainerState.network_interfaces:type_name -> berth.ecs.v1.NetworkInterface
-	27, // 24: berth.agent.v1.Assignment.task:type_name -> berth.ecs.v1.Task
-	28, // 25: berth.agent.v1.Assignment.task_definition:type_name -> berth.ecs.v1.TaskDefinition
-	16, // 26: berth.agent.v1.Assignment.resolved_secrets:type_name -> berth.agent.v1.ResolvedSecret
-	5,  // 27: berth.agent.v1.AgentService.Register:input_type -> berth.agent.v1.RegisterRequest
-	7,  // 28: berth.agent.v1.AgentService.Session:input_type -> berth.agent.v1.SessionRequest
-	0,  // 29: berth.agent.v1.AgentService.EnsureLogStream:input_type -> berth.agent.v1.EnsureLogStreamRequest
-	2,  // 30: berth.agent.v1.AgentService.ShipLogs:input_type -> berth.agent.v1.ShipLogsRequest
-	29, // 31: berth.agent.v1.AgentService.GetTaskCredentials:input_type -> berth.agent.v1.GetTaskCredentialsRequest
-	6,  // 32: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
-	8,  // 33: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
-	1,  // 34: berth.agent.v1.AgentService.EnsureLogStream:output_type -> berth.agent.v1.EnsureLogStreamResponse
-	4,  // 35: berth.agent.v1.AgentService.ShipLogs:output_type -> berth.agent.v1.ShipLogsResponse
-	30, // 36: berth.agent.v1.AgentService.GetTaskCredentials:output_type -> berth.agent.v1.GetTaskCredentialsResponse
-	32, // [32:37] is the sub-list for method output_type
-	27, // [27:32] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	21, // 1: berth.agent.v1.RegisterRequest.resources:type_name -> berth.ecs.v1.Resource
+	22, // 2: berth.agent.v1.RegisterRequest.attributes:type_name -> berth.ecs.v1.Attribute
+	23, // 3: berth.agent.v1.RegisterRequest.version_info:type_name -> berth.ecs.v1.VersionInfo
+	24, // 4: berth.agent.v1.RegisterResponse.container_instance:type_name -> berth.ecs.v1.ContainerInstance
+	11, // 5: berth.agent.v1.SessionRequest.hello:type_name -> berth.agent.v1.Hello
+	12, // 6: berth.agent.v1.SessionRequest.heartbeat:type_name -> berth.agent.v1.Heartbeat
+	13, // 7: berth.agent.v1.SessionRequest.task_state:type_name -> berth.agent.v1.TaskStateChange
+	15, // 8: berth.agent.v1.SessionRequest.ack:type_name -> berth.agent.v1.Ack
+	17, // 9: berth.agent.v1.SessionResponse.assignment:type_name -> berth.agent.v1.Assignment
+	19, // 10: berth.agent.v1.SessionResponse.stop:type_name -> berth.agent.v1.StopOrder
+	16, // 11: berth.agent.v1.SessionResponse.state_ack:type_name -> berth.agent.v1.StateAck
+	20, // 12: berth.agent.v1.SessionResponse.expected_tasks:type_name -> berth.agent.v1.ExpectedTasks
+	9,  // 13: berth.agent.v1.SessionResponse.task_subnet_routes:type_name -> berth.agent.v1.TaskSubnetRoutes
+	10, // 14: berth.agent.v1.TaskSubnetRoutes.routes:type_name -> berth.agent.v1.TaskSubnetRoute
+	25, // 15: berth.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	14, // 16: berth.agent.v1.TaskStateChange.containers:type_name -> berth.agent.v1.ContainerState
+	25, // 17: berth.agent.v1.TaskStateChange.pull_started_at:type_name -> google.protobuf.Timestamp
+	25, // 18: berth.agent.v1.TaskStateChange.pull_stopped_at:type_name -> google.protobuf.Timestamp
+	25, // 19: berth.agent.v1.TaskStateChange.started_at:type_name -> google.protobuf.Timestamp
+	25, // 20: berth.agent.v1.TaskStateChange.stopping_at:type_name -> google.protobuf.Timestamp
+	25, // 21: berth.agent.v1.TaskStateChange.execution_stopped_at:type_name -> google.protobuf.Timestamp
+	25, // 22: berth.agent.v1.TaskStateChange.stopped_at:type_name -> google.protobuf.Timestamp
+	26, // 23: berth.agent.v1.TaskStateChange.attachments:type_name -> berth.ecs.v1.Attachment
+	27, // 24: berth.agent.v1.ContainerState.network_bindings:type_name -> berth.ecs.v1.NetworkBinding
+	28, // 25: berth.agent.v1.ContainerState.network_interfaces:type_name -> berth.ecs.v1.NetworkInterface
+	29, // 26: berth.agent.v1.Assignment.task:type_name -> berth.ecs.v1.Task
+	30, // 27: berth.agent.v1.Assignment.task_definition:type_name -> berth.ecs.v1.TaskDefinition
+	18, // 28: berth.agent.v1.Assignment.resolved_secrets:type_name -> berth.agent.v1.ResolvedSecret
+	5,  // 29: berth.agent.v1.AgentService.Register:input_type -> berth.agent.v1.RegisterRequest
+	7,  // 30: berth.agent.v1.AgentService.Session:input_type -> berth.agent.v1.SessionRequest
+	0,  // 31: berth.agent.v1.AgentService.EnsureLogStream:input_type -> berth.agent.v1.EnsureLogStreamRequest
+	2,  // 32: berth.agent.v1.AgentService.ShipLogs:input_type -> berth.agent.v1.ShipLogsRequest
+	31, // 33: berth.agent.v1.AgentService.GetTaskCredentials:input_type -> berth.agent.v1.GetTaskCredentialsRequest
+	6,  // 34: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
+	8,  // 35: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
+	1,  // 36: berth.agent.v1.AgentService.EnsureLogStream:output_type -> berth.agent.v1.EnsureLogStreamResponse
+	4,  // 37: berth.agent.v1.AgentService.ShipLogs:output_type -> berth.agent.v1.ShipLogsResponse
+	32, // 38: berth.agent.v1.AgentService.GetTaskCredentials:output_type -> berth.agent.v1.GetTaskCredentialsResponse
+	34, // [34:39] is the sub-list for method output_type
+	29, // [29:34] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_berth_agent_v1_agent_proto_init() }
@@ -1789,15 +1946,16 @@ func file_berth_agent_v1_agent_proto_init() {
 		(*SessionResponse_Stop)(nil),
 		(*SessionResponse_StateAck)(nil),
 		(*SessionResponse_ExpectedTasks)(nil),
+		(*SessionResponse_TaskSubnetRoutes)(nil),
 	}
-	file_berth_agent_v1_agent_proto_msgTypes[12].OneofWrappers = []any{}
+	file_berth_agent_v1_agent_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_agent_v1_agent_proto_rawDesc), len(file_berth_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

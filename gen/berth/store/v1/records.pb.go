@@ -369,7 +369,11 @@ type ContainerInstanceRecord struct {
 	// task_subnet is the instance's awsvpc task subnet (an IPv4 CIDR out of the scheduler's
 	// pool, unique among all instances), allocated at registration; its tasks' addresses
 	// come from it.
-	TaskSubnet    string `protobuf:"bytes,100,opt,name=task_subnet,json=taskSubnet,proto3" json:"task_subnet,omitempty"`
+	TaskSubnet string `protobuf:"bytes,100,opt,name=task_subnet,json=taskSubnet,proto3" json:"task_subnet,omitempty"`
+	// host_address is the IPv4 address the agent registered with
+	// (RegisterRequest.host_address): the cluster's other hosts route task_subnet via it,
+	// and load balancer targets of the host's bridge and host mode tasks use it.
+	HostAddress   string `protobuf:"bytes,1000,opt,name=host_address,json=hostAddress,proto3" json:"host_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -463,6 +467,13 @@ func (x *ContainerInstanceRecord) GetTags() []*v1.Tag {
 func (x *ContainerInstanceRecord) GetTaskSubnet() string {
 	if x != nil {
 		return x.TaskSubnet
+	}
+	return ""
+}
+
+func (x *ContainerInstanceRecord) GetHostAddress() string {
+	if x != nil {
+		return x.HostAddress
 	}
 	return ""
 }
@@ -878,7 +889,7 @@ const file_berth_store_v1_records_proto_rawDesc = "" +
 	"\fFamilyRecord\x12\x16\n" +
 	"\x06family\x18\x01 \x01(\tR\x06family\x12#\n" +
 	"\rlast_revision\x18\x02 \x01(\x05R\flastRevision\x12)\n" +
-	"\x10active_revisions\x18\x03 \x01(\x05R\x0factiveRevisions\"\xa3\x03\n" +
+	"\x10active_revisions\x18\x03 \x01(\x05R\x0factiveRevisions\"\xc7\x03\n" +
 	"\x17ContainerInstanceRecord\x12N\n" +
 	"\x12container_instance\x18\x01 \x01(\v2\x1f.berth.ecs.v1.ContainerInstanceR\x11containerInstance\x12!\n" +
 	"\fcluster_name\x18\x02 \x01(\tR\vclusterName\x12\x17\n" +
@@ -889,7 +900,8 @@ const file_berth_store_v1_records_proto_rawDesc = "" +
 	"\x0fsession_replica\x18\a \x01(\tR\x0esessionReplica\x12%\n" +
 	"\x04tags\x18\b \x03(\v2\x11.berth.ecs.v1.TagR\x04tags\x12\x1f\n" +
 	"\vtask_subnet\x18d \x01(\tR\n" +
-	"taskSubnet\"\xd5\x03\n" +
+	"taskSubnet\x12\"\n" +
+	"\fhost_address\x18\xe8\a \x01(\tR\vhostAddress\"\xd5\x03\n" +
 	"\n" +
 	"TaskRecord\x12&\n" +
 	"\x04task\x18\x01 \x01(\v2\x12.berth.ecs.v1.TaskR\x04task\x12!\n" +

@@ -26,7 +26,7 @@ import (
 // the tasks placed on it until its context is canceled. Unless GOGC is set, it runs the
 // garbage collector at GOGC=50 (agentGCPercent).
 func Command(use string) *cobra.Command {
-	var gatewayURL, cluster, dataDir, containerdAddr, namespace, snapshotter, region, credsFile, logAddr string
+	var gatewayURL, cluster, dataDir, containerdAddr, namespace, snapshotter, runcRoot, region, credsFile, logAddr string
 	var insecure, attrs []string
 	var netCfg network.Config
 	var files pki.Files
@@ -74,6 +74,7 @@ func Command(use string) *cobra.Command {
 				ContainerdAddress:  containerdAddr,
 				Namespace:          namespace,
 				Snapshotter:        snapshotter,
+				RuncRoot:           runcRoot,
 				InsecureRegistries: insecure,
 				Attributes:         attributes,
 				LogAddr:            logAddr,
@@ -94,6 +95,7 @@ func Command(use string) *cobra.Command {
 	f.StringVar(&dataDir, "data-dir", cli.Env("BERTH_DATA_DIR", "./.berth/agent"), "agent state, logs and FIFOs")
 	f.StringVar(&containerdAddr, "containerd", cli.Env("BERTH_CONTAINERD_ADDRESS", "/run/containerd/containerd.sock"), "containerd socket")
 	f.StringVar(&namespace, "namespace", cli.Env("BERTH_CONTAINERD_NAMESPACE", "berth"), "containerd namespace of this agent's containers")
+	f.StringVar(&runcRoot, "runc-root", cli.Env("BERTH_RUNC_ROOT", ""), "runc's state directory for this agent's containers (empty: runc's default /run/containerd/runc); give each private containerd its own")
 	f.StringVar(&snapshotter, "snapshotter", cli.Env("BERTH_CONTAINERD_SNAPSHOTTER", "overlayfs"), "containerd snapshotter for images and root filesystems")
 	f.StringVar(&region, "region", cli.Env("BERTH_REGION", "us-east-1"), "region this host's agent registers and signs in; its tasks come from that region's clusters only")
 	f.StringVar(&credsFile, "credentials-file", cli.Env("BERTH_CREDENTIALS_FILE", ""), "file with BERTH_ACCESS_KEY_ID= and BERTH_SECRET_ACCESS_KEY= lines")

@@ -257,7 +257,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		defer reg.Close()
 	}
 
-	ctrd, snapshotter, stopContainerd := devContainerd(ctx, log, dataDir, cfg.ContainerdAddress)
+	ctrd, snapshotter, runcRoot, stopContainerd := devContainerd(ctx, log, dataDir, cfg.ContainerdAddress)
 	defer stopContainerd()
 
 	if cfg.Cluster != "default" {
@@ -277,6 +277,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		DataDir:            filepath.Join(dataDir, "agent"),
 		ContainerdAddress:  ctrd,
 		Snapshotter:        snapshotter,
+		RuncRoot:           runcRoot,
 		InsecureRegistries: cfg.InsecureRegistries,
 		LogAddr:            cfg.AgentLogAddr,
 		EndpointAddr:       cfg.AgentEndpointAddr,
@@ -337,26 +338,27 @@ func seedDevAccount(ctx context.Context, sched *app.App, cfg devConfig) error {
 // devContainerd finds the containerd the agent drives: BERTH_CONTAINERD_ADDRESS, else the
 // system socket if it answers, else a private containerd under the data dir when the
 // binary exists, else none (the agent then runs runtime-less, advertising no capacity).
-// It returns the address, the snapshotter to use ("" for the daemon's default) and a
-// stop function.
-func devContainerd(ctx context.Context, log *slog.Logger, dataDir, addr string) (string, string, func()) {
+// It returns the address, the snapshotter to use ("" for the daemon's default), runc's
+// state directory for the containers ("" for runc's default; the private daemon's own, so
+// two dev instances or a killed one never share runc state) and a stop function.
+func devContainerd(ctx context.Context, log *slog.Logger, dataDir, addr string) (string, string, string, func()) {
 	const system = "/run/containerd/containerd.sock"
 	if addr != "" {
-		return addr, "", func() {}
+		return addr, "", "", func() {}
 	}
 	if c, err := net.DialTimeout("unix", system, time.Second); err == nil {
 		_ = c.Close()
-		return system, "", func() {}
+		return system, "", "", func() {}
 	}
 	inst, err := containerdproc.StartProcess(ctx, filepath.Join(dataDir, "containerd"))
 	if err != nil {
 		log.Warn("no container runtime: the agent advertises zero CPU and memory until one answers; "+
 			"install containerd and runc (apt-get install containerd runc) or set BERTH_CONTAINERD_ADDRESS",
 			"reason", err.Error())
-		return filepath.Join(dataDir, "containerd", "containerd.sock"), "", func() {}
+		return filepath.Join(dataDir, "containerd", "containerd.sock"), "", "", func() {}
 	}
 	log.Info("started a private containerd", "address", inst.Address(), "snapshotter", inst.Snapshotter())
-	return inst.Address(), inst.Snapshotter(), func() {
+	return inst.Address(), inst.Snapshotter(), inst.RuncRoot(), func() {
 		stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 		defer cancel()
 		_ = inst.Stop(stop)

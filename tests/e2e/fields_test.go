@@ -70,9 +70,6 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 		{"efs", base(func(in *ecs.RegisterTaskDefinitionInput) {
 			in.Volumes = []ecstypes.Volume{{Name: aws.String("v"), EfsVolumeConfiguration: &ecstypes.EFSVolumeConfiguration{FileSystemId: aws.String("fs-1")}}}
 		}), "volumes[0].efsVolumeConfiguration is not supported by Berth. Berth has no EFS"},
-		{"containerPortRange", base(func(in *ecs.RegisterTaskDefinitionInput) {
-			ctr(in).PortMappings = []ecstypes.PortMapping{{ContainerPortRange: aws.String("8000-8010")}}
-		}), `containerDefinitions[0].portMappings[0].containerPortRange "8000-8010" is not supported by Berth. Berth publishes single ports`},
 	} {
 		_, err := c.RegisterTaskDefinition(ctx, tc.in)
 		var ce *ecstypes.ClientException

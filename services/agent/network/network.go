@@ -580,6 +580,20 @@ func (n *Network) Teardown(ctx context.Context, task string) error {
 	n.mu.Lock()
 	c, lo := n.cnis[tn.Mode], n.cnis[None]
 	n.mu.Unlock()
+	if c == nil && tn.Mode == AWSVPC && len(tn.Endpoints) > 0 && tn.Endpoints[0].Subnet != "" {
+		// The instance's task subnet is not known yet (a restarted agent before it
+		// registered, berth dev's stop): the network recorded it.
+		sub := tn.Endpoints[0].Subnet
+		n.mu.Lock()
+		br := n.taskBridge
+		n.mu.Unlock()
+		if br == "" {
+			br = TaskBridgeName(sub)
+		}
+		if rc, err := n.load(n.confList("berth-awsvpc", br, sub, false)); err == nil {
+			c = rc
+		}
+	}
 	for _, ep := range tn.Endpoints {
 		c := c
 		if ep.LoopbackOnly {

@@ -202,6 +202,8 @@ type Network struct {
 	// routed is the target of the rules this Network installed ("" for none); llTarget
 	// the one SetLinkLocalTarget asks Setup to install. llMu serialises installing.
 	routed, llTarget string
+	// llStale: the bridges changed (a task subnet arrived) since the rules were installed.
+	llStale bool
 	llMu             sync.Mutex
 }
 
@@ -341,6 +343,9 @@ func (n *Network) SetTaskSubnet(cidr string) (string, error) {
 	bridge := n.taskBridge
 	if bridge == "" {
 		bridge = TaskBridgeName(cidr)
+	}
+	if bridge != n.cfg.TaskBridge {
+		n.llStale = true // the next Setup routes 169.254.170.2 on the new bridge too
 	}
 	n.cfg.TaskSubnet, n.cfg.TaskBridge = cidr, bridge
 	c, err := n.load(n.confList("berth-awsvpc", bridge, cidr, false))

@@ -290,8 +290,8 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		LogAddr:            cfg.AgentLogAddr,
 		EndpointAddr:       cfg.AgentEndpointAddr,
 		Network:            netCfg,
-		Logger:   log.With("service", "agent"),
-		Registry: registry,
+		Logger:             log.With("service", "agent"),
+		Registry:           registry,
 	})
 	if err != nil {
 		cancel()

@@ -204,7 +204,7 @@ type Network struct {
 	routed, llTarget string
 	// llStale: the bridges changed (a task subnet arrived) since the rules were installed.
 	llStale bool
-	llMu             sync.Mutex
+	llMu    sync.Mutex
 }
 
 // New checks cfg, loads the CNI configurations and the state of the task networks a

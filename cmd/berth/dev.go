@@ -257,7 +257,15 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		defer reg.Close()
 	}
 
-	ctrd, snapshotter, stopContainerd := devContainerd(ctx, log, dataDir, cfg.ContainerdAddress)
+	netCfg := network.Config{
+		PluginDirs:   cli.SplitList(cli.Env("BERTH_CNI_PLUGIN_DIR", network.DefaultPluginDir+",/opt/cni/bin")),
+		BridgeSubnet: cli.Env("BERTH_BRIDGE_SUBNET", ""),
+		TaskSubnet:   cli.Env("BERTH_TASK_SUBNET", ""),
+		StateDir:     filepath.Join(dataDir, "agent", "network"),
+	}
+	ctrd, snapshotter, runcRoot, stopContainerd := devContainerd(ctx, log, dataDir, cfg.ContainerdAddress, func(ctx context.Context) {
+		releaseDevNetworks(ctx, log, netCfg)
+	})
 	defer stopContainerd()
 
 	if cfg.Cluster != "default" {
@@ -277,16 +285,13 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		DataDir:            filepath.Join(dataDir, "agent"),
 		ContainerdAddress:  ctrd,
 		Snapshotter:        snapshotter,
+		RuncRoot:           runcRoot,
 		InsecureRegistries: cfg.InsecureRegistries,
 		LogAddr:            cfg.AgentLogAddr,
 		EndpointAddr:       cfg.AgentEndpointAddr,
-		Network: network.Config{
-			PluginDirs:   cli.SplitList(cli.Env("BERTH_CNI_PLUGIN_DIR", network.DefaultPluginDir+",/opt/cni/bin")),
-			BridgeSubnet: cli.Env("BERTH_BRIDGE_SUBNET", ""),
-			TaskSubnet:   cli.Env("BERTH_TASK_SUBNET", ""),
-		},
-		Logger:   log.With("service", "agent"),
-		Registry: registry,
+		Network:            netCfg,
+		Logger:             log.With("service", "agent"),
+		Registry:           registry,
 	})
 	if err != nil {
 		cancel()
@@ -337,29 +342,52 @@ func seedDevAccount(ctx context.Context, sched *app.App, cfg devConfig) error {
 // devContainerd finds the containerd the agent drives: BERTH_CONTAINERD_ADDRESS, else the
 // system socket if it answers, else a private containerd under the data dir when the
 // binary exists, else none (the agent then runs runtime-less, advertising no capacity).
-// It returns the address, the snapshotter to use ("" for the daemon's default) and a
-// stop function.
-func devContainerd(ctx context.Context, log *slog.Logger, dataDir, addr string) (string, string, func()) {
+// It returns the address, the snapshotter to use ("" for the daemon's default), runc's
+// state directory for the containers ("" for runc's default; the private daemon's own, so
+// two dev instances or a killed one never share runc state) and a stop function. Stopping
+// a private daemon first kills and deletes its containers (nothing outlives `berth dev`)
+// and then calls released, which releases their task networks.
+func devContainerd(ctx context.Context, log *slog.Logger, dataDir, addr string, released func(context.Context)) (string, string, string, func()) {
 	const system = "/run/containerd/containerd.sock"
 	if addr != "" {
-		return addr, "", func() {}
+		return addr, "", "", func() {}
 	}
 	if c, err := net.DialTimeout("unix", system, time.Second); err == nil {
 		_ = c.Close()
-		return system, "", func() {}
+		return system, "", "", func() {}
 	}
 	inst, err := containerdproc.StartProcess(ctx, filepath.Join(dataDir, "containerd"))
 	if err != nil {
 		log.Warn("no container runtime: the agent advertises zero CPU and memory until one answers; "+
 			"install containerd and runc (apt-get install containerd runc) or set BERTH_CONTAINERD_ADDRESS",
 			"reason", err.Error())
-		return filepath.Join(dataDir, "containerd", "containerd.sock"), "", func() {}
+		return filepath.Join(dataDir, "containerd", "containerd.sock"), "", "", func() {}
 	}
 	log.Info("started a private containerd", "address", inst.Address(), "snapshotter", inst.Snapshotter())
-	return inst.Address(), inst.Snapshotter(), func() {
-		stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	return inst.Address(), inst.Snapshotter(), inst.RuncRoot(), func() {
+		stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
+		if err := inst.Purge(stop); err != nil {
+			log.Warn("containers of the private containerd not all removed", "err", err)
+		}
+		released(stop)
 		_ = inst.Stop(stop)
+	}
+}
+
+// releaseDevNetworks releases the task networks the dev agent recorded under cfg's state
+// dir, once their containers are gone (berth dev's stop): namespaces, addresses, host
+// ports and rules, so a stopped `berth dev` leaves nothing on the host's bridges.
+func releaseDevNetworks(ctx context.Context, log *slog.Logger, cfg network.Config) {
+	nw, err := network.New(cfg)
+	if err != nil {
+		return // no CNI on this host: there is nothing to release
+	}
+	if err := nw.Sweep(ctx, func(string) bool { return false }); err != nil {
+		log.Warn("task networks not all released", "err", err)
+	}
+	if _, err := nw.Reap(ctx); err != nil {
+		log.Warn("task network leftovers not all released", "err", err)
 	}
 }
 

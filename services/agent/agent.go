@@ -87,6 +87,11 @@ type Config struct {
 	// Snapshotter unpacks images and holds root filesystems; default
 	// "overlayfs".
 	Snapshotter string
+	// RuncRoot is runc's state directory for the agent's containers (runc --root); ""
+	// keeps runc's default /run/containerd/runc, which every containerd of the host
+	// shares. A private containerd (berth dev, tests) passes its own
+	// (containerdproc.Instance.RuncRoot).
+	RuncRoot string
 	// MemoryReserveMiB is memory kept back from registration for the host
 	// (ECS_RESERVED_MEMORY); default 0.
 	MemoryReserveMiB int64
@@ -425,6 +430,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			Timeout:            a.cfg.PullTimeout,
 			Retries:            a.cfg.PullRetries,
 		},
+		RuncRoot:    a.cfg.RuncRoot,
 		Cluster:     a.cfg.Cluster,
 		HostID:      a.hostID,
 		FIFODir:     filepath.Join(a.cfg.DataDir, "fifo"),
@@ -447,7 +453,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		BackoffMin:        a.cfg.BackoffMin,
 		BackoffMax:        a.cfg.BackoffMax,
 		Log:               a.log.With("component", "session"),
-	}, &hostView{a: a, gate: gate}, &handler{m: manager})
+	}, &hostView{a: a, gate: gate, nw: nw}, &handler{m: manager})
 
 	var wg sync.WaitGroup
 	if ep != nil {
@@ -489,6 +495,7 @@ func (a *Agent) Run(ctx context.Context) error {
 type hostView struct {
 	a    *Agent
 	gate *runtime.Gate
+	nw   *network.Network // nil without CNI
 }
 
 func (h *hostView) capacity() (ready bool, reason string, cpu, mem int32) {
@@ -519,6 +526,9 @@ func (h *hostView) Registration() *agentv1.RegisterRequest {
 		RuntimeReady:  ready,
 		RuntimeReason: reason,
 		HostAddress:   h.a.hostAddress(),
+	}
+	if h.nw != nil {
+		req.TakenTaskSubnets = h.nw.TakenSubnets()
 	}
 	// GPUs as the ECS agent registers them: resource "GPU", a STRINGSET of the GPU ids,
 	// only when the host has some.
@@ -564,7 +574,9 @@ func (h *handler) Registered(ctx context.Context, resp *agentv1.RegisterResponse
 	if arn == "" {
 		return errors.New("registration returned no container instance ARN")
 	}
-	h.m.SetTaskSubnet(resp.GetTaskSubnet())
+	if err := h.m.SetTaskSubnet(resp.GetTaskSubnet()); err != nil {
+		return err
+	}
 	h.m.SetInstance(arn)
 	h.m.WaitReconciled(ctx, 30*time.Second)
 	return nil

@@ -69,6 +69,7 @@ func testConfig(t testing.TB, w *world, cp *controlPlane, name string) agent.Con
 		Cluster:              name,
 		DataDir:              filepath.Join(t.TempDir(), "agent"),
 		ContainerdAddress:    w.ctd.Address(),
+		RuncRoot:             w.ctd.RuncRoot(),
 		Namespace:            "berth-" + name,
 		Snapshotter:          w.ctd.Snapshotter(),
 		PullRetries:          -1,

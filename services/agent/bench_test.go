@@ -65,6 +65,7 @@ func BenchmarkTaskStart(b *testing.B) {
 			containerd.WithSnapshotter(w.ctd.Snapshotter()),
 			containerd.WithNewSnapshot(id+"-rootfs", img),
 			containerd.WithNewSpec(oci.WithImageConfigArgs(img, []string{"sleep", "600"})),
+			w.ctd.RuntimeOpt(),
 		)
 		if err != nil {
 			b.Fatal(err)

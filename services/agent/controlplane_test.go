@@ -45,6 +45,9 @@ type controlPlane struct {
 	logGroups     map[string]bool     // region|group
 	logEvents     map[string][]string // region|group|stream → messages (nil: stream exists)
 	credCalls     []string            // task ARNs GetTaskCredentials was asked for
+	// taskSubnets, when set, are the awsvpc task subnets Register hands out, as the
+	// scheduler does: the first overlapping none of the request's taken_task_subnets.
+	taskSubnets []string
 }
 
 // GetTaskCredentials answers fixed test credentials valid for one hour, recording the call.
@@ -98,9 +101,24 @@ func (cp *controlPlane) Register(_ context.Context, req *connect.Request[agentv1
 		cp.instances[req.Msg.GetHostId()] = arn
 	}
 	cp.notifyLocked()
+	subnet := ""
+	for _, c := range cp.taskSubnets {
+		_, a, _ := net.ParseCIDR(c)
+		free := true
+		for _, tk := range req.Msg.GetTakenTaskSubnets() {
+			if _, b, err := net.ParseCIDR(tk); err == nil && (a.Contains(b.IP) || b.Contains(a.IP)) {
+				free = false
+			}
+		}
+		if free {
+			subnet = c
+			break
+		}
+	}
 	return connect.NewResponse(&agentv1.RegisterResponse{
 		ContainerInstance: &ecsv1.ContainerInstance{ContainerInstanceArn: proto.String(arn)},
 		ClusterArn:        "arn:aws:ecs:us-east-1:000000000000:cluster/" + req.Msg.GetCluster(),
+		TaskSubnet:        subnet,
 	}), nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -350,5 +351,129 @@ func TestLinkLocalEndpoints(t *testing.T) {
 	ta.stop()
 	if n := rules(""); n != 0 {
 		t.Errorf("%d redirect rules left after the second agent stopped", n)
+	}
+}
+
+// TestBridgePortRange runs two copies of a bridge task whose container maps
+// containerPortRange 9100-9102 and serves HTTP on each of those ports: each copy reports
+// one networkBinding with containerPortRange and a hostPortRange of three contiguous
+// ports of the dynamic range, the two copies' ranges do not overlap, and every host port
+// of each range answers (reaching the matching container port). A stop releases the
+// ports and their host-wide reservations.
+func TestBridgePortRange(t *testing.T) {
+	w := newWorld(t)
+	cp := newControlPlane(t)
+	name := clusterName(t)
+	cfg := netConfig(t, testConfig(t, w, cp, name))
+	cfg.Network.HostDir = t.TempDir()
+	startAgent(t, cfg, cp)
+
+	web := containerDef("web", w.image, "serve", "9100-9102")
+	web.PortMappings = []*ecsv1.PortMapping{{ContainerPortRange: proto.String("9100-9102"), Protocol: proto.String("tcp")}}
+	td := bridgeTaskDef("range", web)
+	var arns []string
+	hostPorts := map[int32]string{}
+	for range 2 {
+		arn := taskARN(name)
+		arns = append(arns, arn)
+		cp.assign(t, arn, td)
+	}
+	for _, arn := range arns {
+		st := cp.waitStatus(t, arn, "RUNNING", 60*time.Second)
+		bs := containerOf(st, "web").GetNetworkBindings()
+		if len(bs) != 1 || bs[0].GetContainerPortRange() != "9100-9102" || bs[0].GetProtocol() != "tcp" || bs[0].GetBindIp() != "0.0.0.0" || bs[0].ContainerPort != nil || bs[0].HostPort != nil {
+			t.Fatalf("networkBindings = %v", bs)
+		}
+		lo, hi, ok := network.ParseRange(bs[0].GetHostPortRange())
+		if !ok || hi-lo != 2 || lo < 32768 || hi > 65535 {
+			t.Fatalf("hostPortRange %q is not 3 ports of the dynamic range", bs[0].GetHostPortRange())
+		}
+		for p := lo; p <= hi; p++ {
+			if other, dup := hostPorts[p]; dup {
+				t.Fatalf("host port %d given to %s and %s", p, other, arn)
+			}
+			hostPorts[p] = arn
+			waitHTTP(t, fmt.Sprintf("127.0.0.1:%d", p))
+			waitHTTP(t, fmt.Sprintf("%s:%d", hostIP(t), p))
+			if _, err := os.Stat(filepath.Join(cfg.Network.HostDir, "hostports", fmt.Sprintf("tcp-%d", p))); err != nil {
+				t.Errorf("host port %d not reserved host-wide: %v", p, err)
+			}
+		}
+	}
+	for _, arn := range arns {
+		cp.stop(t, arn, "UserInitiated")
+		cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
+	}
+	for p := range hostPorts {
+		if _, err := httpGet(fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+			t.Errorf("port %d still answers after the task stopped", p)
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Join(cfg.Network.HostDir, "hostports")); len(ents) != 0 {
+		t.Errorf("host port reservations left after the tasks stopped: %d", len(ents))
+	}
+}
+
+// TestTwoInstallationsTaskSubnets runs two agents on this host with different data dirs
+// whose control planes (two Berth installations, each with its own etcd) both hand out
+// the same task subnet first: the second agent finds it claimed by the first, registers
+// again reporting it taken, and gets the next one; each gets a bridge of its own; an
+// awsvpc task on each reaches RUNNING with an address of its agent's subnet and answers
+// from the host.
+func TestTwoInstallationsTaskSubnets(t *testing.T) {
+	w := newWorld(t)
+	hostDir := t.TempDir()
+	k := netSeq()
+	subnets := []string{fmt.Sprintf("10.%d.%d.0/24", 230+k/250, k%250), fmt.Sprintf("10.%d.%d.0/24", 240+k/250, k%250)}
+	type inst struct {
+		cp   *controlPlane
+		name string
+		cfg  agent.Config
+	}
+	var insts []inst
+	for i := range 2 {
+		cp := newControlPlane(t)
+		cp.taskSubnets = subnets
+		name := fmt.Sprintf("%s-%d", clusterName(t), i)
+		cfg := netConfig(t, testConfig(t, w, cp, name))
+		cfg.Network.TaskSubnet, cfg.Network.TaskBridge = "", "" // allocated by the control plane
+		cfg.Network.HostDir = hostDir
+		t.Cleanup(func() {
+			for _, s := range subnets {
+				_ = exec.Command("ip", "link", "del", network.TaskBridgeName(s)).Run()
+			}
+		})
+		startAgent(t, cfg, cp)
+		// The first agent's subnet is claimed before the second registers.
+		cp.waitFor(t, 30*time.Second, "hello", func() bool { return len(cp.hellos) >= 1 })
+		insts = append(insts, inst{cp, name, cfg})
+	}
+	insts[1].cp.mu.Lock()
+	regs := insts[1].cp.registrations
+	if len(regs) == 0 || !slices.Contains(regs[len(regs)-1].GetTakenTaskSubnets(), subnets[0]) {
+		t.Errorf("second agent's registration did not report %s taken: %v", subnets[0], regs)
+	}
+	insts[1].cp.mu.Unlock()
+	for i, in := range insts {
+		web := containerDef("web", w.image, "serve", "8080")
+		web.PortMappings = []*ecsv1.PortMapping{{ContainerPort: proto.Int32(8080), Protocol: proto.String("tcp")}}
+		td := taskDef("vpc", web)
+		td.NetworkMode = proto.String("awsvpc")
+		arn := taskARN(in.name)
+		in.cp.assign(t, arn, td)
+		st := in.cp.waitStatus(t, arn, "RUNNING", 60*time.Second)
+		ip := containerOf(st, "web").GetNetworkInterfaces()[0].GetPrivateIpv4Address()
+		_, sub, _ := net.ParseCIDR(subnets[i])
+		if !sub.Contains(net.ParseIP(ip)) {
+			t.Fatalf("agent %d's task has address %s, want one of %s", i, ip, subnets[i])
+		}
+		if _, err := net.InterfaceByName(network.TaskBridgeName(subnets[i])); err != nil {
+			t.Errorf("agent %d has no bridge %s: %v", i, network.TaskBridgeName(subnets[i]), err)
+		}
+		waitHTTP(t, ip+":8080")
+		t.Cleanup(func() {
+			in.cp.stop(t, arn, "UserInitiated")
+			in.cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
+		})
 	}
 }

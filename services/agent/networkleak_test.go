@@ -156,3 +156,98 @@ func TestNetworkNoLeaks(t *testing.T) {
 		t.Fatalf("after the agent's hard stop and restart: %+v, before %+v", after, before)
 	}
 }
+
+// TestNetworkReapsDeadAgent: an agent is hard-stopped under a running bridge task (a
+// dynamic host port) and an awsvpc task, its containers die and its data dir is removed
+// (a `berth dev` temp dir, an agent killed and wiped). A second agent of the host, with a
+// data dir of its own, starts: it releases what the first left — namespaces, the bridge
+// network's host-local leases, veths, CNI iptables rules and host port reservations —
+// back to the counts before the tasks, and never touches the running task of a third,
+// live agent.
+func TestNetworkReapsDeadAgent(t *testing.T) {
+	w := newWorld(t)
+	hostDir, nsDir := t.TempDir(), t.TempDir()
+	shared := func(cfg agent.Config) agent.Config {
+		cfg.Network.HostDir, cfg.Network.NetNSDir = hostDir, nsDir
+		cfg.StopTimeout = time.Second
+		return cfg
+	}
+	cp1, cp3 := newControlPlane(t), newControlPlane(t)
+	name1, name3 := clusterName(t)+"-dead", clusterName(t)+"-live"
+	cfg1 := shared(netConfig(t, testConfig(t, w, cp1, name1)))
+	cfg3 := shared(netConfig(t, testConfig(t, w, cp3, name3)))
+	cfg3.Network.Bridge, cfg3.Network.BridgeSubnet = cfg1.Network.Bridge, cfg1.Network.BridgeSubnet // one host bridge
+	ta1 := startAgent(t, cfg1, cp1)
+	startAgent(t, cfg3, cp3)
+
+	web := containerDef("web", w.image, "serve", "8093")
+	web.PortMappings = []*ecsv1.PortMapping{{ContainerPort: proto.Int32(8093)}}
+	bridge := bridgeTaskDef("dead-bridge", web)
+	vpc := taskDef("dead-vpc", containerDef("main", w.image, "sleep", "603"))
+	vpc.NetworkMode = proto.String("awsvpc")
+	var ids []string
+	newTask := func(cluster string) string {
+		arn := taskARN(cluster)
+		ids = append(ids, arn[strings.LastIndex(arn, "/")+1:])
+		return arn
+	}
+	// A first task creates the bridges and the plugins' fixed chains.
+	warm := newTask(name1)
+	cp1.assign(t, warm, bridge)
+	cp1.waitStatus(t, warm, "RUNNING", 60*time.Second)
+	cp1.stop(t, warm, "UserInitiated")
+	cp1.waitStatus(t, warm, "STOPPED", 60*time.Second)
+	before := countNet(t, cfg1, ids)
+	ports := func() int { e, _ := os.ReadDir(filepath.Join(hostDir, "hostports")); return len(e) }
+
+	// The live agent's task: its network must survive the reaping.
+	live := newTask(name3)
+	cp3.assign(t, live, bridge)
+	lst := cp3.waitStatus(t, live, "RUNNING", 60*time.Second)
+	livePort := containerOf(lst, "web").GetNetworkBindings()[0].GetHostPort()
+	withLive := countNet(t, cfg1, ids)
+	livePorts := ports()
+
+	deadWeb := containerDef("web", w.image, "serve", "8094")
+	deadWeb.PortMappings = []*ecsv1.PortMapping{{ContainerPort: proto.Int32(8094)}}
+	b, v := newTask(name1), newTask(name1)
+	cp1.assign(t, b, bridgeTaskDef("dead-bridge2", deadWeb))
+	cp1.assign(t, v, vpc)
+	st := cp1.waitStatus(t, b, "RUNNING", 60*time.Second)
+	cp1.waitStatus(t, v, "RUNNING", 60*time.Second)
+	waitHTTP(t, fmt.Sprintf("127.0.0.1:%d", containerOf(st, "web").GetNetworkBindings()[0].GetHostPort()))
+	if during := countNet(t, cfg1, ids); during.netns <= withLive.netns || during.leases <= withLive.leases || during.veths <= withLive.veths || during.rules <= withLive.rules {
+		t.Fatalf("with the tasks running: %+v, before %+v", during, withLive)
+	}
+	ta1.stop()
+	// The dead agent's containers die (the test's containerd removes them at the end).
+	for _, pat := range []string{"berth-testimage sleep 603", "berth-testimage serve 8094"} {
+		_ = exec.Command("pkill", "-KILL", "-f", pat).Run()
+	}
+	if err := os.RemoveAll(cfg1.DataDir); err != nil {
+		t.Fatalf("remove the dead agent's data dir: %v", err)
+	}
+
+	cp2 := newControlPlane(t)
+	cfg2 := shared(netConfig(t, testConfig(t, w, cp2, clusterName(t)+"-new")))
+	cfg2.Network.Bridge, cfg2.Network.BridgeSubnet = cfg1.Network.Bridge, cfg1.Network.BridgeSubnet
+	startAgent(t, cfg2, cp2)
+	cp2.waitFor(t, 30*time.Second, "hello", func() bool { return len(cp2.hellos) >= 1 })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := countNet(t, cfg1, ids)
+		if got == withLive && ports() == livePorts {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a new agent started: %+v and %d host port reservations, want %+v and %d (before the tasks %+v)", got, ports(), withLive, livePorts, before)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	waitHTTP(t, fmt.Sprintf("127.0.0.1:%d", livePort))
+	cp3.stop(t, live, "UserInitiated")
+	cp3.waitStatus(t, live, "STOPPED", 30*time.Second)
+	if after := countNet(t, cfg1, ids); after != before || ports() != 0 {
+		t.Errorf("after the live agent's task stopped: %+v and %d reservations, want %+v and 0", after, ports(), before)
+	}
+}

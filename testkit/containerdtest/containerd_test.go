@@ -63,6 +63,7 @@ func (e *env) newContainer(t *testing.T, id string, args, extraEnv []string) con
 		containerd.WithSnapshotter(e.inst.Snapshotter()),
 		containerd.WithNewSnapshot(id+"-rootfs", e.image),
 		containerd.WithNewSpec(oci.WithImageConfigArgs(e.image, args), oci.WithEnv(extraEnv)),
+		e.inst.RuntimeOpt(),
 	)
 	if err != nil {
 		t.Fatalf("create container %s: %v", id, err)
@@ -224,6 +225,7 @@ func TestCleanupRemovesLeftovers(t *testing.T) {
 			containerd.WithSnapshotter(e.inst.Snapshotter()),
 			containerd.WithNewSnapshot("leftover-rootfs", e.image),
 			containerd.WithNewSpec(oci.WithImageConfigArgs(e.image, []string{"sleep", "600"})),
+			e.inst.RuntimeOpt(),
 		)
 		if err != nil {
 			t.Fatalf("create container: %v", err)
@@ -245,5 +247,35 @@ func TestCleanupRemovesLeftovers(t *testing.T) {
 	}
 	if inst.Running() {
 		t.Error("containerd still running after cleanup")
+	}
+}
+
+// TestOwnRuncRoot runs a container of the same namespace and id in two daemons at once:
+// each keeps runc's state under its own RuncRoot, so the second create does not fail
+// with "container with given ID already exists" (as it did when every test containerd
+// used runc's default /run/containerd/runc/<namespace>), and nothing lands there.
+func TestOwnRuncRoot(t *testing.T) {
+	t.Parallel()
+	a, b := setup(t), setup(t)
+	const id = "same-id-in-two-daemons"
+	if _, err := os.Stat(filepath.Join("/run/containerd/runc", namespace, id)); err == nil {
+		t.Fatalf("runc state %s exists before the test: another run left it", filepath.Join("/run/containerd/runc", namespace, id))
+	}
+	for _, e := range []*env{a, b} {
+		ctr := e.newContainer(t, id, []string{"sleep", "60"}, nil)
+		task, err := ctr.NewTask(t.Context(), cio.NullIO)
+		if err != nil {
+			t.Fatalf("create task in %s: %v", e.inst.Dir(), err)
+		}
+		t.Cleanup(func() { _, _ = task.Delete(context.WithoutCancel(t.Context()), containerd.WithProcessKill) })
+		if err := task.Start(t.Context()); err != nil {
+			t.Fatalf("start task in %s: %v", e.inst.Dir(), err)
+		}
+		if _, err := os.Stat(filepath.Join(e.inst.RuncRoot(), namespace, id, "state.json")); err != nil {
+			t.Errorf("runc state not under the daemon's own root: %v", err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join("/run/containerd/runc", namespace, id)); err == nil {
+		t.Errorf("runc state written to the host-wide /run/containerd/runc")
 	}
 }

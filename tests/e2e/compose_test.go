@@ -85,6 +85,7 @@ func TestCompose(t *testing.T) {
 		"BERTH_CONTAINERD_SOCKET="+ctd.Address(),
 		"BERTH_CONTAINERD_SNAPSHOTTER="+ctd.Snapshotter(),
 		"BERTH_CONTAINERD_ROOT="+ctd.Dir(),
+		"BERTH_RUNC_ROOT="+ctd.RuncRoot(),
 		"BERTH_COMPOSE_DATA="+data,
 		// The images are tagged per run: two runs from different checkouts at once must
 		// not start each other's builds.

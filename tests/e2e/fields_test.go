@@ -67,12 +67,26 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 		{"restartPolicy period", base(func(in *ecs.RegisterTaskDefinitionInput) {
 			ctr(in).RestartPolicy = &ecstypes.ContainerRestartPolicy{Enabled: aws.Bool(true), RestartAttemptPeriod: aws.Int32(30)}
 		}), "Invalid 'restartPolicy' setting for container 'app'. restartAttemptPeriod must be between 60 and 1800 seconds."},
+		// containerPortRange is honoured, under AWS's rules.
+		{"containerPortRange with containerPort", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			ctr(in).PortMappings = []ecstypes.PortMapping{{ContainerPortRange: aws.String("8000-8010"), ContainerPort: aws.Int32(8000)}}
+		}), "Invalid port mapping for container 'app': containerPort and containerPortRange cannot both be specified."},
+		{"containerPortRange with hostPort", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			ctr(in).PortMappings = []ecstypes.PortMapping{{ContainerPortRange: aws.String("8000-8010"), HostPort: aws.Int32(9000)}}
+		}), "Invalid port mapping for container 'app': hostPort cannot be specified with containerPortRange"},
+		{"containerPortRange in host mode", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			in.NetworkMode = ecstypes.NetworkModeHost
+			ctr(in).PortMappings = []ecstypes.PortMapping{{ContainerPortRange: aws.String("8000-8010")}}
+		}), "Invalid port mapping for container 'app': containerPortRange is only supported when networkMode is bridge or awsvpc."},
+		{"containerPortRange reversed", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			ctr(in).PortMappings = []ecstypes.PortMapping{{ContainerPortRange: aws.String("8010-8000")}}
+		}), `Invalid containerPortRange "8010-8000" for container 'app'`},
+		{"containerPortRange overlap", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			ctr(in).PortMappings = []ecstypes.PortMapping{{ContainerPortRange: aws.String("8000-8010")}, {ContainerPortRange: aws.String("8005-8020")}}
+		}), "Invalid port mappings for container 'app': container ports 8000-8010 and 8005-8020 overlap"},
 		{"efs", base(func(in *ecs.RegisterTaskDefinitionInput) {
 			in.Volumes = []ecstypes.Volume{{Name: aws.String("v"), EfsVolumeConfiguration: &ecstypes.EFSVolumeConfiguration{FileSystemId: aws.String("fs-1")}}}
 		}), "volumes[0].efsVolumeConfiguration is not supported by Berth. Berth has no EFS"},
-		{"containerPortRange", base(func(in *ecs.RegisterTaskDefinitionInput) {
-			ctr(in).PortMappings = []ecstypes.PortMapping{{ContainerPortRange: aws.String("8000-8010")}}
-		}), `containerDefinitions[0].portMappings[0].containerPortRange "8000-8010" is not supported by Berth. Berth publishes single ports`},
 	} {
 		_, err := c.RegisterTaskDefinition(ctx, tc.in)
 		var ce *ecstypes.ClientException

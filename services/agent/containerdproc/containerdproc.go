@@ -19,7 +19,9 @@ import (
 	"syscall"
 	"time"
 
+	runc "github.com/containerd/containerd/api/types/runc/options"
 	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/plugins"
 	"github.com/pelletier/go-toml/v2"
 )
 
@@ -246,6 +248,20 @@ func (i *Instance) Address() string { return i.address }
 // Dir returns the directory that holds the daemon's root, state, config
 // and log.
 func (i *Instance) Dir() string { return i.dir }
+
+// RuncRoot returns the runc state directory of this daemon's containers, dir/runc. runc's
+// default (/run/containerd/runc/<namespace>) is shared by every containerd of the host, so
+// a container id a killed run left there breaks the next run's create ("container with
+// given ID already exists"); clients give each container this root with RuntimeOpt.
+func (i *Instance) RuncRoot() string { return filepath.Join(i.dir, "runc") }
+
+// RuntimeOpt returns the container option that runs a container with runc (the
+// io.containerd.runc.v2 shim) under RuncRoot: containerd 1.6 and 2.x take the runc root
+// only from the container's runtime options, not from the daemon's config (its
+// runtimes.runc.options belong to the CRI plugin).
+func (i *Instance) RuntimeOpt() containerd.NewContainerOpts {
+	return containerd.WithRuntime(plugins.RuntimeRuncV2, &runc.Options{Root: i.RuncRoot()})
+}
 
 // LogPath returns the file the daemon's output is appended to.
 func (i *Instance) LogPath() string { return i.logPath }

@@ -74,9 +74,10 @@ func (n *Network) ensureLinkLocal() error {
 	n.llMu.Lock()
 	defer n.llMu.Unlock()
 	n.mu.Lock()
-	target, routed := n.llTarget, n.routed
+	target, routed, stale := n.llTarget, n.routed, n.llStale
+	n.llStale = false
 	n.mu.Unlock()
-	if target == "" || routed == target {
+	if target == "" || (routed == target && !stale) {
 		return nil
 	}
 	if err := n.RouteLinkLocal(target); err != nil {
@@ -161,6 +162,9 @@ func (n *Network) ownsRule(f []string) bool {
 func (n *Network) bridges() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.cfg.TaskBridge == "" { // no task subnet yet
+		return []string{n.cfg.Bridge}
+	}
 	return []string{n.cfg.Bridge, n.cfg.TaskBridge}
 }
 

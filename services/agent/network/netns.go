@@ -11,18 +11,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// newNetNS creates a network namespace bind-mounted at a new file under dir and returns
-// its path. It does what containerd's netns.NewNetNS does — unshare on a locked thread,
+// newNetNS creates a network namespace bind-mounted at a new file under dir, named
+// berth-<owner>-<random>, and returns its path. It does what containerd's netns.NewNetNS does — unshare on a locked thread,
 // bind-mount the thread's namespace — but returns the thread to the process's namespace
 // and unlocks it instead of letting Go end the thread: a child process started with
 // Pdeathsig (the private containerd of `berth dev`) is signalled when the thread that
 // forked it exits, so the agent must never end threads.
-func newNetNS(dir string) (string, error) {
+func newNetNS(dir, owner string) (string, error) {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, "berth-"+hex.EncodeToString(b))
+	path := filepath.Join(dir, "berth-"+owner+"-"+hex.EncodeToString(b))
 	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o444)
 	if err != nil {
 		return "", fmt.Errorf("create namespace file: %w", err)

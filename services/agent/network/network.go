@@ -43,10 +43,11 @@ const (
 	DefaultBridge = "berth0"
 	// DefaultBridgeSubnet is the subnet networkMode bridge containers get addresses from.
 	DefaultBridgeSubnet = "172.29.0.0/16"
-	// DefaultTaskBridge is the Linux bridge of networkMode awsvpc tasks.
-	DefaultTaskBridge = "berth-vpc0"
 	// DefaultNetNSDir is where the namespaces are bind-mounted.
 	DefaultNetNSDir = "/run/berth/netns"
+	// DefaultHostDir holds what the Berth agents of one host share: the task subnets
+	// they claimed (subnets/) and the dynamic host ports they reserved (hostports/).
+	DefaultHostDir = "/run/berth"
 )
 
 // Config configures a Network.
@@ -62,8 +63,12 @@ type Config struct {
 	// Bridge and BridgeSubnet are the Linux bridge and the IPv4 subnet of networkMode
 	// bridge; defaults DefaultBridge and DefaultBridgeSubnet.
 	Bridge, BridgeSubnet string
-	// TaskBridge is the Linux bridge of awsvpc tasks; default DefaultTaskBridge.
+	// TaskBridge is the Linux bridge of awsvpc tasks; default TaskBridgeName of the task
+	// subnet, so two Berth installations on one host (each with its own subnet) never
+	// share one bridge.
 	TaskBridge string
+	// HostDir is the directory the agents of one host share; default DefaultHostDir.
+	HostDir string
 	// TaskSubnet is this host's awsvpc subnet (an IPv4 CIDR the control plane allocated
 	// to the instance); "" refuses awsvpc tasks.
 	TaskSubnet string
@@ -80,6 +85,10 @@ type PortRequest struct {
 	HostPort int32
 	// Protocol is "tcp" or "udp".
 	Protocol string
+	// ContainerPortRange, when its first port is set, maps ports first..last instead of
+	// ContainerPort (PortMapping.containerPortRange): bridge publishes them on a
+	// contiguous range of free dynamic host ports.
+	ContainerPortRange [2]int32
 }
 
 // EndpointRequest asks for one namespace: a container's (bridge, none) or the task's
@@ -102,7 +111,36 @@ type Binding struct {
 	ContainerPort int32  `json:"containerPort"`
 	HostPort      int32  `json:"hostPort"`
 	Protocol      string `json:"protocol"`
+	// ContainerPortRange and HostPortRange ("first-last") replace ContainerPort and
+	// HostPort for a mapped range: host port HostPortRange.first+i publishes container
+	// port ContainerPortRange.first+i.
+	ContainerPortRange string `json:"containerPortRange,omitempty"`
+	HostPortRange      string `json:"hostPortRange,omitempty"`
 }
+
+// ports returns the first container port, the first host port and how many ports b maps.
+func (b Binding) ports() (ctr, host, n int32) {
+	if b.ContainerPortRange == "" {
+		return b.ContainerPort, b.HostPort, 1
+	}
+	clo, chi, _ := ParseRange(b.ContainerPortRange)
+	hlo, _, _ := ParseRange(b.HostPortRange)
+	return clo, hlo, chi - clo + 1
+}
+
+// ParseRange parses "first-last" (first <= last); ok is false otherwise.
+func ParseRange(s string) (first, last int32, ok bool) {
+	a, b, found := strings.Cut(s, "-")
+	lo, err1 := strconv.Atoi(a)
+	hi, err2 := strconv.Atoi(b)
+	if !found || err1 != nil || err2 != nil || lo > hi || lo < 0 || hi > 65535 {
+		return 0, 0, false
+	}
+	return int32(lo), int32(hi), true
+}
+
+// RangeString formats first..last as "first-last".
+func RangeString(first, last int32) string { return fmt.Sprintf("%d-%d", first, last) }
 
 // Endpoint is one namespace with its address.
 type Endpoint struct {
@@ -144,6 +182,17 @@ type Network struct {
 	cfg  Config
 	cnis map[Mode]gocni.CNI
 
+	// owner tags what this agent creates on the host (namespace names, CNI container
+	// ids, host port and subnet claims): a hash of StateDir, so an agent reaps only its own.
+	owner string
+	// pinned: Config.TaskSubnet was given; taskBridge: Config.TaskBridge as given.
+	pinned     bool
+	taskBridge string
+
+	// setupMu: Setup holds it shared, Reap exclusively, so Reap never takes a namespace
+	// or a cache entry of a network being set up for its own.
+	setupMu sync.RWMutex
+
 	mu    sync.Mutex
 	tasks map[string]*TaskNetwork
 	used  map[string]string // "tcp/8080" → task holding it
@@ -153,7 +202,9 @@ type Network struct {
 	// routed is the target of the rules this Network installed ("" for none); llTarget
 	// the one SetLinkLocalTarget asks Setup to install. llMu serialises installing.
 	routed, llTarget string
-	llMu             sync.Mutex
+	// llStale: the bridges changed (a task subnet arrived) since the rules were installed.
+	llStale bool
+	llMu    sync.Mutex
 }
 
 // New checks cfg, loads the CNI configurations and the state of the task networks a
@@ -169,7 +220,7 @@ func New(cfg Config) (*Network, error) {
 	cfg.NetNSDir = cmpOr(cfg.NetNSDir, DefaultNetNSDir)
 	cfg.Bridge = cmpOr(cfg.Bridge, DefaultBridge)
 	cfg.BridgeSubnet = cmpOr(cfg.BridgeSubnet, DefaultBridgeSubnet)
-	cfg.TaskBridge = cmpOr(cfg.TaskBridge, DefaultTaskBridge)
+	cfg.HostDir = cmpOr(cfg.HostDir, DefaultHostDir)
 	if cfg.PortRange[0] == 0 {
 		cfg.PortRange = hostPortRange()
 	}
@@ -189,12 +240,27 @@ func New(cfg Config) (*Network, error) {
 			return nil, fmt.Errorf("network: task subnet: %w", err)
 		}
 	}
-	for _, d := range []string{filepath.Join(cfg.StateDir, "tasks"), filepath.Join(cfg.StateDir, "ipam"), cfg.NetNSDir} {
+	if abs, err := filepath.Abs(cfg.StateDir); err == nil {
+		cfg.StateDir = abs
+	}
+	taskBridge := cfg.TaskBridge
+	if cfg.TaskSubnet != "" {
+		cfg.TaskBridge = cmpOr(cfg.TaskBridge, TaskBridgeName(cfg.TaskSubnet))
+	}
+	for _, d := range []string{filepath.Join(cfg.StateDir, "tasks"), filepath.Join(cfg.StateDir, "ipam"), cfg.NetNSDir, filepath.Join(cfg.HostDir, "hostports"), filepath.Join(cfg.HostDir, "subnets")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("network: %w", err)
 		}
 	}
-	n := &Network{cfg: cfg, cnis: map[Mode]gocni.CNI{}, tasks: map[string]*TaskNetwork{}, used: map[string]string{}}
+	n := &Network{cfg: cfg, owner: ownerTag(cfg.StateDir), pinned: cfg.TaskSubnet != "", taskBridge: taskBridge, cnis: map[Mode]gocni.CNI{}, tasks: map[string]*TaskNetwork{}, used: map[string]string{}}
+	if err := n.registerOwner(); err != nil {
+		return nil, err
+	}
+	if cfg.TaskSubnet != "" {
+		if err := n.claimSubnet(cfg.TaskSubnet); err != nil {
+			return nil, err
+		}
+	}
 	lists := map[Mode][]byte{
 		Bridge: n.confList("berth-bridge", cfg.Bridge, cfg.BridgeSubnet, true),
 		None:   nil,
@@ -226,7 +292,10 @@ func New(cfg Config) (*Network, error) {
 		for _, ep := range tn.Endpoints {
 			for _, b := range ep.Bindings {
 				if tn.Mode == Bridge {
-					n.used[portKey(b.Protocol, b.HostPort)] = tn.Task
+					_, host, cnt := b.ports()
+					for p := host; p < host+cnt; p++ {
+						n.used[portKey(b.Protocol, p)] = tn.Task
+					}
 				}
 			}
 		}
@@ -256,19 +325,30 @@ func (n *Network) load(list []byte) (gocni.CNI, error) {
 }
 
 // SetTaskSubnet sets the instance's awsvpc task subnet (the CIDR the control plane
-// allocated at registration) when Config.TaskSubnet gave none; a configured subnet is
-// kept. It returns the subnet in use.
+// allocated at registration, which replaces an earlier allocated one) when
+// Config.TaskSubnet gave none; a configured subnet is kept. It returns the subnet in use,
+// or an error wrapping ErrSubnetTaken when another agent of the host holds cidr.
 func (n *Network) SetTaskSubnet(cidr string) (string, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.cfg.TaskSubnet != "" || cidr == "" {
+	if n.pinned || cidr == "" || cidr == n.cfg.TaskSubnet {
 		return n.cfg.TaskSubnet, nil
 	}
 	if _, _, err := net.ParseCIDR(cidr); err != nil {
 		return "", fmt.Errorf("network: task subnet: %w", err)
 	}
-	n.cfg.TaskSubnet = cidr
-	c, err := n.load(n.confList("berth-awsvpc", n.cfg.TaskBridge, cidr, false))
+	if err := n.claimSubnet(cidr); err != nil {
+		return "", err
+	}
+	bridge := n.taskBridge
+	if bridge == "" {
+		bridge = TaskBridgeName(cidr)
+	}
+	if bridge != n.cfg.TaskBridge {
+		n.llStale = true // the next Setup routes 169.254.170.2 on the new bridge too
+	}
+	n.cfg.TaskSubnet, n.cfg.TaskBridge = cidr, bridge
+	c, err := n.load(n.confList("berth-awsvpc", bridge, cidr, false))
 	if err != nil {
 		n.cfg.TaskSubnet = ""
 		return "", fmt.Errorf("network: awsvpc: %w", err)
@@ -337,6 +417,8 @@ func (n *Network) Tasks() []string {
 // already has a complete network of the same endpoints (an agent restarted and adopts the
 // task), that network is returned unchanged. On error nothing of the network is left.
 func (n *Network) Setup(ctx context.Context, task string, mode Mode, reqs []EndpointRequest) (*TaskNetwork, error) {
+	n.setupMu.RLock()
+	defer n.setupMu.RUnlock()
 	n.mu.Lock()
 	c, lo := n.cnis[mode], n.cnis[None]
 	n.mu.Unlock()
@@ -366,18 +448,47 @@ func (n *Network) Setup(ctx context.Context, task string, mode Mode, reqs []Endp
 	n.mu.Lock()
 	n.tasks[task] = tn
 	for _, r := range reqs {
-		ep := &Endpoint{Key: r.Key, ID: r.ID, LoopbackOnly: r.LoopbackOnly}
+		// The CNI container id carries the owner tag, so an agent finds what it set up in
+		// the plugins' cache (/var/lib/cni/results) after its state is lost.
+		ep := &Endpoint{Key: r.Key, ID: n.owner + "-" + r.ID, LoopbackOnly: r.LoopbackOnly}
 		if mode == Bridge && !r.LoopbackOnly {
 			for _, p := range r.Ports {
 				proto := cmpOr(p.Protocol, "tcp")
-				host := p.HostPort
-				if host == 0 {
-					var err error
-					if host, err = n.dynamicPortLocked(proto); err != nil {
+				if lo, hi := p.ContainerPortRange[0], p.ContainerPortRange[1]; lo > 0 {
+					host, err := n.dynamicPortsLocked(proto, hi-lo+1)
+					if err != nil {
 						n.mu.Unlock()
 						_ = n.Teardown(context.WithoutCancel(ctx), task)
 						return nil, err
 					}
+					for i := range hi - lo + 1 {
+						n.used[portKey(proto, host+i)] = task
+					}
+					// Recorded before the reservations, so a failure leaves what Teardown releases.
+					ep.Bindings = append(ep.Bindings, Binding{BindIP: "0.0.0.0", Protocol: proto, ContainerPortRange: RangeString(lo, hi), HostPortRange: RangeString(host, host+hi-lo)})
+					if err := n.reservePorts(task, proto, host, hi-lo+1); err != nil {
+						n.mu.Unlock()
+						_ = n.Teardown(context.WithoutCancel(ctx), task)
+						return nil, err
+					}
+					continue
+				}
+				host := p.HostPort
+				if host == 0 {
+					var err error
+					if host, err = n.dynamicPortsLocked(proto, 1); err != nil {
+						n.mu.Unlock()
+						_ = n.Teardown(context.WithoutCancel(ctx), task)
+						return nil, err
+					}
+					ep.Bindings = append(ep.Bindings, Binding{BindIP: "0.0.0.0", ContainerPort: p.ContainerPort, HostPort: host, Protocol: proto})
+					n.used[portKey(proto, host)] = task
+					if err := n.reservePorts(task, proto, host, 1); err != nil {
+						n.mu.Unlock()
+						_ = n.Teardown(context.WithoutCancel(ctx), task)
+						return nil, err
+					}
+					continue
 				}
 				n.used[portKey(proto, host)] = task
 				ep.Bindings = append(ep.Bindings, Binding{BindIP: "0.0.0.0", ContainerPort: p.ContainerPort, HostPort: host, Protocol: proto})
@@ -391,7 +502,7 @@ func (n *Network) Setup(ctx context.Context, task string, mode Mode, reqs []Endp
 		return nil, err
 	}
 	for _, ep := range tn.Endpoints {
-		path, err := newNetNS(n.cfg.NetNSDir)
+		path, err := newNetNS(n.cfg.NetNSDir, n.owner)
 		if err != nil {
 			return fail(err)
 		}
@@ -474,6 +585,20 @@ func (n *Network) Teardown(ctx context.Context, task string) error {
 	n.mu.Lock()
 	c, lo := n.cnis[tn.Mode], n.cnis[None]
 	n.mu.Unlock()
+	if c == nil && tn.Mode == AWSVPC && len(tn.Endpoints) > 0 && tn.Endpoints[0].Subnet != "" {
+		// The instance's task subnet is not known yet (a restarted agent before it
+		// registered, berth dev's stop): the network recorded it.
+		sub := tn.Endpoints[0].Subnet
+		n.mu.Lock()
+		br := n.taskBridge
+		n.mu.Unlock()
+		if br == "" {
+			br = TaskBridgeName(sub)
+		}
+		if rc, err := n.load(n.confList("berth-awsvpc", br, sub, false)); err == nil {
+			c = rc
+		}
+	}
 	for _, ep := range tn.Endpoints {
 		c := c
 		if ep.LoopbackOnly {
@@ -506,6 +631,7 @@ func (n *Network) Teardown(ctx context.Context, task string) error {
 		}
 	}
 	n.mu.Unlock()
+	n.releasePorts(tn)
 	if err := os.Remove(n.stateFile(task)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -532,27 +658,40 @@ func cniOpts(ep *Endpoint) []gocni.NamespaceOpts {
 	}
 	var pm []gocni.PortMapping
 	for _, b := range ep.Bindings {
-		pm = append(pm, gocni.PortMapping{HostPort: b.HostPort, ContainerPort: b.ContainerPort, Protocol: b.Protocol})
+		ctr, host, cnt := b.ports()
+		for i := range cnt {
+			pm = append(pm, gocni.PortMapping{HostPort: host + i, ContainerPort: ctr + i, Protocol: b.Protocol})
+		}
 	}
 	return []gocni.NamespaceOpts{gocni.WithCapabilityPortMap(pm)}
 }
 
-// dynamicPortLocked picks a free host port of the dynamic range for proto: one no task
-// holds and no host process listens on. Call with n.mu held.
-func (n *Network) dynamicPortLocked(proto string) (int32, error) {
-	lo, hi := n.cfg.PortRange[0], n.cfg.PortRange[1]
+// dynamicPortsLocked picks cnt contiguous free host ports of the dynamic range for proto
+// and returns the first: ports no task of this agent holds, no other agent of the host
+// reserved (HostDir/hostports) and no host process listens on. Call with n.mu held.
+func (n *Network) dynamicPortsLocked(proto string, cnt int32) (int32, error) {
+	lo, hi := int32(n.cfg.PortRange[0]), int32(n.cfg.PortRange[1])
 	size := hi - lo + 1
-	start := rand.IntN(size)
-	for i := range size {
-		p := int32(lo + (start+i)%size)
-		if _, taken := n.used[portKey(proto, p)]; taken {
-			continue
+	if cnt < 1 || cnt > size {
+		return 0, fmt.Errorf("no %d contiguous %s host ports in the dynamic range %d-%d", cnt, proto, lo, hi)
+	}
+	starts := size - cnt + 1
+	start := int32(rand.IntN(int(starts)))
+	for i := int32(0); i < starts; i++ {
+		first := lo + (start+i)%starts
+		ok := true
+		for p := first; p < first+cnt && ok; p++ {
+			_, taken := n.used[portKey(proto, p)]
+			ok = !taken && !n.reservedByOther(proto, p) && hostPortFree(proto, p)
 		}
-		if hostPortFree(proto, p) {
-			return p, nil
+		if ok {
+			return first, nil
 		}
 	}
-	return 0, fmt.Errorf("no free %s host port in the dynamic range %d-%d", proto, lo, hi)
+	if cnt == 1 {
+		return 0, fmt.Errorf("no free %s host port in the dynamic range %d-%d", proto, lo, hi)
+	}
+	return 0, fmt.Errorf("no %d contiguous free %s host ports in the dynamic range %d-%d", cnt, proto, lo, hi)
 }
 
 // hostPortFree reports whether a host process could bind proto port on every address.

@@ -46,7 +46,7 @@ func newTwoHosts(t *testing.T) *twoHosts {
 	dir := t.TempDir()
 	w := &twoHosts{}
 	for _, p := range []*string{&w.hostA, &w.hostB, &w.taskA, &w.taskB} {
-		path, err := newNetNS(dir)
+		path, err := newNetNS(dir, "routestest")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,9 +8,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/containerd/containerd/api/types/runc/options"
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/oci"
+	"github.com/containerd/containerd/v2/plugins"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -33,6 +35,9 @@ type ContainerSpec struct {
 	Image containerd.Image
 	// Snapshotter holds the container's root filesystem.
 	Snapshotter string
+	// RuncRoot is runc's state directory for the container (runc's --root); "" keeps
+	// runc's default, /run/containerd/runc, shared by every containerd of the host.
+	RuncRoot string
 	// EntryPoint, when non-nil, replaces the image's ENTRYPOINT and drops
 	// its CMD, as `docker run --entrypoint` does.
 	EntryPoint []string
@@ -112,11 +117,21 @@ func Create(ctx context.Context, client *containerd.Client, spec ContainerSpec) 
 		containerd.WithContainerLabels(spec.Labels),
 		containerd.WithImageStopSignal(spec.Image, "SIGTERM"),
 		containerd.WithNewSpec(opts...),
+		withRuncRoot(spec.RuncRoot),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("create container %s: %w", spec.ID, err)
 	}
 	return ctr, nil
+}
+
+// withRuncRoot runs the container with the io.containerd.runc.v2 shim and runc's state
+// under root; "" leaves the runtime to containerd's default.
+func withRuncRoot(root string) containerd.NewContainerOpts {
+	if root == "" {
+		return func(context.Context, *containerd.Client, *containers.Container) error { return nil }
+	}
+	return containerd.WithRuntime(plugins.RuntimeRuncV2, &options.Options{Root: root})
 }
 
 // specOpts returns the OCI spec options of spec after the image's own config (which

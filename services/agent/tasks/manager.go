@@ -61,6 +61,9 @@ type Config struct {
 	// Pull says how images are pulled; Pull.Snapshotter is also the
 	// snapshotter of containers.
 	Pull runtime.PullConfig
+	// RuncRoot is runc's state directory for the agent's containers; "" keeps runc's
+	// default (/run/containerd/runc). See runtime.ContainerSpec.RuncRoot.
+	RuncRoot string
 	// Cluster is the cluster name, set on container labels.
 	Cluster string
 	// HostID is the agent's host id, set on container labels.
@@ -199,19 +202,25 @@ func (m *Manager) SetInstance(arn string) {
 }
 
 // SetTaskSubnet hands the awsvpc task subnet the control plane allocated to the instance
-// to the network (a subnet set in the agent's configuration wins).
-func (m *Manager) SetTaskSubnet(cidr string) {
+// to the network (a subnet set in the agent's configuration wins). It returns an error
+// when another agent of the host holds that subnet (network.ErrSubnetTaken): the agent
+// then registers again, reporting it taken, and is given another.
+func (m *Manager) SetTaskSubnet(cidr string) error {
 	if m.cfg.Network == nil {
-		return
+		return nil
 	}
 	used, err := m.cfg.Network.SetTaskSubnet(cidr)
+	if errors.Is(err, network.ErrSubnetTaken) {
+		return err
+	}
 	if err != nil {
 		m.log.Warn("awsvpc task subnet not set up", "subnet", cidr, "err", err)
-		return
+		return nil
 	}
 	if used != cidr && cidr != "" {
 		m.log.Info("awsvpc task subnet from the configuration kept", "configured", used, "allocated", cidr)
 	}
+	return nil
 }
 
 // SyncPeerRoutes hands the control plane's list of the other instances' task subnets to

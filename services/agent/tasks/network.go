@@ -65,6 +65,10 @@ func (t *task) setupNetwork(ctx context.Context, allAdopted bool) error {
 			r := network.EndpointRequest{Key: c.Name, ID: c.ID, LoopbackOnly: c.Def.GetDisableNetworking()}
 			if mode == "bridge" && !r.LoopbackOnly {
 				for _, pm := range c.Def.GetPortMappings() {
+					if lo, hi, ok := network.ParseRange(pm.GetContainerPortRange()); ok && lo > 0 {
+						r.Ports = append(r.Ports, network.PortRequest{ContainerPortRange: [2]int32{lo, hi}, Protocol: pm.GetProtocol()})
+						continue
+					}
 					if pm.GetContainerPort() == 0 {
 						continue
 					}
@@ -86,6 +90,10 @@ func (t *task) setupNetwork(ctx context.Context, allAdopted bool) error {
 		case "bridge":
 			bs := []*ecsv1.NetworkBinding{}
 			for _, b := range tn.Endpoint(c.Name).Bindings {
+				if b.ContainerPortRange != "" {
+					bs = append(bs, &ecsv1.NetworkBinding{BindIp: proto.String(b.BindIP), ContainerPortRange: proto.String(b.ContainerPortRange), HostPortRange: proto.String(b.HostPortRange), Protocol: proto.String(b.Protocol)})
+					continue
+				}
 				bs = append(bs, &ecsv1.NetworkBinding{BindIp: proto.String(b.BindIP), ContainerPort: proto.Int32(b.ContainerPort), HostPort: proto.Int32(b.HostPort), Protocol: proto.String(b.Protocol)})
 			}
 			c.Bindings = bs
@@ -95,6 +103,11 @@ func (t *task) setupNetwork(ctx context.Context, allAdopted bool) error {
 			ep := tn.Endpoints[0]
 			c.Bindings = []*ecsv1.NetworkBinding{}
 			for _, pm := range c.Def.GetPortMappings() {
+				if r := pm.GetContainerPortRange(); r != "" {
+					// awsvpc maps a range statically: hostPortRange = containerPortRange.
+					c.Bindings = append(c.Bindings, &ecsv1.NetworkBinding{BindIp: proto.String(ep.IP), ContainerPortRange: proto.String(r), HostPortRange: proto.String(r), Protocol: proto.String(cmpOr(pm.GetProtocol(), "tcp"))})
+					continue
+				}
 				if pm.GetContainerPort() == 0 {
 					continue
 				}

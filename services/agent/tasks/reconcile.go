@@ -113,6 +113,14 @@ func (m *Manager) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 		if err := nw.Sweep(ctx, func(task string) bool { return keep[task] }); err != nil {
 			m.log.Warn("reconcile: releasing left networks", "err", err)
 		}
+		// What no recorded network names: this agent's namespaces, leases, rules and host
+		// port reservations whose state was lost (killed mid set-up), and those of agents
+		// of this host whose data dir is gone (a removed `berth dev` temp dir).
+		if n, err := nw.Reap(ctx); err != nil {
+			m.log.Warn("reconcile: reaping left network resources", "released", n, "err", err)
+		} else if n > 0 {
+			m.log.Info("reconcile: reaped left network resources", "released", n)
+		}
 	}
 }
 

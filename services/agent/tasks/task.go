@@ -448,6 +448,7 @@ func (t *task) containerSpec(c *ctrState, img containerd.Image) runtime.Containe
 		ID:                   c.ID,
 		Image:                img,
 		Snapshotter:          t.m.cfg.Pull.Snapshotter,
+		RuncRoot:             t.m.cfg.RuncRoot,
 		EntryPoint:           def.GetEntryPoint(),
 		Command:              def.GetCommand(),
 		WorkingDir:           def.GetWorkingDirectory(),

@@ -220,7 +220,7 @@ var FieldRules = map[string]FieldRule{
 	"DeploymentAlarms.rollback":                        refusedBut(issueAWSDeps, supNoAlarms, isFalse),
 	"PortMapping.appProtocol":                          stored("AWS uses it only for Service Connect, which Berth refuses."),
 	"PortMapping.containerPort":                        honoured(""),
-	"PortMapping.containerPortRange":                   refused(issueNetworking, "Berth publishes single ports; containerPortRange is not supported yet."),
+	"PortMapping.containerPortRange":                   honoured("bridge and awsvpc only, without containerPort and hostPort, up to 100 per container, no overlaps (AWS's rules). bridge: the agent publishes a contiguous free range of the instance's ephemeral ports (32768-60999 by default), never one another task holds; awsvpc: the same range on the task's address. networkBindings report containerPortRange and hostPortRange."),
 	"PortMapping.hostPort":                             honoured("bridge: any host port (reserved at placement, RESOURCE:PORTS), or 0/absent for a dynamic one from the instance's ip_local_port_range (32768-60999 by default) that the agent allocates; host and awsvpc: equal to containerPort."),
 	"PortMapping.name":                                 stored("AWS uses it only for Service Connect, which Berth refuses."),
 	"PortMapping.protocol":                             honoured("tcp or udp."),

@@ -259,7 +259,7 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 				ci.StatusReason = proto.String(req.GetRuntimeReason())
 			}
 			ci.Version++
-			if err := s.claimTaskSubnet(ctx, txn, rec); err != nil {
+			if err := s.claimTaskSubnet(ctx, txn, rec, req.GetTakenTaskSubnets()); err != nil {
 				return err
 			}
 			txn.Update(keys.Instance(account, name, instanceID(ci.GetContainerInstanceArn())), rev, rec)
@@ -291,7 +291,7 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 		} else {
 			txn.IfAbsent(hostKey)
 		}
-		if err := s.claimTaskSubnet(ctx, txn, rec); err != nil {
+		if err := s.claimTaskSubnet(ctx, txn, rec, req.GetTakenTaskSubnets()); err != nil {
 			return err
 		}
 		txn.Put(hostKey, wrapperspb.String(id)).

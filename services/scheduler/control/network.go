@@ -53,10 +53,12 @@ func parseTaskSubnetPool(pool string) *net.IPNet {
 	return n
 }
 
-// freeTaskSubnet returns a /24 of the pool no instance claims (keys.TaskSubnet), or ""
-// when every one is taken. The caller claims it in its registration txn (IfAbsent), so
-// two registrations racing for one subnet conflict and retry.
-func (s *Server) freeTaskSubnet(ctx context.Context) (string, error) {
+// freeTaskSubnet returns a /24 of the pool no instance claims (keys.TaskSubnet) and that
+// overlaps none of avoid (what the host reported in use: another Berth installation's
+// subnet, an interface's network), or "" when every one is taken. The caller claims it in
+// its registration txn (IfAbsent), so two registrations racing for one subnet conflict
+// and retry.
+func (s *Server) freeTaskSubnet(ctx context.Context, avoid []string) (string, error) {
 	resp, err := s.kv.Get(ctx, keys.TaskSubnets(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return "", fmt.Errorf("task subnets: %w", err)
@@ -70,19 +72,40 @@ func (s *Server) freeTaskSubnet(ctx context.Context) (string, error) {
 	for i := 0; i < 1<<(24-ones); i++ {
 		ip := net.IPv4(base[0], base[1]+byte(i>>8), base[2]+byte(i), 0).To4()
 		cidr := ip.String() + "/24"
-		if !taken[keys.TaskSubnet(cidr)] {
+		if !taken[keys.TaskSubnet(cidr)] && !overlapsAny(cidr, avoid) {
 			return cidr, nil
 		}
 	}
 	return "", nil
 }
 
-// claimTaskSubnet gives rec a task subnet when it has none: a free one, claimed in txn.
-func (s *Server) claimTaskSubnet(ctx context.Context, txn *store.Txn, rec *storev1.ContainerInstanceRecord) error {
-	if rec.GetTaskSubnet() != "" {
-		return nil
+// overlapsAny reports whether the IPv4 CIDR cidr shares an address with one of others
+// (entries that do not parse are ignored).
+func overlapsAny(cidr string, others []string) bool {
+	_, a, err := net.ParseCIDR(cidr)
+	if err != nil {
+		return false
 	}
-	cidr, err := s.freeTaskSubnet(ctx)
+	for _, o := range others {
+		if _, b, err := net.ParseCIDR(o); err == nil && (a.Contains(b.IP) || b.Contains(a.IP)) {
+			return true
+		}
+	}
+	return false
+}
+
+// claimTaskSubnet gives rec a task subnet when it has none, or when its host reports the
+// one it has as taken (avoid: the RegisterRequest's taken_task_subnets; the old claim is
+// released in txn): a free one overlapping none of avoid, claimed in txn.
+func (s *Server) claimTaskSubnet(ctx context.Context, txn *store.Txn, rec *storev1.ContainerInstanceRecord, avoid []string) error {
+	if old := rec.GetTaskSubnet(); old != "" {
+		if !overlapsAny(old, avoid) {
+			return nil
+		}
+		txn.Delete(keys.TaskSubnet(old))
+		rec.TaskSubnet = ""
+	}
+	cidr, err := s.freeTaskSubnet(ctx, avoid)
 	if err != nil || cidr == "" {
 		return err
 	}

@@ -203,6 +203,9 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 		if taskMem > 0 && c.Memory != nil && int(c.GetMemory()) > taskMem {
 			return nil, ecserr.Clientf("Invalid 'memory' setting for container '%s'. The container memory must not exceed the task memory.", name)
 		}
+		if err := checkPortRanges(name, mode, c.GetPortMappings()); err != nil {
+			return nil, err
+		}
 		for _, pm := range c.GetPortMappings() {
 			if pm == nil {
 				return nil, ecserr.Clientf("Invalid port mapping for container '%s'.", name)

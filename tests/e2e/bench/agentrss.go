@@ -66,7 +66,7 @@ func agentRSS(ctx context.Context, s *stack, dir, cluster string, b agentBinary)
 	}
 	var stderr bytes.Buffer
 	agent := exec.Command(bin, append(b.args, "--gateway", s.gwURL, "--cluster", cluster, "--data-dir", filepath.Join(dir, cluster+"-agent-data"),
-		"--containerd", s.ctd.Address(), "--snapshotter", s.ctd.Snapshotter(), "--namespace", "berth-"+cluster, "--log-addr", "127.0.0.1:0")...)
+		"--containerd", s.ctd.Address(), "--snapshotter", s.ctd.Snapshotter(), "--runc-root", s.ctd.RuncRoot(), "--namespace", "berth-"+cluster, "--log-addr", "127.0.0.1:0")...)
 	agent.Env = append(os.Environ(), "BERTH_ACCESS_KEY_ID="+accessKey, "BERTH_SECRET_ACCESS_KEY="+secretKey, "BERTH_REGION="+region)
 	if extra := os.Getenv("BERTH_BENCH_AGENT_ENV"); extra != "" {
 		// One more NAME=VALUE for the measured agents, to compare settings (GOGC=100).

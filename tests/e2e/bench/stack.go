@@ -136,6 +136,7 @@ func (s *stack) startAgent(ctx context.Context, dir, cluster string, wg *sync.Wa
 		DataDir:           filepath.Join(dir, "agent"),
 		ContainerdAddress: s.ctd.Address(),
 		Snapshotter:       s.ctd.Snapshotter(),
+		RuncRoot:          s.ctd.RuncRoot(),
 		Namespace:         "berth-bench",
 		PullBehavior:      "prefer-cached",
 		StopTimeout:       2 * time.Second,
@@ -410,6 +411,7 @@ func rawContainerd(ctx context.Context, s *stack, n int) ([]time.Duration, error
 			containerd.WithSnapshotter(s.ctd.Snapshotter()),
 			containerd.WithNewSnapshot(id+"-rootfs", img),
 			containerd.WithNewSpec(oci.WithImageConfigArgs(img, []string{"sleep", "600"})),
+			s.ctd.RuntimeOpt(),
 		)
 		if err != nil {
 			return nil, err

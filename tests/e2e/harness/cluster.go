@@ -216,6 +216,7 @@ func Start(t *testing.T, opts Options) *Cluster {
 				"--data-dir", dataDir,
 				"--containerd", c.Containerd.Address(),
 				"--snapshotter", c.Containerd.Snapshotter(),
+				"--runc-root", c.Containerd.RuncRoot(),
 				"--namespace", ns,
 				"--region", Region,
 				"--credentials-file", filepath.Join(c.Dir, "agent.env"),

@@ -29,7 +29,7 @@ import (
 // the tasks placed on it until its context is canceled. Unless GOGC is set, it runs the
 // garbage collector at GOGC=50 (agentGCPercent).
 func Command(use string) *cobra.Command {
-	var gatewayURL, cluster, dataDir, containerdAddr, namespace, snapshotter, region, credsFile, logAddr string
+	var gatewayURL, cluster, dataDir, containerdAddr, namespace, snapshotter, runcRoot, region, credsFile, logAddr string
 	var insecure, attrs []string
 	var runContainerd bool
 	var hostAddress string
@@ -94,6 +94,7 @@ func Command(use string) *cobra.Command {
 				ContainerdAddress:  containerdAddr,
 				Namespace:          namespace,
 				Snapshotter:        snapshotter,
+				RuncRoot:           runcRoot,
 				InsecureRegistries: insecure,
 				Attributes:         attributes,
 				HostAddress:        hostAddress,
@@ -116,6 +117,7 @@ func Command(use string) *cobra.Command {
 	f.StringVar(&containerdAddr, "containerd", cli.Env("BERTH_CONTAINERD_ADDRESS", "/run/containerd/containerd.sock"), "containerd socket")
 	f.StringVar(&namespace, "namespace", cli.Env("BERTH_CONTAINERD_NAMESPACE", "berth"), "containerd namespace of this agent's containers")
 	f.BoolVar(&runContainerd, "run-containerd", cli.Env("BERTH_RUN_CONTAINERD", "") == "true", "run a containerd of the agent's own under <data-dir>/containerd (needs root and the containerd, containerd-shim-runc-v2 and runc binaries in PATH); --containerd and --snapshotter are then ignored")
+	f.StringVar(&runcRoot, "runc-root", cli.Env("BERTH_RUNC_ROOT", ""), "runc's state directory for this agent's containers (empty: runc's default /run/containerd/runc); give each private containerd its own")
 	f.StringVar(&snapshotter, "snapshotter", cli.Env("BERTH_CONTAINERD_SNAPSHOTTER", "overlayfs"), "containerd snapshotter for images and root filesystems")
 	f.StringVar(&region, "region", cli.Env("BERTH_REGION", "us-east-1"), "region this host's agent registers and signs in; its tasks come from that region's clusters only")
 	f.StringVar(&credsFile, "credentials-file", cli.Env("BERTH_CREDENTIALS_FILE", ""), "file with BERTH_ACCESS_KEY_ID= and BERTH_SECRET_ACCESS_KEY= lines")

@@ -352,9 +352,14 @@ type RegisterRequest struct {
 	// bridge and host mode tasks are this address and the host port. Empty (the gateway is
 	// on this host, as under `berth dev`): no route to this host's tasks is handed to
 	// peers, and targets use loopback.
-	HostAddress   string `protobuf:"bytes,1000,opt,name=host_address,json=hostAddress,proto3" json:"host_address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HostAddress string `protobuf:"bytes,1000,opt,name=host_address,json=hostAddress,proto3" json:"host_address,omitempty"`
+	// taken_task_subnets are IPv4 CIDRs in use on the host by something other than this
+	// agent (another Berth installation's task subnet, an interface's network): the control
+	// plane gives the instance an awsvpc task subnet overlapping none of them, and replaces
+	// a kept one that overlaps.
+	TakenTaskSubnets []string `protobuf:"bytes,1020,rep,name=taken_task_subnets,json=takenTaskSubnets,proto3" json:"taken_task_subnets,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RegisterRequest) Reset() {
@@ -441,6 +446,13 @@ func (x *RegisterRequest) GetHostAddress() string {
 		return x.HostAddress
 	}
 	return ""
+}
+
+func (x *RegisterRequest) GetTakenTaskSubnets() []string {
+	if x != nil {
+		return x.TakenTaskSubnets
+	}
+	return nil
 }
 
 // RegisterResponse carries the container instance as the control plane holds it.
@@ -1714,7 +1726,7 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\x10ShipLogsResponse\x12-\n" +
 	"\x13too_new_start_index\x18\x01 \x01(\x05R\x10tooNewStartIndex\x12)\n" +
 	"\x11too_old_end_index\x18\x02 \x01(\x05R\x0etooOldEndIndex\x12*\n" +
-	"\x11expired_end_index\x18\x03 \x01(\x05R\x0fexpiredEndIndex\"\xe1\x02\n" +
+	"\x11expired_end_index\x18\x03 \x01(\x05R\x0fexpiredEndIndex\"\x90\x03\n" +
 	"\x0fRegisterRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x17\n" +
 	"\ahost_id\x18\x02 \x01(\tR\x06hostId\x124\n" +
@@ -1725,7 +1737,8 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\fversion_info\x18\x05 \x01(\v2\x19.berth.ecs.v1.VersionInfoR\vversionInfo\x12#\n" +
 	"\rruntime_ready\x18\x06 \x01(\bR\fruntimeReady\x12%\n" +
 	"\x0eruntime_reason\x18\a \x01(\tR\rruntimeReason\x12\"\n" +
-	"\fhost_address\x18\xe8\a \x01(\tR\vhostAddress\"\xa4\x01\n" +
+	"\fhost_address\x18\xe8\a \x01(\tR\vhostAddress\x12-\n" +
+	"\x12taken_task_subnets\x18\xfc\a \x03(\tR\x10takenTaskSubnets\"\xa4\x01\n" +
 	"\x10RegisterResponse\x12N\n" +
 	"\x12container_instance\x18\x01 \x01(\v2\x1f.berth.ecs.v1.ContainerInstanceR\x11containerInstance\x12\x1f\n" +
 	"\vcluster_arn\x18\x02 \x01(\tR\n" +

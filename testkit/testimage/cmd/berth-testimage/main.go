@@ -10,6 +10,7 @@
 //	env                print the environment, sorted, one VAR=value a line
 //	echo OUT ERR       write OUT to stdout and ERR to stderr, each with a newline
 //	serve PORT         serve HTTP on PORT: 200 "ok" on / and /health
+//	serve FIRST-LAST   the same on every port of FIRST..LAST (a containerPortRange)
 //	ignore-sigterm     keep running when sent SIGTERM
 //	alloc N            allocate and touch N MiB, then sleep
 //	health-file PATH   exit 0 if PATH exists, else 1 (a CMD health check)
@@ -178,13 +179,21 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, rest[1])
 		return exitOK
 	case "serve":
-		n, err := intArg()
-		if err != nil {
-			return usage("%v", err)
+		if len(rest) != 1 {
+			return usage("takes a port or a range FIRST-LAST")
+		}
+		first, last, isRange := strings.Cut(rest[0], "-")
+		if !isRange {
+			last = first
+		}
+		lo, err1 := strconv.Atoi(first)
+		hi, err2 := strconv.Atoi(last)
+		if err1 != nil || err2 != nil || lo > hi {
+			return usage("takes a port or a range FIRST-LAST")
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
-		if err := serve(ctx, n, stdout); err != nil {
+		if err := serve(ctx, lo, hi, stdout); err != nil {
 			fmt.Fprintf(stderr, "serve: %v\n", err)
 			return exitFail
 		}
@@ -264,25 +273,39 @@ func sleep(ctx context.Context, d time.Duration, stdout io.Writer) int {
 	return exitOK
 }
 
-func serve(ctx context.Context, port int, stdout io.Writer) error {
+func serve(ctx context.Context, first, last int, stdout io.Writer) error {
 	ok := func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", ok)
 	mux.HandleFunc("GET /health", ok)
-	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	var lns []net.Listener
+	for port := first; port <= last; port++ {
+		ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
+		if err != nil {
+			for _, l := range lns {
+				_ = l.Close()
+			}
+			return err
+		}
+		lns = append(lns, ln)
+		fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
+	}
 	go func() {
 		<-ctx.Done()
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdownCtx)
 	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
+	errc := make(chan error, len(lns))
+	for _, ln := range lns {
+		go func() { errc <- srv.Serve(ln) }()
+	}
+	for range lns {
+		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+			_ = srv.Close()
+			return err
+		}
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
 )
 
 // Placed is one task placed by Placer: the instance chosen and its record as the commit
@@ -433,20 +434,36 @@ func (p *Placer) watch(account keys.Scope, cluster string, cc *clusterCache) {
 	defer p.wg.Done()
 	var once sync.Once
 	markReady := func() { once.Do(func() { close(cc.ready) }) }
-	err := store.Watch(p.ctx, p.cli, keys.Instances(account, cluster), 0, func(ev store.Event[*storev1.ContainerInstanceRecord]) error {
+	// The records arrive as Empty (every field kept unparsed) and are decoded only when
+	// the cache does not hold them yet: most puts are this Placer's own commits, which
+	// committed already cached.
+	err := store.Watch(p.ctx, p.cli, keys.Instances(account, cluster), 0, func(ev store.Event[*emptypb.Empty]) error {
 		switch ev.Type {
 		case store.EventResync:
-			cc.mu.Lock()
-			cc.entries = make(map[string]*entry, len(ev.Items))
+			entries := make(map[string]*entry, len(ev.Items))
 			for _, it := range ev.Items {
 				id := lastSegment(it.Key)
-				cc.entries[id] = &entry{rec: it.Value, rev: it.ModRevision, view: FromRecord(id, it.Value, it.ModRevision)}
+				rec, err := decodeInstance(it)
+				if err != nil {
+					return err
+				}
+				entries[id] = &entry{rec: rec, rev: it.ModRevision, view: FromRecord(id, rec, it.ModRevision)}
 			}
+			cc.mu.Lock()
+			cc.entries = entries
 			cc.snap = nil
 			cc.mu.Unlock()
 			markReady()
 		case store.EventPut:
-			cc.upsert(lastSegment(ev.Item.Key), ev.Item.Value, ev.Item.ModRevision)
+			id := lastSegment(ev.Item.Key)
+			if cc.has(id, ev.Item.ModRevision) {
+				return nil
+			}
+			rec, err := decodeInstance(ev.Item)
+			if err != nil {
+				return err
+			}
+			cc.upsert(id, rec, ev.Item.ModRevision)
 		case store.EventDelete:
 			cc.remove(lastSegment(ev.Item.Key))
 		}
@@ -479,13 +496,52 @@ func (p *Placer) committed(account keys.Scope, cluster string, placed []Placed, 
 	if cc == nil {
 		return
 	}
-	done := map[string]bool{}
+	cc.upsertMany(placed, rev)
+}
+
+// upsertMany is upsert of every instance of placed (each once) at rev, copying the
+// snapshot's slices once for all of them rather than once per instance: a group commit
+// touches a hundred instances of a cluster of a thousand.
+func (cc *clusterCache) upsertMany(placed []Placed, rev int64) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	var s *snapshot
 	for _, pl := range placed {
-		if !done[pl.InstanceID] {
-			done[pl.InstanceID] = true
-			cc.upsert(pl.InstanceID, pl.Instance, rev)
+		id := pl.InstanceID
+		cur, known := cc.entries[id]
+		if known && cur.rev >= rev {
+			continue // already taken (an instance placed on twice, or the watch was first)
 		}
+		e := &entry{rec: pl.Instance, rev: rev, view: FromRecord(id, pl.Instance, rev)}
+		cc.entries[id] = e
+		if !known || cc.snap == nil {
+			cc.snap, s = nil, nil
+			continue
+		}
+		if s == nil {
+			s = &snapshot{views: slices.Clone(cc.snap.views), entries: slices.Clone(cc.snap.entries), pos: cc.snap.pos}
+			cc.snap = s
+		}
+		i := s.pos[id]
+		s.views[i], s.entries[i] = e.view, e
 	}
+}
+
+// decodeInstance decodes an instance record the watch read as Empty.
+func decodeInstance(it store.Item[*emptypb.Empty]) (*storev1.ContainerInstanceRecord, error) {
+	rec := &storev1.ContainerInstanceRecord{}
+	if err := proto.Unmarshal(it.Value.ProtoReflect().GetUnknown(), rec); err != nil {
+		return nil, fmt.Errorf("placement: decode %s at revision %d: %w", it.Key, it.ModRevision, err)
+	}
+	return rec, nil
+}
+
+// has reports whether the cache holds instance id at revision rev or later.
+func (cc *clusterCache) has(id string, rev int64) bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	cur := cc.entries[id]
+	return cur != nil && cur.rev >= rev
 }
 
 func (cc *clusterCache) upsert(id string, rec *storev1.ContainerInstanceRecord, rev int64) {

@@ -344,6 +344,9 @@ type clusterCache struct {
 	err     error
 	entries map[string]*entry
 	snap    *snapshot // rebuilt lazily after a change
+	// shared is set once snap has been handed out: a change then copies its slices;
+	// until then changes (a commit's instances, one watch event each) swap in place.
+	shared bool
 }
 
 func cacheKey(account keys.Scope, cluster string) string { return account.String() + "/" + cluster }
@@ -505,7 +508,6 @@ func (p *Placer) committed(account keys.Scope, cluster string, placed []Placed, 
 func (cc *clusterCache) upsertMany(placed []Placed, rev int64) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	var s *snapshot
 	for _, pl := range placed {
 		id := pl.InstanceID
 		cur, known := cc.entries[id]
@@ -515,15 +517,12 @@ func (cc *clusterCache) upsertMany(placed []Placed, rev int64) {
 		e := &entry{rec: pl.Instance, rev: rev, view: FromRecord(id, pl.Instance, rev)}
 		cc.entries[id] = e
 		if !known || cc.snap == nil {
-			cc.snap, s = nil, nil
+			cc.snap = nil
 			continue
 		}
-		if s == nil {
-			s = &snapshot{views: slices.Clone(cc.snap.views), entries: slices.Clone(cc.snap.entries), pos: cc.snap.pos}
-			cc.snap = s
-		}
-		i := s.pos[id]
-		s.views[i], s.entries[i] = e.view, e
+		cc.own()
+		i := cc.snap.pos[id]
+		cc.snap.views[i], cc.snap.entries[i] = e.view, e
 	}
 }
 
@@ -554,15 +553,23 @@ func (cc *clusterCache) upsert(id string, rec *storev1.ContainerInstanceRecord, 
 	_, known := cc.entries[id]
 	cc.entries[id] = e
 	if known && cc.snap != nil {
-		// Same ids: copy the snapshot's slices and swap one entry (cheap next to a
-		// rebuild, which sorts).
+		// Same ids: swap one entry (cheap next to a rebuild, which sorts), in a copy of
+		// the snapshot's slices when the snapshot is in use.
+		cc.own()
 		i := cc.snap.pos[id]
-		s := &snapshot{views: slices.Clone(cc.snap.views), entries: slices.Clone(cc.snap.entries), pos: cc.snap.pos}
-		s.views[i], s.entries[i] = e.view, e
-		cc.snap = s
+		cc.snap.views[i], cc.snap.entries[i] = e.view, e
 		return
 	}
 	cc.snap = nil
+}
+
+// own makes cc.snap private to the cache (copying its slices when it was handed out),
+// so that it can be changed in place. The caller holds mu.
+func (cc *clusterCache) own() {
+	if cc.shared {
+		cc.snap = &snapshot{views: slices.Clone(cc.snap.views), entries: slices.Clone(cc.snap.entries), pos: cc.snap.pos}
+		cc.shared = false
+	}
 }
 
 func (cc *clusterCache) remove(id string) {
@@ -580,6 +587,7 @@ func (cc *clusterCache) snapshot() *snapshot {
 	if cc.snap == nil {
 		cc.snap = buildSnapshot(cc.entries)
 	}
+	cc.shared = true
 	return cc.snap
 }
 

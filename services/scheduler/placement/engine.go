@@ -175,6 +175,8 @@ type Plan struct {
 // is not usable; build it with NewEngine.
 type Engine struct {
 	rng *rand.Rand
+	// feasible is the scan's scratch slice, reused between tasks and calls.
+	feasible []*Instance
 }
 
 // NewEngine returns an engine whose random choices (the random strategy and tie-breaks)
@@ -293,7 +295,7 @@ func (e *Engine) Place(snapshot []*Instance, req Request) (Plan, error) {
 			var best *Instance
 			for range 8 {
 				in := cands[e.rng.IntN(len(cands))]
-				if reason, _ := e.check(in, req, c, usedInRequest); reason == "" {
+				if reason, _ := e.check(in, req, c, usedInRequest, false); reason == "" {
 					best = in
 					break
 				}
@@ -304,16 +306,23 @@ func (e *Engine) Place(snapshot []*Instance, req Request) (Plan, error) {
 				continue
 			}
 		}
-		var feasible []*Instance
-		var fails []Failure
+		// Feasibility first without the failures' details (formatting one per refused
+		// instance costs more than the check); they are collected only when no instance
+		// is feasible, which is when they are reported.
+		feasible := e.feasible[:0]
 		for _, in := range cands {
-			if reason, detail := e.check(in, req, c, usedInRequest); reason != "" {
-				fails = append(fails, Failure{Arn: in.ARN, Reason: reason, Detail: detail})
-				continue
+			if reason, _ := e.check(in, req, c, usedInRequest, false); reason == "" {
+				feasible = append(feasible, in)
 			}
-			feasible = append(feasible, in)
 		}
+		e.feasible = feasible[:0]
 		if len(feasible) == 0 {
+			var fails []Failure
+			for _, in := range cands {
+				if reason, detail := e.check(in, req, c, usedInRequest, true); reason != "" {
+					fails = append(fails, Failure{Arn: in.ARN, Reason: reason, Detail: detail})
+				}
+			}
 			if len(req.Instances) == 0 {
 				// For RunTask AWS reports the instances that were considered; an instance
 				// not ACTIVE is not considered at all. When no instance was (every one
@@ -352,13 +361,16 @@ func instanceByARN(cands []*Instance, a string) *Instance {
 // take records best as the next choice and reserves the demand on a private copy of it
 // (replacing it in cands), which it returns.
 func (e *Engine) take(plan *Plan, cands []*Instance, mine map[*Instance]bool, best *Instance, req Request) *Instance {
-	plan.Choices = append(plan.Choices, Choice{Instance: best.clone()})
 	if !mine[best] {
+		// A snapshot instance is never changed: the choice can name it as it is.
+		plan.Choices = append(plan.Choices, Choice{Instance: best})
 		cp := best.clone()
 		mine[cp] = true
 		i := slices.Index(cands, best)
 		cands[i] = cp
 		best = cp
+	} else {
+		plan.Choices = append(plan.Choices, Choice{Instance: best.clone()})
 	}
 	reserve(best, req.Demand, req.Group)
 	return best
@@ -433,30 +445,62 @@ func DaemonInstances(snapshot []*Instance, constraints []Constraint) ([]string, 
 }
 
 // check runs the feasibility checkers in AWS's order of reporting and returns the first
-// failing reason, or "" when the instance can take the task.
-func (e *Engine) check(in *Instance, req Request, c compiled, used map[string]bool) (string, string) {
-	if reason, detail := eligible(in, c.memberOf, false); reason != "" {
+// failing reason, or "" when the instance can take the task; the detail explaining the
+// reason is formatted only when withDetail is set.
+func (e *Engine) check(in *Instance, req Request, c compiled, used map[string]bool, withDetail bool) (string, string) {
+	if !withDetail {
+		if in.Status != "ACTIVE" {
+			return ReasonInactive, ""
+		}
+		if !in.AgentConnected {
+			return ReasonAgent, ""
+		}
+		for _, m := range c.memberOf {
+			if !m.Match(in) {
+				return ReasonAttribute, ""
+			}
+		}
+	} else if reason, detail := eligible(in, c.memberOf, false); reason != "" {
 		return reason, detail
 	}
 	if c.distinct && (used[in.ID] || (req.Group != "" && in.Groups[req.Group] > 0)) {
 		return ReasonAttribute, "distinctInstance placement constraint unsatisfied"
 	}
-	if int64(req.Demand.CPU) > in.CPU {
-		return ReasonCPU, fmt.Sprintf("needs %d CPU units, %d remain", req.Demand.CPU, in.CPU)
+	reason, a, b := "", int64(0), int64(0)
+	switch {
+	case int64(req.Demand.CPU) > in.CPU:
+		reason, a, b = ReasonCPU, int64(req.Demand.CPU), in.CPU
+	case int64(req.Demand.Memory) > in.Memory:
+		reason, a, b = ReasonMemory, int64(req.Demand.Memory), in.Memory
+	case int64(req.Demand.GPUs) > in.GPUs:
+		reason, a, b = ReasonGPU, int64(req.Demand.GPUs), in.GPUs
 	}
-	if int64(req.Demand.Memory) > in.Memory {
-		return ReasonMemory, fmt.Sprintf("needs %d MiB, %d remain", req.Demand.Memory, in.Memory)
-	}
-	if int64(req.Demand.GPUs) > in.GPUs {
-		return ReasonGPU, fmt.Sprintf("needs %d GPUs, %d remain", req.Demand.GPUs, in.GPUs)
+	if reason != "" {
+		if !withDetail {
+			return reason, ""
+		}
+		switch reason {
+		case ReasonCPU:
+			return reason, fmt.Sprintf("needs %d CPU units, %d remain", a, b)
+		case ReasonMemory:
+			return reason, fmt.Sprintf("needs %d MiB, %d remain", a, b)
+		default:
+			return reason, fmt.Sprintf("needs %d GPUs, %d remain", a, b)
+		}
 	}
 	for _, p := range req.Demand.Ports {
 		if in.Ports[p] {
+			if !withDetail {
+				return ReasonPorts, ""
+			}
 			return ReasonPorts, fmt.Sprintf("tcp port %d is taken", p)
 		}
 	}
 	for _, p := range req.Demand.UDPPorts {
 		if in.UDPPorts[p] {
+			if !withDetail {
+				return ReasonPortsUDP, ""
+			}
 			return ReasonPortsUDP, fmt.Sprintf("udp port %d is taken", p)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
 )
 
 // Placed is one task placed by Placer: the instance chosen and its record as the commit
@@ -343,6 +344,9 @@ type clusterCache struct {
 	err     error
 	entries map[string]*entry
 	snap    *snapshot // rebuilt lazily after a change
+	// shared is set once snap has been handed out: a change then copies its slices;
+	// until then changes (a commit's instances, one watch event each) swap in place.
+	shared bool
 }
 
 func cacheKey(account keys.Scope, cluster string) string { return account.String() + "/" + cluster }
@@ -433,20 +437,36 @@ func (p *Placer) watch(account keys.Scope, cluster string, cc *clusterCache) {
 	defer p.wg.Done()
 	var once sync.Once
 	markReady := func() { once.Do(func() { close(cc.ready) }) }
-	err := store.Watch(p.ctx, p.cli, keys.Instances(account, cluster), 0, func(ev store.Event[*storev1.ContainerInstanceRecord]) error {
+	// The records arrive as Empty (every field kept unparsed) and are decoded only when
+	// the cache does not hold them yet: most puts are this Placer's own commits, which
+	// committed already cached.
+	err := store.Watch(p.ctx, p.cli, keys.Instances(account, cluster), 0, func(ev store.Event[*emptypb.Empty]) error {
 		switch ev.Type {
 		case store.EventResync:
-			cc.mu.Lock()
-			cc.entries = make(map[string]*entry, len(ev.Items))
+			entries := make(map[string]*entry, len(ev.Items))
 			for _, it := range ev.Items {
 				id := lastSegment(it.Key)
-				cc.entries[id] = &entry{rec: it.Value, rev: it.ModRevision, view: FromRecord(id, it.Value, it.ModRevision)}
+				rec, err := decodeInstance(it)
+				if err != nil {
+					return err
+				}
+				entries[id] = &entry{rec: rec, rev: it.ModRevision, view: FromRecord(id, rec, it.ModRevision)}
 			}
+			cc.mu.Lock()
+			cc.entries = entries
 			cc.snap = nil
 			cc.mu.Unlock()
 			markReady()
 		case store.EventPut:
-			cc.upsert(lastSegment(ev.Item.Key), ev.Item.Value, ev.Item.ModRevision)
+			id := lastSegment(ev.Item.Key)
+			if cc.has(id, ev.Item.ModRevision) {
+				return nil
+			}
+			rec, err := decodeInstance(ev.Item)
+			if err != nil {
+				return err
+			}
+			cc.upsert(id, rec, ev.Item.ModRevision)
 		case store.EventDelete:
 			cc.remove(lastSegment(ev.Item.Key))
 		}
@@ -479,13 +499,48 @@ func (p *Placer) committed(account keys.Scope, cluster string, placed []Placed, 
 	if cc == nil {
 		return
 	}
-	done := map[string]bool{}
+	cc.upsertMany(placed, rev)
+}
+
+// upsertMany is upsert of every instance of placed (each once) at rev, copying the
+// snapshot's slices once for all of them rather than once per instance: a group commit
+// touches a hundred instances of a cluster of a thousand.
+func (cc *clusterCache) upsertMany(placed []Placed, rev int64) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
 	for _, pl := range placed {
-		if !done[pl.InstanceID] {
-			done[pl.InstanceID] = true
-			cc.upsert(pl.InstanceID, pl.Instance, rev)
+		id := pl.InstanceID
+		cur, known := cc.entries[id]
+		if known && cur.rev >= rev {
+			continue // already taken (an instance placed on twice, or the watch was first)
 		}
+		e := &entry{rec: pl.Instance, rev: rev, view: FromRecord(id, pl.Instance, rev)}
+		cc.entries[id] = e
+		if !known || cc.snap == nil {
+			cc.snap = nil
+			continue
+		}
+		cc.own()
+		i := cc.snap.pos[id]
+		cc.snap.views[i], cc.snap.entries[i] = e.view, e
 	}
+}
+
+// decodeInstance decodes an instance record the watch read as Empty.
+func decodeInstance(it store.Item[*emptypb.Empty]) (*storev1.ContainerInstanceRecord, error) {
+	rec := &storev1.ContainerInstanceRecord{}
+	if err := proto.Unmarshal(it.Value.ProtoReflect().GetUnknown(), rec); err != nil {
+		return nil, fmt.Errorf("placement: decode %s at revision %d: %w", it.Key, it.ModRevision, err)
+	}
+	return rec, nil
+}
+
+// has reports whether the cache holds instance id at revision rev or later.
+func (cc *clusterCache) has(id string, rev int64) bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	cur := cc.entries[id]
+	return cur != nil && cur.rev >= rev
 }
 
 func (cc *clusterCache) upsert(id string, rec *storev1.ContainerInstanceRecord, rev int64) {
@@ -498,15 +553,23 @@ func (cc *clusterCache) upsert(id string, rec *storev1.ContainerInstanceRecord, 
 	_, known := cc.entries[id]
 	cc.entries[id] = e
 	if known && cc.snap != nil {
-		// Same ids: copy the snapshot's slices and swap one entry (cheap next to a
-		// rebuild, which sorts).
+		// Same ids: swap one entry (cheap next to a rebuild, which sorts), in a copy of
+		// the snapshot's slices when the snapshot is in use.
+		cc.own()
 		i := cc.snap.pos[id]
-		s := &snapshot{views: slices.Clone(cc.snap.views), entries: slices.Clone(cc.snap.entries), pos: cc.snap.pos}
-		s.views[i], s.entries[i] = e.view, e
-		cc.snap = s
+		cc.snap.views[i], cc.snap.entries[i] = e.view, e
 		return
 	}
 	cc.snap = nil
+}
+
+// own makes cc.snap private to the cache (copying its slices when it was handed out),
+// so that it can be changed in place. The caller holds mu.
+func (cc *clusterCache) own() {
+	if cc.shared {
+		cc.snap = &snapshot{views: slices.Clone(cc.snap.views), entries: slices.Clone(cc.snap.entries), pos: cc.snap.pos}
+		cc.shared = false
+	}
 }
 
 func (cc *clusterCache) remove(id string) {
@@ -524,6 +587,7 @@ func (cc *clusterCache) snapshot() *snapshot {
 	if cc.snap == nil {
 		cc.snap = buildSnapshot(cc.entries)
 	}
+	cc.shared = true
 	return cc.snap
 }
 

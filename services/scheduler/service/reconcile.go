@@ -12,7 +12,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
@@ -237,11 +239,13 @@ func (r *Reconciler) watch(ctx context.Context, w func(context.Context) error) {
 
 // watchTasks marks a service dirty when one of its tasks is written (a standalone task
 // concerns no service) and the whole cluster when a task record is deleted.
+// The records are read as Empty and only their serviceName is parsed (taskServiceName):
+// every placement writes a task, and a full decode here cost as much as the choice.
 func (r *Reconciler) watchTasks(ctx context.Context) error {
-	return store.Watch(ctx, r.cfg.Client, keys.AllTasks(), 0, func(ev store.Event[*storev1.TaskRecord]) error {
+	return store.Watch(ctx, r.cfg.Client, keys.AllTasks(), 0, func(ev store.Event[*emptypb.Empty]) error {
 		return r.changed(ev.Type, ev.Item.Key, keys.ParseTask, func(c keys.ClusterRef, _ string) {
 			if ev.Type == store.EventPut {
-				r.markService(c, ev.Item.Value.GetServiceName())
+				r.markService(c, taskServiceName(ev.Item.Value.ProtoReflect().GetUnknown()))
 			} else {
 				r.dirty[c] = true
 			}
@@ -249,10 +253,41 @@ func (r *Reconciler) watchTasks(ctx context.Context) error {
 	})
 }
 
+// taskServiceField is TaskRecord.service_name's field number.
+var taskServiceField = (&storev1.TaskRecord{}).ProtoReflect().Descriptor().Fields().ByName("service_name").Number()
+
+// taskServiceName returns the serviceName of an encoded TaskRecord (the last one, as
+// proto.Unmarshal keeps), or "" when it has none or does not parse.
+func taskServiceName(b []byte) string {
+	name := ""
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return ""
+		}
+		b = b[n:]
+		if num == taskServiceField && typ == protowire.BytesType {
+			v, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return ""
+			}
+			name, b = string(v), b[m:]
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return ""
+		}
+		b = b[m:]
+	}
+	return name
+}
+
 // watchInstances marks a cluster dirty when one of its instances changes (joins,
-// drains, capacity).
+// drains, capacity). Only the key matters: the records are read as Empty (their fields
+// kept unparsed), which costs far less than decoding every placement's instance write.
 func (r *Reconciler) watchInstances(ctx context.Context) error {
-	return store.Watch(ctx, r.cfg.Client, keys.AllInstances(), 0, func(ev store.Event[*storev1.ContainerInstanceRecord]) error {
+	return store.Watch(ctx, r.cfg.Client, keys.AllInstances(), 0, func(ev store.Event[*emptypb.Empty]) error {
 		return r.changed(ev.Type, ev.Item.Key, keys.ParseInstance, func(c keys.ClusterRef, _ string) { r.dirty[c] = true })
 	})
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os/exec"
 	"slices"
@@ -13,6 +14,8 @@ import (
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 	sd "github.com/aws/aws-sdk-go-v2/service/servicediscovery"
 	sdtypes "github.com/aws/aws-sdk-go-v2/service/servicediscovery/types"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // createPrivateNamespace creates a private DNS namespace and returns its id, read back
@@ -33,6 +36,17 @@ func createPrivateNamespace(t *testing.T, c *sd.Client, name string) string {
 	return op.Operation.Targets["NAMESPACE"]
 }
 
+// noHostPrefix turns off the endpoint host prefix "data-" that DiscoverInstances and
+// DiscoverInstancesRevision carry on AWS: a Berth endpoint is one host for every action.
+func noHostPrefix(o *sd.Options) {
+	o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("BerthNoHostPrefix",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				return next.HandleInitialize(smithyhttp.DisableEndpointHostPrefix(ctx, true), in)
+			}), middleware.Before)
+	})
+}
+
 // TestCloudMapWithSDK drives the Cloud Map API (JSON 1.1) through the real gateway and
 // scheduler with the AWS SDK for Go v2: namespaces, services with DNS records,
 // instances, discovery, custom health, operations, tags, account isolation and AWS's
@@ -40,7 +54,7 @@ func createPrivateNamespace(t *testing.T, c *sd.Client, name string) string {
 func TestCloudMapWithSDK(t *testing.T) {
 	const acct, other = "444444444444", "555555555555"
 	stack := startAPIStack(t, acct, other)
-	c := sd.NewFromConfig(stack.awsConfig(acct, "us-east-1"))
+	c := sd.NewFromConfig(stack.awsConfig(acct, "us-east-1"), noHostPrefix)
 	ctx := t.Context()
 
 	nsID := createPrivateNamespace(t, c, "internal.example")
@@ -316,7 +330,9 @@ func TestECSServiceRegistriesValidation(t *testing.T) {
 
 // TestCloudMapWithAWSCLI drives the Cloud Map API with the AWS CLI against the gateway:
 // create-private-dns-namespace, get-operation, create-service, register-instance,
-// discover-instances and list-services.
+// list-instances, get-instances-health-status and list-services. (discover-instances is
+// left out: the CLI sends it to the host "data-" + the endpoint's host, as on AWS; see
+// docs/service-discovery.md.)
 func TestCloudMapWithAWSCLI(t *testing.T) {
 	if _, err := exec.LookPath("aws"); err != nil {
 		t.Skip("the AWS CLI (`aws`) is not installed; .ci/run installs it")
@@ -347,10 +363,14 @@ func TestCloudMapWithAWSCLI(t *testing.T) {
 	svc := run("create-service", "--name", "api", "--namespace-id", nsID, "--dns-config", "RoutingPolicy=MULTIVALUE,DnsRecords=[{Type=A,TTL=60}]")
 	svcID := svc["Service"].(map[string]any)["Id"].(string)
 	run("register-instance", "--service-id", svcID, "--instance-id", "one", "--attributes", "AWS_INSTANCE_IPV4=10.9.0.1")
-	disc := run("discover-instances", "--namespace-name", "cli.local", "--service-name", "api")
-	insts := disc["Instances"].([]any)
+	li := run("list-instances", "--service-id", svcID)
+	insts := li["Instances"].([]any)
 	if len(insts) != 1 || insts[0].(map[string]any)["Attributes"].(map[string]any)["AWS_INSTANCE_IPV4"] != "10.9.0.1" {
-		t.Errorf("discover-instances = %v", disc)
+		t.Errorf("list-instances = %v", li)
+	}
+	hs := run("get-instances-health-status", "--service-id", svcID)
+	if st := hs["Status"].(map[string]any); st["one"] != "UNKNOWN" {
+		t.Errorf("get-instances-health-status = %v", hs)
 	}
 	ls := run("list-services")
 	if s := ls["Services"].([]any); len(s) != 1 || s[0].(map[string]any)["Name"] != "api" {

@@ -49,8 +49,16 @@ func (n *Network) RouteLinkLocal(target string) error {
 	if err := n.UnrouteLinkLocal(); err != nil {
 		return err
 	}
+	loopback := ip.IsLoopback()
+	if n.cfg.DNSTarget != "" {
+		dnsIP, err := checkLinkLocalTarget(n.cfg.DNSTarget)
+		if err != nil {
+			return err
+		}
+		loopback = loopback || dnsIP.IsLoopback()
+	}
 	for _, br := range n.bridges() {
-		if ip.IsLoopback() {
+		if loopback {
 			if err := iptables("-t", "filter", "-I", "INPUT", "1", "-i", br, "-d", "127.0.0.0/8",
 				"-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED,DNAT",
 				"-m", "comment", "--comment", linkLocalComment, "-j", "DROP"); err != nil {
@@ -73,7 +81,7 @@ func (n *Network) RouteLinkLocal(target string) error {
 		}
 	}
 	n.mu.Lock()
-	n.linkLocal, n.routed = ip.IsLoopback(), target
+	n.linkLocal, n.routed = loopback, target
 	n.mu.Unlock()
 	return nil
 }

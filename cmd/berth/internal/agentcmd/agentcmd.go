@@ -107,6 +107,7 @@ func Command(use string) *cobra.Command {
 	f.StringSliceVar(&netCfg.PluginDirs, "cni-plugin-dir", cli.SplitList(cli.Env("BERTH_CNI_PLUGIN_DIR", network.DefaultPluginDir+",/opt/cni/bin")), "directories searched for the CNI plugins (bridge, host-local, portmap, firewall, loopback)")
 	f.StringVar(&netCfg.BridgeSubnet, "bridge-subnet", cli.Env("BERTH_BRIDGE_SUBNET", network.DefaultBridgeSubnet), "IPv4 subnet of networkMode bridge containers on this host")
 	f.StringVar(&netCfg.TaskSubnet, "task-subnet", cli.Env("BERTH_TASK_SUBNET", ""), "IPv4 subnet of this host's awsvpc tasks (default: the /24 the control plane allocates at registration)")
+	f.StringVar(&netCfg.DNSTarget, "dns-target", cli.Env("BERTH_DNS_TARGET", ""), "ipv4:port of the Cloud Map DNS server (berth dns) that bridge and awsvpc tasks reach on 169.254.169.253:53 (empty: tasks keep the host's resolvers)")
 	return cmd
 }
 

@@ -28,6 +28,7 @@ generate: tools
 	cd tools && GOWORK=off go run ./ecsgen -model ../api/sts/sts-2011-06-15.json -out ../proto/berth/sts/v1 -package berth.sts.v1 -service StsService -title STS
 	cd tools && GOWORK=off go run ./ecsgen -model ../api/logs/logs-2014-03-28.json -out ../proto/berth/logs/v1 -package berth.logs.v1 -service LogsService -title "CloudWatch Logs"
 	cd tools && GOWORK=off go run ./ecsgen -model ../api/elbv2/elbv2-2015-12-01.json -out ../proto/berth/elbv2/v1 -package berth.elbv2.v1 -service Elbv2Service -title "Elastic Load Balancing v2"
+	cd tools && GOWORK=off go run ./ecsgen -model ../api/servicediscovery/servicediscovery-2017-03-14.json -out ../proto/berth/servicediscovery/v1 -package berth.servicediscovery.v1 -service ServicediscoveryService -title "Cloud Map"
 	$(BUF) format -w
 	rm -rf gen/berth
 	PATH="$(TOOLS):$$PATH" $(BUF) generate

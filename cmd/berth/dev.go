@@ -33,7 +33,9 @@ import (
 	"github.com/berthhq/berth/services/gateway/sigv4client"
 	"github.com/berthhq/berth/services/scheduler/app"
 	"github.com/berthhq/berth/services/scheduler/caller"
+	"github.com/berthhq/berth/services/scheduler/cloudmapdns"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/lb"
 	"github.com/berthhq/berth/services/scheduler/logstore"
 	"github.com/berthhq/berth/services/scheduler/seal"
@@ -83,6 +85,9 @@ type devConfig struct {
 	InsecureRegistries []string
 	// LBListenHost (BERTH_LB_LISTEN_HOST) is where load balancer listeners bind.
 	LBListenHost string
+	// DNSAddr (BERTH_DNS_ADDR) is where the Cloud Map DNS server listens (UDP and TCP);
+	// tasks reach it on 169.254.169.253:53 through the agent's redirect. "off" disables.
+	DNSAddr string
 
 	// TaskStableAfter (BERTH_TASK_STABLE_AFTER, a Go duration such as "5s") shortens how
 	// long a service task without health checks must stay RUNNING before it counts toward
@@ -107,6 +112,7 @@ func devConfigFromEnv() devConfig {
 		AgentEndpointAddr:  cli.Env("BERTH_AGENT_ENDPOINT_ADDR", "127.0.0.1:0"),
 		InsecureRegistries: insecure,
 		LBListenHost:       cli.Env("BERTH_LB_LISTEN_HOST", "127.0.0.1"),
+		DNSAddr:            cli.Env("BERTH_DNS_ADDR", "127.0.0.1:0"),
 
 		TaskStableAfter: cli.Env("BERTH_TASK_STABLE_AFTER", ""),
 	}
@@ -248,6 +254,26 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		return lb.Run(ctx, etcd.Client(), lb.Config{ListenHost: cfg.LBListenHost, Logger: log.With("service", "lb")})
 	})
 
+	// The Cloud Map DNS server of the dev account and region (docs/service-discovery.md).
+	dnsTarget := ""
+	if cfg.DNSAddr != "off" {
+		dnsSrv, err := cloudmapdns.Listen(cloudmapdns.Config{
+			Addr: cfg.DNSAddr, Scopes: []keys.Scope{{Account: cfg.AccountID, Region: cfg.Region}}, Logger: log.With("service", "dns"),
+		})
+		if err != nil {
+			cancel()
+			return fmt.Errorf("cloud map dns at %s (set BERTH_DNS_ADDR, or off to disable): %w", cfg.DNSAddr, err)
+		}
+		defer dnsSrv.Close()
+		dnsTarget = dnsSrv.Addr()
+		start("dns", func() error {
+			if err := dnsSrv.Follow(ctx, etcd.Client()); err != nil && ctx.Err() == nil {
+				return err
+			}
+			return nil
+		})
+	}
+
 	if cfg.RegistryAddr != "" {
 		reg, err := ociregistry.Serve(ctx, cfg.RegistryAddr)
 		if err != nil {
@@ -262,6 +288,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		BridgeSubnet: cli.Env("BERTH_BRIDGE_SUBNET", ""),
 		TaskSubnet:   cli.Env("BERTH_TASK_SUBNET", ""),
 		StateDir:     filepath.Join(dataDir, "agent", "network"),
+		DNSTarget:    dnsTarget,
 	}
 	ctrd, snapshotter, runcRoot, stopContainerd := devContainerd(ctx, log, dataDir, cfg.ContainerdAddress, func(ctx context.Context) {
 		releaseDevNetworks(ctx, log, netCfg)

@@ -19,6 +19,6 @@ func main() {
 		Short: "Berth: a container orchestrator that speaks the Amazon ECS API",
 	}
 	root.AddCommand(devCommand(), schedulerCommand(), gatewaycmd.Command("gateway"), agentcmd.Command("agent"),
-		adminCommand(), logsCommand(), imageCommand(), lbCommand(), tlsCommand(), registryCommand())
+		adminCommand(), logsCommand(), imageCommand(), lbCommand(), dnsCommand(), tlsCommand(), registryCommand())
 	cli.Main(root)
 }

@@ -7,6 +7,7 @@ import (
 	elbv2v1 "github.com/berthhq/berth/gen/berth/elbv2/v1"
 	logsv1 "github.com/berthhq/berth/gen/berth/logs/v1"
 	secretsmanagerv1 "github.com/berthhq/berth/gen/berth/secretsmanager/v1"
+	servicediscoveryv1 "github.com/berthhq/berth/gen/berth/servicediscovery/v1"
 	ssmv1 "github.com/berthhq/berth/gen/berth/ssm/v1"
 	stsv1 "github.com/berthhq/berth/gen/berth/sts/v1"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -100,6 +101,14 @@ var Services = []Service{
 		Descriptor:   elbv2v1.File_berth_elbv2_v1_elbv2_service_proto.Services().ByName("Elbv2Service"),
 		Unsupported:  "UnsupportedOperation",
 		Throttling:   "Throttling",
+	},
+	{
+		SigningName:  "servicediscovery",
+		Protocol:     JSON,
+		TargetPrefix: "Route53AutoNaming_v20170314.",
+		Descriptor:   servicediscoveryv1.File_berth_servicediscovery_v1_servicediscovery_service_proto.Services().ByName("ServicediscoveryService"),
+		Unsupported:  "UnsupportedOperationException",
+		Throttling:   "RequestLimitExceeded",
 	},
 }
 

@@ -15,6 +15,7 @@ require (
 
 require (
 	github.com/kylelemons/godebug v1.1.0 // indirect
+	github.com/miekg/dns v1.1.73 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 )
 

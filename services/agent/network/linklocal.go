@@ -15,6 +15,20 @@ import (
 // endpoints on ("169.254.170.2", port 80), as on ECS.
 const LinkLocalAddr = "169.254.170.2"
 
+// TaskResolverAddr is the nameserver bridge and awsvpc tasks get when the agent has a
+// Cloud Map DNS server (Config.DNSTarget): the address of the Amazon-provided DNS server
+// of a VPC.
+const TaskResolverAddr = "169.254.169.253"
+
+// TaskResolver returns the nameserver for the resolv.conf of a bridge or awsvpc task
+// that sets no dnsServers: TaskResolverAddr when Config.DNSTarget is set, else "".
+func (n *Network) TaskResolver() string {
+	if n == nil || n.cfg.DNSTarget == "" {
+		return ""
+	}
+	return TaskResolverAddr
+}
+
 // linkLocalComment marks the iptables rules RouteLinkLocal installs, so a restarted agent
 // finds (and replaces) them instead of adding copies.
 const linkLocalComment = "berth-task-endpoints"
@@ -35,8 +49,16 @@ func (n *Network) RouteLinkLocal(target string) error {
 	if err := n.UnrouteLinkLocal(); err != nil {
 		return err
 	}
+	loopback := ip.IsLoopback()
+	if n.cfg.DNSTarget != "" {
+		dnsIP, err := checkLinkLocalTarget(n.cfg.DNSTarget)
+		if err != nil {
+			return err
+		}
+		loopback = loopback || dnsIP.IsLoopback()
+	}
 	for _, br := range n.bridges() {
-		if ip.IsLoopback() {
+		if loopback {
 			if err := iptables("-t", "filter", "-I", "INPUT", "1", "-i", br, "-d", "127.0.0.0/8",
 				"-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED,DNAT",
 				"-m", "comment", "--comment", linkLocalComment, "-j", "DROP"); err != nil {
@@ -48,9 +70,18 @@ func (n *Network) RouteLinkLocal(target string) error {
 			"-m", "comment", "--comment", linkLocalComment, "-j", "DNAT", "--to-destination", target); err != nil {
 			return err
 		}
+		if dns := n.cfg.DNSTarget; dns != "" {
+			// The Cloud Map DNS server answers the tasks' nameserver (UDP and TCP).
+			for _, proto := range []string{"udp", "tcp"} {
+				if err := iptables("-t", "nat", "-I", "PREROUTING", "1", "-i", br, "-d", TaskResolverAddr+"/32", "-p", proto, "--dport", "53",
+					"-m", "comment", "--comment", linkLocalComment, "-j", "DNAT", "--to-destination", dns); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	n.mu.Lock()
-	n.linkLocal, n.routed = ip.IsLoopback(), target
+	n.linkLocal, n.routed = loopback, target
 	n.mu.Unlock()
 	return nil
 }

@@ -75,6 +75,12 @@ type Config struct {
 	// PortRange is the inclusive range of dynamic host ports; default the host's
 	// net.ipv4.ip_local_port_range (32768–60999 on Linux), as the ECS agent uses it.
 	PortRange [2]int
+	// DNSTarget is the "ipv4:port" of the Cloud Map DNS server (the DNS role): when set,
+	// the rules that route 169.254.170.2 (SetLinkLocalTarget) also route
+	// TaskResolverAddr:53 (UDP and TCP) from both bridges to it, and TaskResolver
+	// returns that address for the tasks' resolv.conf. "" leaves tasks the host's
+	// resolvers.
+	DNSTarget string
 }
 
 // PortRequest is one port mapping of a container.
@@ -221,6 +227,11 @@ func New(cfg Config) (*Network, error) {
 	cfg.Bridge = cmpOr(cfg.Bridge, DefaultBridge)
 	cfg.BridgeSubnet = cmpOr(cfg.BridgeSubnet, DefaultBridgeSubnet)
 	cfg.HostDir = cmpOr(cfg.HostDir, DefaultHostDir)
+	if cfg.DNSTarget != "" {
+		if _, err := checkLinkLocalTarget(cfg.DNSTarget); err != nil {
+			return nil, fmt.Errorf("network: DNS target: %w", err)
+		}
+	}
 	if cfg.PortRange[0] == 0 {
 		cfg.PortRange = hostPortRange()
 	}

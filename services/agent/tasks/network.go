@@ -259,7 +259,13 @@ func (t *task) netSpec(c *ctrState, spec *runtime.ContainerSpec) error {
 	for _, h := range c.Def.GetExtraHosts() {
 		fmt.Fprintf(&hosts, "%s\t%s\n", h.GetIpAddress(), h.GetHostname())
 	}
-	resolv, err := resolvConf(c.Def.GetDnsServers(), c.Def.GetDnsSearchDomains())
+	servers := c.Def.GetDnsServers()
+	if r := t.m.cfg.Network.TaskResolver(); len(servers) == 0 && r != "" {
+		// The Cloud Map DNS server: the account's private namespaces, the rest forwarded
+		// to the host's resolvers.
+		servers = []string{r}
+	}
+	resolv, err := resolvConf(servers, c.Def.GetDnsSearchDomains())
 	if err != nil {
 		return err
 	}

@@ -26,12 +26,14 @@ import (
 	"github.com/berthhq/berth/gen/berth/elbv2/v1/elbv2v1connect"
 	"github.com/berthhq/berth/gen/berth/logs/v1/logsv1connect"
 	"github.com/berthhq/berth/gen/berth/secretsmanager/v1/secretsmanagerv1connect"
+	"github.com/berthhq/berth/gen/berth/servicediscovery/v1/servicediscoveryv1connect"
 	"github.com/berthhq/berth/gen/berth/ssm/v1/ssmv1connect"
 	"github.com/berthhq/berth/gen/berth/sts/v1/stsv1connect"
 	"github.com/berthhq/berth/services/scheduler/admin"
 	"github.com/berthhq/berth/services/scheduler/agentsession"
 	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/changefeed"
+	"github.com/berthhq/berth/services/scheduler/cloudmap"
 	"github.com/berthhq/berth/services/scheduler/control"
 	"github.com/berthhq/berth/services/scheduler/elbapi"
 	"github.com/berthhq/berth/services/scheduler/etcdmetrics"
@@ -142,6 +144,7 @@ type App struct {
 	rolloutDone func(state string, d time.Duration)
 	secrets     *secretsmanager.Handler
 	params      *ssm.Handler
+	cloudMap    *cloudmap.Registry
 	kv          clientv3.KV        // cfg.Etcd's KV, instrumented when metrics are on
 	watchKV     etcdmetrics.Client // the same with the watcher, for placement and services
 	tokens      *admin.Tokens
@@ -202,6 +205,7 @@ func New(cfg Config) (*App, error) {
 	})
 	a.secrets = secretsmanager.New(a.kv, cfg.Keyring, nil)
 	a.params = ssm.New(a.kv, cfg.Keyring, nil)
+	a.cloudMap = cloudmap.NewRegistry(a.kv, nil)
 	creds := taskcreds.New(taskcreds.Config{KV: a.kv, Lease: cfg.Etcd, Keyring: cfg.Keyring, Lifetime: cfg.TaskCredentialsLifetime})
 	a.sessions = agentsession.New(agentsession.Config{
 		Credentials:      creds,
@@ -237,6 +241,7 @@ func New(cfg Config) (*App, error) {
 		mux.Handle(logsv1connect.NewLogsServiceHandler(logsv1connect.UnimplementedLogsServiceHandler{}, identity, gzip))
 	}
 	mux.Handle(elbv2v1connect.NewElbv2ServiceHandler(elbapi.New(a.kv, elbapi.InstanceHost(a.kv)), identity, gzip))
+	mux.Handle(servicediscoveryv1connect.NewServicediscoveryServiceHandler(cloudmap.NewHandler(a.cloudMap), identity, gzip))
 	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip, connect.WithInterceptors(admin.Guard{Open: cfg.Dev})))
 	mux.Handle(consolev1connect.NewConsoleServiceHandler(changefeed.New(cfg.Etcd, a.kv, cfg.Logger.With("component", "changefeed")), identity, gzip))
 	a.handleIntrospection(mux)

@@ -90,7 +90,6 @@ const (
 	supCapProv       = "Base and weight over the pools of the cluster's capacity providers (docs/capacity-providers.md); the cluster's default strategy applies when neither launchType nor a strategy is given."
 	supPlatform      = "FARGATE tasks only: LATEST (resolves to 1.4.0) or 1.4.0, shown on the task with platformFamily Linux."
 	supNoVolConf     = "Berth has no EBS volumes; use task definition volumes with host paths."
-	supNoSD          = "Berth has no service discovery yet; leave serviceRegistries out."
 	supNoSC          = "Berth has no Service Connect yet; leave serviceConnectConfiguration out."
 	supNoLattice     = "Berth has no VPC Lattice."
 	supNoAZ          = "Berth has no Availability Zones to rebalance across; only DISABLED is supported."
@@ -306,7 +305,7 @@ var FieldRules = map[string]FieldRule{
 	"CreateServiceRequest.schedulingStrategy":            honoured("REPLICA and DAEMON."),
 	"CreateServiceRequest.serviceConnectConfiguration":   refused(issueTraffic, supNoSC),
 	"CreateServiceRequest.serviceName":                   honoured(""),
-	"CreateServiceRequest.serviceRegistries":             refused(issueTraffic, supNoSD),
+	"CreateServiceRequest.serviceRegistries":             honoured("One Cloud Map service (A and/or SRV): each RUNNING task is registered (awsvpc: its IP; bridge/host: host address and port) and deregistered before it stops; the DNS role answers the names."),
 	"CreateServiceRequest.tags":                          honoured(""),
 	"CreateServiceRequest.taskDefinition":                honoured(""),
 	"CreateServiceRequest.volumeConfigurations":          refused(0, supNoVolConf),
@@ -329,7 +328,7 @@ var FieldRules = map[string]FieldRule{
 	"UpdateServiceRequest.propagateTags":                 honoured(""),
 	"UpdateServiceRequest.service":                       honoured(""),
 	"UpdateServiceRequest.serviceConnectConfiguration":   refused(issueTraffic, supNoSC),
-	"UpdateServiceRequest.serviceRegistries":             refused(issueTraffic, supNoSD),
+	"UpdateServiceRequest.serviceRegistries":             honoured("Replaces the service's Cloud Map registry and starts a new deployment."),
 	"UpdateServiceRequest.taskDefinition":                honoured(""),
 	"UpdateServiceRequest.volumeConfigurations":          refused(0, supNoVolConf),
 	"UpdateServiceRequest.vpcLatticeConfigurations":      refused(0, supNoLattice),

@@ -91,7 +91,7 @@ var Operations = map[string]OperationRule{
 	"ListDaemons":                   {Unsupported, whyDaemons, insDaemons},
 	"ListServiceDeployments":        {Real, "", ""},
 	"ListServices":                  {Real, "", ""},
-	"ListServicesByNamespace":       {Real, "Berth has no Cloud Map namespaces (serviceRegistries and serviceConnectConfiguration are refused), so every namespace is unknown and answers NamespaceNotFoundException, as AWS does for one that does not exist.", ""},
+	"ListServicesByNamespace":       {Real, "", ""},
 	"ListTagsForResource":           {Real, "", ""},
 	"ListTaskDefinitionFamilies":    {Real, "", ""},
 	"ListTaskDefinitions":           {Real, "", ""},

@@ -3,6 +3,7 @@ package service
 import (
 	"cmp"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/cloudmap"
 	"github.com/berthhq/berth/services/scheduler/control"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
@@ -143,6 +145,11 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 		}
 		if len(m.GetLoadBalancers()) > 0 {
 			if err := validateLoadBalancers(ctx, h.kv, account, m.GetLoadBalancers(), td); err != nil {
+				return nil, err
+			}
+		}
+		if len(m.GetServiceRegistries()) > 0 {
+			if err := validateServiceRegistries(ctx, h.kv, account, m.GetServiceRegistries(), td); err != nil {
 				return nil, err
 			}
 		}
@@ -498,6 +505,19 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 				}
 				s.LoadBalancers = nonNil(lbs)
 			}
+			if m.ServiceRegistries != nil || (td != nil && len(s.GetServiceRegistries()) > 0) {
+				regs := s.GetServiceRegistries()
+				if m.ServiceRegistries != nil {
+					regs = m.GetServiceRegistries()
+				}
+				if err := validateServiceRegistries(ctx, h.kv, account, regs, curTD); err != nil {
+					return err
+				}
+				if !protoSliceEqual(regs, s.GetServiceRegistries()) {
+					redeploy = true
+				}
+				s.ServiceRegistries = nonNil(regs)
+			}
 			if m.PropagateTags != nil {
 				s.PropagateTags = m.PropagateTags
 			}
@@ -832,18 +852,81 @@ func (h *Handler) ListServices(ctx context.Context, req *connect.Request[ecsv1.L
 	})
 }
 
-// ListServicesByNamespace answers with no services: Berth has no Service Connect or
-// Cloud Map namespaces, so no service belongs to one. AWS reference:
+// ListServicesByNamespace lists the ARNs of the account's ACTIVE services, any cluster,
+// whose serviceRegistries name a Cloud Map service of the namespace (given by name or
+// ARN), in ARN order; maxResults 1–100 (default 10) with a nextToken. A namespace that
+// does not exist answers NamespaceNotFoundException. AWS reference:
 // ListServicesByNamespace.
 func (h *Handler) ListServicesByNamespace(ctx context.Context, req *connect.Request[ecsv1.ListServicesByNamespaceRequest]) (*connect.Response[ecsv1.ListServicesByNamespaceResponse], error) {
 	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListServicesByNamespaceRequest) (*ecsv1.ListServicesByNamespaceResponse, error) {
 		if m.GetNamespace() == "" {
 			return nil, ecserr.InvalidParameterf("namespace is required.")
 		}
-		if _, err := maxResults(m.MaxResults, 10); err != nil {
+		limit, err := maxResults(m.MaxResults, 10)
+		if err != nil {
 			return nil, err
 		}
-		return nil, ecserr.New("NamespaceNotFoundException", "Namespace not found.")
+		reg := cloudmap.NewRegistry(h.kv, nil)
+		nss, err := reg.Namespaces(ctx, account)
+		if err != nil {
+			return nil, err
+		}
+		nsID := ""
+		for _, ns := range nss {
+			if ns.GetArn() == m.GetNamespace() || ns.GetName() == strings.TrimSuffix(m.GetNamespace(), ".") {
+				nsID = ns.GetId()
+			}
+		}
+		if nsID == "" {
+			return nil, ecserr.New("NamespaceNotFoundException", "Namespace not found.")
+		}
+		svcs, err := reg.Services(ctx, account)
+		if err != nil {
+			return nil, err
+		}
+		inNS := map[string]bool{}
+		for _, s := range svcs {
+			if s.GetNamespaceId() == nsID {
+				inNS[s.GetArn()] = true
+			}
+		}
+		var arns []string
+		token := ""
+		for {
+			items, next, err := store.List[*storev1.ServiceRecord](ctx, h.kv, store.MustKeyPrefix("services", account.Account, account.Region), store.MaxListLimit, token)
+			if err != nil {
+				return nil, err
+			}
+			for _, it := range items {
+				s := it.Value.GetService()
+				if s.GetStatus() == StatusActive && slices.ContainsFunc(s.GetServiceRegistries(), func(r *ecsv1.ServiceRegistry) bool { return inNS[r.GetRegistryArn()] }) {
+					arns = append(arns, s.GetServiceArn())
+				}
+			}
+			if next == "" {
+				break
+			}
+			token = next
+		}
+		slices.Sort(arns)
+		if t := m.GetNextToken(); t != "" {
+			after, err := base64.RawURLEncoding.DecodeString(t)
+			if err != nil {
+				return nil, ecserr.InvalidParameterf("nextToken is not valid.")
+			}
+			i, found := slices.BinarySearch(arns, string(after))
+			if found {
+				i++
+			}
+			arns = arns[i:]
+		}
+		resp := &ecsv1.ListServicesByNamespaceResponse{ServiceArns: []string{}}
+		if len(arns) > limit {
+			arns = arns[:limit]
+			resp.NextToken = proto.String(base64.RawURLEncoding.EncodeToString([]byte(arns[limit-1])))
+		}
+		resp.ServiceArns = append(resp.ServiceArns, arns...)
+		return resp, nil
 	})
 }
 

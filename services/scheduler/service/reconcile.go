@@ -117,6 +117,8 @@ type Reconciler struct {
 	meta map[string]svcMeta
 	// lbs keeps services' tasks registered with their target groups.
 	lbs *lbSync
+	// sds keeps services' tasks registered with their Cloud Map services.
+	sds *sdSync
 	// clustersRead and servicesRead count the clusters and the services a pass
 	// reconciled (for tests).
 	clustersRead, servicesRead int
@@ -158,7 +160,7 @@ func NewReconciler(cfg ReconcilerConfig) *Reconciler {
 		cfg.FullPassEvery = time.Minute
 	}
 	return &Reconciler{
-		cfg: cfg, log: cfg.Logger, tds: map[string]*storev1.TaskDefinitionRecord{}, lbs: newLBSync(cfg.Client),
+		cfg: cfg, log: cfg.Logger, tds: map[string]*storev1.TaskDefinitionRecord{}, lbs: newLBSync(cfg.Client), sds: newSDSync(cfg.Client),
 		dirty: map[keys.ClusterRef]bool{}, dirtySvc: map[keys.ClusterRef]map[string]bool{}, allDirty: true, wake: make(chan struct{}, 1),
 	}
 }
@@ -762,6 +764,9 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *clusterState, it service
 	if len(it.rec.GetService().GetLoadBalancers()) > 0 {
 		st.Targets = r.lbs.sync(ctx, r, st)
 	}
+	if len(it.rec.GetService().GetServiceRegistries()) > 0 {
+		r.sds.sync(ctx, r, st)
+	}
 	plan, err := Compute(st, r.policy())
 	if err != nil {
 		return err
@@ -842,6 +847,10 @@ func (r *Reconciler) Apply(ctx context.Context, plan Plan) error {
 				continue
 			}
 			st.Reason = first
+		}
+		if len(s.GetServiceRegistries()) > 0 && st.Task.Value.GetTask().GetLastStatus() != "STOPPED" {
+			// Out of DNS before its containers get SIGTERM, as ECS deregisters first.
+			r.sds.release(ctx, r, plan.Account, s, st.Task.Value)
 		}
 		if err := r.stopTask(ctx, plan.Account, st.Task, st.Reason); err != nil {
 			return err

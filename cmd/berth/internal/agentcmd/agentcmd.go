@@ -132,6 +132,7 @@ func Command(use string) *cobra.Command {
 	f.StringVar(&netCfg.BridgeSubnet, "bridge-subnet", cli.Env("BERTH_BRIDGE_SUBNET", network.DefaultBridgeSubnet), "IPv4 subnet of networkMode bridge containers on this host")
 	f.StringVar(&hostAddress, "host-address", cli.Env("BERTH_HOST_ADDRESS", ""), "IPv4 address the cluster's other hosts reach this host at: they route its awsvpc task subnet through it and load balancers reach its bridge and host mode tasks there (default: the address this host reaches the gateway from; docs/networking.md)")
 	f.StringVar(&netCfg.TaskSubnet, "task-subnet", cli.Env("BERTH_TASK_SUBNET", ""), "IPv4 subnet of this host's awsvpc tasks (default: the /24 the control plane allocates at registration)")
+	f.StringVar(&netCfg.DNSTarget, "dns-target", cli.Env("BERTH_DNS_TARGET", ""), "ipv4:port of the Cloud Map DNS server (berth dns) that bridge and awsvpc tasks reach on 169.254.169.253:53 (empty: tasks keep the host's resolvers)")
 	return cmd
 }
 

@@ -9,7 +9,9 @@
 //	                   sleep until signalled (exit 0)
 //	env                print the environment, sorted, one VAR=value a line
 //	echo OUT ERR       write OUT to stdout and ERR to stderr, each with a newline
-//	serve PORT         serve HTTP on PORT: 200 "ok" on / and /health
+//	serve PORT         serve HTTP on PORT: 200 "ok" on / and /health; GET /resolve/NAME
+//	                   answers NAME's IPv4 addresses through the container's resolv.conf,
+//	                   sorted and comma-separated (502 with the error when the lookup fails)
 //	serve FIRST-LAST   the same on every port of FIRST..LAST (a containerPortRange)
 //	ignore-sigterm     keep running when sent SIGTERM
 //	alloc N            allocate and touch N MiB, then sleep
@@ -278,6 +280,19 @@ func serve(ctx context.Context, first, last int, stdout io.Writer) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", ok)
 	mux.HandleFunc("GET /health", ok)
+	mux.HandleFunc("GET /resolve/{name}", func(w http.ResponseWriter, r *http.Request) {
+		ips, err := net.DefaultResolver.LookupIP(r.Context(), "ip4", r.PathValue("name"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		out := make([]string, 0, len(ips))
+		for _, ip := range ips {
+			out = append(out, ip.String())
+		}
+		slices.Sort(out)
+		io.WriteString(w, strings.Join(out, ","))
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	var lns []net.Listener
 	for port := first; port <= last; port++ {

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/berthhq/berth/cmd/berth/internal/cli"
+	"github.com/berthhq/berth/services/scheduler/cloudmapdns"
+	"github.com/berthhq/berth/services/scheduler/keys"
+)
+
+func dnsCommand() *cobra.Command {
+	var endpoints, addr, account, region, upstreams string
+	cmd := &cobra.Command{
+		Use:   "dns",
+		Short: "Run the Cloud Map DNS server: answer one account's private DNS namespaces",
+		Long: "Follows the Cloud Map namespaces, services and instances kept in etcd and answers the\n" +
+			"private DNS namespaces of --account in --region (A and SRV records with each service's\n" +
+			"TTL); other names are forwarded to --upstreams (default: /etc/resolv.conf). Agents point\n" +
+			"their tasks at it with BERTH_DNS_TARGET (see docs/service-discovery.md).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if account == "" || region == "" {
+				return fmt.Errorf("--account and --region are required: a DNS question carries no account")
+			}
+			log := cli.JSONLogger(cmd)
+			etcd, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(endpoints, ","), DialTimeout: 5 * time.Second})
+			if err != nil {
+				return fmt.Errorf("etcd %s: %w", endpoints, err)
+			}
+			defer etcd.Close()
+			cfg := cloudmapdns.Config{Addr: addr, Scopes: []keys.Scope{{Account: account, Region: region}}, Logger: log}
+			if upstreams != "" {
+				cfg.Upstreams = cli.SplitList(upstreams)
+			}
+			return cloudmapdns.Run(cmd.Context(), etcd, cfg, func(a string) {
+				log.Info("dns answering", "addr", a, "account", account, "region", region, "etcd", endpoints)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&endpoints, "etcd-endpoints", cli.Env("BERTH_ETCD_ENDPOINTS", "127.0.0.1:2379"), "etcd client endpoints, comma-separated")
+	f.StringVar(&addr, "listen", cli.Env("BERTH_DNS_ADDR", "127.0.0.1:5353"), "UDP and TCP address to answer on")
+	f.StringVar(&account, "account", cli.Env("BERTH_ACCOUNT_ID", ""), "account whose private DNS namespaces are answered")
+	f.StringVar(&region, "region", cli.Env("BERTH_REGION", ""), "region of those namespaces")
+	f.StringVar(&upstreams, "upstreams", cli.Env("BERTH_DNS_UPSTREAMS", ""), "resolvers (ip:port, comma-separated) other names are forwarded to")
+	return cmd
+}

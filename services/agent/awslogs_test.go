@@ -62,7 +62,7 @@ func TestAWSLogsDriver(t *testing.T) {
 			t.Fatalf("stopped: %s / %s", st.GetStopCode(), st.GetStoppedReason())
 		}
 		stream := "sec/app/" + arn[strings.LastIndex(arn, "/")+1:]
-		cp.waitFor(t, 10*time.Second, "shipped output", func() bool { return len(cp.shipped("", "/ecs/from-secret", stream)) == 1 })
+		cp.waitFor(t, 10*time.Second, "shipped output", func() bool { return len(cp.logEvents["|/ecs/from-secret|"+stream]) == 1 })
 		if got := cp.shipped("", "/ecs/from-secret", stream); got[0] != "via secret options" {
 			t.Fatalf("shipped %q", got)
 		}

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,7 @@ func TestAWSLogsDriver(t *testing.T) {
 
 	t.Run("secretOptions", func(t *testing.T) {
 		arn := taskARN("awslogs")
-		def := awslogs(containerDef("app", w.image, "echo", "via secret options"), map[string]string{"awslogs-create-group": "true"})
+		def := awslogs(containerDef("app", w.image, "echo", "via secret options", "to stderr"), map[string]string{"awslogs-create-group": "true"})
 		def.LogConfiguration.SecretOptions = []*ecsv1.Secret{
 			{Name: proto.String("awslogs-group"), ValueFrom: proto.String("/log/group")},
 			{Name: proto.String("awslogs-stream-prefix"), ValueFrom: proto.String("/log/prefix")},
@@ -62,14 +63,14 @@ func TestAWSLogsDriver(t *testing.T) {
 			t.Fatalf("stopped: %s / %s", st.GetStopCode(), st.GetStoppedReason())
 		}
 		stream := "sec/app/" + arn[strings.LastIndex(arn, "/")+1:]
-		cp.waitFor(t, 10*time.Second, "shipped output", func() bool { return len(cp.logEvents["|/ecs/from-secret|"+stream]) == 1 })
-		if got := cp.shipped("", "/ecs/from-secret", stream); got[0] != "via secret options" {
+		cp.waitFor(t, 10*time.Second, "shipped output", func() bool { return len(cp.logEvents["|/ecs/from-secret|"+stream]) == 2 })
+		if got := cp.shipped("", "/ecs/from-secret", stream); !slices.Contains(got, "via secret options") {
 			t.Fatalf("shipped %q", got)
 		}
 
 		// A value the driver refuses stops the task; the reason names the option, not the value.
 		arn2 := taskARN("awslogs")
-		bad := awslogs(containerDef("app", w.image, "echo", "never"), map[string]string{"awslogs-group": "/ecs/x"})
+		bad := awslogs(containerDef("app", w.image, "echo", "never", "never"), map[string]string{"awslogs-group": "/ecs/x"})
 		bad.LogConfiguration.SecretOptions = []*ecsv1.Secret{{Name: proto.String("mode"), ValueFrom: proto.String("/log/mode")}}
 		td2 := taskDef("badsecretopt", bad)
 		cp.push(t, &agentv1.SessionResponse{Message: &agentv1.SessionResponse_Assignment{Assignment: &agentv1.Assignment{

@@ -104,7 +104,7 @@ func TestDevTaskSecrets(t *testing.T) {
 	registerLogged := func(family, valueFrom string) {
 		t.Helper()
 		def, _ := json.Marshal([]map[string]any{{
-			"name": "app", "image": image, "memory": 32, "command": []string{"echo", "via secret options"}, "essential": true,
+			"name": "app", "image": image, "memory": 32, "command": []string{"echo", "via secret options", "to stderr"}, "essential": true,
 			"logConfiguration": map[string]any{
 				"logDriver":     "awslogs",
 				"options":       map[string]string{"awslogs-stream-prefix": "sec", "awslogs-region": "us-east-1"},

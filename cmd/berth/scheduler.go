@@ -43,7 +43,7 @@ func loadKeyring(path string) (*seal.Keyring, error) {
 func schedulerCommand() *cobra.Command {
 	var endpoints, listen, region, replica, keyFile string
 	var leaderTTL, stableAfter time.Duration
-	var logDir string
+	var logDir, logPeerURL string
 	var maxTxnOps, gzipMinBytes int
 	var taskSubnetPool string
 	var files pki.Files
@@ -105,6 +105,18 @@ func schedulerCommand() *cobra.Command {
 			if serverTLS != nil {
 				cfg.PeerOf = tlsPeer
 			}
+			if cfg.LogPeerURL, err = peerURL(logPeerURL, listen, serverTLS != nil); err != nil {
+				return err
+			}
+			if serverTLS != nil && cfg.LogPeerURL != "" {
+				clientTLS, err := files.ClientConfig()
+				if err != nil {
+					return fmt.Errorf("log store peers: %w", err)
+				}
+				cfg.LogPeerClient = &http.Client{Transport: &http.Transport{TLSClientConfig: clientTLS, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 16}}
+			} else if cfg.LogPeerURL != "" {
+				cfg.LogPeerClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+			}
 			a, err := app.New(cfg)
 			if err != nil {
 				return err
@@ -145,6 +157,7 @@ func schedulerCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&logDir, "log-dir", cli.Env("BERTH_LOG_DIR", "./.berth/cwlogs"), "directory of the CloudWatch Logs store (awslogs output and the logs API); on a disk that outlives the replica, see docs/logs.md")
+	f.StringVar(&logPeerURL, "log-peer-url", cli.Env("BERTH_LOG_PEER_URL", ""), "base URL the other scheduler replicas reach this one at for the replicated log store (default: http(s)://--listen, with the host name when it listens on all addresses); \"none\" keeps the log store to this replica (docs/logs.md)")
 	f.StringVar(&endpoints, "etcd-endpoints", cli.Env("BERTH_ETCD_ENDPOINTS", "127.0.0.1:2379"), "etcd client endpoints, comma-separated")
 	cli.AddTLSFlags(f, &files, "the scheduler serves with (role scheduler); client certificates are verified against --tls-ca, identity headers count only from gateway-role ones and AdminService needs an admin-role one or --token")
 	f.StringVar(&etcdTLS.TrustedCAFile, "etcd-cacert", cli.Env("BERTH_ETCD_CACERT", ""), "verify etcd's server certificate with this CA bundle (etcdctl's --cacert)")
@@ -165,7 +178,35 @@ func schedulerCommand() *cobra.Command {
 // tlsPeer is what a scheduler request's verified client certificate proves.
 func tlsPeer(r *http.Request) caller.Peer {
 	return caller.Peer{
-		Gateway: pki.PeerHasRole(r.TLS, pki.RoleGateway),
-		Admin:   pki.PeerHasRole(r.TLS, pki.RoleAdmin),
+		Gateway:   pki.PeerHasRole(r.TLS, pki.RoleGateway),
+		Admin:     pki.PeerHasRole(r.TLS, pki.RoleAdmin),
+		Scheduler: pki.PeerHasRole(r.TLS, pki.RoleScheduler),
 	}
+}
+
+// peerURL returns the log store peer URL of a replica listening on listen: flag when
+// set ("none": no peers), else http(s)://listen, with this host's name for an
+// all-addresses listener.
+func peerURL(flag, listen string, tls bool) (string, error) {
+	switch flag {
+	case "none":
+		return "", nil
+	case "":
+	default:
+		return strings.TrimSuffix(flag, "/"), nil
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", fmt.Errorf("--listen %q: %w", listen, err)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if host, err = os.Hostname(); err != nil {
+			return "", fmt.Errorf("log store peer URL: %w (set --log-peer-url)", err)
+		}
+	}
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port), nil
 }

@@ -203,6 +203,7 @@ func (a *Agent) newEndpoints() (*endpoints.Server, error) {
 	return endpoints.New(endpoints.Config{
 		Addr: a.cfg.EndpointAddr,
 		Key:  key,
+		API:  a.cfg.ControlPlaneURL,
 		Credentials: func(ctx context.Context, taskARN, roleType string) (*agentv1.GetTaskCredentialsResponse, error) {
 			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()

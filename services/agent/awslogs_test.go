@@ -2,12 +2,14 @@ package agent_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 )
 
@@ -38,6 +40,52 @@ func TestAWSLogsDriver(t *testing.T) {
 		got := cp.shipped("eu-west-1", "/ecs/echo", stream)
 		if !(got[0] == "to stdout" && got[1] == "to stderr") && !(got[1] == "to stdout" && got[0] == "to stderr") {
 			t.Fatalf("shipped %q", got)
+		}
+	})
+
+	t.Run("secretOptions", func(t *testing.T) {
+		arn := taskARN("awslogs")
+		def := awslogs(containerDef("app", w.image, "echo", "via secret options", "to stderr"), map[string]string{"awslogs-create-group": "true"})
+		def.LogConfiguration.SecretOptions = []*ecsv1.Secret{
+			{Name: proto.String("awslogs-group"), ValueFrom: proto.String("/log/group")},
+			{Name: proto.String("awslogs-stream-prefix"), ValueFrom: proto.String("/log/prefix")},
+		}
+		td := taskDef("secretopts", def)
+		cp.push(t, &agentv1.SessionResponse{Message: &agentv1.SessionResponse_Assignment{Assignment: &agentv1.Assignment{
+			DeliveryId: "d-secretopts", Task: &ecsv1.Task{TaskArn: proto.String(arn), TaskDefinitionArn: td.TaskDefinitionArn}, TaskDefinition: td,
+			ResolvedSecrets: []*agentv1.ResolvedSecret{
+				{ContainerName: "app", Kind: "log", Name: "awslogs-group", Value: "/ecs/from-secret"},
+				{ContainerName: "app", Kind: "log", Name: "awslogs-stream-prefix", Value: "sec"},
+			},
+		}}})
+		st := cp.waitStatus(t, arn, "STOPPED", 60*time.Second)
+		if st.GetStopCode() != "EssentialContainerExited" {
+			t.Fatalf("stopped: %s / %s", st.GetStopCode(), st.GetStoppedReason())
+		}
+		stream := "sec/app/" + arn[strings.LastIndex(arn, "/")+1:]
+		cp.waitFor(t, 10*time.Second, "shipped output", func() bool { return len(cp.logEvents["|/ecs/from-secret|"+stream]) == 2 })
+		if got := cp.shipped("", "/ecs/from-secret", stream); !slices.Contains(got, "via secret options") {
+			t.Fatalf("shipped %q", got)
+		}
+
+		// A value the driver refuses stops the task; the reason names the option, not the value.
+		arn2 := taskARN("awslogs")
+		bad := awslogs(containerDef("app", w.image, "echo", "never", "never"), map[string]string{"awslogs-group": "/ecs/x"})
+		bad.LogConfiguration.SecretOptions = []*ecsv1.Secret{{Name: proto.String("mode"), ValueFrom: proto.String("/log/mode")}}
+		td2 := taskDef("badsecretopt", bad)
+		cp.push(t, &agentv1.SessionResponse{Message: &agentv1.SessionResponse_Assignment{Assignment: &agentv1.Assignment{
+			DeliveryId: "d-badsecretopt", Task: &ecsv1.Task{TaskArn: proto.String(arn2), TaskDefinitionArn: td2.TaskDefinitionArn}, TaskDefinition: td2,
+			ResolvedSecrets: []*agentv1.ResolvedSecret{{ContainerName: "app", Kind: "log", Name: "mode", Value: "t0p-s3cret-mode"}},
+		}}})
+		st = cp.waitStatus(t, arn2, "STOPPED", 60*time.Second)
+		if st.GetStopCode() != "TaskFailedToStart" || !strings.HasPrefix(st.GetStoppedReason(), "ResourceInitializationError: failed to validate logger args") ||
+			!strings.Contains(st.GetStoppedReason(), "mode") || strings.Contains(st.GetStoppedReason(), "t0p-s3cret-mode") {
+			t.Fatalf("stopped: %s / %s", st.GetStopCode(), st.GetStoppedReason())
+		}
+		for _, c := range st.GetContainers() {
+			if strings.Contains(c.GetReason(), "t0p-s3cret-mode") {
+				t.Errorf("container reason shows the secret: %s", c.GetReason())
+			}
 		}
 	})
 

@@ -341,7 +341,8 @@ func principal(cred sigv4.Credential) (arn, id string) {
 }
 
 // mapError turns a scheduler error into an AWS error: the ecsv1.Exception detail gives the
-// type and message (HTTP 400, or 500 for ServerException); an unimplemented method is
+// type and message (HTTP 400, 500 for ServerException, 503 for
+// ServiceUnavailableException); an unimplemented method is
 // the service's Unsupported error naming the action; anything else is ServerException with a
 // generic message (the cause is logged, never returned).
 func (g *Gateway) mapError(err error, svc *service, action, requestID string) (int, string, string) {
@@ -357,6 +358,8 @@ func (g *Gateway) mapError(err error, svc *service, action, requestID string) (i
 				switch ex.GetType() {
 				case "ServerException", "InternalServiceError", "InternalServerError", "InternalFailure":
 					status = http.StatusInternalServerError
+				case "ServiceUnavailableException":
+					status = http.StatusServiceUnavailable // SDKs retry it
 				}
 				return status, ex.GetType(), ex.GetMessage()
 			}

@@ -96,4 +96,47 @@ func TestDevTaskSecrets(t *testing.T) {
 	if code := aws("ecs", "describe-tasks", "--tasks", bad, "--query", "tasks[0].stopCode", "--output", "text"); code != "TaskFailedToStart" {
 		t.Errorf("stopCode %q", code)
 	}
+
+	// logConfiguration.secretOptions: the awslogs group comes from an SSM SecureString;
+	// the output lands in that group, and DescribeTasks never shows the value.
+	aws("ssm", "put-parameter", "--name", "/log/group", "--value", "/ecs/from-ssm-secret", "--type", "SecureString")
+	aws("logs", "create-log-group", "--log-group-name", "/ecs/from-ssm-secret")
+	registerLogged := func(family, valueFrom string) {
+		t.Helper()
+		def, _ := json.Marshal([]map[string]any{{
+			"name": "app", "image": image, "memory": 32, "command": []string{"echo", "via secret options", "to stderr"}, "essential": true,
+			"logConfiguration": map[string]any{
+				"logDriver":     "awslogs",
+				"options":       map[string]string{"awslogs-stream-prefix": "sec", "awslogs-region": "us-east-1"},
+				"secretOptions": []secret{{"awslogs-group", valueFrom}},
+			},
+		}})
+		aws("ecs", "register-task-definition", "--family", family, "--container-definitions", string(def))
+	}
+	registerLogged("logsecrets", "/log/group")
+	lt := aws("ecs", "run-task", "--task-definition", "logsecrets", "--query", "tasks[0].taskArn", "--output", "text")
+	waitFor(t, func() (string, bool) {
+		s := aws("ecs", "describe-tasks", "--tasks", lt, "--query", "tasks[0].lastStatus", "--output", "text")
+		return s, s == "STOPPED"
+	})
+	if d := aws("ecs", "describe-tasks", "--tasks", lt); strings.Contains(d, "/ecs/from-ssm-secret") || !strings.Contains(d, `"exitCode": 0`) {
+		t.Errorf("DescribeTasks of the secretOptions task (value shown, or the container failed):\n%s", d)
+	}
+	stream := "sec/app/" + lt[strings.LastIndex(lt, "/")+1:]
+	waitFor(t, func() (string, bool) {
+		s := aws("logs", "get-log-events", "--log-group-name", "/ecs/from-ssm-secret", "--log-stream-name", stream,
+			"--start-from-head", "--query", "events[].message", "--output", "text")
+		return s, strings.Contains(s, "via secret options")
+	})
+	// A secretOptions reference that does not resolve stops the task before it starts.
+	registerLogged("logsecrets-missing", "/log/absent")
+	lb := aws("ecs", "run-task", "--task-definition", "logsecrets-missing", "--query", "tasks[0].taskArn", "--output", "text")
+	waitFor(t, func() (string, bool) {
+		s := aws("ecs", "describe-tasks", "--tasks", lb, "--query", "tasks[0].lastStatus", "--output", "text")
+		return s, s == "STOPPED"
+	})
+	reason = aws("ecs", "describe-tasks", "--tasks", lb, "--query", "tasks[0].stoppedReason", "--output", "text")
+	if !strings.HasPrefix(reason, "ResourceInitializationError: unable to pull secrets or registry auth: ") || !strings.Contains(reason, "/log/absent") {
+		t.Errorf("secretOptions missing: stoppedReason %q", reason)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -159,36 +158,25 @@ func TestTaskRoleCredentialsDev(t *testing.T) {
 // without networkMode (bridge, the EC2 default: its own namespace) on `bin/berth dev`: it
 // gets AWS_CONTAINER_CREDENTIALS_RELATIVE_URI, which the SDK fetches from 169.254.170.2
 // (the host redirects it to the agent, as on ECS), and metadata v4 on 169.254.170.2, then
-// calls sts and ecs through the gateway, listening on every address so the task reaches
-// it on the host's address.
+// calls sts and ecs through Berth with the gateway on loopback: the agent gives the task
+// AWS_ENDPOINT_URL=http://169.254.170.2 and relays its API calls to the gateway.
 func TestTaskRoleCredentialsBridgeDev(t *testing.T) {
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
 		t.Skip("containernetworking-plugins not installed in /usr/lib/cni (.ci/run installs it)")
 	}
-	host := ""
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil && !ip.IP.IsLoopback() && !ip.IP.IsLinkLocalUnicast() && !strings.HasPrefix(ip.IP.String(), "172.29.") {
-			host = ip.IP.String()
-			break
-		}
-	}
-	if host == "" {
-		t.Skip("no non-loopback IPv4 address on the host for the task to reach the gateway on")
-	}
 	dir := t.TempDir()
+	// The gateway stays on loopback: the task reaches Berth through the agent's relay on
+	// 169.254.170.2 (AWS_ENDPOINT_URL, set by the agent for a task with a role).
 	env := devEnv(t, filepath.Join(dir, "data"))
-	_, port, _ := net.SplitHostPort(envValue(env, "BERTH_GATEWAY_ADDR"))
-	env = append(env, "BERTH_GATEWAY_ADDR=0.0.0.0:"+port)
 	startDev(t, root, env, filepath.Join(dir, "dev.log"))
 	reg := envValue(env, "BERTH_REGISTRY_ADDR")
 	cli(t, root, env, "bin/berth", "image", "demo")
 	const role = "arn:aws:iam::000000000000:role/bridge-role"
 	cli(t, root, env, "aws", "ecs", "register-task-definition", "--family", "creds-bridge", "--task-role-arn", role,
 		"--container-definitions", fmt.Sprintf(`[{"name":"app","image":"%s/berth/demo:latest","memory":128,"command":["aws-probe"],`+
-			`"environment":[{"name":"AWS_ENDPOINT_URL","value":"http://%s"},{"name":"AWS_REGION","value":"us-east-1"}]}]`, reg, net.JoinHostPort(host, port)))
+			`"environment":[{"name":"AWS_REGION","value":"us-east-1"}]}]`, reg))
 	out := cli(t, root, env, "aws", "ecs", "run-task", "--task-definition", "creds-bridge", "--query", "tasks[0].taskArn", "--output", "text")
 	arn := strings.TrimSpace(out)
 	taskID := arn[strings.LastIndex(arn, "/")+1:]
@@ -218,6 +206,9 @@ func TestTaskRoleCredentialsBridgeDev(t *testing.T) {
 	t.Logf("aws-probe output: %q", lines)
 	if !strings.HasPrefix(lines["credentials-uri"], "/v2/credentials/") || lines["credentials-source"] != "CredentialsEndpointProvider" {
 		t.Errorf("credentials-uri %q, credentials-source %q: want the relative URI", lines["credentials-uri"], lines["credentials-source"])
+	}
+	if lines["endpoint"] != "http://169.254.170.2" {
+		t.Errorf("endpoint = %q, want http://169.254.170.2 (set by the agent)", lines["endpoint"])
 	}
 	if want := "arn:aws:sts::000000000000:assumed-role/bridge-role/" + taskID; lines["caller-arn"] != want {
 		t.Errorf("caller-arn = %q, want %q", lines["caller-arn"], want)

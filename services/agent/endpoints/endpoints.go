@@ -30,6 +30,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +50,10 @@ const (
 	EnvMetadataV4             = "ECS_CONTAINER_METADATA_URI_V4"
 	EnvMetadataV3             = "ECS_CONTAINER_METADATA_URI"
 	EnvExecutionEnv           = "AWS_EXECUTION_ENV"
+	// EnvEndpointURL is the AWS SDKs' and CLI's endpoint override: tasks with a role get
+	// the Berth endpoint through this listener (Config.API) unless their definition sets
+	// it.
+	EnvEndpointURL = "AWS_ENDPOINT_URL"
 )
 
 // CredentialsFunc asks the control plane for session credentials of a task's role
@@ -76,6 +82,13 @@ type Config struct {
 	// LinkLocal says 169.254.170.2:80 reaches this listener from tasks that are not in
 	// networkMode host.
 	LinkLocal bool
+	// API is Berth's endpoint (the gateway URL the agent reaches). When set, POST / on
+	// this listener is relayed to it with the Host header unchanged (the SigV4 signature
+	// covers it), so a task reaches every Berth API (ECS, STS, logs, …) at the address it
+	// reaches the credentials at — 169.254.170.2 from bridge and awsvpc tasks, whose
+	// network cannot reach the host's loopback — and tasks with a role get
+	// AWS_ENDPOINT_URL pointing there. Empty relays nothing.
+	API string
 	// RetryInterval is the wait between failed refreshes; default 5 s.
 	RetryInterval time.Duration
 	// Log receives refresh failures; nil discards them.
@@ -219,6 +232,9 @@ func (s *Server) Prepare(ctx context.Context, a *agentv1.Assignment, networkMode
 		} else {
 			credEnv = []string{EnvCredentialsFullURI + "=" + base + path}
 		}
+		if s.cfg.API != "" {
+			credEnv = append(credEnv, EnvEndpointURL+"="+base)
+		}
 		s.mu.Lock()
 		s.creds[e.credID] = &taskCreds{resp: resp}
 		rctx, cancel := context.WithCancel(s.base)
@@ -314,6 +330,17 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc("GET /"+v+"/{token}/task", s.serveMetadata(true, false))
 		mux.HandleFunc("GET /"+v+"/{token}/stats", s.serveMetadata(false, true))
 		mux.HandleFunc("GET /"+v+"/{token}/task/stats", s.serveMetadata(true, true))
+	}
+	if s.cfg.API != "" {
+		if target, err := url.Parse(s.cfg.API); err == nil {
+			rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+				r.SetURL(target)
+				r.Out.Host = r.In.Host // signed by the caller's SigV4
+			}}
+			mux.Handle("POST /{$}", rp)
+		} else {
+			s.cfg.Log.Warn("task endpoint relay off: bad API URL", "url", s.cfg.API, "err", err)
+		}
 	}
 	return mux
 }

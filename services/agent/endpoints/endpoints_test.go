@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -154,5 +156,65 @@ func TestLinkLocal(t *testing.T) {
 	if rel := envOf(env["app"], endpoints.EnvCredentialsRelativeURI); !strings.HasPrefix(rel, "/v2/credentials/") ||
 		envOf(env["app"], endpoints.EnvCredentialsFullURI) != "" || !strings.HasPrefix(envOf(env["app"], endpoints.EnvMetadataV4), "http://169.254.170.2/v4/") {
 		t.Errorf("env %v", env["app"])
+	}
+}
+
+// TestAPIRelay: with Config.API, a task with a role gets AWS_ENDPOINT_URL at the address
+// it reaches the endpoints on (169.254.170.2 for bridge and awsvpc), and POST / is
+// relayed to Berth's gateway with the caller's Host header (which its SigV4 signature
+// covers), body and headers; the metadata routes are unchanged.
+func TestAPIRelay(t *testing.T) {
+	type seen struct{ host, auth, body, path string }
+	got := make(chan seen, 1)
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{r.Host, r.Header.Get("Authorization"), string(b), r.URL.Path}
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		_, _ = w.Write([]byte(`{"clusterArns":[]}`))
+	}))
+	defer gw.Close()
+	s, err := endpoints.New(endpoints.Config{LinkLocal: true, API: gw.URL, Credentials: func(context.Context, string, string) (*agentv1.GetTaskCredentialsResponse, error) {
+		return &agentv1.GetTaskCredentialsResponse{Expiration: timestamppb.New(time.Now().Add(time.Hour))}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx)
+	env, err := s.Prepare(ctx, assignment("arn:task/a", "arn:aws:iam::1:role/r"), "bridge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release("arn:task/a")
+	if v := envOf(env["app"], endpoints.EnvEndpointURL); v != "http://169.254.170.2" {
+		t.Errorf("%s = %q, want http://169.254.170.2", endpoints.EnvEndpointURL, v)
+	}
+	noRole, err := s.Prepare(ctx, assignment("arn:task/b", ""), "bridge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release("arn:task/b")
+	if v := envOf(noRole["app"], endpoints.EnvEndpointURL); v != "" {
+		t.Errorf("a task without a role got %s=%q", endpoints.EnvEndpointURL, v)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+s.Addr()+"/", strings.NewReader(`{}`))
+	req.Host = "169.254.170.2"
+	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=x")
+	req.Header.Set("X-Amz-Target", "AmazonEC2ContainerServiceV20141113.ListClusters")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != `{"clusterArns":[]}` {
+		t.Fatalf("relayed answer %d %s", resp.StatusCode, body)
+	}
+	if g := <-got; g.host != "169.254.170.2" || g.auth != "AWS4-HMAC-SHA256 Credential=x" || g.body != "{}" || g.path != "/" {
+		t.Errorf("gateway saw %+v", g)
+	}
+	if code := get(t, "http://"+s.Addr()+"/v4/unknown", nil); code != http.StatusNotFound {
+		t.Errorf("metadata route: %d", code)
 	}
 }

@@ -28,6 +28,9 @@ type Destination struct {
 	Blocking bool `json:"blocking,omitempty"`
 	// MaxBufferBytes is max-buffer-size for non-blocking mode; default 10 MiB.
 	MaxBufferBytes int64 `json:"maxBufferBytes,omitempty"`
+	// Redacted is set when an option came from logConfiguration.secretOptions: the
+	// agent's log then names neither the group nor the stream.
+	Redacted bool `json:"redacted,omitempty"`
 	// MultilinePattern is a regular expression that starts an event (from
 	// awslogs-multiline-pattern, or awslogs-datetime-format converted); lines that do not
 	// match are appended to the event before them. Empty: one event per line.

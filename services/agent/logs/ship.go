@@ -353,7 +353,11 @@ func (s *Shipper) ship(ctx context.Context, d Destination, batch []*agentv1.Ship
 	}
 	switch connect.CodeOf(err) {
 	case connect.CodeNotFound, connect.CodeInvalidArgument:
-		s.cfg.Log.Warn("awslogs: batch refused; dropped", "group", d.Group, "stream", d.Stream, "events", len(batch), "err", err)
+		group, stream := d.Group, d.Stream
+		if d.Redacted {
+			group, stream = "(from secretOptions)", "(from secretOptions)"
+		}
+		s.cfg.Log.Warn("awslogs: batch refused; dropped", "group", group, "stream", stream, "events", len(batch), "err", err)
 		return nil
 	}
 	return err

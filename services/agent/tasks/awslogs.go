@@ -3,6 +3,8 @@ package tasks
 import (
 	"context"
 	"errors"
+	"maps"
+	"strings"
 
 	"github.com/berthhq/berth/services/agent/logs"
 	"github.com/berthhq/berth/services/agent/tasks/state"
@@ -41,15 +43,52 @@ func (t *task) ensureLogStreams(ctx context.Context, ctrs []*ctrState) {
 }
 
 func (t *task) ensureLogStream(ctx context.Context, c *ctrState) error {
-	d, err := logs.ParseAWSLogs(c.Def.GetLogConfiguration().GetOptions(), t.arn, c.Name, c.ID)
+	opts, secret := t.logOptions(c.Name, c.Def.GetLogConfiguration().GetOptions())
+	d, err := logs.ParseAWSLogs(opts, t.arn, c.Name, c.ID)
 	if err != nil {
-		return err
+		return scrub(err, secret)
 	}
+	d.Redacted = len(secret) > 0
 	if t.m.cfg.LogStreams == nil {
 		return errors.New("this agent has no control plane to ship logs to")
 	}
 	if err := t.m.cfg.LogStreams.EnsureLogStream(ctx, d.Region, d.Group, d.Stream, d.CreateGroup); err != nil {
+		return scrub(err, secret)
+	}
+	return scrub(t.m.cfg.Logs.SetDestination(t.arn, c.Name, d), secret)
+}
+
+// logOptions returns the log driver options of container: its logConfiguration.options
+// with its secretOptions (resolved by the control plane, Kind "log") added, as ECS gives
+// secretOptions to the driver. secret lists the values that came from secrets, for
+// scrub.
+func (t *task) logOptions(container string, opts map[string]string) (out map[string]string, secret []string) {
+	out = maps.Clone(opts)
+	for _, s := range t.a.GetResolvedSecrets() {
+		if s.GetContainerName() != container || s.GetKind() != secretLog {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[s.GetName()] = s.GetValue()
+		if s.GetValue() != "" {
+			secret = append(secret, s.GetValue())
+		}
+	}
+	return out, secret
+}
+
+// scrub returns err with every secret value replaced by "****", so a driver error about
+// an option read from a secret never shows the value (it becomes the stoppedReason and
+// goes into the agent's log).
+func scrub(err error, secret []string) error {
+	if err == nil || len(secret) == 0 {
 		return err
 	}
-	return t.m.cfg.Logs.SetDestination(t.arn, c.Name, d)
+	msg := err.Error()
+	for _, v := range secret {
+		msg = strings.ReplaceAll(msg, v, "****")
+	}
+	return errors.New(msg)
 }

@@ -12,6 +12,7 @@ import (
 const (
 	secretEnv      = "env"
 	secretRegistry = "registry"
+	secretLog      = "log"
 )
 
 // reasonSecretsLost is the stoppedReason of a task whose secrets the agent no longer has

@@ -16,6 +16,7 @@ import (
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/agent/endpoints"
 	"github.com/berthhq/berth/services/agent/network"
 	"github.com/berthhq/berth/services/agent/runtime"
 	"github.com/berthhq/berth/services/agent/tasks/state"
@@ -490,6 +491,9 @@ func (t *task) containerSpec(c *ctrState, img containerd.Image) runtime.Containe
 	t.mu.Lock()
 	for _, kv := range t.endpointEnv[c.Name] {
 		k, v, _ := strings.Cut(kv, "=")
+		if _, set := env[k]; set && k == endpoints.EnvEndpointURL {
+			continue // the task definition's own endpoint wins
+		}
 		addEnv([]*ecsv1.KeyValuePair{{Name: &k, Value: &v}})
 	}
 	t.mu.Unlock()

@@ -39,6 +39,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/etcdmetrics"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/leader"
+	"github.com/berthhq/berth/services/scheduler/logpeers"
 	"github.com/berthhq/berth/services/scheduler/logsapi"
 	"github.com/berthhq/berth/services/scheduler/logstore"
 	"github.com/berthhq/berth/services/scheduler/placement"
@@ -101,6 +102,15 @@ type Config struct {
 	// Logs is the replica's CloudWatch Logs store (on its disk, never in etcd): agents
 	// ship awslogs output into it and Run sweeps it for retention. Nil serves no logs.
 	Logs *logstore.Store
+	// LogPeerURL, when set with Logs, makes this replica a member of the log store
+	// replica set (package logpeers): the base URL other replicas reach it at (its
+	// listener: http:// for h2c, https:// with TLS). Changes are copied to every live
+	// member and a (re)starting replica catches up before it answers reads. Empty keeps
+	// the store to this replica (`berth dev`).
+	LogPeerURL string
+	// LogPeerClient is the HTTP client for the other members (with TLS, carrying this
+	// replica's scheduler certificate); nil is a plain client.
+	LogPeerClient *http.Client
 	// LogSweepInterval is the time between retention sweeps of Logs; default 10 min.
 	LogSweepInterval time.Duration
 	// Keyring seals the values of Secrets Manager secrets and SSM parameters (see package
@@ -148,6 +158,7 @@ type App struct {
 	kv          clientv3.KV        // cfg.Etcd's KV, instrumented when metrics are on
 	watchKV     etcdmetrics.Client // the same with the watcher, for placement and services
 	tokens      *admin.Tokens
+	logPeers    *logpeers.Peers // nil without Config.LogPeerURL
 }
 
 // ecsHandler serves the ECS API: service actions from service.Handler, everything else
@@ -235,6 +246,17 @@ func New(cfg Config) (*App, error) {
 	mux.Handle(stsv1connect.NewStsServiceHandler(&sts.Handler{Roles: creds}, identity, gzip))
 	mux.Handle(secretsmanagerv1connect.NewSecretsManagerServiceHandler(a.secrets, identity, gzip))
 	mux.Handle(ssmv1connect.NewSsmServiceHandler(a.params, identity, gzip))
+	if cfg.Logs != nil && cfg.LogPeerURL != "" {
+		var authorize func(*http.Request) bool
+		if cfg.PeerOf != nil {
+			authorize = func(r *http.Request) bool { return cfg.PeerOf(r).Scheduler }
+		}
+		a.logPeers = logpeers.New(logpeers.Config{Etcd: cfg.Etcd, Store: cfg.Logs, Replica: cfg.Replica, URL: cfg.LogPeerURL,
+			Client: cfg.LogPeerClient, Authorize: authorize, Logger: cfg.Logger.With("component", "logpeers")})
+		h := a.logPeers.Handler()
+		mux.Handle(logpeers.ApplyPath, h)
+		mux.Handle(logpeers.ShardPath, h)
+	}
 	if cfg.Logs != nil {
 		mux.Handle(logsv1connect.NewLogsServiceHandler(logsapi.NewService(cfg.Logs), identity, gzip))
 	} else {
@@ -326,6 +348,9 @@ func (a *App) Run(ctx context.Context) error {
 	defer a.placer.Close()
 	if a.cfg.Logs != nil {
 		go a.sweepLogs(ctx)
+	}
+	if a.logPeers != nil {
+		go a.logPeers.Run(ctx)
 	}
 	return a.elector.Run(ctx, func(ctx context.Context, term leader.Term) {
 		a.leading.Store(true)

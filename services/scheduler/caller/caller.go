@@ -100,6 +100,9 @@ type Peer struct {
 	Gateway bool
 	// Admin is set for a client certificate with the admin role or a valid admin token.
 	Admin bool
+	// Scheduler is set for a client certificate with the scheduler role (another
+	// replica: the log store's peer routes).
+	Scheduler bool
 	// Authenticated is set when the listener checked the connection at all (TLS with
 	// client certificates); false on a plain listener, where nothing is proved.
 	Authenticated bool

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"maps"
 	"regexp"
 	"sort"
 	"strconv"
@@ -33,11 +34,23 @@ func checkLogConfiguration(i int, lc *ecsv1.LogConfiguration) error {
 	}
 	p := "containerDefinitions[" + strconv.Itoa(i) + "].logConfiguration.options"
 	opts := lc.GetOptions()
+	if err := checkSecretOptions(i, lc); err != nil {
+		return err
+	}
 	if lc.GetLogDriver() != "awslogs" {
 		if len(opts) > 0 {
 			return ecserr.New(ClientErr, "%s is not supported for logDriver %q: Berth's json-file logs take no options (the agent sets rotation and retention).", p, lc.GetLogDriver())
 		}
 		return nil
+	}
+	if _, fromSecret := secretOptionNames(lc)["awslogs-group"]; fromSecret {
+		// The group is a secret's value, known at task start only: the agent checks it
+		// then (a bad one stops the task with ResourceInitializationError).
+		if opts == nil {
+			opts = map[string]string{}
+		}
+		opts = maps.Clone(opts)
+		opts["awslogs-group"] = "from-secret"
 	}
 	names := make([]string, 0, len(opts))
 	for k := range opts {
@@ -88,3 +101,42 @@ func checkLogConfiguration(i int, lc *ecsv1.LogConfiguration) error {
 }
 
 var regionRE = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
+
+// secretOptionNames returns the names lc.secretOptions sets.
+func secretOptionNames(lc *ecsv1.LogConfiguration) map[string]struct{} {
+	out := map[string]struct{}{}
+	for _, so := range lc.GetSecretOptions() {
+		out[so.GetName()] = struct{}{}
+	}
+	return out
+}
+
+// checkSecretOptions checks container i's logConfiguration.secretOptions as ECS does:
+// each needs a name and a valueFrom (resolved at task start like secrets[].valueFrom),
+// the name must be an option of the driver (awslogsOptions; json-file takes none), and
+// no option may be set both in options and in secretOptions or twice in secretOptions.
+// It returns a ClientException naming the entry.
+func checkSecretOptions(i int, lc *ecsv1.LogConfiguration) error {
+	seen := map[string]bool{}
+	for j, so := range lc.GetSecretOptions() {
+		p := "containerDefinitions[" + strconv.Itoa(i) + "].logConfiguration.secretOptions[" + strconv.Itoa(j) + "]"
+		name := so.GetName()
+		switch {
+		case name == "":
+			return ecserr.New(ClientErr, "%s.name must not be empty.", p)
+		case so.GetValueFrom() == "":
+			return ecserr.New(ClientErr, "%s.valueFrom must not be empty: give a Secrets Manager secret ARN or an SSM parameter name or ARN.", p)
+		case lc.GetLogDriver() != "awslogs":
+			return ecserr.New(ClientErr, "%s is not supported for logDriver %q: Berth's json-file logs take no options.", p, lc.GetLogDriver())
+		case !awslogsOptions[name]:
+			return ecserr.New(ClientErr, "%s: unknown log opt '%s' for awslogs log driver; Berth supports awslogs-group, awslogs-region, awslogs-stream-prefix, awslogs-create-group, mode, max-buffer-size, awslogs-multiline-pattern and awslogs-datetime-format.", p, name)
+		case seen[name]:
+			return ecserr.New(ClientErr, "%s: log opt '%s' is given twice in secretOptions.", p, name)
+		}
+		if _, ok := lc.GetOptions()[name]; ok {
+			return ecserr.New(ClientErr, "%s: log opt '%s' is given in both options and secretOptions.", p, name)
+		}
+		seen[name] = true
+	}
+	return nil
+}

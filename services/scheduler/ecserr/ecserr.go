@@ -93,6 +93,8 @@ func code(typ string) connect.Code {
 		return connect.CodeAborted
 	case "UnsupportedFeatureException":
 		return connect.CodeUnimplemented
+	case "ServiceUnavailableException":
+		return connect.CodeUnavailable
 	}
 	return connect.CodeInvalidArgument
 }

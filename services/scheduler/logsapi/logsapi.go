@@ -107,7 +107,11 @@ func (h *Handler) Serve(sc logstore.Scope, action string, body []byte) ([]byte, 
 	if err != nil {
 		var le *logstore.Error
 		if errors.As(err, &le) {
-			return nil, &Error{Type: le.Type, Message: le.Message, Status: 400}
+			status := 400
+			if le.Type == logstore.ServiceUnavailable {
+				status = 503
+			}
+			return nil, &Error{Type: le.Type, Message: le.Message, Status: status}
 		}
 		var ae *Error
 		if errors.As(err, &ae) {

@@ -67,6 +67,18 @@ func (r Rejected) Any() bool {
 // in the future, older than 14 days or than the group's retention are skipped and
 // reported in Rejected. A missing group or stream is ResourceNotFound.
 func (s *Store) PutEvents(sc Scope, group, stream string, events []InputEvent) (Rejected, error) {
+	var op *Op
+	if s.cfg.Replicate != nil {
+		op = &Op{Kind: OpEvents, Account: sc.Account, Region: sc.Region, Group: group, Stream: stream}
+	}
+	rej, err := s.putEvents(sc, group, stream, events, op)
+	if err != nil || op == nil || len(op.Events) == 0 {
+		return rej, err
+	}
+	return rej, s.replicate(*op)
+}
+
+func (s *Store) putEvents(sc Scope, group, stream string, events []InputEvent, op *Op) (Rejected, error) {
 	rej := Rejected{TooNewStartIndex: -1, TooOldEndIndex: -1, ExpiredEndIndex: -1}
 	if len(events) == 0 {
 		return rej, errf(InvalidParameter, "1 validation error detected: Value '[]' at 'logEvents' failed to satisfy constraint: Member must have length greater than or equal to 1")
@@ -143,6 +155,7 @@ func (s *Store) PutEvents(sc Scope, group, stream string, events []InputEvent) (
 			if err != nil {
 				return err
 			}
+			seq = seq<<16 | uint64(s.cfg.SeqTag)
 			k := len(arena)
 			arena = append(arena, eventKey(e.Timestamp, seq)...)
 			v := len(arena)
@@ -150,6 +163,9 @@ func (s *Store) PutEvents(sc Scope, group, stream string, events []InputEvent) (
 			arena = append(arena, e.Message...)
 			if err := ev.Put(arena[k:v:v], arena[v:len(arena):len(arena)]); err != nil {
 				return err
+			}
+			if op != nil {
+				op.Events = append(op.Events, KeyedEvent{Key: arena[k:v:v], Value: arena[v:len(arena):len(arena)]})
 			}
 			added += int64(len(e.Message))
 		}
@@ -251,6 +267,9 @@ type GetEventsOutput struct {
 // GetEvents reads a page of a stream's events. It returns ResourceNotFound for a
 // missing group or stream and InvalidParameter for a bad limit or token.
 func (s *Store) GetEvents(sc Scope, in GetEventsInput) (GetEventsOutput, error) {
+	if err := s.readable(); err != nil {
+		return GetEventsOutput{}, err
+	}
 	var out GetEventsOutput
 	if in.Limit == 0 {
 		in.Limit = MaxReadEvents
@@ -373,6 +392,9 @@ type FilterOutput struct {
 // by timestamp. It returns ResourceNotFound for a missing group and InvalidParameter
 // for a bad limit, token, pattern or both Streams and StreamPrefix.
 func (s *Store) FilterEvents(sc Scope, in FilterInput) (FilterOutput, error) {
+	if err := s.readable(); err != nil {
+		return FilterOutput{}, err
+	}
 	var out FilterOutput
 	if in.Limit == 0 {
 		in.Limit = MaxReadEvents

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -69,6 +70,14 @@ type Config struct {
 	Shards int
 	// Now returns the current time; default time.Now. Tests set it.
 	Now func() time.Time
+	// Replicate, when set, is called after each change this store commits (an Op) and
+	// must copy it to the other replicas of the store before returning; its error is the
+	// caller's (the change stays here and the caller retries). Changes applied with
+	// Apply are not replicated again. Nil keeps the store to itself (one replica).
+	Replicate func(Op) error
+	// SeqTag is this replica's 16-bit tag in the low bits of the event keys it assigns,
+	// so keys assigned by two replicas to one stream never collide. Default 0.
+	SeqTag uint16
 	// NoSync skips fsync on commit (benchmarks and tests only: a crash may lose the
 	// last batches).
 	NoSync bool
@@ -78,6 +87,10 @@ type Config struct {
 type Store struct {
 	cfg    Config
 	shards []*bolt.DB
+
+	// unready, when set, is the reason reads are refused (ServiceUnavailable): the
+	// store is catching up with the other replicas (SetReady).
+	unready atomic.Pointer[string]
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every put, for followers
@@ -288,7 +301,7 @@ func GroupName(sc Scope, ident string) (string, error) {
 
 // CreateGroup creates a log group with tags. It returns ResourceAlreadyExists if the
 // group exists and InvalidParameter for an invalid name or tags.
-func (s *Store) CreateGroup(sc Scope, name string, tags map[string]string) error {
+func (s *Store) createGroupLocal(sc Scope, name string, tags map[string]string) error {
 	if err := ValidGroupName("logGroupName", name); err != nil {
 		return err
 	}
@@ -330,7 +343,7 @@ func validTags(tags map[string]string) error {
 
 // DeleteGroup deletes a log group with its streams and events. It returns
 // ResourceNotFound if there is no such group.
-func (s *Store) DeleteGroup(sc Scope, name string) error {
+func (s *Store) deleteGroupLocal(sc Scope, name string) error {
 	return s.shard(sc, name).Update(func(tx *bolt.Tx) error {
 		gs := tx.Bucket(bGroups)
 		if gs.Bucket(groupKey(sc, name)) == nil {
@@ -365,7 +378,7 @@ var RetentionDays = []int32{1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400,
 // PutRetention sets how many days a group's events are kept; older ones are deleted by
 // Sweep and refused by PutEvents. It returns InvalidParameter for a value not in
 // RetentionDays and ResourceNotFound for a missing group.
-func (s *Store) PutRetention(sc Scope, name string, days int32) error {
+func (s *Store) putRetentionLocal(sc Scope, name string, days int32) error {
 	ok := false
 	for _, d := range RetentionDays {
 		ok = ok || d == days
@@ -378,13 +391,13 @@ func (s *Store) PutRetention(sc Scope, name string, days int32) error {
 
 // DeleteRetention makes a group's events never expire. It returns ResourceNotFound for
 // a missing group.
-func (s *Store) DeleteRetention(sc Scope, name string) error {
+func (s *Store) deleteRetentionLocal(sc Scope, name string) error {
 	return s.updateGroup(sc, name, func(m *groupMeta) error { m.RetentionInDays = 0; return nil })
 }
 
 // TagGroup adds or replaces tags on a group. It returns ResourceNotFound for a missing
 // group and InvalidParameter when the group would have more than 50 tags.
-func (s *Store) TagGroup(sc Scope, name string, tags map[string]string) error {
+func (s *Store) tagGroupLocal(sc Scope, name string, tags map[string]string) error {
 	return s.updateGroup(sc, name, func(m *groupMeta) error {
 		if m.Tags == nil {
 			m.Tags = map[string]string{}
@@ -398,7 +411,7 @@ func (s *Store) TagGroup(sc Scope, name string, tags map[string]string) error {
 
 // UntagGroup removes tags by key (absent keys are ignored, as AWS does). It returns
 // ResourceNotFound for a missing group.
-func (s *Store) UntagGroup(sc Scope, name string, keys []string) error {
+func (s *Store) untagGroupLocal(sc Scope, name string, keys []string) error {
 	return s.updateGroup(sc, name, func(m *groupMeta) error {
 		for _, k := range keys {
 			delete(m.Tags, k)
@@ -409,6 +422,9 @@ func (s *Store) UntagGroup(sc Scope, name string, keys []string) error {
 
 // DescribeGroup returns one group. It returns ResourceNotFound for a missing group.
 func (s *Store) DescribeGroup(sc Scope, name string) (Group, error) {
+	if err := s.readable(); err != nil {
+		return Group{}, err
+	}
 	var out Group
 	err := s.shard(sc, name).View(func(tx *bolt.Tx) error {
 		g := tx.Bucket(bGroups).Bucket(groupKey(sc, name))
@@ -447,6 +463,9 @@ type DescribeGroupsInput struct {
 // on the last page. It returns InvalidParameter for a bad limit or both Prefix and
 // Pattern.
 func (s *Store) DescribeGroups(sc Scope, in DescribeGroupsInput) (groups []Group, next string, err error) {
+	if err := s.readable(); err != nil {
+		return nil, "", err
+	}
 	if in.Limit == 0 {
 		in.Limit = 50
 	}
@@ -512,7 +531,7 @@ func StreamARN(sc Scope, group, stream string) string {
 // CreateStream creates a log stream in a group. It returns ResourceNotFound for a
 // missing group, ResourceAlreadyExists for an existing stream and InvalidParameter for
 // a bad name.
-func (s *Store) CreateStream(sc Scope, group, stream string) error {
+func (s *Store) createStreamLocal(sc Scope, group, stream string) error {
 	if err := ValidStreamName("logStreamName", stream); err != nil {
 		return err
 	}
@@ -545,7 +564,7 @@ func (s *Store) createStreamTx(g *bolt.Bucket, stream string) (*bolt.Bucket, err
 // container starts: it creates the stream if missing and, with createGroup, the group
 // too. Without createGroup a missing group is ResourceNotFound ("The specified log
 // group does not exist.").
-func (s *Store) EnsureStream(sc Scope, group, stream string, createGroup bool) error {
+func (s *Store) ensureStreamLocal(sc Scope, group, stream string, createGroup bool) error {
 	if err := ValidGroupName("awslogs-group", group); err != nil {
 		return err
 	}
@@ -573,7 +592,7 @@ func (s *Store) EnsureStream(sc Scope, group, stream string, createGroup bool) e
 
 // DeleteStream deletes a stream and its events. It returns ResourceNotFound for a
 // missing group or stream.
-func (s *Store) DeleteStream(sc Scope, group, stream string) error {
+func (s *Store) deleteStreamLocal(sc Scope, group, stream string) error {
 	return s.shard(sc, group).Update(func(tx *bolt.Tx) error {
 		g := tx.Bucket(bGroups).Bucket(groupKey(sc, group))
 		if g == nil {
@@ -616,6 +635,9 @@ type DescribeStreamsInput struct {
 // page. It returns ResourceNotFound for a missing group and InvalidParameter for a bad
 // limit, token, or a prefix with OrderByLastEventTime.
 func (s *Store) DescribeStreams(sc Scope, in DescribeStreamsInput) (streams []Stream, next string, err error) {
+	if err := s.readable(); err != nil {
+		return nil, "", err
+	}
 	if in.Limit == 0 {
 		in.Limit = 50
 	}

@@ -38,6 +38,7 @@ func awsProbe(ctx context.Context, stdout io.Writer) int {
 		return fail("credentials", err)
 	}
 	fmt.Fprintf(stdout, "credentials-source=%s\n", creds.Source)
+	fmt.Fprintf(stdout, "endpoint=%s\n", os.Getenv("AWS_ENDPOINT_URL"))
 	fmt.Fprintf(stdout, "credentials-uri=%s%s\n", os.Getenv("AWS_CONTAINER_CREDENTIALS_FULL_URI"), os.Getenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"))
 	id, err := sts.NewFromConfig(cfg).GetCallerIdentity(cctx, &sts.GetCallerIdentityInput{})
 	if err != nil {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -42,7 +44,7 @@ func loadKeyring(path string) (*seal.Keyring, error) {
 
 func schedulerCommand() *cobra.Command {
 	var endpoints, listen, region, replica, keyFile string
-	var leaderTTL, stableAfter time.Duration
+	var leaderTTL, stableAfter, credsLifetime time.Duration
 	var logDir string
 	var maxTxnOps, gzipMinBytes int
 	var taskSubnetPool string
@@ -87,6 +89,9 @@ func schedulerCommand() *cobra.Command {
 				return fmt.Errorf("etcd %s: %w", endpoints, err)
 			}
 			defer etcd.Close()
+			if err := probeEtcd(cmd.Context(), etcd, endpoints, log); err != nil {
+				return err
+			}
 			keyring, err := loadKeyring(keyFile)
 			if err != nil {
 				return err
@@ -101,7 +106,7 @@ func schedulerCommand() *cobra.Command {
 			defer logStore.Close()
 			cfg := app.Config{Keyring: keyring, Logs: logStore, Etcd: etcd, Region: region, Logger: log, Replica: replica, LeaderTTL: leaderTTL,
 				Registry: prometheus.NewRegistry(), TaskStableAfter: stableAfter, // /metrics on the internal listener
-				MaxTxnOps: maxTxnOps, GzipMinBytes: gzipMinBytes, TaskSubnetPool: taskSubnetPool}
+				MaxTxnOps: maxTxnOps, GzipMinBytes: gzipMinBytes, TaskSubnetPool: taskSubnetPool, TaskCredentialsLifetime: credsLifetime}
 			if serverTLS != nil {
 				cfg.PeerOf = tlsPeer
 			}
@@ -154,6 +159,7 @@ func schedulerCommand() *cobra.Command {
 	f.StringVar(&region, "region", cli.Env("BERTH_REGION", "us-east-1"), "default region: ECS state from builds without regions is moved into it once at start (requests are served in the region they are signed for)")
 	f.StringVar(&keyFile, "secrets-key-file", cli.Env("BERTH_SECRETS_KEY_FILE", ""), "key file sealing secret and parameter values at rest: lines {id}:{base64 of 32 bytes}, primary first (docs/secrets.md); BERTH_SECRETS_KEY may hold the same lines comma-separated instead")
 	f.StringVar(&replica, "replica", cli.Env("BERTH_REPLICA", ""), "replica name (default host-pid)")
+	f.DurationVar(&credsLifetime, "task-credentials-lifetime", 0, "how long task role credentials are accepted; agents refresh them at half of it (0: 1h)")
 	f.DurationVar(&leaderTTL, "leader-ttl", 5*time.Second, "leader election session TTL")
 	f.StringVar(&taskSubnetPool, "task-subnet-pool", cli.Env("BERTH_TASK_SUBNET_POOL", control.DefaultTaskSubnetPool), "IPv4 range the container instances' awsvpc task subnets (a /24 each) are allocated from")
 	f.DurationVar(&stableAfter, "task-stable-after", 0, "how long a service task without health checks stays RUNNING before it counts toward minimumHealthyPercent (0: 40s, as AWS)")
@@ -163,6 +169,34 @@ func schedulerCommand() *cobra.Command {
 }
 
 // tlsPeer is what a scheduler request's verified client certificate proves.
+// etcdProbeWindow bounds how long a starting replica waits for etcd to answer.
+const etcdProbeWindow = 60 * time.Second
+
+// probeEtcd reads one key from etcd before the replica starts, so a refused TLS handshake
+// (no client certificate, a wrong CA) ends the command at once with etcd's reason instead
+// of every later request waiting on a connection that never becomes ready. Other failures
+// (a cluster still forming) are retried for etcdProbeWindow, each logged.
+func probeEtcd(ctx context.Context, etcd *clientv3.Client, endpoints string, log *slog.Logger) error {
+	deadline := time.Now().Add(etcdProbeWindow)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := etcd.Get(pctx, "/berth/v1/layout", clientv3.WithCountOnly())
+		cancel()
+		if err == nil {
+			return nil
+		}
+		msg := err.Error()
+		if strings.Contains(msg, "tls:") || strings.Contains(msg, "x509:") || strings.Contains(msg, "certificate") || strings.Contains(msg, "authentication handshake failed") {
+			return fmt.Errorf("etcd %s refused the TLS handshake (check --etcd-cacert, --etcd-cert, --etcd-key): %w", endpoints, err)
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return fmt.Errorf("etcd %s: not answering after %s: %w", endpoints, etcdProbeWindow, err)
+		}
+		log.Warn("etcd not answering yet", "endpoints", endpoints, "err", err)
+		time.Sleep(time.Second)
+	}
+}
+
 func tlsPeer(r *http.Request) caller.Peer {
 	return caller.Peer{
 		Gateway: pki.PeerHasRole(r.TLS, pki.RoleGateway),

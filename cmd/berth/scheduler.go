@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -89,6 +92,9 @@ func schedulerCommand() *cobra.Command {
 				return fmt.Errorf("etcd %s: %w", endpoints, err)
 			}
 			defer etcd.Close()
+			if err := probeEtcdTLS(cmd.Context(), etcdCfg); err != nil {
+				return err
+			}
 			if err := probeEtcd(cmd.Context(), etcd, endpoints, log); err != nil {
 				return err
 			}
@@ -169,6 +175,50 @@ func schedulerCommand() *cobra.Command {
 }
 
 // tlsPeer is what a scheduler request's verified client certificate proves.
+// probeEtcdTLS makes one TLS connection to each etcd endpoint with the scheduler's etcd
+// client configuration (when it has one) and reports the first one whose member refuses
+// it: no client certificate when etcd runs with --client-cert-auth, a certificate of
+// another CA, a server certificate the CA does not verify. etcd refuses a TLS 1.3 client
+// only after the handshake, with an alert the first read returns, so it reads briefly: a
+// member that accepted the client waits for its HTTP/2 preface and the read times out. An
+// endpoint that does not answer at all is left to probeEtcd (a cluster still forming).
+func probeEtcdTLS(ctx context.Context, cfg clientv3.Config) error {
+	if cfg.TLS == nil {
+		return nil
+	}
+	for _, ep := range cfg.Endpoints {
+		host := ep
+		if u, err := url.Parse(ep); err == nil && u.Host != "" {
+			host = u.Host
+		}
+		d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: cfg.TLS}
+		conn, err := d.DialContext(ctx, "tcp", host)
+		if err != nil {
+			if isTLSRefusal(err) {
+				return fmt.Errorf("etcd %s refused the TLS handshake (check --etcd-cacert, --etcd-cert, --etcd-key): %w", ep, err)
+			}
+			continue
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+		_, err = conn.Read(make([]byte, 1))
+		conn.Close()
+		if err != nil && isTLSRefusal(err) {
+			return fmt.Errorf("etcd %s refused the TLS client (check --etcd-cacert, --etcd-cert, --etcd-key): %w", ep, err)
+		}
+	}
+	return nil
+}
+
+// isTLSRefusal reports whether err is a TLS alert or certificate verification failure.
+func isTLSRefusal(err error) bool {
+	var alert tls.AlertError
+	var verify *tls.CertificateVerificationError
+	var unknown x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	return errors.As(err, &alert) || errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
+		strings.Contains(err.Error(), "remote error: tls:")
+}
+
 // etcdProbeWindow bounds how long a starting replica waits for etcd to answer.
 const etcdProbeWindow = 60 * time.Second
 

@@ -203,7 +203,7 @@ func probeEtcdTLS(ctx context.Context, cfg clientv3.Config) error {
 		_, err = conn.Read(make([]byte, 1))
 		conn.Close()
 		if err != nil && isTLSRefusal(err) {
-			return fmt.Errorf("etcd %s refused the TLS client (check --etcd-cacert, --etcd-cert, --etcd-key): %w", ep, err)
+			return fmt.Errorf("etcd %s refused the TLS handshake (check --etcd-cacert, --etcd-cert, --etcd-key): %w", ep, err)
 		}
 	}
 	return nil

@@ -34,9 +34,11 @@ func TestTaskRoleCredentialsDev(t *testing.T) {
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	dir := t.TempDir()
-	// Credentials live 40 s here (the agent refreshes them at 20 s), so their expiry is
-	// seen end to end below.
-	env := append(devEnv(t, filepath.Join(dir, "data")), "BERTH_TASK_CREDENTIALS_LIFETIME=40s")
+	// Credentials live 2 min here (the agent refreshes them at 1 min, so the ones served
+	// have a minute left at least: time for the AWS CLI on a loaded machine), so their
+	// expiry is seen end to end below.
+	const lifetime = 2 * time.Minute
+	env := append(devEnv(t, filepath.Join(dir, "data")), "BERTH_TASK_CREDENTIALS_LIFETIME="+lifetime.String())
 	startDev(t, root, env, filepath.Join(dir, "dev.log"))
 	reg := envValue(env, "BERTH_REGISTRY_ADDR")
 	gw := "http://" + envValue(env, "BERTH_GATEWAY_ADDR")
@@ -163,8 +165,8 @@ func TestTaskRoleCredentialsDev(t *testing.T) {
 	if err != nil {
 		t.Fatalf("credentials Expiration %q: %v", old.Expiration, err)
 	}
-	if left := time.Until(exp); left <= 0 || left > 41*time.Second {
-		t.Fatalf("credentials expire in %s, want within the 40 s lifetime", left)
+	if left := time.Until(exp); left <= 0 || left > lifetime+time.Second {
+		t.Fatalf("credentials expire in %s, want within their %s lifetime", left, lifetime)
 	}
 	if _, err := stsWith(old.Token).GetCallerIdentity(t.Context(), &sts.GetCallerIdentityInput{}); err != nil {
 		t.Fatalf("credentials before their expiration: %v", err)

@@ -73,7 +73,7 @@ func TestCompose(t *testing.T) {
 	run(t, buildCtx, root, nil, filepath.Join(deploy, "build.sh"))
 	buildCancel()
 	t.Logf("static binaries built in %s", time.Since(t0).Round(time.Second))
-	ctx, cancel = context.WithTimeout(t.Context(), 10*time.Minute)
+	ctx, cancel = context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
 
 	data := t.TempDir()

@@ -17,7 +17,9 @@ cp /etc/ssl/certs/ca-certificates.crt "$here/.build/ca-certificates.crt"
 # gateway's names its service and loopback (agents and the AWS CLI reach it on the host);
 # the schedulers' names both replicas.
 tls="$here/.build/tls"
-if [ ! -f "$tls/berth-ca.pem" ]; then
+# .v2: agent certificates serve (the agents' log services are mTLS); older sets are made anew.
+if [ ! -f "$tls/berth-ca.pem" ] || [ ! -f "$tls/.v2" ]; then
+	rm -rf "$tls"
 	mkdir -p "$tls"
 	b="$here/.build/berth"
 	"$b" tls ca create --dir "$tls"
@@ -29,4 +31,5 @@ if [ ! -f "$tls/berth-ca.pem" ]; then
 	# operator's own, under deploy/.build.
 	chmod 0644 "$tls"/*-key.pem
 	rm "$tls/berth-ca-key.pem" # nothing in the stack signs; make a new CA to add roles
+	touch "$tls/.v2"
 fi

@@ -93,6 +93,10 @@ type devConfig struct {
 	// long a service task without health checks must stay RUNNING before it counts toward
 	// minimumHealthyPercent and its rollout's completion; empty keeps AWS's 40 s.
 	TaskStableAfter string
+	// TaskCredentialsLifetime (BERTH_TASK_CREDENTIALS_LIFETIME, a Go duration) is how long
+	// task role credentials are accepted; the agent refreshes them at half of it. Empty
+	// keeps 1 h (taskcreds.DefaultLifetime); tests shorten it to see expiry.
+	TaskCredentialsLifetime string
 }
 
 func devConfigFromEnv() devConfig {
@@ -114,7 +118,8 @@ func devConfigFromEnv() devConfig {
 		LBListenHost:       cli.Env("BERTH_LB_LISTEN_HOST", "127.0.0.1"),
 		DNSAddr:            cli.Env("BERTH_DNS_ADDR", "127.0.0.1:0"),
 
-		TaskStableAfter: cli.Env("BERTH_TASK_STABLE_AFTER", ""),
+		TaskStableAfter:         cli.Env("BERTH_TASK_STABLE_AFTER", ""),
+		TaskCredentialsLifetime: cli.Env("BERTH_TASK_CREDENTIALS_LIFETIME", ""),
 	}
 }
 
@@ -146,6 +151,14 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 			return fmt.Errorf("BERTH_TASK_STABLE_AFTER=%q: want a positive duration such as 5s", cfg.TaskStableAfter)
 		}
 		stableAfter = d
+	}
+	var credsLifetime time.Duration
+	if cfg.TaskCredentialsLifetime != "" {
+		d, err := time.ParseDuration(cfg.TaskCredentialsLifetime)
+		if err != nil || d < 10*time.Second {
+			return fmt.Errorf("BERTH_TASK_CREDENTIALS_LIFETIME=%q: want a duration of at least 10s", cfg.TaskCredentialsLifetime)
+		}
+		credsLifetime = d
 	}
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
@@ -185,7 +198,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	defer logStore.Close()
 	sched, err := app.New(app.Config{Etcd: etcd.Client(), Region: cfg.Region, Logger: log.With("service", "scheduler"), Dev: true,
 		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps, Registry: registry, Logs: logStore, Keyring: keyring,
-		TaskSubnetPool: cli.Env("BERTH_TASK_SUBNET_POOL", "")})
+		TaskSubnetPool: cli.Env("BERTH_TASK_SUBNET_POOL", ""), TaskCredentialsLifetime: credsLifetime})
 	if err != nil {
 		return err
 	}

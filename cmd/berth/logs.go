@@ -13,7 +13,7 @@ import (
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
-	"github.com/berthhq/berth/services/gateway"
+	"github.com/berthhq/berth/services/gateway/pki"
 )
 
 // logsCommand reads a task's container output from the agent that ran it.
@@ -22,6 +22,7 @@ func logsCommand() *cobra.Command {
 	var tail int32
 	var follow, timestamps bool
 	var since time.Duration
+	var files pki.Files
 	cmd := &cobra.Command{
 		Use:   "logs TASK",
 		Short: "Print a task's stdout and stderr: awslogs containers from the log store, others from the agent",
@@ -44,7 +45,11 @@ func logsCommand() *cobra.Command {
 				}
 				return nil
 			}
-			client := agentv1connect.NewLogServiceClient(gateway.NewH2CClient(), agentURL)
+			hc, err := cli.HTTPClient(agentURL, files)
+			if err != nil {
+				return fmt.Errorf("--agent: %w", err)
+			}
+			client := agentv1connect.NewLogServiceClient(hc, agentURL)
 			req := &agentv1.ReadLogsRequest{TaskArn: args[0], ContainerName: container, Tail: tail, Follow: follow}
 			if since > 0 {
 				req.Since = timestamppb.New(time.Now().Add(-since))
@@ -67,6 +72,7 @@ func logsCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
+	cli.AddTLSFlags(f, &files, "presented to an agent whose log service is https:// (role client, admin or gateway)")
 	f.StringVar(&agentURL, "agent", cli.Env("BERTH_AGENT_LOG_URL", "http://127.0.0.1:4568"), "URL of the agent's log service (json-file containers)")
 	f.StringVar(&endpoint, "endpoint", cli.Env("BERTH_ENDPOINT", "http://"+cli.Env("BERTH_GATEWAY_ADDR", "127.0.0.1:4566")), "Berth's gateway, where the task and its awslogs output are looked up (keys: BERTH_ACCESS_KEY_ID, BERTH_SECRET_ACCESS_KEY)")
 	f.StringVar(&region, "region", cli.Env("BERTH_REGION", "us-east-1"), "region of the task")

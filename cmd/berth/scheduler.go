@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -42,7 +47,7 @@ func loadKeyring(path string) (*seal.Keyring, error) {
 
 func schedulerCommand() *cobra.Command {
 	var endpoints, listen, region, replica, keyFile string
-	var leaderTTL, stableAfter time.Duration
+	var leaderTTL, stableAfter, credsLifetime time.Duration
 	var logDir, logPeerURL string
 	var maxTxnOps, gzipMinBytes int
 	var taskSubnetPool string
@@ -87,6 +92,12 @@ func schedulerCommand() *cobra.Command {
 				return fmt.Errorf("etcd %s: %w", endpoints, err)
 			}
 			defer etcd.Close()
+			if err := probeEtcdTLS(cmd.Context(), etcdCfg); err != nil {
+				return err
+			}
+			if err := probeEtcd(cmd.Context(), etcd, endpoints, log); err != nil {
+				return err
+			}
 			keyring, err := loadKeyring(keyFile)
 			if err != nil {
 				return err
@@ -101,7 +112,7 @@ func schedulerCommand() *cobra.Command {
 			defer logStore.Close()
 			cfg := app.Config{Keyring: keyring, Logs: logStore, Etcd: etcd, Region: region, Logger: log, Replica: replica, LeaderTTL: leaderTTL,
 				Registry: prometheus.NewRegistry(), TaskStableAfter: stableAfter, // /metrics on the internal listener
-				MaxTxnOps: maxTxnOps, GzipMinBytes: gzipMinBytes, TaskSubnetPool: taskSubnetPool}
+				MaxTxnOps: maxTxnOps, GzipMinBytes: gzipMinBytes, TaskSubnetPool: taskSubnetPool, TaskCredentialsLifetime: credsLifetime}
 			if serverTLS != nil {
 				cfg.PeerOf = tlsPeer
 			}
@@ -167,12 +178,85 @@ func schedulerCommand() *cobra.Command {
 	f.StringVar(&region, "region", cli.Env("BERTH_REGION", "us-east-1"), "default region: ECS state from builds without regions is moved into it once at start (requests are served in the region they are signed for)")
 	f.StringVar(&keyFile, "secrets-key-file", cli.Env("BERTH_SECRETS_KEY_FILE", ""), "key file sealing secret and parameter values at rest: lines {id}:{base64 of 32 bytes}, primary first (docs/secrets.md); BERTH_SECRETS_KEY may hold the same lines comma-separated instead")
 	f.StringVar(&replica, "replica", cli.Env("BERTH_REPLICA", ""), "replica name (default host-pid)")
+	f.DurationVar(&credsLifetime, "task-credentials-lifetime", 0, "how long task role credentials are accepted; agents refresh them at half of it (0: 1h)")
 	f.DurationVar(&leaderTTL, "leader-ttl", 5*time.Second, "leader election session TTL")
 	f.StringVar(&taskSubnetPool, "task-subnet-pool", cli.Env("BERTH_TASK_SUBNET_POOL", control.DefaultTaskSubnetPool), "IPv4 range the container instances' awsvpc task subnets (a /24 each) are allocated from")
 	f.DurationVar(&stableAfter, "task-stable-after", 0, "how long a service task without health checks stays RUNNING before it counts toward minimumHealthyPercent (0: 40s, as AWS)")
 	f.IntVar(&maxTxnOps, "etcd-max-txn-ops", 128, "the etcd cluster's --max-txn-ops (etcd's default: 128); RunTask's group commit fills txns up to it, so raise both together (1024 holds about a dozen RunTask calls of count 10 per txn)")
 	f.IntVar(&gzipMinBytes, "gzip-min-bytes", 0, "gzip responses of at least this many bytes to clients that accept gzip (the gateway and agents); 0 never compresses, which costs least CPU on internal links")
 	return cmd
+}
+
+// probeEtcdTLS makes one TLS connection to each etcd endpoint with the scheduler's etcd
+// client configuration (when it has one) and reports the first one whose member refuses
+// it: no client certificate when etcd runs with --client-cert-auth, a certificate of
+// another CA, a server certificate the CA does not verify. etcd refuses a TLS 1.3 client
+// only after the handshake, with an alert the first read returns, so it reads briefly: a
+// member that accepted the client waits for its HTTP/2 preface and the read times out. An
+// endpoint that does not answer at all is left to probeEtcd (a cluster still forming).
+func probeEtcdTLS(ctx context.Context, cfg clientv3.Config) error {
+	if cfg.TLS == nil {
+		return nil
+	}
+	for _, ep := range cfg.Endpoints {
+		host := ep
+		if u, err := url.Parse(ep); err == nil && u.Host != "" {
+			host = u.Host
+		}
+		d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: cfg.TLS}
+		conn, err := d.DialContext(ctx, "tcp", host)
+		if err != nil {
+			if isTLSRefusal(err) {
+				return fmt.Errorf("etcd %s refused the TLS handshake (check --etcd-cacert, --etcd-cert, --etcd-key): %w", ep, err)
+			}
+			continue
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+		_, err = conn.Read(make([]byte, 1))
+		conn.Close()
+		if err != nil && isTLSRefusal(err) {
+			return fmt.Errorf("etcd %s refused the TLS handshake (check --etcd-cacert, --etcd-cert, --etcd-key): %w", ep, err)
+		}
+	}
+	return nil
+}
+
+// isTLSRefusal reports whether err is a TLS alert or certificate verification failure.
+func isTLSRefusal(err error) bool {
+	var alert tls.AlertError
+	var verify *tls.CertificateVerificationError
+	var unknown x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	return errors.As(err, &alert) || errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
+		strings.Contains(err.Error(), "remote error: tls:")
+}
+
+// etcdProbeWindow bounds how long a starting replica waits for etcd to answer.
+const etcdProbeWindow = 60 * time.Second
+
+// probeEtcd reads one key from etcd before the replica starts, so a refused TLS handshake
+// (no client certificate, a wrong CA) ends the command at once with etcd's reason instead
+// of every later request waiting on a connection that never becomes ready. Other failures
+// (a cluster still forming) are retried for etcdProbeWindow, each logged.
+func probeEtcd(ctx context.Context, etcd *clientv3.Client, endpoints string, log *slog.Logger) error {
+	deadline := time.Now().Add(etcdProbeWindow)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := etcd.Get(pctx, "/berth/v1/layout", clientv3.WithCountOnly())
+		cancel()
+		if err == nil {
+			return nil
+		}
+		msg := err.Error()
+		if strings.Contains(msg, "tls:") || strings.Contains(msg, "x509:") || strings.Contains(msg, "certificate") || strings.Contains(msg, "authentication handshake failed") {
+			return fmt.Errorf("etcd %s refused the TLS handshake (check --etcd-cacert, --etcd-cert, --etcd-key): %w", endpoints, err)
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return fmt.Errorf("etcd %s: not answering after %s: %w", endpoints, etcdProbeWindow, err)
+		}
+		log.Warn("etcd not answering yet", "endpoints", endpoints, "err", err)
+		time.Sleep(time.Second)
+	}
 }
 
 // tlsPeer is what a scheduler request's verified client certificate proves.

@@ -286,6 +286,7 @@ func TestTLSStack(t *testing.T) {
 		}
 	})
 
+	logAddr := freeAddr(t)
 	t.Run("agent session over mTLS", func(t *testing.T) {
 		// The agent's bidi stream crosses both TLS hops (agent → gateway with its agent
 		// certificate, gateway → scheduler with the gateway's), over HTTP/2 by ALPN. No
@@ -299,7 +300,7 @@ func TestTLSStack(t *testing.T) {
 		af := s.files("agent")
 		s.run(agentcmd.Command("agent"), "--gateway", "https://"+s.gwAddr, "--tls-ca", af.CA, "--tls-cert", af.Cert, "--tls-key", af.Key,
 			"--cluster", "default", "--data-dir", s.path("agent"), "--containerd", s.path("no-containerd.sock"),
-			"--credentials-file", creds, "--log-addr", "127.0.0.1:0")
+			"--credentials-file", creds, "--log-addr", logAddr)
 		if noCLI != nil {
 			t.Skip("the AWS CLI (`aws`) is not installed; CI installs it")
 		}
@@ -338,6 +339,61 @@ func TestTLSStack(t *testing.T) {
 			}
 		}
 		t.Fatalf("the agent's session never opened through the TLS gateway: %s\n%s", last, s.logs.String())
+	})
+
+	t.Run("agent log service over mTLS", func(t *testing.T) {
+		// The agent above has TLS material: its log service (berth logs --agent, and its
+		// /metrics) answers only client, admin and gateway certificates.
+		metrics := "https://" + logAddr + "/metrics"
+		var code int
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			if res, err := s.client(t, "admin").Get(metrics); err == nil {
+				code = res.StatusCode
+				res.Body.Close()
+				break
+			}
+		}
+		if code != http.StatusOK {
+			t.Fatalf("the agent's log service over mTLS with an admin certificate: %d", code)
+		}
+		for role, want := range map[string]int{"client": http.StatusOK, "gateway": http.StatusOK, "agent": http.StatusForbidden, "scheduler": http.StatusForbidden} {
+			res, err := s.client(t, role).Get(metrics)
+			if err != nil {
+				t.Errorf("%s certificate: %v", role, err)
+				continue
+			}
+			res.Body.Close()
+			if res.StatusCode != want {
+				t.Errorf("%s certificate: %d, want %d", role, res.StatusCode, want)
+			}
+		}
+		if res, err := s.client(t, "").Get(metrics); err == nil {
+			res.Body.Close()
+			t.Errorf("no client certificate: %d, want a refused handshake", res.StatusCode)
+		}
+		if res, err := http.Get("http://" + logAddr + "/metrics"); err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				t.Error("plain HTTP read the log service")
+			}
+		}
+		// berth logs: a client certificate reaches the service (the task is unknown to
+		// it: not_found), an agent certificate is refused.
+		berthLogs := func(role string) error {
+			f := s.files(role)
+			cmd := logsCommand()
+			cmd.SetArgs([]string{"0123456789abcdef0123456789abcdef", "--agent", "https://" + logAddr, "--endpoint", "http://" + freeAddr(t),
+				"--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key})
+			cmd.SetOut(io.Discard)
+			cmd.SetErr(io.Discard)
+			return cmd.ExecuteContext(t.Context())
+		}
+		if err := berthLogs("client"); err == nil || !strings.Contains(err.Error(), "not_found") {
+			t.Errorf("berth logs with a client certificate: %v; want not_found from the log service", err)
+		}
+		if err := berthLogs("agent"); err == nil || !strings.Contains(err.Error(), "permission_denied") {
+			t.Errorf("berth logs with an agent certificate: %v; want permission_denied", err)
+		}
 	})
 
 	t.Run("AWS CLI over HTTPS", func(t *testing.T) {

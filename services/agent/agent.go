@@ -3,8 +3,10 @@ package agent
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -132,6 +134,14 @@ type Config struct {
 	// one); default "127.0.0.1:0" (loopback, any port); "off" disables it.
 	// The address is registered as the berth.log-endpoint attribute.
 	LogAddr string
+	// LogTLS, when set, makes the LogService listener serve HTTPS with it (HTTP/2 by ALPN;
+	// give it client-certificate verification for mTLS) and registers an https://
+	// berth.log-endpoint; nil serves plain h2c, for loopback only (berth dev).
+	LogTLS *tls.Config
+	// LogAuthorize, when set, is asked about every LogService and /metrics request's TLS
+	// connection state (nil for a plain connection); false answers PermissionDenied
+	// (HTTP 403). `berth agent` lets in only client, admin and gateway certificates.
+	LogAuthorize func(*tls.ConnectionState) bool
 	// EndpointAddr is where the tasks' credentials and metadata endpoints listen
 	// ("host:port"; port 0 picks one); default "127.0.0.1:0"; "off" disables them (a task
 	// with a taskRoleArn then fails to start). The ECS agent's is 127.0.0.1:51679.
@@ -481,10 +491,30 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		var p http.Protocols
 		p.SetHTTP1(true)
-		p.SetUnencryptedHTTP2(true)
-		srv := &http.Server{Handler: mux, Protocols: &p, ReadHeaderTimeout: 10 * time.Second}
-		a.log.Info("log service listening (berth logs --agent http://ADDR)", "addr", a.logLn.Addr().String())
-		wg.Go(func() { _ = srv.Serve(a.logLn) })
+		var h http.Handler = mux
+		if auth := a.cfg.LogAuthorize; auth != nil {
+			h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if !auth(r.TLS) {
+					// The Connect protocol's error shape, for any client.
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusForbidden)
+					_, _ = io.WriteString(w, `{"code":"permission_denied","message":"the agent's log service needs a client, admin or gateway certificate"}`)
+					return
+				}
+				mux.ServeHTTP(w, r)
+			})
+		}
+		srv := &http.Server{Handler: h, Protocols: &p, ReadHeaderTimeout: 10 * time.Second}
+		if a.cfg.LogTLS != nil {
+			p.SetHTTP2(true)
+			srv.TLSConfig = a.cfg.LogTLS
+			a.log.Info("log service listening, mTLS (berth logs --agent https://ADDR --tls-ca … --tls-cert …)", "addr", a.logLn.Addr().String())
+			wg.Go(func() { _ = srv.ServeTLS(a.logLn, "", "") })
+		} else {
+			p.SetUnencryptedHTTP2(true)
+			a.log.Info("log service listening (berth logs --agent http://ADDR)", "addr", a.logLn.Addr().String())
+			wg.Go(func() { _ = srv.Serve(a.logLn) })
+		}
 		context.AfterFunc(ctx, func() { _ = srv.Close() })
 	}
 	<-ctx.Done()
@@ -549,7 +579,11 @@ func (h *hostView) Registration() *agentv1.RegisterRequest {
 		attr(c, "")
 	}
 	if addr := h.a.LogAddr(); addr != "" {
-		attr(LogEndpointAttribute, "http://"+addr)
+		scheme := "http://"
+		if h.a.cfg.LogTLS != nil {
+			scheme = "https://"
+		}
+		attr(LogEndpointAttribute, scheme+addr)
 	}
 	for k, v := range h.a.cfg.Attributes {
 		attr(k, v)

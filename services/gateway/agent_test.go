@@ -2,13 +2,17 @@ package gateway_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	"github.com/berthhq/berth/services/gateway"
@@ -105,5 +109,51 @@ func TestAgentRelayRefusesSessionCredentials(t *testing.T) {
 	_, err := c.GetTaskCredentials(context.Background(), connect.NewRequest(&agentv1.GetTaskCredentialsRequest{TaskArn: "arn:aws:ecs:us-east-1:000000000000:task/default/x"}))
 	if connect.CodeOf(err) != connect.CodePermissionDenied || !strings.Contains(err.Error(), "AccessDeniedException") {
 		t.Fatalf("GetTaskCredentials with session credentials: %v, want permission_denied AccessDeniedException", err)
+	}
+}
+
+// TestSessionCredentialsExpire: session credentials (SigV4 with X-Amz-Security-Token) are
+// accepted until their Expiration and refused after it by the gateway's clock, although
+// their resolution is cached for longer; a wrong token is refused before.
+func TestSessionCredentialsExpire(t *testing.T) {
+	e := newEnv(t, func(c *gateway.Config) { c.KeyCacheTTL = time.Hour })
+	call := func(token string) rawResponse {
+		t.Helper()
+		const body = `{}`
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-amz-json-1.1")
+		req.Header.Set("X-Amz-Target", gateway.TargetPrefix+"ListClusters")
+		sum := sha256.Sum256([]byte(body))
+		creds := aws.Credentials{AccessKeyID: expiringKey, SecretAccessKey: sessionSecret, SessionToken: token}
+		if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, hex.EncodeToString(sum[:]), "ecs", region, e.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if req.Header.Get("X-Amz-Security-Token") != token {
+			t.Fatalf("the signer sent no X-Amz-Security-Token")
+		}
+		return send(t, e, req)
+	}
+	e.clock.Set(expiringAt.Add(-time.Minute))
+	if r := call(sessionToken); r.status != http.StatusOK {
+		t.Fatalf("a minute before expiry: %d %s", r.status, r.body)
+	}
+	if r := call("not-the-token"); r.errTyp != "UnrecognizedClientException" {
+		t.Errorf("a wrong session token: %d %s", r.status, r.body)
+	}
+	e.clock.Set(expiringAt.Add(-time.Second))
+	if r := call(sessionToken); r.status != http.StatusOK {
+		t.Fatalf("a second before expiry (cached): %d %s", r.status, r.body)
+	}
+	resolves := e.admin.resolves.Load()
+	e.clock.Set(expiringAt)
+	if r := call(sessionToken); r.errTyp != "UnrecognizedClientException" {
+		t.Errorf("at expiry: %d %s; want UnrecognizedClientException", r.status, r.body)
+	}
+	e.clock.Set(expiringAt.Add(time.Hour))
+	if r := call(sessionToken); r.errTyp != "UnrecognizedClientException" {
+		t.Errorf("an hour after expiry: %d %s", r.status, r.body)
+	}
+	if e.admin.resolves.Load() == resolves {
+		t.Error("the cached resolution outlived the credentials' expiration (no resolve after it)")
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/sts/v1/stsv1connect"
 	"github.com/berthhq/berth/services/gateway"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // Keys the stub admin service knows.
@@ -143,6 +144,12 @@ const sessionKey, sessionSecret, sessionToken = "ASIASESSIONKEY", "session-secre
 
 var sessionTokenSum = sha256.Sum256([]byte(sessionToken))
 
+// expiringKey is a session credential (secret sessionSecret, token sessionToken) whose
+// Expiration is expiringAt.
+const expiringKey = "ASIAEXPIRINGKEY"
+
+var expiringAt = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
 type stubAdmin struct {
 	adminv1connect.UnimplementedAdminServiceHandler
 	resolves atomic.Int64
@@ -157,6 +164,9 @@ func (a *stubAdmin) ResolveAccessKey(_ context.Context, r *connect.Request[admin
 		agentKey: {AccessKey: &adminv1.AccessKey{AccessKeyId: agentKey, AccountId: devAccount, ContainerInstanceArn: instanceARN}, SecretAccessKey: agentSecret},
 		sessionKey: {AccessKey: &adminv1.AccessKey{AccessKeyId: sessionKey, AccountId: devAccount}, SecretAccessKey: sessionSecret,
 			SessionTokenSha256: sessionTokenSum[:], PrincipalArn: "arn:aws:sts::" + devAccount + ":assumed-role/app/task1", PrincipalId: "AROAEXAMPLE:task1"},
+		expiringKey: {AccessKey: &adminv1.AccessKey{AccessKeyId: expiringKey, AccountId: devAccount}, SecretAccessKey: sessionSecret,
+			SessionTokenSha256: sessionTokenSum[:], PrincipalArn: "arn:aws:sts::" + devAccount + ":assumed-role/app/task2", PrincipalId: "AROAEXAMPLE:task2",
+			Expiration: timestamppb.New(expiringAt)},
 	}
 	res, ok := keys[r.Msg.GetAccessKeyId()]
 	if !ok {

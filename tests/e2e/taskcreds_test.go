@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,7 +33,11 @@ func TestTaskRoleCredentialsDev(t *testing.T) {
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	dir := t.TempDir()
-	env := devEnv(t, filepath.Join(dir, "data"))
+	// Credentials live 2 min here (the agent refreshes them at 1 min, so the ones served
+	// have a minute left at least: time for the AWS CLI on a loaded machine), so their
+	// expiry is seen end to end below.
+	const lifetime = 2 * time.Minute
+	env := append(devEnv(t, filepath.Join(dir, "data")), "BERTH_TASK_CREDENTIALS_LIFETIME="+lifetime.String())
 	startDev(t, root, env, filepath.Join(dir, "dev.log"))
 	reg := envValue(env, "BERTH_REGISTRY_ADDR")
 	gw := "http://" + envValue(env, "BERTH_GATEWAY_ADDR")
@@ -44,9 +49,18 @@ func TestTaskRoleCredentialsDev(t *testing.T) {
 	})
 	cli(t, root, env, "bin/berth", "image", "demo")
 	const role = "arn:aws:iam::000000000000:role/app-role"
+	// The task also gets a Secrets Manager secret and an SSM SecureString: with its
+	// credentials, none may appear in any log of the stack (checked at the end).
+	const smValue, ssmValue = "sm-v4lue-9f3a71c2", "ssm-v4lue-5d8e02b4"
+	secretARN := cli(t, root, env, "aws", "secretsmanager", "create-secret", "--name", "probe/db", "--secret-string", smValue, "--query", "ARN", "--output", "text")
+	cli(t, root, env, "aws", "ssm", "put-parameter", "--name", "/probe/key", "--value", ssmValue, "--type", "SecureString")
 	cli(t, root, env, "aws", "ecs", "register-task-definition", "--family", "creds", "--task-role-arn", role, "--network-mode", "host",
 		"--container-definitions", fmt.Sprintf(`[{"name":"app","image":"%s/berth/demo:latest","memory":128,"command":["aws-probe"],`+
-			`"environment":[{"name":"AWS_ENDPOINT_URL","value":"%s"},{"name":"AWS_REGION","value":"us-east-1"}]}]`, reg, gw))
+			`"environment":[{"name":"AWS_ENDPOINT_URL","value":"%s"},{"name":"AWS_REGION","value":"us-east-1"}],`+
+			`"secrets":[{"name":"DB_PASSWORD","valueFrom":"%s"},{"name":"API_KEY","valueFrom":"/probe/key"}]}]`, reg, gw, secretARN))
+	var secrets []string // every secret value the stack handled, for the log check
+	secrets = append(secrets, smValue, ssmValue)
+	t.Cleanup(func() { checkNoSecretInLogs(t, dir, secrets) })
 	out := cli(t, root, env, "aws", "ecs", "run-task", "--task-definition", "creds", "--output", "json")
 	var run struct {
 		Tasks []struct {
@@ -112,6 +126,7 @@ func TestTaskRoleCredentialsDev(t *testing.T) {
 		t.Fatalf("credentials-uri = %q", uri)
 	}
 	creds, status := fetchCredentials(t, uri)
+	secrets = append(secrets, creds.SecretAccessKey, creds.Token)
 	if status != http.StatusOK || !strings.HasPrefix(creds.AccessKeyID, "ASIA") || creds.Token == "" || creds.RoleArn != role {
 		t.Fatalf("credentials endpoint: %d %+v", status, creds.RoleArn)
 	}
@@ -131,11 +146,45 @@ func TestTaskRoleCredentialsDev(t *testing.T) {
 		t.Fatalf("the task's credentials from the host: %v", err)
 	}
 
-	// The AWS CLI with the same session credentials.
+	// The AWS CLI with the task's session credentials (the current ones: they are short).
+	creds, _ = fetchCredentials(t, uri)
+	secrets = append(secrets, creds.SecretAccessKey, creds.Token)
 	cliEnv := append(append([]string(nil), env...), "AWS_ACCESS_KEY_ID="+creds.AccessKeyID, "AWS_SECRET_ACCESS_KEY="+creds.SecretAccessKey,
 		"AWS_SESSION_TOKEN="+creds.Token, "AWS_ENDPOINT_URL="+gw)
 	if got := cli(t, root, cliEnv, "aws", "sts", "get-caller-identity", "--query", "Arn", "--output", "text"); got != lines["caller-arn"] {
 		t.Errorf("aws sts get-caller-identity with the task's credentials = %q, want %q", got, lines["caller-arn"])
+	}
+
+	// Expired: once the credentials the task holds pass their Expiration the gateway
+	// refuses them (SigV4 with X-Amz-Security-Token, InvalidClientTokenId); the endpoint
+	// serves the refreshed ones, which work.
+	old, _ := fetchCredentials(t, uri)
+	secrets = append(secrets, old.SecretAccessKey, old.Token)
+	exp, err := time.Parse(time.RFC3339, old.Expiration)
+	if err != nil {
+		t.Fatalf("credentials Expiration %q: %v", old.Expiration, err)
+	}
+	if left := time.Until(exp); left <= 0 || left > lifetime+time.Second {
+		t.Fatalf("credentials expire in %s, want within their %s lifetime", left, lifetime)
+	}
+	if _, err := stsWith(old.Token).GetCallerIdentity(t.Context(), &sts.GetCallerIdentityInput{}); err != nil {
+		t.Fatalf("credentials before their expiration: %v", err)
+	}
+	time.Sleep(time.Until(exp) + time.Second)
+	oldSTS := sts.New(sts.Options{Region: "us-east-1", BaseEndpoint: aws.String(gw), RetryMaxAttempts: 1,
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: old.AccessKeyID, SecretAccessKey: old.SecretAccessKey, SessionToken: old.Token}, nil
+		})})
+	if _, err := oldSTS.GetCallerIdentity(t.Context(), &sts.GetCallerIdentityInput{}); apiCode(err) != "InvalidClientTokenId" {
+		t.Errorf("expired credentials: %v, want InvalidClientTokenId", err)
+	}
+	creds, _ = fetchCredentials(t, uri)
+	secrets = append(secrets, creds.SecretAccessKey, creds.Token)
+	if creds.AccessKeyID == old.AccessKeyID {
+		t.Errorf("the endpoint still serves the expired credentials %s", old.AccessKeyID)
+	}
+	if _, err := stsWith(creds.Token).GetCallerIdentity(t.Context(), &sts.GetCallerIdentityInput{}); err != nil {
+		t.Fatalf("the refreshed credentials: %v", err)
 	}
 
 	// Stop the task: the endpoint forgets them and the gateway refuses them within a minute.
@@ -152,6 +201,40 @@ func TestTaskRoleCredentialsDev(t *testing.T) {
 	if _, st := fetchCredentials(t, uri); st != http.StatusBadRequest {
 		t.Errorf("credentials endpoint after stop answered %d, want 400", st)
 	}
+}
+
+// checkNoSecretInLogs fails t when any of secrets appears in a log of the dev stack under
+// dir: berth dev's own log (gateway, scheduler, agent, registry) and every *.log file of
+// its data dir (containerd's and the stack's own); the tasks' container output, which is
+// the tasks' to print, is not read.
+func checkNoSecretInLogs(t *testing.T, dir string, secrets []string) {
+	t.Helper()
+	var files []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		if p == filepath.Join(dir, "dev.log") || (strings.HasSuffix(p, ".log") && !strings.Contains(p, string(filepath.Separator)+"logs"+string(filepath.Separator))) {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if len(files) == 0 {
+		t.Error("no log of the stack found to check")
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		for i, s := range secrets {
+			if s != "" && strings.Contains(string(b), s) {
+				t.Errorf("%s holds secret #%d (%d bytes)", f, i, len(s))
+			}
+		}
+	}
+	t.Logf("%d secret values absent from %d log files", len(secrets), len(files))
 }
 
 // TestTaskRoleCredentialsBridgeDev runs the aws-probe task of TestTaskRoleCredentialsDev

@@ -22,8 +22,9 @@ import (
 // certificate as a URI SAN "urn:berth:role:<role>" and read back by RolesOf.
 type Role string
 
-// The roles. A gateway and a scheduler serve TLS and are clients too (the gateway of the
-// scheduler, the scheduler of etcd); agents, clients and admins are clients only.
+// The roles. A gateway, a scheduler and an agent serve TLS and are clients too (the
+// gateway of the scheduler, the scheduler of etcd, the agent of the gateway; the agent
+// serves its log service); clients and admins are clients only.
 const (
 	// RoleGateway is the ECS endpoint: the scheduler believes identity headers
 	// (Berth-Account, …) only from a peer with this role, and answers it
@@ -32,7 +33,8 @@ const (
 	// RoleScheduler is a scheduler replica's server certificate.
 	RoleScheduler Role = "scheduler"
 	// RoleAgent is a host's agent: the gateway relays AgentService only for peers with
-	// this role when it requires client certificates.
+	// this role when it requires client certificates. Its certificate also serves the
+	// agent's log service (`berth logs --agent https://…`).
 	RoleAgent Role = "agent"
 	// RoleClient is an ECS client (the AWS CLI, an SDK, `berth logs`); it grants nothing
 	// beyond the TLS handshake: ECS calls are authorized by SigV4.
@@ -58,7 +60,7 @@ const (
 
 // serves reports whether the role's holder serves TLS (and so needs ServerAuth and
 // loopback names by default).
-func (r Role) serves() bool { return r == RoleGateway || r == RoleScheduler }
+func (r Role) serves() bool { return r == RoleGateway || r == RoleScheduler || r == RoleAgent }
 
 // ParseRole returns the role named s, or an error naming the valid ones.
 func ParseRole(s string) (Role, error) {
@@ -123,7 +125,7 @@ type CertOptions struct {
 	Role Role
 	// CommonName is the subject; "<role>.berth" when empty.
 	CommonName string
-	// DNSNames and IPs are extra subject alternative names. Gateway and scheduler
+	// DNSNames and IPs are extra subject alternative names. Gateway, scheduler and agent
 	// certificates always name "localhost", "<role>.berth", 127.0.0.1 and ::1 too.
 	DNSNames []string
 	IPs      []net.IP
@@ -134,9 +136,9 @@ type CertOptions struct {
 }
 
 // CreateCert returns a certificate for o.Role signed by the CA (PEM certificate and
-// PKCS #8 key, as CreateCA returns them) and its private key, both PEM. Gateway and
-// scheduler certificates are valid for server and client authentication, the other roles
-// for client authentication only. It fails when the CA files do not parse, the key does
+// PKCS #8 key, as CreateCA returns them) and its private key, both PEM. Gateway,
+// scheduler and agent certificates are valid for server and client authentication, the
+// other roles for client authentication only. It fails when the CA files do not parse, the key does
 // not match, or the role is unknown.
 func CreateCert(caCertPEM, caKeyPEM []byte, o CertOptions) (certPEM, keyPEM []byte, err error) {
 	if _, err := ParseRole(string(o.Role)); err != nil {

@@ -47,7 +47,7 @@ func TestCreate(t *testing.T) {
 			t.Errorf("%s: client chain: %v", role, err)
 		}
 		_, serverErr := c.Verify(x509.VerifyOptions{Roots: pool, DNSName: "localhost", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
-		if serves := role == RoleGateway || role == RoleScheduler; serves != (serverErr == nil) {
+		if serves := role == RoleGateway || role == RoleScheduler || role == RoleAgent; serves != (serverErr == nil) {
 			t.Errorf("%s: verifies as server for localhost: %v", role, serverErr)
 		}
 	}

@@ -6,6 +6,7 @@ package agentcmd
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -86,6 +87,16 @@ func Command(use string) *cobra.Command {
 				}()
 				containerdAddr, snapshotter = inst.Address(), inst.Snapshotter()
 			}
+			// With TLS material the log service is mTLS too: only client, admin and
+			// gateway certificates read the host's task output (docs/security.md).
+			var logTLS *tls.Config
+			var logAuth func(*tls.ConnectionState) bool
+			if files.Cert != "" {
+				if logTLS, err = files.ServerConfig(tls.RequireAndVerifyClientCert); err != nil {
+					return fmt.Errorf("log service TLS: %w", err)
+				}
+				logAuth = LogReader
+			}
 			ag, err := agent.New(agent.Config{
 				ControlPlaneURL:    gatewayURL,
 				HTTPClient:         client,
@@ -99,6 +110,8 @@ func Command(use string) *cobra.Command {
 				Attributes:         attributes,
 				HostAddress:        hostAddress,
 				LogAddr:            logAddr,
+				LogTLS:             logTLS,
+				LogAuthorize:       logAuth,
 				Network:            netCfg,
 				Logger:             log,
 				Registry:           prometheus.NewRegistry(), // /metrics on the LogService listener
@@ -121,7 +134,7 @@ func Command(use string) *cobra.Command {
 	f.StringVar(&snapshotter, "snapshotter", cli.Env("BERTH_CONTAINERD_SNAPSHOTTER", "overlayfs"), "containerd snapshotter for images and root filesystems")
 	f.StringVar(&region, "region", cli.Env("BERTH_REGION", "us-east-1"), "region this host's agent registers and signs in; its tasks come from that region's clusters only")
 	f.StringVar(&credsFile, "credentials-file", cli.Env("BERTH_CREDENTIALS_FILE", ""), "file with BERTH_ACCESS_KEY_ID= and BERTH_SECRET_ACCESS_KEY= lines")
-	f.StringVar(&logAddr, "log-addr", cli.Env("BERTH_AGENT_LOG_ADDR", ""), "address of the agent's LogService (empty: loopback, any port)")
+	f.StringVar(&logAddr, "log-addr", cli.Env("BERTH_AGENT_LOG_ADDR", ""), "address of the agent's LogService (empty: loopback, any port); with --tls-cert it serves mTLS to client, admin and gateway certificates")
 	f.StringSliceVar(&insecure, "insecure-registry", nil, "plain-HTTP registry host:port (repeatable); loopback ones always are")
 	var envAttrs []string
 	if v := cli.Env("BERTH_INSTANCE_ATTRIBUTES", ""); v != "" {
@@ -134,6 +147,13 @@ func Command(use string) *cobra.Command {
 	f.StringVar(&netCfg.TaskSubnet, "task-subnet", cli.Env("BERTH_TASK_SUBNET", ""), "IPv4 subnet of this host's awsvpc tasks (default: the /24 the control plane allocates at registration)")
 	f.StringVar(&netCfg.DNSTarget, "dns-target", cli.Env("BERTH_DNS_TARGET", ""), "ipv4:port of the Cloud Map DNS server (berth dns) that bridge and awsvpc tasks reach on 169.254.169.253:53 (empty: tasks keep the host's resolvers)")
 	return cmd
+}
+
+// LogReader reports whether a connection to the agent's log service may read task output:
+// its client presented a verified certificate with the client, admin or gateway role
+// (agent and scheduler certificates may not; a plain connection never may).
+func LogReader(cs *tls.ConnectionState) bool {
+	return pki.PeerHasRole(cs, pki.RoleClient) || pki.PeerHasRole(cs, pki.RoleAdmin) || pki.PeerHasRole(cs, pki.RoleGateway)
 }
 
 // parseAttributes turns --attribute values (name=value, or a bare name for a valueless

@@ -48,7 +48,8 @@ func TestCompose(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the compose stack takes a few minutes")
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	// Bounded; generous for a loaded machine (the images are built inside the bound).
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
 		t.Skipf("no docker engine reachable (docker info: %v: %s); the compose test needs docker", err, bytes.TrimSpace(out))

@@ -12,6 +12,52 @@ done
 cd "$here/etcd"
 CGO_ENABLED=0 GOWORK=off go build -trimpath -o "$here/.build/etcd" .
 cp /etc/ssl/certs/ca-certificates.crt "$here/.build/ca-certificates.crt"
+
+# The agent image's root (Dockerfile.agent): each agent is a host of its own, running its
+# own containerd (`berth-agent --run-containerd`), runc, the CNI plugins and iptables in
+# its own network namespace. These are this machine's Debian binaries (packages
+# containerd, runc, containernetworking-plugins, iptables: `apt-get install` them) plus
+# every shared library `ldd` names, copied at the same paths into .build/agent-root.
+# The staging is rebuilt from scratch each time, so it holds exactly what the packages
+# installed here hold.
+root="$here/.build/agent-root"
+rm -rf "$root"
+mkdir -p "$root/usr/bin" "$root/usr/sbin" "$root/usr/lib/cni" "$root/etc" "$root/tmp" "$root/run"
+need() {
+	[ -e "$1" ] || { echo "deploy/build.sh: $1 is missing: apt-get install $2" >&2; exit 1; }
+}
+libs() { # the shared libraries (and the dynamic loader) a binary loads, at their paths
+	ldd "$1" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'
+}
+stage() { # stage FILE: the file (symlinks followed) and its libraries at the same paths
+	for f in "$1" $(libs "$1"); do
+		mkdir -p "$root$(dirname "$f")"
+		[ -e "$root$f" ] || cp -L "$f" "$root$f"
+	done
+}
+xtables=$(ls -d /usr/lib/*-linux-gnu/xtables 2>/dev/null | head -n1)
+need /usr/bin/containerd containerd
+need /usr/bin/containerd-shim-runc-v2 containerd
+need /usr/sbin/runc runc
+need /usr/sbin/xtables-nft-multi iptables
+need "$xtables" iptables
+for p in bridge host-local portmap firewall loopback; do
+	need "/usr/lib/cni/$p" containernetworking-plugins
+	stage "/usr/lib/cni/$p"
+done
+for b in /usr/bin/containerd /usr/bin/containerd-shim-runc-v2 /usr/sbin/runc /usr/sbin/xtables-nft-multi; do
+	stage "$b"
+done
+# iptables' extensions (dlopened by name: -j MASQUERADE, -m conntrack, ...).
+for m in "$xtables"/*.so; do
+	stage "$m"
+done
+# The nf_tables backend, as Debian's default `iptables` (the plugins and the agent run
+# `iptables` from PATH).
+for n in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
+	ln -s xtables-nft-multi "$root/usr/sbin/$n"
+done
+cp /etc/protocols "$root/etc/protocols" 2>/dev/null || true
 # The stack's TLS material (docs/security.md), made once and kept across builds: a private
 # CA and one certificate per role, in deploy/.build/tls (mounted read-only at /tls). The
 # gateway's names its service and loopback (agents and the AWS CLI reach it on the host);

@@ -6,11 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/keys"
 )
 
 // TestTaskSubnetAllocation: every container instance gets its own /24 of the pool at
@@ -171,5 +174,45 @@ func TestContainerPortRangeValidation(t *testing.T) {
 	pm := td.GetContainerDefinitions()[0].GetPortMappings()[0]
 	if pm.GetContainerPortRange() != "8000-8010" || pm.ContainerPort != nil || pm.HostPort != nil || pm.GetProtocol() != "tcp" {
 		t.Errorf("stored mapping %v", pm)
+	}
+}
+
+// TestRegisterHostAddress: the address an agent registers with is kept on the instance
+// record (peers route its task subnet through it) and follows a re-registration; a
+// loopback, unspecified or non-IPv4 address is refused naming the field.
+func TestRegisterHostAddress(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster("c")
+	reg := func(addr string) (*agentv1.RegisterResponse, error) {
+		return e.s.RegisterInstance(e.ctx, e.sc, &agentv1.RegisterRequest{Cluster: "c", HostId: "h1", RuntimeReady: true, Resources: Resources(1024, 1024, nil, nil), HostAddress: addr})
+	}
+	for _, bad := range []string{"127.0.0.1", "0.0.0.0", "fe80::1", "agent1"} {
+		if _, err := reg(bad); err == nil || !strings.Contains(err.Error(), "host_address") {
+			t.Errorf("host_address %q: err %v, want InvalidParameterException naming host_address", bad, err)
+		}
+	}
+	stored := func() string {
+		t.Helper()
+		resp, err := e.s.kv.Get(e.ctx, keys.Instances(e.sc, "c"), clientv3.WithPrefix())
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("instance records: %v %v", resp, err)
+		}
+		var rec storev1.ContainerInstanceRecord
+		if err := proto.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
+			t.Fatal(err)
+		}
+		return rec.GetHostAddress()
+	}
+	if _, err := reg("192.0.2.10"); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(); got != "192.0.2.10" {
+		t.Errorf("stored host address %q", got)
+	}
+	if _, err := reg("192.0.2.11"); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(); got != "192.0.2.11" {
+		t.Errorf("after re-registration: stored host address %q", got)
 	}
 }

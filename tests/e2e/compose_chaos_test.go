@@ -446,8 +446,9 @@ func chaosClient(url string, roots *x509.CertPool, keyID, secret string) *ecs.Cl
 		})})
 }
 
-// chaos runs the faults in turn (the agent partitions only where the agents have a
-// network of their own to be cut from).
+// chaos runs the faults in turn: the scheduler leader killed, the etcd leader member
+// stopped, the gateway restarted, agent2 partitioned shorter and longer than the
+// heartbeat timeout.
 func (r *chaosRig) chaos() {
 	waitHealthy := func(what string, f func() error) error {
 		var err error
@@ -500,6 +501,36 @@ func (r *chaosRig) chaos() {
 				_, err := r.dc(r.ctx, "restart", "--timeout", "5", "gateway")
 				return err
 			}},
+		// agent2 cut off from the stack's network for less than the heartbeat timeout
+		// (30 s): its session survives or comes back, nothing is rescheduled.
+		{name: "partition agent2 for 10 s",
+			inject: func() error {
+				if err := r.partition("agent2", true); err != nil {
+					return err
+				}
+				time.Sleep(10 * time.Second)
+				return r.partition("agent2", false)
+			}},
+		// ... and for longer: the control plane sees it disconnected (its tasks stay
+		// RUNNING, as ECS keeps a disconnected instance's tasks), then it reconnects and
+		// reports again.
+		{name: "partition agent2 past the heartbeat timeout",
+			inject: func() error {
+				if err := r.partition("agent2", true); err != nil {
+					return err
+				}
+				return waitHealthy("agent2 seen disconnected", func() error {
+					ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
+					defer cancel()
+					up, down, err := r.agentsConnected(ctx)
+					if err == nil && (up != 1 || down != 1) {
+						err = fmt.Errorf("%d connected, %d disconnected", up, down)
+					}
+					return err
+				})
+			},
+			agentsDown: 1,
+			heal:       func() error { return r.partition("agent2", false) }},
 	}
 	for _, f := range faults {
 		r.run(f)
@@ -507,4 +538,30 @@ func (r *chaosRig) chaos() {
 			return
 		}
 	}
+}
+
+// partition cuts service's container off the stack's network (cut) or joins it again: every
+// packet in or out of its eth0 is dropped in its network namespace, so its address, its
+// routes and its TCP connections stay as they were, as when a switch port goes dark.
+// (`docker network disconnect` would give it a new address when it comes back.)
+func (r *chaosRig) partition(service string, cut bool) error {
+	if _, err := r.containerIP(service); err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(r.ctx, "docker", "inspect", "-f", "{{.State.Pid}}", r.ids[service]).Output()
+	if err != nil {
+		return fmt.Errorf("docker inspect %s: %w", service, err)
+	}
+	pid := strings.TrimSpace(string(out))
+	op := "-I"
+	if !cut {
+		op = "-D"
+	}
+	for _, rule := range [][]string{{"INPUT", "-i", "eth0"}, {"OUTPUT", "-o", "eth0"}} {
+		args := append([]string{"-t", pid, "-n", "iptables", "-w", op, rule[0]}, append(rule[1:], "-j", "DROP")...)
+		if out, err := exec.CommandContext(r.ctx, "nsenter", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("partition %s (%v): nsenter %v: %w: %s", service, cut, args, err, out)
+		}
+	}
+	return nil
 }

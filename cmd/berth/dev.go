@@ -303,9 +303,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		StateDir:     filepath.Join(dataDir, "agent", "network"),
 		DNSTarget:    dnsTarget,
 	}
-	ctrd, snapshotter, runcRoot, stopContainerd := devContainerd(ctx, log, dataDir, cfg.ContainerdAddress, func(ctx context.Context) {
-		releaseDevNetworks(ctx, log, netCfg)
-	})
+	ctrd, snapshotter, runcRoot, stopContainerd := devContainerd(ctx, log, dataDir, cfg.ContainerdAddress)
 	defer stopContainerd()
 
 	if cfg.Cluster != "default" {
@@ -384,10 +382,9 @@ func seedDevAccount(ctx context.Context, sched *app.App, cfg devConfig) error {
 // binary exists, else none (the agent then runs runtime-less, advertising no capacity).
 // It returns the address, the snapshotter to use ("" for the daemon's default), runc's
 // state directory for the containers ("" for runc's default; the private daemon's own, so
-// two dev instances or a killed one never share runc state) and a stop function. Stopping
-// a private daemon first kills and deletes its containers (nothing outlives `berth dev`)
-// and then calls released, which releases their task networks.
-func devContainerd(ctx context.Context, log *slog.Logger, dataDir, addr string, released func(context.Context)) (string, string, string, func()) {
+// two dev instances or a killed one never share runc state) and a stop function, which
+// stops a private daemon and leaves its containers running for the next start to adopt.
+func devContainerd(ctx context.Context, log *slog.Logger, dataDir, addr string) (string, string, string, func()) {
 	const system = "/run/containerd/containerd.sock"
 	if addr != "" {
 		return addr, "", "", func() {}
@@ -407,27 +404,10 @@ func devContainerd(ctx context.Context, log *slog.Logger, dataDir, addr string, 
 	return inst.Address(), inst.Snapshotter(), inst.RuncRoot(), func() {
 		stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if err := inst.Purge(stop); err != nil {
-			log.Warn("containers of the private containerd not all removed", "err", err)
-		}
-		released(stop)
+		// The containers stay: their shims outlive containerd, and the next start on this
+		// data dir adopts them (README: running containers are still there). An agent
+		// starting on this host reaps the networks of a data dir that is gone.
 		_ = inst.Stop(stop)
-	}
-}
-
-// releaseDevNetworks releases the task networks the dev agent recorded under cfg's state
-// dir, once their containers are gone (berth dev's stop): namespaces, addresses, host
-// ports and rules, so a stopped `berth dev` leaves nothing on the host's bridges.
-func releaseDevNetworks(ctx context.Context, log *slog.Logger, cfg network.Config) {
-	nw, err := network.New(cfg)
-	if err != nil {
-		return // no CNI on this host: there is nothing to release
-	}
-	if err := nw.Sweep(ctx, func(string) bool { return false }); err != nil {
-		log.Warn("task networks not all released", "err", err)
-	}
-	if _, err := nw.Reap(ctx); err != nil {
-		log.Warn("task network leftovers not all released", "err", err)
 	}
 }
 

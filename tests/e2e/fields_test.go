@@ -155,7 +155,8 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 	invalid("CreateService serviceConnectConfiguration", err, "serviceConnectConfiguration is not supported by Berth. Berth has no Service Connect")
 	_, err = c.CreateService(ctx, &ecs.CreateServiceInput{ServiceName: aws.String("web"), TaskDefinition: aws.String("refused"), DesiredCount: aws.Int32(1),
 		ServiceRegistries: []ecstypes.ServiceRegistry{{RegistryArn: aws.String("arn:aws:servicediscovery:us-east-1:000000000000:service/srv-1")}}})
-	invalid("CreateService serviceRegistries", err, "serviceRegistries is not supported by Berth.")
+	// serviceRegistries is honoured (Cloud Map): an unknown Cloud Map service is refused.
+	invalid("CreateService serviceRegistries", err, "Unable to validate the specified service registry arn:aws:servicediscovery:us-east-1:000000000000:service/srv-1: the Cloud Map service does not exist.")
 	// loadBalancers is honoured (ELBv2 target groups): an unknown target group is AWS's error.
 	_, err = c.CreateService(ctx, &ecs.CreateServiceInput{ServiceName: aws.String("web"), TaskDefinition: aws.String("refused"), DesiredCount: aws.Int32(1),
 		LoadBalancers: []ecstypes.LoadBalancer{{TargetGroupArn: aws.String("arn:aws:elasticloadbalancing:us-east-1:000000000000:targetgroup/t/1"), ContainerName: aws.String("app"), ContainerPort: aws.Int32(80)}}})

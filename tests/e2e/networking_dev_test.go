@@ -23,14 +23,18 @@ import (
 // TestTwoDevsAWSVPC runs two `berth dev` on this host, each with its own data dir and
 // etcd (so each scheduler would hand out 10.240.0.0/24 first): an awsvpc task on each
 // reaches RUNNING with an address of a different task subnet and answers HTTP from the
-// host. Both are then stopped (Ctrl-C) with their tasks running: neither leaves a
-// namespace, a CNI cache entry (lease, rules) or a host port reservation behind.
+// host. Their tasks are then stopped and both devs with them (Ctrl-C): neither leaves a
+// namespace, a CNI cache entry (lease, rules) or a host port reservation behind. (A dev
+// stopped with tasks running leaves them running for its next start, as the README says;
+// an agent starting on a host reaps the networks of a data dir that is gone:
+// services/agent TestNetworkReapsDeadAgent.)
 func TestTwoDevsAWSVPC(t *testing.T) {
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	var devs []*devProcess
 	var tags []string
 	var subnets []*net.IPNet
+	var stopTasks []func()
 	for i := range 2 {
 		dir := t.TempDir()
 		env := devEnv(t, filepath.Join(dir, "data"))
@@ -64,6 +68,20 @@ func TestTwoDevsAWSVPC(t *testing.T) {
 			t.Fatalf("RunTask: %v %v", err, run)
 		}
 		arn := aws.ToString(run.Tasks[0].TaskArn)
+		stopTasks = append(stopTasks, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if _, err := c.StopTask(ctx, &ecs.StopTaskInput{Task: aws.String(arn)}); err != nil {
+				t.Fatalf("dev %d: StopTask: %v", i, err)
+			}
+			waitFor(t, func() (string, bool) {
+				d, err := c.DescribeTasks(ctx, &ecs.DescribeTasksInput{Tasks: []string{arn}})
+				if err != nil || len(d.Tasks) != 1 {
+					return fmt.Sprint(err), false
+				}
+				return aws.ToString(d.Tasks[0].LastStatus), aws.ToString(d.Tasks[0].LastStatus) == "STOPPED"
+			})
+		})
 		var ip string
 		waitFor(t, func() (string, bool) {
 			d, err := c.DescribeTasks(ctx, &ecs.DescribeTasksInput{Tasks: []string{arn}})
@@ -98,8 +116,9 @@ func TestTwoDevsAWSVPC(t *testing.T) {
 			return string(b), strings.TrimSpace(string(b)) == "ok"
 		})
 	}
-	// Both stop with their tasks running: their networks go with them.
-	for _, d := range devs {
+	// The tasks stop, then both devs: the task networks went with the tasks.
+	for i, d := range devs {
+		stopTasks[i]()
 		d.stop(t)
 	}
 	for i, tag := range tags {

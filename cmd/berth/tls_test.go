@@ -138,7 +138,7 @@ func startTLSStack(t *testing.T) *tlsStack {
 	}
 	s.run = run
 	sf, gf := s.files("scheduler"), s.files("gateway")
-	run(schedulerCommand(), "--etcd-endpoints", etcd.Endpoint(), "--listen", s.schedAddr,
+	run(schedulerCommand(), "--etcd-endpoints", etcd.Endpoint(), "--listen", s.schedAddr, "--log-dir", t.TempDir(),
 		"--tls-ca", sf.CA, "--tls-cert", sf.Cert, "--tls-key", sf.Key)
 	run(gatewaycmd.Command("gateway"), "--scheduler-url", "https://"+s.schedAddr, "--listen", s.gwAddr,
 		"--tls-ca", gf.CA, "--tls-cert", gf.Cert, "--tls-key", gf.Key, "--require-agent-cert")

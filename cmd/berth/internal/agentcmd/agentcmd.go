@@ -73,6 +73,13 @@ func Command(use string) *cobra.Command {
 				return err
 			}
 			if runContainerd {
+				// The agent's own containerd decides the socket and snapshotter: a flag
+				// naming another is refused rather than dropped.
+				for _, name := range []string{"containerd", "snapshotter"} {
+					if cmd.Flags().Changed(name) {
+						return fmt.Errorf("--run-containerd and --%s: the agent's own containerd has its own %s; give one or the other", name, name)
+					}
+				}
 				// A containerd of the agent's own (as `berth dev` runs one): root, state,
 				// config and socket under <data-dir>/containerd.
 				inst, err := containerdproc.StartProcess(cmd.Context(), filepath.Join(abs, "containerd"))
@@ -86,6 +93,9 @@ func Command(use string) *cobra.Command {
 					_ = inst.Stop(stop)
 				}()
 				containerdAddr, snapshotter = inst.Address(), inst.Snapshotter()
+				if runcRoot == "" {
+					runcRoot = inst.RuncRoot() // its containers' runc state beside it, as under berth dev
+				}
 			}
 			// With TLS material the log service is mTLS too: only client, admin and
 			// gateway certificates read the host's task output (docs/security.md).
@@ -129,7 +139,7 @@ func Command(use string) *cobra.Command {
 	f.StringVar(&dataDir, "data-dir", cli.Env("BERTH_DATA_DIR", "./.berth/agent"), "agent state, logs and FIFOs")
 	f.StringVar(&containerdAddr, "containerd", cli.Env("BERTH_CONTAINERD_ADDRESS", "/run/containerd/containerd.sock"), "containerd socket")
 	f.StringVar(&namespace, "namespace", cli.Env("BERTH_CONTAINERD_NAMESPACE", "berth"), "containerd namespace of this agent's containers")
-	f.BoolVar(&runContainerd, "run-containerd", cli.Env("BERTH_RUN_CONTAINERD", "") == "true", "run a containerd of the agent's own under <data-dir>/containerd (needs root and the containerd, containerd-shim-runc-v2 and runc binaries in PATH); --containerd and --snapshotter are then ignored")
+	f.BoolVar(&runContainerd, "run-containerd", cli.Env("BERTH_RUN_CONTAINERD", "") == "true", "run a containerd of the agent's own under <data-dir>/containerd (needs root and the containerd, containerd-shim-runc-v2 and runc binaries in PATH); not with --containerd or --snapshotter")
 	f.StringVar(&runcRoot, "runc-root", cli.Env("BERTH_RUNC_ROOT", ""), "runc's state directory for this agent's containers (empty: runc's default /run/containerd/runc); give each private containerd its own")
 	f.StringVar(&snapshotter, "snapshotter", cli.Env("BERTH_CONTAINERD_SNAPSHOTTER", "overlayfs"), "containerd snapshotter for images and root filesystems")
 	f.StringVar(&region, "region", cli.Env("BERTH_REGION", "us-east-1"), "region this host's agent registers and signs in; its tasks come from that region's clusters only")

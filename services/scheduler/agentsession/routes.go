@@ -30,7 +30,13 @@ func (ss *session) watchRoutes(ctx context.Context) error {
 				recs[it.Key] = it.Value
 			}
 		case store.EventPut:
+			prev, had := recs[ev.Item.Key]
 			recs[ev.Item.Key] = ev.Item.Value
+			// Most puts are resource or status bookkeeping (every placement updates its
+			// instance): only a change of what a route is made of rebuilds the list.
+			if had && routeKey(prev) == routeKey(ev.Item.Value) {
+				return nil
+			}
 		case store.EventDelete:
 			delete(recs, ev.Item.Key)
 		}
@@ -64,4 +70,14 @@ func peerRoutes(self string, recs map[string]*storev1.ContainerInstanceRecord) *
 	}
 	slices.SortFunc(out.Routes, func(a, b *agentv1.TaskSubnetRoute) int { return strings.Compare(a.GetSubnet(), b.GetSubnet()) })
 	return out
+}
+
+// routeKey is what of an instance record peerRoutes reads.
+func routeKey(rec *storev1.ContainerInstanceRecord) [4]string {
+	ci := rec.GetContainerInstance()
+	inactive := ""
+	if ci.GetStatus() == "INACTIVE" {
+		inactive = "INACTIVE"
+	}
+	return [4]string{ci.GetContainerInstanceArn(), inactive, rec.GetTaskSubnet(), rec.GetHostAddress()}
 }

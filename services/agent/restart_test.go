@@ -2,12 +2,14 @@ package agent_test
 
 import (
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	"github.com/berthhq/berth/services/agent/tasks/state"
 )
 
 // containerPIDs returns the pid of every running task in ns.
@@ -103,6 +105,62 @@ func TestAgentRestartAdoptsContainers(t *testing.T) {
 	out := texts(readLogs(t, ta2, &agentv1.ReadLogsRequest{TaskArn: long}), "stdout")
 	if !slices.Equal(out, []string{"sleeping 10m0s", "signalled; exiting"}) {
 		t.Errorf("adopted task's log: %q", out)
+	}
+}
+
+// TestAgentRestartContainerVanished removes a running task's container from containerd
+// while no agent runs: the next agent reports the task STOPPED (the essential container
+// gone, no exit code) and never creates the container again — a task must not run twice.
+func TestAgentRestartContainerVanished(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	cp := newControlPlane(t)
+	cfg := testConfig(t, w, cp, "vanish")
+	ta := startAgent(t, cfg, cp)
+	arn := taskARN("vanish")
+	cp.assign(t, arn, taskDef("long", containerDef("main", w.image, "sleep", "600")))
+	cp.waitStatus(t, arn, "RUNNING", 60*time.Second)
+	ta.stop()
+
+	client := w.ctd.Client(t, cfg.Namespace)
+	ctrs, err := client.Containers(t.Context())
+	if err != nil || len(ctrs) != 1 {
+		t.Fatalf("containers before the restart: %d, %v", len(ctrs), err)
+	}
+	if task, err := ctrs[0].Task(t.Context(), nil); err == nil {
+		exited, err := task.Wait(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := task.Kill(t.Context(), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-exited
+		if _, err := task.Delete(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ctrs[0].Delete(t.Context(), containerd.WithSnapshotCleanup); err != nil {
+		t.Fatal(err)
+	}
+	var lastSeq uint64 // reports up to it may be delivered again by the next agent
+	for _, s := range cp.statesOf(arn) {
+		lastSeq = max(lastSeq, s.GetSeq())
+	}
+
+	startAgent(t, cfg, cp)
+	st := cp.waitStatus(t, arn, "STOPPED", 30*time.Second)
+	c := containerOf(st, "main")
+	if c.ExitCode != nil || c.GetReason() != state.ReasonVanished || st.GetStopCode() != state.StopCodeEssentialContainerExited {
+		t.Errorf("task whose container vanished: %v", st)
+	}
+	for _, s := range cp.statesOf(arn) {
+		if s.GetSeq() > lastSeq && s.GetLastStatus() == "RUNNING" {
+			t.Errorf("the task ran again after the restart: %v", s)
+		}
+	}
+	if ctrs, err := client.Containers(t.Context()); err != nil || len(ctrs) != 0 {
+		t.Errorf("containers after the restart: %d, %v (the container was created again)", len(ctrs), err)
 	}
 }
 

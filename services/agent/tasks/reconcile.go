@@ -17,15 +17,18 @@ import (
 // namespace whose labels name this cluster and this instance (or host), and
 // assignments stored but not yet STOPPED. Running containers are watched
 // again, dead ones reported STOPPED with their exit code; none is started
-// again. Errors are logged and reconcile degrades to starting empty.
+// again, not even one the runtime no longer has (state.MarkVanished), once the
+// runtime's list of containers was read. Errors are logged and reconcile degrades to starting empty.
 func (m *Manager) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 	found := map[string]map[string]containerd.Container{} // task ARN → id → container
 	names := map[string]map[string]string{}               // task ARN → id → container name
+	listed := false                                       // found is the runtime's whole answer
 	if client, err := m.cfg.Gate.Client(); err != nil {
 		m.log.Warn("reconcile: no runtime; starting without adopting", "err", err)
 	} else if ctrs, err := client.Containers(ctx, fmt.Sprintf(`labels.%q==%q`, LabelCluster, m.cfg.Cluster)); err != nil {
 		m.log.Warn("reconcile: list containers failed; starting without adopting", "err", err)
 	} else {
+		listed = true
 		inst := m.instance()
 		for _, c := range ctrs {
 			labels, err := c.Labels(ctx)
@@ -83,6 +86,7 @@ func (m *Manager) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 			a = syntheticAssignment(arn, names[arn])
 		}
 		t := newTask(m, a)
+		t.runtimeListed = listed
 		if last, err := m.cfg.Outbox.Last(arn); err == nil && last != nil {
 			t.restore(last)
 		}

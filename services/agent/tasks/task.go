@@ -51,6 +51,9 @@ type task struct {
 	ctrs        []*ctrState // one per st.Containers, same order
 	lastReport  string      // fingerprint of the last report
 	reportedRun bool
+	// runtimeListed is set, for a task adopted at agent start, when the runtime's list of
+	// containers was read: a container missing from it is then gone, not unknown.
+	runtimeListed bool
 	// reportMu orders reports: held from computing a change until the outbox has it, so
 	// changes reach the outbox in the order they were computed (report, reportAsync).
 	reportMu sync.Mutex
@@ -161,6 +164,22 @@ func (t *task) run(ctx context.Context, adopted map[string]containerd.Container)
 		if _, ok := adopted[c.ID]; !ok {
 			missing = append(missing, c)
 		}
+	}
+	if adopted != nil && t.runtimeListed {
+		// At agent start, a container an earlier agent ran that the runtime no longer has
+		// is settled from its stored report, never created again: a task must not run
+		// twice. Only containers no agent started yet are still to be created.
+		t.mu.Lock()
+		toCreate := missing[:0]
+		for _, c := range missing {
+			if t.st.MarkVanished(c.Container) {
+				log.Warn("reconcile: container gone from the runtime; not starting it again", "container", c.Name)
+				continue
+			}
+			toCreate = append(toCreate, c)
+		}
+		missing = toCreate
+		t.mu.Unlock()
 	}
 	// A fresh assignment's start is traced under the RunTask that placed it, when that
 	// was traced (Assignment.trace_parent): "agent StartTask" until the task is RUNNING

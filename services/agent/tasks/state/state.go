@@ -53,6 +53,12 @@ const (
 	// reasonNeverStarted is the task's stoppedReason when an essential container never
 	// started and recorded no reason of its own.
 	reasonNeverStarted = "Essential container in task did not start"
+	// ReasonVanished is a container's reason when an earlier agent had started it and the
+	// runtime no longer has it at agent start (its state was wiped or it was removed by
+	// hand). The ECS agent likewise stops, and never re-creates, a container it cannot
+	// find after a restart; the error name is the ECS agent's for a container it cannot
+	// inspect.
+	ReasonVanished = "CannotInspectContainerError: the container was not found in the runtime after the agent restarted"
 )
 
 // dependsOn conditions (ContainerDependency.condition).
@@ -99,6 +105,9 @@ type Container struct {
 	Bindings []*ecsv1.NetworkBinding
 	// Interfaces are the container's network interfaces (awsvpc: the task's ENI).
 	Interfaces []*ecsv1.NetworkInterface
+	// Reported is the container's state in the last report an earlier agent stored
+	// (Restore); nil for a new task. MarkVanished reads it.
+	Reported *agentv1.ContainerState
 }
 
 // DefaultRestartAttemptPeriod is how long a container must have run before the agent
@@ -180,6 +189,7 @@ func (t *Task) Restore(last *agentv1.TaskStateChange) {
 	t.StartedAt, t.StoppingAt = at(last.GetStartedAt()), at(last.GetStoppingAt())
 	for _, cs := range last.GetContainers() {
 		if c := t.Container(cs.GetName()); c != nil {
+			c.Reported = cs
 			c.ImageDigest = cs.GetImageDigest()
 			c.RestartCount = cs.GetRestartCount()
 			if c.Health != "" && cs.GetHealthStatus() != "" {
@@ -226,6 +236,30 @@ func (t *Task) MarkStopped(c *Container, code *int32, reason string, neverRan bo
 		c.Health = Unknown
 	}
 	return true
+}
+
+// MarkVanished settles c, a container missing from the runtime at agent start, when an
+// earlier agent had run it (its last stored report, kept by Restore, says RUNNING or
+// STOPPED): it is marked STOPPED and is not created again, for a task must never
+// run twice. A container reported STOPPED keeps that report's exit code and reason; one
+// reported RUNNING stops with no exit code and ReasonVanished. It returns false, changing
+// nothing, for a container no earlier agent started (PENDING or no report), which the
+// agent then creates as for a new task.
+func (t *Task) MarkVanished(c *Container) bool {
+	switch c.Reported.GetLastStatus() {
+	case Stopped:
+		var code *int32
+		if c.Reported.ExitCode != nil {
+			v := c.Reported.GetExitCode()
+			code = &v
+		}
+		t.MarkStopped(c, code, c.Reported.GetReason(), false)
+		return true
+	case Running:
+		t.MarkStopped(c, nil, ReasonVanished, false)
+		return true
+	}
+	return false
 }
 
 // Evaluate derives the task's status, stop and health from its containers at now: a

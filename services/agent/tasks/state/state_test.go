@@ -196,6 +196,44 @@ func TestMarkStopped(t *testing.T) {
 	}
 }
 
+// TestMarkVanished: after an agent restart, a container an earlier agent ran and the
+// runtime no longer has is settled from the stored report and never created again;
+// one no earlier agent started is left to be created.
+func TestMarkVanished(t *testing.T) {
+	t.Parallel()
+	a := &agentv1.Assignment{
+		Task: &ecsv1.Task{TaskArn: proto.String("arn:t")},
+		TaskDefinition: &ecsv1.TaskDefinition{ContainerDefinitions: []*ecsv1.ContainerDefinition{
+			{Name: proto.String("web")}, {Name: proto.String("exited"), Essential: proto.Bool(false)},
+			{Name: proto.String("pending"), Essential: proto.Bool(false)}, {Name: proto.String("unreported"), Essential: proto.Bool(false)},
+		}},
+	}
+	task := New(a, func(arn, name string) string { return name })
+	task.Restore(&agentv1.TaskStateChange{LastStatus: Running, StartedAt: timestamppb.New(t0), Containers: []*agentv1.ContainerState{
+		{Name: "web", LastStatus: Running},
+		{Name: "exited", LastStatus: Stopped, ExitCode: proto.Int32(3), Reason: "boom"},
+		{Name: "pending", LastStatus: Pending},
+	}})
+	web, exited, pending, unreported := task.Containers[0], task.Containers[1], task.Containers[2], task.Containers[3]
+	if !task.MarkVanished(web) || web.Status != Stopped || web.ExitCode != nil || web.Reason != ReasonVanished || web.NeverRan {
+		t.Errorf("a container reported RUNNING: %+v", web)
+	}
+	if !task.MarkVanished(exited) || exited.Status != Stopped || exited.ExitCode == nil || *exited.ExitCode != 3 || exited.Reason != "boom" {
+		t.Errorf("a container reported STOPPED: %+v", exited)
+	}
+	if task.MarkVanished(pending) || pending.Status != Pending {
+		t.Errorf("a container reported PENDING: %+v", pending)
+	}
+	if task.MarkVanished(unreported) || unreported.Status != Pending {
+		t.Errorf("a container without a report: %+v", unreported)
+	}
+	// The essential container that vanished stops the task as an exit would.
+	task.Evaluate(t0)
+	if !task.Stopping || task.StopCode != StopCodeEssentialContainerExited {
+		t.Errorf("task after its essential container vanished: stopping %v code %q reason %q", task.Stopping, task.StopCode, task.StoppedReason)
+	}
+}
+
 func TestNewAndChange(t *testing.T) {
 	t.Parallel()
 	a := &agentv1.Assignment{

@@ -129,7 +129,7 @@ func agentRSS(ctx context.Context, s *stack, dir, cluster string, b agentBinary)
 			return fail(err)
 		}
 		if len(run.Tasks) == 0 {
-			return fail(fmt.Errorf("RunTask placed nothing: %+v", run.Failures))
+			return fail(fmt.Errorf("RunTask placed nothing: %s", failures(run.Failures)))
 		}
 		for _, t := range run.Tasks {
 			arns = append(arns, aws.ToString(t.TaskArn))

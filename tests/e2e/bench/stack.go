@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -298,7 +299,7 @@ func runTaskFigures(ctx context.Context, s *stack, o options, dir string, wg *sy
 			return 0, err
 		}
 		if len(out.Tasks) != 1 {
-			return 0, fmt.Errorf("RunTask placed nothing: %+v", out.Failures)
+			return 0, fmt.Errorf("RunTask placed nothing: %s", failures(out.Failures))
 		}
 		arn := aws.ToString(out.Tasks[0].TaskArn)
 		arns = append(arns, arn)
@@ -461,7 +462,7 @@ func gatewayFigures(ctx context.Context, s *stack, o options) ([]Row, error) {
 			arns = append(arns, aws.ToString(t.TaskArn))
 		}
 		if len(out.Tasks) == 0 {
-			return nil, fmt.Errorf("seeding tasks: nothing placed: %+v", out.Failures)
+			return nil, fmt.Errorf("seeding tasks: nothing placed: %s", failures(out.Failures))
 		}
 	}
 	arns = arns[:100]
@@ -479,7 +480,7 @@ func gatewayFigures(ctx context.Context, s *stack, o options) ([]Row, error) {
 		run, rerr := fixedRate(ctx, o.rate, o.duration, func(ctx context.Context) error {
 			out, err := s.ecs.RunTask(ctx, &ecs.RunTaskInput{Cluster: aws.String(cluster), TaskDefinition: aws.String(td)})
 			if err == nil && len(out.Tasks) != 1 {
-				err = fmt.Errorf("RunTask placed nothing: %+v", out.Failures)
+				err = fmt.Errorf("RunTask placed nothing: %s", failures(out.Failures))
 			}
 			return err
 		})
@@ -636,4 +637,18 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// failures renders RunTask's failures as "reason (detail)" strings, which %+v prints as
+// pointers.
+func failures(fs []ecstypes.Failure) string {
+	var out []string
+	for _, f := range fs {
+		s := aws.ToString(f.Reason)
+		if d := aws.ToString(f.Detail); d != "" {
+			s += " (" + d + ")"
+		}
+		out = append(out, s)
+	}
+	return "[" + strings.Join(out, "; ") + "]"
 }

@@ -215,10 +215,9 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request, x *exchange) 
 		data = awsquery.Marshal(action, out, svc.XMLNamespace, x.id)
 		w.Header().Set("Content-Type", "text/xml")
 	} else {
-		if data, err = awsjson.Marshal(out); err != nil {
-			fail(http.StatusInternalServerError, "ServerException", internalMessage)
-			return
-		}
+		var release func()
+		data, release = awsjson.MarshalPooled(out)
+		defer release() // after the Write below: the body is written from the pooled buffer
 		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))

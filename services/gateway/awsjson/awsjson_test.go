@@ -89,6 +89,14 @@ func TestMarshalGoldenResponses(t *testing.T) {
 				t.Fatal(err)
 			}
 			golden(t, name, got)
+			// MarshalPooled writes the same bytes, also into a reused buffer.
+			for range 2 {
+				pooled, release := awsjson.MarshalPooled(msg)
+				if string(pooled) != string(got) {
+					t.Errorf("MarshalPooled:\n%s\nMarshal:\n%s", pooled, got)
+				}
+				release()
+			}
 			// The codec is symmetric: decoding the golden body gives the message back.
 			back := msg.ProtoReflect().New().Interface()
 			if err := awsjson.Unmarshal(got, back); err != nil {

@@ -154,3 +154,25 @@ func BenchmarkUnmarshalDescribeTasks100(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMarshalPooled encodes a DescribeTasks(100) answer with Marshal (a new
+// exact-size slice per call) and with MarshalPooled (the pooled buffer, released after
+// use, as the gateway writes it), in one run.
+func BenchmarkMarshalPooled(b *testing.B) {
+	res := describeTasks100()
+	b.Run("Marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := awsjson.Marshal(res); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("MarshalPooled", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, release := awsjson.MarshalPooled(res)
+			release()
+		}
+	})
+}

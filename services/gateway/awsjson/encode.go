@@ -39,6 +39,21 @@ func Marshal(m proto.Message) ([]byte, error) {
 	return out, nil
 }
 
+// MarshalPooled is Marshal into a buffer taken from a pool: b is valid until release is
+// called, after which the buffer serves another response. It saves Marshal's
+// exact-size copy (a DescribeTasks(100) answer is ~150 KB) for a caller that writes the
+// bytes out at once, as the gateway does.
+func MarshalPooled(m proto.Message) (b []byte, release func()) {
+	bp := scratch.Get().(*[]byte)
+	b = appendMessage((*bp)[:0], m.ProtoReflect(), true)
+	return b, func() {
+		if cap(b) <= maxScratch {
+			*bp = b[:0]
+			scratch.Put(bp)
+		}
+	}
+}
+
 // scratch holds encoding buffers between responses; maxScratch (bytes) bounds what it keeps.
 var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 

@@ -120,6 +120,10 @@ type Config struct {
 	// TaskSubnetPool is the IPv4 range container instances' awsvpc task subnets (one /24
 	// each) are allocated from; "" is control.DefaultTaskSubnetPool.
 	TaskSubnetPool string
+	// NoTaskCache makes DescribeTasks read every task record from etcd instead of
+	// answering from the replica's watch-fed task cache (control.Config.Watcher): less
+	// memory per cluster described, more etcd reads. The bench compares the two.
+	NoTaskCache bool
 	// PeerOf returns what a request's connection proved about the caller (the roles of
 	// its verified TLS client certificate; see caller.Peer), for a replica served over
 	// TLS with client certificates. When set, identity headers count only from gateway
@@ -203,6 +207,7 @@ func New(cfg Config) (*App, error) {
 	}
 	a.control = control.New(control.Config{
 		KV:             a.kv,
+		Watcher:        taskCacheWatcher(cfg),
 		Logger:         cfg.Logger.With("component", "control"),
 		Placer:         a.placer,
 		MaxTxnOps:      cfg.MaxTxnOps,
@@ -346,6 +351,7 @@ func (a *App) MigrateLayout(ctx context.Context) error {
 func (a *App) Run(ctx context.Context) error {
 	defer a.sessions.Close()
 	defer a.placer.Close()
+	defer a.control.Close()
 	if a.cfg.Logs != nil {
 		go a.sweepLogs(ctx)
 	}
@@ -397,6 +403,15 @@ func (a *App) Run(ctx context.Context) error {
 		<-done
 		a.log.Info("no longer leading", "replica", a.cfg.Replica)
 	})
+}
+
+// taskCacheWatcher is the watcher of control's task cache: etcd's, unless
+// cfg.NoTaskCache.
+func taskCacheWatcher(cfg Config) clientv3.Watcher {
+	if cfg.NoTaskCache {
+		return nil
+	}
+	return cfg.Etcd.Watcher
 }
 
 // Logs returns the replica's log store (nil when Config.Logs was not set).

@@ -64,7 +64,16 @@ const testRegion = "us-east-1"
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	s := New(Config{KV: sharedEtcd})
+	return newEnvWith(t, Config{Watcher: sharedEtcd})
+}
+
+// newEnvWith is newEnv with cfg (KV is always sharedEtcd): a Config without Watcher has
+// no DescribeTasks cache.
+func newEnvWith(t testing.TB, cfg Config) *env {
+	t.Helper()
+	cfg.KV = sharedEtcd
+	s := New(cfg)
+	t.Cleanup(s.Close)
 	return (&env{t: t, s: s}).scoped(newAccount(), testRegion)
 }
 

@@ -50,6 +50,11 @@ type Config struct {
 	// places that group's calls one by one, keeps to DefaultMaxTxnOps from then on and
 	// logs a warning.
 	MaxTxnOps int
+	// Watcher, when set (the etcd client KV reads from), lets DescribeTasks answer from
+	// a per-cluster cache of task records kept by a watch, after a linearizable read of
+	// the cluster key shows the cache is current (taskCache); nil reads every record
+	// from etcd. Close the Server to stop the watches.
+	Watcher clientv3.Watcher
 	// TaskSubnetPool is the IPv4 range the awsvpc task subnets of container instances are
 	// carved from, one /24 per instance (ipv4 /24 inside); default DefaultTaskSubnetPool.
 	TaskSubnetPool string
@@ -68,6 +73,8 @@ type Server struct {
 	now     func() time.Time
 	newID   func() string
 	pool    *net.IPNet
+	// taskCache serves DescribeTasks when Config.Watcher is set (else nil).
+	taskCache *taskCache
 }
 
 var _ ecsv1connect.EcsServiceHandler = (*Server)(nil)
@@ -85,6 +92,9 @@ func New(cfg Config) *Server {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.pool = parseTaskSubnetPool(cfg.TaskSubnetPool)
+	if cfg.Watcher != nil {
+		s.taskCache = newTaskCache(watchClient{KV: cfg.KV, Watcher: cfg.Watcher}, s.log)
+	}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -97,6 +107,20 @@ func New(cfg Config) *Server {
 		}
 	}
 	return s
+}
+
+// watchClient is a store.Client made of a KV and a Watcher.
+type watchClient struct {
+	clientv3.KV
+	clientv3.Watcher
+}
+
+// Close stops the watches of the DescribeTasks cache (Config.Watcher) and waits for them
+// to end; later DescribeTasks calls read etcd. It does not close the etcd client.
+func (s *Server) Close() {
+	if s.taskCache != nil {
+		s.taskCache.close()
+	}
 }
 
 // Fenced returns a Server like s whose every write goes through kv instead (reads too):

@@ -702,7 +702,8 @@ func StopTaskTxn(ctx context.Context, kv clientv3.KV, now func() time.Time, acco
 }
 
 // DescribeTasks describes up to 100 tasks of a cluster by id or ARN (include TAGS adds
-// tags) in one round trip; unknown ones come back in failures with reason MISSING.
+// tags) in one etcd round trip, plus a wait for the task cache to catch up when there is
+// one (describeTasks); unknown ones come back in failures with reason MISSING.
 // Errors: ClusterNotFoundException, InvalidParameterException for an empty or too long
 // list. AWS reference: DescribeTasks.
 func (s *Server) DescribeTasks(ctx context.Context, req *connect.Request[ecsv1.DescribeTasksRequest]) (*connect.Response[ecsv1.DescribeTasksResponse], error) {
@@ -729,19 +730,15 @@ func (s *Server) DescribeTasks(ctx context.Context, req *connect.Request[ecsv1.D
 			}
 			ks[i] = k
 		}
-		// The cluster's existence and the tasks in one read (one etcd round trip).
-		found, recs, err := countAndGetMany[*storev1.TaskRecord](ctx, s.kv, keys.Cluster(account, name), ks)
+		withTags := oneOf("TAGS", m.GetInclude()...)
+		tasks, err := s.describeTasks(ctx, account, name, ks, withTags)
 		if err != nil {
 			return nil, err
 		}
-		if !found {
-			return nil, ecserr.ClusterNotFoundError()
-		}
-		withTags := oneOf("TAGS", m.GetInclude()...)
-		resp := &ecsv1.DescribeTasksResponse{Tasks: make([]*ecsv1.Task, 0, len(recs)), Failures: []*ecsv1.Failure{}}
-		for i, r := range recs {
-			if r != nil {
-				resp.Tasks = append(resp.Tasks, describeOwned(r.GetTask(), withTags)) // decoded for this call
+		resp := &ecsv1.DescribeTasksResponse{Tasks: make([]*ecsv1.Task, 0, len(tasks)), Failures: []*ecsv1.Failure{}}
+		for i, t := range tasks {
+			if t != nil {
+				resp.Tasks = append(resp.Tasks, t)
 				continue
 			}
 			ref := m.GetTasks()[i]
@@ -759,6 +756,43 @@ func (s *Server) DescribeTasks(ctx context.Context, req *connect.Request[ecsv1.D
 		}
 		return resp, nil
 	})
+}
+
+// describeTasks returns the tasks of keys ks of cluster name as DescribeTasks answers
+// them (nil where there is no such task), or ClusterNotFoundException. With the task
+// cache (Config.Watcher) it reads only the cluster key (count only, linearizable) and
+// takes the tasks from the cache once the cache has caught up with that read's revision
+// (the tasks are then shared with the cache and other responses: read-only); without it,
+// or when the cache is not current in time, it reads the cluster's existence and the
+// records in one etcd txn.
+func (s *Server) describeTasks(ctx context.Context, account keys.Scope, name string, ks []string, withTags bool) ([]*ecsv1.Task, error) {
+	if s.taskCache != nil {
+		resp, err := s.kv.Get(ctx, keys.Cluster(account, name), clientv3.WithCountOnly())
+		if err != nil {
+			return nil, err
+		}
+		if resp.Count == 0 {
+			return nil, ecserr.ClusterNotFoundError()
+		}
+		if tasks, ok := s.taskCache.tasks(ctx, account, name, resp.Header.GetRevision(), ks, withTags); ok {
+			return tasks, nil
+		}
+	}
+	// The cluster's existence and the tasks in one read (one etcd round trip).
+	found, recs, err := countAndGetMany[*storev1.TaskRecord](ctx, s.kv, keys.Cluster(account, name), ks)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, ecserr.ClusterNotFoundError()
+	}
+	tasks := make([]*ecsv1.Task, len(recs))
+	for i, r := range recs {
+		if r != nil {
+			tasks[i] = describeOwned(r.GetTask(), withTags) // decoded for this call
+		}
+	}
+	return tasks, nil
 }
 
 // ListTasks lists the ARNs of a cluster's tasks with a desiredStatus (RUNNING by

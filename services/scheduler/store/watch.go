@@ -36,6 +36,10 @@ const (
 	// from revision 0, and again whenever the history needed to resume was
 	// compacted away.
 	EventResync
+	// EventProgress: every change up to Event.Revision has been delivered (a
+	// progress notification, or the header of a response that carried
+	// events). Sent only to a Watch given WithProgress.
+	EventProgress
 )
 
 // String returns "put", "delete" or "resync".
@@ -47,6 +51,8 @@ func (t EventType) String() string {
 		return "delete"
 	case EventResync:
 		return "resync"
+	case EventProgress:
+		return "progress"
 	}
 	return fmt.Sprintf("EventType(%d)", int(t))
 }
@@ -79,9 +85,17 @@ type Event[T proto.Message] struct {
 //
 // handler runs on Watch's goroutine; while it runs, events queue in the
 // client. A value that does not decode as T ends Watch with an error.
-func Watch[T proto.Message](ctx context.Context, c Client, prefix string, fromRevision int64, handler func(Event[T]) error) error {
+//
+// Options: WithProgress makes Watch also deliver EventProgress, which says up to
+// which store revision the consumer has seen every change (RequestProgress asks
+// etcd for one at once).
+func Watch[T proto.Message](ctx context.Context, c Client, prefix string, fromRevision int64, handler func(Event[T]) error, opts ...WatchOption) error {
 	if err := checkPrefix(prefix); err != nil {
 		return err
+	}
+	var wo watchOptions
+	for _, o := range opts {
+		o(&wo)
 	}
 	ctx = clientv3.WithRequireLeader(ctx)
 	next := fromRevision // the first revision not yet delivered
@@ -113,7 +127,7 @@ func Watch[T proto.Message](ctx context.Context, c Client, prefix string, fromRe
 
 		var err error
 		var delivered bool
-		next, resync, delivered, err = watchOnce(ctx, c, prefix, next, handler)
+		next, resync, delivered, err = watchOnce(ctx, c, prefix, next, wo, handler)
 		if err != nil {
 			return err
 		}
@@ -137,7 +151,7 @@ func Watch[T proto.Message](ctx context.Context, c Client, prefix string, fromRe
 // watchOnce runs one etcd watch from revision next until it ends. It returns
 // the next revision to watch from, whether a resync is needed (history
 // compacted), whether any response arrived, and a handler or decode error.
-func watchOnce[T proto.Message](ctx context.Context, c Client, prefix string, next int64, handler func(Event[T]) error) (int64, bool, bool, error) {
+func watchOnce[T proto.Message](ctx context.Context, c Client, prefix string, next int64, wo watchOptions, handler func(Event[T]) error) (int64, bool, bool, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	delivered := false
@@ -156,6 +170,11 @@ func watchOnce[T proto.Message](ctx context.Context, c Client, prefix string, ne
 		if resp.IsProgressNotify() {
 			// Every event up to the header revision has been sent.
 			next = max(next, resp.Header.Revision+1)
+			if wo.progress {
+				if err := handler(Event[T]{Type: EventProgress, Revision: next - 1}); err != nil {
+					return next, false, delivered, err
+				}
+			}
 			continue
 		}
 		last := next - 1
@@ -175,8 +194,36 @@ func watchOnce[T proto.Message](ctx context.Context, c Client, prefix string, ne
 		// A revision's events come in one response, so the next one starts
 		// after the last revision seen.
 		next = last + 1
+		if wo.progress {
+			// etcd sends a response once every change up to its header
+			// revision has been sent.
+			if err := handler(Event[T]{Type: EventProgress, Revision: max(resp.Header.Revision, next-1)}); err != nil {
+				return next, false, delivered, err
+			}
+		}
 	}
 	return next, false, delivered, nil
+}
+
+// WatchOption adjusts Watch.
+type WatchOption func(*watchOptions)
+
+type watchOptions struct{ progress bool }
+
+// WithProgress makes Watch deliver EventProgress events: after each etcd
+// response (events or a progress notification), the store revision up to which
+// every change under the prefix has been delivered. A consumer that caches the
+// prefix uses it to tell whether the cache is as new as a revision it read.
+func WithProgress() WatchOption { return func(o *watchOptions) { o.progress = true } }
+
+// RequestProgress asks etcd for a progress notification on the watches ctx's
+// Watch calls opened (those whose ctx carries the same gRPC metadata as ctx; a
+// context without metadata shares the client's default stream): each Watch given
+// WithProgress then delivers an EventProgress at the store's current revision,
+// once every change up to it has been sent. etcd answers once every watch of the
+// stream has caught up, so a consumer waiting for one should also time out.
+func RequestProgress(ctx context.Context, w clientv3.Watcher) error {
+	return w.RequestProgress(clientv3.WithRequireLeader(ctx))
 }
 
 func toEvent[T proto.Message](ev *clientv3.Event) (Event[T], error) {

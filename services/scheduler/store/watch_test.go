@@ -356,3 +356,75 @@ func TestWatchResyncOfManyRecords(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchProgress: with WithProgress, a put under the prefix is followed by an
+// EventProgress at its revision, and after a write elsewhere RequestProgress brings an
+// EventProgress at that write's revision or later; without it no progress is delivered.
+func TestWatchProgress(t *testing.T) {
+	cli := etcdembed.StartForTest(t)
+	ctx := testCtx(t)
+	prefix := store.MustKeyPrefix("progress")
+	events := make(chan strEvent, 100)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- store.Watch(wctx, cli, prefix, 0, func(e strEvent) error {
+			events <- e
+			return nil
+		}, store.WithProgress())
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	plain := startWatch(t, cli, prefix, 0) // no WithProgress
+	next := func() strEvent {
+		t.Helper()
+		select {
+		case e := <-events:
+			return e
+		case <-time.After(20 * time.Second):
+			t.Fatal("no watch event in 20s")
+		}
+		return strEvent{}
+	}
+	if e := next(); e.Type != store.EventResync {
+		t.Fatalf("first event %v, want resync", e.Type)
+	}
+	if e := plain.next(t); e.Type != store.EventResync {
+		t.Fatalf("plain watch: first event %v, want resync", e.Type)
+	}
+	rev, err := store.Create(ctx, cli, prefix+"a", wrapperspb.String("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := next(); e.Type != store.EventPut || e.Revision != rev {
+		t.Fatalf("got %v at %d, want put at %d", e.Type, e.Revision, rev)
+	}
+	if e := next(); e.Type != store.EventProgress || e.Revision < rev {
+		t.Fatalf("got %v at %d, want progress at %d or later", e.Type, e.Revision, rev)
+	}
+	other, err := cli.Put(ctx, "/berth/v1/elsewhere", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// etcd drops a request that arrives while a watch of the stream (the plain one,
+	// just created) has not caught up yet: ask again until one is answered.
+	deadline := time.After(20 * time.Second)
+	for caughtUp := false; !caughtUp; {
+		if err := store.RequestProgress(ctx, cli); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case e := <-events:
+			if e.Type != store.EventProgress {
+				t.Fatalf("got %v, want progress", e.Type)
+			}
+			caughtUp = e.Revision >= other.Header.Revision
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no progress in 20s")
+		}
+	}
+	if e := plain.next(t); e.Type != store.EventPut {
+		t.Fatalf("plain watch: got %v, want the put", e.Type)
+	}
+	plain.quiet(t, 100*time.Millisecond)
+}

@@ -61,6 +61,7 @@ type options struct {
 	only          map[string]bool
 	sessions      int
 	heartbeat     time.Duration
+	noTaskCache   bool
 	skipStack     bool
 	skipGoTest    bool
 	workDir       string
@@ -78,6 +79,7 @@ func main() {
 	onlyFlag := flag.String("only", "", "run only these parts, comma-separated: "+strings.Join(parts, ", ")+" (default: all)")
 	flag.IntVar(&o.sessions, "sessions", 5000, "fake agent sessions to open against one scheduler replica")
 	flag.DurationVar(&o.heartbeat, "heartbeat", 10*time.Second, "fake agents' heartbeat interval (the agent's default)")
+	flag.BoolVar(&o.noTaskCache, "no-task-cache", false, "run the scheduler without its DescribeTasks task cache (every call reads the records from etcd), to compare")
 	flag.BoolVar(&o.skipStack, "skip-stack", false, "skip the in-process stack figures")
 	flag.BoolVar(&o.skipGoTest, "skip-go-test", false, "skip the figures taken from `go test -bench`")
 	flag.StringVar(&o.workDir, "dir", "", "scratch directory (default: a new temporary one)")

@@ -57,7 +57,7 @@ type stack struct {
 	reg      *prometheus.Registry
 }
 
-func startStack(ctx context.Context, dir string, wg *sync.WaitGroup) (*stack, error) {
+func startStack(ctx context.Context, o options, dir string, wg *sync.WaitGroup) (*stack, error) {
 	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: filepath.Join(dir, "etcd"), ClientURL: "http://127.0.0.1:0", UnsafeNoFsync: true,
 		MaxTxnOps: etcdembed.DevMaxTxnOps}) // as `berth dev`
 	if err != nil {
@@ -65,7 +65,7 @@ func startStack(ctx context.Context, dir string, wg *sync.WaitGroup) (*stack, er
 	}
 	context.AfterFunc(ctx, func() { etcd.Close() })
 	s := &stack{reg: prometheus.NewRegistry()}
-	s.sched, err = app.New(app.Config{Etcd: etcd.Client(), Region: region, Registry: s.reg, MaxTxnOps: etcdembed.DevMaxTxnOps})
+	s.sched, err = app.New(app.Config{Etcd: etcd.Client(), Region: region, Registry: s.reg, MaxTxnOps: etcdembed.DevMaxTxnOps, NoTaskCache: o.noTaskCache})
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +226,7 @@ func stackFigures(ctx context.Context, o options, dir string) ([]Row, error) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	s, err := startStack(ctx, dir, &wg)
+	s, err := startStack(ctx, o, dir, &wg)
 	if err != nil {
 		return nil, err
 	}
@@ -493,6 +493,9 @@ func gatewayFigures(ctx context.Context, s *stack, o options) ([]Row, error) {
 	}
 	if o.want("gateway-high") {
 		gh := fmt.Sprintf("gateway DescribeTasks(100) at a fixed %g requests/s for %s (AWS SDK for Go v2, SigV4)", o.highRate, o.duration)
+		if o.noTaskCache {
+			gh += ", scheduler without its task cache"
+		}
 		stopProfile, err := startProfile(o, "gateway-high")
 		if err != nil {
 			return rows, err

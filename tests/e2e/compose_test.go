@@ -40,9 +40,10 @@ func composeCmd(t *testing.T) []string {
 }
 
 // TestCompose brings up deploy/compose.yaml (3 etcd members, 2 schedulers, the gateway,
-// 2 agents each running its own containerd on the stack's network), runs a task to completion through the gateway
-// with the AWS CLI, stops one agent container and sees its instance disconnect, and
-// brings the stack down.
+// 2 agents each running its own containerd on the stack's network, the lb role), runs a
+// task to completion through the gateway with the AWS CLI, runs the chaos suite, issue
+// 17's zero-failure load balancer test on a bridge service over both agents, stops one
+// agent container and sees its instance disconnect, and brings the stack down.
 func TestCompose(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the compose stack takes a few minutes")
@@ -79,7 +80,13 @@ func TestCompose(t *testing.T) {
 	logPorts := [2]int{freePort(t), freePort(t)}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	project := "berthe2e" + hex.EncodeToString(b[:])
+	// BERTH_E2E_COMPOSE_PREFIX replaces the project's (and images' tag's) prefix, so one
+	// machine's engineers tell their stacks apart.
+	prefix := "berthe2e"
+	if p := os.Getenv("BERTH_E2E_COMPOSE_PREFIX"); p != "" {
+		prefix = p
+	}
+	project := prefix + hex.EncodeToString(b[:])
 	env := append(os.Environ(),
 		"BERTH_GATEWAY_PORT="+strconv.Itoa(port),
 		"BERTH_ETCD_PORT="+strconv.Itoa(etcdPort),
@@ -416,6 +423,15 @@ func TestCompose(t *testing.T) {
 	if _, err := aws("delete-service", "--cluster", "default", "--service", "web"); err != nil {
 		t.Fatal(err)
 	}
+
+	// Issue 17's zero-failure test across the two agents: an ALB listener of the lb
+	// service (host network) in front of a 3-task bridge service, through a rolling
+	// deployment and a task killed (compose_lb_test.go).
+	t0lb := time.Now()
+	t.Run("LoadBalancedBridgeService", func(t *testing.T) {
+		composeLBService(t, ctx, rig.ecs, composeELBClient("https://127.0.0.1:"+strconv.Itoa(port), roots, keyID, secret), image)
+	})
+	t.Logf("load-balanced bridge service done in %s", time.Since(t0lb).Round(time.Second))
 
 	// Routes between the agents' task subnets: an awsvpc task on agent2 answers HTTP on its
 	// own address to an awsvpc task on agent1 (task subnet to task subnet, through both

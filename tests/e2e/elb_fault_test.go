@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -78,13 +79,39 @@ func (l *lbLoad) end() {
 	l.wg.Wait()
 }
 
-// lbService is a load-balanced ECS service of the e2e cluster and its target group.
+// lbService is a load-balanced ECS service and its target group, reached through any
+// ECS and ELBv2 endpoint (the in-process harness's or the compose stack's gateway).
 type lbService struct {
-	t     *testing.T
-	c     *harness.Cluster
-	elb   *elbv2.Client
-	tgArn string
-	name  string
+	t       *testing.T
+	ecs     *ecs.Client
+	elb     *elbv2.Client
+	cluster string
+	tgArn   string
+	name    string
+}
+
+// describeTasks describes arns, 100 at a time.
+func (s *lbService) describeTasks(ctx context.Context, arns []string) ([]ecstypes.Task, error) {
+	var out []ecstypes.Task
+	for chunk := range slices.Chunk(arns, 100) {
+		res, err := s.ecs.DescribeTasks(ctx, &ecs.DescribeTasksInput{Cluster: aws.String(s.cluster), Tasks: chunk})
+		if err != nil {
+			return nil, err
+		}
+		if len(res.Failures) > 0 {
+			return nil, fmt.Errorf("DescribeTasks: %d failures, first %s: %s", len(res.Failures), aws.ToString(res.Failures[0].Arn), aws.ToString(res.Failures[0].Reason))
+		}
+		out = append(out, res.Tasks...)
+	}
+	return out, nil
+}
+
+// eventually polls f every 250 ms until it returns nil, failing the test after timeout.
+func (s *lbService) eventually(ctx context.Context, timeout time.Duration, what string, f func() error) {
+	s.t.Helper()
+	if err := harness.Poll(ctx, timeout, f); err != nil {
+		s.t.Fatalf("waiting for %s: %v", what, err)
+	}
 }
 
 // serviceTargets returns the service's RUNNING tasks (desired RUNNING) by ARN with their
@@ -92,24 +119,27 @@ type lbService struct {
 // (a target is matched to a task by its instance's id and the task's host port); other
 // counts targets that belong to no such task.
 func (s *lbService) serviceTargets(ctx context.Context) (tasks map[string]string, states map[string]string, other []string, err error) {
-	c := s.c
-	lt, err := c.ECS.ListTasks(ctx, &ecs.ListTasksInput{Cluster: aws.String(harness.ClusterName), ServiceName: aws.String(s.name)})
+	lt, err := s.ecs.ListTasks(ctx, &ecs.ListTasksInput{Cluster: aws.String(s.cluster), ServiceName: aws.String(s.name)})
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	var described []ecstypes.Task
 	if len(lt.TaskArns) > 0 {
-		if described, err = c.DescribeTasks(ctx, lt.TaskArns); err != nil {
+		if described, err = s.describeTasks(ctx, lt.TaskArns); err != nil {
 			return nil, nil, nil, err
 		}
 	}
-	cis, err := c.Instances(ctx)
-	if err != nil {
-		return nil, nil, nil, err
-	}
 	ec2ID := map[string]string{}
-	for _, ci := range cis {
-		ec2ID[aws.ToString(ci.ContainerInstanceArn)] = aws.ToString(ci.Ec2InstanceId)
+	if lci, err := s.ecs.ListContainerInstances(ctx, &ecs.ListContainerInstancesInput{Cluster: aws.String(s.cluster)}); err != nil {
+		return nil, nil, nil, err
+	} else if len(lci.ContainerInstanceArns) > 0 {
+		dci, err := s.ecs.DescribeContainerInstances(ctx, &ecs.DescribeContainerInstancesInput{Cluster: aws.String(s.cluster), ContainerInstances: lci.ContainerInstanceArns})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		for _, ci := range dci.ContainerInstances {
+			ec2ID[aws.ToString(ci.ContainerInstanceArn)] = aws.ToString(ci.Ec2InstanceId)
+		}
 	}
 	byTarget := map[string]string{} // "id:port" -> task ARN
 	tasks = map[string]string{}
@@ -146,7 +176,7 @@ func (s *lbService) serviceTargets(ctx context.Context) (tasks map[string]string
 func (s *lbService) settled(ctx context.Context, n int, taskDef string, timeout time.Duration) map[string]string {
 	s.t.Helper()
 	var tasks map[string]string
-	s.c.Eventually(ctx, timeout, fmt.Sprintf("%d healthy targets of %s and nothing else", n, taskDef), func() error {
+	s.eventually(ctx, timeout, fmt.Sprintf("%d healthy targets of %s and nothing else", n, taskDef), func() error {
 		var states map[string]string
 		var other []string
 		var err error
@@ -162,7 +192,7 @@ func (s *lbService) settled(ctx context.Context, n int, taskDef string, timeout 
 				return fmt.Errorf("task %s of %s target %q", arn, td, states[arn])
 			}
 		}
-		ds, err := s.c.ECS.DescribeServices(ctx, &ecs.DescribeServicesInput{Cluster: aws.String(harness.ClusterName), Services: []string{s.name}})
+		ds, err := s.ecs.DescribeServices(ctx, &ecs.DescribeServicesInput{Cluster: aws.String(s.cluster), Services: []string{s.name}})
 		if err != nil {
 			return err
 		}
@@ -174,27 +204,24 @@ func (s *lbService) settled(ctx context.Context, n int, taskDef string, timeout 
 	return tasks
 }
 
-// TestLoadBalancedBridgeServiceZeroFailures is issue 17's "done" test on real processes:
-// three etcd members, two schedulers, the gateway, two agents running real bridge-mode
-// containers (dynamic host ports) and the `berth lb` data plane. An ALB listener forwards
-// to a 3-task service spread over both agents; a bounded keep-alive load generator on
-// loopback sends GETs through the listener while the service rolls to a new task
-// definition revision and while one task's container process is killed with SIGKILL. Not
-// one request may fail; the counts are printed; the targets come and go in
-// DescribeTargetHealth with the tasks (new ones registered and healthy, old and dead
-// ones deregistered).
-func TestLoadBalancedBridgeServiceZeroFailures(t *testing.T) {
-	c := harness.Start(t, harness.Options{Agents: 2, LoadBalancer: true})
-	ctx := t.Context()
-	ec := elbv2.NewFromConfig(c.AWSConfig())
-	s := &lbService{t: t, c: c, elb: ec, name: "web"}
-
-	lbOut, err := ec.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{Name: aws.String("web"), Subnets: []string{"subnet-a", "subnet-b"}})
+// lbZeroFailures is issue 17's zero-failure scenario, on any cluster with two agents and
+// the `berth lb` data plane binding listeners on listenHost: an ALB listener forwards
+// to a 3-task bridge service (image serving HTTP on 8080) spread over both agents; a
+// bounded keep-alive load generator sends GETs through the listener while the service
+// rolls to a new task definition revision and while kill SIGKILLs the container process
+// of one of the tasks it is given (it returns the task it killed). Not one request may
+// fail; the counts are logged; the targets come and go in DescribeTargetHealth with the
+// tasks (new ones registered and healthy, old and dead ones deregistered). The service
+// is left running; the caller deletes it.
+func (s *lbService) lbZeroFailures(ctx context.Context, image, listenHost string, kill func(tasks map[string]string) string) {
+	t, ec := s.t, s.elb
+	t.Helper()
+	lbOut, err := ec.CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{Name: aws.String(s.name), Subnets: []string{"subnet-a", "subnet-b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tgOut, err := ec.CreateTargetGroup(ctx, &elbv2.CreateTargetGroupInput{
-		Name: aws.String("web"), Protocol: elbtypes.ProtocolEnumHttp, Port: aws.Int32(8080), VpcId: aws.String("vpc-1"),
+		Name: aws.String(s.name), Protocol: elbtypes.ProtocolEnumHttp, Port: aws.Int32(8080), VpcId: aws.String("vpc-1"),
 		HealthCheckPath: aws.String("/health"), HealthCheckIntervalSeconds: aws.Int32(5), HealthCheckTimeoutSeconds: aws.Int32(2),
 		HealthyThresholdCount: aws.Int32(2), UnhealthyThresholdCount: aws.Int32(2),
 	})
@@ -216,10 +243,10 @@ func TestLoadBalancedBridgeServiceZeroFailures(t *testing.T) {
 
 	register := func(version string) string {
 		t.Helper()
-		res, err := c.ECS.RegisterTaskDefinition(ctx, &ecs.RegisterTaskDefinitionInput{
-			Family: aws.String("web"), NetworkMode: ecstypes.NetworkModeBridge,
+		res, err := s.ecs.RegisterTaskDefinition(ctx, &ecs.RegisterTaskDefinitionInput{
+			Family: aws.String(s.name), NetworkMode: ecstypes.NetworkModeBridge,
 			ContainerDefinitions: []ecstypes.ContainerDefinition{{
-				Name: aws.String("web"), Image: aws.String(c.Image), Memory: aws.Int32(32), Essential: aws.Bool(true),
+				Name: aws.String("web"), Image: aws.String(image), Memory: aws.Int32(32), Essential: aws.Bool(true),
 				Command:      []string{"serve", "8080"},
 				Environment:  []ecstypes.KeyValuePair{{Name: aws.String("VERSION"), Value: aws.String(version)}},
 				PortMappings: []ecstypes.PortMapping{{ContainerPort: aws.Int32(8080), Protocol: ecstypes.TransportProtocolTcp}},
@@ -231,36 +258,17 @@ func TestLoadBalancedBridgeServiceZeroFailures(t *testing.T) {
 		return aws.ToString(res.TaskDefinition.TaskDefinitionArn)
 	}
 	td1 := register("1")
-	if _, err := c.ECS.CreateService(ctx, &ecs.CreateServiceInput{
-		Cluster: aws.String(harness.ClusterName), ServiceName: aws.String("web"), TaskDefinition: aws.String(td1), DesiredCount: aws.Int32(3),
+	if _, err := s.ecs.CreateService(ctx, &ecs.CreateServiceInput{
+		Cluster: aws.String(s.cluster), ServiceName: aws.String(s.name), TaskDefinition: aws.String(td1), DesiredCount: aws.Int32(3),
 		DeploymentConfiguration: &ecstypes.DeploymentConfiguration{MinimumHealthyPercent: aws.Int32(100), MaximumPercent: aws.Int32(200)},
 		PlacementStrategy:       []ecstypes.PlacementStrategy{{Type: ecstypes.PlacementStrategyTypeSpread, Field: aws.String("instanceId")}},
 		LoadBalancers:           []ecstypes.LoadBalancer{{TargetGroupArn: aws.String(s.tgArn), ContainerName: aws.String("web"), ContainerPort: aws.Int32(8080)}},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		// No container outlives the test.
-		ctx := context.WithoutCancel(ctx)
-		_, _ = c.ECS.DeleteService(ctx, &ecs.DeleteServiceInput{Cluster: aws.String(harness.ClusterName), Service: aws.String("web"), Force: aws.Bool(true)})
-		_ = harness.Poll(ctx, 60*time.Second, func() error {
-			n, err := c.Census(ctx)
-			if err != nil {
-				return err
-			}
-			for _, ctrs := range n {
-				for _, x := range ctrs {
-					if x.Status == "running" {
-						return fmt.Errorf("container %s still running", x.ID)
-					}
-				}
-			}
-			return nil
-		})
-	})
 	first := s.settled(ctx, 3, td1, 3*time.Minute)
 	instances := map[string]bool{}
-	if ts, err := c.DescribeTasks(ctx, slices.Collect(maps.Keys(first))); err == nil {
+	if ts, err := s.describeTasks(ctx, slices.Collect(maps.Keys(first))); err == nil {
 		for _, task := range ts {
 			instances[aws.ToString(task.ContainerInstanceArn)] = true
 		}
@@ -268,8 +276,8 @@ func TestLoadBalancedBridgeServiceZeroFailures(t *testing.T) {
 	if len(instances) != 2 {
 		t.Errorf("the service's 3 tasks run on %d instances, want both agents'", len(instances))
 	}
-	url := fmt.Sprintf("http://127.0.0.1:%d/", lport)
-	c.Eventually(ctx, 30*time.Second, "the listener answering 200", func() error {
+	url := fmt.Sprintf("http://%s/", net.JoinHostPort(listenHost, strconv.Itoa(lport)))
+	s.eventually(ctx, 30*time.Second, "the listener answering 200", func() error {
 		resp, err := http.Get(url)
 		if err != nil {
 			return err
@@ -293,7 +301,7 @@ func TestLoadBalancedBridgeServiceZeroFailures(t *testing.T) {
 	// A rolling deployment to a new revision: three new tasks registered and healthy
 	// before the old ones are deregistered, drained and stopped.
 	td2 := register("2")
-	if _, err := c.ECS.UpdateService(ctx, &ecs.UpdateServiceInput{Cluster: aws.String(harness.ClusterName), Service: aws.String("web"), TaskDefinition: aws.String(td2)}); err != nil {
+	if _, err := s.ecs.UpdateService(ctx, &ecs.UpdateServiceInput{Cluster: aws.String(s.cluster), Service: aws.String(s.name), TaskDefinition: aws.String(td2)}); err != nil {
 		t.Fatal(err)
 	}
 	second := s.settled(ctx, 3, td2, 4*time.Minute)
@@ -306,31 +314,9 @@ func TestLoadBalancedBridgeServiceZeroFailures(t *testing.T) {
 	t.Logf("rolling deployment done: %d requests answered, %d failed", afterRollout, load.failed.Load())
 
 	// A task's container process killed with SIGKILL.
-	census, err := c.Census(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var victim string
-	var pid uint32
-	for arn := range second {
-		for _, x := range census[arn] {
-			if x.Status == "running" && x.Pid != 0 {
-				victim, pid = arn, x.Pid
-			}
-		}
-		if victim != "" {
-			break
-		}
-	}
-	if victim == "" {
-		t.Fatalf("no running container of the service's tasks in the census")
-	}
-	if err := syscall.Kill(int(pid), syscall.SIGKILL); err != nil {
-		t.Fatalf("kill -9 %d: %v", pid, err)
-	}
-	t.Logf("killed task %s (pid %d)", victim, pid)
-	c.Eventually(ctx, 2*time.Minute, "the killed task STOPPED and its target gone", func() error {
-		ts, err := c.DescribeTasks(ctx, []string{victim})
+	victim := kill(second)
+	s.eventually(ctx, 2*time.Minute, "the killed task STOPPED and its target gone", func() error {
+		ts, err := s.describeTasks(ctx, []string{victim})
 		if err != nil {
 			return err
 		}
@@ -356,11 +342,59 @@ func TestLoadBalancedBridgeServiceZeroFailures(t *testing.T) {
 
 	ok, failed := load.ok.Load(), load.failed.Load()
 	t.Logf("load through the listener: %d requests answered 200 (%d during the kill and its replacement), %d failed", ok, ok-afterRollout, failed)
-	fmt.Printf("lb zero-failure (e2e, 2 agents, bridge): %d ok, %d failed\n", ok, failed)
+	fmt.Printf("lb zero-failure (%s, 2 agents, bridge): %d ok, %d failed\n", t.Name(), ok, failed)
 	if failed > 0 {
 		t.Errorf("%d requests failed through the listener; first ones:\n%v", failed, load.failures)
 	}
 	if ok < 500 || ok-afterRollout < 100 {
 		t.Errorf("only %d requests (%d after the rollout) went through: the load did not cover the deployment and the kill", ok, ok-afterRollout)
 	}
+}
+
+// TestLoadBalancedBridgeServiceZeroFailures is issue 17's "done" test on real processes:
+// three etcd members, two schedulers, the gateway, two agents running real bridge-mode
+// containers (dynamic host ports) and the `berth lb` data plane, through
+// lbZeroFailures; the task is killed by the pid containerd reports for its container.
+func TestLoadBalancedBridgeServiceZeroFailures(t *testing.T) {
+	c := harness.Start(t, harness.Options{Agents: 2, LoadBalancer: true})
+	ctx := t.Context()
+	s := &lbService{t: t, ecs: c.ECS, elb: elbv2.NewFromConfig(c.AWSConfig()), cluster: harness.ClusterName, name: "web"}
+	t.Cleanup(func() {
+		// No container outlives the test.
+		ctx := context.WithoutCancel(ctx)
+		_, _ = c.ECS.DeleteService(ctx, &ecs.DeleteServiceInput{Cluster: aws.String(harness.ClusterName), Service: aws.String("web"), Force: aws.Bool(true)})
+		_ = harness.Poll(ctx, 60*time.Second, func() error {
+			n, err := c.Census(ctx)
+			if err != nil {
+				return err
+			}
+			for _, ctrs := range n {
+				for _, x := range ctrs {
+					if x.Status == "running" {
+						return fmt.Errorf("container %s still running", x.ID)
+					}
+				}
+			}
+			return nil
+		})
+	})
+	s.lbZeroFailures(ctx, c.Image, "127.0.0.1", func(tasks map[string]string) string {
+		census, err := c.Census(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for arn := range tasks {
+			for _, x := range census[arn] {
+				if x.Status == "running" && x.Pid != 0 {
+					if err := syscall.Kill(int(x.Pid), syscall.SIGKILL); err != nil {
+						t.Fatalf("kill -9 %d: %v", x.Pid, err)
+					}
+					t.Logf("killed task %s (pid %d)", arn, x.Pid)
+					return arn
+				}
+			}
+		}
+		t.Fatalf("no running container of the service's tasks in the census")
+		return ""
+	})
 }

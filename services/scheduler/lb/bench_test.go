@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,15 +21,27 @@ import (
 // straight to a target, b.N through a listener to the same target, and b.N through a
 // bare httputil.ReverseProxy to it (the floor of any proxy built on net/http: one more
 // loopback HTTP exchange), interleaved, one keep-alive client each; reported as p50/p99
-// of each and the listener's p50 ratio to direct and to the bare proxy; then, for one
-// second, requests/s through the listener from 16 concurrent clients.
+// of each and the listener's p50 ratio to direct and to the bare proxy. The target does
+// no work (it writes a constant body), so direct is one loopback HTTP exchange and the
+// listener's path two: the ratio's floor is about 2 for any proxy. The same is then done
+// b.N/10 times (at least 20) against a path where the target takes 1 ms per request
+// (a sleep: a handler waiting on its database, say), whose ratio is what a client of a
+// real service sees; the listener's added p50 (µs) is reported for both. CPU time per
+// request (getrusage of the process, which is client, listener and target) is measured
+// for each path in a block of b.N/2 requests: it is what load on the machine does not
+// change. Last, for one second, requests/s through the listener from 16 concurrent clients.
 func BenchmarkProxy(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := New(ctx, Config{ListenHost: "127.0.0.1", Sink: newMemSink()})
 	defer s.Close(time.Second)
 	body := []byte("hello from the target\n")
-	target := newBackendFunc(b, func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(body) })
+	target := newBackendFunc(b, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/work" {
+			time.Sleep(time.Millisecond)
+		}
+		_, _ = w.Write(body)
+	})
 	port := freePort(b)
 	tt := Target{Key: "/berth/v1/elb/targets/0/us-east-1/web/t", HealthKey: "/berth/v1/elb-health/0/us-east-1/web/t", ModRevision: 1,
 		Record: &storev1.TargetRecord{Id: "127.0.0.1", Address: target}, Health: &storev1.TargetHealthRecord{State: StateHealthy}}
@@ -91,6 +104,46 @@ func BenchmarkProxy(b *testing.B) {
 	b.ReportMetric(pct(bs, 0.5), "bare-p50-µs")
 	b.ReportMetric(pct(bs, 0.99), "bare-p99-µs")
 	b.ReportMetric(pct(ls, 0.5)/pct(bs, 0.5), "p50-ratio-vs-bare")
+	b.ReportMetric(pct(ls, 0.5)-pct(ds, 0.5), "lb-added-p50-µs")
+
+	// CPU per request (user + system, the whole process: client, listener and target),
+	// each path in a block of its own: what the listener costs in work, whatever the
+	// machine's load does to the latencies.
+	cpuPer := func(c *http.Client, url string, n int) float64 {
+		var r0, r1 syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
+		for range n {
+			get(c, url)
+		}
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
+		cpu := time.Duration(r1.Utime.Nano()-r0.Utime.Nano()) + time.Duration(r1.Stime.Nano()-r0.Stime.Nano())
+		return float64(cpu.Nanoseconds()) / 1e3 / float64(n)
+	}
+	cpuN := max(b.N/2, 100)
+	cpuD, cpuL, cpuB := cpuPer(cd, direct, cpuN), cpuPer(cl, viaLB, cpuN), cpuPer(cb, viaBare, cpuN)
+	b.ReportMetric(cpuD, "direct-cpu-µs/req")
+	b.ReportMetric(cpuL, "lb-cpu-µs/req")
+	b.ReportMetric(cpuB, "bare-cpu-µs/req")
+	b.ReportMetric(cpuL/cpuD, "cpu-ratio")
+
+	// The same against a target taking 1 ms a request.
+	workN := max(b.N/10, 20)
+	ds, ls, bs = ds[:0], ls[:0], bs[:0]
+	for range workN {
+		ds = append(ds, get(cd, direct+"work"))
+		ls = append(ls, get(cl, viaLB+"work"))
+		bs = append(bs, get(cb, viaBare+"work"))
+	}
+	slices.Sort(ds)
+	slices.Sort(ls)
+	slices.Sort(bs)
+	b.ReportMetric(pct(ds, 0.5), "work-direct-p50-µs")
+	b.ReportMetric(pct(ds, 0.99), "work-direct-p99-µs")
+	b.ReportMetric(pct(ls, 0.5), "work-lb-p50-µs")
+	b.ReportMetric(pct(ls, 0.99), "work-lb-p99-µs")
+	b.ReportMetric(pct(bs, 0.5), "work-bare-p50-µs")
+	b.ReportMetric(pct(ls, 0.5)/pct(ds, 0.5), "work-p50-ratio")
+	b.ReportMetric(pct(ls, 0.5)-pct(ds, 0.5), "work-lb-added-p50-µs")
 
 	// Throughput through the one listener.
 	var n int64

@@ -28,16 +28,18 @@ type listener struct {
 	conns  sync.WaitGroup // TCP connections
 }
 
-// groupKey carries the chosen target group from the handler to the transport.
-type groupKey struct{}
-
 // errNoTarget: the target group has no target to send to (503 on ELB).
 var errNoTarget = errors.New("lb: no routable target")
 
-// proxy is the HTTP data plane shared by every HTTP listener: one ReverseProxy whose
-// transport picks the target, so retries and in-flight counting live in one place.
+// proxy is the HTTP data plane shared by every HTTP listener: one transport (one pool
+// of keep-alive connections to the targets) and, per target group, a ReverseProxy whose
+// transport picks the group's target, so retries and in-flight counting live in one
+// place. The handler hands the request to its group's ReverseProxy as it came: no
+// per-request context or request copy carries the group.
 type proxy struct {
-	rp *httputil.ReverseProxy
+	base         *http.Transport
+	rewrite      func(*httputil.ProxyRequest)
+	errorHandler func(http.ResponseWriter, *http.Request, error)
 }
 
 func newProxy() *proxy {
@@ -52,19 +54,17 @@ func newProxy() *proxy {
 		// back as the target encoded it: the proxy neither asks for gzip nor unpacks it.
 		DisableCompression: true,
 	}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
+	return &proxy{
+		base: base,
+		// X-Forwarded-Port is set by the listener's handler on the incoming request
+		// (ReverseProxy copies it; it removes only X-Forwarded-For, -Host and -Proto).
+		rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = "target" // the transport sets the picked target
 			pr.Out.Host = pr.In.Host   // ELB passes the client's Host header through
 			pr.SetXForwarded()
-			if _, port, err := net.SplitHostPort(localAddr(pr.In)); err == nil {
-				pr.Out.Header.Set("X-Forwarded-Port", port)
-			}
 		},
-		Transport:  &pickTransport{base: base},
-		BufferPool: bufferPool{},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+		errorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			var ne net.Error
 			switch {
 			case errors.Is(err, errNoTarget):
@@ -76,14 +76,16 @@ func newProxy() *proxy {
 			}
 		},
 	}
-	return &proxy{rp: rp}
 }
 
-func localAddr(r *http.Request) string {
-	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
-		return a.String()
+// forGroup returns the reverse proxy that sends to g's targets.
+func (p *proxy) forGroup(g *group) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite:      p.rewrite,
+		Transport:    &pickTransport{base: p.base, g: g},
+		BufferPool:   bufferPool{},
+		ErrorHandler: p.errorHandler,
 	}
-	return ""
 }
 
 // bufferPool lends the 32 KiB buffers ReverseProxy copies bodies with, from a bounded
@@ -112,20 +114,20 @@ func (bufferPool) Put(b []byte) {
 	}
 }
 
-// pickTransport sends each request to a target of the group in the request's context.
+// pickTransport sends each request to a target of its group.
 // A request whose connection to the target could not even be made (nothing was sent),
 // or an idempotent one (GET, HEAD, OPTIONS, TRACE, PUT, DELETE; RFC 9110 9.2.2) whose
 // target gave no answer, is tried on another target, up to three in all, and the failed
 // target is passed over for a moment: that is how a target that died between two health
 // checks costs no client request.
-type pickTransport struct{ base *http.Transport }
+type pickTransport struct {
+	base *http.Transport
+	g    *group
+}
 
 // RoundTrip implements http.RoundTripper.
 func (p *pickTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	g, _ := req.Context().Value(groupKey{}).(*group)
-	if g == nil {
-		return nil, errNoTarget
-	}
+	g := p.g
 	var triedBuf [3]*target
 	tried := triedBuf[:0]
 	var lastErr error = errNoTarget
@@ -200,7 +202,10 @@ func (b *releaseBody) Write(p []byte) (int, error) {
 	return 0, errors.New("lb: response body is not writable")
 }
 
-func (l *listener) serveHTTP(p *proxy) {
+func (l *listener) serveHTTP() {
+	// X-Forwarded-Port: the listener's port, one shared value (ReverseProxy's header
+	// copy reads it; nothing writes it).
+	port := []string{strconv.Itoa(int(l.port))}
 	l.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			host := r.Host
@@ -212,7 +217,8 @@ func (l *listener) serveHTTP(p *proxy) {
 				w.WriteHeader(http.StatusServiceUnavailable)
 				return
 			}
-			p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), groupKey{}, g)))
+			r.Header["X-Forwarded-Port"] = port
+			g.rp.ServeHTTP(w, r)
 		}),
 		ReadHeaderTimeout: 60 * time.Second,
 		IdleTimeout:       60 * time.Second, // ELB's default idle_timeout.timeout_seconds

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/http/httputil"
 	"slices"
 	"strconv"
 	"sync"
@@ -96,6 +97,7 @@ type group struct {
 	byKey   map[string]*target        // under Server.mu
 	inUse   bool
 	rr      atomic.Uint64
+	rp      *httputil.ReverseProxy // sends to this group's targets (proxy.forGroup)
 }
 
 func (g *group) config() checkConfig { return checkConfigOf(g.rec.Load()) }
@@ -208,6 +210,7 @@ func (s *Server) Apply(snap Snapshot) error {
 		g := s.groups[arn]
 		if g == nil {
 			g = &group{arn: arn, byKey: map[string]*target{}}
+			g.rp = s.proxy.forGroup(g)
 			s.groups[arn] = g
 		}
 		g.rec.Store(rec)
@@ -510,7 +513,7 @@ func (s *Server) listen(rec *storev1.ListenerRecord) (*listener, error) {
 	case "TCP", "TLS", "TCP_UDP":
 		go l.serveTCP()
 	default:
-		l.serveHTTP(s.proxy)
+		l.serveHTTP()
 	}
 	return l, nil
 }

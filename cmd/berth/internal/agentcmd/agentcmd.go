@@ -32,7 +32,7 @@ import (
 func Command(use string) *cobra.Command {
 	var gatewayURL, cluster, dataDir, containerdAddr, namespace, snapshotter, runcRoot, region, credsFile, logAddr string
 	var insecure, attrs []string
-	var runContainerd bool
+	var runContainerd, writableProcSys bool
 	var hostAddress string
 	var netCfg network.Config
 	var files pki.Files
@@ -71,6 +71,11 @@ func Command(use string) *cobra.Command {
 			abs, err := filepath.Abs(dataDir)
 			if err != nil {
 				return err
+			}
+			if writableProcSys {
+				if err := remountProcSysWritable(); err != nil {
+					return fmt.Errorf("--writable-proc-sys: %w", err)
+				}
 			}
 			if runContainerd {
 				// The agent's own containerd decides the socket and snapshotter: a flag
@@ -139,6 +144,7 @@ func Command(use string) *cobra.Command {
 	f.StringVar(&dataDir, "data-dir", cli.Env("BERTH_DATA_DIR", "./.berth/agent"), "agent state, logs and FIFOs")
 	f.StringVar(&containerdAddr, "containerd", cli.Env("BERTH_CONTAINERD_ADDRESS", "/run/containerd/containerd.sock"), "containerd socket")
 	f.StringVar(&namespace, "namespace", cli.Env("BERTH_CONTAINERD_NAMESPACE", "berth"), "containerd namespace of this agent's containers")
+	f.BoolVar(&writableProcSys, "writable-proc-sys", cli.Env("BERTH_WRITABLE_PROC_SYS", "") == "true", "remount /proc/sys read-write at start (an agent in a container whose engine mounts it read-only, as deploy/compose.yaml's: networkMode bridge's portmap plugin writes sysctls of the agent's network namespace); needs CAP_SYS_ADMIN")
 	f.BoolVar(&runContainerd, "run-containerd", cli.Env("BERTH_RUN_CONTAINERD", "") == "true", "run a containerd of the agent's own under <data-dir>/containerd (needs root and the containerd, containerd-shim-runc-v2 and runc binaries in PATH); not with --containerd or --snapshotter")
 	f.StringVar(&runcRoot, "runc-root", cli.Env("BERTH_RUNC_ROOT", ""), "runc's state directory for this agent's containers (empty: runc's default /run/containerd/runc); give each private containerd its own")
 	f.StringVar(&snapshotter, "snapshotter", cli.Env("BERTH_CONTAINERD_SNAPSHOTTER", "overlayfs"), "containerd snapshotter for images and root filesystems")

@@ -144,7 +144,9 @@ type Placement struct {
 	Instances map[string]*InstanceState
 	// Tasks are the new tasks, each with ContainerInstanceId set to a key of Instances.
 	Tasks []*storev1.TaskRecord
-	// TaskDefinition is the tasks' definition, sent to the agents with the assignment.
+	// TaskDefinition is the tasks' definition (their GPUs are split among its
+	// containers). The inbox entries name it by the tasks' taskDefinitionArn only: the
+	// agent session adds it to the assignment when it delivers.
 	TaskDefinition *ecsv1.TaskDefinition
 	// ClientToken, when set, maps RunTask's token to the tasks.
 	ClientToken string
@@ -170,7 +172,8 @@ func TraceParent(ctx context.Context) string {
 // demand stored on the task, with the GPU ids it is given: placement.PickGPUs, kept on
 // the task record and split among its containers' gpuIds; instance
 // pendingTasksCount/runningTasksCount and version updated), its inbox entry (an
-// agentv1.Assignment with delivery id = task id), the cluster's counters, and the client
+// agentv1.Assignment with delivery id = task id and the task; not the task definition,
+// which the agent session adds), the cluster's counters, and the client
 // token; instance and cluster writes compare their ModRevisions. It fails (nothing to
 // commit) when a task's instance is not in Instances or the task does not fit.
 func PlaceTxn(txn *store.Txn, p Placement) error {
@@ -204,7 +207,7 @@ func PlaceTxn(txn *store.Txn, p Placement) error {
 			traceParent = p.TraceParents[i]
 		}
 		txn.Put(keys.Inbox(p.Account, t.GetContainerInstanceId(), TaskID(t)), &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Assignment{Assignment: &agentv1.Assignment{
-			DeliveryId: TaskID(t), Task: t.GetTask(), TaskDefinition: p.TaskDefinition, TraceParent: traceParent,
+			DeliveryId: TaskID(t), Task: t.GetTask(), TraceParent: traceParent,
 		}}})
 		ids = append(ids, TaskID(t))
 	}

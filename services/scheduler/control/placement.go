@@ -97,14 +97,18 @@ func TaskIndexKeys(account keys.Scope, rec *storev1.TaskRecord) []string {
 }
 
 // WriteTaskTxn adds to txn the write of a task record and its index keys: a create when
-// old is nil (with the id → cluster mapping), else an update under old's ModRevision rev,
-// deleting the index keys old had and rec has not. Counters are the caller's.
+// old is nil (with the id → cluster mapping when the task's ARN is in the short format,
+// which does not name the cluster: the mapping is read only for such ARNs), else an
+// update under old's ModRevision rev, deleting the index keys old had and rec has not.
+// Counters are the caller's.
 func WriteTaskTxn(txn *store.Txn, account keys.Scope, old *storev1.TaskRecord, rev int64, rec *storev1.TaskRecord) {
 	key := keys.Task(account, rec.GetClusterName(), TaskID(rec))
 	newKeys := TaskIndexKeys(account, rec)
 	if old == nil {
 		txn.Create(key, rec)
-		txn.Put(keys.IDCluster(account, arn.Task, TaskID(rec)), wrapperspb.String(rec.GetClusterName()))
+		if a, err := arn.Parse(rec.GetTask().GetTaskArn()); err != nil || a.Cluster == "" {
+			txn.Put(keys.IDCluster(account, arn.Task, TaskID(rec)), wrapperspb.String(rec.GetClusterName()))
+		}
 	} else {
 		txn.Update(key, rev, rec)
 		for _, k := range TaskIndexKeys(account, old) {

@@ -113,6 +113,7 @@ type Server struct {
 	log      *slog.Logger
 	presence *presence
 	acks     *inboxAcks // deletes acknowledged inbox entries in batches
+	tds      taskDefs   // the task definitions deliveries add to assignments
 
 	mu       sync.Mutex
 	sessions map[string]*session // by instance id

@@ -256,6 +256,25 @@ func (ss *session) deliver(it store.Item[*storev1.InboxEntry]) error {
 	ss.pending[id] = &delivery{key: it.Key, rev: it.ModRevision, stop: stop}
 	ss.byKey[it.Key] = id
 	ss.mu.Unlock()
+	if a := msg.GetAssignment(); a != nil && a.GetTaskDefinition() == nil && a.GetTask().GetTaskDefinitionArn() != "" {
+		// The inbox entry names its task definition by the task's ARN for it
+		// (PlaceTxn); an entry written before carries it.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		td, err := ss.srv.taskDefinition(ctx, ss.account, a.GetTask().GetTaskDefinitionArn())
+		cancel()
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			// Deleted since the placement: the agent gets the task as it is and fails it.
+			ss.log.Warn("agentsession: assignment's task definition is gone", "task", a.GetTask().GetTaskArn(), "err", err)
+		case err != nil:
+			ss.mu.Lock()
+			delete(ss.pending, id)
+			ss.mu.Unlock()
+			return fmt.Errorf("agentsession: assignment of %s: %w", a.GetTask().GetTaskArn(), err)
+		default:
+			a.TaskDefinition = td
+		}
+	}
 	if a := msg.GetAssignment(); a != nil && ss.srv.cfg.Secrets != nil && tasksecrets.Needs(a.GetTaskDefinition()) {
 		// The values go on this message only; the inbox entry keeps the references.
 		a = proto.Clone(a).(*agentv1.Assignment)

@@ -43,8 +43,8 @@ const DefaultMaxTxnOps = 128
 const groupFixedOps = 3
 
 // groupByteBudget bounds the estimated size of a group commit's txn, below etcd's
-// default --max-request-bytes (1.5 MiB) and the client's 2 MiB send limit: every inbox
-// entry carries the task definition, which may be large.
+// default --max-request-bytes (1.5 MiB) and the client's 2 MiB send limit: every task is
+// written twice (its record and its inbox entry).
 const groupByteBudget = 1 << 20
 
 // groupCost returns an upper bound of the writes (each task: the task, id→cluster, its
@@ -53,7 +53,7 @@ const groupByteBudget = 1 << 20
 func groupCost(req placeRequest) (ops, bytes int) {
 	t0 := req.tasks[0]
 	perTask := 5 + len(TaskIndexKeys(req.account, t0))
-	perBytes := 2*proto.Size(t0) + proto.Size(req.td) + 2048 // + instance record and keys
+	perBytes := 2*proto.Size(t0) + 2048 // + instance record and keys
 	return perTask * len(req.tasks), perBytes * len(req.tasks)
 }
 

@@ -97,14 +97,18 @@ func TaskIndexKeys(account keys.Scope, rec *storev1.TaskRecord) []string {
 }
 
 // WriteTaskTxn adds to txn the write of a task record and its index keys: a create when
-// old is nil (with the id → cluster mapping), else an update under old's ModRevision rev,
-// deleting the index keys old had and rec has not. Counters are the caller's.
+// old is nil (with the id → cluster mapping when the task's ARN is in the short format,
+// which does not name the cluster: the mapping is read only for such ARNs), else an
+// update under old's ModRevision rev, deleting the index keys old had and rec has not.
+// Counters are the caller's.
 func WriteTaskTxn(txn *store.Txn, account keys.Scope, old *storev1.TaskRecord, rev int64, rec *storev1.TaskRecord) {
 	key := keys.Task(account, rec.GetClusterName(), TaskID(rec))
 	newKeys := TaskIndexKeys(account, rec)
 	if old == nil {
 		txn.Create(key, rec)
-		txn.Put(keys.IDCluster(account, arn.Task, TaskID(rec)), wrapperspb.String(rec.GetClusterName()))
+		if a, err := arn.Parse(rec.GetTask().GetTaskArn()); err != nil || a.Cluster == "" {
+			txn.Put(keys.IDCluster(account, arn.Task, TaskID(rec)), wrapperspb.String(rec.GetClusterName()))
+		}
 	} else {
 		txn.Update(key, rev, rec)
 		for _, k := range TaskIndexKeys(account, old) {
@@ -144,7 +148,9 @@ type Placement struct {
 	Instances map[string]*InstanceState
 	// Tasks are the new tasks, each with ContainerInstanceId set to a key of Instances.
 	Tasks []*storev1.TaskRecord
-	// TaskDefinition is the tasks' definition, sent to the agents with the assignment.
+	// TaskDefinition is the tasks' definition (their GPUs are split among its
+	// containers). The inbox entries name it by the tasks' taskDefinitionArn only: the
+	// agent session adds it to the assignment when it delivers.
 	TaskDefinition *ecsv1.TaskDefinition
 	// ClientToken, when set, maps RunTask's token to the tasks.
 	ClientToken string
@@ -170,7 +176,8 @@ func TraceParent(ctx context.Context) string {
 // demand stored on the task, with the GPU ids it is given: placement.PickGPUs, kept on
 // the task record and split among its containers' gpuIds; instance
 // pendingTasksCount/runningTasksCount and version updated), its inbox entry (an
-// agentv1.Assignment with delivery id = task id), the cluster's counters, and the client
+// agentv1.Assignment with delivery id = task id and the task; not the task definition,
+// which the agent session adds), the cluster's counters, and the client
 // token; instance and cluster writes compare their ModRevisions. It fails (nothing to
 // commit) when a task's instance is not in Instances or the task does not fit.
 func PlaceTxn(txn *store.Txn, p Placement) error {
@@ -204,7 +211,7 @@ func PlaceTxn(txn *store.Txn, p Placement) error {
 			traceParent = p.TraceParents[i]
 		}
 		txn.Put(keys.Inbox(p.Account, t.GetContainerInstanceId(), TaskID(t)), &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Assignment{Assignment: &agentv1.Assignment{
-			DeliveryId: TaskID(t), Task: t.GetTask(), TaskDefinition: p.TaskDefinition, TraceParent: traceParent,
+			DeliveryId: TaskID(t), Task: t.GetTask(), TraceParent: traceParent,
 		}}})
 		ids = append(ids, TaskID(t))
 	}

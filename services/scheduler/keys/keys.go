@@ -26,7 +26,8 @@
 //	    tasks by desiredStatus and one of: all ("-"), instance id, family, service name,
 //	    startedBy. The tasks an agent should run are TaskList(s, c, "RUNNING", DimInstance, id, "").
 //	idx/id-cluster/{account}/{region}/{kind}/{id}                value: wrapperspb.StringValue, the cluster
-//	    of a task or container instance id, for short-format ARNs that do not name it
+//	    of a task or container instance id, for short-format ARNs that do not name it (a task
+//	    has one only when its ARN is short)
 //	idx/clusters-active/{account}/{region}/{cluster}
 //	idx/families-by-status/{account}/{region}/{ACTIVE|INACTIVE}/{family}
 //	idx/taskdefs-by-status/{account}/{region}/{status}/{family}/{revision:010}

@@ -84,7 +84,8 @@ type PlaceResult struct {
 // chosen instance's ModRevision and writes its reduced remainingResources together with
 // the caller's task writes. A concurrent placement on the same instance makes the txn
 // fail; Placer re-reads the instances and tries again, so an instance is never
-// over-committed. Safe for concurrent use.
+// over-committed. Concurrent calls of a cluster whose writes can share a txn are
+// committed together (group commit, groupcommit.go). Safe for concurrent use.
 //
 // Snapshots come from a per-cluster cache fed by a watch on the cluster's instances
 // (started on the cluster's first placement, stopped by Close), so a placement costs one
@@ -94,6 +95,9 @@ type Placer struct {
 	log      *slog.Logger
 	attempts int
 	noCache  bool
+	// groupOps bounds a group commit's txn (etcd's --max-txn-ops); 0 turns group
+	// commit off.
+	groupOps int
 	metrics  *Metrics
 
 	rngPool sync.Pool
@@ -123,7 +127,7 @@ func NewPlacer(cli store.Client, log *slog.Logger, opts ...Option) *Placer {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Placer{cli: cli, log: log, attempts: 32, clusters: map[string]*clusterCache{}, ctx: ctx, cancel: cancel}
+	p := &Placer{cli: cli, log: log, attempts: 32, groupOps: DefaultGroupOps, clusters: map[string]*clusterCache{}, ctx: ctx, cancel: cancel}
 	p.rngPool.New = func() any { return NewEngine(rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))) }
 	for _, o := range opts {
 		o(p)
@@ -159,6 +163,14 @@ func (p *Placer) Place(ctx context.Context, req PlaceRequest) (res PlaceResult, 
 	if err := Compile(req.Request); err != nil {
 		return PlaceResult{}, err
 	}
+	if p.groupable(req) {
+		return p.placeGrouped(ctx, req)
+	}
+	return p.placeSolo(ctx, req)
+}
+
+// placeSolo is Place in a txn of the call's own.
+func (p *Placer) placeSolo(ctx context.Context, req PlaceRequest) (PlaceResult, error) {
 	eng := p.rngPool.Get().(*Engine)
 	defer p.rngPool.Put(eng)
 	var stale []string
@@ -179,7 +191,13 @@ func (p *Placer) Place(ctx context.Context, req PlaceRequest) (res PlaceResult, 
 		// the cluster's counters too, on the same cluster) take turns, and a placement
 		// whose instances changed while it waited chooses again from the cache without
 		// an etcd round trip. CAS still guards against other replicas.
-		unlock, fresh := p.lock(req, snap, plan)
+		var ids []string
+		for _, ch := range plan.Choices {
+			if !slices.Contains(ids, ch.Instance.ID) {
+				ids = append(ids, ch.Instance.ID)
+			}
+		}
+		unlock, fresh := p.lock(req.Account, req.Cluster, req.CommitWritesInstances, snap, ids)
 		if !fresh {
 			unlock()
 			if local++; local > 10000 {
@@ -222,28 +240,23 @@ func (p *Placer) Place(ctx context.Context, req PlaceRequest) (res PlaceResult, 
 	}
 }
 
-// lock takes the in-process commit locks for a plan: the chosen instances' (in id order),
-// or the cluster's when the hook writes instances and counters itself. It reports whether
-// the snapshot the plan was made on is still current for those instances.
-func (p *Placer) lock(req PlaceRequest, snap *snapshot, plan Plan) (func(), bool) {
+// lock takes the in-process commit locks for a plan choosing instances ids: the
+// instances' (in id order), or the cluster's when the hook writes instances and counters
+// itself (hookWrites). It sorts ids. It reports whether the snapshot the plan was made on
+// is still current for those instances.
+func (p *Placer) lock(account keys.Scope, cluster string, hookWrites bool, snap *snapshot, ids []string) (func(), bool) {
 	if p.noCache {
 		return func() {}, true
 	}
 	p.mu.Lock()
-	cc := p.clusters[cacheKey(req.Account, req.Cluster)]
+	cc := p.clusters[cacheKey(account, cluster)]
 	p.mu.Unlock()
 	if cc == nil {
 		return func() {}, true
 	}
-	var ids []string
-	for _, ch := range plan.Choices {
-		if !slices.Contains(ids, ch.Instance.ID) {
-			ids = append(ids, ch.Instance.ID)
-		}
-	}
 	slices.Sort(ids)
 	var locks []*sync.Mutex
-	if req.CommitWritesInstances {
+	if hookWrites {
 		locks = append(locks, &cc.commitMu)
 	} else {
 		cc.mu.Lock()
@@ -339,6 +352,8 @@ type clusterCache struct {
 
 	commitMu sync.Mutex             // serializes hook-written commits of the cluster
 	locks    map[string]*sync.Mutex // per-instance commit locks, under mu
+
+	group groupQueue // Place calls waiting for a group commit
 
 	mu      sync.Mutex
 	err     error

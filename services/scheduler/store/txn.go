@@ -207,3 +207,35 @@ func (t *Txn) commit(ctx context.Context) (int64, map[string]*mvccpb.KeyValue, e
 	}
 	return 0, current, fmt.Errorf("store: txn: %w", ErrPreconditionFailed)
 }
+
+// Size returns how many of etcd's --max-txn-ops the txn uses: the larger of its writes
+// and its compares (etcd bounds each separately; a failed compare's reads are at most
+// its compares).
+func (t *Txn) Size() int {
+	return max(len(t.ops), len(t.checks)+len(t.guards))
+}
+
+// Err returns the first error building the txn met (what Commit would return before
+// sending anything), or nil.
+func (t *Txn) Err() error { return t.err }
+
+// Merge adds o's compares and writes to t, so that both commit in one etcd txn; o must
+// be on the same KV and is not to be committed itself. It fails, changing nothing, with
+// o's building error, or wrapping ErrInvalidKey when o writes a key t writes.
+func (t *Txn) Merge(o *Txn) error {
+	if o.err != nil {
+		return o.err
+	}
+	for k := range o.writes {
+		if t.writes[k] {
+			return fmt.Errorf("store: txn: %s written twice: %w", k, ErrInvalidKey)
+		}
+	}
+	for k := range o.writes {
+		t.writes[k] = true
+	}
+	t.guards = append(t.guards, o.guards...)
+	t.checks = append(t.checks, o.checks...)
+	t.ops = append(t.ops, o.ops...)
+	return nil
+}

@@ -1,0 +1,57 @@
+package agentsession
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
+)
+
+// Assignments reach the inbox without their task definition (a placement would
+// otherwise write it once per task); the session adds it when it delivers, reading each
+// revision once per scheduler process: a registered revision's content never changes
+// (deregistering changes only its status, which an assignment does not need).
+
+// maxTaskDefs bounds the task definition cache; past it the cache starts over.
+const maxTaskDefs = 4096
+
+// taskDefs caches task definitions by account and ARN.
+type taskDefs struct {
+	mu   sync.Mutex
+	defs map[string]*ecsv1.TaskDefinition
+}
+
+// taskDefinition returns the task definition whose ARN is ref, of account, from the
+// cache or etcd. The result is shared: the caller must not change it. It fails wrapping
+// store.ErrNotFound when the revision is not stored.
+func (s *Server) taskDefinition(ctx context.Context, account keys.Scope, ref string) (*ecsv1.TaskDefinition, error) {
+	k := account.String() + "/" + ref
+	c := &s.tds
+	c.mu.Lock()
+	td := c.defs[k]
+	c.mu.Unlock()
+	if td != nil {
+		return td, nil
+	}
+	a, err := arn.Parse(ref)
+	if err != nil || a.Type != arn.TaskDefinition || a.Revision <= 0 {
+		return nil, fmt.Errorf("agentsession: task definition %q: %w", ref, store.ErrNotFound)
+	}
+	rec, _, err := store.Get[*storev1.TaskDefinitionRecord](ctx, s.cfg.Etcd, keys.TaskDefinition(account, a.Name, a.Revision))
+	if err != nil {
+		return nil, fmt.Errorf("agentsession: task definition %s: %w", ref, err)
+	}
+	td = rec.GetTaskDefinition()
+	c.mu.Lock()
+	if c.defs == nil || len(c.defs) >= maxTaskDefs {
+		c.defs = map[string]*ecsv1.TaskDefinition{}
+	}
+	c.defs[k] = td
+	c.mu.Unlock()
+	return td, nil
+}

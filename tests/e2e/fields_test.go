@@ -87,6 +87,9 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 		{"efs", base(func(in *ecs.RegisterTaskDefinitionInput) {
 			in.Volumes = []ecstypes.Volume{{Name: aws.String("v"), EfsVolumeConfiguration: &ecstypes.EFSVolumeConfiguration{FileSystemId: aws.String("fs-1")}}}
 		}), "volumes[0].efsVolumeConfiguration is not supported by Berth. Berth has no EFS"},
+		{"over 64 KiB", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			ctr(in).Environment = []ecstypes.KeyValuePair{{Name: aws.String("BIG"), Value: aws.String(strings.Repeat("x", 65536))}}
+		}), "Actual length: '"},
 	} {
 		_, err := c.RegisterTaskDefinition(ctx, tc.in)
 		var ce *ecstypes.ClientException
@@ -133,6 +136,14 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 		ContainerOverrides: []ecstypes.ContainerOverride{{Name: aws.String("app"), EnvironmentFiles: []ecstypes.EnvironmentFile{{Type: ecstypes.EnvironmentFileTypeS3, Value: aws.String("arn:aws:s3:::b/k.env")}}}},
 	}})
 	invalid("RunTask environmentFiles override", err, "overrides.containerOverrides[0].environmentFiles is not supported by Berth.")
+	_, err = c.RunTask(ctx, &ecs.RunTaskInput{TaskDefinition: aws.String("refused"), Overrides: &ecstypes.TaskOverride{
+		ContainerOverrides: []ecstypes.ContainerOverride{{Name: aws.String("app"), Memory: aws.Int32(4096)}}, Memory: aws.String("128"),
+	}})
+	invalid("RunTask container memory override above the task's", err, "Invalid 'memory' setting for container 'app'. The container memory must not exceed the task memory.")
+	_, err = c.RunTask(ctx, &ecs.RunTaskInput{TaskDefinition: aws.String("refused"), Overrides: &ecstypes.TaskOverride{
+		ContainerOverrides: []ecstypes.ContainerOverride{{Name: aws.String("app"), Environment: []ecstypes.KeyValuePair{{Name: aws.String("BIG"), Value: aws.String(strings.Repeat("x", 8192))}}}},
+	}})
+	invalid("RunTask overrides over 8192 characters", err, "Container Overrides length must be at most 8192")
 	_, err = c.RunTask(ctx, &ecs.RunTaskInput{TaskDefinition: aws.String("refused"), NetworkConfiguration: &ecstypes.NetworkConfiguration{
 		AwsvpcConfiguration: &ecstypes.AwsVpcConfiguration{Subnets: []string{"subnet-1"}},
 	}})

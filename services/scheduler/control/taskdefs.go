@@ -41,10 +41,13 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 	if err := validateTags(m.GetTags()); err != nil {
 		return nil, err
 	}
+	if err := checkTaskDefinitionSize(m); err != nil {
+		return nil, err
+	}
 	td := &ecsv1.TaskDefinition{
 		Family:                  proto.String(family),
-		TaskRoleArn:             m.TaskRoleArn,
-		ExecutionRoleArn:        m.ExecutionRoleArn,
+		TaskRoleArn:             optionalString(m.TaskRoleArn),
+		ExecutionRoleArn:        optionalString(m.ExecutionRoleArn),
 		NetworkMode:             m.NetworkMode,
 		Volumes:                 m.GetVolumes(),
 		PlacementConstraints:    m.GetPlacementConstraints(),

@@ -55,17 +55,26 @@ type taskSpec struct {
 // validateOverrides checks that overrides name containers of the task definition and
 // carry sane values. A task-level cpu or memory override is held to the bounds
 // RegisterTaskDefinition holds the task definition's to, with the same errors: it
-// replaces that value, so it must not run a task registration would refuse.
+// replaces that value, so it must not run a task registration would refuse. So are the
+// containers' memory settings, as the overrides leave them: a container's memory must not
+// exceed the task's memory (the override's when given), nor its memoryReservation its
+// memory, nor the containers' memory together the task's (InvalidParameterException with
+// RegisterTaskDefinition's wording). Overrides longer than 8,192 characters as JSON are
+// refused as AWS does.
 func validateOverrides(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) error {
-	names := map[string]bool{}
-	for _, c := range td.GetContainerDefinitions() {
-		names[c.GetName()] = true
+	if err := checkOverridesSize(ov); err != nil {
+		return err
 	}
+	defs := map[string]*ecsv1.ContainerDefinition{}
+	for _, c := range td.GetContainerDefinitions() {
+		defs[c.GetName()] = c
+	}
+	byName := map[string]*ecsv1.ContainerOverride{}
 	for _, o := range ov.GetContainerOverrides() {
 		if o == nil {
 			return ecserr.InvalidParameterf("Container override is empty.")
 		}
-		if !names[o.GetName()] {
+		if defs[o.GetName()] == nil {
 			return ecserr.InvalidParameterf("Override for container named %s is not a container in the TaskDefinition.", o.GetName())
 		}
 		if o.GetCpu() < 0 || (o.Memory != nil && o.GetMemory() < 6) || (o.MemoryReservation != nil && o.GetMemoryReservation() < 6) {
@@ -74,6 +83,7 @@ func validateOverrides(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) error {
 		if err := validateResourceRequirements(InvalidParamErr, "container override '"+o.GetName()+"'", o.GetResourceRequirements()); err != nil {
 			return err
 		}
+		byName[o.GetName()] = o
 	}
 	if ov == nil {
 		return nil
@@ -83,10 +93,47 @@ func validateOverrides(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) error {
 			return taskCPUError()
 		}
 	}
+	taskMem := 0
 	if ov.Memory != nil {
-		if _, ok := normalizeMemory(ov.GetMemory()); !ok {
+		v, ok := normalizeMemory(ov.GetMemory())
+		if !ok {
 			return taskMemoryError(ov.GetMemory())
 		}
+		taskMem, _ = strconv.Atoi(v)
+	} else if td.Memory != nil {
+		if n, err := placement.ParseMemory(td.GetMemory()); err == nil {
+			taskMem = int(n)
+		}
+	}
+	if len(byName) == 0 && ov.Memory == nil {
+		return nil // nothing the task definition's registration did not check
+	}
+	memSum := 0
+	for _, c := range td.GetContainerDefinitions() {
+		name := c.GetName()
+		mem, res := c.Memory, c.MemoryReservation
+		if o := byName[name]; o != nil {
+			if o.Memory != nil {
+				mem = o.Memory
+			}
+			if o.MemoryReservation != nil {
+				res = o.MemoryReservation
+			}
+		}
+		if mem != nil && res != nil && *mem < *res {
+			return ecserr.InvalidParameterf("Invalid setting for container '%s'. 'memory' must be greater than or equal to 'memoryReservation'.", name)
+		}
+		if taskMem > 0 && mem != nil && int(*mem) > taskMem {
+			return ecserr.InvalidParameterf("Invalid 'memory' setting for container '%s'. The container memory must not exceed the task memory.", name)
+		}
+		if mem != nil {
+			memSum += int(*mem)
+		} else if res != nil {
+			memSum += int(*res)
+		}
+	}
+	if taskMem > 0 && memSum > taskMem {
+		return ecserr.InvalidParameterf("Invalid 'memory' setting for task: the containers' memory (%d MiB) exceeds the task memory (%d MiB).", memSum, taskMem)
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package control
 
 import (
+	"bytes"
+	"encoding/json"
 	"regexp"
 	"strconv"
 	"strings"
@@ -8,6 +10,8 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/placement"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 )
 
 // namePattern is what ECS accepts for cluster names, task definition families, container
@@ -86,6 +90,15 @@ func removeTags(cur []*ecsv1.Tag, keys []string) []*ecsv1.Tag {
 
 func strPtr(s string) *string { return &s }
 
+// optionalString returns p, or nil when p points to "": ECS treats an empty optional
+// string (taskRoleArn: "" in a task definition) as absent and leaves it out of its answers.
+func optionalString(p *string) *string {
+	if p == nil || *p == "" {
+		return nil
+	}
+	return p
+}
+
 // Task-level cpu bounds for tasks on EC2 and external instances, in CPU units: "between
 // 128 CPU units (0.125 vCPUs) and 196608 CPU units (192 vCPUs)" (task definition
 // parameters, Task size, in the Amazon ECS developer guide).
@@ -134,9 +147,67 @@ func taskCPUError() error {
 }
 
 // taskMemoryError is the ClientException for a task-level memory v that normalizeMemory
-// refuses, in RegisterTaskDefinition and in a RunTask/StartTask memory override.
+// refuses, in RegisterTaskDefinition and in a RunTask/StartTask memory override. It names
+// the problem: not a number of MiB (or GB), above maxTaskMemory, or below minTaskMemory.
 func taskMemoryError(v string) error {
+	n, err := placement.ParseMemory(v)
+	switch {
+	case err != nil:
+		return ecserr.Clientf("Invalid 'memory' setting for task: %q is not a whole number of MiB or a number of GB.", v)
+	case n > maxTaskMemory:
+		return ecserr.Clientf("Invalid 'memory' setting for task: %q. The maximum is %d MiB.", v, maxTaskMemory)
+	}
 	return ecserr.Clientf("Invalid 'memory' setting for task: %q. The minimum is %d MiB.", v, minTaskMemory)
+}
+
+// Size limits ECS puts on requests. maxOverridesLen is the 8,192 characters a RunTask or
+// StartTask overrides structure may take, JSON formatting included (TaskOverride, Amazon
+// ECS API reference; AWS answers InvalidParameterException "Container Overrides length
+// must be at most 8192"). maxTaskDefinitionLen is the 64 KiB a task definition may take
+// (Amazon ECS service quotas, "Task definition size"; AWS answers ClientException
+// "Actual length: 'N'. Max allowed length is '65536' bytes.").
+const (
+	maxOverridesLen      = 8192
+	maxTaskDefinitionLen = 65536
+)
+
+// jsonLen returns the length in bytes of m as compact JSON with AWS's field names
+// (protojson's output, whose spacing is not stable, compacted). It returns 0 for a nil m
+// or when m cannot be marshalled.
+func jsonLen(m proto.Message) int {
+	b, err := protojson.Marshal(m)
+	if err != nil {
+		return 0
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return len(b)
+	}
+	return buf.Len()
+}
+
+// checkOverridesSize refuses overrides whose JSON is longer than maxOverridesLen, with
+// AWS's InvalidParameterException.
+func checkOverridesSize(ov *ecsv1.TaskOverride) error {
+	if ov == nil {
+		return nil
+	}
+	if jsonLen(ov) > maxOverridesLen {
+		return ecserr.InvalidParameterf("Container Overrides length must be at most %d", maxOverridesLen)
+	}
+	return nil
+}
+
+// checkTaskDefinitionSize refuses a RegisterTaskDefinition request whose task definition
+// (the request without its tags) is longer than maxTaskDefinitionLen bytes as JSON, with
+// AWS's ClientException.
+func checkTaskDefinitionSize(m *ecsv1.RegisterTaskDefinitionRequest) error {
+	c := proto.Clone(m).(*ecsv1.RegisterTaskDefinitionRequest)
+	c.Tags = nil
+	if n := jsonLen(c); n > maxTaskDefinitionLen {
+		return ecserr.Clientf("Actual length: '%d'. Max allowed length is '%d' bytes.", n, maxTaskDefinitionLen)
+	}
+	return nil
 }
 
 // oneOf reports whether v is one of the allowed values.

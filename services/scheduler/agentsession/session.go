@@ -264,7 +264,9 @@ func (ss *session) deliver(it store.Item[*storev1.InboxEntry]) error {
 		cancel()
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			// Deleted since the placement: the agent gets the task as it is and fails it.
+			// Revisions are never removed (DeleteTaskDefinitions only marks them
+			// DELETE_IN_PROGRESS), so this is a damaged store: the agent gets the task as
+			// it is.
 			ss.log.Warn("agentsession: assignment's task definition is gone", "task", a.GetTask().GetTaskArn(), "err", err)
 		case err != nil:
 			ss.mu.Lock()

@@ -195,17 +195,10 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 		if c.MemoryReservation != nil && c.GetMemoryReservation() < 6 {
 			return nil, ecserr.Clientf("Invalid 'memoryReservation' setting for container '%s'. The minimum is 6 MiB.", name)
 		}
-		if c.Memory != nil && c.MemoryReservation != nil && c.GetMemory() < c.GetMemoryReservation() {
-			return nil, ecserr.Clientf("Invalid setting for container '%s'. 'memory' must be greater than or equal to 'memoryReservation'.", name)
+		if err := checkContainerMemory(ClientErr, name, c.Memory, c.MemoryReservation, taskMem); err != nil {
+			return nil, err
 		}
-		if c.Memory != nil {
-			memSum += int(c.GetMemory())
-		} else {
-			memSum += int(c.GetMemoryReservation())
-		}
-		if taskMem > 0 && c.Memory != nil && int(c.GetMemory()) > taskMem {
-			return nil, ecserr.Clientf("Invalid 'memory' setting for container '%s'. The container memory must not exceed the task memory.", name)
-		}
+		memSum += containerMemoryMiB(c.Memory, c.MemoryReservation)
 		if err := checkPortRanges(name, mode, c.GetPortMappings()); err != nil {
 			return nil, err
 		}
@@ -317,8 +310,8 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 	if !essential {
 		return nil, ecserr.Clientf("Task definition does not have any essential container.")
 	}
-	if taskMem > 0 && memSum > taskMem {
-		return nil, ecserr.Clientf("Invalid 'memory' setting for task: the containers' memory (%d MiB) exceeds the task memory (%d MiB).", memSum, taskMem)
+	if err := checkTaskMemorySum(ClientErr, memSum, taskMem); err != nil {
+		return nil, err
 	}
 	return td, nil
 }

@@ -120,22 +120,12 @@ func validateOverrides(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) error {
 				res = o.MemoryReservation
 			}
 		}
-		if mem != nil && res != nil && *mem < *res {
-			return ecserr.InvalidParameterf("Invalid setting for container '%s'. 'memory' must be greater than or equal to 'memoryReservation'.", name)
+		if err := checkContainerMemory(InvalidParamErr, name, mem, res, taskMem); err != nil {
+			return err
 		}
-		if taskMem > 0 && mem != nil && int(*mem) > taskMem {
-			return ecserr.InvalidParameterf("Invalid 'memory' setting for container '%s'. The container memory must not exceed the task memory.", name)
-		}
-		if mem != nil {
-			memSum += int(*mem)
-		} else if res != nil {
-			memSum += int(*res)
-		}
+		memSum += containerMemoryMiB(mem, res)
 	}
-	if taskMem > 0 && memSum > taskMem {
-		return ecserr.InvalidParameterf("Invalid 'memory' setting for task: the containers' memory (%d MiB) exceeds the task memory (%d MiB).", memSum, taskMem)
-	}
-	return nil
+	return checkTaskMemorySum(InvalidParamErr, memSum, taskMem)
 }
 
 // resolveRunnable is RunnableTaskDefinition returning the definition and its tags.

@@ -7,11 +7,12 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/placement"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 )
 
 // namePattern is what ECS accepts for cluster names, task definition families, container
@@ -158,6 +159,42 @@ func taskMemoryError(v string) error {
 		return ecserr.Clientf("Invalid 'memory' setting for task: %q. The maximum is %d MiB.", v, maxTaskMemory)
 	}
 	return ecserr.Clientf("Invalid 'memory' setting for task: %q. The minimum is %d MiB.", v, minTaskMemory)
+}
+
+// checkContainerMemory applies RegisterTaskDefinition's rules to one container's memory
+// settings (MiB; nil when unset) against the task's memory (MiB; 0 when the task sets
+// none): memory not below memoryReservation, nor above the task's memory. The error is of
+// type kind: ClientErr at registration, InvalidParamErr for RunTask/StartTask overrides.
+func checkContainerMemory(kind, name string, memory, reservation *int32, taskMem int) error {
+	if memory != nil && reservation != nil && *memory < *reservation {
+		return ecserr.New(kind, "Invalid setting for container '%s'. 'memory' must be greater than or equal to 'memoryReservation'.", name)
+	}
+	if taskMem > 0 && memory != nil && int(*memory) > taskMem {
+		return ecserr.New(kind, "Invalid 'memory' setting for container '%s'. The container memory must not exceed the task memory.", name)
+	}
+	return nil
+}
+
+// containerMemoryMiB is what a container counts against its task's memory: its memory,
+// else its memoryReservation, else 0.
+func containerMemoryMiB(memory, reservation *int32) int {
+	if memory != nil {
+		return int(*memory)
+	}
+	if reservation != nil {
+		return int(*reservation)
+	}
+	return 0
+}
+
+// checkTaskMemorySum refuses containers whose memory together (memSum, MiB) exceeds the
+// task's memory (taskMem, MiB; 0 when the task sets none), with an error of type kind (as
+// checkContainerMemory).
+func checkTaskMemorySum(kind string, memSum, taskMem int) error {
+	if taskMem > 0 && memSum > taskMem {
+		return ecserr.New(kind, "Invalid 'memory' setting for task: the containers' memory (%d MiB) exceeds the task memory (%d MiB).", memSum, taskMem)
+	}
+	return nil
 }
 
 // Size limits ECS puts on requests. maxOverridesLen is the 8,192 characters a RunTask or

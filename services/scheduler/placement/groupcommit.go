@@ -7,10 +7,11 @@ import (
 	"slices"
 	"sync"
 
+	"google.golang.org/protobuf/proto"
+
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
-	"google.golang.org/protobuf/proto"
 )
 
 // Group commit of Place calls. An etcd txn costs far more than choosing an instance, so

@@ -14,7 +14,6 @@ import (
 // SecureString SSM parameter arrive as environment variables, DescribeTasks never shows a
 // value, and a task naming a missing secret stops with AWS's ResourceInitializationError.
 func TestDevTaskSecrets(t *testing.T) {
-	t.Parallel() // see main_test.go
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	dir := t.TempDir()

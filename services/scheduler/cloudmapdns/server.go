@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -66,14 +67,9 @@ func Listen(cfg Config) (*Server, error) {
 			s.upstreams = append(s.upstreams, net.JoinHostPort(srv, cc.Port))
 		}
 	}
-	pc, err := net.ListenPacket("udp", cfg.Addr)
+	pc, l, err := listenPair(cfg.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("cloudmapdns: %w", err)
-	}
-	l, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		pc.Close()
-		return nil, fmt.Errorf("cloudmapdns: %w", err)
+		return nil, err
 	}
 	s.addr = pc.LocalAddr().String()
 	s.udp = &dns.Server{PacketConn: pc, Handler: s}
@@ -81,6 +77,30 @@ func Listen(cfg Config) (*Server, error) {
 	go func() { _ = s.udp.ActivateAndServe() }()
 	go func() { _ = s.tcp.ActivateAndServe() }()
 	return s, nil
+}
+
+// listenPair binds UDP and TCP on one port of addr. For port 0 the kernel picks the UDP
+// port, which another process may hold for TCP: then another port is tried (up to 20),
+// so an ephemeral address never fails on a clash the caller did not choose.
+func listenPair(addr string) (net.PacketConn, net.Listener, error) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cloudmapdns: %w", err)
+	}
+	for attempt := 1; ; attempt++ {
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cloudmapdns: %w", err)
+		}
+		l, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			return pc, l, nil
+		}
+		pc.Close()
+		if port != "0" || !errors.Is(err, syscall.EADDRINUSE) || attempt == 20 {
+			return nil, nil, fmt.Errorf("cloudmapdns: %w", err)
+		}
+	}
 }
 
 // Addr returns the "ip:port" the server listens on (UDP and TCP).

@@ -10,14 +10,18 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/protobuf/proto"
 
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
 	"github.com/berthhq/berth/services/scheduler/app"
+	"github.com/berthhq/berth/services/scheduler/caller"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
 )
 
@@ -62,6 +66,15 @@ func TestHealthAndMetrics(t *testing.T) {
 	}
 	if _, err := health.Check(t.Context(), &grpchealth.CheckRequest{Service: "no.such.Service"}); err == nil {
 		t.Error("unknown service: want NotFound")
+	}
+
+	// The etcd histogram has a series only once a request went through the
+	// instrumented client; the scheduler's own loops may not have made one yet.
+	req := connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("metrics")})
+	req.Header().Set(caller.AccountHeader, "123456789012")
+	req.Header().Set(caller.RegionHeader, "us-east-1")
+	if _, err := ecsv1connect.NewEcsServiceClient(srv.Client(), srv.URL).CreateCluster(t.Context(), req); err != nil {
+		t.Fatal(err)
 	}
 
 	resp, err := http.Get(srv.URL + "/metrics")
@@ -123,6 +136,15 @@ func TestReflection(t *testing.T) {
 		if !slices.Contains(names, want) {
 			t.Errorf("reflection lists %v, want %s among them", names, want)
 		}
+	}
+
+	// The etcd histogram has a series only once a request went through the
+	// instrumented client; the scheduler's own loops may not have made one yet.
+	req := connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("metrics")})
+	req.Header().Set(caller.AccountHeader, "123456789012")
+	req.Header().Set(caller.RegionHeader, "us-east-1")
+	if _, err := ecsv1connect.NewEcsServiceClient(srv.Client(), srv.URL).CreateCluster(t.Context(), req); err != nil {
+		t.Fatal(err)
 	}
 
 	resp, err := http.Get(srv.URL + "/metrics")

@@ -75,9 +75,9 @@ func TestCompose(t *testing.T) {
 	defer cancel()
 
 	data := t.TempDir()
-	port, etcdPort := freePort(t), freePort(t)
-	regPort := freePort(t)
-	logPorts := [2]int{freePort(t), freePort(t)}
+	port, etcdPort := harness.FreePort(t), harness.FreePort(t)
+	regPort := harness.FreePort(t)
+	logPorts := [2]int{harness.FreePort(t), harness.FreePort(t)}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	// BERTH_E2E_COMPOSE_PREFIX replaces the project's (and images' tag's) prefix, so one
@@ -326,7 +326,7 @@ func TestCompose(t *testing.T) {
 		t.Fatal(err)
 	}
 	tgArn := tgOut["TargetGroups"].([]any)[0].(map[string]any)["TargetGroupArn"].(string)
-	lport := freePort(t)
+	lport := harness.FreePort(t)
 	if _, err := elbCLI("create-listener", "--load-balancer-arn", lbArn, "--protocol", "HTTP", "--port", strconv.Itoa(lport),
 		"--default-actions", "Type=forward,TargetGroupArn="+tgArn); err != nil {
 		t.Fatal(err)
@@ -565,13 +565,4 @@ func retry(t *testing.T, ctx context.Context, timeout time.Duration, what string
 		}
 		time.Sleep(time.Second)
 	}
-}
-
-func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berthhq/berth/tests/e2e/harness"
 )
 
 // TestDevTwoRegions runs `berth dev` (its agent in BERTH_REGION, us-east-1) and a second
@@ -42,7 +44,7 @@ func TestDevTwoRegions(t *testing.T) {
 		// The gateway itself: the AWS_ENDPOINT_URL proxy checks ECS answers and speaks no h2c.
 		"--gateway", "http://"+envValue(env, "BERTH_GATEWAY_ADDR"), "--region", "eu-west-1", "--cluster", "default",
 		"--data-dir", filepath.Join(dir, "agent-eu"), "--containerd", addr, "--snapshotter", snap,
-		"--namespace", "berth-eu", "--log-addr", freeAddr(t))
+		"--namespace", "berth-eu", "--log-addr", harness.FreeAddr(t))
 	agent.Env = append(env, "BERTH_ACCESS_KEY_ID=test", "BERTH_SECRET_ACCESS_KEY=test")
 	agent.Stdout, agent.Stderr = agentLog, agentLog
 	if err := agent.Start(); err != nil {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthhq/berth/tests/e2e/harness"
 )
 
 // TestLoadBalancedServiceOnDev is the whole path with the real AWS CLI and a real
@@ -39,7 +41,7 @@ func TestLoadBalancedServiceOnDev(t *testing.T) {
 		LoadBalancers []struct{ LoadBalancerArn string }
 	}
 	jsonOut(&lb, "elbv2", "create-load-balancer", "--name", "web", "--subnets", "subnet-1", "subnet-2")
-	appPort := freeTCPPort(t)
+	appPort := harness.FreePort(t)
 	var tg struct {
 		TargetGroups []struct{ TargetGroupArn string }
 	}
@@ -49,7 +51,7 @@ func TestLoadBalancedServiceOnDev(t *testing.T) {
 	tgArn := tg.TargetGroups[0].TargetGroupArn
 	cli(t, root, env, "aws", "elbv2", "modify-target-group-attributes", "--target-group-arn", tgArn,
 		"--attributes", "Key=deregistration_delay.timeout_seconds,Value=5")
-	lport := freeTCPPort(t)
+	lport := harness.FreePort(t)
 	cli(t, root, env, "aws", "elbv2", "create-listener", "--load-balancer-arn", lb.LoadBalancers[0].LoadBalancerArn,
 		"--protocol", "HTTP", "--port", strconv.Itoa(lport), "--default-actions", "Type=forward,TargetGroupArn="+tgArn)
 

@@ -233,7 +233,7 @@ func (s *lbService) lbZeroFailures(ctx context.Context, image, listenHost string
 		Attributes: []elbtypes.TargetGroupAttribute{{Key: aws.String("deregistration_delay.timeout_seconds"), Value: aws.String("5")}}}); err != nil {
 		t.Fatal(err)
 	}
-	lport := freeTCPPort(t)
+	lport := harness.FreePort(t)
 	if _, err := ec.CreateListener(ctx, &elbv2.CreateListenerInput{
 		LoadBalancerArn: lbOut.LoadBalancers[0].LoadBalancerArn, Protocol: elbtypes.ProtocolEnumHttp, Port: aws.Int32(int32(lport)),
 		DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: aws.String(s.tgArn)}},

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -13,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+
+	"github.com/berthhq/berth/tests/e2e/harness"
 )
 
 // TestELBv2WithSDK drives the ELBv2 API (query protocol, XML) through the real gateway
@@ -88,7 +89,7 @@ func TestELBv2WithSDK(t *testing.T) {
 	_, err = c.RegisterTargets(ctx, &elbv2.RegisterTargetsInput{TargetGroupArn: tg.TargetGroupArn, Targets: []elbtypes.TargetDescription{{Id: aws.String("not-an-ip")}}})
 	wantCode(t, err, "InvalidTarget")
 
-	lport := freeTCPPort(t)
+	lport := harness.FreePort(t)
 	lnOut, err := c.CreateListener(ctx, &elbv2.CreateListenerInput{
 		LoadBalancerArn: lb.LoadBalancerArn, Protocol: elbtypes.ProtocolEnumHttp, Port: aws.Int32(int32(lport)),
 		DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: tg.TargetGroupArn}},
@@ -273,7 +274,7 @@ func TestELBv2EmptyLists(t *testing.T) {
 		t.Fatal(err)
 	}
 	empty("DescribeTargetHealth.TargetHealthDescriptions", len(health.TargetHealthDescriptions), health.TargetHealthDescriptions == nil)
-	ln, err := c.CreateListener(ctx, &elbv2.CreateListenerInput{LoadBalancerArn: lbArn, Protocol: elbtypes.ProtocolEnumHttp, Port: aws.Int32(int32(freeTCPPort(t))),
+	ln, err := c.CreateListener(ctx, &elbv2.CreateListenerInput{LoadBalancerArn: lbArn, Protocol: elbtypes.ProtocolEnumHttp, Port: aws.Int32(int32(harness.FreePort(t))),
 		DefaultActions: []elbtypes.Action{{Type: elbtypes.ActionTypeEnumForward, TargetGroupArn: tg.TargetGroupArn}}})
 	if err != nil {
 		t.Fatal(err)
@@ -312,14 +313,4 @@ func wantCode(t *testing.T, err error, code string) {
 	if got := apiErrorCode(err); got != code {
 		t.Errorf("error %v: code %q, want %q", err, got, code)
 	}
-}
-
-func freeTCPPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

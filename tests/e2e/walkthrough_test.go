@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -57,16 +56,6 @@ func requireDevPrereqs(t testing.TB, root string) {
 	}
 }
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // devEnv returns the environment of a `berth dev` on free loopback ports with its data
 // in dataDir, and of the AWS CLI (or boto3) pointed at it through a proxy that checks every
 // answer against the ECS model's required members (the test fails at its end on any
@@ -78,7 +67,7 @@ func devEnv(t testing.TB, dataDir string) []string {
 
 // devEnvShapes is devEnv, also returning the recorder of the checking proxy.
 func devEnvShapes(t testing.TB, dataDir string) ([]string, *shapecheck.Recorder) {
-	gw, reg, logs := freeAddr(t), freeAddr(t), freeAddr(t)
+	gw, reg, logs := harness.FreeAddr(t), harness.FreeAddr(t), harness.FreeAddr(t)
 	rec := harness.ShapeRecorder(t)
 	proxy := httptest.NewServer(rec.Proxy(&url.URL{Scheme: "http", Host: gw}))
 	t.Cleanup(proxy.Close)

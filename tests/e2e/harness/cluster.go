@@ -405,21 +405,12 @@ func (c *Cluster) printLogsOnFailure() {
 	}
 }
 
-// freePorts returns n distinct free loopback TCP ports.
+// freePorts returns n distinct free loopback TCP ports (FreePort).
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	var lns []net.Listener
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
+	ports := make([]int, n)
+	for i := range ports {
+		ports[i] = FreePort(t)
 	}
 	return ports
 }

@@ -6,7 +6,7 @@ TOOLS := $(CURDIR)/.cache/tools
 BUF := $(TOOLS)/buf
 # Every package of every module in go.work (tools/ is outside the workspace).
 PACKAGES := github.com/berthhq/berth/...
-GO_TEST_FLAGS ?= -count=1 -timeout 40m
+GO_TEST_FLAGS ?= -count=1 -timeout 40m -parallel 4
 export CGO_ENABLED ?= 0
 
 .PHONY: all tools generate checkgenerate lint breaking test unit build run bench clean

@@ -361,6 +361,7 @@ func (s *apiStack) runCLI(t *testing.T, acct string, args ...string) (string, st
 // TestSecretsCLI: the AWS CLI's sts, secretsmanager and ssm commands against the real
 // gateway and scheduler.
 func TestSecretsCLI(t *testing.T) {
+	t.Parallel() // see main_test.go
 	if _, err := exec.LookPath("aws"); err != nil {
 		t.Skip("the AWS CLI (`aws`) is not installed; CI installs it")
 	}

@@ -185,6 +185,7 @@ func TestCapacityProvidersWithSDK(t *testing.T) {
 // TestCapacityProvidersWithCLI runs the capacity provider calls and a strategy RunTask
 // with the AWS CLI against the gateway.
 func TestCapacityProvidersWithCLI(t *testing.T) {
+	t.Parallel() // see main_test.go
 	if _, err := exec.LookPath("aws"); err != nil {
 		t.Skip("the AWS CLI (aws) is not installed; .ci/run installs awscli")
 	}

@@ -45,6 +45,7 @@ func composeCmd(t *testing.T) []string {
 // 17's zero-failure load balancer test on a bridge service over both agents, stops one
 // agent container and sees its instance disconnect, and brings the stack down.
 func TestCompose(t *testing.T) {
+	t.Parallel() // see main_test.go
 	if testing.Short() {
 		t.Skip("-short: the compose stack takes a few minutes")
 	}

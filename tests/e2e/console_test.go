@@ -50,6 +50,7 @@ func findChromium(t *testing.T) string {
 // the open page without a reload (server-sent events from the scheduler's watch). Each
 // page's screenshot is written to screenshotDir, plus the service page at phone width.
 func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel() // see main_test.go
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	chrome := findChromium(t)

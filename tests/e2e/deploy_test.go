@@ -78,6 +78,7 @@ func dig(v any, path ...any) any {
 // empty are there and the optional ones AWS leaves out are not. On a gateway that omits
 // empty lists, both loops fail at register: the copy's volumes is null.
 func TestDeployToolLoop(t *testing.T) {
+	t.Parallel() // see main_test.go
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	for _, bin := range []string{"jq", "python3"} {

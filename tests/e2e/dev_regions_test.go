@@ -20,6 +20,7 @@ import (
 // task run in eu-west-1 runs as a real container on the eu-west-1 agent, never on the
 // us-east-1 one (and the other way round).
 func TestDevTwoRegions(t *testing.T) {
+	t.Parallel() // see main_test.go
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	dir := t.TempDir()

@@ -22,6 +22,7 @@ import (
 // shows healthy in describe-target-health and the listener answers from the container;
 // scaling the service to 0 drains the target away before the task stops.
 func TestLoadBalancedServiceOnDev(t *testing.T) {
+	t.Parallel() // see main_test.go
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	dir := t.TempDir()

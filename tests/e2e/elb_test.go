@@ -232,6 +232,7 @@ func TestELBv2WithSDK(t *testing.T) {
 // resource's <Tags/>, a group's <LoadBalancerArns/>, the default rule's <Conditions/>),
 // the SDK for Go v2 parses an empty slice, not nil, and the AWS CLI prints [].
 func TestELBv2EmptyLists(t *testing.T) {
+	t.Parallel() // see main_test.go
 	const acct = "444444444444"
 	stack := startAPIStack(t, acct)
 	c := elbv2.NewFromConfig(stack.awsConfig(acct, "us-east-1"))

@@ -18,6 +18,7 @@ import (
 // platformVersion 1.4.0, platformFamily Linux and no containerInstanceArn. Until issue
 // 14's awsvpc networking lands on the agent, the task runs in the mode main gives awsvpc.
 func TestFargateRunTaskDev(t *testing.T) {
+	t.Parallel() // see main_test.go
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	dir := t.TempDir()

@@ -19,6 +19,7 @@ import (
 // error names the field and says what Berth supports, and that a refused task definition
 // was not registered (no revision used). A few go through the AWS CLI too.
 func TestRefusedFieldsThroughGateway(t *testing.T) {
+	t.Parallel() // see main_test.go
 	s := startAPIStack(t, "000000000000")
 	c := s.clients["000000000000"]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

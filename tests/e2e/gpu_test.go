@@ -14,6 +14,7 @@ import (
 // a failure with AWS's reason RESOURCE:GPU for that instance and starts nothing, while
 // the same definition without the GPU is placed.
 func TestDevGPUNone(t *testing.T) {
+	t.Parallel() // see main_test.go
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	if m, _ := filepath.Glob("/dev/nvidia[0-9]*"); len(m) > 0 {

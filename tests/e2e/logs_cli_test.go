@@ -50,6 +50,7 @@ func cliEnv(stack *apiStack, acct string) []string {
 // get-log-events, filter-log-events with a quoted phrase, and (CLI v2) `aws logs tail`
 // and `aws logs tail --follow`, which sees events put after it started.
 func TestLogsWithAWSCLI(t *testing.T) {
+	t.Parallel() // see main_test.go
 	if _, err := exec.LookPath("aws"); err != nil {
 		t.Skip("the AWS CLI (`aws`) is not installed; .ci/run installs it")
 	}

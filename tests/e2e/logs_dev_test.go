@@ -12,6 +12,7 @@ import (
 // agent) is stopped with Ctrl-C while the task prints and started again; after the task
 // stops, every line is in the stream prefix/container/task-id exactly once and in order.
 func TestDevAWSLogs(t *testing.T) {
+	t.Parallel() // see main_test.go
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	dir := t.TempDir()

@@ -58,6 +58,7 @@ func readAll(ctx context.Context, cl logsv1connect.LogsServiceClient, group, str
 // event is read through the survivor; and the killed replica, restarted with its log
 // store's disk lost, catches up and serves every event again.
 func TestLogStoreReplicas(t *testing.T) {
+	t.Parallel() // see main_test.go
 	c := harness.Start(t, harness.Options{Agents: 1})
 	ctx := t.Context()
 	c.Eventually(ctx, 60*time.Second, "both replicas in the log store replica set", func() error {

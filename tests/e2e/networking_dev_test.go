@@ -29,6 +29,7 @@ import (
 // an agent starting on a host reaps the networks of a data dir that is gone:
 // services/agent TestNetworkReapsDeadAgent.)
 func TestTwoDevsAWSVPC(t *testing.T) {
+	t.Parallel() // see main_test.go
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	var devs []*devProcess

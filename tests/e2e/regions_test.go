@@ -85,6 +85,7 @@ func (a *signedAgent) next(t *testing.T, d time.Duration) *agentv1.SessionRespon
 // is MISSING / not found; an agent signed for each region gets only its region's tasks;
 // a region outside the allow-list is refused with AWS's InvalidSignatureException.
 func TestRegionsThroughGateway(t *testing.T) {
+	t.Parallel() // see main_test.go
 	const acct = "333333333333"
 	stack := startAPIStack(t, acct)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -48,6 +48,7 @@ func registerTaskDef(t *testing.T, ctx context.Context, c *ecs.Client, family st
 // TestTaskSetsWithSDK: a service under the EXTERNAL deployment controller and its task
 // sets, with AWS's states and errors.
 func TestTaskSetsWithSDK(t *testing.T) {
+	t.Parallel() // see main_test.go
 	const acct = "111111111111"
 	stack := startAPIStack(t, acct)
 	c := stack.clients[acct]
@@ -253,6 +254,7 @@ func (s *apiStack) cliTaskSets(t *testing.T, ctx context.Context, acct, td strin
 // container instance) stays in progress; ABORT stops it, ROLLBACK has nothing to return
 // to, finished and unknown deployments answer AWS's typed errors; the AWS CLI too.
 func TestStopServiceDeploymentWithSDK(t *testing.T) {
+	t.Parallel() // see main_test.go
 	const acct = "111111111111"
 	stack := startAPIStack(t, acct)
 	c := stack.clients[acct]
@@ -309,6 +311,7 @@ func TestStopServiceDeploymentWithSDK(t *testing.T) {
 // another instance's credential is refused; DiscoverPollEndpoint answers the gateway;
 // UpdateContainerAgent answers MissingVersionException; the AWS CLI with the instance key.
 func TestAgentActionsWithSDK(t *testing.T) {
+	t.Parallel() // see main_test.go
 	const acct = "111111111111"
 	stack := startAPIStack(t, acct)
 	c := stack.clients[acct]

@@ -18,6 +18,7 @@ import (
 // pulled. With minimumHealthyPercent 100 the running count must stay at 2 and the first
 // deployment must stay listed while the new tasks fail.
 func TestSecondUpdateKeepsServiceRunning(t *testing.T) {
+	t.Parallel() // see main_test.go
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	dir := t.TempDir()

@@ -14,6 +14,7 @@ import (
 // SecureString SSM parameter arrive as environment variables, DescribeTasks never shows a
 // value, and a task naming a missing secret stops with AWS's ResourceInitializationError.
 func TestDevTaskSecrets(t *testing.T) {
+	t.Parallel() // see main_test.go
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	dir := t.TempDir()

@@ -20,6 +20,7 @@ import (
 // resolves web.sd.local to exactly the IPs of the service's RUNNING tasks; stopping one
 // task takes its IP out of the answer within the TTL, and the replacement's IP comes in.
 func TestCloudMapDNSOnDev(t *testing.T) {
+	t.Parallel() // see main_test.go
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	dir := t.TempDir()

@@ -334,6 +334,7 @@ func TestECSServiceRegistriesValidation(t *testing.T) {
 // left out: the CLI sends it to the host "data-" + the endpoint's host, as on AWS; see
 // docs/service-discovery.md.)
 func TestCloudMapWithAWSCLI(t *testing.T) {
+	t.Parallel() // see main_test.go
 	if _, err := exec.LookPath("aws"); err != nil {
 		t.Skip("the AWS CLI (`aws`) is not installed; .ci/run installs it")
 	}

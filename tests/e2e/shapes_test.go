@@ -21,6 +21,7 @@ import (
 // test fails at its end on any missing member). It then checks that the proxy did see
 // every action.
 func TestResponseShapesTour(t *testing.T) {
+	t.Parallel() // see main_test.go
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	dir := t.TempDir()

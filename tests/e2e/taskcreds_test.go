@@ -30,6 +30,7 @@ import (
 // metadata endpoint v4. After the task stops its credentials are refused within a minute
 // and the endpoint no longer serves them.
 func TestTaskRoleCredentialsDev(t *testing.T) {
+	t.Parallel() // see main_test.go
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	dir := t.TempDir()

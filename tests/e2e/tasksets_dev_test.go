@@ -18,6 +18,7 @@ import (
 // green is created at 0% (no task), raised to 100% while blue still runs (2 + 2), then
 // blue goes to 0% (0 + 2), is deleted and leaves the service's task sets.
 func TestTaskSetsShiftWithContainers(t *testing.T) {
+	t.Parallel() // see main_test.go
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	dir := t.TempDir()

@@ -97,6 +97,7 @@ func attr(s *tracepb.Span, key string) string {
 // scheduler's RunTask span under it (same request id), etcd txn spans under that, and
 // the agent's "agent StartTask" span (with its image pull) joined to the same trace.
 func TestRunTaskTrace(t *testing.T) {
+	t.Parallel() // see main_test.go
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	col := &otlpCollector{}

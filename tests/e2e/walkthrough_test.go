@@ -210,13 +210,14 @@ func walkthroughScript(t testing.TB, root string, env []string) string {
 // AWS CLI against a real `bin/berth dev` (etcd, scheduler, gateway, agent, registry and a
 // private containerd), and checks what each step prints.
 func TestReadmeWalkthrough(t *testing.T) {
+	t.Parallel() // see main_test.go
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	dir := t.TempDir()
 	env := devEnv(t, filepath.Join(dir, "data"))
 	startDev(t, root, env, filepath.Join(dir, "dev.log"))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a deadline, not a goal: its AWS CLI calls share the cores with the parallel tests
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", walkthroughScript(t, root, env))
 	cmd.Dir = root
@@ -264,6 +265,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 // on the same data dir: the cluster, the task definition and the task are still there,
 // and the task's container was adopted, not started again.
 func TestDevStatePersists(t *testing.T) {
+	t.Parallel() // see main_test.go
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	dir := t.TempDir()

@@ -14,6 +14,7 @@ import (
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
 	"github.com/berthhq/berth/services/scheduler/caller"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
@@ -234,7 +235,7 @@ func (s *Server) applyAttachments(ctx context.Context, account keys.Scope, clust
 			continue
 		}
 		key := it.Key
-		err := retry(ctx, func() error {
+		err := ecsapi.Retry(ctx, func() error {
 			rec, rev, err := get[*storev1.TaskRecord](ctx, s.kv, key)
 			if err != nil || rec == nil {
 				return err

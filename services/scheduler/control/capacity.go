@@ -15,6 +15,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/placement"
@@ -296,7 +297,7 @@ func (s *Server) CreateCapacityProvider(ctx context.Context, req *connect.Reques
 		if err := validateASGSettings(asg.ManagedTerminationProtection, asg.ManagedDraining, asg.GetManagedScaling()); err != nil {
 			return nil, err
 		}
-		if err := validateTags(m.GetTags()); err != nil {
+		if err := ecsapi.ValidateTags(m.GetTags()); err != nil {
 			return nil, err
 		}
 		stored := &ecsv1.AutoScalingGroupProvider{
@@ -319,7 +320,7 @@ func (s *Server) CreateCapacityProvider(ctx context.Context, req *connect.Reques
 			Tags:                     mergeTags(nil, m.GetTags()),
 			Type:                     proto.String("EC2_AUTOSCALING"),
 		}
-		err := retry(ctx, func() error {
+		err := ecsapi.Retry(ctx, func() error {
 			all, err := s.accountProviders(ctx, account)
 			if err != nil {
 				return err

@@ -11,6 +11,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
@@ -58,10 +59,10 @@ func (s *Server) CreateCluster(ctx context.Context, req *connect.Request[ecsv1.C
 		if m.ClusterName == nil {
 			name = DefaultCluster
 		}
-		if !validName(name) {
+		if !ecsapi.ValidName(name) {
 			return nil, ecserr.InvalidParameterf("Cluster name can have up to 255 characters. Valid characters are letters (uppercase and lowercase), numbers, underscores, and hyphens.")
 		}
-		if err := validateTags(m.GetTags()); err != nil {
+		if err := ecsapi.ValidateTags(m.GetTags()); err != nil {
 			return nil, err
 		}
 		if err := validateClusterSettings(m.GetSettings()); err != nil {
@@ -91,7 +92,7 @@ func (s *Server) CreateCluster(ctx context.Context, req *connect.Request[ecsv1.C
 			c.ServiceConnectDefaults = &ecsv1.ClusterServiceConnectDefaults{Namespace: proto.String(ns)}
 		}
 		var out *ecsv1.Cluster
-		err = retry(ctx, func() error {
+		err = ecsapi.Retry(ctx, func() error {
 			cur, rev, err := s.cluster(ctx, account, name)
 			if err != nil {
 				return err
@@ -323,7 +324,7 @@ func (s *Server) DeleteCluster(ctx context.Context, req *connect.Request[ecsv1.D
 			return nil, ecserr.InvalidParameterf("cluster is required.")
 		}
 		var out *ecsv1.Cluster
-		err := retry(ctx, func() error {
+		err := ecsapi.Retry(ctx, func() error {
 			name, rec, rev, err := s.activeCluster(ctx, account, m.GetCluster())
 			if err != nil {
 				return err

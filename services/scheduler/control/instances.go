@@ -20,6 +20,7 @@ import (
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
 	"github.com/berthhq/berth/services/scheduler/caller"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
@@ -210,7 +211,7 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 	}
 	var out *ecsv1.ContainerInstance
 	var subnet string
-	err = retry(ctx, func() error {
+	err = ecsapi.Retry(ctx, func() error {
 		_, crec, crev, err := s.activeCluster(ctx, account, name)
 		if err != nil {
 			return err
@@ -392,7 +393,7 @@ func parseIdentityDocument(doc string) (identityDocument, bool, error) {
 // AWS reference: RegisterContainerInstance.
 func (s *Server) RegisterContainerInstance(ctx context.Context, req *connect.Request[ecsv1.RegisterContainerInstanceRequest]) (*connect.Response[ecsv1.RegisterContainerInstanceResponse], error) {
 	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.RegisterContainerInstanceRequest) (*ecsv1.RegisterContainerInstanceResponse, error) {
-		if err := validateTags(m.GetTags()); err != nil {
+		if err := ecsapi.ValidateTags(m.GetTags()); err != nil {
 			return nil, err
 		}
 		name, err := ClusterName(account, m.GetCluster())
@@ -612,7 +613,7 @@ func (s *Server) DeregisterContainerInstance(ctx context.Context, req *connect.R
 			return nil, ecserr.InvalidParameterf("containerInstance is required.")
 		}
 		var out *ecsv1.ContainerInstance
-		err := retry(ctx, func() error {
+		err := ecsapi.Retry(ctx, func() error {
 			name, crec, crev, err := s.activeCluster(ctx, account, m.GetCluster())
 			if err != nil {
 				return err

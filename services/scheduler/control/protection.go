@@ -10,6 +10,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
@@ -87,7 +88,7 @@ func (s *Server) UpdateTaskProtection(ctx context.Context, req *connect.Request[
 			}
 			pt := &ecsv1.ProtectedTask{TaskArn: r.GetTask().TaskArn, ProtectionEnabled: m.GetProtectionEnabled()}
 			if m.GetProtectionEnabled() {
-				pt.ExpirationDate = proto.Float64(epoch(s.now().Add(time.Duration(minutes) * time.Minute)))
+				pt.ExpirationDate = proto.Float64(ecsapi.Epoch(s.now().Add(time.Duration(minutes) * time.Minute)))
 			}
 			if _, err := store.NewTxn(s.kv).Put(keys.Protection(account, name, ids[i]), pt).Commit(ctx); err != nil {
 				return nil, err
@@ -131,7 +132,7 @@ func (s *Server) GetTaskProtection(ctx context.Context, req *connect.Request[ecs
 			return nil, err
 		}
 		resp := &ecsv1.GetTaskProtectionResponse{ProtectedTasks: []*ecsv1.ProtectedTask{}, Failures: failures}
-		now := epoch(s.now())
+		now := ecsapi.Epoch(s.now())
 		for i, r := range recs {
 			if r == nil {
 				resp.Failures = append(resp.Failures, missing(refs[i]))

@@ -7,6 +7,7 @@ import (
 
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
@@ -42,7 +43,7 @@ func ClusterName(account keys.Scope, ref string) (string, error) {
 		}
 		ref = a.Name
 	}
-	if !validName(ref) {
+	if !ecsapi.ValidName(ref) {
 		return "", ecserr.ClusterNotFoundError()
 	}
 	return ref, nil
@@ -116,7 +117,7 @@ func (s *Server) locate(ctx context.Context, account keys.Scope, kind, ref strin
 		return "", "", false, nil
 	}
 	if a.Cluster != "" {
-		return a.Cluster, a.Name, validName(a.Cluster), nil
+		return a.Cluster, a.Name, ecsapi.ValidName(a.Cluster), nil
 	}
 	c, err := s.clusterOfID(ctx, account, kind, a.Name)
 	return c, a.Name, c != "", err

@@ -5,10 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"log/slog"
-	"math"
-	mrand "math/rand/v2"
 	"net"
 	"time"
 
@@ -17,8 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
-	"github.com/berthhq/berth/services/scheduler/caller"
-	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/store"
@@ -143,83 +139,10 @@ func NewID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// handle is Handle with the server's logger.
+// handle is ecsapi.Handle with the server's logger.
 func handle[Req, Resp any](ctx context.Context, s *Server, req *connect.Request[Req], fn func(ctx context.Context, account keys.Scope, msg *Req) (*Resp, error)) (*connect.Response[Resp], error) {
-	return Handle(ctx, s.log, req, fn)
+	return ecsapi.Handle(ctx, s.log, req, fn)
 }
 
-// Handle runs an ECS action: fn gets the caller's (account, region) scope (from
-// caller.From; a call without an account or region is refused with
-// AccessDeniedException) and the request message (never nil,
-// also for a nil request). fn's error is converted with ecserr.ToConnect; errors that are
-// not ECS exceptions are logged to log first, since the client only sees ServerException.
-func Handle[Req, Resp any](ctx context.Context, log *slog.Logger, req *connect.Request[Req], fn func(ctx context.Context, account keys.Scope, msg *Req) (*Resp, error)) (*connect.Response[Resp], error) {
-	id, ok := caller.From(ctx)
-	if !ok || id.Account == "" {
-		return nil, ecserr.ToConnect(ecserr.New("AccessDeniedException", "The request carries no account."))
-	}
-	if id.Region == "" {
-		// Every resource lives in a region; a call without one would silently land in
-		// some default. The gateway always sends it (caller.RegionHeader).
-		return nil, ecserr.ToConnect(ecserr.New("AccessDeniedException", "The request carries no region."))
-	}
-	var msg *Req
-	if req != nil {
-		msg = req.Msg
-	}
-	if msg == nil {
-		msg = new(Req)
-	}
-	resp, err := fn(ctx, id.Scope(), msg)
-	if err != nil {
-		return nil, toConnect(ctx, log, err)
-	}
-	return connect.NewResponse(resp), nil
-}
-
-// toConnect converts err with ecserr.ToConnect, logging what is not a domain error.
-func (s *Server) toConnect(ctx context.Context, err error) error { return toConnect(ctx, s.log, err) }
-
-func toConnect(ctx context.Context, log *slog.Logger, err error) error {
-	var e *ecserr.Error
-	if !errors.As(err, &e) {
-		log.ErrorContext(ctx, "ecs call failed", "err", err)
-	}
-	return ecserr.ToConnect(err)
-}
-
-// epoch returns t as ECS timestamps are written: seconds since the epoch, millisecond
-// precision.
-func epoch(t time.Time) float64 {
-	return math.Round(float64(t.UnixMilli())) / 1000
-}
-
-// nowEpoch is epoch(s.now()).
-func (s *Server) nowEpoch() *float64 { return proto.Float64(epoch(s.now())) }
-
-// retry is Retry.
-func retry(ctx context.Context, fn func() error) error { return Retry(ctx, fn) }
-
-// Retry runs fn until it returns something other than a store revision conflict
-// (ErrConflict, or ErrExists from a create-if-absent race), with a short jittered
-// backoff, until ctx ends, whose error it then returns. Use it for multi-record
-// transactions Mutate cannot express.
-func Retry(ctx context.Context, fn func() error) error {
-	for attempt := 1; ; attempt++ {
-		err := fn()
-		if err == nil || !(errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) || errors.Is(err, errRetry)) {
-			return err
-		}
-		d := time.Millisecond << min(attempt-1, 5)
-		t := time.NewTimer(d/2 + mrand.N(d/2+1))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-}
-
-// errRetry asks retry for another attempt.
-var errRetry = errors.New("control: retry")
+// nowEpoch is the server's clock as an ECS timestamp (ecsapi.Epoch).
+func (s *Server) nowEpoch() *float64 { return proto.Float64(ecsapi.Epoch(s.now())) }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
@@ -116,7 +117,7 @@ func LongARNFormat(ctx context.Context, kv clientv3.KV, account keys.Scope, sett
 // putSetting stores a setting; principal "" stores the account default.
 func (s *Server) putSetting(ctx context.Context, account keys.Scope, name, value, principal string) error {
 	key := keys.Settings(account)
-	return retry(ctx, func() error {
+	return ecsapi.Retry(ctx, func() error {
 		rec, rev, err := get[*ecsv1.ListAccountSettingsResponse](ctx, s.kv, key)
 		if err != nil {
 			return err
@@ -216,7 +217,7 @@ func (s *Server) DeleteAccountSetting(ctx context.Context, req *connect.Request[
 		}
 		var removed *ecsv1.Setting
 		key := keys.Settings(account)
-		err := retry(ctx, func() error {
+		err := ecsapi.Retry(ctx, func() error {
 			removed = nil
 			rec, rev, err := get[*ecsv1.ListAccountSettingsResponse](ctx, s.kv, key)
 			if err != nil || rec == nil {

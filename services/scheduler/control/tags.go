@@ -10,6 +10,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
@@ -39,7 +40,7 @@ func (s *Server) mutateTags(ctx context.Context, account keys.Scope, resourceARN
 	var tags []*ecsv1.Tag
 	switch a.Type {
 	case arn.Cluster:
-		if !validName(a.Name) {
+		if !ecsapi.ValidName(a.Name) {
 			return nil, ecserr.ClusterNotFoundError()
 		}
 		_, _, err = store.Mutate(ctx, s.kv, keys.Cluster(account, a.Name), func(r *storev1.ClusterRecord) error {
@@ -54,7 +55,7 @@ func (s *Server) mutateTags(ctx context.Context, account keys.Scope, resourceARN
 			return nil, ecserr.ClusterNotFoundError()
 		}
 	case arn.TaskDefinition:
-		if !validName(a.Name) {
+		if !ecsapi.ValidName(a.Name) {
 			return nil, notFound
 		}
 		_, _, err = store.Mutate(ctx, s.kv, keys.TaskDefinition(account, a.Name, a.Revision), func(r *storev1.TaskDefinitionRecord) error {
@@ -84,7 +85,7 @@ func (s *Server) mutateTags(ctx context.Context, account keys.Scope, resourceARN
 			}, store.MaxAttempts(64))
 		}
 	case arn.Service:
-		if a.Cluster == "" || !validName(a.Cluster) || !validName(a.Name) {
+		if a.Cluster == "" || !ecsapi.ValidName(a.Cluster) || !ecsapi.ValidName(a.Name) {
 			return nil, notFound
 		}
 		_, _, err = store.Mutate(ctx, s.kv, keys.Service(account, a.Cluster, a.Name), func(r *storev1.ServiceRecord) error {
@@ -110,7 +111,7 @@ func (s *Server) mutateTags(ctx context.Context, account keys.Scope, resourceARN
 	case arn.TaskSet:
 		// Name is {service}/{task set id}; the task set lives in its service's record.
 		svc, id, ok := strings.Cut(a.Name, "/")
-		if a.Cluster == "" || !ok || !validName(a.Cluster) || !validName(svc) {
+		if a.Cluster == "" || !ok || !ecsapi.ValidName(a.Cluster) || !ecsapi.ValidName(svc) {
 			return nil, notFound
 		}
 		_, _, err = store.Mutate(ctx, s.kv, keys.Service(account, a.Cluster, svc), func(r *storev1.ServiceRecord) error {
@@ -148,13 +149,13 @@ func (s *Server) TagResource(ctx context.Context, req *connect.Request[ecsv1.Tag
 		if len(m.GetTags()) == 0 {
 			return nil, ecserr.InvalidParameterf("tags is required.")
 		}
-		if err := validateTags(m.GetTags()); err != nil {
+		if err := ecsapi.ValidateTags(m.GetTags()); err != nil {
 			return nil, err
 		}
 		_, err := s.mutateTags(ctx, account, m.GetResourceArn(), func(cur []*ecsv1.Tag) ([]*ecsv1.Tag, error) {
 			out := mergeTags(cur, m.GetTags())
-			if len(out) > maxTags {
-				return nil, ecserr.InvalidParameterf("The number of tags exceeds the limit of %d.", maxTags)
+			if len(out) > ecsapi.MaxTags {
+				return nil, ecserr.InvalidParameterf("The number of tags exceeds the limit of %d.", ecsapi.MaxTags)
 			}
 			return out, nil
 		})

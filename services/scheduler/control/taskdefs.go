@@ -13,6 +13,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
@@ -29,7 +30,7 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 	if family == "" {
 		return nil, ecserr.Clientf("Family should not be null or empty.")
 	}
-	if !validName(family) {
+	if !ecsapi.ValidName(family) {
 		return nil, ecserr.Clientf("Family can have up to 255 characters. Valid characters are letters (uppercase and lowercase), numbers, underscores, and hyphens.")
 	}
 	if len(m.GetContainerDefinitions()) == 0 {
@@ -38,7 +39,7 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 	if len(m.GetContainerDefinitions()) > maxContainers {
 		return nil, ecserr.Clientf("Too many containers: a task definition can have at most %d container definitions.", maxContainers)
 	}
-	if err := validateTags(m.GetTags()); err != nil {
+	if err := ecsapi.ValidateTags(m.GetTags()); err != nil {
 		return nil, err
 	}
 	if err := checkTaskDefinitionSize(m); err != nil {
@@ -169,7 +170,7 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 		if name == "" {
 			return nil, ecserr.Clientf("Container.name should not be null or empty.")
 		}
-		if !validName(name) {
+		if !ecsapi.ValidName(name) {
 			return nil, ecserr.Clientf("Container name can have up to 255 characters. Valid characters are letters (uppercase and lowercase), numbers, underscores, and hyphens: %q.", name)
 		}
 		if names[name] {
@@ -341,7 +342,7 @@ func (s *Server) RegisterTaskDefinition(ctx context.Context, req *connect.Reques
 		tags := mergeTags(nil, m.GetTags())
 		family := td.GetFamily()
 		fkey := keys.Family(account, family)
-		err = retry(ctx, func() error {
+		err = ecsapi.Retry(ctx, func() error {
 			fam, frev, err := get[*storev1.FamilyRecord](ctx, s.kv, fkey)
 			if err != nil {
 				return err
@@ -387,10 +388,10 @@ func parseTaskDefRef(account keys.Scope, ref string) (family string, revision in
 		if err != nil || a.Type != arn.TaskDefinition || !account.Owns(a.Partition, a.Account, a.Region) {
 			return "", 0, false
 		}
-		return a.Name, a.Revision, validName(a.Name)
+		return a.Name, a.Revision, ecsapi.ValidName(a.Name)
 	}
 	family, rev, hasRev := strings.Cut(ref, ":")
-	if !validName(family) {
+	if !ecsapi.ValidName(family) {
 		return "", 0, false
 	}
 	if !hasRev {
@@ -490,7 +491,7 @@ func (s *Server) DeregisterTaskDefinition(ctx context.Context, req *connect.Requ
 			return nil, ecserr.Clientf("Revision must be specified as family:revision or as a full task definition ARN.")
 		}
 		var out *ecsv1.TaskDefinition
-		err := retry(ctx, func() error {
+		err := ecsapi.Retry(ctx, func() error {
 			tkey, fkey := keys.TaskDefinition(account, family, rev), keys.Family(account, family)
 			rec, trev, err := get[*storev1.TaskDefinitionRecord](ctx, s.kv, tkey)
 			if err != nil {
@@ -508,7 +509,7 @@ func (s *Server) DeregisterTaskDefinition(ctx context.Context, req *connect.Requ
 				return err
 			}
 			if fam == nil {
-				return errRetry
+				return ecsapi.ErrRetry
 			}
 			out.Status = proto.String(statusInactive)
 			out.DeregisteredAt = s.nowEpoch()
@@ -552,7 +553,7 @@ func (s *Server) DeleteTaskDefinitions(ctx context.Context, req *connect.Request
 			}
 			var out *ecsv1.TaskDefinition
 			reason := ""
-			err := retry(ctx, func() error {
+			err := ecsapi.Retry(ctx, func() error {
 				out, reason = nil, ""
 				tkey := keys.TaskDefinition(account, family, rev)
 				rec, trev, err := get[*storev1.TaskDefinitionRecord](ctx, s.kv, tkey)
@@ -620,7 +621,7 @@ func (s *Server) ListTaskDefinitions(ctx context.Context, req *connect.Request[e
 		resp := &ecsv1.ListTaskDefinitionsResponse{TaskDefinitionArns: []string{}}
 		prefix := keys.TaskDefinitionByStatus(account, status, "", 0)
 		if fam := m.GetFamilyPrefix(); fam != "" {
-			if !validName(fam) {
+			if !ecsapi.ValidName(fam) {
 				return resp, nil
 			}
 			prefix = keys.TaskDefinitionByStatus(account, status, fam, 0)

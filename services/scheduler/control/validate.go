@@ -3,9 +3,7 @@ package control
 import (
 	"bytes"
 	"encoding/json"
-	"regexp"
 	"strconv"
-	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -14,46 +12,6 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/placement"
 )
-
-// namePattern is what ECS accepts for cluster names, task definition families, container
-// names and service names: up to 255 letters, numbers, underscores and hyphens.
-var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,255}$`)
-
-func validName(s string) bool { return namePattern.MatchString(s) }
-
-// Tag limits from the ECS TagResource reference: at most 50 tags, keys of 1–128 and
-// values of 0–256 characters, "aws:" reserved.
-const (
-	maxTags        = 50
-	maxTagKeyLen   = 128
-	maxTagValueLen = 256
-)
-
-// validateTags checks user tags as ECS does and returns InvalidParameterException naming
-// the problem.
-func validateTags(tags []*ecsv1.Tag) error {
-	if len(tags) > maxTags {
-		return ecserr.InvalidParameterf("The number of tags exceeds the limit of %d.", maxTags)
-	}
-	seen := map[string]bool{}
-	for _, t := range tags {
-		k := t.GetKey()
-		if k == "" || len(k) > maxTagKeyLen {
-			return ecserr.InvalidParameterf("Tag keys must be between 1 and %d characters.", maxTagKeyLen)
-		}
-		if len(t.GetValue()) > maxTagValueLen {
-			return ecserr.InvalidParameterf("Tag values must be at most %d characters.", maxTagValueLen)
-		}
-		if strings.HasPrefix(strings.ToLower(k), "aws:") {
-			return ecserr.InvalidParameterf("Tag keys may not begin with 'aws:'; it is reserved for AWS use.")
-		}
-		if seen[k] {
-			return ecserr.InvalidParameterf("Duplicate tag key %q.", k)
-		}
-		seen[k] = true
-	}
-	return nil
-}
 
 // mergeTags returns cur with add applied (same key: value replaced), in first-seen order.
 func mergeTags(cur, add []*ecsv1.Tag) []*ecsv1.Tag {

@@ -18,13 +18,11 @@ import (
 	"github.com/berthhq/berth/services/scheduler/arn"
 	"github.com/berthhq/berth/services/scheduler/cloudmap"
 	"github.com/berthhq/berth/services/scheduler/control"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
 )
-
-// retry is control.Retry.
-func retry(ctx context.Context, fn func() error) error { return control.Retry(ctx, fn) }
 
 // msgDaemonDesiredCount is AWS's InvalidParameterException message for a desiredCount
 // sent with (or to) a DAEMON service, whose count is the number of eligible instances.
@@ -46,7 +44,7 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 		if name == "" {
 			return nil, ecserr.InvalidParameterf("serviceName is required.")
 		}
-		if !validName(name) {
+		if !ecsapi.ValidName(name) {
 			return nil, ecserr.InvalidParameterf("Service names can have up to 255 letters (uppercase and lowercase), numbers, underscores, and hyphens.")
 		}
 		strategy := m.GetSchedulingStrategy()
@@ -103,7 +101,7 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 		if err := validatePlacement(strategy, m.GetPlacementConstraints(), m.GetPlacementStrategy()); err != nil {
 			return nil, err
 		}
-		if err := validateTags(m.GetTags()); err != nil {
+		if err := ecsapi.ValidateTags(m.GetTags()); err != nil {
 			return nil, err
 		}
 		if p := m.GetPropagateTags(); p != "" && p != "TASK_DEFINITION" && p != "SERVICE" && p != "NONE" {
@@ -172,7 +170,7 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 			DeploymentConfiguration:       dc,
 			RoleArn:                       m.Role,
 			Events:                        []*ecsv1.ServiceEvent{},
-			CreatedAt:                     proto.Float64(epoch(now)),
+			CreatedAt:                     proto.Float64(ecsapi.Epoch(now)),
 			PlacementConstraints:          nonNil(m.GetPlacementConstraints()),
 			PlacementStrategy:             nonNil(m.GetPlacementStrategy()),
 			NetworkConfiguration:          m.GetNetworkConfiguration(),
@@ -209,7 +207,7 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 			svc.CurrentServiceDeployment = nil
 		}
 		key := keys.Service(account, cluster, name)
-		err = retry(ctx, func() error {
+		err = ecsapi.Retry(ctx, func() error {
 			old, oldRev, err := get[*storev1.ServiceRecord](ctx, h.kv, key)
 			if err != nil {
 				return fmt.Errorf("service: read %s: %w", name, err)
@@ -264,8 +262,8 @@ func newDeployment(id, tdARN string, desired int32, launch string, nc *ecsv1.Net
 		Status:               proto.String(DeploymentPrimary),
 		TaskDefinition:       proto.String(tdARN),
 		DesiredCount:         desired,
-		CreatedAt:            proto.Float64(epoch(now)),
-		UpdatedAt:            proto.Float64(epoch(now)),
+		CreatedAt:            proto.Float64(ecsapi.Epoch(now)),
+		UpdatedAt:            proto.Float64(ecsapi.Epoch(now)),
 		LaunchType:           proto.String(launch),
 		NetworkConfiguration: nc,
 		RolloutState:         proto.String(RolloutInProgress),
@@ -383,7 +381,7 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 		}
 		key := keys.Service(account, cluster, name)
 		var out *storev1.ServiceRecord
-		err = retry(ctx, func() error {
+		err = ecsapi.Retry(ctx, func() error {
 			rec, rev, err := get[*storev1.ServiceRecord](ctx, h.kv, key)
 			if err != nil {
 				return fmt.Errorf("service: read %s: %w", name, err)
@@ -544,7 +542,7 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 				startDeployment(rec, account, s.GetTaskDefinition(), false, now)
 			} else if p := primary(s); p != nil && strategy == StrategyReplica {
 				p.DesiredCount = s.GetDesiredCount()
-				p.UpdatedAt = proto.Float64(epoch(now))
+				p.UpdatedAt = proto.Float64(ecsapi.Epoch(now))
 			}
 			out = rec
 			_, err = store.Update(ctx, h.kv, key, rev, rec)
@@ -573,7 +571,7 @@ func startDeploymentID(rec *storev1.ServiceRecord, account keys.Scope, id, tdARN
 	for _, d := range s.GetDeployments() {
 		if d.GetStatus() == DeploymentPrimary {
 			d.Status = proto.String(DeploymentActive)
-			d.UpdatedAt = proto.Float64(epoch(now))
+			d.UpdatedAt = proto.Float64(ecsapi.Epoch(now))
 			dr := deploymentRecord(rec, d.GetId())
 			if dr.FinishedAt == nil {
 				dr.FinishedAt = ts(now)
@@ -673,7 +671,7 @@ func (h *Handler) DeleteService(ctx context.Context, req *connect.Request[ecsv1.
 		}
 		key := keys.Service(account, cluster, name)
 		var out *storev1.ServiceRecord
-		err = retry(ctx, func() error {
+		err = ecsapi.Retry(ctx, func() error {
 			rec, rev, err := get[*storev1.ServiceRecord](ctx, h.kv, key)
 			if err != nil {
 				return fmt.Errorf("service: read %s: %w", name, err)
@@ -1021,7 +1019,7 @@ func brief(account keys.Scope, rec *storev1.ServiceRecord, d *ecsv1.Deployment, 
 		StatusReason:             proto.String(reason),
 	}
 	if f := deploymentRecord(rec, d.GetId()).GetFinishedAt(); f != nil {
-		b.FinishedAt = proto.Float64(epoch(f.AsTime()))
+		b.FinishedAt = proto.Float64(ecsapi.Epoch(f.AsTime()))
 	}
 	return b
 }
@@ -1044,7 +1042,7 @@ func parseChildARN(kind, a string) (account keys.Scope, cluster, svc, num string
 // ARN names; ok is false when there is none for the caller.
 func (h *Handler) lookupChild(ctx context.Context, account keys.Scope, kind, a string) (*storev1.ServiceRecord, *ecsv1.Deployment, bool, error) {
 	acc, cluster, svc, num, ok := parseChildARN(kind, a)
-	if !ok || acc != account || !validName(cluster) || !validName(svc) {
+	if !ok || acc != account || !ecsapi.ValidName(cluster) || !ecsapi.ValidName(svc) {
 		return nil, nil, false, nil
 	}
 	rec, _, err := get[*storev1.ServiceRecord](ctx, h.kv, keys.Service(account, cluster, svc))

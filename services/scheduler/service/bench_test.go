@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/store"
@@ -60,7 +61,7 @@ func BenchmarkPass(b *testing.B) {
 		txn := store.NewTxn(sharedEtcd)
 		for _, it := range items[i:min(i+50, len(items))] {
 			it.Value.Task.LastStatus = proto.String("RUNNING")
-			it.Value.Task.StartedAt = proto.Float64(epoch(e.clock.Now()))
+			it.Value.Task.StartedAt = proto.Float64(ecsapi.Epoch(e.clock.Now()))
 			txn.Update(it.Key, it.ModRevision, it.Value)
 		}
 		if _, err := txn.Commit(ctx); err != nil {

@@ -12,6 +12,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/control"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
 )
@@ -226,7 +227,7 @@ func classify(st State, pol Policy, svc *ecsv1.Service) ([]*view, error) {
 					v.drainingTargets = true
 				case "unhealthy":
 					v.healthy = false
-					v.unhealthy = grace <= 0 || t.StartedAt == nil || !now.Before(fromEpoch(t.GetStartedAt()).Add(grace))
+					v.unhealthy = grace <= 0 || t.StartedAt == nil || !now.Before(ecsapi.FromEpoch(t.GetStartedAt()).Add(grace))
 				default:
 					v.healthy = false
 				}
@@ -239,7 +240,7 @@ func classify(st State, pol Policy, svc *ecsv1.Service) ([]*view, error) {
 				case "HEALTHY":
 				case "UNHEALTHY":
 					v.healthy = false
-					v.unhealthy = grace <= 0 || t.StartedAt == nil || !now.Before(fromEpoch(t.GetStartedAt()).Add(grace))
+					v.unhealthy = grace <= 0 || t.StartedAt == nil || !now.Before(ecsapi.FromEpoch(t.GetStartedAt()).Add(grace))
 				default:
 					v.healthy = false
 				}
@@ -269,7 +270,7 @@ func classify(st State, pol Policy, svc *ecsv1.Service) ([]*view, error) {
 		// AWS counts it toward minimumHealthyPercent (DeploymentConfiguration in the ECS
 		// API reference).
 		v.stable = v.healthy && (pol.StableAfter < 0 || checked ||
-			(t.StartedAt != nil && !now.Before(fromEpoch(t.GetStartedAt()).Add(pol.StableAfter))))
+			(t.StartedAt != nil && !now.Before(ecsapi.FromEpoch(t.GetStartedAt()).Add(pol.StableAfter))))
 		if v.live && v.stable {
 			v.success = true
 		}
@@ -404,7 +405,7 @@ func (d *decision) breaker() {
 	d.plan.Breaker = &BreakerTrip{Failed: prim.GetId(), FailedTasks: int(prim.GetFailedTasks()), Threshold: threshold}
 	prim.RolloutState = proto.String(RolloutFailed)
 	prim.RolloutStateReason = proto.String("ECS deployment circuit breaker: tasks failed to start.")
-	prim.UpdatedAt = proto.Float64(epoch(d.now))
+	prim.UpdatedAt = proto.Float64(ecsapi.Epoch(d.now))
 	d.dr.FinishedAt, d.dr.NextLaunchAt = ts(d.now), nil // a FAILED deployment launches no more
 	d.ev.add(fmt.Sprintf("(service %s) (deployment %s) deployment failed: tasks failed to start.", d.name, prim.GetId()))
 	if !cb.GetRollback() {
@@ -617,7 +618,7 @@ func (d *decision) finish(keep []*view) {
 		if dep.GetStatus() == DeploymentActive {
 			if dep.GetRunningCount()+dep.GetPendingCount() == 0 && !hasStopping(d.byDep[dep.GetId()]) {
 				dep.Status = proto.String(DeploymentInactive)
-				dep.UpdatedAt = proto.Float64(epoch(now))
+				dep.UpdatedAt = proto.Float64(ecsapi.Epoch(now))
 			} else {
 				allQuiet = false
 				dep.DesiredCount = dep.GetRunningCount() + dep.GetPendingCount()
@@ -632,7 +633,7 @@ func (d *decision) finish(keep []*view) {
 	if steady && prim.GetRolloutState() == RolloutInProgress && !d.deleting {
 		prim.RolloutState = proto.String(RolloutCompleted)
 		prim.RolloutStateReason = proto.String("ECS deployment " + prim.GetId() + " completed.")
-		prim.UpdatedAt = proto.Float64(epoch(now))
+		prim.UpdatedAt = proto.Float64(ecsapi.Epoch(now))
 		d.dr.FinishedAt = ts(now)
 		d.ev.add(fmt.Sprintf("(service %s) (deployment %s) deployment completed.", d.name, prim.GetId()))
 	}
@@ -645,10 +646,10 @@ func (d *decision) finish(keep []*view) {
 		s.Status = proto.String(StatusInactive)
 		for _, dep := range s.GetDeployments() {
 			if dep.GetStatus() != DeploymentInactive {
-				dep.UpdatedAt = proto.Float64(epoch(now))
+				dep.UpdatedAt = proto.Float64(ecsapi.Epoch(now))
 			}
 		}
-		prim.UpdatedAt = proto.Float64(epoch(now))
+		prim.UpdatedAt = proto.Float64(ecsapi.Epoch(now))
 	}
 }
 

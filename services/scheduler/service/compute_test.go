@@ -11,6 +11,7 @@ import (
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
 )
@@ -57,7 +58,7 @@ func newWorld(t testing.TB, desired, minPct, maxPct int32) *world {
 		},
 		Deployments: []*ecsv1.Deployment{{
 			Id: proto.String(dep1), Status: proto.String(DeploymentPrimary), TaskDefinition: proto.String(tdV1),
-			DesiredCount: desired, CreatedAt: proto.Float64(epoch(t0.Add(-time.Hour))), UpdatedAt: proto.Float64(epoch(t0.Add(-time.Hour))),
+			DesiredCount: desired, CreatedAt: proto.Float64(ecsapi.Epoch(t0.Add(-time.Hour))), UpdatedAt: proto.Float64(ecsapi.Epoch(t0.Add(-time.Hour))),
 			RolloutState: proto.String(RolloutCompleted),
 		}},
 	}
@@ -145,11 +146,11 @@ func (w *world) task(dep, last string, age time.Duration) *storev1.TaskRecord {
 		TaskArn:           proto.String("arn:aws:ecs:us-east-1:000000000001:task/c1/" + id),
 		TaskDefinitionArn: proto.String(w.tdOf(dep)),
 		LastStatus:        proto.String(last), DesiredStatus: proto.String("RUNNING"),
-		StartedBy: proto.String(dep), CreatedAt: proto.Float64(epoch(created) + float64(w.seq)/1e6),
+		StartedBy: proto.String(dep), CreatedAt: proto.Float64(ecsapi.Epoch(created) + float64(w.seq)/1e6),
 		Containers: []*ecsv1.Container{{Name: proto.String("app"), LastStatus: proto.String(last)}},
 	}
 	if last == "RUNNING" {
-		t.StartedAt = proto.Float64(epoch(created))
+		t.StartedAt = proto.Float64(ecsapi.Epoch(created))
 	}
 	if last == "STOPPED" {
 		t.DesiredStatus = proto.String("STOPPED")
@@ -234,7 +235,7 @@ func (w *world) settled(running int32) {
 	s := w.svc()
 	s.RunningCount = running
 	primary(s).RunningCount = running
-	s.Events = []*ecsv1.ServiceEvent{{Id: proto.String("e1"), CreatedAt: proto.Float64(epoch(t0)), Message: proto.String("(service web) has reached a steady state.")}}
+	s.Events = []*ecsv1.ServiceEvent{{Id: proto.String("e1"), CreatedAt: proto.Float64(ecsapi.Epoch(t0)), Message: proto.String("(service web) has reached a steady state.")}}
 }
 
 func TestComputeSteadyStateIsNoOp(t *testing.T) {
@@ -359,7 +360,7 @@ func (w *world) sim(passes int, step time.Duration, check func(pass int, p Plan)
 			case t.GetDesiredStatus() == "STOPPED":
 				t.LastStatus = proto.String("STOPPED")
 			case t.GetLastStatus() == "PENDING":
-				t.LastStatus, t.StartedAt = proto.String("RUNNING"), proto.Float64(epoch(w.st.Now))
+				t.LastStatus, t.StartedAt = proto.String("RUNNING"), proto.Float64(ecsapi.Epoch(w.st.Now))
 			}
 		}
 		p = w.compute()
@@ -389,7 +390,7 @@ func (w *world) countedLive(except []string) int {
 	for _, it := range w.st.Tasks {
 		t := it.Value.GetTask()
 		if t.GetDesiredStatus() == "RUNNING" && t.GetLastStatus() == "RUNNING" && !slices.Contains(except, taskIDOf(it.Value)) &&
-			!w.st.Now.Before(fromEpoch(t.GetStartedAt()).Add(w.pol.StableAfter)) {
+			!w.st.Now.Before(ecsapi.FromEpoch(t.GetStartedAt()).Add(w.pol.StableAfter)) {
 			n++
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
@@ -51,11 +52,11 @@ func (h *Handler) StopServiceDeployment(ctx context.Context, req *connect.Reques
 			return nil, ecserr.InvalidParameterf("Invalid stopType %q: valid values are ROLLBACK and ABORT.", stopType)
 		}
 		acc, cluster, svc, num, ok := parseChildARN("service-deployment", a)
-		if !ok || acc != account || !validName(cluster) || !validName(svc) {
+		if !ok || acc != account || !ecsapi.ValidName(cluster) || !ecsapi.ValidName(svc) {
 			return nil, ecserr.New("ServiceDeploymentNotFoundException", msgDeploymentNotFound)
 		}
 		key := keys.Service(account, cluster, svc)
-		err := retry(ctx, func() error {
+		err := ecsapi.Retry(ctx, func() error {
 			rec, rev, err := get[*storev1.ServiceRecord](ctx, h.kv, key)
 			if err != nil {
 				return fmt.Errorf("service: read %s: %w", svc, err)
@@ -85,7 +86,7 @@ func (h *Handler) StopServiceDeployment(ctx context.Context, req *connect.Reques
 			}
 			d.RolloutState = proto.String(RolloutFailed)
 			d.RolloutStateReason = proto.String("ECS deployment " + d.GetId() + " stopped by the user.")
-			d.UpdatedAt = proto.Float64(epoch(now))
+			d.UpdatedAt = proto.Float64(ecsapi.Epoch(now))
 			dr.FinishedAt, dr.NextLaunchAt = ts(now), nil
 			ev := &events{svc: s.GetServiceName(), now: now}
 			ev.add(fmt.Sprintf("(service %s) (deployment %s) deployment stopped by the user (%s).", s.GetServiceName(), d.GetId(), stopType))

@@ -9,6 +9,7 @@ import (
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/placement"
 )
 
@@ -44,7 +45,7 @@ func (e *events) apply(s *ecsv1.Service) {
 		}
 		s.Events = append([]*ecsv1.ServiceEvent{{
 			Id:        proto.String(newEventID()),
-			CreatedAt: proto.Float64(epoch(e.now)),
+			CreatedAt: proto.Float64(ecsapi.Epoch(e.now)),
 			Message:   proto.String(m),
 		}}, s.Events...)
 	}

@@ -10,6 +10,7 @@ import (
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 )
 
 // Task set states (TaskSet in the ECS API reference): status PRIMARY (the one serving
@@ -180,11 +181,11 @@ func computeExternal(st State, pol Policy) (Plan, error) {
 		}
 		if ts.GetStabilityStatus() != stab {
 			ts.StabilityStatus = proto.String(stab)
-			ts.StabilityStatusAt = proto.Float64(epoch(st.Now))
+			ts.StabilityStatusAt = proto.Float64(ecsapi.Epoch(st.Now))
 			changed = true
 		}
 		if changed {
-			ts.UpdatedAt = proto.Float64(epoch(st.Now))
+			ts.UpdatedAt = proto.Float64(ecsapi.Epoch(st.Now))
 		}
 		if stab != StabilitySteady {
 			steadyAll = false

@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
-	"regexp"
 	"strings"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
 	"github.com/berthhq/berth/services/scheduler/control"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/placement"
@@ -113,24 +112,13 @@ func (k *Kicker) C() <-chan struct{} {
 	return k.ch
 }
 
-// handle is control.Handle with the handler's logger.
+// handle is ecsapi.Handle with the handler's logger.
 func handle[Req, Resp any](ctx context.Context, h *Handler, req *connect.Request[Req], fn func(ctx context.Context, account keys.Scope, msg *Req) (*Resp, error)) (*connect.Response[Resp], error) {
-	return control.Handle(ctx, h.log, req, fn)
+	return ecsapi.Handle(ctx, h.log, req, fn)
 }
 
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)
-
-func validName(s string) bool { return namePattern.MatchString(s) }
-
-// epoch returns t as ECS writes timestamps: seconds since the epoch, millisecond
-// precision.
-func epoch(t time.Time) float64 { return math.Round(float64(t.UnixMilli())) / 1000 }
-
-func fromEpoch(v float64) time.Time {
-	return time.UnixMilli(int64(math.Round(v * 1000)))
-}
-
-func (h *Handler) nowEpoch() *float64 { return proto.Float64(epoch(h.now())) }
+// nowEpoch is the handler's clock as an ECS timestamp (ecsapi.Epoch).
+func (h *Handler) nowEpoch() *float64 { return proto.Float64(ecsapi.Epoch(h.now())) }
 
 // get reads a record, nil when absent.
 func get[T proto.Message](ctx context.Context, kv clientv3.KV, key string) (T, int64, error) {
@@ -153,7 +141,7 @@ func serviceName(account keys.Scope, cluster, ref string) (string, bool) {
 		}
 		ref = a.Name
 	}
-	return ref, validName(ref)
+	return ref, ecsapi.ValidName(ref)
 }
 
 // taskDefinition resolves a task definition reference (control.LookupTaskDefinition) to
@@ -267,27 +255,6 @@ func validatePlacement(strategy string, cons []*ecsv1.PlacementConstraint, strat
 	req := placement.Request{Constraints: placement.ConstraintsFrom(cons, nil), Strategy: placement.StrategiesFrom(strat)}
 	if err := placement.Compile(req); err != nil {
 		return ecserr.InvalidParameterf("%s", strings.TrimPrefix(err.Error(), "placement: "))
-	}
-	return nil
-}
-
-func validateTags(tags []*ecsv1.Tag) error {
-	if len(tags) > 50 {
-		return ecserr.InvalidParameterf("Tags can have a maximum of 50 tags.")
-	}
-	seen := map[string]bool{}
-	for _, t := range tags {
-		k := t.GetKey()
-		if k == "" || len(k) > 128 || len(t.GetValue()) > 256 {
-			return ecserr.InvalidParameterf("Tag keys must be 1-128 characters and values at most 256 characters.")
-		}
-		if strings.HasPrefix(strings.ToLower(k), "aws:") {
-			return ecserr.InvalidParameterf("Tag keys with the prefix aws: are reserved.")
-		}
-		if seen[k] {
-			return ecserr.InvalidParameterf("Duplicate tag key %q.", k)
-		}
-		seen[k] = true
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
 	"github.com/berthhq/berth/services/scheduler/control"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/store"
@@ -705,7 +706,7 @@ func (r *Reconciler) passCluster(ctx context.Context, svcs []serviceItem, whole 
 	cs.protected = map[string]time.Time{}
 	for _, p := range prots {
 		if p.Value.GetProtectionEnabled() {
-			cs.protected[p.Key[strings.LastIndexByte(p.Key, '/')+1:]] = fromEpoch(p.Value.GetExpirationDate())
+			cs.protected[p.Key[strings.LastIndexByte(p.Key, '/')+1:]] = ecsapi.FromEpoch(p.Value.GetExpirationDate())
 		}
 	}
 	var errs []error
@@ -727,7 +728,7 @@ func inactiveSince(rec *storev1.ServiceRecord) time.Time {
 	for _, d := range rec.GetService().GetDeployments() {
 		t = max(t, d.GetUpdatedAt())
 	}
-	return fromEpoch(t)
+	return ecsapi.FromEpoch(t)
 }
 
 // taskDef returns a task definition record by ARN, cached.

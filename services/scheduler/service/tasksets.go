@@ -11,6 +11,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/control"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
@@ -67,7 +68,7 @@ func (h *Handler) mutateExternal(ctx context.Context, account keys.Scope, cluste
 	}
 	key := keys.Service(account, cluster, name)
 	var out *storev1.ServiceRecord
-	err = retry(ctx, func() error {
+	err = ecsapi.Retry(ctx, func() error {
 		rec, rev, err := get[*storev1.ServiceRecord](ctx, h.kv, key)
 		if err != nil {
 			return fmt.Errorf("service: read %s: %w", name, err)
@@ -139,7 +140,7 @@ func (h *Handler) CreateTaskSet(ctx context.Context, req *connect.Request[ecsv1.
 		if err != nil {
 			return nil, err
 		}
-		if err := validateTags(m.GetTags()); err != nil {
+		if err := ecsapi.ValidateTags(m.GetTags()); err != nil {
 			return nil, err
 		}
 		if lt := m.GetLaunchType(); lt != "" && lt != "EC2" && lt != "EXTERNAL" {
@@ -167,15 +168,15 @@ func (h *Handler) CreateTaskSet(ctx context.Context, req *connect.Request[ecsv1.
 				Status:                   proto.String(TaskSetActive),
 				TaskDefinition:           td.TaskDefinitionArn,
 				ComputedDesiredCount:     ComputedDesiredCount(s.GetDesiredCount(), scale.GetValue()),
-				CreatedAt:                proto.Float64(epoch(now)),
-				UpdatedAt:                proto.Float64(epoch(now)),
+				CreatedAt:                proto.Float64(ecsapi.Epoch(now)),
+				UpdatedAt:                proto.Float64(ecsapi.Epoch(now)),
 				LaunchType:               proto.String(cmp.Or(m.GetLaunchType(), s.GetLaunchType(), "EC2")),
 				CapacityProviderStrategy: []*ecsv1.CapacityProviderStrategyItem{},
 				LoadBalancers:            []*ecsv1.LoadBalancer{},
 				ServiceRegistries:        []*ecsv1.ServiceRegistry{},
 				Scale:                    scale,
 				StabilityStatus:          proto.String(StabilityStabilize),
-				StabilityStatusAt:        proto.Float64(epoch(now)),
+				StabilityStatusAt:        proto.Float64(ecsapi.Epoch(now)),
 				Tags:                     nonNil(m.GetTags()),
 			}
 			s.TaskSets = append(s.TaskSets, set)
@@ -277,7 +278,7 @@ func (h *Handler) UpdateTaskSet(ctx context.Context, req *connect.Request[ecsv1.
 			}
 			set.Scale = scale
 			set.ComputedDesiredCount = ComputedDesiredCount(s.GetDesiredCount(), scale.GetValue())
-			set.UpdatedAt = proto.Float64(epoch(now))
+			set.UpdatedAt = proto.Float64(ecsapi.Epoch(now))
 			out = set
 			return nil
 		})
@@ -309,12 +310,12 @@ func (h *Handler) UpdateServicePrimaryTaskSet(ctx context.Context, req *connect.
 			for _, o := range s.GetTaskSets() {
 				if o != set && o.GetStatus() == TaskSetPrimary {
 					o.Status = proto.String(TaskSetActive)
-					o.UpdatedAt = proto.Float64(epoch(now))
+					o.UpdatedAt = proto.Float64(ecsapi.Epoch(now))
 				}
 			}
 			if set.GetStatus() != TaskSetPrimary {
 				set.Status = proto.String(TaskSetPrimary)
-				set.UpdatedAt = proto.Float64(epoch(now))
+				set.UpdatedAt = proto.Float64(ecsapi.Epoch(now))
 			}
 			s.TaskDefinition, s.LaunchType = set.TaskDefinition, set.LaunchType
 			out = set
@@ -354,7 +355,7 @@ func (h *Handler) DeleteTaskSet(ctx context.Context, req *connect.Request[ecsv1.
 			}
 			set.Status = proto.String(TaskSetDraining)
 			set.ComputedDesiredCount = 0
-			set.UpdatedAt = proto.Float64(epoch(now))
+			set.UpdatedAt = proto.Float64(ecsapi.Epoch(now))
 			return nil
 		})
 		if err != nil {

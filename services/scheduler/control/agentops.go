@@ -3,7 +3,6 @@ package control
 import (
 	"context"
 	"strings"
-	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
@@ -74,7 +73,7 @@ func epochTS(v *float64) *timestamppb.Timestamp {
 	if v == nil {
 		return nil
 	}
-	return timestamppb.New(time.UnixMilli(int64(*v * 1000)))
+	return timestamppb.New(ecsapi.FromEpoch(*v))
 }
 
 // containerState converts a reported container change to the agent session's form.

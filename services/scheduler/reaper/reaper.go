@@ -10,6 +10,7 @@ import (
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/leader"
 	"github.com/berthhq/berth/services/scheduler/store"
@@ -326,7 +327,7 @@ func (r *Reaper) sweepTasks(ctx context.Context, now time.Time, st *Stats) error
 		t := rec.GetTask()
 		switch t.GetLastStatus() {
 		case "PROVISIONING", "PENDING", "ACTIVATING":
-			if t.CreatedAt == nil || now.Sub(epochTime(t.GetCreatedAt())) < r.cfg.PendingTimeout {
+			if t.CreatedAt == nil || now.Sub(ecsapi.FromEpoch(t.GetCreatedAt())) < r.cfg.PendingTimeout {
 				return nil
 			}
 			reason := fmt.Sprintf("Task did not reach RUNNING within %s.", r.cfg.PendingTimeout)
@@ -350,7 +351,7 @@ func (r *Reaper) sweepTasks(ctx context.Context, now time.Time, st *Stats) error
 			if at == 0 {
 				at = t.GetExecutionStoppedAt()
 			}
-			if at == 0 || now.Sub(epochTime(at)) < r.cfg.Retention {
+			if at == 0 || now.Sub(ecsapi.FromEpoch(at)) < r.cfg.Retention {
 				return nil
 			}
 			txn := store.NewTxn(r.kv).IfModRevision(it.Key, it.ModRevision).Delete(it.Key)
@@ -413,8 +414,4 @@ func listIDs(ctx context.Context, kv clientv3.KV, prefix string) ([]string, erro
 		}
 		token = next
 	}
-}
-
-func epochTime(sec float64) time.Time {
-	return time.Unix(0, int64(sec*1e9))
 }

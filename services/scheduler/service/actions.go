@@ -488,34 +488,22 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 			if launch == "FARGATE" && (len(s.GetPlacementConstraints()) > 0 || len(s.GetPlacementStrategy()) > 0) {
 				return ecserr.InvalidParameterf("Task placement constraints and strategies are not supported for the Fargate launch type.")
 			}
-			if m.LoadBalancers != nil || (td != nil && len(s.GetLoadBalancers()) > 0) {
-				// The target groups are checked against the task definition the service
-				// runs after this update.
-				lbs := s.GetLoadBalancers()
-				if m.LoadBalancers != nil {
-					lbs = m.GetLoadBalancers()
-				}
-				if err := validateLoadBalancers(ctx, h.kv, account, lbs, curTD); err != nil {
-					return err
-				}
-				if !protoSliceEqual(lbs, s.GetLoadBalancers()) {
-					redeploy = true
-				}
-				s.LoadBalancers = nonNil(lbs)
+			// The target groups and registries are checked against the task definition
+			// the service runs after this update.
+			lbs, changed, err := updateList(m.GetLoadBalancers(), s.GetLoadBalancers(), td != nil, func(l []*ecsv1.LoadBalancer) error {
+				return validateLoadBalancers(ctx, h.kv, account, l, curTD)
+			})
+			if err != nil {
+				return err
 			}
-			if m.ServiceRegistries != nil || (td != nil && len(s.GetServiceRegistries()) > 0) {
-				regs := s.GetServiceRegistries()
-				if m.ServiceRegistries != nil {
-					regs = m.GetServiceRegistries()
-				}
-				if err := validateServiceRegistries(ctx, h.kv, account, regs, curTD); err != nil {
-					return err
-				}
-				if !protoSliceEqual(regs, s.GetServiceRegistries()) {
-					redeploy = true
-				}
-				s.ServiceRegistries = nonNil(regs)
+			s.LoadBalancers, redeploy = lbs, redeploy || changed
+			regs, changed, err := updateList(m.GetServiceRegistries(), s.GetServiceRegistries(), td != nil, func(l []*ecsv1.ServiceRegistry) error {
+				return validateServiceRegistries(ctx, h.kv, account, l, curTD)
+			})
+			if err != nil {
+				return err
 			}
+			s.ServiceRegistries, redeploy = regs, redeploy || changed
 			if m.PropagateTags != nil {
 				s.PropagateTags = m.PropagateTags
 			}
@@ -620,6 +608,28 @@ func trimHistory(rec *storev1.ServiceRecord) {
 	})
 }
 
+// updateList applies an UpdateService list field (loadBalancers, serviceRegistries):
+// sent, when not nil, replaces cur. The resulting list is checked with validate when it
+// was sent, or when the task definition changes (tdChanged) and cur is not empty, since
+// the list must match the task definition the service runs. It returns the list to
+// store (cur itself when nothing was sent or checked; else never nil), whether it
+// differs from cur (which needs a new deployment), and validate's error.
+func updateList[T proto.Message](sent, cur []T, tdChanged bool, validate func([]T) error) ([]T, bool, error) {
+	if sent == nil && (!tdChanged || len(cur) == 0) {
+		return cur, false, nil
+	}
+	list := cur
+	if sent != nil {
+		list = sent
+	}
+	if err := validate(list); err != nil {
+		return nil, false, err
+	}
+	return nonNil(list), !protoSliceEqual(list, cur), nil
+}
+
+// protoSliceEqual reports whether a and b hold equal messages (proto.Equal) in the same
+// order.
 func protoSliceEqual[T proto.Message](a, b []T) bool {
 	return slices.EqualFunc(a, b, func(x, y T) bool { return proto.Equal(x, y) })
 }

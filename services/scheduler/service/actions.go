@@ -331,6 +331,20 @@ func (h *Handler) loadService(ctx context.Context, account keys.Scope, clusterRe
 	return cluster, name, nil
 }
 
+// readService reads the service record at key (name is the service's, for errors) for a
+// CAS write: the record and its revision, or ServiceNotFoundException when the service
+// is absent or INACTIVE, or the store's error.
+func (h *Handler) readService(ctx context.Context, key, name string) (*storev1.ServiceRecord, int64, error) {
+	rec, rev, err := get[*storev1.ServiceRecord](ctx, h.kv, key)
+	if err != nil {
+		return nil, 0, fmt.Errorf("service: read %s: %w", name, err)
+	}
+	if rec == nil || rec.GetService().GetStatus() == StatusInactive {
+		return nil, 0, ecserr.ServiceNotFoundError()
+	}
+	return rec, rev, nil
+}
+
 // UpdateService changes a service: desiredCount (REPLICA), deploymentConfiguration,
 // placement, propagateTags, enableECSManagedTags, enableExecuteCommand,
 // healthCheckGracePeriodSeconds and networkConfiguration are stored; a new task
@@ -682,12 +696,9 @@ func (h *Handler) DeleteService(ctx context.Context, req *connect.Request[ecsv1.
 		key := keys.Service(account, cluster, name)
 		var out *storev1.ServiceRecord
 		err = ecsapi.Retry(ctx, func() error {
-			rec, rev, err := get[*storev1.ServiceRecord](ctx, h.kv, key)
+			rec, rev, err := h.readService(ctx, key, name)
 			if err != nil {
-				return fmt.Errorf("service: read %s: %w", name, err)
-			}
-			if rec == nil || rec.GetService().GetStatus() == StatusInactive {
-				return ecserr.ServiceNotFoundError()
+				return err
 			}
 			out = rec
 			s := rec.GetService()

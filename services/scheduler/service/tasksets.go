@@ -69,12 +69,9 @@ func (h *Handler) mutateExternal(ctx context.Context, account keys.Scope, cluste
 	key := keys.Service(account, cluster, name)
 	var out *storev1.ServiceRecord
 	err = ecsapi.Retry(ctx, func() error {
-		rec, rev, err := get[*storev1.ServiceRecord](ctx, h.kv, key)
+		rec, rev, err := h.readService(ctx, key, name)
 		if err != nil {
-			return fmt.Errorf("service: read %s: %w", name, err)
-		}
-		if rec == nil || rec.GetService().GetStatus() == StatusInactive {
-			return ecserr.ServiceNotFoundError()
+			return err
 		}
 		if rec.GetService().GetStatus() != StatusActive {
 			return ecserr.New("ServiceNotActiveException", "Service was not ACTIVE.")

@@ -69,43 +69,63 @@ func (s *Server) attributeTargets(ctx context.Context, account keys.Scope, clust
 	return by, order, nil
 }
 
+// mutateAttributes runs PutAttributes and DeleteAttributes: it checks the cluster
+// (ActiveCluster) and attrs (attributeTargets; withValues checks values too) and then,
+// for each target instance in the order attrs name them, replaces the instance's
+// attributes with what fn returns from the current ones and that instance's share of
+// attrs (fn may return store.ErrNoChange to leave the instance as it is, or an ECS
+// error), bumping its version. A target that is gone is TargetNotFoundException.
+func (s *Server) mutateAttributes(ctx context.Context, account keys.Scope, clusterRef string, attrs []*ecsv1.Attribute, withValues bool, fn func(cur, change []*ecsv1.Attribute) ([]*ecsv1.Attribute, error)) error {
+	name, _, _, err := s.activeCluster(ctx, account, clusterRef)
+	if err != nil {
+		return err
+	}
+	by, order, err := s.attributeTargets(ctx, account, name, attrs, withValues)
+	if err != nil {
+		return err
+	}
+	for _, id := range order {
+		_, _, err := store.Mutate(ctx, s.kv, keys.Instance(account, name, id), func(r *storev1.ContainerInstanceRecord) error {
+			ci := r.GetContainerInstance()
+			out, err := fn(ci.GetAttributes(), by[id])
+			if err != nil {
+				return err
+			}
+			ci.Attributes = out
+			ci.Version++
+			return nil
+		}, store.MaxAttempts(64))
+		if isNotFound(err) {
+			return targetNotFound(id)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // PutAttributes creates or replaces custom attributes on container instances (up to 10 per
 // call, targetId an instance id or ARN). An instance holds at most 10 custom attributes.
 // Errors: ClusterNotFoundException, TargetNotFoundException, AttributeLimitExceededException,
 // InvalidParameterException. AWS reference: PutAttributes.
 func (s *Server) PutAttributes(ctx context.Context, req *connect.Request[ecsv1.PutAttributesRequest]) (*connect.Response[ecsv1.PutAttributesResponse], error) {
 	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.PutAttributesRequest) (*ecsv1.PutAttributesResponse, error) {
-		name, _, _, err := s.activeCluster(ctx, account, m.GetCluster())
+		err := s.mutateAttributes(ctx, account, m.GetCluster(), m.GetAttributes(), true, func(cur, add []*ecsv1.Attribute) ([]*ecsv1.Attribute, error) {
+			attrs := mergeAttributeValues(cur, add)
+			n := 0
+			for _, a := range attrs {
+				if isCustomAttribute(a.GetName()) {
+					n++
+				}
+			}
+			if n > maxCustomAttributes {
+				return nil, ecserr.New("AttributeLimitExceededException", "You can apply up to %d custom attributes for each resource.", maxCustomAttributes)
+			}
+			return attrs, nil
+		})
 		if err != nil {
 			return nil, err
-		}
-		by, order, err := s.attributeTargets(ctx, account, name, m.GetAttributes(), true)
-		if err != nil {
-			return nil, err
-		}
-		for _, id := range order {
-			_, _, err := store.Mutate(ctx, s.kv, keys.Instance(account, name, id), func(r *storev1.ContainerInstanceRecord) error {
-				ci := r.GetContainerInstance()
-				attrs := mergeAttributeValues(ci.GetAttributes(), by[id])
-				n := 0
-				for _, a := range attrs {
-					if isCustomAttribute(a.GetName()) {
-						n++
-					}
-				}
-				if n > maxCustomAttributes {
-					return ecserr.New("AttributeLimitExceededException", "You can apply up to %d custom attributes for each resource.", maxCustomAttributes)
-				}
-				ci.Attributes = attrs
-				ci.Version++
-				return nil
-			}, store.MaxAttempts(64))
-			if isNotFound(err) {
-				return nil, targetNotFound(id)
-			}
-			if err != nil {
-				return nil, err
-			}
 		}
 		return &ecsv1.PutAttributesResponse{Attributes: m.GetAttributes()}, nil
 	})
@@ -133,40 +153,24 @@ func mergeAttributeValues(cur, add []*ecsv1.Attribute) []*ecsv1.Attribute {
 // attributes deleted. Errors as PutAttributes. AWS reference: DeleteAttributes.
 func (s *Server) DeleteAttributes(ctx context.Context, req *connect.Request[ecsv1.DeleteAttributesRequest]) (*connect.Response[ecsv1.DeleteAttributesResponse], error) {
 	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteAttributesRequest) (*ecsv1.DeleteAttributesResponse, error) {
-		name, _, _, err := s.activeCluster(ctx, account, m.GetCluster())
+		err := s.mutateAttributes(ctx, account, m.GetCluster(), m.GetAttributes(), false, func(cur, del []*ecsv1.Attribute) ([]*ecsv1.Attribute, error) {
+			var kept []*ecsv1.Attribute
+			for _, a := range cur {
+				drop := false
+				for _, d := range del {
+					drop = drop || d.GetName() == a.GetName()
+				}
+				if !drop {
+					kept = append(kept, a)
+				}
+			}
+			if len(kept) == len(cur) {
+				return nil, store.ErrNoChange
+			}
+			return kept, nil
+		})
 		if err != nil {
 			return nil, err
-		}
-		by, order, err := s.attributeTargets(ctx, account, name, m.GetAttributes(), false)
-		if err != nil {
-			return nil, err
-		}
-		for _, id := range order {
-			_, _, err := store.Mutate(ctx, s.kv, keys.Instance(account, name, id), func(r *storev1.ContainerInstanceRecord) error {
-				ci := r.GetContainerInstance()
-				var kept []*ecsv1.Attribute
-				for _, a := range ci.GetAttributes() {
-					drop := false
-					for _, d := range by[id] {
-						drop = drop || d.GetName() == a.GetName()
-					}
-					if !drop {
-						kept = append(kept, a)
-					}
-				}
-				if len(kept) == len(ci.GetAttributes()) {
-					return store.ErrNoChange
-				}
-				ci.Attributes = kept
-				ci.Version++
-				return nil
-			}, store.MaxAttempts(64))
-			if isNotFound(err) {
-				return nil, targetNotFound(id)
-			}
-			if err != nil {
-				return nil, err
-			}
 		}
 		return &ecsv1.DeleteAttributesResponse{Attributes: m.GetAttributes()}, nil
 	})

@@ -477,20 +477,11 @@ func (s *Server) UpdateCapacityProvider(ctx context.Context, req *connect.Reques
 		if err := validateManagedScaling(up.GetManagedScaling()); err != nil {
 			return nil, err
 		}
-		if _, err := s.checkProviderCluster(ctx, account, m.Cluster); err != nil {
+		name, err := s.providerToChange(ctx, account, m.Cluster, m.GetName(), "updated")
+		if err != nil {
 			return nil, err
 		}
-		name, ok := providerRefName(account, m.GetName())
-		if !ok {
-			return nil, ecserr.Clientf("The specified capacity provider does not exist. Specify a valid name or ARN and try again.")
-		}
-		if IsFargateProvider(name) {
-			return nil, ecserr.Clientf("The %s capacity provider is managed by Amazon ECS and cannot be updated.", name)
-		}
-		cp, _, err := store.Mutate(ctx, s.kv, keys.CapacityProvider(account, name), func(cp *ecsv1.CapacityProvider) error {
-			if cp.GetStatus() != cpActive {
-				return ecserr.Clientf("The specified capacity provider does not exist. Specify a valid name or ARN and try again.")
-			}
+		cp, err := s.mutateActiveProvider(ctx, account, name, func(cp *ecsv1.CapacityProvider) error {
 			asg := cp.GetAutoScalingGroupProvider()
 			if ms := up.GetManagedScaling(); ms != nil {
 				cur := asg.GetManagedScaling()
@@ -508,14 +499,10 @@ func (s *Server) UpdateCapacityProvider(ctx context.Context, req *connect.Reques
 			}
 			cp.UpdateStatus = proto.String(cpUpdateComplete)
 			return nil
-		}, store.MaxAttempts(64))
-		if isNotFound(err) {
-			return nil, ecserr.Clientf("The specified capacity provider does not exist. Specify a valid name or ARN and try again.")
-		}
+		})
 		if err != nil {
 			return nil, err
 		}
-		cp.Tags = nil
 		return &ecsv1.UpdateCapacityProviderResponse{CapacityProvider: cp}, nil
 	})
 }
@@ -531,15 +518,9 @@ func (s *Server) DeleteCapacityProvider(ctx context.Context, req *connect.Reques
 		if m.CapacityProvider == nil {
 			return nil, ecserr.InvalidParameterf("capacityProvider is required.")
 		}
-		if _, err := s.checkProviderCluster(ctx, account, m.Cluster); err != nil {
+		name, err := s.providerToChange(ctx, account, m.Cluster, m.GetCapacityProvider(), "deleted")
+		if err != nil {
 			return nil, err
-		}
-		name, ok := providerRefName(account, m.GetCapacityProvider())
-		if !ok {
-			return nil, ecserr.Clientf("The specified capacity provider does not exist. Specify a valid name or ARN and try again.")
-		}
-		if IsFargateProvider(name) {
-			return nil, ecserr.Clientf("The %s capacity provider is managed by Amazon ECS and cannot be deleted.", name)
 		}
 		users, err := s.clustersUsing(ctx, account, name)
 		if err != nil {
@@ -548,23 +529,62 @@ func (s *Server) DeleteCapacityProvider(ctx context.Context, req *connect.Reques
 		if len(users) > 0 {
 			return nil, ecserr.Clientf("The specified capacity provider is in use by cluster %s and cannot be deleted. Remove it from the cluster with PutClusterCapacityProviders first.", users[0])
 		}
-		cp, _, err := store.Mutate(ctx, s.kv, keys.CapacityProvider(account, name), func(cp *ecsv1.CapacityProvider) error {
-			if cp.GetStatus() != cpActive {
-				return ecserr.Clientf("The specified capacity provider does not exist. Specify a valid name or ARN and try again.")
-			}
+		cp, err := s.mutateActiveProvider(ctx, account, name, func(cp *ecsv1.CapacityProvider) error {
 			cp.Status = proto.String(cpInactive)
 			cp.UpdateStatus = proto.String(cpDeleteComplete)
 			return nil
-		}, store.MaxAttempts(64))
-		if isNotFound(err) {
-			return nil, ecserr.Clientf("The specified capacity provider does not exist. Specify a valid name or ARN and try again.")
-		}
+		})
 		if err != nil {
 			return nil, err
 		}
-		cp.Tags = nil
 		return &ecsv1.DeleteCapacityProviderResponse{CapacityProvider: cp}, nil
 	})
+}
+
+// errNoProvider is the ClientException UpdateCapacityProvider and DeleteCapacityProvider
+// answer for a provider that does not exist or is INACTIVE.
+func errNoProvider() error {
+	return ecserr.Clientf("The specified capacity provider does not exist. Specify a valid name or ARN and try again.")
+}
+
+// providerToChange checks the cluster of an UpdateCapacityProvider or
+// DeleteCapacityProvider call (checkProviderCluster; nil is none) and resolves ref (a
+// provider name or ARN) to a name. It returns errNoProvider for a ref that names no
+// provider of the account, and ClientException for FARGATE and FARGATE_SPOT, which
+// Amazon ECS manages and which cannot be verb ("updated", "deleted").
+func (s *Server) providerToChange(ctx context.Context, account keys.Scope, cluster *string, ref, verb string) (string, error) {
+	if _, err := s.checkProviderCluster(ctx, account, cluster); err != nil {
+		return "", err
+	}
+	name, ok := providerRefName(account, ref)
+	if !ok {
+		return "", errNoProvider()
+	}
+	if IsFargateProvider(name) {
+		return "", ecserr.Clientf("The %s capacity provider is managed by Amazon ECS and cannot be %s.", name, verb)
+	}
+	return name, nil
+}
+
+// mutateActiveProvider applies fn to the ACTIVE capacity provider name (CAS, retried)
+// and returns it as written, without its tags, as UpdateCapacityProvider and
+// DeleteCapacityProvider answer it. An absent or INACTIVE provider is errNoProvider;
+// fn's error is returned as is.
+func (s *Server) mutateActiveProvider(ctx context.Context, account keys.Scope, name string, fn func(cp *ecsv1.CapacityProvider) error) (*ecsv1.CapacityProvider, error) {
+	cp, _, err := store.Mutate(ctx, s.kv, keys.CapacityProvider(account, name), func(cp *ecsv1.CapacityProvider) error {
+		if cp.GetStatus() != cpActive {
+			return errNoProvider()
+		}
+		return fn(cp)
+	}, store.MaxAttempts(64))
+	if isNotFound(err) {
+		return nil, errNoProvider()
+	}
+	if err != nil {
+		return nil, err
+	}
+	cp.Tags = nil
+	return cp, nil
 }
 
 // validateClusterProviders checks a cluster's capacity providers and default strategy

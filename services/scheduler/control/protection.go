@@ -23,23 +23,44 @@ const (
 	maxProtectionMinutes     = 2880
 )
 
-// protectionTargets resolves task references to keys; unresolvable ones become failures.
-// It returns the keys, the ids and the references resolved, in step.
-func (s *Server) protectionTargets(ctx context.Context, account keys.Scope, cluster string, refs []string) (ks, ids, resolved []string, failures []*ecsv1.Failure, err error) {
+// protectionTasks is what UpdateTaskProtection and GetTaskProtection act on: the
+// cluster's name and, in step, the id, the reference as the caller wrote it and the
+// record (nil when the task is gone) of each task reference that resolved.
+type protectionTasks struct {
+	cluster   string
+	ids, refs []string
+	recs      []*storev1.TaskRecord
+	// failures holds a MISSING failure for each reference that did not resolve.
+	failures []*ecsv1.Failure
+}
+
+// protectionTargets checks the cluster (ActiveCluster), resolves the task references
+// (id or ARN) and reads their records. Errors: ClusterNotFoundException, the store's.
+func (s *Server) protectionTargets(ctx context.Context, account keys.Scope, clusterRef string, refs []string) (*protectionTasks, error) {
+	name, _, _, err := s.activeCluster(ctx, account, clusterRef)
+	if err != nil {
+		return nil, err
+	}
+	t := &protectionTasks{cluster: name}
+	var ks []string
 	for _, ref := range refs {
-		id, ok, err := s.idRef(ctx, account, cluster, arn.Task, ref)
+		id, ok, err := s.idRef(ctx, account, name, arn.Task, ref)
 		if err != nil {
-			return nil, nil, nil, nil, err
+			return nil, err
 		}
 		if !ok {
-			failures = append(failures, missing(ref))
+			t.failures = append(t.failures, missing(ref))
 			continue
 		}
-		ks = append(ks, keys.Task(account, cluster, id))
-		ids = append(ids, id)
-		resolved = append(resolved, ref)
+		ks = append(ks, keys.Task(account, name, id))
+		t.ids = append(t.ids, id)
+		t.refs = append(t.refs, ref)
 	}
-	return ks, ids, resolved, failures, nil
+	t.recs, _, err = getMany[*storev1.TaskRecord](ctx, s.kv, ks)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // UpdateTaskProtection turns scale-in protection on (for expiresInMinutes, 1–2880,
@@ -61,18 +82,11 @@ func (s *Server) UpdateTaskProtection(ctx context.Context, req *connect.Request[
 				return nil, ecserr.InvalidParameterf("expiresInMinutes must be between 1 and %d.", maxProtectionMinutes)
 			}
 		}
-		name, _, _, err := s.activeCluster(ctx, account, m.GetCluster())
+		t, err := s.protectionTargets(ctx, account, m.GetCluster(), m.GetTasks())
 		if err != nil {
 			return nil, err
 		}
-		ks, ids, refs, failures, err := s.protectionTargets(ctx, account, name, m.GetTasks())
-		if err != nil {
-			return nil, err
-		}
-		recs, _, err := getMany[*storev1.TaskRecord](ctx, s.kv, ks)
-		if err != nil {
-			return nil, err
-		}
+		name, ids, refs, recs, failures := t.cluster, t.ids, t.refs, t.recs, t.failures
 		resp := &ecsv1.UpdateTaskProtectionResponse{ProtectedTasks: []*ecsv1.ProtectedTask{}, Failures: failures}
 		for i, r := range recs {
 			if r == nil {
@@ -111,18 +125,11 @@ func (s *Server) GetTaskProtection(ctx context.Context, req *connect.Request[ecs
 		if len(m.GetTasks()) == 0 || len(m.GetTasks()) > 100 {
 			return nil, ecserr.InvalidParameterf("tasks must list between 1 and 100 tasks.")
 		}
-		name, _, _, err := s.activeCluster(ctx, account, m.GetCluster())
+		t, err := s.protectionTargets(ctx, account, m.GetCluster(), m.GetTasks())
 		if err != nil {
 			return nil, err
 		}
-		ks, ids, refs, failures, err := s.protectionTargets(ctx, account, name, m.GetTasks())
-		if err != nil {
-			return nil, err
-		}
-		recs, _, err := getMany[*storev1.TaskRecord](ctx, s.kv, ks)
-		if err != nil {
-			return nil, err
-		}
+		name, ids, refs, recs, failures := t.cluster, t.ids, t.refs, t.recs, t.failures
 		pks := make([]string, len(ids))
 		for i, id := range ids {
 			pks[i] = keys.Protection(account, name, id)

@@ -521,16 +521,9 @@ func (s *Server) DescribeContainerInstances(ctx context.Context, req *connect.Re
 		if len(m.GetContainerInstances()) == 0 || len(m.GetContainerInstances()) > 100 {
 			return nil, ecserr.InvalidParameterf("containerInstances must list between 1 and 100 container instances.")
 		}
-		name, err := ClusterName(account, m.GetCluster())
+		name, err := s.existingCluster(ctx, account, m.GetCluster())
 		if err != nil {
 			return nil, err
-		}
-		crec, _, err := s.cluster(ctx, account, name)
-		if err != nil {
-			return nil, err
-		}
-		if crec == nil {
-			return nil, ecserr.ClusterNotFoundError()
 		}
 		ks, err := s.instanceKeys(ctx, account, name, m.GetContainerInstances())
 		if err != nil {
@@ -571,16 +564,9 @@ func (s *Server) ListContainerInstances(ctx context.Context, req *connect.Reques
 		if err != nil {
 			return nil, err
 		}
-		name, err := ClusterName(account, m.GetCluster())
+		name, err := s.existingCluster(ctx, account, m.GetCluster())
 		if err != nil {
 			return nil, err
-		}
-		crec, _, err := s.cluster(ctx, account, name)
-		if err != nil {
-			return nil, err
-		}
-		if crec == nil {
-			return nil, ecserr.ClusterNotFoundError()
 		}
 		recs, next, err := s.instancePage(ctx, account, name, limit, m.GetNextToken())
 		if err != nil {

@@ -54,6 +54,24 @@ func (s *Server) cluster(ctx context.Context, account keys.Scope, name string) (
 	return get[*storev1.ClusterRecord](ctx, s.kv, keys.Cluster(account, name))
 }
 
+// existingCluster resolves ref (ClusterName) and returns the cluster's name when the
+// cluster exists, in any status (DescribeContainerInstances and ListContainerInstances
+// answer for an INACTIVE one too); otherwise ClusterNotFoundException.
+func (s *Server) existingCluster(ctx context.Context, account keys.Scope, ref string) (string, error) {
+	name, err := ClusterName(account, ref)
+	if err != nil {
+		return "", err
+	}
+	rec, _, err := s.cluster(ctx, account, name)
+	if err != nil {
+		return "", err
+	}
+	if rec == nil {
+		return "", ecserr.ClusterNotFoundError()
+	}
+	return name, nil
+}
+
 // activeCluster resolves ref and reads the cluster, which must be ACTIVE; otherwise
 // ClusterNotFoundException ("Cluster not found."), as AWS answers for both.
 func (s *Server) activeCluster(ctx context.Context, account keys.Scope, ref string) (string, *storev1.ClusterRecord, int64, error) {

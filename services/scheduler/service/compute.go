@@ -441,27 +441,7 @@ func (d *decision) choose() (keep, surplus []*view) {
 			d.healthyLive++
 		}
 	}
-	cands := make([]*view, 0, len(d.views))
-	for _, v := range d.views {
-		if v.live {
-			cands = append(cands, v)
-		}
-	}
-	slices.SortStableFunc(cands, func(a, b *view) int {
-		if a.healthy != b.healthy {
-			if a.healthy {
-				return -1
-			}
-			return 1
-		}
-		if pa, pb := d.protected(a), d.protected(b); pa != pb {
-			if pa {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Compare(a.created, b.created)
-	})
+	cands := liveInKeepOrder(d.views, d.protected)
 	onInstance := map[string]bool{} // DAEMON: an eligible instance already holding a kept task
 	for _, v := range cands {
 		ok := v.dep == d.prim.GetId() && !v.draining && !v.unhealthy
@@ -478,6 +458,36 @@ func (d *decision) choose() (keep, surplus []*view) {
 		}
 	}
 	return keep, surplus
+}
+
+// liveInKeepOrder returns the live tasks of vs in the order they are kept when there are
+// more than wanted: healthy ones first, then protected ones (protected reports scale-in
+// protection; nil means none is), then the oldest first.
+func liveInKeepOrder(vs []*view, protected func(*view) bool) []*view {
+	cands := make([]*view, 0, len(vs))
+	for _, v := range vs {
+		if v.live {
+			cands = append(cands, v)
+		}
+	}
+	slices.SortStableFunc(cands, func(a, b *view) int {
+		if a.healthy != b.healthy {
+			if a.healthy {
+				return -1
+			}
+			return 1
+		}
+		if protected != nil {
+			if pa, pb := protected(a), protected(b); pa != pb {
+				if pa {
+					return -1
+				}
+				return 1
+			}
+		}
+		return cmp.Compare(a.created, b.created)
+	})
+	return cands
 }
 
 // stop decides which surplus tasks to stop: unhealthy and not-yet-RUNNING ones freely,

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -118,23 +117,8 @@ func computeExternal(st State, pol Policy) (Plan, error) {
 		default:
 			dr.FailedLaunches = int32(consecutive)
 		}
-		var cands []*view
-		for _, v := range vs {
-			if v.live {
-				cands = append(cands, v)
-			}
-		}
-		slices.SortStableFunc(cands, func(a, b *view) int {
-			if a.healthy != b.healthy {
-				if a.healthy {
-					return -1
-				}
-				return 1
-			}
-			return cmp.Compare(a.created, b.created)
-		})
 		kept := 0
-		for _, v := range cands {
+		for _, v := range liveInKeepOrder(vs, nil) {
 			switch {
 			case v.unhealthy:
 				ev.add(fmt.Sprintf("(service %s) (task %s) failed container health checks.", name, v.id))

@@ -218,22 +218,9 @@ func (s *Server) DescribeClusters(ctx context.Context, req *connect.Request[ecsv
 // services, O(those) — only for DescribeClusters with include STATISTICS.
 func (s *Server) splitFargateStatistics(ctx context.Context, account keys.Scope, c *ecsv1.Cluster) error {
 	name := c.GetClusterName()
-	var ks []string
-	token := ""
-	for {
-		page, next, err := store.ListKeys(ctx, s.kv, keys.TaskList(account, name, desiredRunning, keys.DimAll, "-", ""), 1000, token)
-		if err != nil {
-			return err
-		}
-		for _, k := range page {
-			if id, ok := keys.TaskListID(k); ok {
-				ks = append(ks, keys.Task(account, name, id))
-			}
-		}
-		if next == "" {
-			break
-		}
-		token = next
+	ks, err := TaskKeys(ctx, s.kv, account, name, desiredRunning, keys.DimAll, "-")
+	if err != nil {
+		return err
 	}
 	recs, _, err := getMany[*storev1.TaskRecord](ctx, s.kv, ks)
 	if err != nil {
@@ -247,7 +234,7 @@ func (s *Server) splitFargateStatistics(ctx context.Context, account keys.Scope,
 		p, run := TaskCounts(r.GetTask().GetLastStatus())
 		pending, running = pending+p, running+run
 	}
-	token = ""
+	token := ""
 	for {
 		items, next, err := store.List[*storev1.ServiceRecord](ctx, s.kv, keys.Services(account, name), 500, token)
 		if err != nil {

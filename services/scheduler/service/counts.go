@@ -24,22 +24,11 @@ type taskCounts struct{ running, pending int32 }
 func serviceTasks(ctx context.Context, kv clientv3.KV, account keys.Scope, cluster, name string) ([]store.Item[*storev1.TaskRecord], error) {
 	var ks []string
 	for _, desired := range []string{"RUNNING", "STOPPED"} {
-		token := ""
-		for {
-			page, next, err := store.ListKeys(ctx, kv, keys.TaskList(account, cluster, desired, keys.DimService, name, ""), store.MaxListLimit, token)
-			if err != nil {
-				return nil, fmt.Errorf("service: list tasks of %s: %w", name, err)
-			}
-			for _, k := range page {
-				if id, ok := keys.TaskListID(k); ok {
-					ks = append(ks, keys.Task(account, cluster, id))
-				}
-			}
-			if next == "" {
-				break
-			}
-			token = next
+		page, err := control.TaskKeys(ctx, kv, account, cluster, desired, keys.DimService, name)
+		if err != nil {
+			return nil, fmt.Errorf("service: list tasks of %s: %w", name, err)
 		}
+		ks = append(ks, page...)
 	}
 	items, err := store.GetMany[*storev1.TaskRecord](ctx, kv, ks)
 	if err != nil {

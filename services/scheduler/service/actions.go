@@ -331,6 +331,24 @@ func (h *Handler) loadService(ctx context.Context, account keys.Scope, clusterRe
 	return cluster, name, nil
 }
 
+// loadServiceRecord is loadService followed by a read of the service's record, in any
+// status (INACTIVE included): it returns the cluster's and the service's names and the
+// record, or ServiceNotFoundException when there is none, or loadService's errors.
+func (h *Handler) loadServiceRecord(ctx context.Context, account keys.Scope, clusterRef, ref string) (string, string, *storev1.ServiceRecord, error) {
+	cluster, name, err := h.loadService(ctx, account, clusterRef, ref)
+	if err != nil {
+		return "", "", nil, err
+	}
+	rec, _, err := get[*storev1.ServiceRecord](ctx, h.kv, keys.Service(account, cluster, name))
+	if err != nil {
+		return "", "", nil, fmt.Errorf("service: read %s: %w", name, err)
+	}
+	if rec == nil {
+		return "", "", nil, ecserr.ServiceNotFoundError()
+	}
+	return cluster, name, rec, nil
+}
+
 // readService reads the service record at key (name is the service's, for errors) for a
 // CAS write: the record and its revision, or ServiceNotFoundException when the service
 // is absent or INACTIVE, or the store's error.
@@ -985,16 +1003,9 @@ func (h *Handler) ListServiceDeployments(ctx context.Context, req *connect.Reque
 		if err != nil {
 			return nil, err
 		}
-		cluster, name, err := h.loadService(ctx, account, m.GetCluster(), m.GetService())
+		_, _, rec, err := h.loadServiceRecord(ctx, account, m.GetCluster(), m.GetService())
 		if err != nil {
 			return nil, err
-		}
-		rec, _, err := get[*storev1.ServiceRecord](ctx, h.kv, keys.Service(account, cluster, name))
-		if err != nil {
-			return nil, fmt.Errorf("service: read %s: %w", name, err)
-		}
-		if rec == nil {
-			return nil, ecserr.ServiceNotFoundError()
 		}
 		start := 0
 		if tok := m.GetNextToken(); tok != "" {

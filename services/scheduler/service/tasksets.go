@@ -205,16 +205,9 @@ func (h *Handler) DescribeTaskSets(ctx context.Context, req *connect.Request[ecs
 			}
 			withTags = true
 		}
-		cluster, name, err := h.loadService(ctx, account, m.GetCluster(), m.GetService())
+		cluster, name, rec, err := h.loadServiceRecord(ctx, account, m.GetCluster(), m.GetService())
 		if err != nil {
 			return nil, err
-		}
-		rec, _, err := get[*storev1.ServiceRecord](ctx, h.kv, keys.Service(account, cluster, name))
-		if err != nil {
-			return nil, fmt.Errorf("service: read %s: %w", name, err)
-		}
-		if rec == nil {
-			return nil, ecserr.ServiceNotFoundError()
 		}
 		s := rec.GetService()
 		if !external(s) {

@@ -75,17 +75,8 @@ func validateLoadBalancers(ctx context.Context, kv clientv3.KV, account keys.Sco
 		if !inUse {
 			return ecserr.InvalidParameterf("The target group with targetGroupArn %s does not have an associated load balancer.", l.GetTargetGroupArn())
 		}
-		var container *ecsv1.ContainerDefinition
-		for _, c := range td.GetContainerDefinitions() {
-			if c.GetName() == l.GetContainerName() {
-				container = c
-			}
-		}
-		if container == nil {
-			return ecserr.InvalidParameterf("The container %s does not exist in the task definition.", l.GetContainerName())
-		}
-		if !slices.ContainsFunc(container.GetPortMappings(), func(p *ecsv1.PortMapping) bool { return p.GetContainerPort() == l.GetContainerPort() }) {
-			return ecserr.InvalidParameterf("The container %s did not have a container port %d defined.", l.GetContainerName(), l.GetContainerPort())
+		if err := checkContainerPort(td, l.GetContainerName(), l.GetContainerPort()); err != nil {
+			return err
 		}
 		mode := td.GetNetworkMode()
 		if mode == "" {
@@ -97,6 +88,25 @@ func validateLoadBalancers(ctx context.Context, kv clientv3.KV, account keys.Sco
 		case tg.GetTargetType() == "instance" && mode == "awsvpc":
 			return ecserr.InvalidParameterf("The provided target group %s has target type instance, which is incompatible with the awsvpc network mode specified in the task definition.", l.GetTargetGroupArn())
 		}
+	}
+	return nil
+}
+
+// checkContainerPort checks that the task definition td has a container named name with
+// a port mapping for containerPort, as a service's loadBalancers and serviceRegistries
+// entries must name; otherwise InvalidParameterException in AWS's words.
+func checkContainerPort(td *ecsv1.TaskDefinition, name string, containerPort int32) error {
+	var container *ecsv1.ContainerDefinition
+	for _, c := range td.GetContainerDefinitions() {
+		if c.GetName() == name {
+			container = c
+		}
+	}
+	if container == nil {
+		return ecserr.InvalidParameterf("The container %s does not exist in the task definition.", name)
+	}
+	if !slices.ContainsFunc(container.GetPortMappings(), func(p *ecsv1.PortMapping) bool { return p.GetContainerPort() == containerPort }) {
+		return ecserr.InvalidParameterf("The container %s did not have a container port %d defined.", name, containerPort)
 	}
 	return nil
 }

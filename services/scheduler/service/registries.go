@@ -71,17 +71,8 @@ func validateServiceRegistries(ctx context.Context, kv clientv3.KV, account keys
 			return ecserr.InvalidParameterf("containerName and containerPort must both be specified for service registry %s.", r.GetRegistryArn())
 		}
 		if named {
-			var container *ecsv1.ContainerDefinition
-			for _, c := range td.GetContainerDefinitions() {
-				if c.GetName() == r.GetContainerName() {
-					container = c
-				}
-			}
-			if container == nil {
-				return ecserr.InvalidParameterf("The container %s does not exist in the task definition.", r.GetContainerName())
-			}
-			if !slices.ContainsFunc(container.GetPortMappings(), func(p *ecsv1.PortMapping) bool { return p.GetContainerPort() == r.GetContainerPort() }) {
-				return ecserr.InvalidParameterf("The container %s did not have a container port %d defined.", r.GetContainerName(), r.GetContainerPort())
+			if err := checkContainerPort(td, r.GetContainerName(), r.GetContainerPort()); err != nil {
+				return err
 			}
 		}
 		if r.Port != nil && (r.GetPort() < 1 || r.GetPort() > 65535) {

@@ -157,6 +157,17 @@ func checkSetting(name, value string) error {
 	return nil
 }
 
+// settingPrincipal returns the principal an account setting call acts for: principalArn,
+// or the account's root when it is empty. Berth knows no principal but the root; any
+// other is InvalidParameterException.
+func settingPrincipal(account keys.Scope, principalArn string) (string, error) {
+	root := rootARN(account)
+	if principalArn != "" && principalArn != root {
+		return "", ecserr.InvalidParameterf("Berth only knows the account's root principal %s.", root)
+	}
+	return root, nil
+}
+
 // PutAccountSetting sets an account setting for a principal (the caller's root when
 // principalArn is omitted; Berth knows no other principal). The ARN-format settings
 // switch the format of ARNs issued afterwards. Errors: InvalidParameterException for an
@@ -166,12 +177,9 @@ func (s *Server) PutAccountSetting(ctx context.Context, req *connect.Request[ecs
 		if err := checkSetting(m.GetName(), m.GetValue()); err != nil {
 			return nil, err
 		}
-		principal := m.GetPrincipalArn()
-		if principal == "" {
-			principal = rootARN(account)
-		}
-		if principal != rootARN(account) {
-			return nil, ecserr.InvalidParameterf("Berth only knows the account's root principal %s.", rootARN(account))
+		principal, err := settingPrincipal(account, m.GetPrincipalArn())
+		if err != nil {
+			return nil, err
 		}
 		if err := s.putSetting(ctx, account, m.GetName(), m.GetValue(), principal); err != nil {
 			return nil, err
@@ -208,16 +216,13 @@ func (s *Server) DeleteAccountSetting(ctx context.Context, req *connect.Request[
 		if _, ok := settingDefaults[name]; !ok {
 			return nil, ecserr.InvalidParameterf("Invalid setting name %q.", name)
 		}
-		principal := m.GetPrincipalArn()
-		if principal == "" {
-			principal = rootARN(account)
-		}
-		if principal != rootARN(account) {
-			return nil, ecserr.InvalidParameterf("Berth only knows the account's root principal %s.", rootARN(account))
+		principal, err := settingPrincipal(account, m.GetPrincipalArn())
+		if err != nil {
+			return nil, err
 		}
 		var removed *ecsv1.Setting
 		key := keys.Settings(account)
-		err := ecsapi.Retry(ctx, func() error {
+		err = ecsapi.Retry(ctx, func() error {
 			removed = nil
 			rec, rev, err := get[*ecsv1.ListAccountSettingsResponse](ctx, s.kv, key)
 			if err != nil || rec == nil {

@@ -17,6 +17,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/placement"
@@ -145,7 +146,7 @@ func checkSpec(sp *taskSpec, td *ecsv1.TaskDefinition) error {
 	if len(sp.group) > 255 {
 		return ecserr.InvalidParameterf("group can be at most 255 characters.")
 	}
-	if err := validateTags(sp.tags); err != nil {
+	if err := ecsapi.ValidateTags(sp.tags); err != nil {
 		return err
 	}
 	if sp.propagateTags != "" && !oneOf(sp.propagateTags, "TASK_DEFINITION", "SERVICE", "NONE") {
@@ -304,7 +305,7 @@ func NewTaskRecord(tt TaskTemplate) *storev1.TaskRecord {
 		Overrides:             ov,
 		LastStatus:            proto.String("PENDING"),
 		DesiredStatus:         proto.String(desiredRunning),
-		CreatedAt:             proto.Float64(epoch(tt.Now)),
+		CreatedAt:             proto.Float64(ecsapi.Epoch(tt.Now)),
 		Group:                 proto.String(tt.Group),
 		LaunchType:            proto.String(tt.LaunchType),
 		Version:               1,
@@ -689,7 +690,7 @@ func (s *Server) stopTask(ctx context.Context, account keys.Scope, key, stopCode
 // the task as read; InvalidParameterException when there is none. now is the clock.
 func StopTaskTxn(ctx context.Context, kv clientv3.KV, now func() time.Time, account keys.Scope, key, stopCode, reason string, ifs ...clientv3.Cmp) (*storev1.TaskRecord, error) {
 	var out *storev1.TaskRecord
-	err := retry(ctx, func() error {
+	err := ecsapi.Retry(ctx, func() error {
 		rec, rev, err := get[*storev1.TaskRecord](ctx, kv, key)
 		if err != nil {
 			return err
@@ -703,7 +704,7 @@ func StopTaskTxn(ctx context.Context, kv clientv3.KV, now func() time.Time, acco
 			return nil
 		}
 		old := proto.Clone(rec).(*storev1.TaskRecord)
-		stamp := proto.Float64(epoch(now()))
+		stamp := proto.Float64(ecsapi.Epoch(now()))
 		t.DesiredStatus = proto.String(desiredStopped)
 		t.StopCode = proto.String(stopCode)
 		t.StoppedReason = proto.String(reason)
@@ -721,7 +722,7 @@ func StopTaskTxn(ctx context.Context, kv clientv3.KV, now func() time.Time, acco
 				return err
 			}
 			if crec == nil {
-				return errRetry
+				return ecsapi.ErrRetry
 			}
 			ApplyCountDelta(crec.GetCluster(), t.GetLastStatus(), "STOPPED")
 			t.LastStatus = proto.String("STOPPED")
@@ -884,7 +885,7 @@ func (s *Server) ListTasks(ctx context.Context, req *connect.Request[ecsv1.ListT
 			if err != nil {
 				return nil, err
 			}
-			if !validName(svcName) || n.Count == 0 {
+			if !ecsapi.ValidName(svcName) || n.Count == 0 {
 				return nil, ecserr.ServiceNotFoundError()
 			}
 		}
@@ -920,7 +921,7 @@ func (s *Server) ListTasks(ctx context.Context, req *connect.Request[ecsv1.ListT
 				dim, val = f.dim, f.val
 			}
 		}
-		if (dim == keys.DimFamily || dim == keys.DimService) && !validName(val) {
+		if (dim == keys.DimFamily || dim == keys.DimService) && !ecsapi.ValidName(val) {
 			return resp, nil
 		}
 		ks, next, err := pageIDKeys(ctx, s.kv, keys.TaskList(account, name, desired, dim, val, ""), limit, m.GetNextToken())
@@ -987,7 +988,7 @@ func (s *Server) ApplyTaskStateChange(ctx context.Context, account keys.Scope, c
 	if !ok || tcluster != icluster {
 		return denied
 	}
-	return retry(ctx, func() error {
+	return ecsapi.Retry(ctx, func() error {
 		rec, rev, err := get[*storev1.TaskRecord](ctx, s.kv, keys.Task(account, tcluster, taskID))
 		if err != nil {
 			return err
@@ -1010,7 +1011,7 @@ func (s *Server) ApplyTaskStateChange(ctx context.Context, account keys.Scope, c
 				return
 			}
 			if ts != nil {
-				*dst = proto.Float64(epoch(ts.AsTime()))
+				*dst = proto.Float64(ecsapi.Epoch(ts.AsTime()))
 			} else if def {
 				*dst = s.nowEpoch()
 			}

@@ -112,8 +112,9 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	presence *presence
-	acks     *inboxAcks // deletes acknowledged inbox entries in batches
-	tds      taskDefs   // the task definitions deliveries add to assignments
+	acks     *inboxAcks   // deletes acknowledged inbox entries in batches
+	tds      taskDefs     // the task definitions deliveries add to assignments
+	routes   routeWatches // one watch of a cluster's task subnet routes for all its sessions
 
 	mu       sync.Mutex
 	sessions map[string]*session // by instance id
@@ -147,6 +148,7 @@ func New(cfg Config) *Server {
 		log:      log,
 		presence: newPresence(cfg.Etcd, cfg.PresenceTTL, log),
 		acks:     &inboxAcks{kv: cfg.Etcd},
+		routes:   routeWatches{cli: cfg.Etcd},
 		sessions: map[string]*session{},
 	}
 }

@@ -17,7 +17,7 @@
 // task's demand is computed once, by placement.DemandOf in NewTaskRecord, and stored on
 // its record. RunTask and StartTask commit the placed tasks, the instances'
 // reservations, the agents' inbox entries and the cluster's counters in one transaction
-// built with PlaceTxn; concurrent RunTask calls share one (group commit, place.go).
+// built with task.PlaceTxn; concurrent RunTask calls share one (group commit, place.go).
 //
 // Every write another writer can touch is a compare-and-swap transaction retried on
 // conflict; cluster and instance counters are written in the same transaction as the

@@ -185,25 +185,3 @@ func precreatedENI(taskARN string, nc *ecsv1.NetworkConfiguration) *ecsv1.Attach
 	}
 	return &ecsv1.Attachment{Id: proto.String(ENIAttachmentID(taskARN)), Type: proto.String("ElasticNetworkInterface"), Status: proto.String("PRECREATED"), Details: details}
 }
-
-// mergeAttachments applies the attachments an agent reported to the task's: the same id
-// is replaced (its status only moves forward: PRECREATED, ATTACHED, DELETED), a new one
-// is added.
-func mergeAttachments(t *ecsv1.Task, reported []*ecsv1.Attachment) {
-	rank := map[string]int{"PRECREATED": 0, "ATTACHING": 1, "ATTACHED": 2, "DETACHING": 3, "DELETED": 4}
-	for _, r := range reported {
-		found := false
-		for i, a := range t.GetAttachments() {
-			if a.GetId() != r.GetId() {
-				continue
-			}
-			found = true
-			if rank[r.GetStatus()] >= rank[a.GetStatus()] {
-				t.Attachments[i] = r
-			}
-		}
-		if !found {
-			t.Attachments = append(t.Attachments, r)
-		}
-	}
-}

@@ -14,6 +14,7 @@ import (
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/task"
 )
 
 // TestTaskSubnetAllocation: every container instance gets its own /24 of the pool at
@@ -70,10 +71,10 @@ func TestTaskSubnetAllocation(t *testing.T) {
 	if len(out.GetTasks()) != 1 {
 		t.Fatalf("RunTask: %v", out.GetFailures())
 	}
-	task := out.GetTasks()[0]
-	atts := task.GetAttachments()
+	tk := out.GetTasks()[0]
+	atts := tk.GetAttachments()
 	if len(atts) != 1 || atts[0].GetType() != "ElasticNetworkInterface" || atts[0].GetStatus() != "PRECREATED" ||
-		atts[0].GetId() != ENIAttachmentID(task.GetTaskArn()) || len(atts[0].GetDetails()) != 1 || atts[0].GetDetails()[0].GetValue() != "subnet-0abc" {
+		atts[0].GetId() != task.ENIAttachmentID(tk.GetTaskArn()) || len(atts[0].GetDetails()) != 1 || atts[0].GetDetails()[0].GetValue() != "subnet-0abc" {
 		t.Fatalf("attachments = %v", atts)
 	}
 }

@@ -76,7 +76,7 @@ type placeRequest struct {
 	cluster string
 	// tasks are the tasks to place (the RunTask count is len(tasks)), not yet stored:
 	// lastStatus PENDING, desiredStatus RUNNING, no container instance, their demand set
-	// (NewTaskRecord). Every task has the same demand and group.
+	// (task.NewRecord). Every task has the same demand and group.
 	tasks []*storev1.TaskRecord
 	td    *ecsv1.TaskDefinition
 	// constraints and strategy are RunTask's (the task definition's own constraints are

@@ -976,7 +976,7 @@ func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev
 	if provider == "" && s.GetLaunchType() == "FARGATE" {
 		provider = control.ProviderFargate // launchType FARGATE places on the Fargate pool
 	}
-	// One task as it would be written gives the demand (computed once, by NewTaskRecord)
+	// One task as it would be written gives the demand (computed once, by task.NewRecord)
 	// and the size of a task in the txn. At most one txn's worth of tasks per pass (etcd's
 	// --max-txn-ops and request size): a larger launch failed every pass ("too many
 	// operations in txn request" past ~15 tasks at etcd's default 128; "message larger than
@@ -1068,7 +1068,7 @@ func (r *Reconciler) newTask(account keys.Scope, cluster string, rec *storev1.Se
 			&ecsv1.Tag{Key: proto.String("aws:ecs:clusterName"), Value: proto.String(cluster)},
 			&ecsv1.Tag{Key: proto.String("aws:ecs:serviceName"), Value: proto.String(s.GetServiceName())})
 	}
-	t := control.NewTaskRecord(control.TaskTemplate{
+	t := task.NewRecord(task.Template{
 		Region: account.Region, Account: account.Account, Cluster: cluster, LongARN: true, NewID: r.cfg.NewID, Now: r.cfg.Now(),
 		TaskDefinition: tdRec.GetTaskDefinition(), Group: "service:" + s.GetServiceName(), LaunchType: launch,
 		StartedBy: depID, Tags: tags, EnableExecuteCommand: s.GetEnableExecuteCommand(),

@@ -1,4 +1,4 @@
-package control
+package task
 
 import (
 	"strconv"
@@ -22,7 +22,7 @@ func TestTaskRecordContainerOverridesPerContainer(t *testing.T) {
 		},
 	}
 	n := 0
-	tt := TaskTemplate{
+	tt := Template{
 		Region: "us-east-1", Account: "000000000000", Cluster: "c", LongARN: true, Now: time.Unix(1, 0),
 		NewID:          func() string { n++; return "00000000-0000-0000-0000-00000000000" + strconv.Itoa(n%10) },
 		TaskDefinition: td,
@@ -30,7 +30,7 @@ func TestTaskRecordContainerOverridesPerContainer(t *testing.T) {
 			{Name: proto.String("sidecar"), Command: []string{"sleep", "1"}},
 		}},
 	}
-	got := NewTaskRecord(tt).GetTask().GetOverrides().GetContainerOverrides()
+	got := NewRecord(tt).GetTask().GetOverrides().GetContainerOverrides()
 	if len(got) != 2 || got[0].GetName() != "web" || got[0].Command != nil || got[1].GetName() != "sidecar" || len(got[1].GetCommand()) != 2 {
 		t.Fatalf("containerOverrides %v, want [{web} {sidecar sleep 1}]", got)
 	}
@@ -39,7 +39,7 @@ func TestTaskRecordContainerOverridesPerContainer(t *testing.T) {
 	}
 
 	tt.Overrides = nil
-	got = NewTaskRecord(tt).GetTask().GetOverrides().GetContainerOverrides()
+	got = NewRecord(tt).GetTask().GetOverrides().GetContainerOverrides()
 	if len(got) != 2 || got[0].GetName() != "web" || got[1].GetName() != "sidecar" {
 		t.Fatalf("containerOverrides without overrides %v, want [{web} {sidecar}]", got)
 	}

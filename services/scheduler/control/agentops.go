@@ -17,6 +17,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/task"
 )
 
 // The agent-facing ECS actions (SubmitTaskStateChange, SubmitContainerStateChange,
@@ -98,7 +99,7 @@ func (s *Server) SubmitTaskStateChange(ctx context.Context, req *connect.Request
 			return nil, ecserr.InvalidParameterf("managedAgents are not supported by Berth: it has no ECS Exec agent; leave them out.")
 		}
 		status := m.GetStatus()
-		if _, ok := statusRank[status]; !ok && status != "" {
+		if !task.ValidStatus(status) && status != "" {
 			return nil, ecserr.InvalidParameterf("Invalid task status %q.", status)
 		}
 		rec, inst, err := s.reportingTask(ctx, account, m.GetCluster(), m.GetTask())
@@ -145,7 +146,7 @@ func (s *Server) SubmitContainerStateChange(ctx context.Context, req *connect.Re
 			return nil, ecserr.InvalidParameterf("containerName is required.")
 		}
 		if st := m.GetStatus(); st != "" {
-			if _, ok := statusRank[st]; !ok {
+			if !task.ValidStatus(st) {
 				return nil, ecserr.InvalidParameterf("Invalid container status %q.", st)
 			}
 		}
@@ -252,7 +253,7 @@ func (s *Server) applyAttachments(ctx context.Context, account keys.Scope, clust
 			}
 			rec.GetTask().Version++
 			txn := store.NewTxn(s.kv)
-			WriteTaskTxn(txn, account, old, rev, rec)
+			task.WriteTxn(txn, account, old, rev, rec)
 			_, err = txn.Commit(ctx)
 			return err
 		})

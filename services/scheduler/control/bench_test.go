@@ -13,6 +13,7 @@ import (
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/task"
 )
 
 // seedTasks writes n RUNNING tasks of family "bench" into cluster c of e's account, in
@@ -35,7 +36,7 @@ func seedTasks(b *testing.B, e *env, n int) []string {
 				Containers: []*ecsv1.Container{{Name: proto.String("app"), Image: proto.String("busybox"), LastStatus: proto.String("RUNNING")}},
 				LaunchType: proto.String("EC2"), Version: 2,
 			}}
-			WriteTaskTxn(txn, e.sc, nil, 0, rec)
+			task.WriteTxn(txn, e.sc, nil, 0, rec)
 			arns = append(arns, a)
 		}
 		if _, err := txn.Commit(e.ctx); err != nil {

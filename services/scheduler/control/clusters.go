@@ -15,6 +15,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/task"
 )
 
 // validateClusterSettings accepts containerInsights = enabled | disabled | enhanced, the
@@ -218,7 +219,7 @@ func (s *Server) DescribeClusters(ctx context.Context, req *connect.Request[ecsv
 // services, O(those) — only for DescribeClusters with include STATISTICS.
 func (s *Server) splitFargateStatistics(ctx context.Context, account keys.Scope, c *ecsv1.Cluster) error {
 	name := c.GetClusterName()
-	ks, err := TaskKeys(ctx, s.kv, account, name, desiredRunning, keys.DimAll, "-")
+	ks, err := TaskKeys(ctx, s.kv, account, name, task.DesiredRunning, keys.DimAll, "-")
 	if err != nil {
 		return err
 	}
@@ -231,7 +232,7 @@ func (s *Server) splitFargateStatistics(ctx context.Context, account keys.Scope,
 		if r.GetTask().GetLaunchType() != "FARGATE" {
 			continue
 		}
-		p, run := TaskCounts(r.GetTask().GetLastStatus())
+		p, run := task.Counts(r.GetTask().GetLastStatus())
 		pending, running = pending+p, running+run
 	}
 	token := ""

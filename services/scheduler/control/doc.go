@@ -14,10 +14,10 @@
 //
 // Placement: the placement package decides (a task's demand, Fits/Reserve/Release, the
 // engine's feasibility and ranking over its Placer's instance cache); control writes. A
-// task's demand is computed once, by placement.DemandOf in NewTaskRecord, and stored on
+// task's demand is computed once, by placement.DemandOf in task.NewRecord, and stored on
 // its record. RunTask and StartTask commit the placed tasks, the instances'
 // reservations, the agents' inbox entries and the cluster's counters in one transaction
-// built with PlaceTxn; concurrent RunTask calls share one (group commit, place.go).
+// built with task.PlaceTxn; concurrent RunTask calls share one (group commit, place.go).
 //
 // Every write another writer can touch is a compare-and-swap transaction retried on
 // conflict; cluster and instance counters are written in the same transaction as the

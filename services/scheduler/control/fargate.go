@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"strconv"
 
-	"google.golang.org/protobuf/proto"
-
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/task"
 )
 
 // The FARGATE launch type on Berth (docs/capacity-providers.md): a FARGATE task runs on
@@ -17,13 +16,6 @@ import (
 // platformFamily, and no containerInstanceArn, as AWS shows a Fargate task. The task
 // definition must be Fargate-compatible and its task-level cpu and memory one of
 // Fargate's combinations.
-
-// Fargate platform versions Berth answers for: LATEST resolves to FargateLatest, the
-// version AWS resolves LATEST to for Linux; Berth emulates no other.
-const (
-	FargateLatest         = "1.4.0"
-	FargatePlatformFamily = "Linux"
-)
 
 // fargateSizes are Fargate's valid task sizes for Linux (AWS's table "Task CPU and
 // memory" in the Amazon ECS developer guide, platform version 1.4.0): for each cpu (CPU
@@ -114,13 +106,13 @@ func fargateIncompatibility(td *ecsv1.TaskDefinition, containers []*ecsv1.Contai
 }
 
 // fargatePlatform resolves RunTask's or a service's platformVersion for a Fargate task:
-// absent or LATEST is FargateLatest, which is also the one version accepted by name.
+// absent or LATEST is task.FargateLatest, which is also the one version accepted by name.
 // Errors: PlatformUnknownException for another version.
 func fargatePlatform(v *string) (string, error) {
-	if v == nil || *v == "LATEST" || *v == FargateLatest {
-		return FargateLatest, nil
+	if v == nil || *v == "LATEST" || *v == task.FargateLatest {
+		return task.FargateLatest, nil
 	}
-	return "", ecserr.New("PlatformUnknownException", "The specified platform version %s does not exist or is not supported by Berth; use LATEST or %s.", *v, FargateLatest)
+	return "", ecserr.New("PlatformUnknownException", "The specified platform version %s does not exist or is not supported by Berth; use LATEST or %s.", *v, task.FargateLatest)
 }
 
 // checkFargateRun checks a FARGATE launch of td with these overrides: the definition is
@@ -144,12 +136,6 @@ func checkFargateRun(td *ecsv1.TaskDefinition, ov *ecsv1.TaskOverride) error {
 		return fargateSizeError(cpu, mem)
 	}
 	return nil
-}
-
-// markFargate sets what a Fargate task shows: its platform version and family.
-func markFargate(t *ecsv1.Task, platformVersion string) {
-	t.PlatformVersion = proto.String(platformVersion)
-	t.PlatformFamily = proto.String(FargatePlatformFamily)
 }
 
 // CheckServiceLaunch checks how a service launches td, as RunTask checks a task: for

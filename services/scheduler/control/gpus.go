@@ -13,7 +13,7 @@ import (
 // describes them: type GPU with a whole positive number of physical GPUs. GPUs are
 // honoured at placement: a task is placed only on an instance with that many unassigned
 // GPUs, else it fails with RESOURCE:GPU (always on an instance whose agent found no GPU),
-// and given that many GPU ids exclusively (PlaceTxn). InferenceAccelerator (Elastic Inference) is refused. errType is the error's
+// and given that many GPU ids exclusively (task.PlaceTxn). InferenceAccelerator (Elastic Inference) is refused. errType is the error's
 // type: ClientErr at registration, InvalidParamErr for an override.
 func validateResourceRequirements(errType, where string, reqs []*ecsv1.ResourceRequirement) error {
 	for _, r := range reqs {

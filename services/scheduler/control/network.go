@@ -2,14 +2,11 @@ package control
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"regexp"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
@@ -164,46 +161,4 @@ func CheckNetworkConfiguration(td *ecsv1.TaskDefinition, nc *ecsv1.NetworkConfig
 		return ecserr.InvalidParameterf("Invalid assignPublicIp %q: valid values are ENABLED and DISABLED.", vpc.GetAssignPublicIp())
 	}
 	return nil
-}
-
-// ENIAttachmentID returns the id of the ElasticNetworkInterface attachment of the awsvpc
-// task taskARN: a UUID-shaped hash of the ARN. The agent computes the same id
-// (tasks.AttachmentID) for the attachment it reports ATTACHED and DELETED.
-func ENIAttachmentID(taskARN string) string {
-	h := sha256.Sum256([]byte("eni\x00" + taskARN))
-	x := hex.EncodeToString(h[:16])
-	return x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
-}
-
-// precreatedENI is an awsvpc task's attachment as AWS shows it before the task's network
-// exists: status PRECREATED, with the subnet (the first of awsvpcConfiguration's) it is
-// created in.
-func precreatedENI(taskARN string, nc *ecsv1.NetworkConfiguration) *ecsv1.Attachment {
-	details := []*ecsv1.KeyValuePair{}
-	if s := nc.GetAwsvpcConfiguration().GetSubnets(); len(s) > 0 {
-		details = append(details, &ecsv1.KeyValuePair{Name: proto.String("subnetId"), Value: proto.String(s[0])})
-	}
-	return &ecsv1.Attachment{Id: proto.String(ENIAttachmentID(taskARN)), Type: proto.String("ElasticNetworkInterface"), Status: proto.String("PRECREATED"), Details: details}
-}
-
-// mergeAttachments applies the attachments an agent reported to the task's: the same id
-// is replaced (its status only moves forward: PRECREATED, ATTACHED, DELETED), a new one
-// is added.
-func mergeAttachments(t *ecsv1.Task, reported []*ecsv1.Attachment) {
-	rank := map[string]int{"PRECREATED": 0, "ATTACHING": 1, "ATTACHED": 2, "DETACHING": 3, "DELETED": 4}
-	for _, r := range reported {
-		found := false
-		for i, a := range t.GetAttachments() {
-			if a.GetId() != r.GetId() {
-				continue
-			}
-			found = true
-			if rank[r.GetStatus()] >= rank[a.GetStatus()] {
-				t.Attachments[i] = r
-			}
-		}
-		if !found {
-			t.Attachments = append(t.Attachments, r)
-		}
-	}
 }

@@ -20,10 +20,11 @@ import (
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/task"
 )
 
 // RunTask's and StartTask's placement: the placement package chooses (its Placer, over a
-// cache of the cluster's instances) and control writes (PlaceTxn: the tasks, their
+// cache of the cluster's instances) and control writes (task.PlaceTxn: the tasks, their
 // reservations, inbox entries and the cluster's counters in one txn). Concurrent RunTask
 // calls of one cluster and task definition share a txn (group commit, placeBatched): an
 // etcd txn costs far more than a choice, so sharing one is what makes thousands of
@@ -49,10 +50,10 @@ const groupByteBudget = 1 << 20
 
 // groupCost returns an upper bound of the writes (each task: the task, id→cluster, its
 // index keys with the instance's, the inbox entry, its instance at most once; compares
-// are fewer) and an estimate of the bytes PlaceTxn puts in a txn for req.
+// are fewer) and an estimate of the bytes task.PlaceTxn puts in a txn for req.
 func groupCost(req placeRequest) (ops, bytes int) {
 	t0 := req.tasks[0]
-	perTask := 5 + len(TaskIndexKeys(req.account, t0))
+	perTask := 5 + len(task.IndexKeys(req.account, t0))
 	perBytes := 2*proto.Size(t0) + 2048 // + instance record and keys
 	return perTask * len(req.tasks), perBytes * len(req.tasks)
 }
@@ -75,7 +76,7 @@ type placeRequest struct {
 	cluster string
 	// tasks are the tasks to place (the RunTask count is len(tasks)), not yet stored:
 	// lastStatus PENDING, desiredStatus RUNNING, no container instance, their demand set
-	// (NewTaskRecord). Every task has the same demand and group.
+	// (task.NewRecord). Every task has the same demand and group.
 	tasks []*storev1.TaskRecord
 	td    *ecsv1.TaskDefinition
 	// constraints and strategy are RunTask's (the task definition's own constraints are
@@ -197,7 +198,7 @@ func (s *Server) placeOne(ctx context.Context, req placeRequest, instances []str
 			if err != nil {
 				return err
 			}
-			insts := map[string]*InstanceState{}
+			insts := map[string]*task.InstanceState{}
 			written = written[:0]
 			var parents []string
 			if tp := TraceParent(ctx); tp != "" {
@@ -205,20 +206,20 @@ func (s *Server) placeOne(ctx context.Context, req placeRequest, instances []str
 			}
 			for i, p := range placed {
 				if insts[p.InstanceID] == nil {
-					insts[p.InstanceID] = &InstanceState{Record: p.Instance, Rev: p.InstanceRev}
+					insts[p.InstanceID] = &task.InstanceState{Record: p.Instance, Rev: p.InstanceRev}
 				}
 				t := proto.Clone(req.tasks[i]).(*storev1.TaskRecord)
 				t.ContainerInstanceId = p.InstanceID
 				written = append(written, t)
 			}
-			return PlaceTxn(txn, Placement{
+			return task.PlaceTxn(txn, task.Placement{
 				Account: req.account, Cluster: crec, ClusterRev: crev, Instances: insts,
 				Tasks: written, TaskDefinition: req.td, ClientToken: req.clientToken, TraceParents: parents,
 			})
 		},
 	})
 	if req.clientToken != "" && errors.Is(err, store.ErrExists) {
-		// The token key (PlaceTxn creates it only when absent) was created meanwhile by
+		// The token key (task.PlaceTxn creates it only when absent) was created meanwhile by
 		// a concurrent RunTask with the same token.
 		return placeResult{}, errClientTokenUsed
 	}
@@ -325,13 +326,13 @@ func (s *Server) placeProviders(ctx context.Context, reqs []placeRequest) (place
 		if err != nil {
 			return err
 		}
-		insts := map[string]*InstanceState{}
+		insts := map[string]*task.InstanceState{}
 		var all []*storev1.TaskRecord
 		for i, pl := range placed {
 			written[i] = written[i][:0]
 			for j, p := range pl {
 				if insts[p.InstanceID] == nil {
-					insts[p.InstanceID] = &InstanceState{Record: p.Instance, Rev: p.InstanceRev}
+					insts[p.InstanceID] = &task.InstanceState{Record: p.Instance, Rev: p.InstanceRev}
 				}
 				t := proto.Clone(reqs[i].tasks[j]).(*storev1.TaskRecord)
 				t.ContainerInstanceId = p.InstanceID
@@ -342,7 +343,7 @@ func (s *Server) placeProviders(ctx context.Context, reqs []placeRequest) (place
 		if len(all) == 0 {
 			return nil
 		}
-		return PlaceTxn(txn, Placement{
+		return task.PlaceTxn(txn, task.Placement{
 			Account: first.account, Cluster: crec, ClusterRev: crev, Instances: insts,
 			Tasks: all, TaskDefinition: first.td, ClientToken: first.clientToken,
 		})
@@ -411,7 +412,7 @@ func (p *placing) tooManyOps(log *slog.Logger, err error) {
 	}
 }
 
-// wrote records the cluster record PlaceTxn updated (its counters) as stored at rev.
+// wrote records the cluster record task.PlaceTxn updated (its counters) as stored at rev.
 func (p *placing) wrote(account keys.Scope, cluster string, crec *storev1.ClusterRecord, rev int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -451,7 +452,7 @@ func (p *placing) cluster(ctx context.Context, kv clientv3.KV, account keys.Scop
 }
 
 // placeBatched queues req with concurrent ones of the same cluster and task definition;
-// one goroutine per queue places them together with Placer.PlaceGroup and one PlaceTxn.
+// one goroutine per queue places them together with Placer.PlaceGroup and one task.PlaceTxn.
 func (s *Server) placeBatched(ctx context.Context, req placeRequest) (placeResult, error) {
 	// A request that does not compile fails alone, before it can spoil a batch.
 	if err := placement.Compile(engineRequest(req, nil)); err != nil {
@@ -541,7 +542,7 @@ func (s *Server) placeGroup(calls []*placeCall) {
 		if err != nil {
 			return err
 		}
-		insts := map[string]*InstanceState{}
+		insts := map[string]*task.InstanceState{}
 		var all []*storev1.TaskRecord
 		var parents []string
 		for i, pl := range placed {
@@ -550,7 +551,7 @@ func (s *Server) placeGroup(calls []*placeCall) {
 			for j, p := range pl {
 				parents = append(parents, tp)
 				if insts[p.InstanceID] == nil {
-					insts[p.InstanceID] = &InstanceState{Record: p.Instance, Rev: p.InstanceRev}
+					insts[p.InstanceID] = &task.InstanceState{Record: p.Instance, Rev: p.InstanceRev}
 				}
 				t := proto.Clone(calls[i].req.tasks[j]).(*storev1.TaskRecord)
 				t.ContainerInstanceId = p.InstanceID
@@ -558,7 +559,7 @@ func (s *Server) placeGroup(calls []*placeCall) {
 				all = append(all, t)
 			}
 		}
-		return PlaceTxn(txn, Placement{
+		return task.PlaceTxn(txn, task.Placement{
 			Account: first.account, Cluster: crec, ClusterRev: crev, Instances: insts,
 			Tasks: all, TaskDefinition: first.td, TraceParents: parents,
 		})

@@ -14,6 +14,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/task"
 )
 
 // Task protection limits from the UpdateTaskProtection reference: expiresInMinutes is
@@ -93,7 +94,7 @@ func (s *Server) UpdateTaskProtection(ctx context.Context, req *connect.Request[
 				resp.Failures = append(resp.Failures, missing(refs[i]))
 				continue
 			}
-			if r.GetServiceName() == "" || r.GetTask().GetDesiredStatus() == desiredStopped {
+			if r.GetServiceName() == "" || r.GetTask().GetDesiredStatus() == task.DesiredStopped {
 				// Protection is for the running tasks of a service (AWS: TASK_NOT_VALID for a
 				// standalone task).
 				resp.Failures = append(resp.Failures, &ecsv1.Failure{Arn: r.GetTask().TaskArn, Reason: proto.String("TASK_NOT_VALID"),

@@ -30,7 +30,7 @@ type Config struct {
 	// Logger receives internal faults; nil discards them.
 	Logger *slog.Logger
 	// Placer chooses the instances of RunTask and StartTask tasks (control writes them,
-	// PlaceTxn); share it with the service scheduler so both see one instance cache. Nil
+	// task.PlaceTxn); share it with the service scheduler so both see one instance cache. Nil
 	// means a Placer of its own on KV without a cache (placement.WithoutCache), which
 	// needs KV to be a store.Client such as *clientv3.Client.
 	Placer *placement.Placer

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"time"
 
 	"connectrpc.com/connect"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
@@ -22,12 +20,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/store"
-)
-
-// Task desired statuses.
-const (
-	desiredRunning = "RUNNING"
-	desiredStopped = "STOPPED"
+	"github.com/berthhq/berth/services/scheduler/task"
 )
 
 // maxRunCount is RunTask's maximum count, and StartTask's maximum of instances.
@@ -209,7 +202,7 @@ func (s *Server) newTasks(ctx context.Context, account keys.Scope, cluster strin
 	now := s.now()
 	out := make([]*storev1.TaskRecord, 0, n)
 	for i := range n {
-		tt := TaskTemplate{
+		tt := task.Template{
 			Region: account.Region, Account: account.Account, Cluster: cluster, LongARN: long, NewID: s.newID, Now: now,
 			TaskDefinition: td, Overrides: sp.overrides, Group: group, LaunchType: launch, StartedBy: sp.startedBy,
 			Tags: tags, EnableExecuteCommand: sp.execCommand, NetworkConfiguration: sp.network,
@@ -220,159 +213,10 @@ func (s *Server) newTasks(ctx context.Context, account keys.Scope, cluster strin
 		if launch == "FARGATE" {
 			tt.PlatformVersion = sp.platformVersion
 		}
-		out = append(out, NewTaskRecord(tt))
+		out = append(out, task.NewRecord(tt))
 	}
 	return out, nil
 }
-
-// TaskTemplate is what NewTaskRecord builds a task from.
-type TaskTemplate struct {
-	Region, Account, Cluster string
-	// LongARN writes the task ARN in the long format (with the cluster name).
-	LongARN bool
-	// NewID returns the task id, then one id per container.
-	NewID func() string
-	// Now is the task's createdAt.
-	Now            time.Time
-	TaskDefinition *ecsv1.TaskDefinition
-	// Overrides are the task's overrides (cloned); nil for none.
-	Overrides *ecsv1.TaskOverride
-	// Group, LaunchType, StartedBy ("" for none) and Tags are written as given.
-	Group, LaunchType, StartedBy string
-	Tags                         []*ecsv1.Tag
-	EnableExecuteCommand         bool
-	// CapacityProviderName is the provider the task is placed through ("" for none).
-	CapacityProviderName string
-	// PlatformVersion, for a FARGATE task, is its resolved platform version (nil means
-	// FargateLatest); the task then shows it with platformFamily Linux.
-	PlatformVersion *string
-	// NetworkConfiguration is the task's (awsvpc: its subnets name the PRECREATED ENI
-	// attachment's subnetId); nil for none.
-	NetworkConfiguration *ecsv1.NetworkConfiguration
-}
-
-// containerOverridesOf returns one override per container of td, in the task definition's
-// order: the given override of that container, or one holding only its name. AWS answers
-// so ("overrides": {"containerOverrides": [{"name": "sleep"}]} in the RunTask and
-// DescribeTasks examples of the API reference), and deploy tools index the list by
-// container. Overrides naming no container of td were refused by validateOverrides.
-func containerOverridesOf(td *ecsv1.TaskDefinition, given []*ecsv1.ContainerOverride) []*ecsv1.ContainerOverride {
-	byName := make(map[string]*ecsv1.ContainerOverride, len(given))
-	for _, o := range given {
-		byName[o.GetName()] = o
-	}
-	out := make([]*ecsv1.ContainerOverride, 0, len(td.GetContainerDefinitions()))
-	for _, c := range td.GetContainerDefinitions() {
-		if o := byName[c.GetName()]; o != nil {
-			out = append(out, o)
-			continue
-		}
-		out = append(out, &ecsv1.ContainerOverride{Name: proto.String(c.GetName())})
-	}
-	return out
-}
-
-// NewTaskRecord builds a PENDING task record, not yet placed, as RunTask writes it and
-// the service scheduler launches it: its containers PENDING with the task definition's
-// cpu and memory (overridden per container), its demand from placement.DemandOf stored on it.
-func NewTaskRecord(tt TaskTemplate) *storev1.TaskRecord {
-	td := tt.TaskDefinition
-	ov := tt.Overrides
-	if ov == nil {
-		ov = &ecsv1.TaskOverride{}
-	}
-	ov = proto.Clone(ov).(*ecsv1.TaskOverride)
-	ov.ContainerOverrides = containerOverridesOf(td, ov.GetContainerOverrides())
-	if ov.InferenceAcceleratorOverrides == nil {
-		ov.InferenceAcceleratorOverrides = []*ecsv1.InferenceAcceleratorOverride{}
-	}
-	tags := tt.Tags
-	if tags == nil {
-		tags = []*ecsv1.Tag{}
-	}
-	// The one demand computation (placement.DemandOf), stored on the record for the
-	// task's life. Callers validated the definition and the overrides (checkSpec, or
-	// registration for the service scheduler), which is all DemandOf can refuse; a
-	// refusal here would leave the task-level values unparsed, so the sums stand.
-	demand, _ := placement.DemandOf(td, ov)
-	cpu, mem := demand.CPU, demand.Memory
-	id := tt.NewID()
-	taskARN := arn.TaskARN(tt.Region, tt.Account, tt.Cluster, id, tt.LongARN)
-	t := &ecsv1.Task{
-		TaskArn:               proto.String(taskARN),
-		ClusterArn:            proto.String(arn.ClusterARN(tt.Region, tt.Account, tt.Cluster)),
-		TaskDefinitionArn:     td.TaskDefinitionArn,
-		Overrides:             ov,
-		LastStatus:            proto.String("PENDING"),
-		DesiredStatus:         proto.String(desiredRunning),
-		CreatedAt:             proto.Float64(ecsapi.Epoch(tt.Now)),
-		Group:                 proto.String(tt.Group),
-		LaunchType:            proto.String(tt.LaunchType),
-		Version:               1,
-		Tags:                  tags,
-		EnableExecuteCommand:  tt.EnableExecuteCommand,
-		Cpu:                   proto.String(itoa(cpu)),
-		Memory:                proto.String(itoa(mem)),
-		Attachments:           []*ecsv1.Attachment{},
-		Attributes:            []*ecsv1.Attribute{},
-		InferenceAccelerators: []*ecsv1.InferenceAccelerator{},
-	}
-	if tt.StartedBy != "" {
-		t.StartedBy = proto.String(tt.StartedBy)
-	}
-	if tt.CapacityProviderName != "" {
-		t.CapacityProviderName = proto.String(tt.CapacityProviderName)
-	}
-	if tt.LaunchType == "FARGATE" {
-		v := FargateLatest
-		if tt.PlatformVersion != nil {
-			v = *tt.PlatformVersion
-		}
-		markFargate(t, v)
-	}
-	if td.GetNetworkMode() == "awsvpc" {
-		t.Attachments = append(t.Attachments, precreatedENI(taskARN, tt.NetworkConfiguration))
-	}
-	byName := map[string]*ecsv1.ContainerOverride{}
-	for _, o := range ov.GetContainerOverrides() {
-		byName[o.GetName()] = o
-	}
-	for _, c := range td.GetContainerDefinitions() {
-		ct := &ecsv1.Container{
-			ContainerArn:      proto.String(containerARN(taskARN, tt.LongARN, tt.NewID())),
-			TaskArn:           proto.String(taskARN),
-			Name:              c.Name,
-			Image:             c.Image,
-			LastStatus:        proto.String("PENDING"),
-			Cpu:               proto.String(itoa(c.GetCpu())),
-			NetworkBindings:   []*ecsv1.NetworkBinding{},
-			NetworkInterfaces: []*ecsv1.NetworkInterface{},
-		}
-		if c.Memory != nil {
-			ct.Memory = proto.String(itoa(c.GetMemory()))
-		}
-		if c.MemoryReservation != nil {
-			ct.MemoryReservation = proto.String(itoa(c.GetMemoryReservation()))
-		}
-		if o := byName[c.GetName()]; o != nil {
-			if o.Cpu != nil {
-				ct.Cpu = proto.String(itoa(o.GetCpu()))
-			}
-			if o.Memory != nil {
-				ct.Memory = proto.String(itoa(o.GetMemory()))
-			}
-			if o.MemoryReservation != nil {
-				ct.MemoryReservation = proto.String(itoa(o.GetMemoryReservation()))
-			}
-		}
-		t.Containers = append(t.Containers, ct)
-	}
-	rec := &storev1.TaskRecord{Task: t, ClusterName: tt.Cluster}
-	placement.SetDemand(rec, demand)
-	return rec
-}
-
-func itoa(n int32) string { return strconv.Itoa(int(n)) }
 
 // describeTask returns a copy of the task as DescribeTasks shows it; tags only with
 // include TAGS.
@@ -679,64 +523,7 @@ func (s *Server) StopTaskRecord(ctx context.Context, account keys.Scope, cluster
 }
 
 func (s *Server) stopTask(ctx context.Context, account keys.Scope, key, stopCode, reason string) (*storev1.TaskRecord, error) {
-	return StopTaskTxn(ctx, s.kv, s.now, account, key, stopCode, reason)
-}
-
-// StopTaskTxn stops the task at key as StopTask does: desiredStatus STOPPED with the
-// stopCode, reason and stoppingAt, and a StopOrder in its instance's inbox; a task not
-// placed goes straight to STOPPED (its containers too) with the cluster's counters. The
-// txn also requires ifs (the service scheduler passes the leader's fence) and is retried
-// on conflict until ctx ends. A task already desired STOPPED is left as it is. It returns
-// the task as read; InvalidParameterException when there is none. now is the clock.
-func StopTaskTxn(ctx context.Context, kv clientv3.KV, now func() time.Time, account keys.Scope, key, stopCode, reason string, ifs ...clientv3.Cmp) (*storev1.TaskRecord, error) {
-	var out *storev1.TaskRecord
-	err := ecsapi.Retry(ctx, func() error {
-		rec, rev, err := get[*storev1.TaskRecord](ctx, kv, key)
-		if err != nil {
-			return err
-		}
-		if rec == nil {
-			return ecserr.InvalidParameterf("The referenced task was not found.")
-		}
-		out = rec
-		t := rec.GetTask()
-		if t.GetDesiredStatus() == desiredStopped {
-			return nil
-		}
-		old := proto.Clone(rec).(*storev1.TaskRecord)
-		stamp := proto.Float64(ecsapi.Epoch(now()))
-		t.DesiredStatus = proto.String(desiredStopped)
-		t.StopCode = proto.String(stopCode)
-		t.StoppedReason = proto.String(reason)
-		t.StoppingAt = stamp
-		t.Version++
-		txn := store.NewTxn(kv).If(ifs...)
-		inst := rec.GetContainerInstanceId()
-		if inst != "" && t.GetLastStatus() != "STOPPED" {
-			txn.Put(keys.Inbox(account, inst, TaskID(rec)), &storev1.InboxEntry{Delivery: &storev1.InboxEntry_Stop{Stop: &agentv1.StopOrder{
-				DeliveryId: TaskID(rec) + "-stop", TaskArn: t.GetTaskArn(), Reason: reason, StopCode: stopCode,
-			}}})
-		} else if t.GetLastStatus() != "STOPPED" {
-			crec, crev, err := get[*storev1.ClusterRecord](ctx, kv, keys.Cluster(account, rec.GetClusterName()))
-			if err != nil {
-				return err
-			}
-			if crec == nil {
-				return ecsapi.ErrRetry
-			}
-			ApplyCountDelta(crec.GetCluster(), t.GetLastStatus(), "STOPPED")
-			t.LastStatus = proto.String("STOPPED")
-			t.StoppedAt, t.ExecutionStoppedAt = stamp, stamp
-			for _, c := range t.GetContainers() {
-				c.LastStatus = proto.String("STOPPED")
-			}
-			txn.Update(keys.Cluster(account, rec.GetClusterName()), crev, crec)
-		}
-		WriteTaskTxn(txn, account, old, rev, rec)
-		_, err = txn.Commit(ctx)
-		return err
-	})
-	return out, err
+	return task.StopTxn(ctx, s.kv, s.now, account, key, stopCode, reason)
 }
 
 // DescribeTasks describes up to 100 tasks of a cluster by id or ARN (include TAGS adds
@@ -847,7 +634,7 @@ func (s *Server) ListTasks(ctx context.Context, req *connect.Request[ecsv1.ListT
 		if err != nil {
 			return nil, err
 		}
-		desired := desiredRunning
+		desired := task.DesiredRunning
 		if m.DesiredStatus != nil {
 			desired = m.GetDesiredStatus()
 			if !oneOf(desired, "RUNNING", "PENDING", "STOPPED") {
@@ -943,7 +730,7 @@ func (s *Server) ListTasks(ctx context.Context, req *connect.Request[ecsv1.ListT
 			t := r.GetTask()
 			if (instID != "" && r.GetContainerInstanceId() != instID) ||
 				(m.ServiceName != nil && r.GetServiceName() != m.GetServiceName()) ||
-				(m.Family != nil && taskFamily(r) != m.GetFamily()) ||
+				(m.Family != nil && task.Family(r) != m.GetFamily()) ||
 				(m.StartedBy != nil && t.GetStartedBy() != m.GetStartedBy()) ||
 				(m.LaunchType != nil && t.GetLaunchType() != m.GetLaunchType()) {
 				continue
@@ -970,7 +757,7 @@ func (s *Server) ApplyTaskStateChange(ctx context.Context, account keys.Scope, c
 	if ch == nil {
 		return ecserr.InvalidParameterf("task state change is empty.")
 	}
-	if _, ok := statusRank[ch.GetLastStatus()]; !ok {
+	if !task.ValidStatus(ch.GetLastStatus()) {
 		return ecserr.InvalidParameterf("Invalid task status %q.", ch.GetLastStatus())
 	}
 	denied := ecserr.New("AccessDeniedException", "The task %s is not on container instance %s.", ch.GetTaskArn(), containerInstanceARN)
@@ -996,52 +783,14 @@ func (s *Server) ApplyTaskStateChange(ctx context.Context, account keys.Scope, c
 		if rec == nil || rec.GetContainerInstanceId() != instID {
 			return denied
 		}
-		t := rec.GetTask()
-		oldStatus := t.GetLastStatus()
-		if statusRank[ch.GetLastStatus()] < statusRank[oldStatus] || oldStatus == "STOPPED" {
+		old := proto.Clone(rec).(*storev1.TaskRecord)
+		oldStatus, newStatus, changed := task.ApplyStateChange(rec, ch, s.now())
+		if !changed {
 			return nil
 		}
-		old := proto.Clone(rec).(*storev1.TaskRecord)
-		newStatus := ch.GetLastStatus()
-		t.LastStatus = proto.String(newStatus)
-		applyContainerStates(t, ch.GetContainers())
-		mergeAttachments(t, ch.GetAttachments())
-		setTime := func(dst **float64, ts *timestamppb.Timestamp, def bool) {
-			if *dst != nil {
-				return
-			}
-			if ts != nil {
-				*dst = proto.Float64(ecsapi.Epoch(ts.AsTime()))
-			} else if def {
-				*dst = s.nowEpoch()
-			}
-		}
-		setTime(&t.PullStartedAt, ch.GetPullStartedAt(), false)
-		setTime(&t.PullStoppedAt, ch.GetPullStoppedAt(), false)
-		setTime(&t.StartedAt, ch.GetStartedAt(), newStatus == "RUNNING")
-		if newStatus == "RUNNING" && t.Connectivity == nil {
-			t.Connectivity = proto.String("CONNECTED")
-			t.ConnectivityAt = t.StartedAt
-		}
-		if h := ch.GetHealthStatus(); h != "" {
-			t.HealthStatus = proto.String(h)
-		}
 		stopped := newStatus == "STOPPED"
-		setTime(&t.StoppingAt, ch.GetStoppingAt(), statusRank[newStatus] >= statusRank["STOPPING"])
-		setTime(&t.ExecutionStoppedAt, ch.GetExecutionStoppedAt(), stopped)
-		setTime(&t.StoppedAt, ch.GetStoppedAt(), stopped)
-		if stopped {
-			t.DesiredStatus = proto.String(desiredStopped)
-			if t.StopCode == nil && ch.GetStopCode() != "" {
-				t.StopCode = proto.String(ch.GetStopCode())
-			}
-			if t.StoppedReason == nil && ch.GetStoppedReason() != "" {
-				t.StoppedReason = proto.String(ch.GetStoppedReason())
-			}
-		}
-		t.Version++
 		txn := store.NewTxn(s.kv)
-		dp, dr := countDelta(oldStatus, newStatus)
+		dp, dr := task.CountDelta(oldStatus, newStatus)
 		if dp != 0 || dr != 0 || stopped {
 			irec, irev, err := get[*storev1.ContainerInstanceRecord](ctx, s.kv, keys.Instance(account, tcluster, instID))
 			if err != nil {
@@ -1049,7 +798,7 @@ func (s *Server) ApplyTaskStateChange(ctx context.Context, account keys.Scope, c
 			}
 			if irec != nil {
 				ci := irec.GetContainerInstance()
-				applyInstanceDelta(ci, oldStatus, newStatus)
+				task.ApplyInstanceDelta(ci, oldStatus, newStatus)
 				if stopped {
 					placement.Release(ci, placement.TaskDemand(rec))
 				}
@@ -1063,50 +812,15 @@ func (s *Server) ApplyTaskStateChange(ctx context.Context, account keys.Scope, c
 				return err
 			}
 			if crec != nil {
-				ApplyCountDelta(crec.GetCluster(), oldStatus, newStatus)
+				task.ApplyCountDelta(crec.GetCluster(), oldStatus, newStatus)
 				txn.Update(keys.Cluster(account, tcluster), crev, crec)
 			}
 		}
 		if stopped {
 			txn.Delete(keys.Inbox(account, instID, taskID))
 		}
-		WriteTaskTxn(txn, account, old, rev, rec)
+		task.WriteTxn(txn, account, old, rev, rec)
 		_, err = txn.Commit(ctx)
 		return err
 	})
-}
-
-// applyContainerStates copies the agent's container states onto the task's containers.
-func applyContainerStates(t *ecsv1.Task, states []*agentv1.ContainerState) {
-	for _, st := range states {
-		for _, c := range t.GetContainers() {
-			if c.GetName() != st.GetName() {
-				continue
-			}
-			if st.GetLastStatus() != "" && statusRank[st.GetLastStatus()] >= statusRank[c.GetLastStatus()] {
-				c.LastStatus = proto.String(st.GetLastStatus())
-			}
-			if st.ExitCode != nil {
-				c.ExitCode = proto.Int32(st.GetExitCode())
-			}
-			if st.GetReason() != "" {
-				c.Reason = proto.String(st.GetReason())
-			}
-			if st.GetRuntimeId() != "" {
-				c.RuntimeId = proto.String(st.GetRuntimeId())
-			}
-			if st.GetHealthStatus() != "" {
-				c.HealthStatus = proto.String(st.GetHealthStatus())
-			}
-			if st.GetImageDigest() != "" {
-				c.ImageDigest = proto.String(st.GetImageDigest())
-			}
-			if len(st.GetNetworkBindings()) > 0 {
-				c.NetworkBindings = st.GetNetworkBindings()
-			}
-			if len(st.GetNetworkInterfaces()) > 0 {
-				c.NetworkInterfaces = st.GetNetworkInterfaces()
-			}
-		}
-	}
 }

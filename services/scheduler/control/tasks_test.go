@@ -16,6 +16,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/arn"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/task"
 )
 
 // checkCounters verifies the cluster's and each instance's counters against the tasks.
@@ -30,7 +31,7 @@ func (e *env) checkCounters(cluster string) {
 			e.t.Fatal(err)
 		}
 		for _, it := range items {
-			p, r := TaskCounts(it.Value.GetTask().GetLastStatus())
+			p, r := task.Counts(it.Value.GetTask().GetLastStatus())
 			pending, running = pending+p, running+r
 			c := perInst[it.Value.GetContainerInstanceId()]
 			perInst[it.Value.GetContainerInstanceId()] = [2]int32{c[0] + p, c[1] + r}
@@ -348,9 +349,9 @@ func TestStopUnplacedTask(t *testing.T) {
 		DesiredStatus: proto.String("RUNNING"), TaskDefinitionArn: proto.String("arn:aws:ecs:us-east-1:" + e.acc + ":task-definition/x:1"),
 	}}
 	crec, crev, _ := e.s.cluster(e.ctx, e.sc, "c")
-	ApplyCountDelta(crec.GetCluster(), "", "PROVISIONING")
+	task.ApplyCountDelta(crec.GetCluster(), "", "PROVISIONING")
 	txn := store.NewTxn(sharedEtcd).Update(keys.Cluster(e.sc, "c"), crev, crec)
-	WriteTaskTxn(txn, e.sc, nil, 0, rec)
+	task.WriteTxn(txn, e.sc, nil, 0, rec)
 	if _, err := txn.Commit(e.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +363,7 @@ func TestStopUnplacedTask(t *testing.T) {
 	e.checkCounters("c")
 }
 
-// TestStopTaskTxnFence: StopTaskTxn's extra compares (the service scheduler's leader
+// TestStopTaskTxnFence: task.StopTxn's extra compares (the service scheduler's leader
 // fence) guard the write; a failing one leaves the task as it was.
 func TestStopTaskTxnFence(t *testing.T) {
 	e := newEnv(t)
@@ -372,24 +373,24 @@ func TestStopTaskTxnFence(t *testing.T) {
 		DesiredStatus: proto.String("RUNNING"), TaskDefinitionArn: proto.String("arn:aws:ecs:us-east-1:" + e.acc + ":task-definition/x:1"),
 	}}
 	txn := store.NewTxn(sharedEtcd)
-	WriteTaskTxn(txn, e.sc, nil, 0, rec)
+	task.WriteTxn(txn, e.sc, nil, 0, rec)
 	if _, err := txn.Commit(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	key := keys.Task(e.sc, "c", "00000000000000000000000000000002")
 	ctx, cancel := context.WithTimeout(e.ctx, 300*time.Millisecond)
 	defer cancel()
-	if _, err := StopTaskTxn(ctx, sharedEtcd, time.Now, e.sc, key, "ServiceSchedulerInitiated", "scale in", store.Fence("/berth/v1/leader/none", 42)); err == nil {
+	if _, err := task.StopTxn(ctx, sharedEtcd, time.Now, e.sc, key, "ServiceSchedulerInitiated", "scale in", store.Fence("/berth/v1/leader/none", 42)); err == nil {
 		t.Fatal("stopped through a failing fence")
 	}
 	if got := e.describeTask("c", rec.GetTask().GetTaskArn()); got.GetDesiredStatus() != "RUNNING" {
 		t.Fatalf("task changed through a failing fence: %v", got)
 	}
-	got, err := StopTaskTxn(e.ctx, sharedEtcd, time.Now, e.sc, key, "ServiceSchedulerInitiated", "scale in")
+	got, err := task.StopTxn(e.ctx, sharedEtcd, time.Now, e.sc, key, "ServiceSchedulerInitiated", "scale in")
 	if err != nil || got.GetTask().GetDesiredStatus() != "STOPPED" || got.GetTask().GetStopCode() != "ServiceSchedulerInitiated" {
 		t.Fatalf("stop: %v %v", got, err)
 	}
-	if _, err := StopTaskTxn(e.ctx, sharedEtcd, time.Now, e.sc, keys.Task(e.sc, "c", "00000000000000000000000000000009"), "x", "y"); err == nil {
+	if _, err := task.StopTxn(e.ctx, sharedEtcd, time.Now, e.sc, keys.Task(e.sc, "c", "00000000000000000000000000000009"), "x", "y"); err == nil {
 		t.Fatal("stopped a task that does not exist")
 	}
 }

@@ -263,7 +263,7 @@ func anyTaken(taken []string, ports []int32) bool {
 // Reserve takes d from ci's remainingResources: CPU and MEMORY decrease, the ports join
 // the PORTS and PORTS_UDP sets. When d does not fit (Fits) it changes nothing and
 // returns an error wrapping ErrInsufficient that names the reason. Task counters are the
-// caller's (a placement counts a pending task; see control.PlaceTxn). The GPU ids of d
+// caller's (a placement counts a pending task; see task.PlaceTxn). The GPU ids of d
 // (PickGPUs) leave the remaining GPU set, so no other task is given them; a demand
 // with GPUs but not that many ids is refused with ReasonGPU.
 func Reserve(ci *ecsv1.ContainerInstance, d Demand) error {

@@ -23,7 +23,7 @@ type GroupCommitFunc func(ctx context.Context, txn *store.Txn, placed [][]Placed
 
 // PlaceGroup places several requests on one cluster in one txn: it plans them one after
 // another on one snapshot (each sees the ones before it) and calls commit once with all
-// the placements; the hook writes the instances (as control.PlaceTxn does). A conflict
+// the placements; the hook writes the instances (as task.PlaceTxn does). A conflict
 // re-reads the touched instances and plans the whole group again. It returns one result
 // per request, or an error as Place does (nothing written then). The txn commits through
 // kv (nil: the Placer's client), as PlaceRequest.KV.

@@ -62,7 +62,7 @@ type PlaceRequest struct {
 	KV clientv3.KV
 	// CommitWritesInstances hands the instance writes to Commit: Placer then neither
 	// reserves nor writes the instance records, and Commit must write each one under
-	// Placed.InstanceRev (as control.PlaceTxn does), or the placement is not protected.
+	// Placed.InstanceRev (as task.PlaceTxn does), or the placement is not protected.
 	// Commit must write Placed.Instance itself, changed in place: after the commit the
 	// Placer caches that record at the commit's revision.
 	CommitWritesInstances bool

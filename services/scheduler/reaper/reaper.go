@@ -59,7 +59,7 @@ type Config struct {
 	// writes do. For control's *Server: func(kv clientv3.KV) reaper.Control { return
 	// srv.Fenced(kv) }. Required.
 	Control func(kv clientv3.KV) Control
-	// TaskIndexKeys returns a task's index keys (control.TaskIndexKeys), deleted with the
+	// TaskIndexKeys returns a task's index keys (task.IndexKeys), deleted with the
 	// task at garbage collection. Required.
 	TaskIndexKeys func(account keys.Scope, rec *storev1.TaskRecord) []string
 	// Interval is the time between sweeps. Default 5s.

@@ -22,6 +22,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/task"
 )
 
 // msgDaemonDesiredCount is AWS's InvalidParameterException message for a desiredCount
@@ -188,7 +189,7 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.
 			svc.CapacityProviderStrategy, svc.LaunchType = capStrategy, nil
 		}
 		if launch == "FARGATE" {
-			svc.PlatformVersion, svc.PlatformFamily = proto.String("LATEST"), proto.String(control.FargatePlatformFamily)
+			svc.PlatformVersion, svc.PlatformFamily = proto.String("LATEST"), proto.String(task.FargatePlatformFamily)
 			if m.PlatformVersion != nil {
 				svc.PlatformVersion = m.PlatformVersion
 			}
@@ -251,7 +252,7 @@ func deploymentLaunch(d *ecsv1.Deployment, s *ecsv1.Service, platform string) {
 		d.CapacityProviderStrategy, d.LaunchType = st, nil
 	}
 	if platform != "" {
-		d.PlatformVersion, d.PlatformFamily = proto.String(platform), proto.String(control.FargatePlatformFamily)
+		d.PlatformVersion, d.PlatformFamily = proto.String(platform), proto.String(task.FargatePlatformFamily)
 	}
 }
 
@@ -490,7 +491,7 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 				launch = control.StrategyLaunchType(st)
 			}
 			if launch == "FARGATE" {
-				s.PlatformFamily = proto.String(control.FargatePlatformFamily)
+				s.PlatformFamily = proto.String(task.FargatePlatformFamily)
 				if m.PlatformVersion != nil && m.GetPlatformVersion() != s.GetPlatformVersion() {
 					s.PlatformVersion, redeploy = m.PlatformVersion, true
 				} else if s.PlatformVersion == nil {
@@ -602,7 +603,7 @@ func startDeploymentID(rec *storev1.ServiceRecord, account keys.Scope, id, tdARN
 	d := newDeployment(id, tdARN, s.GetDesiredCount(), s.GetLaunchType(), s.GetNetworkConfiguration(), now)
 	platform := ""
 	if s.PlatformFamily != nil {
-		platform = control.FargateLatest // the one platform version Berth resolves to
+		platform = task.FargateLatest // the one platform version Berth resolves to
 	}
 	deploymentLaunch(d, s, platform)
 	if rollback {

@@ -15,6 +15,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/task"
 )
 
 // Policy holds the tunables Compute applies; ReconcilerConfig carries them (see there for
@@ -189,7 +190,7 @@ func classify(st State, pol Policy, svc *ecsv1.Service) ([]*view, error) {
 	hcs := map[string]map[string]bool{} // health-checked containers by task definition ARN
 	for _, it := range st.Tasks {
 		t := it.Value.GetTask()
-		v := &view{item: it, id: control.TaskID(it.Value), dep: it.Value.GetDeploymentId(), created: t.GetCreatedAt(), instance: it.Value.GetContainerInstanceId()}
+		v := &view{item: it, id: task.ID(it.Value), dep: it.Value.GetDeploymentId(), created: t.GetCreatedAt(), instance: it.Value.GetContainerInstanceId()}
 		if v.dep == "" {
 			v.dep = t.GetStartedBy()
 		}
@@ -197,7 +198,7 @@ func classify(st State, pol Policy, svc *ecsv1.Service) ([]*view, error) {
 		v.stopped = last == "STOPPED"
 		v.live = !v.stopped && t.GetDesiredStatus() == "RUNNING"
 		v.stopping = !v.stopped && t.GetDesiredStatus() != "RUNNING"
-		p, run := control.TaskCounts(last)
+		p, run := task.Counts(last)
 		v.pending, v.running = p == 1, run == 1
 		checked := false // an essential container has a health check
 		if v.running {

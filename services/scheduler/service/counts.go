@@ -12,6 +12,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/control"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/task"
 )
 
 // taskCounts are running and pending task counts.
@@ -49,7 +50,7 @@ func liveCounts(ctx context.Context, kv clientv3.KV, account keys.Scope, cluster
 	by := map[string]taskCounts{}
 	for _, it := range tasks {
 		rec := it.Value
-		p, run := control.TaskCounts(rec.GetTask().GetLastStatus())
+		p, run := task.Counts(rec.GetTask().GetLastStatus())
 		dep := rec.GetDeploymentId()
 		if dep == "" {
 			dep = rec.GetTask().GetStartedBy()

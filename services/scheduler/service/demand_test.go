@@ -8,8 +8,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
-	"github.com/berthhq/berth/services/scheduler/control"
 	"github.com/berthhq/berth/services/scheduler/placement"
+	"github.com/berthhq/berth/services/scheduler/task"
 )
 
 // TestAwsvpcDemandSameForRunTaskAndService: an awsvpc task has its own network interface
@@ -33,7 +33,7 @@ func TestAwsvpcDemandSameForRunTaskAndService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := control.NewTaskRecord(control.TaskTemplate{
+	rec := task.NewRecord(task.Template{
 		Region: "us-east-1", Account: "000000000000", Cluster: "c", LongARN: true, Now: time.Unix(1, 0),
 		NewID: func() string { return "0123456789abcdef0123456789abcdef" }, TaskDefinition: td, Group: "family:web", LaunchType: "EC2",
 	})

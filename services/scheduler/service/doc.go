@@ -18,7 +18,7 @@
 // flag, finish time). Task records stay control's: the reconciler creates service tasks
 // (startedBy and deployment_id = the deployment id "ecs-svc/<19 digits>", group
 // "service:<name>", service_name set) through the placement package's Placer with
-// control.PlaceTxn — the instance reservation, the agent's inbox entry and the cluster's
+// task.PlaceTxn — the instance reservation, the agent's inbox entry and the cluster's
 // counters in the same transaction, exactly as RunTask — and stops them like StopTask
 // with stopCode ServiceSchedulerInitiated. Every reconciler write carries the leader's
 // fence.

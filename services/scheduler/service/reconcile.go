@@ -24,6 +24,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/placement"
 	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/task"
 )
 
 // Stop codes and reasons the service scheduler writes on the tasks it stops.
@@ -795,7 +796,7 @@ func (r *Reconciler) state(ctx context.Context, cs *clusterState, it serviceItem
 		TaskDefinitions: map[string]*ecsv1.TaskDefinition{}, Now: r.cfg.Now(), Protected: cs.protected,
 	}
 	for _, t := range st.Tasks {
-		if _, run := control.TaskCounts(t.Value.GetTask().GetLastStatus()); run == 0 {
+		if _, run := task.Counts(t.Value.GetTask().GetLastStatus()); run == 0 {
 			continue
 		}
 		arn := t.Value.GetTask().GetTaskDefinitionArn()
@@ -820,7 +821,7 @@ func (r *Reconciler) state(ctx context.Context, cs *clusterState, it serviceItem
 
 // Apply carries out a plan Compute made: it stops the tasks of plan.Stop (as StopTask
 // does, fenced), places plan.Launch's tasks through the Placer (written with
-// control.PlaceTxn and the fence) and adds their events, then writes the service record
+// task.PlaceTxn and the fence) and adds their events, then writes the service record
 // with the events when it changed, against the revision read. A conflict on the service
 // record (an API call changed it meanwhile) is not an error: the next pass recomputes. It
 // returns the first write error, wrapping store.ErrPreconditionFailed when the fence
@@ -964,7 +965,7 @@ func (r *Reconciler) eligibleInstances(cs *clusterState, s *ecsv1.Service, td *e
 }
 
 // launch places up to n tasks of the launch's deployment or task set (on the named instances for DAEMON)
-// through the Placer, writing them with control.PlaceTxn and the fence; it returns the ids
+// through the Placer, writing them with task.PlaceTxn and the fence; it returns the ids
 // placed, how many it tried (n capped to one txn's worth) and the placement failures.
 //
 // provider, when set, is the capacity provider the tasks are placed through: they are
@@ -975,7 +976,7 @@ func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev
 	if provider == "" && s.GetLaunchType() == "FARGATE" {
 		provider = control.ProviderFargate // launchType FARGATE places on the Fargate pool
 	}
-	// One task as it would be written gives the demand (computed once, by NewTaskRecord)
+	// One task as it would be written gives the demand (computed once, by task.NewRecord)
 	// and the size of a task in the txn. At most one txn's worth of tasks per pass (etcd's
 	// --max-txn-ops and request size): a larger launch failed every pass ("too many
 	// operations in txn request" past ~15 tasks at etcd's default 128; "message larger than
@@ -1009,17 +1010,17 @@ func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev
 			if err != nil {
 				return fmt.Errorf("service: read cluster: %w", err)
 			}
-			insts := map[string]*control.InstanceState{}
+			insts := map[string]*task.InstanceState{}
 			written = written[:0]
 			for _, p := range placed {
 				if insts[p.InstanceID] == nil {
-					insts[p.InstanceID] = &control.InstanceState{Record: p.Instance, Rev: p.InstanceRev}
+					insts[p.InstanceID] = &task.InstanceState{Record: p.Instance, Rev: p.InstanceRev}
 				}
 				t := r.newTask(account, rec.GetClusterName(), rec, tdRec, l, provider)
 				t.ContainerInstanceId = p.InstanceID
 				written = append(written, t)
 			}
-			return control.PlaceTxn(txn, control.Placement{
+			return task.PlaceTxn(txn, task.Placement{
 				Account: account, Cluster: crec, ClusterRev: crev, Instances: insts,
 				Tasks: written, TaskDefinition: td,
 			})
@@ -1031,7 +1032,7 @@ func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev
 	ids := make([]string, 0, len(res.Placed))
 	if len(res.Placed) > 0 {
 		for _, t := range written {
-			ids = append(ids, control.TaskID(t))
+			ids = append(ids, task.ID(t))
 		}
 	}
 	return ids, n, res.Failures, nil
@@ -1067,7 +1068,7 @@ func (r *Reconciler) newTask(account keys.Scope, cluster string, rec *storev1.Se
 			&ecsv1.Tag{Key: proto.String("aws:ecs:clusterName"), Value: proto.String(cluster)},
 			&ecsv1.Tag{Key: proto.String("aws:ecs:serviceName"), Value: proto.String(s.GetServiceName())})
 	}
-	t := control.NewTaskRecord(control.TaskTemplate{
+	t := task.NewRecord(task.Template{
 		Region: account.Region, Account: account.Account, Cluster: cluster, LongARN: true, NewID: r.cfg.NewID, Now: r.cfg.Now(),
 		TaskDefinition: tdRec.GetTaskDefinition(), Group: "service:" + s.GetServiceName(), LaunchType: launch,
 		StartedBy: depID, Tags: tags, EnableExecuteCommand: s.GetEnableExecuteCommand(),
@@ -1077,7 +1078,7 @@ func (r *Reconciler) newTask(account keys.Scope, cluster string, rec *storev1.Se
 	return t
 }
 
-// stopTask stops a task as control's StopTask does (control.StopTaskTxn: desiredStatus
+// stopTask stops a task as control's StopTask does (task.StopTxn: desiredStatus
 // STOPPED, stopCode ServiceSchedulerInitiated, the reason, a StopOrder in the agent's
 // inbox; a task not placed goes straight to STOPPED with the cluster's counters), fenced,
 // retried on conflict. A task already STOPPED is left alone.
@@ -1085,8 +1086,8 @@ func (r *Reconciler) stopTask(ctx context.Context, account keys.Scope, it store.
 	if it.Value.GetTask().GetLastStatus() == "STOPPED" {
 		return nil
 	}
-	if _, err := control.StopTaskTxn(ctx, r.cfg.Client, r.cfg.Now, account, it.Key, StopCodeScheduler, reason, r.cfg.Fence...); err != nil {
-		return fmt.Errorf("service: stop task %s: %w", control.TaskID(it.Value), err)
+	if _, err := task.StopTxn(ctx, r.cfg.Client, r.cfg.Now, account, it.Key, StopCodeScheduler, reason, r.cfg.Fence...); err != nil {
+		return fmt.Errorf("service: stop task %s: %w", task.ID(it.Value), err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package control
+package task
 
 import (
 	"crypto/sha256"

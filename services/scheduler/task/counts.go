@@ -1,0 +1,41 @@
+package task
+
+import ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+
+// Counts returns how a task with this lastStatus counts in a cluster's and an
+// instance's pendingTasksCount (PROVISIONING, PENDING, ACTIVATING) and runningTasksCount
+// (RUNNING): (1, 0), (0, 1), or (0, 0) for any other status.
+func Counts(lastStatus string) (pending, running int32) {
+	switch lastStatus {
+	case "PROVISIONING", "PENDING", "ACTIVATING":
+		return 1, 0
+	case "RUNNING":
+		return 0, 1
+	}
+	return 0, 0
+}
+
+// CountDelta returns the change in (pending, running) when a task's lastStatus moves
+// from old to new ("" for a task that did not exist).
+func CountDelta(old, new string) (pending, running int32) {
+	op, or := Counts(old)
+	np, nr := Counts(new)
+	return np - op, nr - or
+}
+
+// ApplyCountDelta adjusts a cluster's pending and running task counters for a task moving
+// from lastStatus old to new ("" for a task that did not exist); a counter never goes
+// below zero.
+func ApplyCountDelta(c *ecsv1.Cluster, old, new string) {
+	dp, dr := CountDelta(old, new)
+	c.PendingTasksCount = max(c.PendingTasksCount+dp, 0)
+	c.RunningTasksCount = max(c.RunningTasksCount+dr, 0)
+}
+
+// ApplyInstanceDelta is ApplyCountDelta for a container instance's pendingTasksCount and
+// runningTasksCount.
+func ApplyInstanceDelta(ci *ecsv1.ContainerInstance, old, new string) {
+	dp, dr := CountDelta(old, new)
+	ci.PendingTasksCount = max(ci.PendingTasksCount+dp, 0)
+	ci.RunningTasksCount = max(ci.RunningTasksCount+dr, 0)
+}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"log/slog"
 	"net"
 	"os"
@@ -103,7 +105,7 @@ func startStack(ctx context.Context, o options, dir string, wg *sync.WaitGroup) 
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 			return aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: secretKey}, nil
 		}),
-		Retryer: aws.NopRetryer{},
+		Retryer: closedConnRetryer(),
 	})
 
 	reg, err := ociregistry.Serve(ctx, "127.0.0.1:0")
@@ -654,4 +656,20 @@ func failures(fs []ecstypes.Failure) string {
 		out = append(out, s)
 	}
 	return "[" + strings.Join(out, "; ") + "]"
+}
+
+// closedConnRetryer retries a call only when the SDK's own HTTP transport closed the
+// connection under it (net.ErrClosed while reading a 200 response: aws-sdk-go-v2#2737,
+// which the SDK's default retryer retries since #2949), at once and at most twice. Every
+// other error fails the call, so a figure never hides a Berth error behind retries; a
+// retried call's latency includes its retry.
+func closedConnRetryer() aws.Retryer {
+	return retry.NewStandard(func(o *retry.StandardOptions) {
+		o.MaxAttempts = 3
+		o.Retryables = []retry.IsErrorRetryable{retry.IsErrorRetryableFunc(func(err error) aws.Ternary {
+			return aws.BoolTernary(errors.Is(err, net.ErrClosed))
+		})}
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+		o.RateLimiter = ratelimit.None
+	})
 }

@@ -165,16 +165,18 @@ func (ss *session) expectedTasks(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, k := range ks {
-			taskID := k[len(prefix):]
-			rec, _, err := store.Get[*storev1.TaskRecord](ctx, kv, keys.Task(ss.account, ss.cluster, taskID))
-			if errors.Is(err, store.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			if rec.GetTask().GetLastStatus() != "STOPPED" {
+		// One multi-get a page rather than a Get a task: an agent restarting with a
+		// hundred tasks would otherwise wait for a hundred round trips.
+		tks := make([]string, len(ks))
+		for i, k := range ks {
+			tks[i] = keys.Task(ss.account, ss.cluster, k[len(prefix):])
+		}
+		items, err := store.GetMany[*storev1.TaskRecord](ctx, kv, tks)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			if rec := it.Value; rec != nil && rec.GetTask().GetLastStatus() != "STOPPED" {
 				out = append(out, rec.GetTask().GetTaskArn())
 			}
 		}

@@ -240,7 +240,7 @@ func New(cfg Config) (*Network, error) {
 	}
 	for _, p := range []string{"bridge", "host-local", "portmap", "firewall", "loopback"} {
 		if findPlugin(cfg.PluginDirs, p) == "" {
-			return nil, fmt.Errorf("network: CNI plugin %q not found in %s (install containernetworking-plugins)", p, strings.Join(cfg.PluginDirs, ", "))
+			return nil, fmt.Errorf("network: CNI plugin %q not found in %s (install containernetworking-plugins, then restart the agent: it looks for them when it starts)", p, strings.Join(cfg.PluginDirs, ", "))
 		}
 	}
 	if _, _, err := net.ParseCIDR(cfg.BridgeSubnet); err != nil {

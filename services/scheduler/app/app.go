@@ -50,7 +50,6 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ssm"
 	"github.com/berthhq/berth/services/scheduler/store"
 	"github.com/berthhq/berth/services/scheduler/sts"
-	"github.com/berthhq/berth/services/scheduler/task"
 	"github.com/berthhq/berth/services/scheduler/taskcreds"
 	"github.com/berthhq/berth/services/scheduler/tasksecrets"
 )
@@ -369,7 +368,6 @@ func (a *App) Run(ctx context.Context) error {
 			r := reaper.New(reaper.Config{
 				KV:             a.kv,
 				Control:        func(kv clientv3.KV) reaper.Control { return a.control.Fenced(kv) },
-				TaskIndexKeys:  task.IndexKeys,
 				Interval:       a.cfg.ReaperInterval,
 				LostAfter:      a.cfg.LostAfter,
 				PendingTimeout: a.cfg.PendingTimeout,

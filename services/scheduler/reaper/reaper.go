@@ -14,6 +14,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/leader"
 	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/task"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -59,9 +60,6 @@ type Config struct {
 	// writes do. For control's *Server: func(kv clientv3.KV) reaper.Control { return
 	// srv.Fenced(kv) }. Required.
 	Control func(kv clientv3.KV) Control
-	// TaskIndexKeys returns a task's index keys (task.IndexKeys), deleted with the
-	// task at garbage collection. Required.
-	TaskIndexKeys func(account keys.Scope, rec *storev1.TaskRecord) []string
 	// Interval is the time between sweeps. Default 5s.
 	Interval time.Duration
 	// Grace is how long after becoming leader the reaper waits before reaping. Default
@@ -355,7 +353,7 @@ func (r *Reaper) sweepTasks(ctx context.Context, now time.Time, st *Stats) error
 				return nil
 			}
 			txn := store.NewTxn(r.kv).IfModRevision(it.Key, it.ModRevision).Delete(it.Key)
-			for _, k := range r.cfg.TaskIndexKeys(account, rec) {
+			for _, k := range task.IndexKeys(account, rec) {
 				txn.Delete(k)
 			}
 			txn.Delete(keys.IDCluster(account, "task", taskID))

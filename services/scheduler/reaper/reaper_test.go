@@ -14,6 +14,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/leader"
 	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/task"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 )
@@ -52,12 +53,6 @@ func (f fakeControl) ApplyTaskStateChange(ctx context.Context, account keys.Scop
 
 func instARN(id string) string { return arn.ContainerInstanceARN("us-east-1", acct, cl, id, true) }
 
-func indexKeys(account keys.Scope, rec *storev1.TaskRecord) []string {
-	id := rec.GetTask().GetTaskArn()
-	id = id[len(id)-2:]
-	return []string{keys.TaskList(account, cl, rec.GetTask().GetDesiredStatus(), keys.DimInstance, rec.GetContainerInstanceId(), id)}
-}
-
 type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time          { return c.t }
@@ -86,7 +81,7 @@ func TestReaperWithControllableClock(t *testing.T) {
 		}
 	}
 	must2(cli.Put(ctx, keys.Presence(testScope, cl, "i2"), "r1 s1"))
-	task := func(id, inst, last, desired string, created, stopped time.Time) {
+	addTask := func(id, inst, last, desired string, created, stopped time.Time) {
 		rec := &storev1.TaskRecord{ClusterName: cl, ContainerInstanceId: inst, Task: &ecsv1.Task{
 			TaskArn: proto.String(arn.TaskARN("us-east-1", acct, cl, id, true)), ContainerInstanceArn: proto.String(instARN(inst)),
 			LastStatus: proto.String(last), DesiredStatus: proto.String(desired), CreatedAt: epoch(created),
@@ -94,13 +89,17 @@ func TestReaperWithControllableClock(t *testing.T) {
 		if !stopped.IsZero() {
 			rec.Task.StoppedAt = epoch(stopped)
 		}
-		must(store.NewTxn(cli).Create(keys.Task(testScope, cl, id), rec).PutIndex(indexKeys(testScope, rec)[0]).Commit(ctx))
+		txn := store.NewTxn(cli).Create(keys.Task(testScope, cl, id), rec)
+		for _, k := range task.IndexKeys(testScope, rec) {
+			txn.PutIndex(k)
+		}
+		must(txn.Commit(ctx))
 	}
 	now := clk.now()
-	task("t1", "i1", "RUNNING", "RUNNING", now.Add(-time.Hour), time.Time{})
-	task("t2", "i2", "PENDING", "RUNNING", now.Add(-20*time.Minute), time.Time{})
-	task("t3", "i2", "STOPPED", "STOPPED", now.Add(-3*time.Hour), now.Add(-2*time.Hour))
-	task("t4", "i2", "STOPPED", "STOPPED", now.Add(-3*time.Hour), now.Add(-10*time.Minute))
+	addTask("t1", "i1", "RUNNING", "RUNNING", now.Add(-time.Hour), time.Time{})
+	addTask("t2", "i2", "PENDING", "RUNNING", now.Add(-20*time.Minute), time.Time{})
+	addTask("t3", "i2", "STOPPED", "STOPPED", now.Add(-3*time.Hour), now.Add(-2*time.Hour))
+	addTask("t4", "i2", "STOPPED", "STOPPED", now.Add(-3*time.Hour), now.Add(-10*time.Minute))
 
 	// A term: an election key this test owns.
 	put, err := cli.Put(ctx, keys.Election("scheduler")+"x", "me")
@@ -109,7 +108,7 @@ func TestReaperWithControllableClock(t *testing.T) {
 	}
 	term := leader.Term{Key: keys.Election("scheduler") + "x", Rev: put.Header.Revision}
 
-	r := New(Config{KV: cli, Control: func(kv clientv3.KV) Control { return fakeControl{kv} }, TaskIndexKeys: indexKeys, Now: clk.now,
+	r := New(Config{KV: cli, Control: func(kv clientv3.KV) Control { return fakeControl{kv} }, Now: clk.now,
 		Grace: 30 * time.Second, LostAfter: 5 * time.Minute, PendingTimeout: 10 * time.Minute, Retention: time.Hour})
 
 	st, err := r.Sweep(ctx, term)
@@ -174,7 +173,7 @@ func TestReaperWithControllableClock(t *testing.T) {
 	if _, err := cli.Delete(ctx, term.Key); err != nil {
 		t.Fatal(err)
 	}
-	r2 := New(Config{KV: cli, Control: func(kv clientv3.KV) Control { return fakeControl{kv} }, TaskIndexKeys: indexKeys, Now: clk.now, Grace: -1, Retention: time.Hour})
+	r2 := New(Config{KV: cli, Control: func(kv clientv3.KV) Control { return fakeControl{kv} }, Now: clk.now, Grace: -1, Retention: time.Hour})
 	if _, err := r2.Sweep(ctx, term); !errors.Is(err, store.ErrPreconditionFailed) {
 		t.Fatalf("deposed sweep: %v", err)
 	}

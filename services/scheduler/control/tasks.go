@@ -783,6 +783,9 @@ func (s *Server) ApplyTaskStateChange(ctx context.Context, account keys.Scope, c
 		if rec == nil || rec.GetContainerInstanceId() != instID {
 			return denied
 		}
+		if !task.Advances(rec.GetTask().GetLastStatus(), ch.GetLastStatus()) {
+			return nil // an older or late report: nothing to copy or write
+		}
 		old := proto.Clone(rec).(*storev1.TaskRecord)
 		oldStatus, newStatus, changed := task.ApplyStateChange(rec, ch, s.now())
 		if !changed {

@@ -37,6 +37,13 @@ func ValidStatus(status string) bool {
 	return ok
 }
 
+// Advances reports whether a report of status reported moves a task in lastStatus on:
+// lastStatus only moves forward (a report of the same status still carries container,
+// health and attachment updates), and a STOPPED task stays as it is.
+func Advances(lastStatus, reported string) bool {
+	return lastStatus != "STOPPED" && statusRank[reported] >= statusRank[lastStatus]
+}
+
 // ApplyStateChange applies a task state change reported by an agent to rec, as of now
 // (the default for timestamps the report does not carry). lastStatus moves only forward:
 // a report older than rec's status, or any report once rec is STOPPED, changes nothing
@@ -52,7 +59,7 @@ func ValidStatus(status string) bool {
 func ApplyStateChange(rec *storev1.TaskRecord, ch *agentv1.TaskStateChange, now time.Time) (oldStatus, newStatus string, changed bool) {
 	t := rec.GetTask()
 	oldStatus, newStatus = t.GetLastStatus(), ch.GetLastStatus()
-	if statusRank[newStatus] < statusRank[oldStatus] || oldStatus == "STOPPED" {
+	if !Advances(oldStatus, newStatus) {
 		return oldStatus, oldStatus, false
 	}
 	t.LastStatus = proto.String(newStatus)

@@ -124,6 +124,23 @@ func goTestFigures(ctx context.Context) ([]Row, error) {
 		}
 	}
 
+	// Service reconcile passes over 1,000 services × 10 tasks in steady state (issue 13's
+	// goals: unchanged pass ≤ 5 ms, full pass ≤ 0.5 s).
+	const gSvc = "service reconcile: 1,000 services × 10 tasks, 100 instances, embedded etcd"
+	if pass, err := goBench(ctx, "services/scheduler/service", "^BenchmarkPass$", "20x"); err != nil {
+		errs = append(errs, err.Error())
+	} else {
+		for _, f := range []struct{ sub, metric, note string }{
+			{"full", "full pass (goal ≤ 500 ms)", "mean of 20 (service.BenchmarkPass/full: every service's counts and deployments recomputed, nothing written)"},
+			{"unchanged", "unchanged pass (goal ≤ 5 ms)", "mean of 20 (service.BenchmarkPass/unchanged: what Run does when nothing changed)"},
+			{"one-service-changed", "pass after one service's task changed", "mean of 20 (service.BenchmarkPass/one-service-changed)"},
+		} {
+			if m, ok := find(pass, "BenchmarkPass/"+f.sub); ok {
+				rows = append(rows, Row{gSvc, f.metric, m["ns/op"] / 1e6, "ms", f.note})
+			}
+		}
+	}
+
 	// List/Describe latency at 10 and 10,000 tasks (control package, in-process).
 	const gList = "List*/Describe* (control, in-process, embedded etcd)"
 	ctl, err := goBench(ctx, "services/scheduler/control", "^(BenchmarkDescribeTasks100|BenchmarkListTasksPage)$", "300x")

@@ -75,7 +75,7 @@ func main() {
 	flag.Float64Var(&o.highRate, "high-rate", 200, "the second, higher fixed rate (requests/s) of DescribeTasks(100)")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "how long each fixed-rate run lasts")
 	flag.DurationVar(&o.placeDuration, "place-duration", 10*time.Second, "how long the RunTask placement run lasts")
-	flag.StringVar(&o.profileDir, "profile-dir", "", "write CPU profiles of the placement-path and gateway-high runs (<part>.pprof) into this directory")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "write CPU profiles of the placement-path and gateway-high runs (<part>.pprof) and allocation profiles at their start and end (<part>.allocs-start.pprof, <part>.allocs-end.pprof) into this directory")
 	onlyFlag := flag.String("only", "", "run only these parts, comma-separated: "+strings.Join(parts, ", ")+" (default: all)")
 	flag.IntVar(&o.sessions, "sessions", 5000, "fake agent sessions to open against one scheduler replica")
 	flag.DurationVar(&o.heartbeat, "heartbeat", 10*time.Second, "fake agents' heartbeat interval (the agent's default)")
@@ -85,6 +85,8 @@ func main() {
 	flag.StringVar(&o.workDir, "dir", "", "scratch directory (default: a new temporary one)")
 	var fake fakeFlags
 	fake.register(flag.CommandLine)
+	var load loadFlags
+	load.register(flag.CommandLine)
 	flag.Parse()
 	if *onlyFlag != "" {
 		o.only = map[string]bool{}
@@ -99,6 +101,13 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if load.url != "" { // child mode: the DescribeTasks load client
+		if err := runLoadClient(ctx, load); err != nil {
+			fmt.Fprintln(os.Stderr, "load client:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if fake.n > 0 { // child mode: hold fake agent sessions until killed
 		if err := runFakeAgents(ctx, fake); err != nil && ctx.Err() == nil {
 			fmt.Fprintln(os.Stderr, "fake agents:", err)

@@ -157,11 +157,21 @@ func startProfile(o options, part string) (stop func(), err error) {
 		f.Close()
 		return nil, err
 	}
+	// Allocation profiles at the start and the end: `go tool pprof -sample_index=alloc_space
+	// -base <part>.allocs-start.pprof <part>.allocs-end.pprof` shows what the run allocated.
+	writeAllocs := func(suffix string) {
+		if a, err := os.Create(filepath.Join(o.profileDir, part+".allocs-"+suffix+".pprof")); err == nil {
+			_ = pprof.Lookup("allocs").WriteTo(a, 0)
+			_ = a.Close()
+		}
+	}
+	writeAllocs("start")
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			pprof.StopCPUProfile()
 			_ = f.Close()
+			writeAllocs("end")
 		})
 	}, nil
 }

@@ -494,25 +494,36 @@ func gatewayFigures(ctx context.Context, s *stack, o options) ([]Row, error) {
 		errs = append(errs, derr, rerr)
 	}
 	if o.want("gateway-high") {
-		gh := fmt.Sprintf("gateway DescribeTasks(100) at a fixed %g requests/s for %s (AWS SDK for Go v2, SigV4)", o.highRate, o.duration)
+		gh := fmt.Sprintf("gateway DescribeTasks(100) at a fixed %g requests/s for %s (AWS SDK for Go v2, SigV4, client in its own process)", o.highRate, o.duration)
 		if o.noTaskCache {
 			gh += ", scheduler without its task cache"
 		}
-		// Warm up at the same rate first, discarded: the first second after seeding
-		// holds the fake agents' RUNNING reports, the task cache filling and new
-		// connections (up to 30 ms a call), which are not the steady state this row is about.
-		if _, err := fixedRate(ctx, o.highRate, warmUp, describeTasks); err != nil {
-			return rows, fmt.Errorf("warm-up: %w", err)
+		// The client runs in a process of its own (loadclient.go), warms up at the same
+		// rate first, unmeasured (the first second after seeding holds the fake agents'
+		// RUNNING reports, the task cache filling and new connections), then measures.
+		var stopProfile func()
+		var c0 time.Duration
+		var t0 time.Time
+		var wall, cpu time.Duration
+		var perr error
+		describe, clientCPU, derr := describeLoad(ctx, s.gwURL, cluster, arns, o.highRate, warmUp, o.duration,
+			func() {
+				stopProfile, perr = startProfile(o, "gateway-high")
+				c0, t0 = cpuTime(), time.Now()
+			},
+			func() {
+				wall, cpu = time.Since(t0), cpuTime()-c0
+				if stopProfile != nil {
+					stopProfile()
+				}
+			})
+		if perr != nil {
+			return rows, perr
 		}
-		stopProfile, err := startProfile(o, "gateway-high")
-		if err != nil {
-			return rows, err
+		if wall <= 0 {
+			return rows, fmt.Errorf("load client: %w", derr)
 		}
-		c0, t0 := cpuTime(), time.Now()
-		describe, derr := fixedRate(ctx, o.highRate, o.duration, describeTasks)
-		wall := time.Since(t0) // until the last call completed
-		cores := (cpuTime() - c0).Seconds() / wall.Seconds()
-		stopProfile()
+		cores := cpu.Seconds() / wall.Seconds()
 		done := float64(len(describe)) / wall.Seconds()
 		keptUp := "kept up with the offered rate"
 		if done < 0.95*o.highRate {
@@ -522,11 +533,13 @@ func gatewayFigures(ctx context.Context, s *stack, o options) ([]Row, error) {
 			Row{gh, "DescribeTasks(100) completed/s", done, "/s", keptUp},
 			Row{gh, "DescribeTasks(100) p50", ms(percentile(describe, 50)), "ms", fmt.Sprintf("%d calls succeeded of %d sent, after %s of warm-up at the same rate", len(describe), int(o.highRate*o.duration.Seconds()), warmUp)},
 			Row{gh, "DescribeTasks(100) p99", ms(percentile(describe, 99)), "ms", ""},
-			Row{gh, "CPU during the run", cores, "cores", "this process: SDK client, gateway, scheduler, embedded etcd"})
+			Row{gh, "CPU during the run", cores, "cores", "the server process: gateway, scheduler, embedded etcd (the SDK client runs in its own process)"})
 		if done > 0 {
 			// The figure that stays comparable on a loaded machine, where the latencies
 			// measure the queue.
-			rows = append(rows, Row{gh, "CPU per DescribeTasks(100)", cores * 1000 / done, "ms", "same process, per completed call"})
+			rows = append(rows, Row{gh, "CPU per DescribeTasks(100)", cores * 1000 / done, "ms", "server process, per completed call"})
+			sent := o.highRate * (warmUp + o.duration).Seconds()
+			rows = append(rows, Row{gh, "SDK client CPU per DescribeTasks(100)", float64(clientCPU.Microseconds()) / 1000 / sent, "ms", "the client process's CPU (signing, HTTP, decoding the answer) over all its calls, warm-up included"})
 		}
 		errs = append(errs, derr)
 	}

@@ -98,8 +98,8 @@ func (d *decoder) message(raw json.RawMessage, msg protoreflect.Message, path st
 		}
 		return mismatch(raw, "a structure", path)
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil {
+	obj, err := splitObject(raw)
+	if err != nil {
 		return serializationError("The request body is not valid JSON.")
 	}
 	fields := describe(msg.Descriptor())
@@ -157,8 +157,8 @@ func (d *decoder) field(raw json.RawMessage, msg protoreflect.Message, fd protor
 		if raw[0] != '{' {
 			return mismatch(raw, "a map", path)
 		}
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &obj); err != nil {
+		obj, err := splitObject(raw)
+		if err != nil {
 			return serializationError("The request body is not valid JSON.")
 		}
 		m := msg.Mutable(fd).Map()
@@ -184,10 +184,7 @@ func (d *decoder) field(raw json.RawMessage, msg protoreflect.Message, fd protor
 		if raw[0] != '[' {
 			return mismatch(raw, "a list", path)
 		}
-		var elems []json.RawMessage
-		if err := json.Unmarshal(raw, &elems); err != nil {
-			return serializationError("The request body is not valid JSON.")
-		}
+		elems := splitArray(raw)
 		list := msg.Mutable(fd).List()
 		// A list of unconstrained strings (task ARNs, subnets, …) needs no element path
 		// unless an element is not a plain string: it is not formatted per element.

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
@@ -27,7 +28,8 @@ import (
 // valid message; NaN and infinite doubles, which JSON cannot carry, are written as 0.
 func Marshal(m proto.Message) ([]byte, error) {
 	bp := scratch.Get().(*[]byte)
-	b := appendMessage((*bp)[:0], m.ProtoReflect(), true)
+	msg := m.ProtoReflect()
+	b := appendMessage((*bp)[:0], msg, shapeOf(msg.Descriptor()), true)
 	// One exact-size copy instead of the ~2x of repeated growth; the scratch buffer is
 	// kept for the next response unless it grew past maxScratch.
 	out := make([]byte, len(b))
@@ -45,7 +47,8 @@ func Marshal(m proto.Message) ([]byte, error) {
 // bytes out at once, as the gateway does.
 func MarshalPooled(m proto.Message) (b []byte, release func()) {
 	bp := scratch.Get().(*[]byte)
-	b = appendMessage((*bp)[:0], m.ProtoReflect(), true)
+	msg := m.ProtoReflect()
+	b = appendMessage((*bp)[:0], msg, shapeOf(msg.Descriptor()), true)
 	return b, func() {
 		if cap(b) <= maxScratch {
 			*bp = b[:0]
@@ -64,6 +67,14 @@ const maxScratch = 1 << 20
 type shapeInfo struct {
 	names    [][]byte
 	defaults []Default
+	// wrapper says the message is a wrapper (isWrapper), written as its one field.
+	wrapper bool
+	// fields holds the message's field descriptors, by index.
+	fields []protoreflect.FieldDescriptor
+	// kids holds, by field index, the shapeInfo of a message-typed field's (a list's
+	// element's, a map's value's) message, filled on first use: encoding a nested
+	// message then looks up no table.
+	kids []atomic.Pointer[shapeInfo]
 	// zero holds, for fields whose default is EmptyStructure, the read-only empty message
 	// written when the field is unset (Get would allocate one per call).
 	zero []protoreflect.Message
@@ -77,8 +88,15 @@ func shapeOf(md protoreflect.MessageDescriptor) *shapeInfo {
 		return si.(*shapeInfo)
 	}
 	fields := md.Fields()
-	si := &shapeInfo{names: make([][]byte, fields.Len()), defaults: memberDefaults(md)}
+	si := &shapeInfo{
+		names:    make([][]byte, fields.Len()),
+		defaults: memberDefaults(md),
+		wrapper:  isWrapper(md),
+		fields:   make([]protoreflect.FieldDescriptor, fields.Len()),
+		kids:     make([]atomic.Pointer[shapeInfo], fields.Len()),
+	}
 	for i := range si.names {
+		si.fields[i] = fields.Get(i)
 		si.names[i] = append(appendString(nil, fields.Get(i).JSONName()), ':')
 		if si.defaults != nil && si.defaults[i] == EmptyStructure {
 			if si.zero == nil {
@@ -93,6 +111,25 @@ func shapeOf(md protoreflect.MessageDescriptor) *shapeInfo {
 	return actual.(*shapeInfo)
 }
 
+// kid returns the shapeInfo of the message of field i (its element's for a list, its
+// value's for a map); nil when the field holds no message.
+func (si *shapeInfo) kid(i int) *shapeInfo {
+	if k := si.kids[i].Load(); k != nil {
+		return k
+	}
+	fd := si.fields[i]
+	if fd.IsMap() {
+		fd = fd.MapValue()
+	}
+	md := fd.Message()
+	if md == nil {
+		return nil
+	}
+	k := shapeOf(md)
+	si.kids[i].Store(k)
+	return k
+}
+
 // AppendError appends the AWS JSON error body {"__type": typ, "message": message}.
 func AppendError(b []byte, typ, message string) []byte {
 	b = append(b, `{"__type":`...)
@@ -102,18 +139,15 @@ func AppendError(b []byte, typ, message string) []byte {
 	return append(b, '}')
 }
 
-func appendMessage(b []byte, msg protoreflect.Message, top bool) []byte {
+// appendMessage writes msg, whose shapeInfo is si; top says it is the response itself.
+func appendMessage(b []byte, msg protoreflect.Message, si *shapeInfo, top bool) []byte {
 	b = append(b, '{')
 	first := true
-	md := msg.Descriptor()
-	si := shapeOf(md)
 	defaults := si.defaults
 	if defaultsOff {
 		defaults = nil
 	}
-	fields := md.Fields()
-	for i := 0; i < fields.Len(); i++ {
-		fd := fields.Get(i)
+	for i, fd := range si.fields {
 		def := Omit
 		if defaults != nil {
 			def = defaults[i]
@@ -143,7 +177,7 @@ func appendMessage(b []byte, msg protoreflect.Message, top bool) []byte {
 					// The read-only empty message, whose own defaults appendMessage writes.
 					if z := si.zero[i]; z != nil {
 						b = appendName(b, &first, si.names[i])
-						b = appendMessage(b, z, false)
+						b = appendMessage(b, z, si.kid(i), false)
 						continue
 					}
 				case True:
@@ -159,7 +193,7 @@ func appendMessage(b []byte, msg protoreflect.Message, top bool) []byte {
 			v = msg.Get(fd)
 		}
 		b = appendName(b, &first, si.names[i])
-		b = appendField(b, fd, v)
+		b = appendField(b, fd, si.kid(i), v)
 	}
 	return append(b, '}')
 }
@@ -174,7 +208,9 @@ func appendName(b []byte, first *bool, name []byte) []byte {
 	return append(b, name...)
 }
 
-func appendField(b []byte, fd protoreflect.FieldDescriptor, v protoreflect.Value) []byte {
+// appendField writes v, the value of fd; kid is the shapeInfo of its message (a list's
+// element's, a map's value's), nil for scalars.
+func appendField(b []byte, fd protoreflect.FieldDescriptor, kid *shapeInfo, v protoreflect.Value) []byte {
 	switch {
 	case fd.IsList():
 		list := v.List()
@@ -183,7 +219,7 @@ func appendField(b []byte, fd protoreflect.FieldDescriptor, v protoreflect.Value
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendSingular(b, fd, list.Get(i))
+			b = appendSingular(b, fd, kid, list.Get(i))
 		}
 		return append(b, ']')
 	case fd.IsMap():
@@ -201,21 +237,27 @@ func appendField(b []byte, fd protoreflect.FieldDescriptor, v protoreflect.Value
 			}
 			b = appendString(b, k)
 			b = append(b, ':')
-			b = appendSingular(b, fd.MapValue(), m.Get(protoreflect.ValueOfString(k).MapKey()))
+			b = appendSingular(b, fd.MapValue(), kid, m.Get(protoreflect.ValueOfString(k).MapKey()))
 		}
 		return append(b, '}')
 	}
-	return appendSingular(b, fd, v)
+	return appendSingular(b, fd, kid, v)
 }
 
-func appendSingular(b []byte, fd protoreflect.FieldDescriptor, v protoreflect.Value) []byte {
+// appendSingular writes v, one value of fd (one element of a list or map); kid is as
+// for appendField.
+func appendSingular(b []byte, fd protoreflect.FieldDescriptor, kid *shapeInfo, v protoreflect.Value) []byte {
 	switch fd.Kind() {
 	case protoreflect.MessageKind, protoreflect.GroupKind:
-		if m := v.Message(); isWrapper(m.Descriptor()) {
-			inner := m.Descriptor().Fields().Get(0)
-			return appendField(b, inner, m.Get(inner))
+		m := v.Message()
+		if kid == nil { // not reached: a message field's kid is its message's shapeInfo
+			kid = shapeOf(m.Descriptor())
 		}
-		return appendMessage(b, v.Message(), false)
+		if kid.wrapper {
+			inner := kid.fields[0]
+			return appendField(b, inner, kid.kid(0), m.Get(inner))
+		}
+		return appendMessage(b, m, kid, false)
 	case protoreflect.StringKind:
 		return appendString(b, v.String())
 	case protoreflect.BoolKind:

@@ -14,4 +14,7 @@ func BuildDefaults(rows []MemberDefault) error {
 
 // MarshalNested encodes m as a structure nested in a response (not as the response
 // itself, whose list members are always written), to test the member rules alone.
-func MarshalNested(m proto.Message) []byte { return appendMessage(nil, m.ProtoReflect(), false) }
+func MarshalNested(m proto.Message) []byte {
+	msg := m.ProtoReflect()
+	return appendMessage(nil, msg, shapeOf(msg.Descriptor()), false)
+}

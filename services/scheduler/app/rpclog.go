@@ -23,6 +23,9 @@ func (l rpcLog) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		start := time.Now()
 		res, err := next(ctx, req)
+		if err == nil && !l.log.Enabled(ctx, slog.LevelDebug) {
+			return res, nil // successful calls are logged at debug only: build no line
+		}
 		id, _ := caller.From(ctx)
 		attrs := []any{
 			"request_id", id.RequestID, "account", id.Account, "procedure", req.Spec().Procedure,
@@ -62,12 +65,18 @@ func taskAttrs(req connect.AnyRequest, res connect.AnyResponse) []any {
 	}
 	if m, ok := in.(interface{ GetTasks() []string }); ok {
 		for _, t := range m.GetTasks() {
+			if len(ids) > maxLoggedTasks {
+				break
+			}
 			ids = append(ids, lastPart(t))
 		}
 	}
 	if res != nil {
 		if m, ok := res.Any().(interface{ GetTasks() []*ecsv1.Task }); ok {
 			for _, t := range m.GetTasks() {
+				if len(ids) > maxLoggedTasks {
+					break
+				}
 				ids = append(ids, lastPart(t.GetTaskArn()))
 			}
 		}

@@ -174,12 +174,9 @@ func checkSpec(sp *taskSpec, td *ecsv1.TaskDefinition) error {
 	return CheckNetworkConfiguration(td, sp.network)
 }
 
-// newTasks builds n pending task records for a cluster.
-func (s *Server) newTasks(ctx context.Context, account keys.Scope, cluster string, td *ecsv1.TaskDefinition, tdTags []*ecsv1.Tag, sp *taskSpec, n int) ([]*storev1.TaskRecord, error) {
-	long, err := s.longARN(ctx, account, SettingTaskLongARN)
-	if err != nil {
-		return nil, err
-	}
+// newTasks builds n pending task records for a cluster; long says whether their ARNs
+// take the long format (the account's SettingTaskLongARN).
+func (s *Server) newTasks(account keys.Scope, cluster string, long bool, td *ecsv1.TaskDefinition, tdTags []*ecsv1.Tag, sp *taskSpec, n int) []*storev1.TaskRecord {
 	group := sp.group
 	if group == "" {
 		group = "family:" + td.GetFamily()
@@ -215,7 +212,7 @@ func (s *Server) newTasks(ctx context.Context, account keys.Scope, cluster strin
 		}
 		out = append(out, task.NewRecord(tt))
 	}
-	return out, nil
+	return out
 }
 
 // describeTask returns a copy of the task as DescribeTasks shows it; tags only with
@@ -272,7 +269,17 @@ func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTask
 		if err := CheckFields(InvalidParamErr, m); err != nil {
 			return nil, err
 		}
-		name, crec, _, err := s.activeCluster(ctx, account, m.GetCluster())
+		name, err := ClusterName(account, m.GetCluster())
+		if err != nil {
+			return nil, err
+		}
+		// The cluster, the task definition and the account's settings in one read; each
+		// is checked where it always was.
+		rr, err := readForRun(ctx, s.kv, account, name, m.GetTaskDefinition())
+		if err != nil {
+			return nil, err
+		}
+		crec, err := rr.activeCluster()
 		if err != nil {
 			return nil, err
 		}
@@ -282,7 +289,7 @@ func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTask
 				return prev, err
 			}
 		}
-		td, tdTags, err := s.resolveRunnable(ctx, account, m.GetTaskDefinition())
+		td, tdTags, err := rr.runnable()
 		if err != nil {
 			return nil, err
 		}
@@ -338,10 +345,11 @@ func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTask
 		if crec.GetCluster().GetRegisteredContainerInstancesCount() == 0 {
 			return nil, ecserr.InvalidParameterf("No Container Instances were found in your cluster.")
 		}
-		tasks, err := s.newTasks(ctx, account, name, td, tdTags, sp, int(count))
+		long, err := rr.longARN(SettingTaskLongARN)
 		if err != nil {
 			return nil, err
 		}
+		tasks := s.newTasks(account, name, long, td, tdTags, sp, int(count))
 		for _, t := range tasks {
 			t.ClientToken = m.GetClientToken()
 		}
@@ -438,10 +446,11 @@ func (s *Server) StartTask(ctx context.Context, req *connect.Request[ecsv1.Start
 		}
 		resp := &ecsv1.StartTaskResponse{Tasks: []*ecsv1.Task{}, Failures: failures}
 		if len(ids) > 0 {
-			tasks, err := s.newTasks(ctx, account, name, td, tdTags, sp, len(ids))
+			long, err := s.longARN(ctx, account, SettingTaskLongARN)
 			if err != nil {
 				return nil, err
 			}
+			tasks := s.newTasks(account, name, long, td, tdTags, sp, len(ids))
 			res, err := s.place(ctx, placeRequest{account: account, cluster: name, tasks: tasks, td: td, instanceIDs: ids})
 			if err != nil {
 				return nil, err

@@ -103,7 +103,7 @@ type Placer struct {
 	rngPool sync.Pool
 
 	mu       sync.Mutex
-	clusters map[string]*clusterCache
+	clusters map[clusterKey]*clusterCache
 	ctx      context.Context //nolint:containedctx // lifetime of the background watches, ended by Close
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -127,7 +127,7 @@ func NewPlacer(cli store.Client, log *slog.Logger, opts ...Option) *Placer {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Placer{cli: cli, log: log, attempts: 32, groupOps: DefaultGroupOps, clusters: map[string]*clusterCache{}, ctx: ctx, cancel: cancel}
+	p := &Placer{cli: cli, log: log, attempts: 32, groupOps: DefaultGroupOps, clusters: map[clusterKey]*clusterCache{}, ctx: ctx, cancel: cancel}
 	p.rngPool.New = func() any { return NewEngine(rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))) }
 	for _, o := range opts {
 		o(p)
@@ -364,7 +364,14 @@ type clusterCache struct {
 	shared bool
 }
 
-func cacheKey(account keys.Scope, cluster string) string { return account.String() + "/" + cluster }
+// clusterKey names a cluster of an (account, region) scope: the key of Placer.clusters
+// (a struct rather than a joined string, which cost an allocation a Place).
+type clusterKey struct {
+	scope   keys.Scope
+	cluster string
+}
+
+func cacheKey(account keys.Scope, cluster string) clusterKey { return clusterKey{account, cluster} }
 
 // snapshot returns the cluster's instances, first re-reading the stale ones.
 func (p *Placer) snapshot(ctx context.Context, account keys.Scope, cluster string, stale []string) (*snapshot, error) {

@@ -90,10 +90,19 @@ func ActiveCluster(ctx context.Context, kv clientv3.KV, account keys.Scope, ref 
 	if err != nil {
 		return "", nil, 0, err
 	}
-	if rec == nil || rec.GetCluster().GetStatus() != statusActive {
-		return "", nil, 0, ecserr.ClusterNotFoundError()
+	if err := checkActiveCluster(rec); err != nil {
+		return "", nil, 0, err
 	}
 	return name, rec, rev, nil
+}
+
+// checkActiveCluster returns ClusterNotFoundException unless rec (nil: absent) is an
+// ACTIVE cluster: ECS treats an INACTIVE cluster as not found.
+func checkActiveCluster(rec *storev1.ClusterRecord) error {
+	if rec == nil || rec.GetCluster().GetStatus() != statusActive {
+		return ecserr.ClusterNotFoundError()
+	}
+	return nil
 }
 
 // idRef resolves a task or container instance reference (an id, or a long or short ARN

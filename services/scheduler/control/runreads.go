@@ -107,8 +107,8 @@ func (rr runReads) activeCluster() (*storev1.ClusterRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rec == nil || rec.GetCluster().GetStatus() != statusActive {
-		return nil, ecserr.ClusterNotFoundError()
+	if err := checkActiveCluster(rec); err != nil {
+		return nil, err
 	}
 	return rec, nil
 }
@@ -126,11 +126,8 @@ func (rr runReads) runnable() (*ecsv1.TaskDefinition, []*ecsv1.Tag, error) {
 			return nil, nil, err
 		}
 	}
-	if rec == nil {
-		return nil, nil, ecserr.Clientf("TaskDefinition not found.")
-	}
-	if rec.GetTaskDefinition().GetStatus() != statusActive {
-		return nil, nil, ecserr.InvalidParameterf("TaskDefinition is inactive")
+	if err := checkRunnable(rec); err != nil {
+		return nil, nil, err
 	}
 	return rec.GetTaskDefinition(), rec.GetTags(), nil
 }

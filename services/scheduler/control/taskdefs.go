@@ -441,13 +441,23 @@ func RunnableTaskDefinition(ctx context.Context, kv clientv3.KV, account keys.Sc
 	if err != nil {
 		return nil, err
 	}
-	if rec == nil {
-		return nil, ecserr.Clientf("TaskDefinition not found.")
-	}
-	if rec.GetTaskDefinition().GetStatus() != statusActive {
-		return nil, ecserr.InvalidParameterf("TaskDefinition is inactive")
+	if err := checkRunnable(rec); err != nil {
+		return nil, err
 	}
 	return rec, nil
+}
+
+// checkRunnable returns RunTask's error for a task definition record that cannot run:
+// ClientException "TaskDefinition not found." for nil (absent), InvalidParameterException
+// "TaskDefinition is inactive" unless ACTIVE.
+func checkRunnable(rec *storev1.TaskDefinitionRecord) error {
+	if rec == nil {
+		return ecserr.Clientf("TaskDefinition not found.")
+	}
+	if rec.GetTaskDefinition().GetStatus() != statusActive {
+		return ecserr.InvalidParameterf("TaskDefinition is inactive")
+	}
+	return nil
 }
 
 // DescribeTaskDefinition describes a task definition by family (its latest ACTIVE

@@ -182,19 +182,9 @@ func (s *Server) placeOne(ctx context.Context, req placeRequest, instances []str
 		Account: req.account, Cluster: req.cluster, Request: r, CommitWritesInstances: true, KV: s.kv,
 		Commit: func(ctx context.Context, txn *store.Txn, placed []placement.Placed) error {
 			attempt++
-			if attempt > 1 && req.clientToken != "" {
-				// A conflict may be a concurrent RunTask creating the same token.
-				v, _, err := get[*wrapperspb.StringValue](ctx, s.kv, keys.ClientToken(req.account, req.cluster, req.clientToken))
-				if err != nil {
-					return err
-				}
-				if v != nil {
-					return errClientTokenUsed
-				}
-			}
 			var crev int64
 			var err error
-			crec, crev, err = s.placing.cluster(ctx, s.kv, req.account, req.cluster, attempt > 1)
+			crec, crev, err = s.attemptCluster(ctx, req.account, req.cluster, req.clientToken, attempt)
 			if err != nil {
 				return err
 			}
@@ -297,6 +287,23 @@ func nameProvider(fs []*ecsv1.Failure, provider string) {
 
 // placeProviders places reqs (one RunTask's tasks split by capacity provider: same
 // account, cluster, task definition, constraints and client token) in one txn.
+// attemptCluster is the start of a placement commit hook's attempt (1, 2, …): from the
+// second attempt on, a clientToken ("" for none) that a concurrent RunTask has since
+// created fails with errClientTokenUsed (a conflict may be that RunTask's); then the
+// cluster record and its ModRevision, re-read from etcd after the first attempt.
+func (s *Server) attemptCluster(ctx context.Context, account keys.Scope, cluster, clientToken string, attempt int) (*storev1.ClusterRecord, int64, error) {
+	if attempt > 1 && clientToken != "" {
+		v, _, err := get[*wrapperspb.StringValue](ctx, s.kv, keys.ClientToken(account, cluster, clientToken))
+		if err != nil {
+			return nil, 0, err
+		}
+		if v != nil {
+			return nil, 0, errClientTokenUsed
+		}
+	}
+	return s.placing.cluster(ctx, s.kv, account, cluster, attempt > 1)
+}
+
 func (s *Server) placeProviders(ctx context.Context, reqs []placeRequest) (placeResult, error) {
 	first := reqs[0]
 	ereqs := make([]placement.Request, len(reqs))
@@ -311,18 +318,9 @@ func (s *Server) placeProviders(ctx context.Context, reqs []placeRequest) (place
 	attempt := 0
 	results, err := s.placing.placer.PlaceGroup(ctx, s.kv, first.account, first.cluster, ereqs, func(ctx context.Context, txn *store.Txn, placed [][]placement.Placed) error {
 		attempt++
-		if attempt > 1 && first.clientToken != "" {
-			v, _, err := get[*wrapperspb.StringValue](ctx, s.kv, keys.ClientToken(first.account, first.cluster, first.clientToken))
-			if err != nil {
-				return err
-			}
-			if v != nil {
-				return errClientTokenUsed
-			}
-		}
 		var crev int64
 		var err error
-		crec, crev, err = s.placing.cluster(ctx, s.kv, first.account, first.cluster, attempt > 1)
+		crec, crev, err = s.attemptCluster(ctx, first.account, first.cluster, first.clientToken, attempt)
 		if err != nil {
 			return err
 		}
@@ -538,7 +536,7 @@ func (s *Server) placeGroup(calls []*placeCall) {
 		attempt++
 		var crev int64
 		var err error
-		crec, crev, err = s.placing.cluster(ctx, s.kv, first.account, first.cluster, attempt > 1)
+		crec, crev, err = s.attemptCluster(ctx, first.account, first.cluster, "", attempt)
 		if err != nil {
 			return err
 		}

@@ -528,7 +528,16 @@ func (n *Network) Setup(ctx context.Context, task string, mode Mode, reqs []Endp
 		if ep.LoopbackOnly {
 			c = lo
 		}
-		res, err := c.Setup(ctx, ep.ID, ep.NetNS, cniOpts(ep)...)
+		network := string(mode)
+		if ep.LoopbackOnly {
+			network = string(None)
+		}
+		var res *gocni.Result
+		err := cniAdds.add(network, func() error {
+			var err error
+			res, err = c.Setup(ctx, ep.ID, ep.NetNS, cniOpts(ep)...)
+			return err
+		})
 		if err != nil {
 			return fail(fmt.Errorf("CNI %s network for %s: %w", mode, cmpOr(ep.Key, "the task"), err))
 		}

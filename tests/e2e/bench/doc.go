@@ -11,7 +11,8 @@
 //     `berth agent`), idle and with 50 tasks RUNNING;
 //   - gateway DescribeTasks(100) and RunTask(1) p50/p99 at a fixed request rate (tasks
 //     placed on scripted fake agents), and DescribeTasks(100) again at a fixed 200
-//     requests/s (-high-rate);
+//     requests/s (-high-rate) from an SDK client in a child process, after 2 s of
+//     warm-up at that rate, with the server process's and the client's CPU per call;
 //   - agent sessions one scheduler replica holds, and the CPU it spends holding them
 //     (fake agents in a child process over h2c, heartbeating at the agent's default
 //     interval);
@@ -19,13 +20,15 @@
 //     Connect to the scheduler (as the gateway calls it) into control's placement and
 //     group commit, 64 concurrent callers, 1,000 fake agents holding sessions, beside
 //     etcd's batched-txn ceiling measured in the same run (-profile-dir writes the
-//     window's CPU profile).
+//     window's CPU profile, and for this part and the 200 requests/s one allocation
+//     profiles at the window's start and end).
 //
 // Then it runs the benchmarks the services already have, through `go test -bench`, and
 // reads their reported metrics: placements per second with 1,000 instances
 // (placement.BenchmarkPlace) beside etcd's own batched-transaction ceiling
-// (placement.BenchmarkEtcdTxnCeiling), and DescribeTasks(100) / ListTasks latency at 10
-// and 10,000 tasks (control.BenchmarkDescribeTasks100, BenchmarkListTasksPage).
+// (placement.BenchmarkEtcdTxnCeiling), DescribeTasks(100) / ListTasks latency at 10
+// and 10,000 tasks (control.BenchmarkDescribeTasks100, BenchmarkListTasksPage), and
+// service reconcile passes over 1,000 services × 10 tasks (service.BenchmarkPass).
 //
 //	go run ./tests/e2e/bench -out bench/results.json
 //	go run ./tests/e2e/bench -only placement-path,gateway-high -out /tmp/rows.json  # some parts alone

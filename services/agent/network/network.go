@@ -524,13 +524,9 @@ func (n *Network) Setup(ctx context.Context, task string, mode Mode, reqs []Endp
 		return fail(err)
 	}
 	for _, ep := range tn.Endpoints {
-		c := c
+		c, network := c, string(mode)
 		if ep.LoopbackOnly {
-			c = lo
-		}
-		network := string(mode)
-		if ep.LoopbackOnly {
-			network = string(None)
+			c, network = lo, string(None)
 		}
 		var res *gocni.Result
 		err := cniAdds.add(network, func() error {

@@ -250,9 +250,6 @@ func appendSingular(b []byte, fd protoreflect.FieldDescriptor, kid *shapeInfo, v
 	switch fd.Kind() {
 	case protoreflect.MessageKind, protoreflect.GroupKind:
 		m := v.Message()
-		if kid == nil { // not reached: a message field's kid is its message's shapeInfo
-			kid = shapeOf(m.Descriptor())
-		}
 		if kid.wrapper {
 			inner := kid.fields[0]
 			return appendField(b, inner, kid.kid(0), m.Get(inner))

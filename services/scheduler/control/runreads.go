@@ -2,8 +2,6 @@ package control
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -13,6 +11,7 @@ import (
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
 )
 
 // runReads holds what RunTask reads before it places: the cluster record, the task
@@ -22,7 +21,6 @@ import (
 // its linearizable reads, three times a call). Each record is decoded where RunTask
 // used to read it, so its errors come in the order they always did.
 type runReads struct {
-	account  keys.Scope
 	cluster  *mvccpb.KeyValue // nil when absent
 	settings *mvccpb.KeyValue // nil when absent
 	// tdRef is the task definition reference; td is the revision it names (nil when
@@ -38,7 +36,7 @@ type runReads struct {
 // the txn reads first: that revision is then read in a second round trip. It returns
 // etcd's error as is.
 func readForRun(ctx context.Context, kv clientv3.KV, account keys.Scope, name, tdRef string) (runReads, error) {
-	rr := runReads{account: account, tdRef: tdRef}
+	rr := runReads{tdRef: tdRef}
 	family, rev, ok := "", 0, false
 	if tdRef != "" {
 		family, rev, ok = parseTaskDefRef(account, tdRef)
@@ -47,10 +45,7 @@ func readForRun(ctx context.Context, kv clientv3.KV, account keys.Scope, name, t
 	ops := []clientv3.Op{clientv3.OpGet(keys.Cluster(account, name)), clientv3.OpGet(keys.Settings(account))}
 	switch {
 	case ok && rev == 0:
-		// pageKeys(…, 1, "", true) of LookupTaskDefinition: the highest ACTIVE revision.
-		prefix := keys.TaskDefinitionByStatus(account, statusActive, family, 0)
-		ops = append(ops, clientv3.OpGet(prefix, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithLimit(1),
-			clientv3.WithKeysOnly(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend)))
+		ops = append(ops, latestActiveOp(account, family))
 	case ok:
 		ops = append(ops, clientv3.OpGet(keys.TaskDefinition(account, family, rev)))
 	}
@@ -67,12 +62,11 @@ func readForRun(ctx context.Context, kv clientv3.KV, account keys.Scope, name, t
 	rr.cluster, rr.settings = first(0), first(1)
 	switch {
 	case ok && rev == 0:
-		latest := first(2)
-		if latest == nil {
+		n := latestActiveRevision(resp.Responses[2].GetResponseRange().GetKvs())
+		if n == 0 {
 			rr.tdOK = false // no ACTIVE revision: nothing to read
 			break
 		}
-		n, _ := strconv.Atoi(lastPart(string(latest.Key)))
 		r, err := kv.Get(ctx, keys.TaskDefinition(account, family, n))
 		if err != nil {
 			return runReads{}, err
@@ -86,18 +80,13 @@ func readForRun(ctx context.Context, kv clientv3.KV, account keys.Scope, name, t
 	return rr, nil
 }
 
-// decodeKV decodes kv's value as a T (nil kv: T's nil), with store's error for a value
-// that does not decode.
+// decodeKV is store.Decode for a key that may be absent (nil kv: T's nil).
 func decodeKV[T proto.Message](kv *mvccpb.KeyValue) (T, error) {
-	var zero T
 	if kv == nil {
+		var zero T
 		return zero, nil
 	}
-	msg := zero.ProtoReflect().New().Interface().(T)
-	if err := proto.Unmarshal(kv.Value, msg); err != nil {
-		return zero, fmt.Errorf("store: decode %s at revision %d: %w", kv.Key, kv.ModRevision, err)
-	}
-	return msg, nil
+	return store.Decode[T](kv)
 }
 
 // activeCluster is ActiveCluster on the records read: the cluster, which must be ACTIVE
@@ -138,5 +127,5 @@ func (rr runReads) longARN(setting string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return effective(rec.GetSettings(), setting) != "disabled", nil
+	return longARNIn(rec, setting), nil
 }

@@ -111,7 +111,12 @@ func LongARNFormat(ctx context.Context, kv clientv3.KV, account keys.Scope, sett
 	if err != nil {
 		return false, err
 	}
-	return effective(rec.GetSettings(), setting) != "disabled", nil
+	return longARNIn(rec, setting), nil
+}
+
+// longARNIn is LongARNFormat's rule on the account's settings record rec (nil: none).
+func longARNIn(rec *ecsv1.ListAccountSettingsResponse, setting string) bool {
+	return effective(rec.GetSettings(), setting) != "disabled"
 }
 
 // putSetting stores a setting; principal "" stores the account default.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
@@ -419,13 +420,33 @@ func LookupTaskDefinition(ctx context.Context, kv clientv3.KV, account keys.Scop
 		return nil, 0, nil
 	}
 	if rev == 0 {
-		ks, _, err := pageKeys(ctx, kv, keys.TaskDefinitionByStatus(account, statusActive, family, 0), 1, "", true)
-		if err != nil || len(ks) == 0 {
+		resp, err := kv.Do(ctx, latestActiveOp(account, family))
+		if err != nil {
 			return nil, 0, err
 		}
-		rev, _ = strconv.Atoi(lastPart(ks[0]))
+		if rev = latestActiveRevision(resp.Get().Kvs); rev == 0 {
+			return nil, 0, nil
+		}
 	}
 	return get[*storev1.TaskDefinitionRecord](ctx, kv, keys.TaskDefinition(account, family, rev))
+}
+
+// latestActiveOp reads the key of family's highest ACTIVE revision (keys only), for
+// latestActiveRevision.
+func latestActiveOp(account keys.Scope, family string) clientv3.Op {
+	prefix := keys.TaskDefinitionByStatus(account, statusActive, family, 0)
+	return clientv3.OpGet(prefix, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithLimit(1),
+		clientv3.WithKeysOnly(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
+}
+
+// latestActiveRevision returns the revision latestActiveOp's answer kvs names; 0 when
+// the family has no ACTIVE revision.
+func latestActiveRevision(kvs []*mvccpb.KeyValue) int {
+	if len(kvs) == 0 {
+		return 0
+	}
+	rev, _ := strconv.Atoi(lastPart(string(kvs[0].Key)))
+	return rev
 }
 
 // RunnableTaskDefinition resolves a task definition reference (family — its latest

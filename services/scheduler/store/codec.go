@@ -38,6 +38,13 @@ func newMessage[T proto.Message]() T {
 	return zero.ProtoReflect().New().Interface().(T)
 }
 
+// Decode decodes kv's value as a T (a concrete message pointer type such as
+// *storev1.TaskRecord) for a caller that read kv itself, in a txn of its own. A value
+// that does not decode is an error naming the key and its revision.
+func Decode[T proto.Message](kv *mvccpb.KeyValue) (T, error) {
+	return decode[T](kv)
+}
+
 func decode[T proto.Message](kv *mvccpb.KeyValue) (T, error) {
 	msg := newMessage[T]()
 	if err := proto.Unmarshal(kv.Value, msg); err != nil {

@@ -11,9 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ecs"
 )
 
 // The 200 requests/s DescribeTasks row runs its AWS SDK client in a child process of
@@ -56,21 +53,7 @@ func runLoadClient(ctx context.Context, f loadFlags) error {
 	if err := json.NewDecoder(os.Stdin).Decode(&arns); err != nil {
 		return fmt.Errorf("reading task ARNs: %w", err)
 	}
-	client := ecs.New(ecs.Options{
-		Region:       region,
-		BaseEndpoint: aws.String(f.url),
-		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: secretKey}, nil
-		}),
-		Retryer: closedConnRetryer(),
-	})
-	describe := func(ctx context.Context) error {
-		out, err := client.DescribeTasks(ctx, &ecs.DescribeTasksInput{Cluster: aws.String(f.cluster), Tasks: arns})
-		if err == nil && len(out.Tasks) != len(arns) {
-			err = fmt.Errorf("DescribeTasks returned %d tasks of %d", len(out.Tasks), len(arns))
-		}
-		return err
-	}
+	describe := describeAll(newECSClient(f.url), f.cluster, arns)
 	if _, err := fixedRate(ctx, f.rate, f.warmUp, describe); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}

@@ -99,14 +99,7 @@ func startStack(ctx context.Context, o options, dir string, wg *sync.WaitGroup) 
 	}
 	s.gwURL = "http://" + gwLn.Addr().String()
 	wg.Go(func() { _ = h2c.Serve(ctx, gwLn, gw) })
-	s.ecs = ecs.New(ecs.Options{
-		Region:       region,
-		BaseEndpoint: aws.String(s.gwURL),
-		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: secretKey}, nil
-		}),
-		Retryer: closedConnRetryer(),
-	})
+	s.ecs = newECSClient(s.gwURL)
 
 	reg, err := ociregistry.Serve(ctx, "127.0.0.1:0")
 	if err != nil {
@@ -468,13 +461,7 @@ func gatewayFigures(ctx context.Context, s *stack, o options) ([]Row, error) {
 		}
 	}
 	arns = arns[:100]
-	describeTasks := func(ctx context.Context) error {
-		out, err := s.ecs.DescribeTasks(ctx, &ecs.DescribeTasksInput{Cluster: aws.String(cluster), Tasks: arns})
-		if err == nil && len(out.Tasks) != 100 {
-			err = fmt.Errorf("DescribeTasks returned %d tasks", len(out.Tasks))
-		}
-		return err
-	}
+	describeTasks := describeAll(s.ecs, cluster, arns)
 	var rows []Row
 	var errs []error
 	if o.want("gateway") {
@@ -678,6 +665,31 @@ func failures(fs []ecstypes.Failure) string {
 		out = append(out, s)
 	}
 	return "[" + strings.Join(out, "; ") + "]"
+}
+
+// newECSClient returns the bench's ECS client of the gateway at url: the bench's
+// credentials, retrying only what closedConnRetryer retries.
+func newECSClient(url string) *ecs.Client {
+	return ecs.New(ecs.Options{
+		Region:       region,
+		BaseEndpoint: aws.String(url),
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: secretKey}, nil
+		}),
+		Retryer: closedConnRetryer(),
+	})
+}
+
+// describeAll returns a call of DescribeTasks(arns) in cluster that fails unless every
+// task is described.
+func describeAll(client *ecs.Client, cluster string, arns []string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		out, err := client.DescribeTasks(ctx, &ecs.DescribeTasksInput{Cluster: aws.String(cluster), Tasks: arns})
+		if err == nil && len(out.Tasks) != len(arns) {
+			err = fmt.Errorf("DescribeTasks returned %d tasks of %d", len(out.Tasks), len(arns))
+		}
+		return err
+	}
 }
 
 // closedConnRetryer retries a call only when the SDK's own HTTP transport closed the

@@ -146,15 +146,34 @@ func TestLogFile(t *testing.T) {
 	if code := run(t, ctr, cio.LogFile(logPath)); code != 0 {
 		t.Fatalf("exit status = %d, want 0", code)
 	}
-	b, err := os.ReadFile(logPath)
-	if err != nil {
-		t.Fatal(err)
+	// The shim copies stdout and stderr into the file on two goroutines of
+	// its own, and the exit event can reach us before the second copy has
+	// written: wait for both lines rather than read the file once.
+	wants := []string{"to-stdout\n", "to-stderr\n"}
+	var b []byte
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var err error
+		if b, err = os.ReadFile(logPath); err != nil {
+			t.Fatal(err)
+		}
+		if containsAll(string(b), wants) || time.Now().After(deadline) {
+			break
+		}
 	}
-	for _, want := range []string{"to-stdout\n", "to-stderr\n"} {
+	for _, want := range wants {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("log %q lacks %q", b, want)
 		}
 	}
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
 }
 
 // TestRestartKeepsTasks restarts containerd under a running task: the task

@@ -179,7 +179,7 @@ func (s *Server) placeOne(ctx context.Context, req placeRequest, instances []str
 	var crec *storev1.ClusterRecord
 	attempt := 0
 	res, err := s.placing.placer.Place(ctx, placement.PlaceRequest{
-		Account: req.account, Cluster: req.cluster, Request: r, CommitWritesInstances: true, KV: s.kv,
+		Account: req.account, Cluster: req.cluster, Request: r, KV: s.kv,
 		Commit: func(ctx context.Context, txn *store.Txn, placed []placement.Placed) error {
 			attempt++
 			var crev int64

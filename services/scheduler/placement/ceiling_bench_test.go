@@ -19,9 +19,10 @@ import (
 // BenchmarkEtcdTxnCeiling is etcd's own ceiling for the writes a placement makes, with no
 // placement logic at all: each op is one txn of ceilingBatch placements' writes (CAS and
 // put of an instance record, task record, index key, inbox entry per task — the shape of
-// a group commit), several txns in flight on disjoint instances so none conflicts, on the
+// a group commit), 8 txns in flight on disjoint instances so none conflicts, on the
 // same embedded etcd and 1,000 instances as BenchmarkPlace. Its placements/s is the
-// rate BenchmarkPlace could reach if choosing cost nothing.
+// rate placement could reach if choosing cost nothing and a cluster's commits did not
+// take turns.
 //
 //	go test -run x -bench 'Place/random$|EtcdTxnCeiling' -benchtime 10000x ./placement
 //
@@ -29,7 +30,17 @@ import (
 // group commit the ceiling was first measured against (under etcd's 128 operations).
 const ceilingBatch = 24
 
-func BenchmarkEtcdTxnCeiling(b *testing.B) {
+func BenchmarkEtcdTxnCeiling(b *testing.B) { benchCeiling(b, 4) }
+
+// BenchmarkEtcdTxnCeilingSerial is BenchmarkEtcdTxnCeiling with one txn in flight: the
+// ceiling for one cluster's placements, whose commits take turns because each writes the
+// cluster's task counters (task.PlaceTxn). BenchmarkPlace ÷ this is what the Placer's
+// own work costs on top of etcd.
+func BenchmarkEtcdTxnCeilingSerial(b *testing.B) { benchCeiling(b, 0) }
+
+// benchCeiling runs the ceiling with parallelism × GOMAXPROCS txns in flight, or one
+// when parallelism is 0.
+func benchCeiling(b *testing.B, parallelism int) {
 	cli := etcdembed.StartForTest(b)
 	const n = 1000
 	for i := range n {
@@ -40,10 +51,7 @@ func BenchmarkEtcdTxnCeiling(b *testing.B) {
 	// revisions, as the placer's cache does.
 	var worker atomic.Int64
 	var seq atomic.Int64
-	b.SetParallelism(4)
-	c0 := cpuTime()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
+	work := func(next func() bool) {
 		w := int(worker.Add(1)) - 1
 		type inst struct {
 			id  string
@@ -60,13 +68,13 @@ func BenchmarkEtcdTxnCeiling(b *testing.B) {
 			}
 			mine = append(mine, &inst{id: id, rec: rec, rev: rev})
 		}
-		next := 0
-		for pb.Next() {
+		at := 0
+		for next() {
 			txn := store.NewTxn(cli)
 			used := map[*inst]bool{}
 			for range ceilingBatch {
-				in := mine[next%len(mine)]
-				next++
+				in := mine[at%len(mine)]
+				at++
 				id := "t" + strconv.FormatInt(seq.Add(1), 10)
 				task := &ecsv1.Task{TaskArn: proto.String("arn:aws:ecs:us-east-1:000000000000:task/ceiling/" + id), LastStatus: proto.String("PENDING")}
 				txn.Create(keys.Task(testScope, "ceiling", id), &storev1.TaskRecord{Task: task, ClusterName: "ceiling", ContainerInstanceId: in.id, ReservedCpu: 1, ReservedMemory: 1})
@@ -86,7 +94,16 @@ func BenchmarkEtcdTxnCeiling(b *testing.B) {
 				in.rev = rev
 			}
 		}
-	})
+	}
+	c0 := cpuTime()
+	b.ResetTimer()
+	if parallelism > 0 {
+		b.SetParallelism(parallelism)
+		b.RunParallel(func(pb *testing.PB) { work(pb.Next) })
+	} else {
+		i := 0
+		work(func() bool { i++; return i <= b.N })
+	}
 	b.StopTimer()
 	cpu := cpuTime() - c0
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "txns/s")

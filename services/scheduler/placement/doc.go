@@ -6,9 +6,11 @@
 // CPU, memory, host ports — then ranking by the placementStrategy chain: binpack, spread,
 // random) over an in-memory []*Instance, so it is table-tested without a cluster. Placer
 // is the etcd side: a watch-fed snapshot of a cluster's instances, the engine, then one
-// txn that CASes each chosen instance's ModRevision while writing its reduced
-// remainingResources together with the caller's task writes (CommitFunc), retried on
-// conflict; PlaceGroup does the same for several requests in one txn.
+// txn in which the caller's hook (CommitFunc) writes each chosen instance's reduced
+// remainingResources under the ModRevision it was read at, together with its task
+// writes, retried on conflict; PlaceGroup does the same for several requests in one txn.
+// Placer writes nothing itself: there is one way to commit a placement, the one
+// production uses.
 //
 // It is the one owner of a task's placement arithmetic: DemandOf computes a task's
 // demand (stored on the task record, SetDemand/TaskDemand), Fits/Reserve/Release apply it

@@ -12,21 +12,22 @@ import (
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/protobuf/proto"
 )
 
 // GroupCommitFunc adds to txn the writes of several requests placed together: placed[i]
-// are request i's placements. Like CommitFunc under CommitWritesInstances, it must write
-// each touched instance record (Placed.Instance, shared by every placement on that
-// instance and changed in place) under Placed.InstanceRev. It may run several times.
+// are request i's placements. Like CommitFunc, it must write each touched instance
+// record (Placed.Instance, shared by every placement on that instance in the group and
+// changed in place) under Placed.InstanceRev. It may run several times.
 type GroupCommitFunc func(ctx context.Context, txn *store.Txn, placed [][]Placed) error
 
 // PlaceGroup places several requests on one cluster in one txn: it plans them one after
 // another on one snapshot (each sees the ones before it) and calls commit once with all
-// the placements; the hook writes the instances (as task.PlaceTxn does). A conflict
-// re-reads the touched instances and plans the whole group again. It returns one result
-// per request, or an error as Place does (nothing written then). The txn commits through
-// kv (nil: the Placer's client), as PlaceRequest.KV.
+// the placements; the hook writes the instances (as task.PlaceTxn does). Its commit takes
+// turns with the cluster's other commits in this process, and a group whose instances
+// changed while it waited plans again from the cache; a conflict in etcd re-reads the
+// touched instances and plans the whole group again. It returns one result per request,
+// or an error as Place does (nothing written then). The txn commits through kv (nil: the
+// Placer's client), as PlaceRequest.KV.
 func (p *Placer) PlaceGroup(ctx context.Context, kv clientv3.KV, account keys.Scope, cluster string, reqs []Request, commit GroupCommitFunc) (res []PlaceResult, err error) {
 	defer func(start time.Time) { p.metrics.observeGroup(start, res, err) }(time.Now())
 	for _, r := range reqs {
@@ -36,7 +37,8 @@ func (p *Placer) PlaceGroup(ctx context.Context, kv clientv3.KV, account keys.Sc
 	}
 	eng := NewEngine(rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
 	var stale []string
-	for attempt := 1; ; attempt++ {
+	local := 0
+	for attempt := 1; ; {
 		snap, err := p.snapshot(ctx, account, cluster, stale)
 		if err != nil {
 			return nil, err
@@ -55,17 +57,18 @@ func (p *Placer) PlaceGroup(ctx context.Context, kv clientv3.KV, account keys.Sc
 			results[i].Failures = plan.Failures
 			for j, ch := range plan.Choices {
 				id := ch.Instance.ID
-				rec := recs[id]
-				if rec == nil {
-					rec = proto.Clone(snap.entry(id).rec).(*storev1.ContainerInstanceRecord)
-					recs[id] = rec
+				if recs[id] == nil {
 					order = append(order, id)
+				}
+				pl, err := placedOn(snap, recs, j, ch)
+				if err != nil {
+					return nil, err
 				}
 				k := snap.pos[id]
 				v := views[k].clone()
 				reserve(v, r.Demand, r.Group)
 				views[k] = v
-				placed[i] = append(placed[i], Placed{Index: j, InstanceID: id, InstanceARN: ch.Instance.ARN, Instance: rec, InstanceRev: snap.entry(id).rev})
+				placed[i] = append(placed[i], pl)
 				placedAny = true
 			}
 			results[i].Placed = placed[i]
@@ -73,16 +76,20 @@ func (p *Placer) PlaceGroup(ctx context.Context, kv clientv3.KV, account keys.Sc
 		if !placedAny {
 			return results, nil
 		}
+		// The hook (which may read etcd) runs before the cluster's commit lock is taken,
+		// so that it does not hold up the cluster's other commits.
 		txn := store.NewTxn(p.writer(kv))
 		if err := commit(ctx, txn, placed); err != nil {
 			return nil, err
 		}
-		var unlock func()
-		if cc := p.clusterCacheOf(account, cluster); cc != nil {
-			cc.commitMu.Lock()
-			unlock = cc.commitMu.Unlock
-		} else {
-			unlock = func() {}
+		unlock, fresh := p.lock(account, cluster, snap, slices.Clone(order))
+		if !fresh {
+			unlock()
+			if local++; local > 10000 {
+				return nil, fmt.Errorf("%w: instances keep changing", ErrConflicts)
+			}
+			stale = stale[:0]
+			continue
 		}
 		rev, err := txn.Commit(ctx)
 		if err == nil {
@@ -106,18 +113,10 @@ func (p *Placer) PlaceGroup(ctx context.Context, kv clientv3.KV, account keys.Sc
 		if attempt >= p.attempts {
 			return nil, fmt.Errorf("%w: gave up after %d attempts: %w", ErrConflicts, attempt, err)
 		}
+		attempt++
 		stale = append(stale[:0], order...)
 		if err := store.Sleep(ctx, store.Backoff(attempt)); err != nil {
 			return nil, err
 		}
 	}
-}
-
-func (p *Placer) clusterCacheOf(account keys.Scope, cluster string) *clusterCache {
-	if p.noCache {
-		return nil
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.clusters[cacheKey(account, cluster)]
 }

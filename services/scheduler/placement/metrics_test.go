@@ -19,7 +19,8 @@ func TestMetricsCountPlacementsAndFailures(t *testing.T) {
 	ctx := context.Background()
 	// Two fit; the third asks for more CPU than is left.
 	for _, cpu := range []int32{512, 512, 512} {
-		if _, err := p.Place(ctx, PlaceRequest{Account: testScope, Cluster: "m", Request: Request{Demand: Demand{CPU: cpu, Memory: 1}}}); err != nil {
+		d := Demand{CPU: cpu, Memory: 1}
+		if _, err := p.Place(ctx, PlaceRequest{Account: testScope, Cluster: "m", Request: Request{Demand: d}, Commit: reserveOnly("m", d)}); err != nil {
 			t.Fatal(err)
 		}
 	}

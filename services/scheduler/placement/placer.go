@@ -28,20 +28,22 @@ type Placed struct {
 	InstanceID string
 	// InstanceARN is its ARN.
 	InstanceARN string
-	// Instance is the instance record the txn writes, with this call's reservations
-	// taken; every task placed on it by this call shares the pointer. The Commit hook must
-	// not write the instance key itself. With PlaceRequest.CommitWritesInstances it is
-	// instead a private copy of the record as read, without reservations, for the hook to
-	// reserve on and write under InstanceRev.
+	// Instance is a private copy of the instance record as read, without this call's
+	// reservations, shared by every task the call places on that instance: the Commit
+	// hook reserves on it (placement.Reserve, as task.PlaceTxn does) and writes it under
+	// InstanceRev. After the commit the Placer caches it, as changed, at the commit's
+	// revision.
 	Instance *storev1.ContainerInstanceRecord
 	// InstanceRev is the ModRevision the instance was read at.
 	InstanceRev int64
 }
 
-// CommitFunc adds to txn the writes that go with the placements: task records, inbox
+// CommitFunc adds to txn the writes that go with the placements: each placed instance
+// (Placed.Instance, reserved on in place, under Placed.InstanceRev), task records, inbox
 // entries, index keys, counters. It may run several times (once per attempt, each with a
 // fresh txn and fresh placements) and must not Commit the txn. An error stops Place and
-// is returned as is.
+// is returned as is. The Placer writes nothing itself: an instance the hook does not
+// write is not protected against over-commit.
 type CommitFunc func(ctx context.Context, txn *store.Txn, placed []Placed) error
 
 // PlaceRequest is one call to Placer.Place.
@@ -52,7 +54,8 @@ type PlaceRequest struct {
 	Cluster string
 	// Request is what to place (count, demand, constraints, strategy, named instances).
 	Request Request
-	// Commit adds the task writes to the placement's txn; nil writes only reservations.
+	// Commit adds the instance and task writes to the placement's txn. Required: Place
+	// returns an error wrapping ErrInvalid without it.
 	Commit CommitFunc
 	// If adds compares to the txn.
 	If []clientv3.Cmp
@@ -60,12 +63,6 @@ type PlaceRequest struct {
 	// leader passes its term's store.FencedKV so that a deposed leader's placement fails.
 	// Reads (the instance cache) stay on the Placer's client.
 	KV clientv3.KV
-	// CommitWritesInstances hands the instance writes to Commit: Placer then neither
-	// reserves nor writes the instance records, and Commit must write each one under
-	// Placed.InstanceRev (as task.PlaceTxn does), or the placement is not protected.
-	// Commit must write Placed.Instance itself, changed in place: after the commit the
-	// Placer caches that record at the commit's revision.
-	CommitWritesInstances bool
 }
 
 // PlaceResult is what Place did.
@@ -80,12 +77,14 @@ type PlaceResult struct {
 }
 
 // Placer places tasks on a cluster's container instances in etcd: it chooses with the
-// Engine over a snapshot of the instances, then commits in one txn that compares each
-// chosen instance's ModRevision and writes its reduced remainingResources together with
-// the caller's task writes. A concurrent placement on the same instance makes the txn
-// fail; Placer re-reads the instances and tries again, so an instance is never
-// over-committed. Concurrent calls of a cluster whose writes can share a txn are
-// committed together (group commit, groupcommit.go). Safe for concurrent use.
+// Engine over a snapshot of the instances, then commits in one txn in which the caller's
+// hook writes each chosen instance's reduced remainingResources under the ModRevision it
+// was read at, together with the task writes. A concurrent placement on the same
+// instance makes the txn fail; Placer re-reads the instances and tries again, so an
+// instance is never over-committed. Within the process, a cluster's commits take turns
+// (the hooks also write the cluster's task counters, one key for the whole cluster);
+// callers that want several requests in one txn batch them themselves and call
+// PlaceGroup, as control's RunTask queue does. Safe for concurrent use.
 //
 // Snapshots come from a per-cluster cache fed by a watch on the cluster's instances
 // (started on the cluster's first placement, stopped by Close), so a placement costs one
@@ -95,9 +94,6 @@ type Placer struct {
 	log      *slog.Logger
 	attempts int
 	noCache  bool
-	// groupOps bounds a group commit's txn (etcd's --max-txn-ops); 0 turns group
-	// commit off.
-	groupOps int
 	metrics  *Metrics
 
 	rngPool sync.Pool
@@ -127,7 +123,7 @@ func NewPlacer(cli store.Client, log *slog.Logger, opts ...Option) *Placer {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Placer{cli: cli, log: log, attempts: 32, groupOps: DefaultGroupOps, clusters: map[clusterKey]*clusterCache{}, ctx: ctx, cancel: cancel}
+	p := &Placer{cli: cli, log: log, attempts: 32, clusters: map[clusterKey]*clusterCache{}, ctx: ctx, cancel: cancel}
 	p.rngPool.New = func() any { return NewEngine(rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))) }
 	for _, o := range opts {
 		o(p)
@@ -155,22 +151,17 @@ var ErrConflicts = errors.New("placement: too many concurrent conflicts")
 
 // Place chooses instances for req.Request and commits the reservations with req.Commit's
 // writes in one txn. Tasks that cannot be placed are reported in Failures (no error). It
-// returns an error wrapping ErrExpression or ErrInvalid for a bad constraint or strategy,
-// store.ErrPreconditionFailed when an If compare failed, ErrConflicts after too many
-// conflicts, or the Commit hook's error.
+// returns an error wrapping ErrExpression or ErrInvalid for a bad constraint or strategy
+// or a missing Commit, store.ErrPreconditionFailed when an If compare failed,
+// ErrConflicts after too many conflicts, or the Commit hook's error.
 func (p *Placer) Place(ctx context.Context, req PlaceRequest) (res PlaceResult, err error) {
 	defer func(start time.Time) { p.metrics.observe(start, res, err) }(time.Now())
+	if req.Commit == nil {
+		return PlaceResult{}, fmt.Errorf("%w: PlaceRequest.Commit is required: it writes the instances", ErrInvalid)
+	}
 	if err := Compile(req.Request); err != nil {
 		return PlaceResult{}, err
 	}
-	if p.groupable(req) {
-		return p.placeGrouped(ctx, req)
-	}
-	return p.placeSolo(ctx, req)
-}
-
-// placeSolo is Place in a txn of the call's own.
-func (p *Placer) placeSolo(ctx context.Context, req PlaceRequest) (PlaceResult, error) {
 	eng := p.rngPool.Get().(*Engine)
 	defer p.rngPool.Put(eng)
 	var stale []string
@@ -187,17 +178,16 @@ func (p *Placer) placeSolo(ctx context.Context, req PlaceRequest) (PlaceResult, 
 		if len(plan.Choices) == 0 {
 			return PlaceResult{Failures: plan.Failures}, nil
 		}
-		// Within this process, commits on the same instance (or, when the hook writes
-		// the cluster's counters too, on the same cluster) take turns, and a placement
-		// whose instances changed while it waited chooses again from the cache without
-		// an etcd round trip. CAS still guards against other replicas.
+		// Within this process a cluster's commits take turns, and a placement whose
+		// instances changed while it waited chooses again from the cache without an etcd
+		// round trip. CAS still guards against other replicas.
 		var ids []string
 		for _, ch := range plan.Choices {
 			if !slices.Contains(ids, ch.Instance.ID) {
 				ids = append(ids, ch.Instance.ID)
 			}
 		}
-		unlock, fresh := p.lock(req.Account, req.Cluster, req.CommitWritesInstances, snap, ids)
+		unlock, fresh := p.lock(req.Account, req.Cluster, snap, ids)
 		if !fresh {
 			unlock()
 			if local++; local > 10000 {
@@ -213,8 +203,8 @@ func (p *Placer) placeSolo(ctx context.Context, req PlaceRequest) (PlaceResult, 
 		}
 		rev, err := txn.Commit(ctx)
 		if err == nil {
-			// Placed.Instance is the record as written (by build, or changed in place by
-			// the hook under CommitWritesInstances), so the cache takes it as is.
+			// Placed.Instance is the record as the hook wrote it (changed in place), so
+			// the cache takes it as is.
 			p.committed(req.Account, req.Cluster, placed, rev)
 			unlock()
 			return PlaceResult{Placed: placed, Failures: plan.Failures, Revision: rev}, nil
@@ -240,11 +230,9 @@ func (p *Placer) placeSolo(ctx context.Context, req PlaceRequest) (PlaceResult, 
 	}
 }
 
-// lock takes the in-process commit locks for a plan choosing instances ids: the
-// instances' (in id order), or the cluster's when the hook writes instances and counters
-// itself (hookWrites). It sorts ids. It reports whether the snapshot the plan was made on
-// is still current for those instances.
-func (p *Placer) lock(account keys.Scope, cluster string, hookWrites bool, snap *snapshot, ids []string) (func(), bool) {
+// lock takes the cluster's in-process commit lock for a plan made on snap choosing
+// instances ids, and reports whether snap is still current for those instances.
+func (p *Placer) lock(account keys.Scope, cluster string, snap *snapshot, ids []string) (func(), bool) {
 	if p.noCache {
 		return func() {}, true
 	}
@@ -254,30 +242,8 @@ func (p *Placer) lock(account keys.Scope, cluster string, hookWrites bool, snap 
 	if cc == nil {
 		return func() {}, true
 	}
-	slices.Sort(ids)
-	var locks []*sync.Mutex
-	if hookWrites {
-		locks = append(locks, &cc.commitMu)
-	} else {
-		cc.mu.Lock()
-		for _, id := range ids {
-			l := cc.locks[id]
-			if l == nil {
-				l = &sync.Mutex{}
-				cc.locks[id] = l
-			}
-			locks = append(locks, l)
-		}
-		cc.mu.Unlock()
-	}
-	for _, l := range locks {
-		l.Lock()
-	}
-	unlock := func() {
-		for i := len(locks) - 1; i >= 0; i-- {
-			locks[i].Unlock()
-		}
-	}
+	cc.commitMu.Lock()
+	unlock := cc.commitMu.Unlock
 	cur := cc.snapshot()
 	for _, id := range ids {
 		i, ok := cur.pos[id]
@@ -288,46 +254,40 @@ func (p *Placer) lock(account keys.Scope, cluster string, hookWrites bool, snap 
 	return unlock, true
 }
 
-// build turns a plan into the txn: one CAS update per chosen instance with every
-// reservation of this call, plus the caller's writes.
+// build turns a plan into the txn: the caller's If compares and its hook's writes over
+// private copies of the chosen instances' records.
 func (p *Placer) build(ctx context.Context, snap *snapshot, req PlaceRequest, plan Plan) ([]Placed, *store.Txn, error) {
 	txn := store.NewTxn(p.writer(req.KV)).If(req.If...)
 	recs := map[string]*storev1.ContainerInstanceRecord{}
-	var order []string
 	placed := make([]Placed, 0, len(plan.Choices))
 	for i, ch := range plan.Choices {
-		id := ch.Instance.ID
-		rec := recs[id]
-		if rec == nil {
-			e := snap.entry(id)
-			rec = proto.Clone(e.rec).(*storev1.ContainerInstanceRecord)
-			recs[id] = rec
-			order = append(order, id)
-		}
-		if rec.ContainerInstance == nil {
-			return nil, nil, fmt.Errorf("placement: instance %s has no container_instance", id)
-		}
-		if !req.CommitWritesInstances {
-			if err := Reserve(rec.ContainerInstance, req.Request.Demand); err != nil {
-				// The engine saw the same numbers; this means the record and its view
-				// disagree, which is a bug.
-				return nil, nil, fmt.Errorf("placement: instance %s: %w", id, err)
-			}
-			rec.ContainerInstance.PendingTasksCount++
-		}
-		placed = append(placed, Placed{Index: i, InstanceID: id, InstanceARN: ch.Instance.ARN, Instance: rec, InstanceRev: snap.entry(id).rev})
-	}
-	if !req.CommitWritesInstances {
-		for _, id := range order {
-			txn.Update(keys.Instance(req.Account, req.Cluster, id), snap.entry(id).rev, recs[id])
-		}
-	}
-	if req.Commit != nil {
-		if err := req.Commit(ctx, txn, placed); err != nil {
+		pl, err := placedOn(snap, recs, i, ch)
+		if err != nil {
 			return nil, nil, err
 		}
+		placed = append(placed, pl)
+	}
+	if err := req.Commit(ctx, txn, placed); err != nil {
+		return nil, nil, err
 	}
 	return placed, txn, nil
+}
+
+// placedOn is the Placed of choice ch, task index i, over snap: its instance record is
+// recs' copy, made from the snapshot's on the instance's first choice, so every task
+// placed on one instance shares it.
+func placedOn(snap *snapshot, recs map[string]*storev1.ContainerInstanceRecord, i int, ch Choice) (Placed, error) {
+	id := ch.Instance.ID
+	e := snap.entry(id)
+	rec := recs[id]
+	if rec == nil {
+		if e.rec.GetContainerInstance() == nil {
+			return Placed{}, fmt.Errorf("placement: instance %s has no container_instance", id)
+		}
+		rec = proto.Clone(e.rec).(*storev1.ContainerInstanceRecord)
+		recs[id] = rec
+	}
+	return Placed{Index: i, InstanceID: id, InstanceARN: ch.Instance.ARN, Instance: rec, InstanceRev: e.rev}, nil
 }
 
 // Cache.
@@ -350,10 +310,7 @@ func (s *snapshot) entry(id string) *entry { return s.entries[s.pos[id]] }
 type clusterCache struct {
 	ready chan struct{}
 
-	commitMu sync.Mutex             // serializes hook-written commits of the cluster
-	locks    map[string]*sync.Mutex // per-instance commit locks, under mu
-
-	group groupQueue // Place calls waiting for a group commit
+	commitMu sync.Mutex // serializes hook-written commits of the cluster
 
 	mu      sync.Mutex
 	err     error
@@ -434,7 +391,7 @@ func (p *Placer) cache(ctx context.Context, account keys.Scope, cluster string) 
 	p.mu.Lock()
 	cc := p.clusters[k]
 	if cc == nil {
-		cc = &clusterCache{ready: make(chan struct{}), entries: map[string]*entry{}, locks: map[string]*sync.Mutex{}}
+		cc = &clusterCache{ready: make(chan struct{}), entries: map[string]*entry{}}
 		p.clusters[k] = cc
 		p.wg.Add(1)
 		go p.watch(account, cluster, cc)

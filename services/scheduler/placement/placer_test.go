@@ -44,8 +44,35 @@ func putInstance(t testing.TB, cli *clientv3.Client, cluster, id string, cpu, me
 	}
 }
 
-// taskCommit writes a minimal task record per placement, with its reservation, so the
-// test can sum reservations afterwards.
+// writeInstances is what every production hook does first (task.PlaceTxn): reserve d
+// and count a pending task on each placement's instance record, then write every
+// touched record once under the revision it was read at.
+func writeInstances(txn *store.Txn, cluster string, d Demand, placed []Placed) error {
+	written := map[string]bool{}
+	for _, p := range placed {
+		if err := Reserve(p.Instance.GetContainerInstance(), d); err != nil {
+			return err
+		}
+		p.Instance.ContainerInstance.PendingTasksCount++
+	}
+	for _, p := range placed {
+		if !written[p.InstanceID] {
+			written[p.InstanceID] = true
+			txn.Update(keys.Instance(testScope, cluster, p.InstanceID), p.InstanceRev, p.Instance)
+		}
+	}
+	return nil
+}
+
+// reserveOnly is a hook that writes the reservations and nothing else.
+func reserveOnly(cluster string, d Demand) CommitFunc {
+	return func(_ context.Context, txn *store.Txn, placed []Placed) error {
+		return writeInstances(txn, cluster, d, placed)
+	}
+}
+
+// taskCommit writes the reservations and a minimal task record per placement, with its
+// reservation, so the test can sum reservations afterwards.
 func taskCommit(cluster string, d Demand, seq *int64, mu *sync.Mutex) CommitFunc {
 	return func(_ context.Context, txn *store.Txn, placed []Placed) error {
 		for _, p := range placed {
@@ -59,7 +86,7 @@ func taskCommit(cluster string, d Demand, seq *int64, mu *sync.Mutex) CommitFunc
 			})
 			txn.PutIndex(keys.TaskList(testScope, cluster, "RUNNING", keys.DimInstance, p.InstanceID, id))
 		}
-		return nil
+		return writeInstances(txn, cluster, d, placed)
 	}
 }
 
@@ -92,8 +119,8 @@ func TestPlacerConcurrentNeverOvercommits(t *testing.T) {
 			var placed, failed, errs int
 			var cmu sync.Mutex
 			// Without the cache every call lists the cluster and conflicts are the rule, so
-			// fewer calls keep the test fast under -race; the cached (group commit) path
-			// takes the full 200.
+			// fewer calls keep the test fast under -race; the cached path takes the full
+			// 200.
 			calls := 200
 			if !cached {
 				calls = 60
@@ -161,8 +188,9 @@ func TestPlacerStartTaskAndFence(t *testing.T) {
 	putInstance(t, cli, "c", "b", 1024, 1024, nil)
 	p := NewPlacer(cli, nil)
 	defer p.Close()
+	d := Demand{CPU: 512, Memory: 512, Ports: []int32{8080}}
 	res, err := p.Place(ctx, PlaceRequest{Account: testScope, Cluster: "c",
-		Request: Request{Demand: Demand{CPU: 512, Memory: 512, Ports: []int32{8080}}, Count: 2, Instances: []string{"b"}}})
+		Request: Request{Demand: d, Count: 2, Instances: []string{"b"}}, Commit: reserveOnly("c", d)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +198,8 @@ func TestPlacerStartTaskAndFence(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	// A failed fence compare is returned, not retried.
-	_, err = p.Place(ctx, PlaceRequest{Account: testScope, Cluster: "c", Request: Request{Demand: Demand{CPU: 1}},
+	one := Demand{CPU: 1}
+	_, err = p.Place(ctx, PlaceRequest{Account: testScope, Cluster: "c", Request: Request{Demand: one}, Commit: reserveOnly("c", one),
 		If: []clientv3.Cmp{store.Fence("/berth/v1/leader/none", 42)}})
 	if !errors.Is(err, store.ErrPreconditionFailed) {
 		t.Fatalf("fenced place: %v", err)
@@ -178,7 +207,7 @@ func TestPlacerStartTaskAndFence(t *testing.T) {
 	// A deposed leader's placement through its fenced KV fails, alone or in a group,
 	// and writes no reservation.
 	deposed := store.FencedKV(cli, "/berth/v1/leader/none", 42)
-	_, err = p.Place(ctx, PlaceRequest{Account: testScope, Cluster: "c", Request: Request{Demand: Demand{CPU: 1}}, KV: deposed})
+	_, err = p.Place(ctx, PlaceRequest{Account: testScope, Cluster: "c", Request: Request{Demand: one}, Commit: reserveOnly("c", one), KV: deposed})
 	if !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("place through a deposed leader's KV: %v, want ErrFenced", err)
 	}

@@ -1004,7 +1004,7 @@ func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev
 	}
 	var written []*storev1.TaskRecord
 	res, err := r.cfg.Placer.Place(ctx, placement.PlaceRequest{
-		Account: account, Cluster: rec.GetClusterName(), Request: req, CommitWritesInstances: true, If: r.cfg.Fence, KV: r.cfg.Client,
+		Account: account, Cluster: rec.GetClusterName(), Request: req, If: r.cfg.Fence, KV: r.cfg.Client,
 		Commit: func(ctx context.Context, txn *store.Txn, placed []placement.Placed) error {
 			crec, crev, err := store.Get[*storev1.ClusterRecord](ctx, r.cfg.Client, keys.Cluster(account, rec.GetClusterName()))
 			if err != nil {

@@ -25,8 +25,10 @@
 //
 // Then it runs the benchmarks the services already have, through `go test -bench`, and
 // reads their reported metrics: placements per second with 1,000 instances
-// (placement.BenchmarkPlace) beside etcd's own batched-transaction ceiling
-// (placement.BenchmarkEtcdTxnCeiling), DescribeTasks(100) / ListTasks latency at 10
+// (placement.BenchmarkPlace: PlaceGroup in the shape control's RunTask queue uses it)
+// beside etcd's own batched-transaction ceiling with 8 txns in flight and with one
+// (placement.BenchmarkEtcdTxnCeiling, BenchmarkEtcdTxnCeilingSerial: a cluster's commits
+// take turns, since each writes the cluster's task counters), DescribeTasks(100) / ListTasks latency at 10
 // and 10,000 tasks (control.BenchmarkDescribeTasks100, BenchmarkListTasksPage), and
 // service reconcile passes over 1,000 services × 10 tasks (service.BenchmarkPass).
 //

@@ -472,8 +472,18 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.endpointAddr.Store(ep.Addr())
 		wg.Go(func() { _ = ep.Run(ctx) })
 	}
-	wg.Go(func() { gate.Run(ctx) })
-	wg.Go(func() { _ = manager.Run(ctx) })
+	// The runtime client outlives the task goroutines: a container that exits as the
+	// agent stops is still being deleted (exited's delete runs past ctx), and a client
+	// closed under that delete leaves containerd without the task but its shim running,
+	// an orphan no later agent can find.
+	gateCtx, stopGate := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopGate()
+	wg.Go(func() { gate.Run(gateCtx) })
+	wg.Go(func() {
+		_ = manager.Run(ctx)
+		<-ctx.Done()
+		stopGate()
+	})
 	wg.Go(func() { _ = shipper.Run(ctx) })
 	wg.Go(func() {
 		select { // register with the runtime's real state

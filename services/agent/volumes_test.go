@@ -281,5 +281,39 @@ func TestTaskVolumes(t *testing.T) {
 			_, errC := os.Stat(memCgroup)
 			return os.IsNotExist(errV) && os.IsNotExist(errC)
 		})
+		// The producer exited as the first agent stopped: its containerd task was being
+		// deleted then, and must not be left with a shim that containerd no longer knows.
+		cp.waitFor(t, 10*time.Second, "no containerd shim left for the task's containers", func() bool {
+			return len(shimsOf(t, cfg.Namespace, id)) == 0
+		})
 	})
+}
+
+// shimsOf lists the containerd-shim processes of namespace whose container id starts
+// with prefix, as "pid: command line".
+func shimsOf(t *testing.T, namespace, prefix string) []string {
+	t.Helper()
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err != nil {
+			continue // not a process, or gone
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if !strings.Contains(args[0], "containerd-shim") {
+			continue
+		}
+		ns, ok := slices.Index(args, "-namespace"), false
+		if i := slices.Index(args, "-id"); ns >= 0 && ns+1 < len(args) && i >= 0 && i+1 < len(args) {
+			ok = args[ns+1] == namespace && strings.HasPrefix(args[i+1], prefix)
+		}
+		if ok {
+			out = append(out, d.Name()+": "+strings.Join(args, " "))
+		}
+	}
+	return out
 }

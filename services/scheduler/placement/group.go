@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -35,7 +34,8 @@ func (p *Placer) PlaceGroup(ctx context.Context, kv clientv3.KV, account keys.Sc
 			return nil, err
 		}
 	}
-	eng := NewEngine(rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
+	eng := p.rngPool.Get().(*Engine)
+	defer p.rngPool.Put(eng)
 	var stale []string
 	local := 0
 	for attempt := 1; ; {
@@ -82,7 +82,7 @@ func (p *Placer) PlaceGroup(ctx context.Context, kv clientv3.KV, account keys.Sc
 		if err := commit(ctx, txn, placed); err != nil {
 			return nil, err
 		}
-		unlock, fresh := p.lock(account, cluster, snap, slices.Clone(order))
+		unlock, fresh := p.lock(account, cluster, snap, order)
 		if !fresh {
 			unlock()
 			if local++; local > 10000 {

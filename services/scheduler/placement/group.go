@@ -29,6 +29,11 @@ type GroupCommitFunc func(ctx context.Context, txn *store.Txn, placed [][]Placed
 // Placer's client), as PlaceRequest.KV.
 func (p *Placer) PlaceGroup(ctx context.Context, kv clientv3.KV, account keys.Scope, cluster string, reqs []Request, commit GroupCommitFunc) (res []PlaceResult, err error) {
 	defer func(start time.Time) { p.metrics.observeGroup(start, res, err) }(time.Now())
+	return p.placeGroup(ctx, kv, account, cluster, reqs, commit)
+}
+
+// placeGroup is PlaceGroup without its metrics; Place is a group of one.
+func (p *Placer) placeGroup(ctx context.Context, kv clientv3.KV, account keys.Scope, cluster string, reqs []Request, commit GroupCommitFunc) ([]PlaceResult, error) {
 	for _, r := range reqs {
 		if err := Compile(r); err != nil {
 			return nil, err
@@ -43,7 +48,12 @@ func (p *Placer) PlaceGroup(ctx context.Context, kv clientv3.KV, account keys.Sc
 		if err != nil {
 			return nil, err
 		}
-		views := slices.Clone(snap.views)
+		// Later requests are planned on the reservations of earlier ones, in a copy of the
+		// snapshot's views; a group of one plans on the snapshot itself.
+		views := snap.views
+		if len(reqs) > 1 {
+			views = slices.Clone(snap.views)
+		}
 		recs := map[string]*storev1.ContainerInstanceRecord{}
 		var order []string
 		results := make([]PlaceResult, len(reqs))
@@ -64,10 +74,12 @@ func (p *Placer) PlaceGroup(ctx context.Context, kv clientv3.KV, account keys.Sc
 				if err != nil {
 					return nil, err
 				}
-				k := snap.pos[id]
-				v := views[k].clone()
-				reserve(v, r.Demand, r.Group)
-				views[k] = v
+				if i < len(reqs)-1 {
+					k := snap.pos[id]
+					v := views[k].clone()
+					reserve(v, r.Demand, r.Group)
+					views[k] = v
+				}
 				placed[i] = append(placed[i], pl)
 				placedAny = true
 			}

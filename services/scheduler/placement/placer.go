@@ -159,75 +159,15 @@ func (p *Placer) Place(ctx context.Context, req PlaceRequest) (res PlaceResult, 
 	if req.Commit == nil {
 		return PlaceResult{}, fmt.Errorf("%w: PlaceRequest.Commit is required: it writes the instances", ErrInvalid)
 	}
-	if err := Compile(req.Request); err != nil {
+	// A group of one: the same planning, commit lock and retries as PlaceGroup.
+	results, err := p.placeGroup(ctx, req.KV, req.Account, req.Cluster, []Request{req.Request}, func(ctx context.Context, txn *store.Txn, placed [][]Placed) error {
+		txn.If(req.If...)
+		return req.Commit(ctx, txn, placed[0])
+	})
+	if err != nil {
 		return PlaceResult{}, err
 	}
-	eng := p.rngPool.Get().(*Engine)
-	defer p.rngPool.Put(eng)
-	var stale []string
-	local := 0
-	for attempt := 1; ; {
-		snap, err := p.snapshot(ctx, req.Account, req.Cluster, stale)
-		if err != nil {
-			return PlaceResult{}, err
-		}
-		plan, err := eng.Place(snap.views, req.Request)
-		if err != nil {
-			return PlaceResult{}, err
-		}
-		if len(plan.Choices) == 0 {
-			return PlaceResult{Failures: plan.Failures}, nil
-		}
-		// Within this process a cluster's commits take turns, and a placement whose
-		// instances changed while it waited chooses again from the cache without an etcd
-		// round trip. CAS still guards against other replicas.
-		var ids []string
-		for _, ch := range plan.Choices {
-			if !slices.Contains(ids, ch.Instance.ID) {
-				ids = append(ids, ch.Instance.ID)
-			}
-		}
-		unlock, fresh := p.lock(req.Account, req.Cluster, snap, ids)
-		if !fresh {
-			unlock()
-			if local++; local > 10000 {
-				return PlaceResult{}, fmt.Errorf("%w: instances keep changing", ErrConflicts)
-			}
-			stale = stale[:0]
-			continue
-		}
-		placed, txn, err := p.build(ctx, snap, req, plan)
-		if err != nil {
-			unlock()
-			return PlaceResult{}, err
-		}
-		rev, err := txn.Commit(ctx)
-		if err == nil {
-			// Placed.Instance is the record as the hook wrote it (changed in place), so
-			// the cache takes it as is.
-			p.committed(req.Account, req.Cluster, placed, rev)
-			unlock()
-			return PlaceResult{Placed: placed, Failures: plan.Failures, Revision: rev}, nil
-		}
-		unlock()
-		if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
-			return PlaceResult{}, fmt.Errorf("placement: commit: %w", err)
-		}
-		if attempt >= p.attempts {
-			return PlaceResult{}, fmt.Errorf("%w: gave up after %d attempts: %w", ErrConflicts, attempt, err)
-		}
-		attempt++
-		// Re-read the instances this attempt chose before choosing again.
-		stale = stale[:0]
-		for _, pl := range placed {
-			if !slices.Contains(stale, pl.InstanceID) {
-				stale = append(stale, pl.InstanceID)
-			}
-		}
-		if err := store.Sleep(ctx, store.Backoff(attempt)); err != nil {
-			return PlaceResult{}, err
-		}
-	}
+	return results[0], nil
 }
 
 // lock takes the cluster's in-process commit lock for a plan made on snap choosing
@@ -252,25 +192,6 @@ func (p *Placer) lock(account keys.Scope, cluster string, snap *snapshot, ids []
 		}
 	}
 	return unlock, true
-}
-
-// build turns a plan into the txn: the caller's If compares and its hook's writes over
-// private copies of the chosen instances' records.
-func (p *Placer) build(ctx context.Context, snap *snapshot, req PlaceRequest, plan Plan) ([]Placed, *store.Txn, error) {
-	txn := store.NewTxn(p.writer(req.KV)).If(req.If...)
-	recs := map[string]*storev1.ContainerInstanceRecord{}
-	placed := make([]Placed, 0, len(plan.Choices))
-	for i, ch := range plan.Choices {
-		pl, err := placedOn(snap, recs, i, ch)
-		if err != nil {
-			return nil, nil, err
-		}
-		placed = append(placed, pl)
-	}
-	if err := req.Commit(ctx, txn, placed); err != nil {
-		return nil, nil, err
-	}
-	return placed, txn, nil
 }
 
 // placedOn is the Placed of choice ch, task index i, over snap: its instance record is

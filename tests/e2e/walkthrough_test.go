@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/services/agent/containerdproc"
 	"github.com/berthhq/berth/testkit/shapecheck"
 	"github.com/berthhq/berth/tests/e2e/harness"
 )
@@ -122,6 +123,7 @@ func startDev(t testing.TB, root string, env []string, logPath string) *devProce
 		if t.Failed() {
 			dumpTail(t, logPath, 60)
 		}
+		purgeDevContainers(t, envValue(env, "BERTH_DATA_DIR"))
 	})
 	ready := make(chan string, 1)
 	go func() {
@@ -143,6 +145,43 @@ func startDev(t testing.TB, root string, env []string, logPath string) *devProce
 		t.Fatalf("berth dev printed no ready line within 90s")
 	}
 	return p
+}
+
+// purgeDevContainers removes the containers a stopped `berth dev` left running under
+// dataDir (Ctrl-C leaves them for the next start to adopt, as the README says): it starts
+// the private containerd on dataDir/containerd again, deletes every task and container,
+// and stops it. Without it, a container still stopping when its test ends outlives the
+// test, and its shim writes into the bundle (runc's log.json) while t.TempDir's cleanup
+// removes it: "unlinkat …-app: directory not empty". It does nothing when the dev used
+// another containerd or left no task.
+func purgeDevContainers(t testing.TB, dataDir string) {
+	t.Helper()
+	dir := filepath.Join(dataDir, "containerd")
+	var left []string
+	nss, _ := os.ReadDir(filepath.Join(dir, "state", "io.containerd.runtime.v2.task"))
+	for _, ns := range nss {
+		tasks, _ := os.ReadDir(filepath.Join(dir, "state", "io.containerd.runtime.v2.task", ns.Name()))
+		for _, task := range tasks {
+			left = append(left, ns.Name()+"/"+task.Name())
+		}
+	}
+	if len(left) == 0 {
+		return
+	}
+	t.Logf("berth dev left %d containerd tasks (%s); removing them", len(left), strings.Join(left, ", "))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), time.Minute)
+	defer cancel()
+	inst, err := containerdproc.StartProcess(ctx, dir)
+	if err != nil {
+		t.Errorf("start the dev's containerd to remove its leftover containers: %v", err)
+		return
+	}
+	if err := inst.Purge(ctx); err != nil {
+		t.Errorf("remove the dev's leftover containers: %v", err)
+	}
+	if err := inst.Stop(ctx); err != nil {
+		t.Errorf("stop the dev's containerd: %v", err)
+	}
 }
 
 // stop sends SIGINT (Ctrl-C) and waits for a clean exit.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -379,10 +380,24 @@ func (c *Cluster) StartAll(ctx context.Context) {
 }
 
 func (c *Cluster) stopAll() {
+	// Agents stop gracefully, all at once and while the control plane still runs: one
+	// killed while it deletes a containerd task can leave containerd without the task and
+	// its shim running on, where containerdtest's purge cannot reach it and the shim
+	// writes into the bundle while the test's directory is removed ("directory not
+	// empty"). A graceful stop lets the delete finish.
+	var wg sync.WaitGroup
+	for _, a := range c.Agents {
+		wg.Go(func() {
+			if err := a.Stop(); err != nil {
+				c.t.Logf("%v", err)
+			}
+		})
+	}
+	wg.Wait()
 	ps := c.Procs()
 	for i := len(ps) - 1; i >= 0; i-- {
 		if ps[i] != nil {
-			// Agents and schedulers hold nothing worth a graceful stop at the end.
+			// Schedulers, the gateway and etcd hold nothing worth a graceful stop.
 			ps[i].Kill()
 		}
 	}

@@ -99,11 +99,11 @@ func (a *App) registerMetrics(reg prometheus.Registerer) func(time.Duration) {
 }
 
 var tasksDesc = prometheus.NewDesc("berth_scheduler_tasks",
-	"Tasks by lastStatus, summed over every cluster's counters (PENDING, RUNNING); ALL counts every stored task, stopped ones included.",
+	"Tasks by lastStatus, summed over every container instance's counters (PENDING, RUNNING); ALL counts every stored task, stopped ones included.",
 	[]string{"status"}, nil)
 
-// taskCollector reports tasks by status from the clusters' counters (one range read of
-// the cluster records) and a count-only read of the task records, cached for ttl so
+// taskCollector reports tasks by status from the container instances' counters (one
+// range read of the instance records; a cluster keeps no counters of its own) and a count-only read of the task records, cached for ttl so
 // frequent scrapes stay cheap.
 type taskCollector struct {
 	kv  clientv3.KV
@@ -137,18 +137,18 @@ func (c *taskCollector) Collect(ch chan<- prometheus.Metric) {
 func (c *taskCollector) read() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	resp, err := c.kv.Get(ctx, keys.AllClusters(), clientv3.WithPrefix())
+	resp, err := c.kv.Get(ctx, keys.AllInstances(), clientv3.WithPrefix())
 	if err != nil {
 		return err
 	}
 	var pending, running int64
 	for _, kv := range resp.Kvs {
-		var rec storev1.ClusterRecord
+		var rec storev1.ContainerInstanceRecord
 		if proto.Unmarshal(kv.Value, &rec) != nil {
 			continue
 		}
-		pending += int64(rec.GetCluster().GetPendingTasksCount())
-		running += int64(rec.GetCluster().GetRunningTasksCount())
+		pending += int64(rec.GetContainerInstance().GetPendingTasksCount())
+		running += int64(rec.GetContainerInstance().GetRunningTasksCount())
 	}
 	cnt, err := c.kv.Get(ctx, keys.AllTasks(), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {

@@ -119,13 +119,23 @@ func (s *Server) CreateCluster(ctx context.Context, req *connect.Request[ecsv1.C
 		if err != nil {
 			return nil, err
 		}
-		return &ecsv1.CreateClusterResponse{Cluster: describeCluster(out, []string{"TAGS", "SETTINGS", "CONFIGURATIONS", "ATTACHMENTS"})}, nil
+		desc, err := s.describeCluster(ctx, account, out, []string{"TAGS", "SETTINGS", "CONFIGURATIONS", "ATTACHMENTS"})
+		if err != nil {
+			return nil, err
+		}
+		return &ecsv1.CreateClusterResponse{Cluster: desc}, nil
 	})
 }
 
-// describeCluster returns a copy of c with the optional parts asked for by include.
-func describeCluster(c *ecsv1.Cluster, include []string) *ecsv1.Cluster {
+// describeCluster returns a copy of c with its task counts (taskCounts) and the optional
+// parts asked for by include. Errors: etcd's.
+func (s *Server) describeCluster(ctx context.Context, account keys.Scope, c *ecsv1.Cluster, include []string) (*ecsv1.Cluster, error) {
+	pending, running, err := s.taskCounts(ctx, account, c.GetClusterName())
+	if err != nil {
+		return nil, err
+	}
 	out := proto.Clone(c).(*ecsv1.Cluster)
+	out.PendingTasksCount, out.RunningTasksCount = pending, running
 	want := map[string]bool{}
 	for _, i := range include {
 		want[i] = true
@@ -149,9 +159,9 @@ func describeCluster(c *ecsv1.Cluster, include []string) *ecsv1.Cluster {
 			return &ecsv1.KeyValuePair{Name: proto.String(n), Value: proto.String(strconv.Itoa(int(v)))}
 		}
 		out.Statistics = []*ecsv1.KeyValuePair{
-			kv("runningEC2TasksCount", c.GetRunningTasksCount()),
+			kv("runningEC2TasksCount", running),
 			kv("runningFargateTasksCount", 0),
-			kv("pendingEC2TasksCount", c.GetPendingTasksCount()),
+			kv("pendingEC2TasksCount", pending),
 			kv("pendingFargateTasksCount", 0),
 			kv("activeEC2ServiceCount", c.GetActiveServicesCount()),
 			kv("activeFargateServiceCount", 0),
@@ -159,7 +169,32 @@ func describeCluster(c *ecsv1.Cluster, include []string) *ecsv1.Cluster {
 			kv("drainingFargateServiceCount", 0),
 		}
 	}
-	return out
+	return out, nil
+}
+
+// taskCounts returns a cluster's pendingTasksCount (PROVISIONING, PENDING, ACTIVATING)
+// and runningTasksCount: the sums of its container instances' counters, which
+// task.PlaceTxn and ApplyTaskStateChange keep in the transactions that change a task's
+// lastStatus (every placed task is on an instance, and a deregistered instance's record
+// stays). The cluster record keeps no counters of its own, so the placements and the
+// state changes of a cluster do not all write one key. It reads the cluster's instance
+// records, 500 a page. Errors: etcd's.
+func (s *Server) taskCounts(ctx context.Context, account keys.Scope, cluster string) (pending, running int32, err error) {
+	token := ""
+	for {
+		items, next, err := store.List[*storev1.ContainerInstanceRecord](ctx, s.kv, keys.Instances(account, cluster), 500, token)
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, it := range items {
+			pending += it.Value.GetContainerInstance().GetPendingTasksCount()
+			running += it.Value.GetContainerInstance().GetRunningTasksCount()
+		}
+		if next == "" {
+			return pending, running, nil
+		}
+		token = next
+	}
 }
 
 // DescribeClusters describes up to 100 clusters by name or ARN ("default" when none is
@@ -201,7 +236,10 @@ func (s *Server) DescribeClusters(ctx context.Context, req *connect.Request[ecsv
 				resp.Failures = append(resp.Failures, missing(arn.ClusterARN(account.Region, account.Account, names[i])))
 				continue
 			}
-			c := describeCluster(rec.GetCluster(), m.GetInclude())
+			c, err := s.describeCluster(ctx, account, rec.GetCluster(), m.GetInclude())
+			if err != nil {
+				return nil, err
+			}
 			if c.Statistics != nil && c.GetStatus() == statusActive {
 				if err := s.splitFargateStatistics(ctx, account, c); err != nil {
 					return nil, err
@@ -214,7 +252,7 @@ func (s *Server) DescribeClusters(ctx context.Context, req *connect.Request[ecsv
 }
 
 // splitFargateStatistics moves a cluster's FARGATE tasks and services from the EC2
-// statistics describeCluster wrote (from the cluster's counters, which count every task)
+// statistics describeCluster wrote (from the instances' counters, which count every task)
 // to the Fargate ones: it reads the cluster's tasks with desiredStatus RUNNING and its
 // services, O(those) — only for DescribeClusters with include STATISTICS.
 func (s *Server) splitFargateStatistics(ctx context.Context, account keys.Scope, c *ecsv1.Cluster) error {
@@ -328,7 +366,11 @@ func (s *Server) DeleteCluster(ctx context.Context, req *connect.Request[ecsv1.D
 			if err != nil {
 				return err
 			}
-			if c.GetRunningTasksCount() > 0 || c.GetPendingTasksCount() > 0 || len(active) > 0 {
+			pending, running, err := s.taskCounts(ctx, account, name)
+			if err != nil {
+				return err
+			}
+			if running > 0 || pending > 0 || len(active) > 0 {
 				return ecserr.New("ClusterContainsTasksException", "The Cluster cannot be deleted while Tasks are active.")
 			}
 			c.Status = proto.String(statusInactive)
@@ -342,7 +384,11 @@ func (s *Server) DeleteCluster(ctx context.Context, req *connect.Request[ecsv1.D
 		if err != nil {
 			return nil, err
 		}
-		return &ecsv1.DeleteClusterResponse{Cluster: describeCluster(out, []string{"SETTINGS", "CONFIGURATIONS"})}, nil
+		desc, err := s.describeCluster(ctx, account, out, []string{"SETTINGS", "CONFIGURATIONS"})
+		if err != nil {
+			return nil, err
+		}
+		return &ecsv1.DeleteClusterResponse{Cluster: desc}, nil
 	})
 }
 
@@ -391,7 +437,11 @@ func (s *Server) UpdateCluster(ctx context.Context, req *connect.Request[ecsv1.U
 		if err != nil {
 			return nil, err
 		}
-		return &ecsv1.UpdateClusterResponse{Cluster: describeCluster(c, []string{"SETTINGS", "CONFIGURATIONS", "TAGS"})}, nil
+		desc, err := s.describeCluster(ctx, account, c, []string{"SETTINGS", "CONFIGURATIONS", "TAGS"})
+		if err != nil {
+			return nil, err
+		}
+		return &ecsv1.UpdateClusterResponse{Cluster: desc}, nil
 	})
 }
 
@@ -416,7 +466,11 @@ func (s *Server) UpdateClusterSettings(ctx context.Context, req *connect.Request
 		if err != nil {
 			return nil, err
 		}
-		return &ecsv1.UpdateClusterSettingsResponse{Cluster: describeCluster(c, []string{"SETTINGS"})}, nil
+		desc, err := s.describeCluster(ctx, account, c, []string{"SETTINGS"})
+		if err != nil {
+			return nil, err
+		}
+		return &ecsv1.UpdateClusterSettingsResponse{Cluster: desc}, nil
 	})
 }
 
@@ -457,7 +511,11 @@ func (s *Server) PutClusterCapacityProviders(ctx context.Context, req *connect.R
 		if err != nil {
 			return nil, err
 		}
-		return &ecsv1.PutClusterCapacityProvidersResponse{Cluster: describeCluster(c, []string{"SETTINGS", "CONFIGURATIONS"})}, nil
+		desc, err := s.describeCluster(ctx, account, c, []string{"SETTINGS", "CONFIGURATIONS"})
+		if err != nil {
+			return nil, err
+		}
+		return &ecsv1.PutClusterCapacityProvidersResponse{Cluster: desc}, nil
 	})
 }
 

@@ -13,7 +13,10 @@ import (
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
 )
 
 func TestCreateCluster(t *testing.T) {
@@ -297,4 +300,58 @@ func TestEveryActionAnswersECSError(t *testing.T) {
 	if _, err := e.s.ListClusters(e.ctx, &connect.Request[ecsv1.ListClustersRequest]{}); err != nil {
 		t.Fatalf("nil message: %v", err)
 	}
+}
+
+// TestClusterTaskCountsAreInstanceSums: placing tasks and the agents' state changes leave
+// the cluster record alone (its ModRevision does not move), so a cluster's placements and
+// state changes do not take turns on one key; DescribeClusters, with and without
+// STATISTICS, reports the sums of the instances' counters.
+func TestClusterTaskCountsAreInstanceSums(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster("sum")
+	h1 := e.registerHost("sum", "h1", 1024, 1024)
+	h2 := e.registerHost("sum", "h2", 1024, 1024)
+	e.simpleTaskDef("sumweb", 256, 128)
+	_, before, err := store.Get[*storev1.ClusterRecord](e.ctx, sharedEtcd, keys.Cluster(e.sc, "sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := must(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("sum"), TaskDefinition: proto.String("sumweb"), Count: proto.Int32(5),
+		PlacementStrategy: []*ecsv1.PlacementStrategy{{Type: proto.String("spread"), Field: proto.String("instanceId")}}})
+	if len(run.GetTasks()) != 5 {
+		t.Fatalf("run: %v", run.GetFailures())
+	}
+	for _, tk := range run.GetTasks()[:2] {
+		if err := e.s.ApplyTaskStateChange(e.ctx, e.sc, tk.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: tk.GetTaskArn(), LastStatus: "RUNNING"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, after, err := store.Get[*storev1.ClusterRecord](e.ctx, sharedEtcd, keys.Cluster(e.sc, "sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Errorf("cluster record ModRevision moved from %d to %d: placements or state changes wrote it", before, after)
+	}
+	per := map[string][2]int32{}
+	for _, h := range []*ecsv1.ContainerInstance{h1, h2} {
+		ci := e.describeInstance("sum", h.GetContainerInstanceArn())
+		per[h.GetContainerInstanceArn()] = [2]int32{ci.GetPendingTasksCount(), ci.GetRunningTasksCount()}
+	}
+	if p, r := per[h1.GetContainerInstanceArn()][0]+per[h2.GetContainerInstanceArn()][0], per[h1.GetContainerInstanceArn()][1]+per[h2.GetContainerInstanceArn()][1]; p != 3 || r != 2 ||
+		per[h1.GetContainerInstanceArn()] == [2]int32{} || per[h2.GetContainerInstanceArn()] == [2]int32{} {
+		t.Fatalf("instances' (pending, running): %v, want both used and summing to (3, 2)", per)
+	}
+	d := must(e, e.s.DescribeClusters, &ecsv1.DescribeClustersRequest{Clusters: []string{"sum"}, Include: []string{"STATISTICS"}}).GetClusters()[0]
+	if d.GetPendingTasksCount() != 3 || d.GetRunningTasksCount() != 2 {
+		t.Errorf("DescribeClusters pending %d running %d, want 3 and 2", d.GetPendingTasksCount(), d.GetRunningTasksCount())
+	}
+	stats := map[string]string{}
+	for _, kv := range d.GetStatistics() {
+		stats[kv.GetName()] = kv.GetValue()
+	}
+	if stats["pendingEC2TasksCount"] != "3" || stats["runningEC2TasksCount"] != "2" {
+		t.Errorf("statistics %v, want pendingEC2TasksCount 3 and runningEC2TasksCount 2", stats)
+	}
+	e.checkCounters("sum")
 }

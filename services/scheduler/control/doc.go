@@ -16,12 +16,15 @@
 // engine's feasibility and ranking over its Placer's instance cache); control writes. A
 // task's demand is computed once, by placement.DemandOf in task.NewRecord, and stored on
 // its record. RunTask and StartTask commit the placed tasks, the instances'
-// reservations, the agents' inbox entries and the cluster's counters in one transaction
-// built with task.PlaceTxn; concurrent RunTask calls share one (group commit, place.go).
+// reservations and the agents' inbox entries in one transaction built with task.PlaceTxn,
+// which compares the cluster record's ModRevision without writing it; concurrent RunTask
+// calls share one (group commit, place.go).
 //
 // Every write another writer can touch is a compare-and-swap transaction retried on
-// conflict; cluster and instance counters are written in the same transaction as the
-// records they count, and secondary index keys in the same transaction as their record.
+// conflict; instance counters are written in the same transaction as the records they
+// count (a cluster's pendingTasksCount/runningTasksCount are its instances' sums, read
+// by DescribeClusters, so a cluster's placements and state changes do not all write one
+// key), and secondary index keys in the same transaction as their record.
 //
 // Notes for the packages built on this one:
 //   - A task's inbox key (keys.Inbox(scope, instance, task)) holds its Assignment until

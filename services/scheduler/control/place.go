@@ -25,7 +25,7 @@ import (
 
 // RunTask's and StartTask's placement: the placement package chooses (its Placer, over a
 // cache of the cluster's instances) and control writes (task.PlaceTxn: the tasks, their
-// reservations, inbox entries and the cluster's counters in one txn). Concurrent RunTask
+// reservations and inbox entries in one txn, comparing the cluster record). Concurrent RunTask
 // calls of one cluster and task definition share a txn (group commit, placeBatched): an
 // etcd txn costs far more than a choice, so sharing one is what makes thousands of
 // placements a second possible.
@@ -219,7 +219,6 @@ func (s *Server) placeOne(ctx context.Context, req placeRequest, instances []str
 	out := placeResult{failures: failures(res.Failures)}
 	if len(res.Placed) > 0 {
 		out.placed = written
-		s.placing.wrote(req.account, req.cluster, crec, res.Revision)
 	}
 	return out, nil
 }
@@ -353,18 +352,13 @@ func (s *Server) placeProviders(ctx context.Context, reqs []placeRequest) (place
 		return placeResult{}, placementError(err)
 	}
 	var out placeResult
-	rev := int64(0)
 	for i, r := range results {
 		fs := failures(r.Failures)
 		nameProvider(fs, reqs[i].pool)
 		out.failures = append(out.failures, fs...)
 		if len(r.Placed) > 0 {
 			out.placed = append(out.placed, written[i]...)
-			rev = r.Revision
 		}
-	}
-	if rev > 0 {
-		s.placing.wrote(first.account, first.cluster, crec, rev)
 	}
 	return out, nil
 }
@@ -410,21 +404,11 @@ func (p *placing) tooManyOps(log *slog.Logger, err error) {
 	}
 }
 
-// wrote records the cluster record task.PlaceTxn updated (its counters) as stored at rev.
-func (p *placing) wrote(account keys.Scope, cluster string, crec *storev1.ClusterRecord, rev int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.clusters == nil {
-		p.clusters = map[string]clusterState{}
-	}
-	if cur, ok := p.clusters[clusterKey(account, cluster)]; !ok || cur.rev < rev {
-		p.clusters[clusterKey(account, cluster)] = clusterState{rec: crec, rev: rev}
-	}
-}
-
-// cluster returns the cluster record to compare against: the one this replica last
-// wrote, unless fresh asks for a read (a retry after a conflict). It returns a private
-// copy, and ClusterNotFoundException when the cluster is absent or not ACTIVE.
+// cluster returns the cluster record a placement txn compares (task.PlaceTxn reads it
+// and compares its ModRevision, never writes it): the one this replica last read, unless
+// fresh asks for a read (a retry after a conflict). The record is shared: callers must
+// not change it. It returns ClusterNotFoundException when the cluster is absent or not
+// ACTIVE.
 func (p *placing) cluster(ctx context.Context, kv clientv3.KV, account keys.Scope, name string, fresh bool) (*storev1.ClusterRecord, int64, error) {
 	k := clusterKey(account, name)
 	if !fresh {
@@ -432,20 +416,25 @@ func (p *placing) cluster(ctx context.Context, kv clientv3.KV, account keys.Scop
 		cur, ok := p.clusters[k]
 		p.mu.Unlock()
 		if ok {
-			return proto.Clone(cur.rec).(*storev1.ClusterRecord), cur.rev, nil
+			return cur.rec, cur.rev, nil
 		}
 	}
 	rec, rev, err := store.Get[*storev1.ClusterRecord](ctx, kv, keys.Cluster(account, name))
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.GetCluster().GetStatus() != statusActive) {
-		p.mu.Lock()
 		delete(p.clusters, k)
-		p.mu.Unlock()
 		return nil, 0, ecserr.ClusterNotFoundError()
 	}
 	if err != nil {
 		return nil, 0, err
 	}
-	p.wrote(account, name, proto.Clone(rec).(*storev1.ClusterRecord), rev)
+	if p.clusters == nil {
+		p.clusters = map[string]clusterState{}
+	}
+	if cur, ok := p.clusters[k]; !ok || cur.rev < rev {
+		p.clusters[k] = clusterState{rec: rec, rev: rev}
+	}
 	return rec, rev, nil
 }
 
@@ -578,16 +567,11 @@ func (s *Server) placeGroup(calls []*placeCall) {
 		}
 		return
 	}
-	rev := int64(0)
 	for i, cl := range calls {
 		out := placeResult{failures: failures(results[i].Failures)}
 		if len(results[i].Placed) > 0 {
 			out.placed = written[i]
-			rev = results[i].Revision
 		}
 		cl.done <- placeOutcome{res: out}
-	}
-	if rev > 0 {
-		s.placing.wrote(first.account, first.cluster, crec, rev)
 	}
 }

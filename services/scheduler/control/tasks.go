@@ -758,8 +758,8 @@ func (s *Server) ListTasks(ctx context.Context, req *connect.Request[ecsv1.ListT
 // containers' lastStatus, exitCode, reason, runtimeId, health, image digest and network
 // bindings are updated, timestamps set, and when the task STOPPED its stopCode and
 // stoppedReason kept (a user's stop wins), desiredStatus set STOPPED, the instance's
-// reservation released and the inbox entry deleted. The cluster's and the instance's
-// pending/running counters change in the same transaction. Errors: AccessDeniedException
+// reservation released and the inbox entry deleted. The instance's pending/running
+// counters change in the same transaction (a cluster's are their sums). Errors: AccessDeniedException
 // for a task that is not on that instance or not of the account; InvalidParameterException
 // for an unknown status.
 func (s *Server) ApplyTaskStateChange(ctx context.Context, account keys.Scope, containerInstanceARN string, ch *agentv1.TaskStateChange) error {
@@ -816,16 +816,6 @@ func (s *Server) ApplyTaskStateChange(ctx context.Context, account keys.Scope, c
 				}
 				ci.Version++
 				txn.Update(keys.Instance(account, tcluster, instID), irev, irec)
-			}
-		}
-		if dp != 0 || dr != 0 {
-			crec, crev, err := s.cluster(ctx, account, tcluster)
-			if err != nil {
-				return err
-			}
-			if crec != nil {
-				task.ApplyCountDelta(crec.GetCluster(), oldStatus, newStatus)
-				txn.Update(keys.Cluster(account, tcluster), crev, crec)
 			}
 		}
 		if stopped {

@@ -27,7 +27,3 @@ func AllInstances() string { return store.MustKeyPrefix("instances") }
 
 // AllTasks returns the prefix of every task of every account, for the leader's sweeps.
 func AllTasks() string { return store.MustKeyPrefix("tasks") }
-
-// AllClusters returns the prefix of every cluster of every account, for metrics that sum
-// the clusters' task counters.
-func AllClusters() string { return store.MustKeyPrefix("clusters") }

@@ -82,8 +82,8 @@ type PlaceResult struct {
 // was read at, together with the task writes. A concurrent placement on the same
 // instance makes the txn fail; Placer re-reads the instances and tries again, so an
 // instance is never over-committed. Within the process, a cluster's commits take turns
-// (the hooks also write the cluster's task counters, one key for the whole cluster);
-// callers that want several requests in one txn batch them themselves and call
+// under its commit lock, which lets a plan check that its instances did not change while
+// it waited; callers that want several requests in one txn batch them themselves and call
 // PlaceGroup, as control's RunTask queue does. Safe for concurrent use.
 //
 // Snapshots come from a per-cluster cache fed by a watch on the cluster's instances

@@ -711,8 +711,8 @@ func lastCompleted(s *ecsv1.Service, exclude string) *ecsv1.Deployment {
 
 // updateCounts sets the service's and each deployment's running and pending counts from
 // the task records: a task counts by its lastStatus (PROVISIONING, PENDING, ACTIVATING
-// are pending; RUNNING is running), whatever its desiredStatus, as the cluster's counters
-// do.
+// are pending; RUNNING is running), whatever its desiredStatus, as the instances' (and so
+// the cluster's) counters do.
 func updateCounts(s *ecsv1.Service, views []*view) {
 	type c struct{ run, pend int32 }
 	by := map[string]*c{}

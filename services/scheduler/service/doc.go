@@ -36,7 +36,7 @@
 // # Counters
 //
 // runningCount and pendingCount of the service and of each deployment (by lastStatus, as
-// the cluster's counters count) are counted from the service's task records: by
+// the instances' counters count) are counted from the service's task records: by
 // DescribeServices at the time of the call (through the ListTasks index, O(tasks of the
 // service)), and by every reconcile pass, which stores them in the record. Counting in the
 // task records' own transactions is not possible: control and the agent session write

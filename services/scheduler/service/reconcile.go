@@ -1080,7 +1080,7 @@ func (r *Reconciler) newTask(account keys.Scope, cluster string, rec *storev1.Se
 
 // stopTask stops a task as control's StopTask does (task.StopTxn: desiredStatus
 // STOPPED, stopCode ServiceSchedulerInitiated, the reason, a StopOrder in the agent's
-// inbox; a task not placed goes straight to STOPPED with the cluster's counters), fenced,
+// inbox; a task not placed goes straight to STOPPED), fenced,
 // retried on conflict. A task already STOPPED is left alone.
 func (r *Reconciler) stopTask(ctx context.Context, account keys.Scope, it store.Item[*storev1.TaskRecord], reason string) error {
 	if it.Value.GetTask().GetLastStatus() == "STOPPED" {

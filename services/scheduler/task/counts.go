@@ -2,8 +2,8 @@ package task
 
 import ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 
-// Counts returns how a task with this lastStatus counts in a cluster's and an
-// instance's pendingTasksCount (PROVISIONING, PENDING, ACTIVATING) and runningTasksCount
+// Counts returns how a task with this lastStatus counts in an instance's (and so its
+// cluster's) pendingTasksCount (PROVISIONING, PENDING, ACTIVATING) and runningTasksCount
 // (RUNNING): (1, 0), (0, 1), or (0, 0) for any other status.
 func Counts(lastStatus string) (pending, running int32) {
 	switch lastStatus {
@@ -23,17 +23,10 @@ func CountDelta(old, new string) (pending, running int32) {
 	return np - op, nr - or
 }
 
-// ApplyCountDelta adjusts a cluster's pending and running task counters for a task moving
-// from lastStatus old to new ("" for a task that did not exist); a counter never goes
-// below zero.
-func ApplyCountDelta(c *ecsv1.Cluster, old, new string) {
-	dp, dr := CountDelta(old, new)
-	c.PendingTasksCount = max(c.PendingTasksCount+dp, 0)
-	c.RunningTasksCount = max(c.RunningTasksCount+dr, 0)
-}
-
-// ApplyInstanceDelta is ApplyCountDelta for a container instance's pendingTasksCount and
-// runningTasksCount.
+// ApplyInstanceDelta adjusts a container instance's pendingTasksCount and
+// runningTasksCount for a task moving from lastStatus old to new ("" for a task that did
+// not exist); a counter never goes below zero. A cluster's counts are the sums of its
+// instances' (control's DescribeClusters).
 func ApplyInstanceDelta(ci *ecsv1.ContainerInstance, old, new string) {
 	dp, dr := CountDelta(old, new)
 	ci.PendingTasksCount = max(ci.PendingTasksCount+dp, 0)

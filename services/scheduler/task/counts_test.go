@@ -22,9 +22,9 @@ func TestCounts(t *testing.T) {
 	}
 }
 
-// TestApplyCountDelta: a cluster's and an instance's counters follow a task from one
-// status to another, and never go below zero (a count that missed a task stays at 0).
-func TestApplyCountDelta(t *testing.T) {
+// TestApplyInstanceDelta: an instance's counters follow a task from one status to
+// another, and never go below zero (a count that missed a task stays at 0).
+func TestApplyInstanceDelta(t *testing.T) {
 	for _, tc := range []struct {
 		name                 string
 		pending, running     int32 // before
@@ -40,11 +40,6 @@ func TestApplyCountDelta(t *testing.T) {
 		{"stopped to stopped", 4, 5, "STOPPED", "STOPPED", 4, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &ecsv1.Cluster{PendingTasksCount: tc.pending, RunningTasksCount: tc.running}
-			ApplyCountDelta(c, tc.old, tc.new)
-			if c.GetPendingTasksCount() != tc.wantPending || c.GetRunningTasksCount() != tc.wantRun {
-				t.Errorf("cluster counts = (%d, %d), want (%d, %d)", c.GetPendingTasksCount(), c.GetRunningTasksCount(), tc.wantPending, tc.wantRun)
-			}
 			ci := &ecsv1.ContainerInstance{PendingTasksCount: tc.pending, RunningTasksCount: tc.running}
 			ApplyInstanceDelta(ci, tc.old, tc.new)
 			if ci.GetPendingTasksCount() != tc.wantPending || ci.GetRunningTasksCount() != tc.wantRun {

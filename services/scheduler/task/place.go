@@ -27,7 +27,8 @@ type InstanceState struct {
 type Placement struct {
 	// Account is the (account, region) scope that owns the cluster.
 	Account keys.Scope
-	// Cluster is the cluster record as read, and ClusterRev its ModRevision.
+	// Cluster is the cluster record as read (PlaceTxn does not change it), and
+	// ClusterRev its ModRevision.
 	Cluster    *storev1.ClusterRecord
 	ClusterRev int64
 	// Instances are the instances the tasks go to, by instance id, as read (without
@@ -53,8 +54,11 @@ type Placement struct {
 // the task record and split among its containers' gpuIds; instance
 // pendingTasksCount/runningTasksCount and version updated), its inbox entry (an
 // agentv1.Assignment with delivery id = task id and the task; not the task definition,
-// which the agent session adds), the cluster's counters, and the client
-// token; instance and cluster writes compare their ModRevisions. It fails (nothing to
+// which the agent session adds) and the client token. Instance writes compare their
+// ModRevisions; the cluster's ModRevision is compared, not written: a cluster's
+// pendingTasksCount/runningTasksCount are the sums of its instances' (control's
+// DescribeClusters), so a cluster's placements and its agents' state changes do not all
+// write one key and take turns on it. It fails (nothing to
 // commit) when a task's instance is not in Instances or the task does not fit (the
 // error wraps placement.Reserve's).
 func PlaceTxn(txn *store.Txn, p Placement) error {
@@ -74,7 +78,6 @@ func PlaceTxn(txn *store.Txn, p Placement) error {
 			return fmt.Errorf("task: place task %s on %s: %w", ID(t), t.GetContainerInstanceId(), err)
 		}
 		ApplyInstanceDelta(ci, "", t.GetTask().GetLastStatus())
-		ApplyCountDelta(p.Cluster.GetCluster(), "", t.GetTask().GetLastStatus())
 		t.Task.ContainerInstanceArn = proto.String(ci.GetContainerInstanceArn())
 		for _, a := range ci.GetAttributes() {
 			if a.GetName() == "ecs.cpu-architecture" {
@@ -97,7 +100,7 @@ func PlaceTxn(txn *store.Txn, p Placement) error {
 		st.Record.GetContainerInstance().Version++
 		txn.Update(keys.Instance(p.Account, p.Cluster.GetCluster().GetClusterName(), id), st.Rev, st.Record)
 	}
-	txn.Update(keys.Cluster(p.Account, p.Cluster.GetCluster().GetClusterName()), p.ClusterRev, p.Cluster)
+	txn.IfModRevision(keys.Cluster(p.Account, p.Cluster.GetCluster().GetClusterName()), p.ClusterRev)
 	if p.ClientToken != "" && len(ids) > 0 {
 		txn.Create(keys.ClientToken(p.Account, p.Cluster.GetCluster().GetClusterName(), p.ClientToken), wrapperspb.String(strings.Join(ids, ",")))
 	}

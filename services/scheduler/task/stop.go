@@ -18,7 +18,7 @@ import (
 
 // StopTxn stops the task at key as AWS's StopTask does: desiredStatus STOPPED with the
 // stopCode, reason and stoppingAt, and a StopOrder in its instance's inbox; a task not
-// placed goes straight to STOPPED (its containers too) with the cluster's counters. The
+// placed goes straight to STOPPED (its containers too). The
 // txn also requires ifs (the service scheduler passes the leader's fence) and is retried
 // on conflict (ecsapi.Retry) until ctx ends. A task already desired STOPPED is left as it
 // is. It returns the task as read; InvalidParameterException "The referenced task was not
@@ -52,20 +52,12 @@ func StopTxn(ctx context.Context, kv clientv3.KV, now func() time.Time, account 
 				DeliveryId: ID(rec) + "-stop", TaskArn: t.GetTaskArn(), Reason: reason, StopCode: stopCode,
 			}}})
 		} else if t.GetLastStatus() != "STOPPED" {
-			crec, crev, err := store.Get[*storev1.ClusterRecord](ctx, kv, keys.Cluster(account, rec.GetClusterName()))
-			if errors.Is(err, store.ErrNotFound) {
-				return ecsapi.ErrRetry
-			}
-			if err != nil {
-				return err
-			}
-			ApplyCountDelta(crec.GetCluster(), t.GetLastStatus(), "STOPPED")
+			// Not placed: no instance counts it, so nothing else changes.
 			t.LastStatus = proto.String("STOPPED")
 			t.StoppedAt, t.ExecutionStoppedAt = stamp, stamp
 			for _, c := range t.GetContainers() {
 				c.LastStatus = proto.String("STOPPED")
 			}
-			txn.Update(keys.Cluster(account, rec.GetClusterName()), crev, crec)
 		}
 		WriteTxn(txn, account, old, rev, rec)
 		_, err = txn.Commit(ctx)

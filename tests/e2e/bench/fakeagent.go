@@ -24,8 +24,11 @@ import (
 
 // fakeAgent is a scripted agent: it registers an instance with a fixed capacity, holds a
 // session (hello, heartbeats with the registered capacity), and acknowledges every
-// assignment and stop order without running anything.
+// assignment and stop order without running anything; with reportRunning it also reports
+// each assigned task RUNNING, as a real agent does once the task's containers start.
 type fakeAgent struct {
+	reportRunning bool
+
 	client  agentv1connect.AgentServiceClient
 	account string
 	cluster string
@@ -99,6 +102,7 @@ func (f *fakeAgent) run(ctx context.Context, heartbeat time.Duration, up func())
 			}
 		}
 	}()
+	var seq uint64
 	for {
 		m, err := st.Receive()
 		if err != nil {
@@ -119,13 +123,21 @@ func (f *fakeAgent) run(ctx context.Context, heartbeat time.Duration, up func())
 				return err
 			}
 		}
+		if a := m.GetAssignment(); a != nil && f.reportRunning {
+			seq++
+			if err := send(&agentv1.SessionRequest{Message: &agentv1.SessionRequest_TaskState{TaskState: &agentv1.TaskStateChange{
+				Seq: seq, TaskArn: a.GetTask().GetTaskArn(), LastStatus: "RUNNING", StartedAt: timestamppb.Now(),
+			}}}); err != nil {
+				return err
+			}
+		}
 	}
 }
 
 // fakeFleet starts n fake agents against the scheduler at url: registers them (with
 // limited concurrency), then holds their sessions until ctx ends. Each client carries at
 // most perConn sessions, so no HTTP/2 connection hits its stream limit.
-func fakeFleet(ctx context.Context, url, account, cluster, prefix string, n int, heartbeat time.Duration, cpu, mem int32) (connected *atomic.Int64, wait func() error, err error) {
+func fakeFleet(ctx context.Context, url, account, cluster, prefix string, n int, heartbeat time.Duration, cpu, mem int32, reportRunning bool) (connected *atomic.Int64, wait func() error, err error) {
 	const perConn = 200
 	var clients []agentv1connect.AgentServiceClient
 	for i := 0; i < n; i += perConn {
@@ -137,7 +149,7 @@ func fakeFleet(ctx context.Context, url, account, cluster, prefix string, n int,
 	var wg sync.WaitGroup
 	for i := range n {
 		agents[i] = &fakeAgent{client: clients[i/perConn], account: account, cluster: cluster,
-			hostID: fmt.Sprintf("%s-%05d", prefix, i), cpu: cpu, mem: mem}
+			hostID: fmt.Sprintf("%s-%05d", prefix, i), cpu: cpu, mem: mem, reportRunning: reportRunning}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
@@ -214,7 +226,7 @@ func (f *fakeFlags) register(fs *flag.FlagSet) {
 // runFakeAgents is the child process: it prints "registered" when every instance is
 // registered and "up N" when N sessions said hello, then holds them until killed.
 func runFakeAgents(ctx context.Context, f fakeFlags) error {
-	connected, wait, err := fakeFleet(ctx, f.url, f.account, f.cluster, "sess", f.n, f.heartbeat, 1024, 1024)
+	connected, wait, err := fakeFleet(ctx, f.url, f.account, f.cluster, "sess", f.n, f.heartbeat, 1024, 1024, false)
 	if err != nil {
 		return err
 	}

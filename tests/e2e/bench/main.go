@@ -57,14 +57,17 @@ type options struct {
 	highRate      float64
 	duration      time.Duration
 	placeDuration time.Duration
-	profileDir    string
-	only          map[string]bool
-	sessions      int
-	heartbeat     time.Duration
-	noTaskCache   bool
-	skipStack     bool
-	skipGoTest    bool
-	workDir       string
+	// placeReportRunning makes the placement-path run's fake agents report each task
+	// RUNNING (a state-change txn a task, as real agents cause).
+	placeReportRunning bool
+	profileDir         string
+	only               map[string]bool
+	sessions           int
+	heartbeat          time.Duration
+	noTaskCache        bool
+	skipStack          bool
+	skipGoTest         bool
+	workDir            string
 }
 
 func main() {
@@ -75,6 +78,7 @@ func main() {
 	flag.Float64Var(&o.highRate, "high-rate", 200, "the second, higher fixed rate (requests/s) of DescribeTasks(100)")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "how long each fixed-rate run lasts")
 	flag.DurationVar(&o.placeDuration, "place-duration", 10*time.Second, "how long the RunTask placement run lasts")
+	flag.BoolVar(&o.placeReportRunning, "place-report-running", false, "placement-path: the fake agents also report each task RUNNING, as real agents do (a state-change txn a task besides its placement)")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write CPU profiles of the placement-path and gateway-high runs (<part>.pprof) and allocation profiles at their start and end (<part>.allocs-start.pprof, <part>.allocs-end.pprof) into this directory")
 	onlyFlag := flag.String("only", "", "run only these parts, comma-separated: "+strings.Join(parts, ", ")+" (default: all)")
 	flag.IntVar(&o.sessions, "sessions", 5000, "fake agent sessions to open against one scheduler replica")

@@ -35,7 +35,7 @@ const (
 // RunTask (count 10) as the gateway sends it (Connect over h2c to the scheduler's internal
 // listener, the account in the caller header) into control's RunTask, its placement and
 // group commit, on placeInstances fake agents that hold sessions and acknowledge their
-// assignments, from placeCallers concurrent callers for o.placeDuration, on the stack's
+// assignments (and with -place-report-running report each task RUNNING), from placeCallers concurrent callers for o.placeDuration, on the stack's
 // embedded etcd. With -profile-dir, the window's CPU profile is written there.
 func placementPathFigures(ctx context.Context, s *stack, o options) ([]Row, error) {
 	const cluster = "place"
@@ -46,7 +46,7 @@ func placementPathFigures(ctx context.Context, s *stack, o options) ([]Row, erro
 	fctx, stopFleet := context.WithCancel(ctx)
 	defer stopFleet()
 	// Capacity enough for every task the window can place: no placement fails for room.
-	connected, _, err := fakeFleet(fctx, s.schedURL, account, cluster, "place", placeInstances, 10*time.Second, 1<<30, 1<<30)
+	connected, _, err := fakeFleet(fctx, s.schedURL, account, cluster, "place", placeInstances, 10*time.Second, 1<<30, 1<<30, o.placeReportRunning)
 	if err != nil {
 		return nil, err
 	}
@@ -123,12 +123,16 @@ func placementPathFigures(ctx context.Context, s *stack, o options) ([]Row, erro
 	cores := (cpuTime() - c0).Seconds() / elapsed.Seconds()
 	stopProfile()
 	rate := float64(placed.Load()) / elapsed.Seconds()
+	fleetDoes := "acknowledging assignments"
+	if o.placeReportRunning {
+		fleetDoes = "acknowledging assignments and reporting each task RUNNING"
+	}
 	rows := []Row{
 		{g, "placements/s through RunTask", rate, "/s", fmt.Sprintf("RunTask count %d over Connect h2c (as the gateway calls), %d concurrent callers, %s; %d placed in %d calls",
 			placeCount, placeCallers, o.placeDuration, placed.Load(), calls.Load())},
 		{g, "RunTask(10) p50", ms(percentile(lat, 50)), "ms", ""},
 		{g, "RunTask(10) p99", ms(percentile(lat, 99)), "ms", ""},
-		{g, "CPU during the run", cores, "cores", fmt.Sprintf("this process: scheduler, embedded etcd, %d fake agents acknowledging assignments, callers", placeInstances)},
+		{g, "CPU during the run", cores, "cores", fmt.Sprintf("this process: scheduler, embedded etcd, %d fake agents %s, callers", placeInstances, fleetDoes)},
 	}
 	if rate > 0 {
 		rows = append(rows, Row{g, "CPU per placement", cores * 1e6 / rate, "µs", "same process"})

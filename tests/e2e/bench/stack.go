@@ -436,7 +436,7 @@ func gatewayFigures(ctx context.Context, s *stack, o options) ([]Row, error) {
 	fctx, stopFleet := context.WithCancel(ctx)
 	defer stopFleet()
 	const agents = 20
-	_, _, err := fakeFleet(fctx, s.schedURL, account, cluster, "load", agents, 10*time.Second, 1024*64, 1<<20)
+	_, _, err := fakeFleet(fctx, s.schedURL, account, cluster, "load", agents, 10*time.Second, 1024*64, 1<<20, false)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
@@ -97,6 +98,7 @@ func placementPathFigures(ctx context.Context, s *stack, o options) ([]Row, erro
 	wctx, stop := context.WithTimeout(ctx, o.placeDuration)
 	defer stop()
 	runtime.GC()
+	e0 := etcdCounts(s.reg)
 	c0, t0 := cpuTime(), time.Now()
 	var wg sync.WaitGroup
 	for range placeCallers {
@@ -136,6 +138,11 @@ func placementPathFigures(ctx context.Context, s *stack, o options) ([]Row, erro
 	}
 	if rate > 0 {
 		rows = append(rows, Row{g, "CPU per placement", cores * 1e6 / rate, "µs", "same process"})
+		e1, n := etcdCounts(s.reg), float64(placed.Load())
+		rows = append(rows,
+			Row{g, "etcd txns per placement", (e1.txns - e0.txns) / n, "", "the scheduler's, from its berth_scheduler_etcd_* metrics over the window"},
+			Row{g, "etcd txn conflicts per placement", (e1.conflicts - e0.conflicts) / n, "", "failed compares: group commits, state changes and acknowledgements re-read and try again"},
+			Row{g, "etcd gets per placement", (e1.gets - e0.gets) / n, "", ""})
 	}
 	c, cerr := etcdCeiling(ctx)
 	if cerr == nil && c["placements/s"] > 0 {
@@ -211,4 +218,39 @@ func etcdCeiling(ctx context.Context) (map[string]float64, error) {
 		ceiling.metrics = m
 	})
 	return ceiling.metrics, ceiling.err
+}
+
+// etcdTotals are the scheduler's etcd request counts so far.
+type etcdTotals struct{ gets, txns, conflicts float64 }
+
+// etcdCounts reads the scheduler's etcd request counts from reg
+// (berth_scheduler_etcd_request_duration_seconds by op, berth_scheduler_etcd_txn_conflicts_total);
+// zeros when reg cannot be gathered.
+func etcdCounts(reg *prometheus.Registry) etcdTotals {
+	var t etcdTotals
+	mfs, err := reg.Gather()
+	if err != nil {
+		return t
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch mf.GetName() {
+			case "berth_scheduler_etcd_request_duration_seconds":
+				for _, l := range m.GetLabel() {
+					if l.GetName() != "op" {
+						continue
+					}
+					switch l.GetValue() {
+					case "get":
+						t.gets += float64(m.GetHistogram().GetSampleCount())
+					case "txn":
+						t.txns += float64(m.GetHistogram().GetSampleCount())
+					}
+				}
+			case "berth_scheduler_etcd_txn_conflicts_total":
+				t.conflicts += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return t
 }

@@ -66,6 +66,7 @@ type Server struct {
 	kv      clientv3.KV
 	log     *slog.Logger
 	placing *placing
+	states  *stateBatcher // ApplyTaskStateChange's group commit
 	now     func() time.Time
 	newID   func() string
 	pool    *net.IPNet
@@ -84,6 +85,7 @@ func New(cfg Config) *Server {
 		now:     cfg.Now,
 		newID:   cfg.NewID,
 	}
+	s.states = &stateBatcher{s: s}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -122,12 +124,13 @@ func (s *Server) Close() {
 // Fenced returns a Server like s whose every write goes through kv instead (reads too):
 // a leader passes its term's store.FencedKV, so that what it writes through control (the
 // reaper's SetAgentConnected and ApplyTaskStateChange, for instance) fails once it is
-// deposed. It shares s's Placer and has its own group-commit queues, so its placements
-// never share a txn with unfenced ones.
+// deposed. It shares s's Placer and has its own group-commit queues (placements and
+// state changes), so its writes never share a txn with unfenced ones.
 func (s *Server) Fenced(kv clientv3.KV) *Server {
 	c := *s
 	c.kv = kv
 	c.placing = &placing{placer: s.placing.placer, maxOps: s.placing.maxOps}
+	c.states = &stateBatcher{s: &c}
 	return &c
 }
 

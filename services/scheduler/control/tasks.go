@@ -19,7 +19,6 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/placement"
-	"github.com/berthhq/berth/services/scheduler/store"
 	"github.com/berthhq/berth/services/scheduler/task"
 )
 
@@ -759,7 +758,9 @@ func (s *Server) ListTasks(ctx context.Context, req *connect.Request[ecsv1.ListT
 // bindings are updated, timestamps set, and when the task STOPPED its stopCode and
 // stoppedReason kept (a user's stop wins), desiredStatus set STOPPED, the instance's
 // reservation released and the inbox entry deleted. The instance's pending/running
-// counters change in the same transaction (a cluster's are their sums). Errors: AccessDeniedException
+// counters change in the same transaction (a cluster's are their sums). Concurrent
+// changes of the replica are committed together (stateBatcher), each instance's on its
+// own. Errors: AccessDeniedException
 // for a task that is not on that instance or not of the account; InvalidParameterException
 // for an unknown status.
 func (s *Server) ApplyTaskStateChange(ctx context.Context, account keys.Scope, containerInstanceARN string, ch *agentv1.TaskStateChange) error {
@@ -784,45 +785,5 @@ func (s *Server) ApplyTaskStateChange(ctx context.Context, account keys.Scope, c
 	if !ok || tcluster != icluster {
 		return denied
 	}
-	return ecsapi.Retry(ctx, func() error {
-		rec, rev, err := get[*storev1.TaskRecord](ctx, s.kv, keys.Task(account, tcluster, taskID))
-		if err != nil {
-			return err
-		}
-		if rec == nil || rec.GetContainerInstanceId() != instID {
-			return denied
-		}
-		if !task.Advances(rec.GetTask().GetLastStatus(), ch.GetLastStatus()) {
-			return nil // an older or late report: nothing to copy or write
-		}
-		old := proto.Clone(rec).(*storev1.TaskRecord)
-		oldStatus, newStatus, changed := task.ApplyStateChange(rec, ch, s.now())
-		if !changed {
-			return nil
-		}
-		stopped := newStatus == "STOPPED"
-		txn := store.NewTxn(s.kv)
-		dp, dr := task.CountDelta(oldStatus, newStatus)
-		if dp != 0 || dr != 0 || stopped {
-			irec, irev, err := get[*storev1.ContainerInstanceRecord](ctx, s.kv, keys.Instance(account, tcluster, instID))
-			if err != nil {
-				return err
-			}
-			if irec != nil {
-				ci := irec.GetContainerInstance()
-				task.ApplyInstanceDelta(ci, oldStatus, newStatus)
-				if stopped {
-					placement.Release(ci, placement.TaskDemand(rec))
-				}
-				ci.Version++
-				txn.Update(keys.Instance(account, tcluster, instID), irev, irec)
-			}
-		}
-		if stopped {
-			txn.Delete(keys.Inbox(account, instID, taskID))
-		}
-		task.WriteTxn(txn, account, old, rev, rec)
-		_, err = txn.Commit(ctx)
-		return err
-	})
+	return s.states.apply(ctx, &stateCall{account: account, cluster: tcluster, instID: instID, taskID: taskID, ch: ch, denied: denied})
 }

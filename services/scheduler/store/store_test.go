@@ -370,3 +370,60 @@ func mustMarshal(t testing.TB, m proto.Message) string {
 	}
 	return string(b)
 }
+
+// TestCommitEach: txns committed together are written or not each on its own (a stale
+// one fails with ErrConflict, the others land at one revision), and a key written by two
+// of them, or a txn's building error, writes nothing at all.
+func TestCommitEach(t *testing.T) {
+	cli := etcdembed.StartForTest(t)
+	ctx := testCtx(t)
+	a, b, c := store.MustKey("each", "a"), store.MustKey("each", "b"), store.MustKey("each", "c")
+	revA, err := store.Create(ctx, cli, a, str("a1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	revB, err := store.Create(ctx, cli, b, str("b1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Update(ctx, cli, b, revB, str("b2")); err != nil {
+		t.Fatal(err)
+	}
+	rev, errs, err := store.CommitEach(ctx, cli, []*store.Txn{
+		store.NewTxn(cli).Update(a, revA, str("a2")).Create(c, str("c1")),
+		store.NewTxn(cli).Update(b, revB, str("b-stale")), // b moved on since revB
+	})
+	if err != nil || len(errs) != 2 || errs[0] != nil || !errors.Is(errs[1], store.ErrConflict) {
+		t.Fatalf("CommitEach = %d, %v, %v; want the first written and the second ErrConflict", rev, errs, err)
+	}
+	for key, want := range map[string]string{a: "a2", b: "b2", c: "c1"} {
+		got, r, err := store.Get[*wrapperspb.StringValue](ctx, cli, key)
+		if err != nil || got.GetValue() != want {
+			t.Errorf("%s = %q, %v; want %q", key, got.GetValue(), err, want)
+		}
+		if want != "b2" && r != rev {
+			t.Errorf("%s at revision %d, want the commit's %d", key, r, rev)
+		}
+	}
+
+	// One key written by two txns, or a txn that failed to build: nothing is written.
+	_, _, err = store.CommitEach(ctx, cli, []*store.Txn{
+		store.NewTxn(cli).Put(store.MustKey("each", "d"), str("d1")),
+		store.NewTxn(cli).Put(store.MustKey("each", "d"), str("d2")),
+	})
+	if !errors.Is(err, store.ErrInvalidKey) {
+		t.Fatalf("two txns writing one key: %v, want ErrInvalidKey", err)
+	}
+	_, _, err = store.CommitEach(ctx, cli, []*store.Txn{
+		store.NewTxn(cli).Put(store.MustKey("each", "e"), str("e1")),
+		store.NewTxn(cli).Create(store.MustKey("each", "f"), (*wrapperspb.StringValue)(nil)),
+	})
+	if err == nil {
+		t.Fatal("a txn with a building error was committed")
+	}
+	for _, k := range []string{store.MustKey("each", "d"), store.MustKey("each", "e")} {
+		if _, _, err := store.Get[*wrapperspb.StringValue](ctx, cli, k); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s written by a refused CommitEach: %v", k, err)
+		}
+	}
+}

@@ -239,3 +239,53 @@ func (t *Txn) Merge(o *Txn) error {
 	t.ops = append(t.ops, o.ops...)
 	return nil
 }
+
+// CommitEach commits txns (all on kv) in one etcd transaction, each as a nested
+// transaction with its own compares, so each is written or not on its own, as if it had
+// been committed alone: a group commit of independent writes (one raft entry, one round
+// trip). It returns the revision and one error per txn: nil when it was written,
+// wrapping ErrConflict when one of its compares failed (which one is not read: commit it
+// alone to learn). It fails for them all, writing nothing, when a txn holds a building
+// error, two txns write one key (etcd refuses a txn that does), or etcd fails. The
+// nested txns count against etcd's --max-txn-ops: len(txns) at the top, and each
+// nested one's Size against what is left.
+func CommitEach(ctx context.Context, kv clientv3.KV, txns []*Txn) (int64, []error, error) {
+	written := map[string]bool{}
+	ops := make([]clientv3.Op, 0, len(txns))
+	for _, t := range txns {
+		if t.err != nil {
+			return 0, nil, t.err
+		}
+		for k := range t.writes {
+			if written[k] {
+				return 0, nil, fmt.Errorf("store: txn: %s written twice: %w", k, ErrInvalidKey)
+			}
+			written[k] = true
+		}
+		cmps := make([]clientv3.Cmp, 0, len(t.checks)+len(t.guards))
+		for _, c := range t.checks {
+			if c.rev == 0 {
+				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0))
+			} else {
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(c.key), "=", c.rev))
+			}
+		}
+		cmps = append(cmps, t.guards...)
+		ops = append(ops, clientv3.OpTxn(cmps, t.ops, nil))
+	}
+	resp, err := kv.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return 0, nil, fmt.Errorf("store: txn of %d: %w", len(txns), err)
+	}
+	if !resp.Succeeded {
+		// Only compares kv adds (none of ours is at the top) can fail the whole.
+		return 0, nil, fmt.Errorf("store: txn of %d: %w", len(txns), ErrPreconditionFailed)
+	}
+	errs := make([]error, len(txns))
+	for i, r := range resp.Responses {
+		if !r.GetResponseTxn().GetSucceeded() {
+			errs[i] = fmt.Errorf("store: txn %d of %d: %w", i+1, len(txns), ErrConflict)
+		}
+	}
+	return resp.Header.Revision, errs, nil
+}

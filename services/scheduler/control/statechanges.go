@@ -1,0 +1,287 @@
+package control
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/ecsapi"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/placement"
+	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/task"
+)
+
+// stateTimeout bounds one batch of state changes (its callers may have left by then).
+const stateTimeout = 30 * time.Second
+
+// stateBatchTries is how many batches a change may fail in (another writer changed its
+// instance or task between the batch's read and its commit) before it is recorded alone,
+// with backoff.
+const stateBatchTries = 5
+
+// stateBatchMax is the most state changes one batch commits (fewer under a small
+// --max-txn-ops: stateBatchLimit).
+const stateBatchMax = 64
+
+// stateBatcher records the agents' task state changes of the replica together (group
+// commit): a change waits while one batch reads the task and instance records its changes
+// name (two multi-key reads) and commits them in one etcd txn, one nested txn per
+// container instance (store.CommitEach), so that each instance's changes land or not on
+// their own, as a lone ApplyTaskStateChange's would. The changes of an instance whose
+// compares fail (a placement or another replica wrote it meanwhile) go to the front of
+// the queue and are read again by the next batch (batches of one replica do not conflict
+// with each other: one runs at a time); after stateBatchTries such failures, or when etcd
+// fails, a change is recorded alone (applyStateChange), with its retries and backoff. Every placed task reports PENDING and RUNNING
+// and later STOPPED: a read-read-txn round a report was, with placements through RunTask,
+// the heaviest etcd traffic of a busy cluster.
+type stateBatcher struct {
+	s *Server
+
+	mu      sync.Mutex
+	queue   []*stateCall
+	running bool
+}
+
+// stateCall is one ApplyTaskStateChange waiting for its batch.
+type stateCall struct {
+	ctx     context.Context //nolint:containedctx // the waiting caller's
+	account keys.Scope
+	cluster string
+	instID  string
+	taskID  string
+	ch      *agentv1.TaskStateChange
+	denied  error
+	done    chan error
+	batches int // batches whose nested txn for this change failed
+}
+
+func (c *stateCall) taskKey() string     { return keys.Task(c.account, c.cluster, c.taskID) }
+func (c *stateCall) instanceKey() string { return keys.Instance(c.account, c.cluster, c.instID) }
+
+// apply queues c with the replica's other state changes and returns its outcome, or ctx's
+// error when the caller stops waiting (the batch still runs).
+func (b *stateBatcher) apply(ctx context.Context, c *stateCall) error {
+	c.ctx, c.done = ctx, make(chan error, 1)
+	b.mu.Lock()
+	b.queue = append(b.queue, c)
+	if !b.running {
+		b.running = true
+		go b.run()
+	}
+	b.mu.Unlock()
+	select {
+	case err := <-c.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// limit is how many changes a batch holds: each writes a task record, its index keys, an
+// instance record and an inbox entry, fewer than 16 operations, and the batch's nested
+// txns share etcd's --max-txn-ops with the top level.
+func (b *stateBatcher) limit() int {
+	return max(1, min(stateBatchMax, b.s.placing.maxOps/16))
+}
+
+// run commits batches until the queue is empty. A change of a task that already has one
+// in the batch waits for the next batch, so each batch writes a task once.
+func (b *stateBatcher) run() {
+	for {
+		b.mu.Lock()
+		if len(b.queue) == 0 {
+			b.running = false
+			b.mu.Unlock()
+			return
+		}
+		limit := b.limit()
+		var batch, rest []*stateCall
+		taken := map[string]bool{}
+		for _, c := range b.queue {
+			if len(batch) < limit && !taken[c.taskKey()] {
+				taken[c.taskKey()] = true
+				batch = append(batch, c)
+			} else {
+				rest = append(rest, c)
+			}
+		}
+		b.queue = rest
+		b.mu.Unlock()
+		b.commit(batch)
+	}
+}
+
+// instanceChanges are the changes of one batch on one container instance: one nested txn.
+type instanceChanges struct {
+	txn       *store.Txn
+	key       string
+	rec       *storev1.ContainerInstanceRecord // shared by the group's changes; nil when gone
+	rev       int64
+	writeInst bool
+	calls     []*stateCall
+}
+
+// commit records calls (distinct tasks) in one read of their records and one
+// store.CommitEach; see stateBatcher.
+func (b *stateBatcher) commit(calls []*stateCall) {
+	s := b.s
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(calls[0].ctx), stateTimeout)
+	defer cancel()
+	taskKeys := make([]string, len(calls))
+	var instKeys []string
+	for i, c := range calls {
+		taskKeys[i] = c.taskKey()
+		if !slices.Contains(instKeys, c.instanceKey()) {
+			instKeys = append(instKeys, c.instanceKey())
+		}
+	}
+	tasks, taskRevs, err := getMany[*storev1.TaskRecord](ctx, s.kv, taskKeys)
+	if err != nil {
+		b.alone(calls)
+		return
+	}
+	insts, instRevs, err := getMany[*storev1.ContainerInstanceRecord](ctx, s.kv, instKeys)
+	if err != nil {
+		b.alone(calls)
+		return
+	}
+	groups := map[string]*instanceChanges{}
+	var order []*instanceChanges
+	for i, c := range calls {
+		rec, rev := tasks[i], taskRevs[i]
+		if rec == nil || rec.GetContainerInstanceId() != c.instID {
+			c.done <- c.denied
+			continue
+		}
+		if !task.Advances(rec.GetTask().GetLastStatus(), c.ch.GetLastStatus()) {
+			c.done <- nil // an older or late report: nothing to copy or write
+			continue
+		}
+		old := proto.Clone(rec).(*storev1.TaskRecord)
+		oldStatus, newStatus, changed := task.ApplyStateChange(rec, c.ch, s.now())
+		if !changed {
+			c.done <- nil
+			continue
+		}
+		g := groups[c.instanceKey()]
+		if g == nil {
+			k := slices.Index(instKeys, c.instanceKey())
+			g = &instanceChanges{txn: store.NewTxn(s.kv), key: c.instanceKey(), rec: insts[k], rev: instRevs[k]}
+			groups[c.instanceKey()] = g
+			order = append(order, g)
+		}
+		stopped := newStatus == "STOPPED"
+		if dp, dr := task.CountDelta(oldStatus, newStatus); (dp != 0 || dr != 0 || stopped) && g.rec != nil {
+			ci := g.rec.GetContainerInstance()
+			task.ApplyInstanceDelta(ci, oldStatus, newStatus)
+			if stopped {
+				placement.Release(ci, placement.TaskDemand(rec))
+			}
+			g.writeInst = true
+		}
+		if stopped {
+			g.txn.Delete(keys.Inbox(c.account, c.instID, c.taskID))
+		}
+		task.WriteTxn(g.txn, c.account, old, rev, rec)
+		g.calls = append(g.calls, c)
+	}
+	if len(order) == 0 {
+		return
+	}
+	txns := make([]*store.Txn, len(order))
+	for i, g := range order {
+		if g.writeInst {
+			g.rec.GetContainerInstance().Version++
+			g.txn.Update(g.key, g.rev, g.rec)
+		}
+		txns[i] = g.txn
+	}
+	_, errs, err := store.CommitEach(ctx, s.kv, txns)
+	var again []*stateCall
+	for i, g := range order {
+		switch {
+		case err != nil:
+			b.alone(g.calls)
+		case errs[i] != nil:
+			// Another writer (a placement, another replica) changed the instance or a
+			// task since the read: the next batch reads them again.
+			for _, c := range g.calls {
+				if c.batches++; c.batches < stateBatchTries {
+					again = append(again, c)
+				} else {
+					b.alone([]*stateCall{c})
+				}
+			}
+		default:
+			for _, c := range g.calls {
+				c.done <- nil
+			}
+		}
+	}
+	if len(again) > 0 {
+		b.mu.Lock()
+		b.queue = append(again, b.queue...)
+		b.mu.Unlock()
+	}
+}
+
+// alone records each of calls on its own (applyStateChange, with its retries), each on a
+// goroutine of its own so that the batches go on.
+func (b *stateBatcher) alone(calls []*stateCall) {
+	for _, c := range calls {
+		go func() { c.done <- b.s.applyStateChange(c.ctx, c) }()
+	}
+}
+
+// applyStateChange records one state change on its own: it reads the task record and,
+// when the change moves the instance's counters or stops the task, the instance record,
+// and writes them in one txn, retried on conflict (ecsapi.Retry). See
+// ApplyTaskStateChange.
+func (s *Server) applyStateChange(ctx context.Context, c *stateCall) error {
+	return ecsapi.Retry(ctx, func() error {
+		rec, rev, err := get[*storev1.TaskRecord](ctx, s.kv, c.taskKey())
+		if err != nil {
+			return err
+		}
+		if rec == nil || rec.GetContainerInstanceId() != c.instID {
+			return c.denied
+		}
+		if !task.Advances(rec.GetTask().GetLastStatus(), c.ch.GetLastStatus()) {
+			return nil // an older or late report: nothing to copy or write
+		}
+		old := proto.Clone(rec).(*storev1.TaskRecord)
+		oldStatus, newStatus, changed := task.ApplyStateChange(rec, c.ch, s.now())
+		if !changed {
+			return nil
+		}
+		stopped := newStatus == "STOPPED"
+		txn := store.NewTxn(s.kv)
+		if dp, dr := task.CountDelta(oldStatus, newStatus); dp != 0 || dr != 0 || stopped {
+			irec, irev, err := get[*storev1.ContainerInstanceRecord](ctx, s.kv, c.instanceKey())
+			if err != nil {
+				return err
+			}
+			if irec != nil {
+				ci := irec.GetContainerInstance()
+				task.ApplyInstanceDelta(ci, oldStatus, newStatus)
+				if stopped {
+					placement.Release(ci, placement.TaskDemand(rec))
+				}
+				ci.Version++
+				txn.Update(c.instanceKey(), irev, irec)
+			}
+		}
+		if stopped {
+			txn.Delete(keys.Inbox(c.account, c.instID, c.taskID))
+		}
+		task.WriteTxn(txn, c.account, old, rev, rec)
+		_, err = txn.Commit(ctx)
+		return err
+	})
+}

@@ -1,0 +1,142 @@
+package control
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
+)
+
+// writeCountingKV counts the write txns committed through it and calls gate (when set)
+// with each one's number (1, 2, …) before it commits.
+type writeCountingKV struct {
+	clientv3.KV
+	writes atomic.Int64
+	gate   func(n int64)
+}
+
+func (k *writeCountingKV) Txn(ctx context.Context) clientv3.Txn {
+	return &countingTxn{Txn: k.KV.Txn(ctx), kv: k}
+}
+
+type countingTxn struct {
+	clientv3.Txn
+	kv     *writeCountingKV
+	writes bool
+}
+
+func (t *countingTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	for _, op := range ops {
+		if !op.IsGet() {
+			t.writes = true
+		}
+	}
+	t.Txn = t.Txn.Then(ops...)
+	return t
+}
+
+func (t *countingTxn) If(cs ...clientv3.Cmp) clientv3.Txn { t.Txn = t.Txn.If(cs...); return t }
+func (t *countingTxn) Else(ops ...clientv3.Op) clientv3.Txn {
+	t.Txn = t.Txn.Else(ops...)
+	return t
+}
+
+func (t *countingTxn) Commit() (*clientv3.TxnResponse, error) {
+	if t.writes {
+		n := t.kv.writes.Add(1)
+		if t.kv.gate != nil {
+			t.kv.gate(n)
+		}
+	}
+	return t.Txn.Commit()
+}
+
+// TestStateChangesBatched: concurrent state changes of many tasks on several instances
+// are committed together, one nested txn per instance (a batch under the default
+// --max-txn-ops holds 8 changes), and the changes of a batch whose instances were written
+// meanwhile (as by a placement) are recorded one by one: every task ends RUNNING and
+// every counter agrees with the task records.
+func TestStateChangesBatched(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster("st")
+	var hosts []*ecsv1.ContainerInstance
+	for _, h := range []string{"h1", "h2", "h3", "h4"} {
+		hosts = append(hosts, e.registerHost("st", h, 2048, 2048))
+	}
+	e.simpleTaskDef("stweb", 128, 128)
+	var tasks []*ecsv1.Task
+	for range 4 {
+		run := must(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("st"), TaskDefinition: proto.String("stweb"), Count: proto.Int32(10),
+			PlacementStrategy: []*ecsv1.PlacementStrategy{{Type: proto.String("spread"), Field: proto.String("instanceId")}}})
+		if len(run.GetTasks()) != 10 {
+			t.Fatalf("run: %v", run.GetFailures())
+		}
+		tasks = append(tasks, run.GetTasks()...)
+	}
+
+	kv := &writeCountingKV{KV: sharedEtcd}
+	s := e.s.Fenced(kv)
+	kv.gate = func(n int64) {
+		if n != 1 {
+			return
+		}
+		// The first batch's instances change after it read them, as a placement would.
+		for _, h := range hosts {
+			k := keys.Instance(e.sc, "st", instanceID(h.GetContainerInstanceArn()))
+			rec, rev, err := store.Get[*storev1.ContainerInstanceRecord](e.ctx, sharedEtcd, k)
+			if err == nil {
+				_, err = store.Update(e.ctx, sharedEtcd, k, rev, rec)
+			}
+			if err != nil {
+				t.Errorf("write %s: %v", k, err)
+			}
+		}
+	}
+	// Every change queued before the first batch starts, so the batches are known.
+	s.states.mu.Lock()
+	s.states.running = true
+	s.states.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, tk := range tasks {
+		wg.Go(func() {
+			if err := s.ApplyTaskStateChange(e.ctx, e.sc, tk.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: tk.GetTaskArn(), LastStatus: "RUNNING"}); err != nil {
+				t.Errorf("state change of %s: %v", tk.GetTaskArn(), err)
+			}
+		})
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.states.mu.Lock()
+		queued := len(s.states.queue)
+		s.states.mu.Unlock()
+		if queued == len(tasks) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d changes queued", queued, len(tasks))
+		}
+	}
+	go s.states.run()
+	wg.Wait()
+	for _, tk := range tasks {
+		if got := e.describeTask("st", tk.GetTaskArn()).GetLastStatus(); got != "RUNNING" {
+			t.Errorf("task %s is %s, want RUNNING", tk.GetTaskArn(), got)
+		}
+	}
+	e.checkCounters("st")
+	// Five batches of 8; the first fails (its instances changed) and its 8 changes go
+	// again at the front of the queue: 6 write txns. Alone, each change is one.
+	if n := kv.writes.Load(); n != 6 {
+		t.Errorf("%d write txns for %d state changes, want 6 (batched, the failed batch redone in the next)", n, len(tasks))
+	}
+	t.Logf("%d write txns for %d state changes", kv.writes.Load(), len(tasks))
+}

@@ -20,7 +20,7 @@ func (e *env) agent(ciARN string) *env {
 }
 
 // TestAgentFacingActions: the public agent actions move a task through the same path as
-// Berth's agent session — status forward only, the cluster's counters and the instance's
+// Berth's agent session — status forward only, the counters and the instance's
 // reservation in step — and an instance credential reports only its own tasks.
 func TestAgentFacingActions(t *testing.T) {
 	e := newEnv(t)

@@ -33,9 +33,10 @@ const ceilingBatch = 24
 func BenchmarkEtcdTxnCeiling(b *testing.B) { benchCeiling(b, 4) }
 
 // BenchmarkEtcdTxnCeilingSerial is BenchmarkEtcdTxnCeiling with one txn in flight: the
-// ceiling for one cluster's placements, whose commits take turns because each writes the
-// cluster's task counters (task.PlaceTxn). BenchmarkPlace ÷ this is what the Placer's
-// own work costs on top of etcd.
+// ceiling for one cluster's placements, whose commits take turns in the Placer (its
+// commit lock, under which a plan checks that its instances did not change; concurrent
+// groups over one cluster's instances overlap and would conflict on them in etcd anyway).
+// BenchmarkPlace ÷ this is what the Placer's own work costs on top of etcd.
 func BenchmarkEtcdTxnCeilingSerial(b *testing.B) { benchCeiling(b, 0) }
 
 // benchCeiling runs the ceiling with parallelism × GOMAXPROCS txns in flight, or one

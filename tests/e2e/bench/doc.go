@@ -18,17 +18,19 @@
 //     interval);
 //   - placements per second through the production path: RunTask (count 10) over
 //     Connect to the scheduler (as the gateway calls it) into control's placement and
-//     group commit, 64 concurrent callers, 1,000 fake agents holding sessions, beside
-//     etcd's batched-txn ceiling measured in the same run (-profile-dir writes the
-//     window's CPU profile, and for this part and the 200 requests/s one allocation
-//     profiles at the window's start and end).
+//     group commit, 64 concurrent callers, 1,000 fake agents holding sessions, with the
+//     scheduler's etcd txns, conflicts and gets per placement, beside etcd's batched-txn
+//     ceiling measured in the same run (-place-report-running has the fake agents also
+//     report each task RUNNING, as real agents do; -profile-dir writes the window's CPU
+//     profile, and for this part and the 200 requests/s one allocation profiles at the
+//     window's start and end).
 //
 // Then it runs the benchmarks the services already have, through `go test -bench`, and
 // reads their reported metrics: placements per second with 1,000 instances
 // (placement.BenchmarkPlace: PlaceGroup in the shape control's RunTask queue uses it)
 // beside etcd's own batched-transaction ceiling with 8 txns in flight and with one
 // (placement.BenchmarkEtcdTxnCeiling, BenchmarkEtcdTxnCeilingSerial: a cluster's commits
-// take turns, since each writes the cluster's task counters), DescribeTasks(100) / ListTasks latency at 10
+// take turns in the Placer), DescribeTasks(100) / ListTasks latency at 10
 // and 10,000 tasks (control.BenchmarkDescribeTasks100, BenchmarkListTasksPage), and
 // service reconcile passes over 1,000 services × 10 tasks (service.BenchmarkPass).
 //

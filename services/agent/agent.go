@@ -185,6 +185,8 @@ type Agent struct {
 	logLn  net.Listener
 	// endpointAddr is the task endpoints' listener address once Run opened it.
 	endpointAddr atomic.Value
+	// lastHostAddress is the last address hostAddress found (string).
+	lastHostAddress atomic.Value
 }
 
 // EndpointAddr returns the address of the tasks' credentials and metadata endpoints once
@@ -646,11 +648,31 @@ func (h *handler) TaskSubnetRoutes(ctx context.Context, r *agentv1.TaskSubnetRou
 }
 
 // hostAddress is Config.HostAddress, or the IPv4 address this host reaches the control
-// plane from ("" when that is loopback or cannot be found).
+// plane from ("" when that is loopback or cannot be found). When the lookup fails after
+// one succeeded, it returns the address found before: the control plane's name may not
+// resolve for a moment (its container restarting, under compose), and a registration
+// without the address would send load balancers to loopback and peers nowhere until the
+// next one.
 func (a *Agent) hostAddress() string {
 	if a.cfg.HostAddress != "" {
 		return a.cfg.HostAddress
 	}
+	addr := a.lookupHostAddress()
+	if addr != "" {
+		a.lastHostAddress.Store(addr)
+		return addr
+	}
+	last, _ := a.lastHostAddress.Load().(string)
+	if last != "" {
+		a.log.Warn("cannot find the address this host reaches the control plane from; registering the one found before",
+			"control_plane", a.cfg.ControlPlaneURL, "host_address", last)
+	}
+	return last
+}
+
+// lookupHostAddress is the IPv4 address this host reaches the control plane from, ""
+// when that is loopback or cannot be found.
+func (a *Agent) lookupHostAddress() string {
 	u, err := url.Parse(a.cfg.ControlPlaneURL)
 	if err != nil || u.Hostname() == "" {
 		return ""

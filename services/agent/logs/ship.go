@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,8 +145,10 @@ type cursor struct {
 
 const cursorSuffix = ".shipped"
 
+// logFile is one of a container's log files, open: what a pass reads is the file it
+// identified, whatever rotation renames meanwhile.
 type logFile struct {
-	path string
+	f    *os.File
 	ino  uint64
 	size int64
 }
@@ -184,18 +187,15 @@ func (s *Shipper) shipOne(ctx context.Context, dir, container string) error {
 	_, removedErr := os.Stat(filepath.Join(dir, removedMarker))
 	final := removedErr == nil && !s.cfg.Store.isActive(base)
 
-	var files []logFile
-	for i := s.cfg.Store.cfg.MaxFiles - 1; i >= 0; i-- {
-		p := base
-		if i > 0 {
-			p += "." + strconv.Itoa(i)
-		}
-		fi, err := os.Stat(p)
-		if err != nil {
-			continue
-		}
-		files = append(files, logFile{path: p, ino: statIno(fi), size: fi.Size()})
+	files, err := openLogFiles(base, s.cfg.Store.cfg.MaxFiles)
+	if err != nil {
+		return err
 	}
+	defer func() {
+		for _, f := range files {
+			f.f.Close()
+		}
+	}()
 	if len(files) == 0 {
 		return nil
 	}
@@ -233,7 +233,7 @@ func (s *Shipper) shipOne(ctx context.Context, dir, container string) error {
 			s.addDropped(excess)
 			cur.Off += excess
 			backlog -= excess
-			cur.Off = alignLine(files[start].path, cur.Off)
+			cur.Off = alignLine(files[start].f, cur.Off)
 			break
 		}
 	}
@@ -252,7 +252,7 @@ func (s *Shipper) shipOne(ctx context.Context, dir, container string) error {
 		if i == start {
 			off = cur.Off
 		}
-		err := readLines(files[i].path, off, func(l Line, end int64) {
+		err := readLines(files[i].f, off, func(l Line, end int64) {
 			ts := l.Time.UnixMilli()
 			if ts < lastTS {
 				ts = lastTS // stdout and stderr lines can be captured out of order
@@ -389,12 +389,7 @@ func writeCursor(p string, c cursor) error {
 
 // alignLine returns the offset after the first newline at or after off (the start of
 // the next whole line).
-func alignLine(path string, off int64) int64 {
-	f, err := os.Open(path)
-	if err != nil {
-		return off
-	}
-	defer f.Close()
+func alignLine(f *os.File, off int64) int64 {
 	if _, err := f.Seek(off, io.SeekStart); err != nil {
 		return off
 	}
@@ -406,16 +401,45 @@ func alignLine(path string, off int64) int64 {
 	return off + int64(len(b))
 }
 
-// readLines calls fn with each complete line from off on and the offset after it.
-func readLines(path string, off int64, fn func(Line, int64)) error {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
+// openLogFiles opens a container's log files, oldest first: base.N … base.1, base (N =
+// maxFiles-1), each once (by inode), with the inode and size of what was opened. It
+// opens the newest first: a rotation between two opens then shows a file twice (the
+// duplicate is dropped), never skips one; a listing by path and reads by path later read
+// whatever file a rotation had renamed into the path, from the other file's offset.
+func openLogFiles(base string, maxFiles int) ([]logFile, error) {
+	var files []logFile
+	seen := map[uint64]bool{}
+	for i := 0; i < maxFiles; i++ {
+		p := base
+		if i > 0 {
+			p += "." + strconv.Itoa(i)
+		}
+		f, err := os.Open(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err == nil {
+			var fi os.FileInfo
+			if fi, err = f.Stat(); err == nil && !seen[statIno(fi)] {
+				seen[statIno(fi)] = true
+				files = append(files, logFile{f: f, ino: statIno(fi), size: fi.Size()})
+				continue
+			}
+			f.Close()
+		}
+		if err != nil {
+			for _, lf := range files {
+				lf.f.Close()
+			}
+			return nil, err
+		}
 	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
+	slices.Reverse(files)
+	return files, nil
+}
+
+// readLines calls fn with each complete line of f from off on and the offset after it.
+func readLines(f *os.File, off int64, fn func(Line, int64)) error {
 	if _, err := f.Seek(off, io.SeekStart); err != nil {
 		return err
 	}

@@ -196,3 +196,52 @@ func TestParseLine(t *testing.T) {
 		t.Error("garbage parsed")
 	}
 }
+
+// TestShipperAcrossRotations: output written while the shipper runs, rotating its files
+// many times a pass, is shipped whole, in order and once, when the rotation keeps every
+// file (blocking mode promises to drop only what rotation removed). A pass that listed
+// the files and then read one by its path after a rotation renamed another file into
+// that path read the wrong file from the cursor's offset: lines were lost (agent's
+// BenchmarkAWSLogsShipping lost 73 to 5,607 of 100,000).
+func TestShipperAcrossRotations(t *testing.T) {
+	ctx := context.Background()
+	st, err := NewStore(Config{Dir: t.TempDir(), MaxFileBytes: 16 << 10, MaxFiles: 400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plane := &fakePlane{streams: map[string]bool{}, events: map[string][]string{}}
+	d, err := ParseAWSLogs(map[string]string{"awslogs-group": "/ecs/rot", "awslogs-stream-prefix": "r", "mode": "blocking"}, taskARN, "app", "ctr-id")
+	must(t, err)
+	must(t, st.SetDestination(taskARN, "app", d))
+	out, _, closeFn, err := st.Open(taskARN, "app")
+	must(t, err)
+	const lines = 30_000
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		for i := range lines {
+			fmt.Fprintf(out, "line %06d %s\n", i, strings.Repeat("x", 40))
+		}
+	}()
+	sh := NewShipper(ShipperConfig{Store: st, Client: plane})
+	for running := true; running; {
+		select {
+		case <-written:
+			running = false
+		default:
+		}
+		sh.Pass(ctx)
+	}
+	must(t, closeFn())
+	must(t, st.MarkRemoved(taskARN))
+	sh.Pass(ctx)
+	got := plane.got("/ecs/rot|r/app/abc")
+	if len(got) != lines {
+		t.Errorf("shipped %d lines of %d", len(got), lines)
+	}
+	for i, m := range got {
+		if want := fmt.Sprintf("line %06d ", i); !strings.HasPrefix(m, want) {
+			t.Fatalf("event %d is %.20q, want it to start %q (lost or repeated lines)", i, m, want)
+		}
+	}
+}

@@ -289,8 +289,8 @@ func (t *task) detach(c *ctrState) {
 	}
 }
 
-// exited records c's exit: OOM check, task delete (which waits for the
-// output to drain), logs closed. Then, when c's restartPolicy asks for it
+// exited records c's exit: OOM check, the output drained (drainOutput), task delete,
+// logs closed. Then, when c's restartPolicy asks for it
 // (state.ShouldRestart), it starts the container again in place and returns true (the
 // caller watches the new process); else it marks c stopped and returns false.
 func (t *task) exited(ctx context.Context, c *ctrState, proc containerd.Task, code uint32) bool {
@@ -302,6 +302,7 @@ func (t *task) exited(ctx context.Context, c *ctrState, proc containerd.Task, co
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	drainOutput(proc, outputDrainTimeout)
 	if _, err := proc.Delete(dctx); err != nil && !errdefs.IsNotFound(err) {
 		t.m.log.Warn("delete exited task", "task", t.arn, "container", c.Name, "err", err)
 	}
@@ -475,5 +476,32 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-time.After(d):
+	}
+}
+
+// outputDrainTimeout bounds how long an exited container's output may take to reach the
+// agent before its task is deleted.
+const outputDrainTimeout = 5 * time.Second
+
+// drainOutput waits until proc's output copies have read everything (the shim closes
+// its end of the FIFOs once the container's pipes are empty), or timeout. containerd's
+// Task.Delete cancels the IO before it waits for it, and its cio cancel closes the FIFOs'
+// read ends: output still in a FIFO when the task was deleted was lost, up to the last
+// 64 KiB a container wrote just before it exited (a task printing 100,000 lines lost the
+// last 73 to 763 of them in 1 run of 4). The bound is for a process that left a child
+// holding the container's stdout: Delete then closes the pipes as before.
+func drainOutput(proc containerd.Task, timeout time.Duration) {
+	pio := proc.IO()
+	if pio == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		pio.Wait() // returns at the latest when Delete cancels the IO
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(timeout):
 	}
 }

@@ -486,7 +486,8 @@ const outputDrainTimeout = 5 * time.Second
 // drainOutput waits until proc's output copies have read everything (the shim closes
 // its end of the FIFOs once the container's pipes are empty), or timeout. containerd's
 // Task.Delete cancels the IO before it waits for it, and its cio cancel closes the FIFOs'
-// read ends: output still in a FIFO when the task was deleted was lost, up to the last
+// read ends (since containerd PR 8334, for issue 8326; google/go-tpm-tools PR 882 met the
+// same loss): output still in a FIFO when the task was deleted was lost, up to the last
 // 64 KiB a container wrote just before it exited (a task printing 100,000 lines lost the
 // last 73 to 763 of them in 1 run of 4). The bound is for a process that left a child
 // holding the container's stdout: Delete then closes the pipes as before.

@@ -103,7 +103,7 @@ func goTestFigures(ctx context.Context) ([]Row, error) {
 	if okC {
 		rows = append(rows,
 			Row{gPlace, "etcd ceiling: placements/s", c["placements/s"], "/s", "placement.BenchmarkEtcdTxnCeiling: the same writes, 24 per txn, no choosing, 8 txns in flight"},
-			Row{gPlace, "etcd ceiling, one txn in flight: placements/s", c["serial placements/s"], "/s", "placement.BenchmarkEtcdTxnCeilingSerial: as a cluster's commits take turns (they all write its task counters)"})
+			Row{gPlace, "etcd ceiling, one txn in flight: placements/s", c["serial placements/s"], "/s", "placement.BenchmarkEtcdTxnCeilingSerial: as a cluster's commits take turns in the Placer"})
 	}
 	if okP && okC && c["placements/s"] > 0 && c["serial placements/s"] > 0 {
 		rows = append(rows,

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -187,10 +186,7 @@ func (s *Shipper) shipOne(ctx context.Context, dir, container string) error {
 	_, removedErr := os.Stat(filepath.Join(dir, removedMarker))
 	final := removedErr == nil && !s.cfg.Store.isActive(base)
 
-	files, err := openLogFiles(base, s.cfg.Store.cfg.MaxFiles)
-	if err != nil {
-		return err
-	}
+	files := openLogFiles(base, s.cfg.Store.cfg.MaxFiles)
 	defer func() {
 		for _, f := range files {
 			f.f.Close()
@@ -402,11 +398,12 @@ func alignLine(f *os.File, off int64) int64 {
 }
 
 // openLogFiles opens a container's log files, oldest first: base.N … base.1, base (N =
-// maxFiles-1), each once (by inode), with the inode and size of what was opened. It
-// opens the newest first: a rotation between two opens then shows a file twice (the
-// duplicate is dropped), never skips one; a listing by path and reads by path later read
-// whatever file a rotation had renamed into the path, from the other file's offset.
-func openLogFiles(base string, maxFiles int) ([]logFile, error) {
+// maxFiles-1), each once (by inode), with the inode and size of what was opened; it
+// skips a file it cannot open or stat. It opens the newest first: a rotation between
+// two opens then shows a file twice (the duplicate is dropped), never skips one; a
+// listing by path and reads by path later read whatever file a rotation had renamed into
+// the path, from the other file's offset.
+func openLogFiles(base string, maxFiles int) []logFile {
 	var files []logFile
 	seen := map[uint64]bool{}
 	for i := 0; i < maxFiles; i++ {
@@ -415,27 +412,18 @@ func openLogFiles(base string, maxFiles int) ([]logFile, error) {
 			p += "." + strconv.Itoa(i)
 		}
 		f, err := os.Open(p)
-		if errors.Is(err, os.ErrNotExist) {
+		if err != nil {
+			continue // gone (rotated away), or unreadable: skipped, as a failed stat was
+		}
+		if fi, err := f.Stat(); err == nil && !seen[statIno(fi)] {
+			seen[statIno(fi)] = true
+			files = append(files, logFile{f: f, ino: statIno(fi), size: fi.Size()})
 			continue
 		}
-		if err == nil {
-			var fi os.FileInfo
-			if fi, err = f.Stat(); err == nil && !seen[statIno(fi)] {
-				seen[statIno(fi)] = true
-				files = append(files, logFile{f: f, ino: statIno(fi), size: fi.Size()})
-				continue
-			}
-			f.Close()
-		}
-		if err != nil {
-			for _, lf := range files {
-				lf.f.Close()
-			}
-			return nil, err
-		}
+		f.Close()
 	}
 	slices.Reverse(files)
-	return files, nil
+	return files
 }
 
 // readLines calls fn with each complete line of f from off on and the offset after it.

@@ -127,12 +127,16 @@ func (s *Server) CreateCluster(ctx context.Context, req *connect.Request[ecsv1.C
 	})
 }
 
-// describeCluster returns a copy of c with its task counts (taskCounts) and the optional
-// parts asked for by include. Errors: etcd's.
+// describeCluster returns a copy of c with its task counts (taskCounts; 0 for an
+// INACTIVE cluster) and the optional parts asked for by include. Errors: etcd's.
 func (s *Server) describeCluster(ctx context.Context, account keys.Scope, c *ecsv1.Cluster, include []string) (*ecsv1.Cluster, error) {
-	pending, running, err := s.taskCounts(ctx, account, c.GetClusterName())
-	if err != nil {
-		return nil, err
+	var pending, running int32
+	if c.GetStatus() == statusActive {
+		// An INACTIVE cluster had none when it was deleted, and none can be placed since.
+		var err error
+		if pending, running, err = s.taskCounts(ctx, account, c.GetClusterName()); err != nil {
+			return nil, err
+		}
 	}
 	out := proto.Clone(c).(*ecsv1.Cluster)
 	out.PendingTasksCount, out.RunningTasksCount = pending, running

@@ -391,6 +391,14 @@ func failures(fs []placement.Failure) []*ecsv1.Failure {
 	return out
 }
 
+// txnOps returns the etcd cluster's --max-txn-ops as the replica knows it now
+// (tooManyOps may lower it).
+func (p *placing) txnOps() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.maxOps
+}
+
 // tooManyOps lowers the group commit's bound to DefaultMaxTxnOps after etcd refused a
 // group as too many operations (Config.MaxTxnOps above the cluster's --max-txn-ops),
 // and says so once.

@@ -129,7 +129,7 @@ func (s *Server) Close() {
 func (s *Server) Fenced(kv clientv3.KV) *Server {
 	c := *s
 	c.kv = kv
-	c.placing = &placing{placer: s.placing.placer, maxOps: s.placing.maxOps}
+	c.placing = &placing{placer: s.placing.placer, maxOps: s.placing.txnOps()}
 	c.states = &stateBatcher{s: &c}
 	return &c
 }

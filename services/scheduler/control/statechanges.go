@@ -2,10 +2,12 @@ package control
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
@@ -87,7 +89,7 @@ func (b *stateBatcher) apply(ctx context.Context, c *stateCall) error {
 // instance record and an inbox entry, fewer than 16 operations, and the batch's nested
 // txns share etcd's --max-txn-ops with the top level.
 func (b *stateBatcher) limit() int {
-	return max(1, min(stateBatchMax, b.s.placing.maxOps/16))
+	return max(1, min(stateBatchMax, b.s.placing.txnOps()/16))
 }
 
 // run commits batches until the queue is empty. A change of a task that already has one
@@ -203,6 +205,15 @@ func (b *stateBatcher) commit(calls []*stateCall) {
 		txns[i] = g.txn
 	}
 	_, errs, err := store.CommitEach(ctx, s.kv, txns)
+	if err != nil && len(calls) > 1 && errors.Is(err, rpctypes.ErrTooManyOps) {
+		// Config.MaxTxnOps above the etcd cluster's: lower the bound (as a refused RunTask
+		// group does) and let smaller batches take these changes again.
+		limit := b.limit()
+		if s.placing.tooManyOps(s.log, err); b.limit() < limit {
+			b.requeue(calls)
+			return
+		}
+	}
 	var again []*stateCall
 	for i, g := range order {
 		switch {
@@ -225,18 +236,26 @@ func (b *stateBatcher) commit(calls []*stateCall) {
 		}
 	}
 	if len(again) > 0 {
-		b.mu.Lock()
-		b.queue = append(again, b.queue...)
-		b.mu.Unlock()
+		b.requeue(again)
 	}
 }
 
-// alone records each of calls on its own (applyStateChange, with its retries), each on a
-// goroutine of its own so that the batches go on.
+// requeue puts calls back at the front of the queue, for the next batch.
+func (b *stateBatcher) requeue(calls []*stateCall) {
+	b.mu.Lock()
+	b.queue = append(slices.Clone(calls), b.queue...)
+	b.mu.Unlock()
+}
+
+// alone records calls on their own (applyStateChange, with its retries), one after
+// another on a goroutine of their own, so that the batches go on and changes of one
+// instance do not all conflict with each other.
 func (b *stateBatcher) alone(calls []*stateCall) {
-	for _, c := range calls {
-		go func() { c.done <- b.s.applyStateChange(c.ctx, c) }()
-	}
+	go func() {
+		for _, c := range calls {
+			c.done <- b.s.applyStateChange(c.ctx, c)
+		}
+	}()
 }
 
 // applyStateChange records one state change on its own: it reads the task record and,

@@ -13,6 +13,7 @@ import (
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/etcdembed"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
 )
@@ -139,4 +140,78 @@ func TestStateChangesBatched(t *testing.T) {
 		t.Errorf("%d write txns for %d state changes, want 6 (batched, the failed batch redone in the next)", n, len(tasks))
 	}
 	t.Logf("%d write txns for %d state changes", kv.writes.Load(), len(tasks))
+}
+
+// TestStateChangesBatchTooLarge: a scheduler told a larger --max-txn-ops than its etcd
+// has (this etcd keeps the default 128) sees its first batch refused (60 tasks of one
+// instance STOPPED: one nested txn of some 300 operations), lowers the bound, as a
+// refused RunTask group does, and commits the changes in smaller batches: every task
+// ends STOPPED in a handful of txns, not one each.
+func TestStateChangesBatchTooLarge(t *testing.T) {
+	ectx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	es, err := etcdembed.Start(ectx, etcdembed.Config{Dir: t.TempDir(), ClientURL: "http://127.0.0.1:0", UnsafeNoFsync: true, MaxTxnOps: DefaultMaxTxnOps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = es.Close() })
+	srv := New(Config{KV: es.Client(), MaxTxnOps: 1024})
+	t.Cleanup(srv.Close)
+	e := (&env{t: t, s: srv}).scoped(newAccount(), testRegion)
+	e.createCluster("big")
+	e.registerHost("big", "h1", 8192, 8192)
+	e.simpleTaskDef("bigweb", 64, 64)
+	var tasks []*ecsv1.Task
+	for range 6 {
+		run := must(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("big"), TaskDefinition: proto.String("bigweb"), Count: proto.Int32(10)})
+		if len(run.GetTasks()) != 10 {
+			t.Fatalf("run: %v", run.GetFailures())
+		}
+		tasks = append(tasks, run.GetTasks()...)
+	}
+	kv := &writeCountingKV{KV: es.Client()}
+	s := e.s.Fenced(kv)
+	s.states.mu.Lock()
+	s.states.running = true
+	s.states.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, tk := range tasks {
+		wg.Go(func() {
+			if err := s.ApplyTaskStateChange(e.ctx, e.sc, tk.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: tk.GetTaskArn(), LastStatus: "STOPPED"}); err != nil {
+				t.Errorf("state change of %s: %v", tk.GetTaskArn(), err)
+			}
+		})
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.states.mu.Lock()
+		queued := len(s.states.queue)
+		s.states.mu.Unlock()
+		if queued == len(tasks) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d changes queued", queued, len(tasks))
+		}
+	}
+	go s.states.run()
+	wg.Wait()
+	running := int32(0)
+	for _, tk := range tasks {
+		if got := e.describeTask("big", tk.GetTaskArn()).GetLastStatus(); got != "STOPPED" {
+			t.Errorf("task %s is %s, want STOPPED", tk.GetTaskArn(), got)
+		}
+	}
+	for _, c := range must(e, e.s.DescribeClusters, &ecsv1.DescribeClustersRequest{Clusters: []string{"big"}}).GetClusters() {
+		running = c.GetRunningTasksCount() + c.GetPendingTasksCount()
+	}
+	if running != 0 {
+		t.Errorf("cluster still counts %d tasks, want 0", running)
+	}
+	if got := s.placing.txnOps(); got != DefaultMaxTxnOps {
+		t.Errorf("--max-txn-ops after the refusal: %d, want %d", got, DefaultMaxTxnOps)
+	}
+	// The refused batch of 60, then 60 in batches of 8 (8 txns).
+	if n := kv.writes.Load(); n != 9 {
+		t.Errorf("%d write txns for %d changes, want 9 (one refused, then 8 batches)", n, len(tasks))
+	}
 }

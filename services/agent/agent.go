@@ -649,7 +649,8 @@ func (h *handler) TaskSubnetRoutes(ctx context.Context, r *agentv1.TaskSubnetRou
 
 // hostAddress is Config.HostAddress, or the IPv4 address this host reaches the control
 // plane from ("" when that is loopback or cannot be found). When the lookup fails after
-// one succeeded, it returns the address found before: the control plane's name may not
+// one succeeded, it returns the address found before (a loopback route is an answer, not
+// a failure): the control plane's name may not
 // resolve for a moment (its container restarting, under compose), and a registration
 // without the address would send load balancers to loopback and peers nowhere until the
 // next one.
@@ -657,8 +658,8 @@ func (a *Agent) hostAddress() string {
 	if a.cfg.HostAddress != "" {
 		return a.cfg.HostAddress
 	}
-	addr := a.lookupHostAddress()
-	if addr != "" {
+	addr, ok := a.lookupHostAddress()
+	if ok {
 		a.lastHostAddress.Store(addr)
 		return addr
 	}
@@ -671,11 +672,12 @@ func (a *Agent) hostAddress() string {
 }
 
 // lookupHostAddress is the IPv4 address this host reaches the control plane from, ""
-// when that is loopback or cannot be found.
-func (a *Agent) lookupHostAddress() string {
+// when that is loopback (the control plane on this host), and ok false when it cannot be
+// found (the control plane's name does not resolve, no route).
+func (a *Agent) lookupHostAddress() (addr string, ok bool) {
 	u, err := url.Parse(a.cfg.ControlPlaneURL)
 	if err != nil || u.Hostname() == "" {
-		return ""
+		return "", false
 	}
 	port := u.Port()
 	if port == "" {
@@ -684,14 +686,14 @@ func (a *Agent) lookupHostAddress() string {
 	// A UDP "connection" sends nothing: it only asks the kernel for the route's source.
 	c, err := net.Dial("udp4", net.JoinHostPort(u.Hostname(), port))
 	if err != nil {
-		return ""
+		return "", false
 	}
 	defer c.Close()
 	ip := c.LocalAddr().(*net.UDPAddr).IP
 	if ip.To4() == nil || ip.IsLoopback() || ip.IsUnspecified() {
-		return ""
+		return "", true
 	}
-	return ip.String()
+	return ip.String(), true
 }
 
 // logStreams creates awslogs streams through the control plane (tasks.LogStreams).

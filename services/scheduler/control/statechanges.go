@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/keys"
@@ -137,9 +138,11 @@ func (b *stateBatcher) commit(calls []*stateCall) {
 	defer cancel()
 	taskKeys := make([]string, len(calls))
 	var instKeys []string
+	instAt := map[string]int{} // instance key → index in instKeys
 	for i, c := range calls {
 		taskKeys[i] = c.taskKey()
-		if !slices.Contains(instKeys, c.instanceKey()) {
+		if _, ok := instAt[c.instanceKey()]; !ok {
+			instAt[c.instanceKey()] = len(instKeys)
 			instKeys = append(instKeys, c.instanceKey())
 		}
 	}
@@ -156,41 +159,24 @@ func (b *stateBatcher) commit(calls []*stateCall) {
 	groups := map[string]*instanceChanges{}
 	var order []*instanceChanges
 	for i, c := range calls {
-		rec, rev := tasks[i], taskRevs[i]
-		if rec == nil || rec.GetContainerInstanceId() != c.instID {
-			c.done <- c.denied
-			continue
-		}
-		if !task.Advances(rec.GetTask().GetLastStatus(), c.ch.GetLastStatus()) {
-			c.done <- nil // an older or late report: nothing to copy or write
-			continue
-		}
-		old := proto.Clone(rec).(*storev1.TaskRecord)
-		oldStatus, newStatus, changed := task.ApplyStateChange(rec, c.ch, s.now())
-		if !changed {
-			c.done <- nil
-			continue
-		}
 		g := groups[c.instanceKey()]
 		if g == nil {
-			k := slices.Index(instKeys, c.instanceKey())
+			k := instAt[c.instanceKey()]
 			g = &instanceChanges{txn: store.NewTxn(s.kv), key: c.instanceKey(), rec: insts[k], rev: instRevs[k]}
+		}
+		move, staged, err := s.stageChange(g.txn, c, tasks[i], taskRevs[i])
+		if err != nil || !staged {
+			c.done <- err // refused, or nothing to write
+			continue
+		}
+		if groups[c.instanceKey()] == nil {
 			groups[c.instanceKey()] = g
 			order = append(order, g)
 		}
-		stopped := newStatus == "STOPPED"
-		if dp, dr := task.CountDelta(oldStatus, newStatus); (dp != 0 || dr != 0 || stopped) && g.rec != nil {
-			ci := g.rec.GetContainerInstance()
-			task.ApplyInstanceDelta(ci, oldStatus, newStatus)
-			if stopped {
-				placement.Release(ci, placement.TaskDemand(rec))
-			}
+		if move != nil && g.rec != nil {
+			move(g.rec.GetContainerInstance())
 			g.writeInst = true
 		}
-		if stopped {
-			g.txn.Delete(keys.Inbox(c.account, c.instID, c.taskID))
-		}
-		task.WriteTxn(g.txn, c.account, old, rev, rec)
 		g.calls = append(g.calls, c)
 	}
 	if len(order) == 0 {
@@ -258,6 +244,42 @@ func (b *stateBatcher) alone(calls []*stateCall) {
 	}()
 }
 
+// stageChange adds to txn the writes of c's change to rec (the task record as read at
+// rev): the task record and its index keys, and the inbox entry's delete when the task
+// STOPPED. It returns staged false (nothing to write) for an older or late report or one
+// that changes nothing, c.denied when the task is gone or on another instance, and else
+// move: what the change does to its instance (task.ApplyInstanceDelta, and
+// placement.Release of the task's demand when it STOPPED), whose record must then be
+// written in the same txn; move is nil when the change leaves the instance as it is.
+func (s *Server) stageChange(txn *store.Txn, c *stateCall, rec *storev1.TaskRecord, rev int64) (move func(*ecsv1.ContainerInstance), staged bool, err error) {
+	if rec == nil || rec.GetContainerInstanceId() != c.instID {
+		return nil, false, c.denied
+	}
+	if !task.Advances(rec.GetTask().GetLastStatus(), c.ch.GetLastStatus()) {
+		return nil, false, nil // an older or late report: nothing to copy or write
+	}
+	old := proto.Clone(rec).(*storev1.TaskRecord)
+	oldStatus, newStatus, changed := task.ApplyStateChange(rec, c.ch, s.now())
+	if !changed {
+		return nil, false, nil
+	}
+	stopped := newStatus == "STOPPED"
+	if stopped {
+		txn.Delete(keys.Inbox(c.account, c.instID, c.taskID))
+	}
+	task.WriteTxn(txn, c.account, old, rev, rec)
+	if dp, dr := task.CountDelta(oldStatus, newStatus); dp == 0 && dr == 0 && !stopped {
+		return nil, true, nil
+	}
+	move = func(ci *ecsv1.ContainerInstance) {
+		task.ApplyInstanceDelta(ci, oldStatus, newStatus)
+		if stopped {
+			placement.Release(ci, placement.TaskDemand(rec))
+		}
+	}
+	return move, true, nil
+}
+
 // applyStateChange records one state change on its own: it reads the task record and,
 // when the change moves the instance's counters or stops the task, the instance record,
 // and writes them in one txn, retried on conflict (ecsapi.Retry). See
@@ -268,38 +290,22 @@ func (s *Server) applyStateChange(ctx context.Context, c *stateCall) error {
 		if err != nil {
 			return err
 		}
-		if rec == nil || rec.GetContainerInstanceId() != c.instID {
-			return c.denied
-		}
-		if !task.Advances(rec.GetTask().GetLastStatus(), c.ch.GetLastStatus()) {
-			return nil // an older or late report: nothing to copy or write
-		}
-		old := proto.Clone(rec).(*storev1.TaskRecord)
-		oldStatus, newStatus, changed := task.ApplyStateChange(rec, c.ch, s.now())
-		if !changed {
-			return nil
-		}
-		stopped := newStatus == "STOPPED"
 		txn := store.NewTxn(s.kv)
-		if dp, dr := task.CountDelta(oldStatus, newStatus); dp != 0 || dr != 0 || stopped {
+		move, staged, err := s.stageChange(txn, c, rec, rev)
+		if err != nil || !staged {
+			return err
+		}
+		if move != nil {
 			irec, irev, err := get[*storev1.ContainerInstanceRecord](ctx, s.kv, c.instanceKey())
 			if err != nil {
 				return err
 			}
 			if irec != nil {
-				ci := irec.GetContainerInstance()
-				task.ApplyInstanceDelta(ci, oldStatus, newStatus)
-				if stopped {
-					placement.Release(ci, placement.TaskDemand(rec))
-				}
-				ci.Version++
+				move(irec.GetContainerInstance())
+				irec.GetContainerInstance().Version++
 				txn.Update(c.instanceKey(), irev, irec)
 			}
 		}
-		if stopped {
-			txn.Delete(keys.Inbox(c.account, c.instID, c.taskID))
-		}
-		task.WriteTxn(txn, c.account, old, rev, rec)
 		_, err = txn.Commit(ctx)
 		return err
 	})

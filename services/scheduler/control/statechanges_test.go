@@ -104,30 +104,7 @@ func TestStateChangesBatched(t *testing.T) {
 		}
 	}
 	// Every change queued before the first batch starts, so the batches are known.
-	s.states.mu.Lock()
-	s.states.running = true
-	s.states.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, tk := range tasks {
-		wg.Go(func() {
-			if err := s.ApplyTaskStateChange(e.ctx, e.sc, tk.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: tk.GetTaskArn(), LastStatus: "RUNNING"}); err != nil {
-				t.Errorf("state change of %s: %v", tk.GetTaskArn(), err)
-			}
-		})
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		s.states.mu.Lock()
-		queued := len(s.states.queue)
-		s.states.mu.Unlock()
-		if queued == len(tasks) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d changes queued", queued, len(tasks))
-		}
-	}
-	go s.states.run()
-	wg.Wait()
+	applyQueued(t, e, s, tasks, "RUNNING")
 	for _, tk := range tasks {
 		if got := e.describeTask("st", tk.GetTaskArn()).GetLastStatus(); got != "RUNNING" {
 			t.Errorf("task %s is %s, want RUNNING", tk.GetTaskArn(), got)
@@ -171,30 +148,7 @@ func TestStateChangesBatchTooLarge(t *testing.T) {
 	}
 	kv := &writeCountingKV{KV: es.Client()}
 	s := e.s.Fenced(kv)
-	s.states.mu.Lock()
-	s.states.running = true
-	s.states.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, tk := range tasks {
-		wg.Go(func() {
-			if err := s.ApplyTaskStateChange(e.ctx, e.sc, tk.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: tk.GetTaskArn(), LastStatus: "STOPPED"}); err != nil {
-				t.Errorf("state change of %s: %v", tk.GetTaskArn(), err)
-			}
-		})
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		s.states.mu.Lock()
-		queued := len(s.states.queue)
-		s.states.mu.Unlock()
-		if queued == len(tasks) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d changes queued", queued, len(tasks))
-		}
-	}
-	go s.states.run()
-	wg.Wait()
+	applyQueued(t, e, s, tasks, "STOPPED")
 	running := int32(0)
 	for _, tk := range tasks {
 		if got := e.describeTask("big", tk.GetTaskArn()).GetLastStatus(); got != "STOPPED" {
@@ -214,4 +168,35 @@ func TestStateChangesBatchTooLarge(t *testing.T) {
 	if n := kv.writes.Load(); n != 9 {
 		t.Errorf("%d write txns for %d changes, want 9 (one refused, then 8 batches)", n, len(tasks))
 	}
+}
+
+// applyQueued reports status for every task through s, as each task's agent would, with all
+// the changes queued before the first batch starts, so a test knows the batches; it
+// returns once every change has its outcome.
+func applyQueued(t *testing.T, e *env, s *Server, tasks []*ecsv1.Task, status string) {
+	t.Helper()
+	s.states.mu.Lock()
+	s.states.running = true
+	s.states.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, tk := range tasks {
+		wg.Go(func() {
+			if err := s.ApplyTaskStateChange(e.ctx, e.sc, tk.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: tk.GetTaskArn(), LastStatus: status}); err != nil {
+				t.Errorf("state change of %s: %v", tk.GetTaskArn(), err)
+			}
+		})
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.states.mu.Lock()
+		queued := len(s.states.queue)
+		s.states.mu.Unlock()
+		if queued == len(tasks) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d changes queued", queued, len(tasks))
+		}
+	}
+	go s.states.run()
+	wg.Wait()
 }

@@ -161,21 +161,15 @@ func (t *Txn) commit(ctx context.Context) (int64, map[string]*mvccpb.KeyValue, e
 	if t.err != nil {
 		return 0, nil, t.err
 	}
-	cmps := make([]clientv3.Cmp, 0, len(t.checks)+len(t.guards))
+	cmps := t.compares()
 	var elseOps []clientv3.Op
 	seen := map[string]bool{}
 	for _, c := range t.checks {
-		if c.rev == 0 {
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0))
-		} else {
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(c.key), "=", c.rev))
-		}
 		if !seen[c.key] {
 			seen[c.key] = true
 			elseOps = append(elseOps, clientv3.OpGet(c.key))
 		}
 	}
-	cmps = append(cmps, t.guards...)
 
 	resp, err := t.kv.Txn(ctx).If(cmps...).Then(t.ops...).Else(elseOps...).Commit()
 	if err != nil {
@@ -206,6 +200,20 @@ func (t *Txn) commit(ctx context.Context) (int64, map[string]*mvccpb.KeyValue, e
 		return 0, current, errors.New("store: txn: compare failed but none of them fails on re-read")
 	}
 	return 0, current, fmt.Errorf("store: txn: %w", ErrPreconditionFailed)
+}
+
+// compares returns the txn's etcd compares: its revision checks (absent: CreateRevision
+// 0; else ModRevision), then its If guards.
+func (t *Txn) compares() []clientv3.Cmp {
+	cmps := make([]clientv3.Cmp, 0, len(t.checks)+len(t.guards))
+	for _, c := range t.checks {
+		if c.rev == 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0))
+		} else {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(c.key), "=", c.rev))
+		}
+	}
+	return append(cmps, t.guards...)
 }
 
 // Size returns how many of etcd's --max-txn-ops the txn uses: the larger of its writes
@@ -262,16 +270,7 @@ func CommitEach(ctx context.Context, kv clientv3.KV, txns []*Txn) (int64, []erro
 			}
 			written[k] = true
 		}
-		cmps := make([]clientv3.Cmp, 0, len(t.checks)+len(t.guards))
-		for _, c := range t.checks {
-			if c.rev == 0 {
-				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0))
-			} else {
-				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(c.key), "=", c.rev))
-			}
-		}
-		cmps = append(cmps, t.guards...)
-		ops = append(ops, clientv3.OpTxn(cmps, t.ops, nil))
+		ops = append(ops, clientv3.OpTxn(t.compares(), t.ops, nil))
 	}
 	resp, err := kv.Txn(ctx).Then(ops...).Commit()
 	if err != nil {

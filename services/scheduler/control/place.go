@@ -131,9 +131,18 @@ type placeOutcome struct {
 }
 
 type placeQueue struct {
-	calls   []*placeCall
-	running bool
+	calls    []*placeCall
+	running  bool
+	inflight int           // group commits placing now (at most groupsInFlight)
+	wake     chan struct{} // the runner's: a call arrived or a group ended
 }
+
+// groupsInFlight bounds the group commits one queue keeps placing at once. The Placer
+// sends a group whose instances are settled in etcd at once and one that builds on
+// another's instances as soon as that one lands, so a queue's groups overlap on etcd's
+// round trip instead of taking turns; more calls queue meanwhile and go in the next
+// groups, as large as fits.
+const groupsInFlight = 4
 
 func clusterKey(account keys.Scope, cluster string) string { return account.String() + "/" + cluster }
 
@@ -462,13 +471,15 @@ func (s *Server) placeBatched(ctx context.Context, req placeRequest) (placeResul
 	}
 	q := p.queues[k]
 	if q == nil {
-		q = &placeQueue{}
+		q = &placeQueue{wake: make(chan struct{}, 1)}
 		p.queues[k] = q
 	}
 	q.calls = append(q.calls, call)
 	if !q.running {
 		q.running = true
 		go s.runQueue(k, q)
+	} else {
+		q.signal()
 	}
 	p.mu.Unlock()
 	select {
@@ -479,17 +490,31 @@ func (s *Server) placeBatched(ctx context.Context, req placeRequest) (placeResul
 	}
 }
 
+// signal wakes the queue's runner if it waits.
+func (q *placeQueue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
 // runQueue places the queue's calls, as many a txn as fit in etcd's limits (maxOps
-// writes, groupByteBudget bytes; one call always goes), until it is empty.
+// writes, groupByteBudget bytes; one call always goes), up to groupsInFlight groups at
+// once, until it is empty and no group is placing.
 func (s *Server) runQueue(k string, q *placeQueue) {
 	p := s.placing
 	for {
 		p.mu.Lock()
-		if len(q.calls) == 0 {
+		if len(q.calls) == 0 && q.inflight == 0 {
 			q.running = false
 			delete(p.queues, k)
 			p.mu.Unlock()
 			return
+		}
+		if len(q.calls) == 0 || q.inflight >= groupsInFlight {
+			p.mu.Unlock()
+			<-q.wake
+			continue
 		}
 		n, ops, size := 0, groupFixedOps, 0
 		for n < len(q.calls) {
@@ -502,6 +527,7 @@ func (s *Server) runQueue(k string, q *placeQueue) {
 		}
 		calls := slices.Clone(q.calls[:n])
 		q.calls = slices.Delete(q.calls, 0, n)
+		q.inflight++
 		p.mu.Unlock()
 		calls = slices.DeleteFunc(calls, func(cl *placeCall) bool {
 			if cl.ctx.Err() != nil {
@@ -510,9 +536,15 @@ func (s *Server) runQueue(k string, q *placeQueue) {
 			}
 			return false
 		})
-		if len(calls) > 0 {
-			s.placeGroup(calls)
-		}
+		go func() {
+			if len(calls) > 0 {
+				s.placeGroup(calls)
+			}
+			p.mu.Lock()
+			q.inflight--
+			p.mu.Unlock()
+			q.signal()
+		}()
 	}
 }
 

@@ -21,8 +21,9 @@ import (
 // put of an instance record, task record, index key, inbox entry per task — the shape of
 // a group commit), 8 txns in flight on disjoint instances so none conflicts, on the
 // same embedded etcd and 1,000 instances as BenchmarkPlace. Its placements/s is the
-// rate placement could reach if choosing cost nothing and a cluster's commits did not
-// take turns.
+// rate placement could reach if choosing cost nothing and no commit had to wait for
+// another (BenchmarkPlace's groups over random instances mostly share one with a group in
+// flight, and wait for it to land).
 //
 //	go test -run x -bench 'Place/random$|EtcdTxnCeiling' -benchtime 10000x ./placement
 //
@@ -33,10 +34,8 @@ const ceilingBatch = 24
 func BenchmarkEtcdTxnCeiling(b *testing.B) { benchCeiling(b, 4) }
 
 // BenchmarkEtcdTxnCeilingSerial is BenchmarkEtcdTxnCeiling with one txn in flight: the
-// ceiling for one cluster's placements, whose commits take turns in the Placer (its
-// commit lock, under which a plan checks that its instances did not change; concurrent
-// groups over one cluster's instances overlap and would conflict on them in etcd anyway).
-// BenchmarkPlace ÷ this is what the Placer's own work costs on top of etcd.
+// ceiling of a Placer whose commits took turns (as before its commits overlapped, see
+// Placer).
 func BenchmarkEtcdTxnCeilingSerial(b *testing.B) { benchCeiling(b, 0) }
 
 // benchCeiling runs the ceiling with parallelism × GOMAXPROCS txns in flight, or one

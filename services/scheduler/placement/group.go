@@ -21,10 +21,11 @@ type GroupCommitFunc func(ctx context.Context, txn *store.Txn, placed [][]Placed
 
 // PlaceGroup places several requests on one cluster in one txn: it plans them one after
 // another on one snapshot (each sees the ones before it) and calls commit once with all
-// the placements; the hook writes the instances (as task.PlaceTxn does). Its commit takes
-// turns with the cluster's other commits in this process, and a group whose instances
-// changed while it waited plans again from the cache; a conflict in etcd re-reads the
-// touched instances and plans the whole group again. It returns one result per request,
+// the placements; the hook writes the instances (as task.PlaceTxn does). Its commit
+// does not wait for the cluster's other commits in this process: a group plans on the
+// instances as the commits in flight write them and chains on them (see Placer), and a
+// group whose instances changed in the cache while it planned plans again; a conflict
+// in etcd re-reads the touched instances and plans the whole group again. It returns one result per request,
 // or an error as Place does (nothing written then). The txn commits through kv (nil: the
 // Placer's client), as PlaceRequest.KV.
 func (p *Placer) PlaceGroup(ctx context.Context, kv clientv3.KV, account keys.Scope, cluster string, reqs []Request, commit GroupCommitFunc) (res []PlaceResult, err error) {
@@ -88,29 +89,30 @@ func (p *Placer) placeGroup(ctx context.Context, kv clientv3.KV, account keys.Sc
 		if !placedAny {
 			return results, nil
 		}
-		// The hook (which may read etcd) runs before the cluster's commit lock is taken,
-		// so that it does not hold up the cluster's other commits.
+		// The hook may read etcd: it runs outside the cache's lock, before begin.
 		txn := store.NewTxn(p.writer(kv))
 		if err := commit(ctx, txn, placed); err != nil {
 			return nil, err
 		}
-		unlock, fresh := p.lock(account, cluster, snap, order)
+		f, fresh, err := p.begin(account, cluster, snap, order, recs, txn)
+		if err != nil {
+			return nil, err
+		}
 		if !fresh {
-			unlock()
 			if local++; local > 10000 {
 				return nil, fmt.Errorf("%w: instances keep changing", ErrConflicts)
 			}
 			stale = stale[:0]
 			continue
 		}
-		rev, err := txn.Commit(ctx)
+		var rev int64
+		if p.await(ctx, account, cluster, f) {
+			rev, err = txn.Commit(ctx)
+		} else if err = ctx.Err(); err == nil {
+			err = fmt.Errorf("placement: %w: a commit this one chains on failed", store.ErrConflict)
+		}
+		p.settle(account, cluster, f, rev, err)
 		if err == nil {
-			var all []Placed
-			for _, pl := range placed {
-				all = append(all, pl...)
-			}
-			p.committed(account, cluster, all, rev)
-			unlock()
 			for i := range results {
 				if len(results[i].Placed) > 0 {
 					results[i].Revision = rev
@@ -118,7 +120,6 @@ func (p *Placer) placeGroup(ctx context.Context, kv clientv3.KV, account keys.Sc
 			}
 			return results, nil
 		}
-		unlock()
 		if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("placement: commit: %w", err)
 		}

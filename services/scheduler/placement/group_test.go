@@ -27,8 +27,8 @@ func groupCommit(cluster string, d Demand, seq *int64, mu *sync.Mutex) GroupComm
 
 // PlaceGroup plans a group's requests one after another on one snapshot, so a request
 // sees the room the ones before it took, and commits them at one revision; concurrent
-// groups on a full cluster (taking turns in-process, re-planning when their instances
-// changed meanwhile) never over-commit, and each instance record holds exactly its
+// groups on a full cluster (chaining on each other's commits in flight, re-planning when
+// their instances changed meanwhile) never over-commit, and each instance record holds exactly its
 // tasks' reservations; a hook's error fails the group and writes nothing.
 func TestPlaceGroup(t *testing.T) {
 	cli := etcdembed.StartForTest(t)

@@ -31,10 +31,13 @@ type Placed struct {
 	// Instance is a private copy of the instance record as read, without this call's
 	// reservations, shared by every task the call places on that instance: the Commit
 	// hook reserves on it (placement.Reserve, as task.PlaceTxn does) and writes it under
-	// InstanceRev. After the commit the Placer caches it, as changed, at the commit's
-	// revision.
+	// InstanceRev. When the commit is sent the Placer caches it, as changed, so that the
+	// cluster's next placements plan on it.
 	Instance *storev1.ContainerInstanceRecord
-	// InstanceRev is the ModRevision the instance was read at.
+	// InstanceRev is the ModRevision the instance was read at, for the hook's
+	// txn.Update. Before it commits the txn, the Placer sets that compare to the
+	// instance's state in its cache (store.Txn.Recheck): the ModRevision etcd holds it
+	// at, or the bytes a commit still in flight writes.
 	InstanceRev int64
 }
 
@@ -78,13 +81,22 @@ type PlaceResult struct {
 
 // Placer places tasks on a cluster's container instances in etcd: it chooses with the
 // Engine over a snapshot of the instances, then commits in one txn in which the caller's
-// hook writes each chosen instance's reduced remainingResources under the ModRevision it
-// was read at, together with the task writes. A concurrent placement on the same
-// instance makes the txn fail; Placer re-reads the instances and tries again, so an
-// instance is never over-committed. Within the process, a cluster's commits take turns
-// under its commit lock, which lets a plan check that its instances did not change while
-// it waited; callers that want several requests in one txn batch them themselves and call
-// PlaceGroup, as control's RunTask queue does. Safe for concurrent use.
+// hook writes each chosen instance's reduced remainingResources, compared with what the
+// Placer's cache holds, together with the task writes. A concurrent placement on the
+// same instance makes the txn fail; Placer re-reads the instances and tries again, so an
+// instance is never over-committed. Callers that want several requests in one txn batch
+// them themselves and call PlaceGroup, as control's RunTask queue does. Safe for
+// concurrent use.
+//
+// A cluster's commits in this process overlap rather than take turns on etcd's round
+// trip: a commit's instance records are cached as it writes them when it is sent, and
+// the next plan sees them. A commit whose instances are all settled in etcd is sent at
+// once; one that chose an instance a commit in flight writes is sent when that commit
+// lands (concurrent txns reach etcd's raft log in any order), comparing the instance's
+// value with the bytes that commit wrote. When a commit fails, the cache goes back to
+// what it planned on and the commits chained on it plan again too. A plan whose
+// instances changed in the cache before its commit was sent plans again at once,
+// without a round trip.
 //
 // Snapshots come from a per-cluster cache fed by a watch on the cluster's instances
 // (started on the cluster's first placement, stopped by Close), so a placement costs one
@@ -159,7 +171,7 @@ func (p *Placer) Place(ctx context.Context, req PlaceRequest) (res PlaceResult, 
 	if req.Commit == nil {
 		return PlaceResult{}, fmt.Errorf("%w: PlaceRequest.Commit is required: it writes the instances", ErrInvalid)
 	}
-	// A group of one: the same planning, commit lock and retries as PlaceGroup.
+	// A group of one: the same planning, chaining and retries as PlaceGroup.
 	results, err := p.placeGroup(ctx, req.KV, req.Account, req.Cluster, []Request{req.Request}, func(ctx context.Context, txn *store.Txn, placed [][]Placed) error {
 		txn.If(req.If...)
 		return req.Commit(ctx, txn, placed[0])
@@ -168,30 +180,6 @@ func (p *Placer) Place(ctx context.Context, req PlaceRequest) (res PlaceResult, 
 		return PlaceResult{}, err
 	}
 	return results[0], nil
-}
-
-// lock takes the cluster's in-process commit lock for a plan made on snap choosing
-// instances ids, and reports whether snap is still current for those instances.
-func (p *Placer) lock(account keys.Scope, cluster string, snap *snapshot, ids []string) (func(), bool) {
-	if p.noCache {
-		return func() {}, true
-	}
-	p.mu.Lock()
-	cc := p.clusters[cacheKey(account, cluster)]
-	p.mu.Unlock()
-	if cc == nil {
-		return func() {}, true
-	}
-	cc.commitMu.Lock()
-	unlock := cc.commitMu.Unlock
-	cur := cc.snapshot()
-	for _, id := range ids {
-		i, ok := cur.pos[id]
-		if !ok || cur.entries[i].rev != snap.entry(id).rev {
-			return unlock, false
-		}
-	}
-	return unlock, true
 }
 
 // placedOn is the Placed of choice ch, task index i, over snap: its instance record is
@@ -213,10 +201,55 @@ func placedOn(snap *snapshot, recs map[string]*storev1.ContainerInstanceRecord, 
 
 // Cache.
 
+// entry is one instance in a cluster's cache: as read from etcd, or as a commit of this
+// Placer writes it. The latter is cached when the commit is sent, not when etcd answers,
+// so that the next group plans on top of it while it is in flight and is sent as soon as
+// it lands, chaining on the value it writes (see begin and await).
 type entry struct {
 	rec  *storev1.ContainerInstanceRecord // never modified once cached
-	rev  int64
-	view *Instance // never modified once cached (the engine clones)
+	view *Instance                        // never modified once cached (the engine clones)
+	// rev is the ModRevision the record was read at; for a written entry, that of the
+	// entry below it (what a hook's compare holds until begin sets the real one).
+	rev int64
+
+	// Set on an entry a commit writes:
+	flight *flight // the commit
+	value  []byte  // the bytes it puts: what a commit planned on this entry compares
+	// below is the entry the commit planned on, until it lands (under the cache's mu):
+	// when the commit fails the cache goes back to it.
+	below *entry
+}
+
+// flight is one group commit of this Placer: sent, then landed or failed.
+type flight struct {
+	state   flightState       // under the cache's mu
+	rev     int64             // landed: the revision it committed at
+	entries map[string]*entry // by instance id: what it writes
+	// after are the commits in flight at begin whose writes this one compares: etcd
+	// must apply them first.
+	after []*flight
+	done  chan struct{} // closed when it settles
+}
+
+type flightState int
+
+const (
+	inFlight flightState = iota
+	landed
+	failed
+)
+
+// settled returns the ModRevision etcd holds e at and true when that is known: e was
+// read, or written by a commit that landed; false while e's commit is in flight. The
+// caller holds the cache's mu.
+func (e *entry) settled() (int64, bool) {
+	switch {
+	case e.flight == nil:
+		return e.rev, true
+	case e.flight.state == landed:
+		return e.flight.rev, true
+	}
+	return 0, false
 }
 
 // snapshot is an immutable view of a cluster's instances, sorted by id.
@@ -231,12 +264,14 @@ func (s *snapshot) entry(id string) *entry { return s.entries[s.pos[id]] }
 type clusterCache struct {
 	ready chan struct{}
 
-	commitMu sync.Mutex // serializes hook-written commits of the cluster
-
 	mu      sync.Mutex
 	err     error
 	entries map[string]*entry
-	snap    *snapshot // rebuilt lazily after a change
+	// newer holds what the watch or a re-read found for an instance while a commit of
+	// ours on it was in flight and that is not that commit's own write: applied when the
+	// commit settles, if it is later.
+	newer map[string]*entry
+	snap  *snapshot // rebuilt lazily after a change
 	// shared is set once snap has been handed out: a change then copies its slices;
 	// until then changes (a commit's instances, one watch event each) swap in place.
 	shared bool
@@ -251,7 +286,18 @@ type clusterKey struct {
 
 func cacheKey(account keys.Scope, cluster string) clusterKey { return clusterKey{account, cluster} }
 
-// snapshot returns the cluster's instances, first re-reading the stale ones.
+// cached returns the cluster's cache, or nil when it has none (yet, or WithoutCache).
+func (p *Placer) cached(account keys.Scope, cluster string) *clusterCache {
+	if p.noCache {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.clusters[cacheKey(account, cluster)]
+}
+
+// snapshot returns the cluster's instances, first re-reading the stale ones (but those a
+// commit of ours is writing: that commit settles them).
 func (p *Placer) snapshot(ctx context.Context, account keys.Scope, cluster string, stale []string) (*snapshot, error) {
 	if p.noCache {
 		return p.list(ctx, account, cluster)
@@ -260,18 +306,45 @@ func (p *Placer) snapshot(ctx context.Context, account keys.Scope, cluster strin
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range stale {
-		rec, rev, err := store.Get[*storev1.ContainerInstanceRecord](ctx, p.cli, keys.Instance(account, cluster, id))
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			cc.remove(id)
-		case err != nil:
-			return nil, fmt.Errorf("placement: re-read instance %s: %w", id, err)
-		default:
-			cc.upsert(id, rec, rev)
+	stale = cc.settledOnly(stale)
+	if len(stale) > 0 {
+		ks := make([]string, len(stale))
+		for i, id := range stale {
+			ks[i] = keys.Instance(account, cluster, id)
+		}
+		items, err := store.GetMany[*storev1.ContainerInstanceRecord](ctx, p.cli, ks)
+		if err != nil {
+			return nil, fmt.Errorf("placement: re-read instances: %w", err)
+		}
+		found := make(map[string]bool, len(items))
+		for _, it := range items {
+			id := lastSegment(it.Key)
+			found[id] = true
+			cc.observe(id, it.Value, it.ModRevision)
+		}
+		for _, id := range stale {
+			if !found[id] {
+				cc.remove(id)
+			}
 		}
 	}
 	return cc.snapshot(), nil
+}
+
+// settledOnly returns the ids of ids whose cached entry is not being written by a commit
+// in flight.
+func (cc *clusterCache) settledOnly(ids []string) []string {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	var out []string
+	for _, id := range ids {
+		if e := cc.entries[id]; e == nil {
+			out = append(out, id)
+		} else if _, ok := e.settled(); ok {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func (p *Placer) list(ctx context.Context, account keys.Scope, cluster string) (*snapshot, error) {
@@ -312,7 +385,7 @@ func (p *Placer) cache(ctx context.Context, account keys.Scope, cluster string) 
 	p.mu.Lock()
 	cc := p.clusters[k]
 	if cc == nil {
-		cc = &clusterCache{ready: make(chan struct{}), entries: map[string]*entry{}}
+		cc = &clusterCache{ready: make(chan struct{}), entries: map[string]*entry{}, newer: map[string]*entry{}}
 		p.clusters[k] = cc
 		p.wg.Add(1)
 		go p.watch(account, cluster, cc)
@@ -339,7 +412,7 @@ func (p *Placer) watch(account keys.Scope, cluster string, cc *clusterCache) {
 	markReady := func() { once.Do(func() { close(cc.ready) }) }
 	// The records arrive as Empty (every field kept unparsed) and are decoded only when
 	// the cache does not hold them yet: most puts are this Placer's own commits, which
-	// committed already cached.
+	// are cached already.
 	err := store.Watch(p.ctx, p.cli, keys.Instances(account, cluster), 0, func(ev store.Event[*emptypb.Empty]) error {
 		switch ev.Type {
 		case store.EventResync:
@@ -354,19 +427,20 @@ func (p *Placer) watch(account keys.Scope, cluster string, cc *clusterCache) {
 			}
 			cc.mu.Lock()
 			cc.entries = entries
+			cc.newer = map[string]*entry{}
 			cc.snap = nil
 			cc.mu.Unlock()
 			markReady()
 		case store.EventPut:
 			id := lastSegment(ev.Item.Key)
-			if cc.has(id, ev.Item.ModRevision) {
+			if cc.known(id, ev.Item.ModRevision, ev.Item.Value.ProtoReflect().GetUnknown()) {
 				return nil
 			}
 			rec, err := decodeInstance(ev.Item)
 			if err != nil {
 				return err
 			}
-			cc.upsert(id, rec, ev.Item.ModRevision)
+			cc.observe(id, rec, ev.Item.ModRevision)
 		case store.EventDelete:
 			cc.remove(lastSegment(ev.Item.Key))
 		}
@@ -387,69 +461,192 @@ func (p *Placer) watch(account keys.Scope, cluster string, cc *clusterCache) {
 	markReady()
 }
 
-// committed records this process's own writes at once, so the next placement does not
-// have to wait for the watch to see them.
-func (p *Placer) committed(account keys.Scope, cluster string, placed []Placed, rev int64) {
-	if p.noCache || len(placed) == 0 {
+// errHookSkipped is begin's error when a commit hook did not write an instance it was
+// given.
+var errHookSkipped = errors.New("placement: the commit hook did not write the instance record")
+
+// begin makes txn, planned on snap and writing recs (the records of the instances
+// chosen, in order, with the group's reservations taken), the cluster's next commit:
+// it reports false when one of those instances changed in the cache since snap (plan
+// again), and otherwise sets each instance's compare in txn and caches recs as written
+// by the returned flight, which the caller settles with settle once etcd answers. The
+// compare is on the ModRevision etcd holds the instance at, or, when a commit still in
+// flight writes it, on the bytes that commit writes: this commit then lands only if that
+// one landed first and nothing else wrote the instance since. It returns errHookSkipped
+// (wrapped) when txn does not put an instance; nothing is cached then. With no cache it
+// returns a nil flight and true.
+func (p *Placer) begin(account keys.Scope, cluster string, snap *snapshot, order []string, recs map[string]*storev1.ContainerInstanceRecord, txn *store.Txn) (*flight, bool, error) {
+	cc := p.cached(account, cluster)
+	if cc == nil {
+		return nil, true, nil
+	}
+	f := &flight{entries: make(map[string]*entry, len(order)), done: make(chan struct{})}
+	// The views are built outside the lock: FromRecord allocates.
+	for _, id := range order {
+		key := keys.Instance(account, cluster, id)
+		value, ok := txn.Written(key)
+		if !ok {
+			return nil, false, fmt.Errorf("%w: %s", errHookSkipped, id)
+		}
+		f.entries[id] = &entry{rec: recs[id], view: FromRecord(id, recs[id], 0), flight: f, value: value}
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	for _, id := range order {
+		if cur := cc.entries[id]; cur == nil || cur != snap.entry(id) {
+			return nil, false, nil
+		}
+	}
+	for _, id := range order {
+		cur, e := cc.entries[id], f.entries[id]
+		key := keys.Instance(account, cluster, id)
+		if rev, ok := cur.settled(); ok {
+			txn.Recheck(key, rev, nil)
+		} else {
+			txn.Recheck(key, 0, cur.value)
+			if !slices.Contains(f.after, cur.flight) {
+				f.after = append(f.after, cur.flight)
+			}
+		}
+		e.rev, e.view.Revision, e.below = cur.rev, cur.rev, cur
+		cc.set(id, e)
+	}
+	return f, true, nil
+}
+
+// settle records how f's commit ended: landed at rev when err is nil, else failed, when
+// the cache goes back, for each instance f wrote, to the entry below f's (and the
+// commits planned on f's entries, which compare its bytes, fail in their turn).
+func (p *Placer) settle(account keys.Scope, cluster string, f *flight, rev int64, err error) {
+	if f == nil {
 		return
 	}
-	p.mu.Lock()
-	cc := p.clusters[cacheKey(account, cluster)]
-	p.mu.Unlock()
+	cc := p.cached(account, cluster)
 	if cc == nil {
 		return
 	}
-	cc.upsertMany(placed, rev)
-}
-
-// upsertMany is upsert of every instance of placed (each once) at rev, copying the
-// snapshot's slices once for all of them rather than once per instance: a group commit
-// touches a hundred instances of a cluster of a thousand.
-func (cc *clusterCache) upsertMany(placed []Placed, rev int64) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	for _, pl := range placed {
-		id := pl.InstanceID
-		cur, known := cc.entries[id]
-		if known && cur.rev >= rev {
-			continue // already taken (an instance placed on twice, or the watch was first)
+	defer close(f.done)
+	if err == nil {
+		f.state, f.rev = landed, rev
+		for id, e := range f.entries {
+			e.below = nil
+			if cc.entries[id] == e {
+				cc.applyNewer(id, rev)
+			}
 		}
-		e := &entry{rec: pl.Instance, rev: rev, view: FromRecord(id, pl.Instance, rev)}
-		cc.entries[id] = e
-		if !known || cc.snap == nil {
-			cc.snap = nil
+		return
+	}
+	f.state = failed
+	for id, e := range f.entries {
+		above := false
+		for x := cc.entries[id]; x != nil; x = x.below {
+			if x == e {
+				above = true
+				break
+			}
+		}
+		if !above {
+			continue // the entry was replaced meanwhile (a resync, a delete)
+		}
+		b := e.below
+		for b != nil && b.flight != nil && b.flight.state == failed {
+			b = b.below
+		}
+		if b == nil {
+			cc.removeLocked(id)
 			continue
 		}
-		cc.own()
-		i := cc.snap.pos[id]
-		cc.snap.views[i], cc.snap.entries[i] = e.view, e
+		cc.set(id, b)
+		if r, ok := b.settled(); ok {
+			cc.applyNewer(id, r)
+		}
 	}
 }
 
-// decodeInstance decodes an instance record the watch read as Empty.
-func decodeInstance(it store.Item[*emptypb.Empty]) (*storev1.ContainerInstanceRecord, error) {
-	rec := &storev1.ContainerInstanceRecord{}
-	if err := proto.Unmarshal(it.Value.ProtoReflect().GetUnknown(), rec); err != nil {
-		return nil, fmt.Errorf("placement: decode %s at revision %d: %w", it.Key, it.ModRevision, err)
+// await waits until the commits f chains on (f.after) have settled, so that etcd
+// applies f's txn after theirs, and reports whether they all landed; false when one
+// failed (f's compares on its writes would fail: plan again) or ctx ended.
+func (p *Placer) await(ctx context.Context, account keys.Scope, cluster string, f *flight) bool {
+	if f == nil || len(f.after) == 0 {
+		return true
 	}
-	return rec, nil
+	for _, a := range f.after {
+		select {
+		case <-a.done:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	cc := p.cached(account, cluster)
+	if cc == nil {
+		return false
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	for _, a := range f.after {
+		if a.state != landed {
+			return false
+		}
+	}
+	return true
 }
 
-// has reports whether the cache holds instance id at revision rev or later.
-func (cc *clusterCache) has(id string, rev int64) bool {
+// applyNewer replaces instance id's entry, just settled at rev, with what the watch or a
+// re-read found meanwhile when that is later. The caller holds mu.
+func (cc *clusterCache) applyNewer(id string, rev int64) {
+	n := cc.newer[id]
+	if n == nil {
+		return
+	}
+	delete(cc.newer, id)
+	if n.rev > rev {
+		cc.set(id, n)
+	}
+}
+
+// known reports whether the cache holds instance id at revision rev or later, or holds
+// it as written by a commit of ours in flight that puts value (its own write, seen by the
+// watch before etcd's answer): the watch need not decode it.
+func (cc *clusterCache) known(id string, rev int64, value []byte) bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	for x := cc.entries[id]; x != nil; x = x.below {
+		if r, ok := x.settled(); ok {
+			return r >= rev
+		}
+		if string(x.value) == string(value) {
+			return true
+		}
+	}
+	return false
+}
+
+// observe caches rec, read at rev, as instance id's entry unless the cache holds it at rev
+// or later; while a commit of ours on the instance is in flight, it is kept in newer
+// until that commit settles.
+func (cc *clusterCache) observe(id string, rec *storev1.ContainerInstanceRecord, rev int64) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	cur := cc.entries[id]
-	return cur != nil && cur.rev >= rev
+	if cur != nil {
+		r, ok := cur.settled()
+		switch {
+		case ok && r >= rev:
+			return
+		case !ok:
+			if n := cc.newer[id]; n == nil || n.rev < rev {
+				cc.newer[id] = &entry{rec: rec, rev: rev, view: FromRecord(id, rec, rev)}
+			}
+			return
+		}
+	}
+	cc.set(id, &entry{rec: rec, rev: rev, view: FromRecord(id, rec, rev)})
 }
 
-func (cc *clusterCache) upsert(id string, rec *storev1.ContainerInstanceRecord, rev int64) {
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	if cur := cc.entries[id]; cur != nil && cur.rev >= rev {
-		return
-	}
-	e := &entry{rec: rec, rev: rev, view: FromRecord(id, rec, rev)}
+// set makes e instance id's entry. The caller holds mu.
+func (cc *clusterCache) set(id string, e *entry) {
 	_, known := cc.entries[id]
 	cc.entries[id] = e
 	if known && cc.snap != nil {
@@ -461,6 +658,15 @@ func (cc *clusterCache) upsert(id string, rec *storev1.ContainerInstanceRecord, 
 		return
 	}
 	cc.snap = nil
+}
+
+// decodeInstance decodes an instance record the watch read as Empty.
+func decodeInstance(it store.Item[*emptypb.Empty]) (*storev1.ContainerInstanceRecord, error) {
+	rec := &storev1.ContainerInstanceRecord{}
+	if err := proto.Unmarshal(it.Value.ProtoReflect().GetUnknown(), rec); err != nil {
+		return nil, fmt.Errorf("placement: decode %s at revision %d: %w", it.Key, it.ModRevision, err)
+	}
+	return rec, nil
 }
 
 // own makes cc.snap private to the cache (copying its slices when it was handed out),
@@ -475,6 +681,12 @@ func (cc *clusterCache) own() {
 func (cc *clusterCache) remove(id string) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
+	cc.removeLocked(id)
+}
+
+// removeLocked is remove; the caller holds mu.
+func (cc *clusterCache) removeLocked(id string) {
+	delete(cc.newer, id)
 	if _, ok := cc.entries[id]; ok {
 		delete(cc.entries, id)
 		cc.snap = nil

@@ -427,3 +427,60 @@ func TestCommitEach(t *testing.T) {
 		}
 	}
 }
+
+// Recheck turns a txn's revision compare into a compare on the value a commit in flight
+// writes (what placement.Placer chains its group commits on): it holds once that value
+// is there, fails with ErrConflict on any other value and ErrNotFound on a deleted key;
+// Written returns what a txn puts.
+func TestTxnRecheckOnValue(t *testing.T) {
+	cli := etcdembed.StartForTest(t)
+	ctx := testCtx(t)
+	k, other := store.MustKey("recheck", "k"), store.MustKey("recheck", "other")
+	rev, err := store.Create(ctx, cli, k, str("v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := store.NewTxn(cli).Update(k, rev, str("v2")).PutIndex(other)
+	v2, ok := first.Written(k)
+	if !ok {
+		t.Fatal("Written(k) = false for a key the txn updates")
+	}
+	if v, ok := first.Written(other); !ok || len(v) != 0 {
+		t.Errorf("Written(index key) = %q, %v; want empty, true", v, ok)
+	}
+	if _, ok := store.NewTxn(cli).Delete(k).Written(k); ok {
+		t.Error("Written = true for a key the txn deletes")
+	}
+	// The second txn chains on the first's value: sent first, it fails; after, it holds.
+	second := store.NewTxn(cli).Update(k, rev, str("v3")).Recheck(k, 0, v2)
+	if _, err := second.Commit(ctx); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("chained txn before the one it chains on: %v, want ErrConflict", err)
+	}
+	if _, err := first.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rev3, err := second.Commit(ctx)
+	if err != nil {
+		t.Fatalf("chained txn after the one it chains on: %v", err)
+	}
+	if got, r, err := store.Get[*wrapperspb.StringValue](ctx, cli, k); err != nil || got.GetValue() != "v3" || r != rev3 {
+		t.Fatalf("k = %q at %d, %v; want v3 at %d", got.GetValue(), r, err, rev3)
+	}
+	// Back to a revision compare.
+	if _, err := store.NewTxn(cli).Update(k, rev, str("x")).Recheck(k, rev3, nil).Commit(ctx); err != nil {
+		t.Fatalf("Recheck to the current revision: %v", err)
+	}
+	if _, err := cli.Delete(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.NewTxn(cli).Update(k, rev, str("y")).Recheck(k, 0, v2).Commit(ctx); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("value compare on a deleted key: %v, want ErrNotFound", err)
+	}
+	// Recheck needs a revision compare to replace, and a positive revision.
+	if _, err := store.NewTxn(cli).Put(k, str("z")).Recheck(k, 0, v2).Commit(ctx); !errors.Is(err, store.ErrInvalidKey) {
+		t.Errorf("Recheck without a compare on the key: %v, want ErrInvalidKey", err)
+	}
+	if err := store.NewTxn(cli).Update(k, rev, str("z")).Recheck(k, 0, nil).Err(); err == nil {
+		t.Error("Recheck to revision 0 with no value: no error")
+	}
+}

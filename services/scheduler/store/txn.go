@@ -30,19 +30,21 @@ type Txn struct {
 	guards []clientv3.Cmp
 	checks []check
 	ops    []clientv3.Op
-	writes map[string]bool
+	writes map[string]int // key → its op's index in ops
 	err    error
 }
 
-// check is a compare on a record's revision: rev 0 means "absent".
+// check is a compare on a record: its value when value is set (Recheck), else its
+// revision, where rev 0 means "absent".
 type check struct {
-	key string
-	rev int64
+	key   string
+	rev   int64
+	value []byte
 }
 
 // NewTxn starts an empty transaction on kv.
 func NewTxn(kv clientv3.KV) *Txn {
-	return &Txn{kv: kv, writes: map[string]bool{}}
+	return &Txn{kv: kv, writes: map[string]int{}}
 }
 
 // If adds compares that must all hold, such as Fence. When one fails, Commit
@@ -118,15 +120,47 @@ func (t *Txn) putRaw(key string, data []byte) *Txn {
 	return t
 }
 
-// claim records that key is written; etcd rejects a txn that writes a key
-// twice, so catch it here with a clearer message.
+// claim records that key is written by the op about to be appended; etcd rejects a txn
+// that writes a key twice, so catch it here with a clearer message.
 func (t *Txn) claim(key string) bool {
-	if t.writes[key] {
+	if _, ok := t.writes[key]; ok {
 		t.fail(fmt.Errorf("store: txn: %s written twice: %w", key, ErrInvalidKey))
 		return false
 	}
-	t.writes[key] = true
+	t.writes[key] = len(t.ops)
 	return true
+}
+
+// Written returns the bytes t puts at key (as encoded by Put, Create or Update; empty
+// for PutIndex) and true, or nil and false when t does not put key (it deletes it, or
+// does not write it).
+func (t *Txn) Written(key string) ([]byte, bool) {
+	i, ok := t.writes[key]
+	if !ok || !t.ops[i].IsPut() {
+		return nil, false
+	}
+	return t.ops[i].ValueBytes(), true
+}
+
+// Recheck replaces the compare an earlier IfModRevision or Update put on key: with
+// ModRevision == rev when value is nil (rev > 0), else with Value == value, which holds
+// for a record whose revision is not known yet, such as one a txn still in flight
+// writes (placement.Placer chains its group commits so). A failed value compare makes
+// Commit return ErrConflict, or ErrNotFound when the key is gone. It records an error for
+// Commit when t has no revision compare on key, or when rev is not positive.
+func (t *Txn) Recheck(key string, rev int64, value []byte) *Txn {
+	if value == nil && rev <= 0 {
+		t.fail(fmt.Errorf("store: txn: revision %d for %s must be positive", rev, key))
+		return t
+	}
+	for i := range t.checks {
+		if c := &t.checks[i]; c.key == key && (c.rev != 0 || c.value != nil) {
+			c.rev, c.value = rev, value
+			return t
+		}
+	}
+	t.fail(fmt.Errorf("store: txn: recheck %s: the txn has no revision compare on it: %w", key, ErrInvalidKey))
+	return t
 }
 
 func (t *Txn) keyOK(key string) bool {
@@ -187,6 +221,11 @@ func (t *Txn) commit(ctx context.Context) (int64, map[string]*mvccpb.KeyValue, e
 	for _, c := range t.checks {
 		kv := current[c.key]
 		switch {
+		case c.value != nil && kv == nil:
+			return 0, current, fmt.Errorf("store: txn: %s: %w", c.key, ErrNotFound)
+		case c.value != nil && string(kv.Value) != string(c.value):
+			return 0, current, fmt.Errorf("store: txn: %s at revision %d does not hold the value expected: %w", c.key, kv.ModRevision, ErrConflict)
+		case c.value != nil:
 		case c.rev == 0 && kv != nil:
 			return 0, current, fmt.Errorf("store: txn: %s: %w", c.key, ErrExists)
 		case c.rev != 0 && kv == nil:
@@ -202,12 +241,14 @@ func (t *Txn) commit(ctx context.Context) (int64, map[string]*mvccpb.KeyValue, e
 	return 0, current, fmt.Errorf("store: txn: %w", ErrPreconditionFailed)
 }
 
-// compares returns the txn's etcd compares: its revision checks (absent: CreateRevision
-// 0; else ModRevision), then its If guards.
+// compares returns the txn's etcd compares: its checks (by value: Value; absent:
+// CreateRevision 0; else ModRevision), then its If guards.
 func (t *Txn) compares() []clientv3.Cmp {
 	cmps := make([]clientv3.Cmp, 0, len(t.checks)+len(t.guards))
 	for _, c := range t.checks {
-		if c.rev == 0 {
+		if c.value != nil {
+			cmps = append(cmps, clientv3.Compare(clientv3.Value(c.key), "=", string(c.value)))
+		} else if c.rev == 0 {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0))
 		} else {
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(c.key), "=", c.rev))
@@ -235,12 +276,12 @@ func (t *Txn) Merge(o *Txn) error {
 		return o.err
 	}
 	for k := range o.writes {
-		if t.writes[k] {
+		if _, ok := t.writes[k]; ok {
 			return fmt.Errorf("store: txn: %s written twice: %w", k, ErrInvalidKey)
 		}
 	}
-	for k := range o.writes {
-		t.writes[k] = true
+	for k, i := range o.writes {
+		t.writes[k] = len(t.ops) + i
 	}
 	t.guards = append(t.guards, o.guards...)
 	t.checks = append(t.checks, o.checks...)

@@ -29,8 +29,8 @@
 // reads their reported metrics: placements per second with 1,000 instances
 // (placement.BenchmarkPlace: PlaceGroup in the shape control's RunTask queue uses it)
 // beside etcd's own batched-transaction ceiling with 8 txns in flight and with one
-// (placement.BenchmarkEtcdTxnCeiling, BenchmarkEtcdTxnCeilingSerial: a cluster's commits
-// take turns in the Placer), DescribeTasks(100) / ListTasks latency at 10
+// (placement.BenchmarkEtcdTxnCeiling, BenchmarkEtcdTxnCeilingSerial: as if a cluster's
+// commits took turns), DescribeTasks(100) / ListTasks latency at 10
 // and 10,000 tasks (control.BenchmarkDescribeTasks100, BenchmarkListTasksPage), and
 // service reconcile passes over 1,000 services × 10 tasks (service.BenchmarkPass).
 //

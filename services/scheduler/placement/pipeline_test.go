@@ -1,0 +1,233 @@
+package placement
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/store"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// heldKV counts the txns committed through it and, once armed with hold, keeps the next
+// one in flight: its Commit closes sent and waits for release to be closed.
+type heldKV struct {
+	clientv3.KV
+	txns atomic.Int64
+
+	mu            sync.Mutex
+	sent, release chan struct{}
+}
+
+func (h *heldKV) hold() (sent, release chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.sent, h.release = make(chan struct{}), make(chan struct{})
+	return h.sent, h.release
+}
+
+func (h *heldKV) Txn(ctx context.Context) clientv3.Txn {
+	h.mu.Lock()
+	sent, release := h.sent, h.release
+	h.sent, h.release = nil, nil
+	h.mu.Unlock()
+	return &heldTxn{Txn: h.KV.Txn(ctx), kv: h, sent: sent, release: release}
+}
+
+type heldTxn struct {
+	clientv3.Txn
+	kv            *heldKV
+	sent, release chan struct{}
+}
+
+func (t *heldTxn) If(cs ...clientv3.Cmp) clientv3.Txn     { t.Txn = t.Txn.If(cs...); return t }
+func (t *heldTxn) Then(ops ...clientv3.Op) clientv3.Txn   { t.Txn = t.Txn.Then(ops...); return t }
+func (t *heldTxn) Else(ops ...clientv3.Op) clientv3.Txn   { t.Txn = t.Txn.Else(ops...); return t }
+func (t *heldTxn) Commit() (*clientv3.TxnResponse, error) { return t.commit() }
+
+func (t *heldTxn) commit() (*clientv3.TxnResponse, error) {
+	if t.sent != nil {
+		close(t.sent)
+		<-t.release
+	}
+	t.kv.txns.Add(1)
+	return t.Txn.Commit()
+}
+
+// waitChained waits until p's cache holds instance id of cluster as written by a commit
+// in flight that chains on another commit in flight: a second group planned on the
+// first's reservations and waits for it to land.
+func waitChained(t *testing.T, p *Placer, cluster, id string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		cc := p.cached(testScope, cluster)
+		chained := false
+		if cc != nil {
+			cc.mu.Lock()
+			e := cc.entries[id]
+			chained = e != nil && e.flight != nil && e.flight.state == inFlight &&
+				e.below != nil && e.below.flight != nil && e.below.flight.state == inFlight
+			cc.mu.Unlock()
+		}
+		if chained {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no second commit chained on instance %s within 10s", id)
+		}
+	}
+}
+
+// placeAsync runs PlaceGroup of n requests of d on cluster through kv in a goroutine.
+func placeAsync(p *Placer, kv clientv3.KV, cluster string, d Demand, n int, commit GroupCommitFunc) <-chan groupOutcome {
+	out := make(chan groupOutcome, 1)
+	go func() {
+		reqs := make([]Request, n)
+		for i := range reqs {
+			reqs[i] = Request{Demand: d}
+		}
+		res, err := p.PlaceGroup(context.Background(), kv, testScope, cluster, reqs, commit)
+		out <- groupOutcome{res, err}
+	}()
+	return out
+}
+
+type groupOutcome struct {
+	res []PlaceResult
+	err error
+}
+
+// placedCount is how many of res's requests were placed, and the failure reasons of the
+// others.
+func placedCount(res []PlaceResult) (int, []string) {
+	n := 0
+	var reasons []string
+	for _, r := range res {
+		n += len(r.Placed)
+		for _, f := range r.Failures {
+			reasons = append(reasons, f.Reason)
+		}
+	}
+	return n, reasons
+}
+
+// A group planned while another group's commit on the same instance is in flight plans
+// on that commit's reservations and is sent once it lands, chained on the bytes it
+// wrote: two txns in all, no conflict, and the second group sees the room the first took.
+func TestPlacerChainsOnCommitInFlight(t *testing.T) {
+	cli := etcdembed.StartForTest(t)
+	p := NewPlacer(cli, nil)
+	defer p.Close()
+	d := Demand{CPU: 128, Memory: 128}
+	var seq int64
+	var mu sync.Mutex
+	putInstance(t, cli, "chain", "i0", 4*128, 4*128, nil)
+	kv := &heldKV{KV: cli}
+	commit := groupCommit("chain", d, &seq, &mu)
+	if _, err := p.PlaceGroup(context.Background(), kv, testScope, "chain", nil, commit); err != nil {
+		t.Fatal(err) // nothing to place: warms the cache, commits nothing
+	}
+
+	sent, release := kv.hold()
+	first := placeAsync(p, kv, "chain", d, 1, commit)
+	<-sent
+	second := placeAsync(p, kv, "chain", d, 4, commit) // room for 3 once the first lands
+	waitChained(t, p, "chain", "i0")
+	if n := kv.txns.Load(); n != 0 {
+		t.Fatalf("%d txns committed while the first was held: the second did not wait for it", n)
+	}
+	close(release)
+	r1, r2 := <-first, <-second
+	if r1.err != nil || r2.err != nil {
+		t.Fatalf("first: %v, second: %v", r1.err, r2.err)
+	}
+	if n, _ := placedCount(r1.res); n != 1 {
+		t.Errorf("first group placed %d, want 1", n)
+	}
+	if n, reasons := placedCount(r2.res); n != 3 || len(reasons) != 1 || reasons[0] != ReasonCPU {
+		t.Errorf("second group placed %d, failures %v; want 3 and one RESOURCE:CPU (it planned on the first's reservation)", n, reasons)
+	}
+	if r2.res[0].Revision <= r1.res[0].Revision {
+		t.Errorf("second group committed at %d, not after the first's %d", r2.res[0].Revision, r1.res[0].Revision)
+	}
+	if n := kv.txns.Load(); n != 2 {
+		t.Errorf("%d txns for two groups, want 2 (no conflict, no retry)", n)
+	}
+	checkInstance(t, cli, "chain", "i0", 0, 4)
+}
+
+// When a commit in flight fails (here another writer changed its instance first), the
+// cache goes back to what it planned on, the group chained on it plans again rather than
+// being sent, and both groups land on a fresh read without over-committing the instance.
+func TestPlacerChainedGroupReplansWhenFirstFails(t *testing.T) {
+	cli := etcdembed.StartForTest(t)
+	ctx := context.Background()
+	p := NewPlacer(cli, nil)
+	defer p.Close()
+	d := Demand{CPU: 128, Memory: 128}
+	var seq int64
+	var mu sync.Mutex
+	putInstance(t, cli, "fail", "i0", 4*128, 4*128, nil)
+	kv := &heldKV{KV: cli}
+	commit := groupCommit("fail", d, &seq, &mu)
+	if _, err := p.PlaceGroup(ctx, kv, testScope, "fail", nil, commit); err != nil {
+		t.Fatal(err)
+	}
+
+	sent, release := kv.hold()
+	first := placeAsync(p, kv, "fail", d, 1, commit)
+	<-sent
+	second := placeAsync(p, kv, "fail", d, 1, commit)
+	waitChained(t, p, "fail", "i0")
+	// Another scheduler places a task on the instance meanwhile.
+	if _, _, err := store.Mutate(ctx, cli, keys.Instance(testScope, "fail", "i0"), func(rec *storev1.ContainerInstanceRecord) error {
+		rec.ContainerInstance.PendingTasksCount++
+		return Reserve(rec.ContainerInstance, d)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	r1, r2 := <-first, <-second
+	if r1.err != nil || r2.err != nil {
+		t.Fatalf("first: %v, second: %v", r1.err, r2.err)
+	}
+	if n1, _ := placedCount(r1.res); n1 != 1 {
+		t.Errorf("first group placed %d, want 1", n1)
+	}
+	if n2, _ := placedCount(r2.res); n2 != 1 {
+		t.Errorf("second group placed %d, want 1", n2)
+	}
+	// The first's failed txn, then one each on a fresh read; the second was never sent
+	// chained on the failed one.
+	if n := kv.txns.Load(); n != 3 {
+		t.Errorf("%d txns, want 3", n)
+	}
+	checkInstance(t, cli, "fail", "i0", 128, 3)
+	// The cache is right: one slot left.
+	res, err := p.PlaceGroup(ctx, kv, testScope, "fail", []Request{{Demand: d}, {Demand: d}}, commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, reasons := placedCount(res); n != 1 || len(reasons) != 1 || reasons[0] != ReasonCPU {
+		t.Errorf("then placed %d, failures %v; want 1 and one RESOURCE:CPU", n, reasons)
+	}
+	checkInstance(t, cli, "fail", "i0", 0, 4)
+}
+
+// checkInstance fails t unless the instance record in etcd has cpu CPU units remaining
+// and pending tasks counted.
+func checkInstance(t *testing.T, cli *clientv3.Client, cluster, id string, cpu int64, pending int32) {
+	t.Helper()
+	rec, _, err := store.Get[*storev1.ContainerInstanceRecord](context.Background(), cli, keys.Instance(testScope, cluster, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := FromRecord(id, rec, 0).CPU; got != cpu || rec.ContainerInstance.PendingTasksCount != pending {
+		t.Errorf("instance %s: %d CPU units remaining and %d pending, want %d and %d", id, got, rec.ContainerInstance.PendingTasksCount, cpu, pending)
+	}
+}

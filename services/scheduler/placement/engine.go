@@ -81,6 +81,11 @@ type Instance struct {
 	Groups map[string]int
 	// Revision is the instance record's ModRevision, for the commit's CAS.
 	Revision int64
+	// Busy is set while a commit of this scheduler that writes the instance is in
+	// flight. Where the strategy leaves a choice (random, and ties of the others), the
+	// engine prefers an instance that is not busy: a commit on it need not wait for
+	// another to land (see Placer).
+	Busy bool
 }
 
 // clone returns a copy the engine can reserve on without touching the original.
@@ -307,9 +312,14 @@ func (e *Engine) Place(snapshot []*Instance, req Request) (Plan, error) {
 		// is uniform over the feasible ones and O(1) when most are feasible; fall back to
 		// the full scan, which also collects the failure reasons.
 		if randomOnly && len(cands) > 0 {
+			// A busy instance is not taken here: when the samples find only busy ones, the
+			// scan below prefers an idle one.
 			var best *Instance
 			for range 8 {
 				in := cands[e.rng.IntN(len(cands))]
+				if in.Busy {
+					continue
+				}
 				if reason, _ := e.check(in, req, c, usedInRequest, false); reason == "" {
 					best = in
 					break
@@ -569,10 +579,16 @@ func (e *Engine) rank(feasible, all []*Instance, req Request, groupsKnown bool) 
 					keys[i] = float64(spreadCounts[i][in.Attributes[attrs[i]]])
 				}
 			case StrategyRandom:
-				keys[i] = e.rng.Float64()
+				keys[i] = e.rng.Float64() // in [0, 1): a busy instance comes after every idle one
+				if in.Busy {
+					keys[i]++
+				}
 			}
 		}
-		keys[n-1] = e.rng.Float64()
+		keys[n-1] = e.rng.Float64() // in [0, 1): a busy instance loses every tie
+		if in.Busy {
+			keys[n-1]++
+		}
 		if best == nil || less(keys, bestKeys) {
 			best = in
 			copy(bestKeys, keys)

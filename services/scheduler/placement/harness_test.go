@@ -3,6 +3,7 @@ package placement
 import (
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -223,6 +224,53 @@ func TestEngineRandomSpreadsOverTime(t *testing.T) {
 		if seen[id] < 50 {
 			t.Fatalf("random placement skewed: %v", seen)
 		}
+	}
+}
+
+func busy() instOpt { return func(in *Instance) { in.Busy = true } }
+
+// Where the strategy leaves a choice, an instance a commit in flight writes (Busy) loses
+// it: random takes another feasible instance, and a busy instance loses every tie of
+// spread and binpack; a busy instance still takes a task no other instance can, and a
+// strategy's order is never overridden.
+func TestEngineAvoidsBusyInstances(t *testing.T) {
+	eng := NewEngine(rand.New(rand.NewPCG(5, 6)))
+	d := Demand{CPU: 1, Memory: 1}
+	place := func(cluster []*Instance, st ...Strategy) string {
+		t.Helper()
+		plan, err := eng.Place(cluster, Request{Demand: d, Strategy: st})
+		if err != nil || len(plan.Choices) != 1 {
+			t.Fatalf("plan %+v, %v", plan, err)
+		}
+		return plan.Choices[0].Instance.ID
+	}
+	var ten []*Instance
+	for i := range 10 {
+		opts := []instOpt{busy()}
+		if i == 7 {
+			opts = nil
+		}
+		ten = append(ten, inst("i"+strconv.Itoa(i), 1<<20, 1<<20, opts...))
+	}
+	for range 50 {
+		if got := place(ten, Strategy{Type: "random"}); got != "i7" {
+			t.Fatalf("random chose busy %s over the one idle instance i7", got)
+		}
+		if got := place(ten, Strategy{Type: "spread", Field: "instanceId"}); got != "i7" {
+			t.Fatalf("spread (all tied) chose busy %s over i7", got)
+		}
+		if got := place(ten, Strategy{Type: "binpack", Field: "memory"}); got != "i7" {
+			t.Fatalf("binpack (all tied) chose busy %s over i7", got)
+		}
+	}
+	// The idle instance is full: the busy ones are the only choice.
+	full := append(slices.Clone(ten[:7]), inst("i7", 0, 0))
+	if got := place(full, Strategy{Type: "random"}); got == "i7" {
+		t.Fatal("random chose the full instance")
+	}
+	// Binpack's order comes first: the busy instance with less memory left wins.
+	if got := place([]*Instance{inst("roomy", 1<<20, 1<<20), inst("tight", 1<<20, 1<<10, busy())}, Strategy{Type: "binpack", Field: "memory"}); got != "tight" {
+		t.Fatalf("binpack chose %s, want the busy but tighter instance", got)
 	}
 }
 

@@ -231,3 +231,39 @@ func checkInstance(t *testing.T, cli *clientv3.Client, cluster, id string, cpu i
 		t.Errorf("instance %s: %d CPU units remaining and %d pending, want %d and %d", id, got, rec.ContainerInstance.PendingTasksCount, cpu, pending)
 	}
 }
+
+// A group that has a choice takes an instance no commit in flight writes, and is sent at
+// once rather than after the commit in flight lands.
+func TestPlacerSendsDisjointGroupAtOnce(t *testing.T) {
+	cli := etcdembed.StartForTest(t)
+	p := NewPlacer(cli, nil)
+	defer p.Close()
+	d := Demand{CPU: 128, Memory: 128}
+	var seq int64
+	var mu sync.Mutex
+	putInstance(t, cli, "two", "a", 4*128, 4*128, nil)
+	putInstance(t, cli, "two", "b", 4*128, 4*128, nil)
+	kv := &heldKV{KV: cli}
+	commit := groupCommit("two", d, &seq, &mu)
+	if _, err := p.PlaceGroup(context.Background(), kv, testScope, "two", nil, commit); err != nil {
+		t.Fatal(err)
+	}
+	sent, release := kv.hold()
+	first := placeAsync(p, kv, "two", d, 1, commit)
+	<-sent
+	r2 := <-placeAsync(p, kv, "two", d, 1, commit) // returns while the first is held
+	close(release)
+	r1 := <-first
+	if r1.err != nil || r2.err != nil {
+		t.Fatalf("first: %v, second: %v", r1.err, r2.err)
+	}
+	a, b := r1.res[0].Placed[0].InstanceID, r2.res[0].Placed[0].InstanceID
+	if a == b {
+		t.Fatalf("both groups on instance %s", a)
+	}
+	if r2.res[0].Revision >= r1.res[0].Revision {
+		t.Errorf("second group at revision %d, first at %d: the second did not land first", r2.res[0].Revision, r1.res[0].Revision)
+	}
+	checkInstance(t, cli, "two", a, 3*128, 1)
+	checkInstance(t, cli, "two", b, 3*128, 1)
+}

@@ -239,6 +239,14 @@ const (
 	failed
 )
 
+// settledCopy returns e, written by a commit that landed, as an entry read at the
+// commit's revision: its view no longer busy. The caller holds the cache's mu.
+func (e *entry) settledCopy() *entry {
+	v := *e.view // its maps are shared: a view is never modified
+	v.Busy, v.Revision = false, e.flight.rev
+	return &entry{rec: e.rec, view: &v, rev: e.flight.rev}
+}
+
 // settled returns the ModRevision etcd holds e at and true when that is known: e was
 // read, or written by a commit that landed; false while e's commit is in flight. The
 // caller holds the cache's mu.
@@ -488,12 +496,16 @@ func (p *Placer) begin(account keys.Scope, cluster string, snap *snapshot, order
 		if !ok {
 			return nil, false, fmt.Errorf("%w: %s", errHookSkipped, id)
 		}
-		f.entries[id] = &entry{rec: recs[id], view: FromRecord(id, recs[id], 0), flight: f, value: value}
+		view := FromRecord(id, recs[id], 0)
+		view.Busy = true
+		f.entries[id] = &entry{rec: recs[id], view: view, flight: f, value: value}
 	}
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	for _, id := range order {
-		if cur := cc.entries[id]; cur == nil || cur != snap.entry(id) {
+		// The same record is the same state: an entry that landed since is replaced by
+		// its settled copy (see settle).
+		if cur := cc.entries[id]; cur == nil || cur.rec != snap.entry(id).rec {
 			return nil, false, nil
 		}
 	}
@@ -533,6 +545,7 @@ func (p *Placer) settle(account keys.Scope, cluster string, f *flight, rev int64
 		for id, e := range f.entries {
 			e.below = nil
 			if cc.entries[id] == e {
+				cc.set(id, e.settledCopy())
 				cc.applyNewer(id, rev)
 			}
 		}
@@ -557,6 +570,9 @@ func (p *Placer) settle(account keys.Scope, cluster string, f *flight, rev int64
 		if b == nil {
 			cc.removeLocked(id)
 			continue
+		}
+		if b.flight != nil && b.flight.state == landed {
+			b = b.settledCopy()
 		}
 		cc.set(id, b)
 		if r, ok := b.settled(); ok {

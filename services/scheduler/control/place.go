@@ -141,8 +141,11 @@ type placeQueue struct {
 // sends a group whose instances are settled in etcd at once and one that builds on
 // another's instances as soon as that one lands, so a queue's groups overlap on etcd's
 // round trip instead of taking turns; more calls queue meanwhile and go in the next
-// groups, as large as fits.
-const groupsInFlight = 4
+// groups, as large as fits. Two, not more: with the agents reporting each task RUNNING
+// (state changes writing the same instance records), 4 in flight placed no more than
+// one did and tripled RunTask's p99 (make bench -place-report-running), while 2 keep
+// most of the gain without reports.
+const groupsInFlight = 2
 
 func clusterKey(account keys.Scope, cluster string) string { return account.String() + "/" + cluster }
 

@@ -110,8 +110,8 @@ func BenchmarkPlace(b *testing.B) {
 }
 
 // benchGroupsInFlight is how many groups BenchmarkPlace places at once: control's
-// RunTask queue keeps up to 4 group commits of a cluster in flight.
-const benchGroupsInFlight = 4
+// RunTask queue keeps up to 2 group commits of a queue in flight.
+const benchGroupsInFlight = 2
 
 func cpuTime() time.Duration {
 	var ru syscall.Rusage

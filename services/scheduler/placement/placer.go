@@ -314,26 +314,20 @@ func (p *Placer) snapshot(ctx context.Context, account keys.Scope, cluster strin
 	if err != nil {
 		return nil, err
 	}
-	stale = cc.settledOnly(stale)
-	if len(stale) > 0 {
-		ks := make([]string, len(stale))
-		for i, id := range stale {
-			ks[i] = keys.Instance(account, cluster, id)
-		}
-		items, err := store.GetMany[*storev1.ContainerInstanceRecord](ctx, p.cli, ks)
-		if err != nil {
-			return nil, fmt.Errorf("placement: re-read instances: %w", err)
-		}
-		found := make(map[string]bool, len(items))
-		for _, it := range items {
-			id := lastSegment(it.Key)
-			found[id] = true
-			cc.observe(id, it.Value, it.ModRevision)
-		}
-		for _, id := range stale {
-			if !found[id] {
-				cc.remove(id)
-			}
+	// One Get after another, not one multi-key read: under a stream of the agents' state
+	// changes a re-read this fast sent the group back to planning while the watch was
+	// still delivering those changes, and its plans went stale over and over (make bench
+	// -place-report-running: 1,101 stale plans and 367 failed commits for 255 that
+	// landed, against 130 and 160 for 330).
+	for _, id := range cc.settledOnly(stale) {
+		rec, rev, err := store.Get[*storev1.ContainerInstanceRecord](ctx, p.cli, keys.Instance(account, cluster, id))
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			cc.remove(id)
+		case err != nil:
+			return nil, fmt.Errorf("placement: re-read instance %s: %w", id, err)
+		default:
+			cc.observe(id, rec, rev)
 		}
 	}
 	return cc.snapshot(), nil

@@ -54,7 +54,9 @@ const groupByteBudget = 1 << 20
 func groupCost(req placeRequest) (ops, bytes int) {
 	t0 := req.tasks[0]
 	perTask := 5 + len(task.IndexKeys(req.account, t0))
-	perBytes := 2*proto.Size(t0) + 2048 // + instance record and keys
+	// + the instance record and keys, and the instance record again as the value a
+	// group chained on a commit in flight compares (placement.Placer)
+	perBytes := 2*proto.Size(t0) + 3072
 	return perTask * len(req.tasks), perBytes * len(req.tasks)
 }
 

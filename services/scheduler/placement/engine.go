@@ -79,7 +79,8 @@ type Instance struct {
 	// Groups counts the instance's tasks by task group ("family:x", "service:y"), when
 	// known; task:group expressions and group-aware spread read it.
 	Groups map[string]int
-	// Revision is the instance record's ModRevision, for the commit's CAS.
+	// Revision is the instance record's ModRevision as read; for a Busy instance, that
+	// of the record below the commit in flight (the Placer sets the commit's compare).
 	Revision int64
 	// Busy is set while a commit of this scheduler that writes the instance is in
 	// flight. Where the strategy leaves a choice (random, and ties of the others), the

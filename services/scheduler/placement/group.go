@@ -25,8 +25,10 @@ type GroupCommitFunc func(ctx context.Context, txn *store.Txn, placed [][]Placed
 // does not wait for the cluster's other commits in this process: a group plans on the
 // instances as the commits in flight write them and chains on them (see Placer), and a
 // group whose instances changed in the cache while it planned plans again; a conflict
-// in etcd re-reads the touched instances and plans the whole group again. It returns one result per request,
-// or an error as Place does (nothing written then). The txn commits through kv (nil: the
+// in etcd re-reads the touched instances (but those a commit in flight writes) and plans
+// the whole group again. A request refused for want of room that commits in flight took
+// waits for them and is planned again if one of them failed. It returns one result per
+// request, or an error as Place does (nothing written then). The txn commits through kv (nil: the
 // Placer's client), as PlaceRequest.KV.
 func (p *Placer) PlaceGroup(ctx context.Context, kv clientv3.KV, account keys.Scope, cluster string, reqs []Request, commit GroupCommitFunc) (res []PlaceResult, err error) {
 	defer func(start time.Time) { p.metrics.observeGroup(start, res, err) }(time.Now())
@@ -86,6 +88,20 @@ func (p *Placer) placeGroup(ctx context.Context, kv clientv3.KV, account keys.Sc
 			}
 			results[i].Placed = placed[i]
 		}
+		// A request that failed may have failed for reservations of commits still in
+		// flight: wait for them, and plan again if one did not land.
+		if failedAny(results) {
+			if fs := snap.busyFlights(); len(fs) > 0 && !landedAll(ctx, fs) {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				if local++; local > 10000 {
+					return nil, fmt.Errorf("%w: instances keep changing", ErrConflicts)
+				}
+				stale = stale[:0]
+				continue
+			}
+		}
 		if !placedAny {
 			return results, nil
 		}
@@ -106,12 +122,12 @@ func (p *Placer) placeGroup(ctx context.Context, kv clientv3.KV, account keys.Sc
 			continue
 		}
 		var rev int64
-		if p.await(ctx, account, cluster, f) {
+		if await(ctx, f) {
 			rev, err = txn.Commit(ctx)
 		} else if err = ctx.Err(); err == nil {
 			err = fmt.Errorf("placement: %w: a commit this one chains on failed", store.ErrConflict)
 		}
-		p.settle(account, cluster, f, rev, err)
+		settle(f, rev, err)
 		if err == nil {
 			for i := range results {
 				if len(results[i].Placed) > 0 {
@@ -132,4 +148,14 @@ func (p *Placer) placeGroup(ctx context.Context, kv clientv3.KV, account keys.Sc
 			return nil, err
 		}
 	}
+}
+
+// failedAny reports whether a request of results has a failure.
+func failedAny(results []PlaceResult) bool {
+	for _, r := range results {
+		if len(r.Failures) > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -45,8 +45,9 @@ type Placed struct {
 // (Placed.Instance, reserved on in place, under Placed.InstanceRev), task records, inbox
 // entries, index keys, counters. It may run several times (once per attempt, each with a
 // fresh txn and fresh placements) and must not Commit the txn. An error stops Place and
-// is returned as is. The Placer writes nothing itself: an instance the hook does not
-// write is not protected against over-commit.
+// is returned as is. The Placer writes nothing itself: the hook must write every placed
+// instance with txn.Update (the Placer then sets that compare, see InstanceRev); a plan
+// whose hook did not fails with an error.
 type CommitFunc func(ctx context.Context, txn *store.Txn, placed []Placed) error
 
 // PlaceRequest is one call to Placer.Place.
@@ -229,6 +230,7 @@ type flight struct {
 	// must apply them first.
 	after []*flight
 	done  chan struct{} // closed when it settles
+	cc    *clusterCache // the cache its entries are in, whose mu guards state
 }
 
 type flightState int
@@ -279,7 +281,11 @@ type clusterCache struct {
 	// ours on it was in flight and that is not that commit's own write: applied when the
 	// commit settles, if it is later.
 	newer map[string]*entry
-	snap  *snapshot // rebuilt lazily after a change
+	// reread holds the instances of commits that failed without a failed compare: etcd
+	// may hold their writes, and the watch may have passed them over as ours (known).
+	// The next snapshot re-reads them.
+	reread map[string]bool
+	snap   *snapshot // rebuilt lazily after a change
 	// shared is set once snap has been handed out: a change then copies its slices;
 	// until then changes (a commit's instances, one watch event each) swap in place.
 	shared bool
@@ -319,7 +325,7 @@ func (p *Placer) snapshot(ctx context.Context, account keys.Scope, cluster strin
 	// still delivering those changes, and its plans went stale over and over (make bench
 	// -place-report-running: 1,101 stale plans and 367 failed commits for 255 that
 	// landed, against 130 and 160 for 330).
-	for _, id := range cc.settledOnly(stale) {
+	for _, id := range cc.settledOnly(append(stale, cc.takeReread()...)) {
 		rec, rev, err := store.Get[*storev1.ContainerInstanceRecord](ctx, p.cli, keys.Instance(account, cluster, id))
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -333,13 +339,30 @@ func (p *Placer) snapshot(ctx context.Context, account keys.Scope, cluster strin
 	return cc.snapshot(), nil
 }
 
+// takeReread returns and forgets the instances marked for a re-read.
+func (cc *clusterCache) takeReread() []string {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	ids := make([]string, 0, len(cc.reread))
+	for id := range cc.reread {
+		ids = append(ids, id)
+	}
+	clear(cc.reread)
+	return ids
+}
+
 // settledOnly returns the ids of ids whose cached entry is not being written by a commit
 // in flight.
 func (cc *clusterCache) settledOnly(ids []string) []string {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	var out []string
+	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
 		if e := cc.entries[id]; e == nil {
 			out = append(out, id)
 		} else if _, ok := e.settled(); ok {
@@ -387,7 +410,7 @@ func (p *Placer) cache(ctx context.Context, account keys.Scope, cluster string) 
 	p.mu.Lock()
 	cc := p.clusters[k]
 	if cc == nil {
-		cc = &clusterCache{ready: make(chan struct{}), entries: map[string]*entry{}, newer: map[string]*entry{}}
+		cc = &clusterCache{ready: make(chan struct{}), entries: map[string]*entry{}, newer: map[string]*entry{}, reread: map[string]bool{}}
 		p.clusters[k] = cc
 		p.wg.Add(1)
 		go p.watch(account, cluster, cc)
@@ -476,13 +499,17 @@ var errHookSkipped = errors.New("placement: the commit hook did not write the in
 // flight writes it, on the bytes that commit writes: this commit then lands only if that
 // one landed first and nothing else wrote the instance since. It returns errHookSkipped
 // (wrapped) when txn does not put an instance; nothing is cached then. With no cache it
-// returns a nil flight and true.
+// returns a nil flight and true (WithoutCache); when the cluster's cache was dropped
+// since snap (its watch failed), false.
 func (p *Placer) begin(account keys.Scope, cluster string, snap *snapshot, order []string, recs map[string]*storev1.ContainerInstanceRecord, txn *store.Txn) (*flight, bool, error) {
-	cc := p.cached(account, cluster)
-	if cc == nil {
+	if p.noCache {
 		return nil, true, nil
 	}
-	f := &flight{entries: make(map[string]*entry, len(order)), done: make(chan struct{})}
+	cc := p.cached(account, cluster)
+	if cc == nil {
+		return nil, false, nil
+	}
+	f := &flight{entries: make(map[string]*entry, len(order)), done: make(chan struct{}), cc: cc}
 	// The views are built outside the lock: FromRecord allocates.
 	for _, id := range order {
 		key := keys.Instance(account, cluster, id)
@@ -522,15 +549,14 @@ func (p *Placer) begin(account keys.Scope, cluster string, snap *snapshot, order
 
 // settle records how f's commit ended: landed at rev when err is nil, else failed, when
 // the cache goes back, for each instance f wrote, to the entry below f's (and the
-// commits planned on f's entries, which compare its bytes, fail in their turn).
-func (p *Placer) settle(account keys.Scope, cluster string, f *flight, rev int64, err error) {
+// commits planned on f's entries, which compare its bytes, fail in their turn). When
+// err is not a failed compare (a timeout, say), etcd may have applied the txn after
+// all: the next plan re-reads those instances.
+func settle(f *flight, rev int64, err error) {
 	if f == nil {
 		return
 	}
-	cc := p.cached(account, cluster)
-	if cc == nil {
-		return
-	}
+	cc := f.cc
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	defer close(f.done)
@@ -546,7 +572,12 @@ func (p *Placer) settle(account keys.Scope, cluster string, f *flight, rev int64
 		return
 	}
 	f.state = failed
+	compareFailed := errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) ||
+		errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrPreconditionFailed)
 	for id, e := range f.entries {
+		if !compareFailed {
+			cc.reread[id] = true
+		}
 		above := false
 		for x := cc.entries[id]; x != nil; x = x.below {
 			if x == e {
@@ -578,29 +609,47 @@ func (p *Placer) settle(account keys.Scope, cluster string, f *flight, rev int64
 // await waits until the commits f chains on (f.after) have settled, so that etcd
 // applies f's txn after theirs, and reports whether they all landed; false when one
 // failed (f's compares on its writes would fail: plan again) or ctx ended.
-func (p *Placer) await(ctx context.Context, account keys.Scope, cluster string, f *flight) bool {
-	if f == nil || len(f.after) == 0 {
+func await(ctx context.Context, f *flight) bool {
+	if f == nil {
 		return true
 	}
-	for _, a := range f.after {
+	return landedAll(ctx, f.after)
+}
+
+// landedAll waits until every flight of fs (all of one cache) has settled and reports
+// whether they all landed; false when one failed or ctx ended first.
+func landedAll(ctx context.Context, fs []*flight) bool {
+	if len(fs) == 0 {
+		return true
+	}
+	for _, a := range fs {
 		select {
 		case <-a.done:
 		case <-ctx.Done():
 			return false
 		}
 	}
-	cc := p.cached(account, cluster)
-	if cc == nil {
-		return false
-	}
+	cc := fs[0].cc
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	for _, a := range f.after {
+	for _, a := range fs {
 		if a.state != landed {
 			return false
 		}
 	}
 	return true
+}
+
+// busyFlights returns the commits, in flight when snap was taken, whose writes snap
+// holds (each once).
+func (s *snapshot) busyFlights() []*flight {
+	var fs []*flight
+	for _, e := range s.entries {
+		if e.view.Busy && e.flight != nil && !slices.Contains(fs, e.flight) {
+			fs = append(fs, e.flight)
+		}
+	}
+	return fs
 }
 
 // applyNewer replaces instance id's entry, just settled at rev, with what the watch or a

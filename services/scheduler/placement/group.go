@@ -28,8 +28,8 @@ type GroupCommitFunc func(ctx context.Context, txn *store.Txn, placed [][]Placed
 // in etcd re-reads the touched instances (but those a commit in flight writes) and plans
 // the whole group again. A request refused for want of room that commits in flight took
 // waits for them and is planned again if one of them failed. It returns one result per
-// request, or an error as Place does (nothing written then). The txn commits through kv (nil: the
-// Placer's client), as PlaceRequest.KV.
+// request, or an error as Place does (nothing written then). The txn commits through kv
+// (nil: the Placer's client), as PlaceRequest.KV.
 func (p *Placer) PlaceGroup(ctx context.Context, kv clientv3.KV, account keys.Scope, cluster string, reqs []Request, commit GroupCommitFunc) (res []PlaceResult, err error) {
 	defer func(start time.Time) { p.metrics.observeGroup(start, res, err) }(time.Now())
 	return p.placeGroup(ctx, kv, account, cluster, reqs, commit)
@@ -45,7 +45,16 @@ func (p *Placer) placeGroup(ctx context.Context, kv clientv3.KV, account keys.Sc
 	eng := p.rngPool.Get().(*Engine)
 	defer p.rngPool.Put(eng)
 	var stale []string
+	// planAgain readies a new plan from the cache as it is (no re-read, no round trip),
+	// after the cache moved under this one; it fails once that has happened too often.
 	local := 0
+	planAgain := func() error {
+		if local++; local > 10000 {
+			return fmt.Errorf("%w: instances keep changing", ErrConflicts)
+		}
+		stale = stale[:0]
+		return nil
+	}
 	for attempt := 1; ; {
 		snap, err := p.snapshot(ctx, account, cluster, stale)
 		if err != nil {
@@ -95,10 +104,9 @@ func (p *Placer) placeGroup(ctx context.Context, kv clientv3.KV, account keys.Sc
 				if err := ctx.Err(); err != nil {
 					return nil, err
 				}
-				if local++; local > 10000 {
-					return nil, fmt.Errorf("%w: instances keep changing", ErrConflicts)
+				if err := planAgain(); err != nil {
+					return nil, err
 				}
-				stale = stale[:0]
 				continue
 			}
 		}
@@ -115,10 +123,9 @@ func (p *Placer) placeGroup(ctx context.Context, kv clientv3.KV, account keys.Sc
 			return nil, err
 		}
 		if !fresh {
-			if local++; local > 10000 {
-				return nil, fmt.Errorf("%w: instances keep changing", ErrConflicts)
+			if err := planAgain(); err != nil {
+				return nil, err
 			}
-			stale = stale[:0]
 			continue
 		}
 		var rev int64

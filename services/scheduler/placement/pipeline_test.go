@@ -16,10 +16,13 @@ import (
 )
 
 // heldKV counts the txns committed through it and, once armed with hold, keeps the next
-// one in flight: its Commit closes sent and waits for release to be closed.
+// one in flight: its Commit closes sent and waits for release to be closed. While lie
+// is set it applies its txns but answers with an error, as a timeout after etcd applied
+// the txn would.
 type heldKV struct {
 	clientv3.KV
 	txns atomic.Int64
+	lie  atomic.Bool
 
 	mu            sync.Mutex
 	sent, release chan struct{}
@@ -57,7 +60,11 @@ func (t *heldTxn) commit() (*clientv3.TxnResponse, error) {
 		<-t.release
 	}
 	t.kv.txns.Add(1)
-	return t.Txn.Commit()
+	resp, err := t.Txn.Commit()
+	if err == nil && t.kv.lie.Load() {
+		return nil, context.DeadlineExceeded
+	}
+	return resp, err
 }
 
 // waitChained waits until p's cache holds instance id of cluster as written by a commit
@@ -117,22 +124,35 @@ func placedCount(res []PlaceResult) (int, []string) {
 	return n, reasons
 }
 
+// pipelineDemand is what the pipeline tests place: one slot is 128 CPU units and MiB.
+var pipelineDemand = Demand{CPU: 128, Memory: 128}
+
+// newPipeline starts etcd and a Placer over cluster's instances ids, each with room for
+// slots tasks of pipelineDemand, warms the Placer's cache of the cluster, and returns them
+// with a heldKV over the client and a group hook writing the reservations and a task
+// record per placement. The Placer closes when t ends.
+func newPipeline(t *testing.T, cluster string, slots int32, ids ...string) (*clientv3.Client, *Placer, *heldKV, GroupCommitFunc) {
+	t.Helper()
+	cli := etcdembed.StartForTest(t)
+	p := NewPlacer(cli, nil)
+	t.Cleanup(p.Close)
+	for _, id := range ids {
+		putInstance(t, cli, cluster, id, slots*128, slots*128, nil)
+	}
+	kv := &heldKV{KV: cli}
+	if _, err := p.PlaceGroup(context.Background(), kv, testScope, cluster, nil, nil); err != nil {
+		t.Fatal(err) // nothing to place: starts the cache, commits nothing
+	}
+	var seq int64
+	return cli, p, kv, groupCommit(cluster, pipelineDemand, &seq, &sync.Mutex{})
+}
+
 // A group planned while another group's commit on the same instance is in flight plans
 // on that commit's reservations and is sent once it lands, chained on the bytes it
 // wrote: two txns in all, no conflict, and the instance ends exactly full.
 func TestPlacerChainsOnCommitInFlight(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
-	p := NewPlacer(cli, nil)
-	defer p.Close()
-	d := Demand{CPU: 128, Memory: 128}
-	var seq int64
-	var mu sync.Mutex
-	putInstance(t, cli, "chain", "i0", 4*128, 4*128, nil)
-	kv := &heldKV{KV: cli}
-	commit := groupCommit("chain", d, &seq, &mu)
-	if _, err := p.PlaceGroup(context.Background(), kv, testScope, "chain", nil, commit); err != nil {
-		t.Fatal(err) // nothing to place: warms the cache, commits nothing
-	}
+	cli, p, kv, commit := newPipeline(t, "chain", 4, "i0")
+	d := pipelineDemand
 
 	sent, release := kv.hold()
 	first := placeAsync(p, kv, "chain", d, 1, commit)
@@ -166,19 +186,9 @@ func TestPlacerChainsOnCommitInFlight(t *testing.T) {
 // cache goes back to what it planned on, the group chained on it plans again rather than
 // being sent, and both groups land on a fresh read without over-committing the instance.
 func TestPlacerChainedGroupReplansWhenFirstFails(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
 	ctx := context.Background()
-	p := NewPlacer(cli, nil)
-	defer p.Close()
-	d := Demand{CPU: 128, Memory: 128}
-	var seq int64
-	var mu sync.Mutex
-	putInstance(t, cli, "fail", "i0", 4*128, 4*128, nil)
-	kv := &heldKV{KV: cli}
-	commit := groupCommit("fail", d, &seq, &mu)
-	if _, err := p.PlaceGroup(ctx, kv, testScope, "fail", nil, commit); err != nil {
-		t.Fatal(err)
-	}
+	cli, p, kv, commit := newPipeline(t, "fail", 4, "i0")
+	d := pipelineDemand
 
 	sent, release := kv.hold()
 	first := placeAsync(p, kv, "fail", d, 1, commit)
@@ -236,19 +246,8 @@ func checkInstance(t *testing.T, cli *clientv3.Client, cluster, id string, cpu i
 // A group that has a choice takes an instance no commit in flight writes, and is sent at
 // once rather than after the commit in flight lands.
 func TestPlacerSendsDisjointGroupAtOnce(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
-	p := NewPlacer(cli, nil)
-	defer p.Close()
-	d := Demand{CPU: 128, Memory: 128}
-	var seq int64
-	var mu sync.Mutex
-	putInstance(t, cli, "two", "a", 4*128, 4*128, nil)
-	putInstance(t, cli, "two", "b", 4*128, 4*128, nil)
-	kv := &heldKV{KV: cli}
-	commit := groupCommit("two", d, &seq, &mu)
-	if _, err := p.PlaceGroup(context.Background(), kv, testScope, "two", nil, commit); err != nil {
-		t.Fatal(err)
-	}
+	cli, p, kv, commit := newPipeline(t, "two", 4, "a", "b")
+	d := pipelineDemand
 	sent, release := kv.hold()
 	first := placeAsync(p, kv, "two", d, 1, commit)
 	<-sent
@@ -273,17 +272,10 @@ func TestPlacerSendsDisjointGroupAtOnce(t *testing.T) {
 // commit: when it fails (here its If compare), the request is planned again and placed,
 // rather than refused for room that was never taken.
 func TestPlacerRefusalWaitsForCommitInFlight(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
 	ctx := context.Background()
-	p := NewPlacer(cli, nil)
-	defer p.Close()
-	d := Demand{CPU: 128, Memory: 128}
-	putInstance(t, cli, "refuse", "i0", 128, 128, nil) // room for one
-	kv := &heldKV{KV: cli}
+	cli, p, kv, _ := newPipeline(t, "refuse", 1, "i0") // room for one
+	d := pipelineDemand
 	hook := reserveOnly("refuse", d)
-	if _, err := p.PlaceGroup(ctx, kv, testScope, "refuse", nil, nil); err != nil {
-		t.Fatal(err)
-	}
 	sent, release := kv.hold()
 	firstErr := make(chan error, 1)
 	go func() {
@@ -321,18 +313,8 @@ func TestPlacerRefusalWaitsForCommitInFlight(t *testing.T) {
 // commit is in flight, that commit still settles and the group chained on it does not
 // wait forever.
 func TestPlacerChainSettlesWhenCacheDropped(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
-	p := NewPlacer(cli, nil)
-	defer p.Close()
-	d := Demand{CPU: 128, Memory: 128}
-	var seq int64
-	var mu sync.Mutex
-	putInstance(t, cli, "drop", "i0", 4*128, 4*128, nil)
-	kv := &heldKV{KV: cli}
-	commit := groupCommit("drop", d, &seq, &mu)
-	if _, err := p.PlaceGroup(context.Background(), kv, testScope, "drop", nil, commit); err != nil {
-		t.Fatal(err)
-	}
+	cli, p, kv, commit := newPipeline(t, "drop", 4, "i0")
+	d := pipelineDemand
 	sent, release := kv.hold()
 	first := placeAsync(p, kv, "drop", d, 1, commit)
 	<-sent
@@ -357,46 +339,13 @@ func TestPlacerChainSettlesWhenCacheDropped(t *testing.T) {
 	}
 }
 
-// lyingKV applies its txns but, while lie is set, answers with an error, as a timeout
-// after etcd applied the txn would.
-type lyingKV struct {
-	clientv3.KV
-	lie  atomic.Bool
-	txns atomic.Int64
-}
-
-func (l *lyingKV) Txn(ctx context.Context) clientv3.Txn {
-	return &lyingTxn{Txn: l.KV.Txn(ctx), kv: l}
-}
-
-type lyingTxn struct {
-	clientv3.Txn
-	kv *lyingKV
-}
-
-func (t *lyingTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
-func (t *lyingTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
-func (t *lyingTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
-func (t *lyingTxn) Commit() (*clientv3.TxnResponse, error) {
-	t.kv.txns.Add(1)
-	resp, err := t.Txn.Commit()
-	if err == nil && t.kv.lie.Load() {
-		return nil, context.DeadlineExceeded
-	}
-	return resp, err
-}
-
 // A commit whose answer is lost (an error after etcd applied it) leaves its instances to
 // be re-read by the next plan: that plan sees the room the commit took and lands at the
 // first try.
 func TestPlacerRereadsAfterAmbiguousCommit(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
 	ctx := context.Background()
-	p := NewPlacer(cli, nil)
-	defer p.Close()
-	d := Demand{CPU: 128, Memory: 128}
-	putInstance(t, cli, "lost", "i0", 2*128, 2*128, nil)
-	kv := &lyingKV{KV: cli}
+	cli, p, kv, _ := newPipeline(t, "lost", 2, "i0")
+	d := pipelineDemand
 	hook := reserveOnly("lost", d)
 	kv.lie.Store(true)
 	if _, err := p.Place(ctx, PlaceRequest{Account: testScope, Cluster: "lost", Request: Request{Demand: d}, Commit: hook, KV: kv}); !errors.Is(err, context.DeadlineExceeded) {

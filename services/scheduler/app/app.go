@@ -50,6 +50,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ssm"
 	"github.com/berthhq/berth/services/scheduler/store"
 	"github.com/berthhq/berth/services/scheduler/sts"
+	"github.com/berthhq/berth/services/scheduler/task"
 	"github.com/berthhq/berth/services/scheduler/taskcreds"
 	"github.com/berthhq/berth/services/scheduler/tasksecrets"
 )
@@ -330,9 +331,10 @@ func (a *App) IsLeader() bool { return a.leading.Load() }
 // Sessions returns the number of agent sessions this replica holds.
 func (a *App) Sessions() int { return a.sessions.Sessions() }
 
-// MigrateLayout moves ECS state written by builds without regions into the default
-// region (Config.Region), once (keys.MigrateLayout); call it before serving. It logs how
-// many keys moved.
+// MigrateLayout brings ECS state written by earlier builds to this build's layout, once:
+// state from builds without regions moves into the default region (Config.Region,
+// keys.MigrateLayout), then instances' task counts move out of their records
+// (task.MigrateCounts). Call it before serving. It logs what it changed.
 func (a *App) MigrateLayout(ctx context.Context) error {
 	n, err := keys.MigrateLayout(ctx, a.cfg.Etcd, a.cfg.Region)
 	if err != nil {
@@ -340,6 +342,12 @@ func (a *App) MigrateLayout(ctx context.Context) error {
 	}
 	if n > 0 {
 		a.log.Info("moved state from before regions into the default region", "keys", n, "region", a.cfg.Region)
+	}
+	if n, err = task.MigrateCounts(ctx, a.cfg.Etcd); err != nil {
+		return fmt.Errorf("app: migrate task counts: %w", err)
+	}
+	if n > 0 {
+		a.log.Info("moved instances' task counts out of their records", "writes", n)
 	}
 	return nil
 }

@@ -99,12 +99,13 @@ func (a *App) registerMetrics(reg prometheus.Registerer) func(time.Duration) {
 }
 
 var tasksDesc = prometheus.NewDesc("berth_scheduler_tasks",
-	"Tasks by lastStatus, summed over every container instance's counters (PENDING, RUNNING); ALL counts every stored task, stopped ones included.",
+	"Tasks by lastStatus over every container instance (PENDING, RUNNING); ALL counts every stored task, stopped ones included.",
 	[]string{"status"}, nil)
 
-// taskCollector reports tasks by status from the container instances' counters (one
-// range read of the instance records; a cluster keeps no counters of its own) and a count-only read of the task records, cached for ttl so
-// frequent scrapes stay cheap.
+// taskCollector reports tasks by status: RUNNING from a count-only read of every
+// keys.InstanceRunning key, PENDING as the instance records' active_tasks summed (one
+// range read; a cluster keeps no counters of its own) less RUNNING, and ALL from a
+// count-only read of the task records; cached for ttl so frequent scrapes stay cheap.
 type taskCollector struct {
 	kv  clientv3.KV
 	ttl time.Duration
@@ -141,19 +142,23 @@ func (c *taskCollector) read() error {
 	if err != nil {
 		return err
 	}
-	var pending, running int64
+	var active int64
 	for _, kv := range resp.Kvs {
 		var rec storev1.ContainerInstanceRecord
 		if proto.Unmarshal(kv.Value, &rec) != nil {
 			continue
 		}
-		pending += int64(rec.GetContainerInstance().GetPendingTasksCount())
-		running += int64(rec.GetContainerInstance().GetRunningTasksCount())
+		active += int64(rec.GetActiveTasks())
+	}
+	run, err := c.kv.Get(ctx, keys.AllInstanceRunning(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return err
 	}
 	cnt, err := c.kv.Get(ctx, keys.AllTasks(), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		return err
 	}
-	c.pending, c.running, c.total = float64(pending), float64(running), float64(cnt.Count)
+	running := run.Count
+	c.pending, c.running, c.total = float64(max(active-running, 0)), float64(running), float64(cnt.Count)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"connectrpc.com/connect"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
@@ -177,13 +178,21 @@ func (s *Server) describeCluster(ctx context.Context, account keys.Scope, c *ecs
 }
 
 // taskCounts returns a cluster's pendingTasksCount (PROVISIONING, PENDING, ACTIVATING)
-// and runningTasksCount: the sums of its container instances' counters, which
-// task.PlaceTxn and ApplyTaskStateChange keep in the transactions that change a task's
-// lastStatus (every placed task is on an instance, and a deregistered instance's record
-// stays). The cluster record keeps no counters of its own, so the placements and the
-// state changes of a cluster do not all write one key. It reads the cluster's instance
-// records, 500 a page. Errors: etcd's.
+// and runningTasksCount: running is the count of the cluster's keys.InstanceRunning keys,
+// pending the sum of its instance records' active_tasks (which task.PlaceTxn and
+// ApplyTaskStateChange keep in the transactions that place or stop a task; a deregistered
+// instance's record stays) less running. The cluster record keeps no counters of its
+// own, so the placements and the state changes of a cluster do not all write one key,
+// and a task going from PENDING to RUNNING writes no instance record either. It reads
+// the cluster's instance records, 500 a page, after the count: a task that stops in
+// between shows as pending in this answer. Errors: etcd's.
 func (s *Server) taskCounts(ctx context.Context, account keys.Scope, cluster string) (pending, running int32, err error) {
+	resp, err := s.kv.Get(ctx, keys.InstanceRunning(account, cluster, "", ""), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, 0, err
+	}
+	running = int32(resp.Count)
+	var active int32
 	token := ""
 	for {
 		items, next, err := store.List[*storev1.ContainerInstanceRecord](ctx, s.kv, keys.Instances(account, cluster), 500, token)
@@ -191,11 +200,10 @@ func (s *Server) taskCounts(ctx context.Context, account keys.Scope, cluster str
 			return 0, 0, err
 		}
 		for _, it := range items {
-			pending += it.Value.GetContainerInstance().GetPendingTasksCount()
-			running += it.Value.GetContainerInstance().GetRunningTasksCount()
+			active += it.Value.GetActiveTasks()
 		}
 		if next == "" {
-			return pending, running, nil
+			return max(active-running, 0), running, nil
 		}
 		token = next
 	}

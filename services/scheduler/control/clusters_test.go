@@ -355,3 +355,64 @@ func TestClusterTaskCountsAreInstanceSums(t *testing.T) {
 	}
 	e.checkCounters("sum")
 }
+
+// TestTaskStartingLeavesInstanceRecord: a task going from PENDING to RUNNING writes only
+// its own record and keys (its keys.InstanceRunning key), not its instance's record,
+// which every placement on that instance compares; stopping it writes the instance
+// (its reservation goes back). The counts follow through DescribeContainerInstances,
+// ListContainerInstances' runningTasksCount filter and DescribeClusters.
+func TestTaskStartingLeavesInstanceRecord(t *testing.T) {
+	e := newEnv(t)
+	e.createCluster("start")
+	h := e.registerHost("start", "h1", 1024, 1024)
+	e.simpleTaskDef("startweb", 256, 128)
+	run := must(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("start"), TaskDefinition: proto.String("startweb"), Count: proto.Int32(3)})
+	if len(run.GetTasks()) != 3 {
+		t.Fatalf("run: %v", run.GetFailures())
+	}
+	instKey := keys.Instance(e.sc, "start", instanceID(h.GetContainerInstanceArn()))
+	_, before, err := store.Get[*storev1.ContainerInstanceRecord](e.ctx, sharedEtcd, instKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := func(tk *ecsv1.Task, status string) {
+		t.Helper()
+		if err := e.s.ApplyTaskStateChange(e.ctx, e.sc, tk.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: tk.GetTaskArn(), LastStatus: status}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tk := range run.GetTasks()[:2] {
+		report(tk, "RUNNING")
+	}
+	if _, after, err := store.Get[*storev1.ContainerInstanceRecord](e.ctx, sharedEtcd, instKey); err != nil || after != before {
+		t.Fatalf("instance record ModRevision moved from %d to %d (%v): tasks starting wrote it", before, after, err)
+	}
+	counts := func(pending, running int32) {
+		t.Helper()
+		if ci := e.describeInstance("start", h.GetContainerInstanceArn()); ci.GetPendingTasksCount() != pending || ci.GetRunningTasksCount() != running {
+			t.Fatalf("instance (pending, running) = (%d, %d), want (%d, %d)", ci.GetPendingTasksCount(), ci.GetRunningTasksCount(), pending, running)
+		}
+		if c := e.describeCluster("start"); c.GetPendingTasksCount() != pending || c.GetRunningTasksCount() != running {
+			t.Fatalf("cluster (pending, running) = (%d, %d), want (%d, %d)", c.GetPendingTasksCount(), c.GetRunningTasksCount(), pending, running)
+		}
+		for _, f := range []struct {
+			expr string
+			hit  bool
+		}{{fmt.Sprintf("runningTasksCount == %d", running), true}, {fmt.Sprintf("runningTasksCount > %d", running), false}} {
+			l := must(e, e.s.ListContainerInstances, &ecsv1.ListContainerInstancesRequest{Cluster: proto.String("start"), Filter: proto.String(f.expr)})
+			if got := len(l.GetContainerInstanceArns()) == 1; got != f.hit {
+				t.Fatalf("ListContainerInstances filter %q listed %v, want the instance %v", f.expr, l.GetContainerInstanceArns(), f.hit)
+			}
+		}
+	}
+	counts(1, 2)
+	report(run.GetTasks()[0], "STOPPED")
+	if _, after, err := store.Get[*storev1.ContainerInstanceRecord](e.ctx, sharedEtcd, instKey); err != nil || after == before {
+		t.Fatalf("instance record ModRevision still %d (%v) after a task stopped", after, err)
+	}
+	counts(1, 1)
+	if ci := e.describeInstance("start", h.GetContainerInstanceArn()); ResourceInt(ci.GetRemainingResources(), ResourceCPU) != 1024-2*256 {
+		t.Errorf("remaining CPU %d, want %d", ResourceInt(ci.GetRemainingResources(), ResourceCPU), 1024-2*256)
+	}
+	e.checkCounters("start")
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ecserr"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/task"
 )
 
 // Resource names of container instances.
@@ -209,7 +210,7 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 	if err != nil {
 		return nil, err
 	}
-	var out *ecsv1.ContainerInstance
+	var outRec *storev1.ContainerInstanceRecord
 	var subnet string
 	err = ecsapi.Retry(ctx, func() error {
 		_, crec, crev, err := s.activeCluster(ctx, account, name)
@@ -265,7 +266,7 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 			}
 			txn.Update(keys.Instance(account, name, instanceID(ci.GetContainerInstanceArn())), rev, rec)
 			_, err = txn.Commit(ctx)
-			out, subnet = ci, rec.GetTaskSubnet()
+			outRec, subnet = rec, rec.GetTaskSubnet()
 			return err
 		}
 		id := s.newID()
@@ -300,13 +301,17 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 			Put(keys.IDCluster(account, arn.ContainerInstance, id), wrapperspb.String(name)).
 			Update(keys.Cluster(account, name), crev, crec)
 		_, err = txn.Commit(ctx)
-		out, subnet = ci, rec.GetTaskSubnet()
+		outRec, subnet = rec, rec.GetTaskSubnet()
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &agentv1.RegisterResponse{ContainerInstance: out, ClusterArn: arn.ClusterARN(account.Region, account.Account, name), TaskSubnet: subnet}, nil
+	// A host registering again keeps its tasks: show their counts.
+	if err := task.FillCounts(ctx, s.kv, account, outRec); err != nil {
+		return nil, err
+	}
+	return &agentv1.RegisterResponse{ContainerInstance: outRec.GetContainerInstance(), ClusterArn: arn.ClusterARN(account.Region, account.Account, name), TaskSubnet: subnet}, nil
 }
 
 // instanceID returns the id part of a container instance ARN.
@@ -533,6 +538,9 @@ func (s *Server) DescribeContainerInstances(ctx context.Context, req *connect.Re
 		if err != nil {
 			return nil, err
 		}
+		if err := task.FillCounts(ctx, s.kv, account, slices.DeleteFunc(slices.Clone(recs), func(r *storev1.ContainerInstanceRecord) bool { return r == nil })...); err != nil {
+			return nil, err
+		}
 		resp := &ecsv1.DescribeContainerInstancesResponse{ContainerInstances: []*ecsv1.ContainerInstance{}, Failures: []*ecsv1.Failure{}}
 		for i, r := range recs {
 			if r == nil {
@@ -572,6 +580,12 @@ func (s *Server) ListContainerInstances(ctx context.Context, req *connect.Reques
 		if err != nil {
 			return nil, err
 		}
+		if expr != nil {
+			// The filter may ask for runningTasksCount, which the records do not store.
+			if err := task.FillCounts(ctx, s.kv, account, recs...); err != nil {
+				return nil, err
+			}
+		}
 		resp := &ecsv1.ListContainerInstancesResponse{ContainerInstanceArns: []string{}}
 		for _, r := range recs {
 			ci := r.GetContainerInstance()
@@ -598,7 +612,7 @@ func (s *Server) DeregisterContainerInstance(ctx context.Context, req *connect.R
 		if m.GetContainerInstance() == "" {
 			return nil, ecserr.InvalidParameterf("containerInstance is required.")
 		}
-		var out *ecsv1.ContainerInstance
+		var out *storev1.ContainerInstanceRecord
 		err := ecsapi.Retry(ctx, func() error {
 			name, crec, crev, err := s.activeCluster(ctx, account, m.GetCluster())
 			if err != nil {
@@ -644,13 +658,16 @@ func (s *Server) DeregisterContainerInstance(ctx context.Context, req *connect.R
 				rec.TaskSubnet = ""
 			}
 			_, err = txn.Commit(ctx)
-			out = ci
+			out = rec
 			return err
 		})
 		if err != nil {
 			return nil, err
 		}
-		return &ecsv1.DeregisterContainerInstanceResponse{ContainerInstance: out}, nil
+		if err := task.FillCounts(ctx, s.kv, account, out); err != nil {
+			return nil, err
+		}
+		return &ecsv1.DeregisterContainerInstanceResponse{ContainerInstance: out.GetContainerInstance()}, nil
 	})
 }
 
@@ -705,6 +722,9 @@ func (s *Server) UpdateContainerInstancesState(ctx context.Context, req *connect
 			if rec.GetContainerInstance().GetStatus() == statusInactive {
 				resp.Failures = append(resp.Failures, &ecsv1.Failure{Arn: rec.GetContainerInstance().ContainerInstanceArn, Reason: proto.String("INACTIVE")})
 				continue
+			}
+			if err := task.FillCounts(ctx, s.kv, account, rec); err != nil {
+				return nil, err
 			}
 			resp.ContainerInstances = append(resp.ContainerInstances, describeInstance(rec, nil))
 		}

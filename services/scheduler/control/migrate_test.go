@@ -8,11 +8,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/etcdembed"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/task"
 )
 
 // TestMigrateLayoutFromBuildsWithoutRegions writes state with this build, rewrites its
@@ -83,5 +85,76 @@ func TestMigrateLayoutFromBuildsWithoutRegions(t *testing.T) {
 	// Idempotent: a second run (another replica) moves nothing.
 	if moved, err := keys.MigrateLayout(ctx, cli, "us-east-1"); err != nil || moved != 0 {
 		t.Errorf("second MigrateLayout: %d %v", moved, err)
+	}
+}
+
+// TestMigrateCountsFromLayout2 rewrites state of this build into layout 2's counts (each
+// instance record storing pendingTasksCount and runningTasksCount, no idx/instance-running
+// keys) and checks that keys.MigrateLayout leaves it and task.MigrateCounts brings it
+// back: the instance's and the cluster's counts, and a task starting afterwards still
+// leaves the instance record alone.
+func TestMigrateCountsFromLayout2(t *testing.T) {
+	cli := etcdembed.StartForTest(t)
+	ctx := context.Background()
+	e := (&env{t: t, s: New(Config{KV: cli})}).scoped(newAccount(), "us-east-1")
+	e.createCluster("two")
+	e.simpleTaskDef("app", 128, 128)
+	ci := e.registerHost("two", "h1", 1024, 1024)
+	run := must(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("two"), TaskDefinition: proto.String("app"), Count: proto.Int32(3)})
+	if len(run.GetTasks()) != 3 {
+		t.Fatalf("RunTask: %v", run.GetFailures())
+	}
+	if err := e.s.ApplyTaskStateChange(ctx, e.sc, ci.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: run.GetTasks()[0].GetTaskArn(), LastStatus: "RUNNING"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Layout 2: the counts in the record, no running keys.
+	instKey := keys.Instance(e.sc, "two", instanceID(ci.GetContainerInstanceArn()))
+	if _, _, err := store.Mutate(ctx, cli, instKey, func(r *storev1.ContainerInstanceRecord) error {
+		r.ActiveTasks = 0
+		r.ContainerInstance.PendingTasksCount, r.ContainerInstance.RunningTasksCount = 2, 1
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := cli.Delete(ctx, keys.AllInstanceRunning(), clientv3.WithPrefix()); err != nil || d.Deleted != 1 {
+		t.Fatalf("deleted %v running keys: %v", d, err)
+	}
+	if err := keys.SetLayout(ctx, cli, "2"); err != nil {
+		t.Fatal(err)
+	}
+	if c := e.describeCluster("two"); c.GetPendingTasksCount() != 0 || c.GetRunningTasksCount() != 0 {
+		t.Fatalf("layout-2 counts read as (%d, %d) before migration, want (0, 0): the test did not rewrite them", c.GetPendingTasksCount(), c.GetRunningTasksCount())
+	}
+
+	if moved, err := keys.MigrateLayout(ctx, cli, "us-east-1"); err != nil || moved != 0 {
+		t.Fatalf("MigrateLayout at layout 2 moved %d: %v", moved, err)
+	}
+	if n, err := task.MigrateCounts(ctx, cli); err != nil || n != 2 {
+		t.Fatalf("MigrateCounts wrote %d, want 2 (the instance record and one running key): %v", n, err)
+	}
+	counts := func(pending, running int32) {
+		t.Helper()
+		if c := e.describeCluster("two"); c.GetPendingTasksCount() != pending || c.GetRunningTasksCount() != running {
+			t.Errorf("cluster counts (%d, %d), want (%d, %d)", c.GetPendingTasksCount(), c.GetRunningTasksCount(), pending, running)
+		}
+		if c := e.describeInstance("two", ci.GetContainerInstanceArn()); c.GetPendingTasksCount() != pending || c.GetRunningTasksCount() != running {
+			t.Errorf("instance counts (%d, %d), want (%d, %d)", c.GetPendingTasksCount(), c.GetRunningTasksCount(), pending, running)
+		}
+	}
+	counts(2, 1)
+	_, before, err := store.Get[*storev1.ContainerInstanceRecord](ctx, cli, instKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.ApplyTaskStateChange(ctx, e.sc, ci.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: run.GetTasks()[1].GetTaskArn(), LastStatus: "RUNNING"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, after, err := store.Get[*storev1.ContainerInstanceRecord](ctx, cli, instKey); err != nil || after != before {
+		t.Errorf("instance record moved from %d to %d (%v) when a task started after migration", before, after, err)
+	}
+	counts(1, 2)
+	if n, err := task.MigrateCounts(ctx, cli); err != nil || n != 0 {
+		t.Errorf("second MigrateCounts wrote %d: %v", n, err)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
-	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/keys"
@@ -174,7 +173,7 @@ func (b *stateBatcher) commit(calls []*stateCall) {
 			order = append(order, g)
 		}
 		if move != nil && g.rec != nil {
-			move(g.rec.GetContainerInstance())
+			move(g.rec)
 			g.writeInst = true
 		}
 		g.calls = append(g.calls, c)
@@ -251,7 +250,7 @@ func (b *stateBatcher) alone(calls []*stateCall) {
 // move: what the change does to its instance (task.ApplyInstanceDelta, and
 // placement.Release of the task's demand when it STOPPED), whose record must then be
 // written in the same txn; move is nil when the change leaves the instance as it is.
-func (s *Server) stageChange(txn *store.Txn, c *stateCall, rec *storev1.TaskRecord, rev int64) (move func(*ecsv1.ContainerInstance), staged bool, err error) {
+func (s *Server) stageChange(txn *store.Txn, c *stateCall, rec *storev1.TaskRecord, rev int64) (move func(*storev1.ContainerInstanceRecord), staged bool, err error) {
 	if rec == nil || rec.GetContainerInstanceId() != c.instID {
 		return nil, false, c.denied
 	}
@@ -268,13 +267,15 @@ func (s *Server) stageChange(txn *store.Txn, c *stateCall, rec *storev1.TaskReco
 		txn.Delete(keys.Inbox(c.account, c.instID, c.taskID))
 	}
 	task.WriteTxn(txn, c.account, old, rev, rec)
-	if dp, dr := task.CountDelta(oldStatus, newStatus); dp == 0 && dr == 0 && !stopped {
+	if task.ActiveDelta(oldStatus, newStatus) == 0 && !stopped {
+		// PENDING to RUNNING moves only the task's keys.InstanceRunning key (WriteTxn):
+		// the instance record, which placements compare, stays as it is.
 		return nil, true, nil
 	}
-	move = func(ci *ecsv1.ContainerInstance) {
-		task.ApplyInstanceDelta(ci, oldStatus, newStatus)
+	move = func(irec *storev1.ContainerInstanceRecord) {
+		task.ApplyInstanceDelta(irec, oldStatus, newStatus)
 		if stopped {
-			placement.Release(ci, placement.TaskDemand(rec))
+			placement.Release(irec.GetContainerInstance(), placement.TaskDemand(rec))
 		}
 	}
 	return move, true, nil
@@ -301,7 +302,7 @@ func (s *Server) applyStateChange(ctx context.Context, c *stateCall) error {
 				return err
 			}
 			if irec != nil {
-				move(irec.GetContainerInstance())
+				move(irec)
 				irec.GetContainerInstance().Version++
 				txn.Update(c.instanceKey(), irev, irec)
 			}

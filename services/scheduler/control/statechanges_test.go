@@ -64,9 +64,11 @@ func (t *countingTxn) Commit() (*clientv3.TxnResponse, error) {
 
 // TestStateChangesBatched: concurrent state changes of many tasks on several instances
 // are committed together, one nested txn per instance (a batch under the default
-// --max-txn-ops holds 8 changes), and the changes of a batch whose instances were written
-// meanwhile (as by a placement) are recorded one by one: every task ends RUNNING and
-// every counter agrees with the task records.
+// --max-txn-ops holds 8 changes). Tasks starting (PENDING to RUNNING) do not write their
+// instances, so instance writes meanwhile (as by a placement) fail none of their
+// batches; tasks stopping do, and the changes of a batch whose instances were written
+// meanwhile are recorded again. Every task ends as reported and every counter agrees
+// with the task records.
 func TestStateChangesBatched(t *testing.T) {
 	e := newEnv(t)
 	e.createCluster("st")
@@ -103,20 +105,30 @@ func TestStateChangesBatched(t *testing.T) {
 			}
 		}
 	}
-	// Every change queued before the first batch starts, so the batches are known.
-	applyQueued(t, e, s, tasks, "RUNNING")
-	for _, tk := range tasks {
-		if got := e.describeTask("st", tk.GetTaskArn()).GetLastStatus(); got != "RUNNING" {
-			t.Errorf("task %s is %s, want RUNNING", tk.GetTaskArn(), got)
+	for _, step := range []struct {
+		status string
+		writes int64
+	}{
+		// Five batches of 8, none failed: 5 write txns.
+		{"RUNNING", 5},
+		// The first batch fails (its instances changed) and its 8 changes go again at
+		// the front of the queue: 6 write txns.
+		{"STOPPED", 6},
+	} {
+		kv.writes.Store(0)
+		// Every change queued before the first batch starts, so the batches are known.
+		applyQueued(t, e, s, tasks, step.status)
+		for _, tk := range tasks {
+			if got := e.describeTask("st", tk.GetTaskArn()).GetLastStatus(); got != step.status {
+				t.Errorf("task %s is %s, want %s", tk.GetTaskArn(), got, step.status)
+			}
 		}
+		e.checkCounters("st")
+		if n := kv.writes.Load(); n != step.writes {
+			t.Errorf("%s: %d write txns for %d state changes, want %d (batched; a failed batch redone in the next)", step.status, n, len(tasks), step.writes)
+		}
+		t.Logf("%s: %d write txns for %d state changes", step.status, kv.writes.Load(), len(tasks))
 	}
-	e.checkCounters("st")
-	// Five batches of 8; the first fails (its instances changed) and its 8 changes go
-	// again at the front of the queue: 6 write txns. Alone, each change is one.
-	if n := kv.writes.Load(); n != 6 {
-		t.Errorf("%d write txns for %d state changes, want 6 (batched, the failed batch redone in the next)", n, len(tasks))
-	}
-	t.Logf("%d write txns for %d state changes", kv.writes.Load(), len(tasks))
 }
 
 // TestStateChangesBatchTooLarge: a scheduler told a larger --max-txn-ops than its etcd

@@ -50,10 +50,14 @@ func (e *env) checkCounters(cluster string) {
 		e.t.Fatal(err)
 	}
 	for _, it := range items {
-		ci := it.Value.GetContainerInstance()
-		want := perInst[instanceID(ci.GetContainerInstanceArn())]
+		arn := it.Value.GetContainerInstance().GetContainerInstanceArn()
+		want := perInst[instanceID(arn)]
+		if it.Value.GetActiveTasks() != want[0]+want[1] {
+			e.t.Fatalf("instance %s record: %d active tasks, records say %d", arn, it.Value.GetActiveTasks(), want[0]+want[1])
+		}
+		ci := e.describeInstance(cluster, arn)
 		if ci.GetPendingTasksCount() != want[0] || ci.GetRunningTasksCount() != want[1] {
-			e.t.Fatalf("instance %s counters %d/%d, records say %d/%d", ci.GetContainerInstanceArn(), ci.GetPendingTasksCount(), ci.GetRunningTasksCount(), want[0], want[1])
+			e.t.Fatalf("instance %s counters %d/%d, records say %d/%d", arn, ci.GetPendingTasksCount(), ci.GetRunningTasksCount(), want[0], want[1])
 		}
 	}
 }

@@ -25,6 +25,9 @@
 //	idx/task-list/{account}/{region}/{cluster}/{desired}/{dim}/{value}/{taskId}
 //	    tasks by desiredStatus and one of: all ("-"), instance id, family, service name,
 //	    startedBy. The tasks an agent should run are TaskList(s, c, "RUNNING", DimInstance, id, "").
+//	idx/instance-running/{account}/{region}/{cluster}/{instanceId}/{taskId}
+//	    the tasks whose lastStatus is RUNNING, by instance: an instance's and a cluster's
+//	    runningTasksCount (the instance record keeps only their sum with the pending ones)
 //	idx/id-cluster/{account}/{region}/{kind}/{id}                value: wrapperspb.StringValue, the cluster
 //	    of a task or container instance id, for short-format ARNs that do not name it (a task
 //	    has one only when its ARN is short)
@@ -179,6 +182,23 @@ func TaskList(account Scope, cluster, desired, dim, value, taskID string) string
 	}
 	return store.MustKey("idx", "task-list", account.Account, account.Region, cluster, desired, dim, Escape(value), taskID)
 }
+
+// InstanceRunning returns the index key of a task whose lastStatus is RUNNING on an
+// instance of a cluster; with taskID empty the prefix of the instance's, and with
+// instanceID empty too the prefix of the cluster's. Counting them gives
+// runningTasksCount.
+func InstanceRunning(account Scope, cluster, instanceID, taskID string) string {
+	switch {
+	case instanceID == "":
+		return store.MustKeyPrefix("idx", "instance-running", account.Account, account.Region, cluster)
+	case taskID == "":
+		return store.MustKeyPrefix("idx", "instance-running", account.Account, account.Region, cluster, instanceID)
+	}
+	return store.MustKey("idx", "instance-running", account.Account, account.Region, cluster, instanceID, taskID)
+}
+
+// AllInstanceRunning returns the prefix of every InstanceRunning key.
+func AllInstanceRunning() string { return store.MustKeyPrefix("idx", "instance-running") }
 
 // ActiveCluster returns the index key of an ACTIVE cluster, or with cluster empty the
 // prefix of the account's ACTIVE clusters (ListClusters).

@@ -13,9 +13,15 @@ import (
 	"github.com/berthhq/berth/services/scheduler/store"
 )
 
-// LayoutVersion is the key layout this build writes: 2 puts {region} after {account}
-// in every key of ECS state (layout 1, before regions, had no region part).
-const LayoutVersion = "2"
+// LayoutVersion is the key layout this build writes. Layout 2 put {region} after
+// {account} in every key of ECS state (layout 1, before regions, had no region part);
+// layout 3 keeps an instance's task counts as its record's active_tasks and the
+// idx/instance-running keys (layout 2 stored pendingTasksCount and runningTasksCount in
+// the record). MigrateLayout brings layout 1 to 2, task.MigrateCounts 2 to 3.
+const LayoutVersion = "3"
+
+// layoutRegions is the layout MigrateLayout brings state to.
+const layoutRegions = "2"
 
 // Layout returns the key that records the layout of the store's ECS state.
 func Layout() string { return store.MustKey("layout") }
@@ -49,13 +55,14 @@ var layout1Parts = map[string]int{
 // which is their one configured region, so pass the same one. Each key moves in its own
 // transaction (create the new key if absent, delete the old one if unchanged), so
 // replicas starting together, or a migration cut short, are safe to run again. When
-// done it writes Layout() = LayoutVersion, and later starts return at once. It returns
-// how many keys moved. Run it before serving: a layout-1 key is invisible to this build.
+// done it writes Layout() = "2", and later starts (at layout 2 or later) return at once.
+// It returns how many keys moved. Run it, then task.MigrateCounts, before serving: a
+// layout-1 key is invisible to this build.
 func MigrateLayout(ctx context.Context, kv clientv3.KV, region string) (int, error) {
 	if region == "" {
 		return 0, fmt.Errorf("keys: MigrateLayout needs a region")
 	}
-	if v, _, err := store.Get[*wrapperspb.StringValue](ctx, kv, Layout()); err == nil && v.GetValue() == LayoutVersion {
+	if v, _, err := store.Get[*wrapperspb.StringValue](ctx, kv, Layout()); err == nil && (v.GetValue() == layoutRegions || v.GetValue() == LayoutVersion) {
 		return 0, nil
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return 0, err
@@ -108,14 +115,19 @@ func MigrateLayout(ctx context.Context, kv clientv3.KV, region string) (int, err
 			token = next
 		}
 	}
-	b, err := proto.Marshal(wrapperspb.String(LayoutVersion))
+	return moved, SetLayout(ctx, kv, layoutRegions)
+}
+
+// SetLayout records that the store's ECS state is in layout version. Errors: etcd's.
+func SetLayout(ctx context.Context, kv clientv3.KV, version string) error {
+	b, err := proto.Marshal(wrapperspb.String(version))
 	if err != nil {
-		return moved, err
+		return err
 	}
 	if _, err := kv.Put(ctx, Layout(), string(b)); err != nil {
-		return moved, fmt.Errorf("keys: write layout version: %w", err)
+		return fmt.Errorf("keys: write layout version: %w", err)
 	}
-	return moved, nil
+	return nil
 }
 
 // moveKey copies old's value to nk if nk is absent and deletes old if it is unchanged,

@@ -388,7 +388,7 @@ func FromRecord(id string, rec *storev1.ContainerInstanceRecord, rev int64) *Ins
 		AgentConnected: ci.GetAgentConnected(),
 		EC2InstanceID:  ci.GetEc2InstanceId(),
 		AgentVersion:   ci.GetVersionInfo().GetAgentVersion(),
-		RunningTasks:   int(ci.GetRunningTasksCount() + ci.GetPendingTasksCount()),
+		RunningTasks:   int(rec.GetActiveTasks()),
 		Attributes:     make(map[string]string, len(ci.GetAttributes())),
 		Ports:          map[int32]bool{},
 		UDPPorts:       map[int32]bool{},

@@ -108,8 +108,8 @@ func TestPlaceGroup(t *testing.T) {
 				t.Fatal(err)
 			}
 			ci := rec.GetContainerInstance()
-			if left := resource(ci, ResourceCPU).GetIntegerValue(); per[id] != 8 || left != 0 || ci.GetPendingTasksCount() != 8 {
-				t.Errorf("%s: %d tasks, cpu left %d, pending %d; want 8, 0, 8", id, per[id], left, ci.GetPendingTasksCount())
+			if left := resource(ci, ResourceCPU).GetIntegerValue(); per[id] != 8 || left != 0 || rec.GetActiveTasks() != 8 {
+				t.Errorf("%s: %d tasks, cpu left %d, active tasks %d; want 8, 0, 8", id, per[id], left, rec.GetActiveTasks())
 			}
 		}
 	})

@@ -197,7 +197,7 @@ func TestPlacerChainedGroupReplansWhenFirstFails(t *testing.T) {
 	waitChained(t, p, "fail", "i0")
 	// Another scheduler places a task on the instance meanwhile.
 	if _, _, err := store.Mutate(ctx, cli, keys.Instance(testScope, "fail", "i0"), func(rec *storev1.ContainerInstanceRecord) error {
-		rec.ContainerInstance.PendingTasksCount++
+		rec.ActiveTasks++
 		return Reserve(rec.ContainerInstance, d)
 	}); err != nil {
 		t.Fatal(err)
@@ -238,8 +238,8 @@ func checkInstance(t *testing.T, cli *clientv3.Client, cluster, id string, cpu i
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := FromRecord(id, rec, 0).CPU; got != cpu || rec.ContainerInstance.PendingTasksCount != pending {
-		t.Errorf("instance %s: %d CPU units remaining and %d pending, want %d and %d", id, got, rec.ContainerInstance.PendingTasksCount, cpu, pending)
+	if got := FromRecord(id, rec, 0).CPU; got != cpu || rec.ActiveTasks != pending {
+		t.Errorf("instance %s: %d CPU units remaining and %d active tasks, want %d and %d", id, got, rec.ActiveTasks, cpu, pending)
 	}
 }
 

@@ -53,7 +53,7 @@ func writeInstances(txn *store.Txn, cluster string, d Demand, placed []Placed) e
 		if err := Reserve(p.Instance.GetContainerInstance(), d); err != nil {
 			return err
 		}
-		p.Instance.ContainerInstance.PendingTasksCount++
+		p.Instance.ActiveTasks++
 	}
 	for _, p := range placed {
 		if !written[p.InstanceID] {
@@ -173,8 +173,8 @@ func TestPlacerConcurrentNeverOvercommits(t *testing.T) {
 				if rem.CPU != int64(1024-cpu) || rem.CPU < 0 {
 					t.Fatalf("instance %s remaining CPU %d, reserved %d", id, rem.CPU, cpu)
 				}
-				if rec.ContainerInstance.PendingTasksCount != cpu/256 {
-					t.Fatalf("instance %s pending %d", id, rec.ContainerInstance.PendingTasksCount)
+				if rec.ActiveTasks != cpu/256 {
+					t.Fatalf("instance %s active tasks %d", id, rec.ActiveTasks)
 				}
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 )
 
 // TestCounts: PROVISIONING, PENDING and ACTIVATING count as pending, RUNNING as running,
@@ -22,28 +23,33 @@ func TestCounts(t *testing.T) {
 	}
 }
 
-// TestApplyInstanceDelta: an instance's counters follow a task from one status to
-// another, and never go below zero (a count that missed a task stays at 0).
+// TestApplyInstanceDelta: an instance's active tasks follow a task from one status to
+// another; PENDING to RUNNING leaves them as they are (the record is not written for it),
+// and they never go below zero (a count that missed a task stays at 0).
 func TestApplyInstanceDelta(t *testing.T) {
 	for _, tc := range []struct {
-		name                 string
-		pending, running     int32 // before
-		old, new             string
-		wantPending, wantRun int32
+		name       string
+		active     int32 // before
+		old, new   string
+		wantActive int32
 	}{
-		{"placed", 0, 0, "", "PENDING", 1, 0},
-		{"started", 2, 1, "PENDING", "RUNNING", 1, 2},
-		{"stopped running", 0, 3, "RUNNING", "STOPPED", 0, 2},
-		{"stopped pending", 1, 0, "ACTIVATING", "STOPPED", 0, 0},
-		{"pending to pending", 1, 0, "PROVISIONING", "PENDING", 1, 0},
-		{"never below zero", 0, 0, "RUNNING", "STOPPED", 0, 0},
-		{"stopped to stopped", 4, 5, "STOPPED", "STOPPED", 4, 5},
+		{"placed", 0, "", "PENDING", 1},
+		{"started", 3, "PENDING", "RUNNING", 3},
+		{"stopped running", 3, "RUNNING", "STOPPED", 2},
+		{"stopped pending", 1, "ACTIVATING", "STOPPED", 0},
+		{"running to stopping", 2, "RUNNING", "DEACTIVATING", 1},
+		{"pending to pending", 1, "PROVISIONING", "PENDING", 1},
+		{"never below zero", 0, "RUNNING", "STOPPED", 0},
+		{"stopped to stopped", 9, "STOPPED", "STOPPED", 9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ci := &ecsv1.ContainerInstance{PendingTasksCount: tc.pending, RunningTasksCount: tc.running}
-			ApplyInstanceDelta(ci, tc.old, tc.new)
-			if ci.GetPendingTasksCount() != tc.wantPending || ci.GetRunningTasksCount() != tc.wantRun {
-				t.Errorf("instance counts = (%d, %d), want (%d, %d)", ci.GetPendingTasksCount(), ci.GetRunningTasksCount(), tc.wantPending, tc.wantRun)
+			rec := &storev1.ContainerInstanceRecord{ContainerInstance: &ecsv1.ContainerInstance{}, ActiveTasks: tc.active}
+			ApplyInstanceDelta(rec, tc.old, tc.new)
+			if rec.GetActiveTasks() != tc.wantActive {
+				t.Errorf("active tasks = %d, want %d", rec.GetActiveTasks(), tc.wantActive)
+			}
+			if ci := rec.GetContainerInstance(); ci.GetPendingTasksCount() != 0 || ci.GetRunningTasksCount() != 0 {
+				t.Errorf("stored counts (%d, %d), want none", ci.GetPendingTasksCount(), ci.GetRunningTasksCount())
 			}
 		})
 	}

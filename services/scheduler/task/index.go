@@ -30,12 +30,17 @@ func Family(rec *storev1.TaskRecord) string {
 
 // IndexKeys returns the index keys of a task in its current state (see keys.TaskList:
 // by desiredStatus and all / instance / family / service / startedBy; a dimension the
-// task has no value for has no key). ListTasks reads them, as AWS's ListTasks filters.
+// task has no value for has no key; ListTasks reads them, as AWS's ListTasks filters),
+// and keys.InstanceRunning while its lastStatus is RUNNING on an instance (the
+// instance's runningTasksCount counts them).
 func IndexKeys(account keys.Scope, rec *storev1.TaskRecord) []string {
 	c, id, desired := rec.GetClusterName(), ID(rec), rec.GetTask().GetDesiredStatus()
 	ks := []string{keys.TaskList(account, c, desired, keys.DimAll, "-", id)}
 	if v := rec.GetContainerInstanceId(); v != "" {
 		ks = append(ks, keys.TaskList(account, c, desired, keys.DimInstance, v, id))
+		if _, running := Counts(rec.GetTask().GetLastStatus()); running == 1 {
+			ks = append(ks, keys.InstanceRunning(account, c, v, id))
+		}
 	}
 	if v := Family(rec); v != "" {
 		ks = append(ks, keys.TaskList(account, c, desired, keys.DimFamily, v, id))

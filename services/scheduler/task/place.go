@@ -51,8 +51,8 @@ type Placement struct {
 // PlaceTxn adds to txn every write of a placement: each task (created, with its index
 // keys and instance ARN set), its reservation on its instance (placement.Reserve of the
 // demand stored on the task, with the GPU ids it is given: placement.PickGPUs, kept on
-// the task record and split among its containers' gpuIds; instance
-// pendingTasksCount/runningTasksCount and version updated), its inbox entry (an
+// the task record and split among its containers' gpuIds; the instance's active_tasks
+// (ApplyInstanceDelta) and version updated), its inbox entry (an
 // agentv1.Assignment with delivery id = task id and the task; not the task definition,
 // which the agent session adds) and the client token. Instance writes compare their
 // ModRevisions; the cluster's ModRevision is compared, not written: a cluster's
@@ -77,7 +77,7 @@ func PlaceTxn(txn *store.Txn, p Placement) error {
 		if err := placement.Reserve(ci, placement.TaskDemand(t)); err != nil {
 			return fmt.Errorf("task: place task %s on %s: %w", ID(t), t.GetContainerInstanceId(), err)
 		}
-		ApplyInstanceDelta(ci, "", t.GetTask().GetLastStatus())
+		ApplyInstanceDelta(st.Record, "", t.GetTask().GetLastStatus())
 		t.Task.ContainerInstanceArn = proto.String(ci.GetContainerInstanceArn())
 		for _, a := range ci.GetAttributes() {
 			if a.GetName() == "ecs.cpu-architecture" {

@@ -366,6 +366,14 @@ type ContainerInstanceRecord struct {
 	SessionReplica string `protobuf:"bytes,7,opt,name=session_replica,json=sessionReplica,proto3" json:"session_replica,omitempty"`
 	// tags are the instance's tags.
 	Tags []*v1.Tag `protobuf:"bytes,8,rep,name=tags,proto3" json:"tags,omitempty"`
+	// active_tasks counts the instance's tasks that ECS counts as pending or running
+	// (lastStatus PROVISIONING, PENDING, ACTIVATING or RUNNING): what placement's
+	// runningTasksCount sees. The record keeps no split: container_instance's
+	// pending_tasks_count and running_tasks_count are not stored (0) and are filled in
+	// when read, running from the instance's idx/instance-running keys and pending as
+	// active_tasks minus running, so a task going from PENDING to RUNNING does not write
+	// the record that placements compare.
+	ActiveTasks int32 `protobuf:"varint,9,opt,name=active_tasks,json=activeTasks,proto3" json:"active_tasks,omitempty"`
 	// task_subnet is the instance's awsvpc task subnet (an IPv4 CIDR out of the scheduler's
 	// pool, unique among all instances), allocated at registration; its tasks' addresses
 	// come from it.
@@ -462,6 +470,13 @@ func (x *ContainerInstanceRecord) GetTags() []*v1.Tag {
 		return x.Tags
 	}
 	return nil
+}
+
+func (x *ContainerInstanceRecord) GetActiveTasks() int32 {
+	if x != nil {
+		return x.ActiveTasks
+	}
+	return 0
 }
 
 func (x *ContainerInstanceRecord) GetTaskSubnet() string {
@@ -889,7 +904,7 @@ const file_berth_store_v1_records_proto_rawDesc = "" +
 	"\fFamilyRecord\x12\x16\n" +
 	"\x06family\x18\x01 \x01(\tR\x06family\x12#\n" +
 	"\rlast_revision\x18\x02 \x01(\x05R\flastRevision\x12)\n" +
-	"\x10active_revisions\x18\x03 \x01(\x05R\x0factiveRevisions\"\xc7\x03\n" +
+	"\x10active_revisions\x18\x03 \x01(\x05R\x0factiveRevisions\"\xea\x03\n" +
 	"\x17ContainerInstanceRecord\x12N\n" +
 	"\x12container_instance\x18\x01 \x01(\v2\x1f.berth.ecs.v1.ContainerInstanceR\x11containerInstance\x12!\n" +
 	"\fcluster_name\x18\x02 \x01(\tR\vclusterName\x12\x17\n" +
@@ -898,7 +913,8 @@ const file_berth_store_v1_records_proto_rawDesc = "" +
 	"\x0eoperator_drain\x18\x05 \x01(\bR\roperatorDrain\x127\n" +
 	"\tlast_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12'\n" +
 	"\x0fsession_replica\x18\a \x01(\tR\x0esessionReplica\x12%\n" +
-	"\x04tags\x18\b \x03(\v2\x11.berth.ecs.v1.TagR\x04tags\x12\x1f\n" +
+	"\x04tags\x18\b \x03(\v2\x11.berth.ecs.v1.TagR\x04tags\x12!\n" +
+	"\factive_tasks\x18\t \x01(\x05R\vactiveTasks\x12\x1f\n" +
 	"\vtask_subnet\x18d \x01(\tR\n" +
 	"taskSubnet\x12\"\n" +
 	"\fhost_address\x18\xe8\a \x01(\tR\vhostAddress\"\xd5\x03\n" +

@@ -32,16 +32,18 @@ const stateBatchTries = 5
 const stateBatchMax = 64
 
 // stateBatcher records the agents' task state changes of the replica together (group
-// commit): a change waits while one batch reads the task and instance records its changes
-// name (two multi-key reads) and commits them in one etcd txn, one nested txn per
-// container instance (store.CommitEach), so that each instance's changes land or not on
-// their own, as a lone ApplyTaskStateChange's would. The changes of an instance whose
-// compares fail (a placement or another replica wrote it meanwhile) go to the front of
-// the queue and are read again by the next batch (batches of one replica do not conflict
-// with each other: one runs at a time); after stateBatchTries such failures, or when etcd
-// fails, a change is recorded alone (applyStateChange), with its retries and backoff. Every placed task reports PENDING and RUNNING
-// and later STOPPED: a read-read-txn round a report was, with placements through RunTask,
-// the heaviest etcd traffic of a busy cluster.
+// commit): a change waits while one batch reads the task records its changes name, and
+// the instance records of those that write them (a task stopping: its reservation goes
+// back; a task starting writes only its own record and keys), in at most two multi-key
+// reads, and commits them in one etcd txn, one nested txn per container instance
+// (store.CommitEach), so that each instance's changes land or not on their own, as a
+// lone ApplyTaskStateChange's would. The changes of an instance whose compares fail (a
+// placement or another replica wrote it meanwhile) go to the front of the queue and are
+// read again by the next batch (batches of one replica do not conflict with each other:
+// one runs at a time); after stateBatchTries such failures, or when etcd fails, a change
+// is recorded alone (applyStateChange), with its retries and backoff. Every placed task
+// reports PENDING and RUNNING and later STOPPED: a read-read-txn round a report was, with
+// placements through RunTask, the heaviest etcd traffic of a busy cluster.
 type stateBatcher struct {
 	s *Server
 
@@ -121,36 +123,26 @@ func (b *stateBatcher) run() {
 
 // instanceChanges are the changes of one batch on one container instance: one nested txn.
 type instanceChanges struct {
-	txn       *store.Txn
-	key       string
-	rec       *storev1.ContainerInstanceRecord // shared by the group's changes; nil when gone
-	rev       int64
-	writeInst bool
-	calls     []*stateCall
+	txn   *store.Txn
+	key   string
+	moves []func(*storev1.ContainerInstanceRecord) // what the changes do to the instance
+	rec   *storev1.ContainerInstanceRecord         // read when moves is not empty; nil when gone
+	rev   int64
+	calls []*stateCall
 }
 
-// commit records calls (distinct tasks) in one read of their records and one
-// store.CommitEach; see stateBatcher.
+// commit records calls (distinct tasks) in one read of their records, one read of the
+// instance records that changes stopping (or otherwise leaving) tasks write, and one
+// store.CommitEach; see stateBatcher. A batch of tasks starting reads no instance.
 func (b *stateBatcher) commit(calls []*stateCall) {
 	s := b.s
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(calls[0].ctx), stateTimeout)
 	defer cancel()
 	taskKeys := make([]string, len(calls))
-	var instKeys []string
-	instAt := map[string]int{} // instance key → index in instKeys
 	for i, c := range calls {
 		taskKeys[i] = c.taskKey()
-		if _, ok := instAt[c.instanceKey()]; !ok {
-			instAt[c.instanceKey()] = len(instKeys)
-			instKeys = append(instKeys, c.instanceKey())
-		}
 	}
 	tasks, taskRevs, err := getMany[*storev1.TaskRecord](ctx, s.kv, taskKeys)
-	if err != nil {
-		b.alone(calls)
-		return
-	}
-	insts, instRevs, err := getMany[*storev1.ContainerInstanceRecord](ctx, s.kv, instKeys)
 	if err != nil {
 		b.alone(calls)
 		return
@@ -160,8 +152,7 @@ func (b *stateBatcher) commit(calls []*stateCall) {
 	for i, c := range calls {
 		g := groups[c.instanceKey()]
 		if g == nil {
-			k := instAt[c.instanceKey()]
-			g = &instanceChanges{txn: store.NewTxn(s.kv), key: c.instanceKey(), rec: insts[k], rev: instRevs[k]}
+			g = &instanceChanges{txn: store.NewTxn(s.kv), key: c.instanceKey()}
 		}
 		move, staged, err := s.stageChange(g.txn, c, tasks[i], taskRevs[i])
 		if err != nil || !staged {
@@ -172,21 +163,42 @@ func (b *stateBatcher) commit(calls []*stateCall) {
 			groups[c.instanceKey()] = g
 			order = append(order, g)
 		}
-		if move != nil && g.rec != nil {
-			move(g.rec)
-			g.writeInst = true
+		if move != nil {
+			g.moves = append(g.moves, move)
 		}
 		g.calls = append(g.calls, c)
 	}
 	if len(order) == 0 {
 		return
 	}
-	txns := make([]*store.Txn, len(order))
-	for i, g := range order {
-		if g.writeInst {
+	var moved []*instanceChanges
+	var instKeys []string
+	for _, g := range order {
+		if len(g.moves) > 0 {
+			moved = append(moved, g)
+			instKeys = append(instKeys, g.key)
+		}
+	}
+	if len(instKeys) > 0 {
+		insts, instRevs, err := getMany[*storev1.ContainerInstanceRecord](ctx, s.kv, instKeys)
+		if err != nil {
+			b.alone(calls)
+			return
+		}
+		for i, g := range moved {
+			g.rec, g.rev = insts[i], instRevs[i]
+			if g.rec == nil {
+				continue // the instance is gone: its record stays unwritten
+			}
+			for _, move := range g.moves {
+				move(g.rec)
+			}
 			g.rec.GetContainerInstance().Version++
 			g.txn.Update(g.key, g.rev, g.rec)
 		}
+	}
+	txns := make([]*store.Txn, len(order))
+	for i, g := range order {
 		txns[i] = g.txn
 	}
 	_, errs, err := store.CommitEach(ctx, s.kv, txns)

@@ -19,10 +19,12 @@ import (
 )
 
 // writeCountingKV counts the write txns committed through it and calls gate (when set)
-// with each one's number (1, 2, …) before it commits.
+// with each one's number (1, 2, …) before it commits; reads counts the read-only txns
+// (multi-key reads).
 type writeCountingKV struct {
 	clientv3.KV
 	writes atomic.Int64
+	reads  atomic.Int64
 	gate   func(n int64)
 }
 
@@ -53,6 +55,9 @@ func (t *countingTxn) Else(ops ...clientv3.Op) clientv3.Txn {
 }
 
 func (t *countingTxn) Commit() (*clientv3.TxnResponse, error) {
+	if !t.writes {
+		t.kv.reads.Add(1)
+	}
 	if t.writes {
 		n := t.kv.writes.Add(1)
 		if t.kv.gate != nil {
@@ -106,16 +111,19 @@ func TestStateChangesBatched(t *testing.T) {
 		}
 	}
 	for _, step := range []struct {
-		status string
-		writes int64
+		status        string
+		writes, reads int64
 	}{
-		// Five batches of 8, none failed: 5 write txns.
-		{"RUNNING", 5},
+		// Five batches of 8, none failed: 5 write txns, each after one read of its
+		// tasks and none of their instances.
+		{"RUNNING", 5, 5},
 		// The first batch fails (its instances changed) and its 8 changes go again at
-		// the front of the queue: 6 write txns.
-		{"STOPPED", 6},
+		// the front of the queue: 6 write txns, each after a read of its tasks and one of
+		// their instances.
+		{"STOPPED", 6, 12},
 	} {
 		kv.writes.Store(0)
+		kv.reads.Store(0)
 		// Every change queued before the first batch starts, so the batches are known.
 		applyQueued(t, e, s, tasks, step.status)
 		for _, tk := range tasks {
@@ -126,6 +134,9 @@ func TestStateChangesBatched(t *testing.T) {
 		e.checkCounters("st")
 		if n := kv.writes.Load(); n != step.writes {
 			t.Errorf("%s: %d write txns for %d state changes, want %d (batched; a failed batch redone in the next)", step.status, n, len(tasks), step.writes)
+		}
+		if n := kv.reads.Load(); n != step.reads {
+			t.Errorf("%s: %d multi-key reads for %d state changes, want %d", step.status, n, len(tasks), step.reads)
 		}
 		t.Logf("%s: %d write txns for %d state changes", step.status, kv.writes.Load(), len(tasks))
 	}

@@ -323,8 +323,8 @@ func (p *Placer) snapshot(ctx context.Context, account keys.Scope, cluster strin
 	// One Get after another, not one multi-key read: under a stream of the agents' state
 	// changes a re-read this fast sent the group back to planning while the watch was
 	// still delivering those changes, and its plans went stale over and over (make bench
-	// -place-report-running: 1,101 stale plans and 367 failed commits for 255 that
-	// landed, against 130 and 160 for 330).
+	// with the agents reporting RUNNING, when that still wrote the instance records: 1,101
+	// stale plans and 367 failed commits for 255 that landed, against 130 and 160 for 330).
 	for _, id := range cc.settledOnly(append(stale, cc.takeReread()...)) {
 		rec, rev, err := store.Get[*storev1.ContainerInstanceRecord](ctx, p.cli, keys.Instance(account, cluster, id))
 		switch {

@@ -20,10 +20,10 @@
 //     Connect to the scheduler (as the gateway calls it) into control's placement and
 //     group commit, 64 concurrent callers, 1,000 fake agents holding sessions, with the
 //     scheduler's etcd txns, conflicts and gets per placement, beside etcd's batched-txn
-//     ceiling measured in the same run (-place-report-running has the fake agents also
-//     report each task RUNNING, as real agents do; -profile-dir writes the window's CPU
-//     profile, and for this part and the 200 requests/s one allocation profiles at the
-//     window's start and end).
+//     ceiling measured in the same run; then again with the fake agents also reporting
+//     each task RUNNING, as real agents do (part placement-path-reporting); -profile-dir
+//     writes each window's CPU profile, and for these parts and the 200 requests/s one
+//     allocation profiles at the window's start and end.
 //
 // Then it runs the benchmarks the services already have, through `go test -bench`, and
 // reads their reported metrics: placements per second with 1,000 instances

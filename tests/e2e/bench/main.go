@@ -57,17 +57,14 @@ type options struct {
 	highRate      float64
 	duration      time.Duration
 	placeDuration time.Duration
-	// placeReportRunning makes the placement-path run's fake agents report each task
-	// RUNNING (a state-change txn a task, as real agents cause).
-	placeReportRunning bool
-	profileDir         string
-	only               map[string]bool
-	sessions           int
-	heartbeat          time.Duration
-	noTaskCache        bool
-	skipStack          bool
-	skipGoTest         bool
-	workDir            string
+	profileDir    string
+	only          map[string]bool
+	sessions      int
+	heartbeat     time.Duration
+	noTaskCache   bool
+	skipStack     bool
+	skipGoTest    bool
+	workDir       string
 }
 
 func main() {
@@ -78,8 +75,7 @@ func main() {
 	flag.Float64Var(&o.highRate, "high-rate", 200, "the second, higher fixed rate (requests/s) of DescribeTasks(100)")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "how long each fixed-rate run lasts")
 	flag.DurationVar(&o.placeDuration, "place-duration", 10*time.Second, "how long the RunTask placement run lasts")
-	flag.BoolVar(&o.placeReportRunning, "place-report-running", false, "placement-path: the fake agents also report each task RUNNING, as real agents do (a state-change txn a task besides its placement)")
-	flag.StringVar(&o.profileDir, "profile-dir", "", "write CPU profiles of the placement-path and gateway-high runs (<part>.pprof) and allocation profiles at their start and end (<part>.allocs-start.pprof, <part>.allocs-end.pprof) into this directory")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "write CPU profiles of the placement-path, placement-path-reporting and gateway-high runs (<part>.pprof) and allocation profiles at their start and end (<part>.allocs-start.pprof, <part>.allocs-end.pprof) into this directory")
 	onlyFlag := flag.String("only", "", "run only these parts, comma-separated: "+strings.Join(parts, ", ")+" (default: all)")
 	flag.IntVar(&o.sessions, "sessions", 5000, "fake agent sessions to open against one scheduler replica")
 	flag.DurationVar(&o.heartbeat, "heartbeat", 10*time.Second, "fake agents' heartbeat interval (the agent's default)")
@@ -126,7 +122,7 @@ func main() {
 }
 
 // parts are the bench's parts, in the order they run, as -only names them.
-var parts = []string{"runtask", "agent-rss", "gateway", "gateway-high", "sessions", "placement-path", "go-test"}
+var parts = []string{"runtask", "agent-rss", "gateway", "gateway-high", "sessions", "placement-path", "placement-path-reporting", "go-test"}
 
 // want reports whether part runs: every part unless -only names some.
 func (o options) want(part string) bool { return o.only == nil || o.only[part] }
@@ -157,7 +153,7 @@ func run(ctx context.Context, o options) error {
 		}
 		fmt.Fprintf(os.Stderr, "bench: %s done in %s\n", name, time.Since(t0).Round(time.Second))
 	}
-	if !o.skipStack && (o.want("runtask") || o.want("agent-rss") || o.want("gateway") || o.want("gateway-high") || o.want("sessions") || o.want("placement-path")) {
+	if !o.skipStack && (o.want("runtask") || o.want("agent-rss") || o.want("gateway") || o.want("gateway-high") || o.want("sessions") || o.want("placement-path") || o.want("placement-path-reporting")) {
 		step("stack", func() ([]Row, error) { return stackFigures(ctx, o, dir) })
 	}
 	if !o.skipGoTest && o.want("go-test") {

@@ -36,18 +36,24 @@ const (
 // RunTask (count 10) as the gateway sends it (Connect over h2c to the scheduler's internal
 // listener, the account in the caller header) into control's RunTask, its placement and
 // group commit, on placeInstances fake agents that hold sessions and acknowledge their
-// assignments (and with -place-report-running report each task RUNNING), from placeCallers concurrent callers for o.placeDuration, on the stack's
-// embedded etcd. With -profile-dir, the window's CPU profile is written there.
-func placementPathFigures(ctx context.Context, s *stack, o options) ([]Row, error) {
-	const cluster = "place"
+// assignments (and with reporting, report each task RUNNING, as real agents do: a
+// state-change txn a task besides its placement, in a cluster of its own), from
+// placeCallers concurrent callers for o.placeDuration, on the stack's embedded etcd.
+// With -profile-dir, the window's CPU profile is written there.
+func placementPathFigures(ctx context.Context, s *stack, o options, reporting bool) ([]Row, error) {
+	cluster, part := "place", "placement-path"
 	g := fmt.Sprintf("placement through RunTask: %d instances, embedded etcd", placeInstances)
+	if reporting {
+		cluster, part = "place-reporting", "placement-path-reporting"
+		g = fmt.Sprintf("placement through RunTask, agents reporting RUNNING: %d instances, embedded etcd", placeInstances)
+	}
 	if _, err := s.ecs.CreateCluster(ctx, &ecs.CreateClusterInput{ClusterName: aws.String(cluster)}); err != nil {
 		return nil, err
 	}
 	fctx, stopFleet := context.WithCancel(ctx)
 	defer stopFleet()
 	// Capacity enough for every task the window can place: no placement fails for room.
-	connected, _, err := fakeFleet(fctx, s.schedURL, account, cluster, "place", placeInstances, 10*time.Second, 1<<30, 1<<30, o.placeReportRunning)
+	connected, _, err := fakeFleet(fctx, s.schedURL, account, cluster, cluster, placeInstances, 10*time.Second, 1<<30, 1<<30, reporting)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +92,7 @@ func placementPathFigures(ctx context.Context, s *stack, o options) ([]Row, erro
 		}
 	}
 
-	stopProfile, err := startProfile(o, "placement-path")
+	stopProfile, err := startProfile(o, part)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +132,7 @@ func placementPathFigures(ctx context.Context, s *stack, o options) ([]Row, erro
 	stopProfile()
 	rate := float64(placed.Load()) / elapsed.Seconds()
 	fleetDoes := "acknowledging assignments"
-	if o.placeReportRunning {
+	if reporting {
 		fleetDoes = "acknowledging assignments and reporting each task RUNNING"
 	}
 	rows := []Row{

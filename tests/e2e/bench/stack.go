@@ -252,7 +252,8 @@ func stackFigures(ctx context.Context, o options, dir string) ([]Row, error) {
 		}
 	}
 	part("sessions", func() ([]Row, error) { return sessionFigures(ctx, s, o) })
-	part("placement-path", func() ([]Row, error) { return placementPathFigures(ctx, s, o) })
+	part("placement-path", func() ([]Row, error) { return placementPathFigures(ctx, s, o, false) })
+	part("placement-path-reporting", func() ([]Row, error) { return placementPathFigures(ctx, s, o, true) })
 	return rows, errors.Join(errs...)
 }
 

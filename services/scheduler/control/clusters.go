@@ -184,14 +184,9 @@ func (s *Server) describeCluster(ctx context.Context, account keys.Scope, c *ecs
 // instance's record stays) less running. The cluster record keeps no counters of its
 // own, so the placements and the state changes of a cluster do not all write one key,
 // and a task going from PENDING to RUNNING writes no instance record either. It reads
-// the cluster's instance records, 500 a page, after the count: a task that stops in
-// between shows as pending in this answer. Errors: etcd's.
+// the cluster's instance records, 500 a page, and then counts (as task.FillCounts): a
+// task that stops in between shows as pending in this answer. Errors: etcd's.
 func (s *Server) taskCounts(ctx context.Context, account keys.Scope, cluster string) (pending, running int32, err error) {
-	resp, err := s.kv.Get(ctx, keys.InstanceRunning(account, cluster, "", ""), clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		return 0, 0, err
-	}
-	running = int32(resp.Count)
 	var active int32
 	token := ""
 	for {
@@ -203,10 +198,16 @@ func (s *Server) taskCounts(ctx context.Context, account keys.Scope, cluster str
 			active += it.Value.GetActiveTasks()
 		}
 		if next == "" {
-			return max(active-running, 0), running, nil
+			break
 		}
 		token = next
 	}
+	resp, err := s.kv.Get(ctx, keys.InstanceRunning(account, cluster, "", ""), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, 0, err
+	}
+	running = int32(resp.Count)
+	return max(active-running, 0), running, nil
 }
 
 // DescribeClusters describes up to 100 clusters by name or ARN ("default" when none is

@@ -458,6 +458,9 @@ func (s *Server) RegisterContainerInstance(ctx context.Context, req *connect.Req
 			if err != nil {
 				return nil, err
 			}
+			if err := task.FillCounts(ctx, s.kv, account, rec); err != nil {
+				return nil, err
+			}
 			ci = rec.GetContainerInstance()
 			ci.Tags = rec.GetTags()
 		}

@@ -96,33 +96,8 @@ func TestMigrateLayoutFromBuildsWithoutRegions(t *testing.T) {
 func TestMigrateCountsFromLayout2(t *testing.T) {
 	cli := etcdembed.StartForTest(t)
 	ctx := context.Background()
-	e := (&env{t: t, s: New(Config{KV: cli})}).scoped(newAccount(), "us-east-1")
-	e.createCluster("two")
-	e.simpleTaskDef("app", 128, 128)
-	ci := e.registerHost("two", "h1", 1024, 1024)
-	run := must(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("two"), TaskDefinition: proto.String("app"), Count: proto.Int32(3)})
-	if len(run.GetTasks()) != 3 {
-		t.Fatalf("RunTask: %v", run.GetFailures())
-	}
-	if err := e.s.ApplyTaskStateChange(ctx, e.sc, ci.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: run.GetTasks()[0].GetTaskArn(), LastStatus: "RUNNING"}); err != nil {
-		t.Fatal(err)
-	}
-
-	// Layout 2: the counts in the record, no running keys.
+	e, ci, tasks := layout2(t, cli)
 	instKey := keys.Instance(e.sc, "two", instanceID(ci.GetContainerInstanceArn()))
-	if _, _, err := store.Mutate(ctx, cli, instKey, func(r *storev1.ContainerInstanceRecord) error {
-		r.ActiveTasks = 0
-		r.ContainerInstance.PendingTasksCount, r.ContainerInstance.RunningTasksCount = 2, 1
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if d, err := cli.Delete(ctx, keys.AllInstanceRunning(), clientv3.WithPrefix()); err != nil || d.Deleted != 1 {
-		t.Fatalf("deleted %v running keys: %v", d, err)
-	}
-	if err := keys.SetLayout(ctx, cli, "2"); err != nil {
-		t.Fatal(err)
-	}
 	if c := e.describeCluster("two"); c.GetPendingTasksCount() != 0 || c.GetRunningTasksCount() != 0 {
 		t.Fatalf("layout-2 counts read as (%d, %d) before migration, want (0, 0): the test did not rewrite them", c.GetPendingTasksCount(), c.GetRunningTasksCount())
 	}
@@ -147,7 +122,7 @@ func TestMigrateCountsFromLayout2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.s.ApplyTaskStateChange(ctx, e.sc, ci.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: run.GetTasks()[1].GetTaskArn(), LastStatus: "RUNNING"}); err != nil {
+	if err := e.s.ApplyTaskStateChange(ctx, e.sc, ci.GetContainerInstanceArn(), &agentv1.TaskStateChange{TaskArn: tasks[1].GetTaskArn(), LastStatus: "RUNNING"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, after, err := store.Get[*storev1.ContainerInstanceRecord](ctx, cli, instKey); err != nil || after != before {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -118,16 +119,45 @@ func MigrateLayout(ctx context.Context, kv clientv3.KV, region string) (int, err
 	return moved, SetLayout(ctx, kv, layoutRegions)
 }
 
-// SetLayout records that the store's ECS state is in layout version. Errors: etcd's.
+// SetLayout records that the store's ECS state is in layout version ("1", "2", ...)
+// unless it already records that version or a later one: a replica finishing a
+// migration after another one brought the store further does not set it back. It
+// compares the layout key's ModRevision with the one it read, and reads again when
+// another replica wrote it in between. Errors: etcd's, or a version that is not a
+// number.
 func SetLayout(ctx context.Context, kv clientv3.KV, version string) error {
+	want, err := strconv.Atoi(version)
+	if err != nil {
+		return fmt.Errorf("keys: layout version %q: %w", version, err)
+	}
 	b, err := proto.Marshal(wrapperspb.String(version))
 	if err != nil {
 		return err
 	}
-	if _, err := kv.Put(ctx, Layout(), string(b)); err != nil {
-		return fmt.Errorf("keys: write layout version: %w", err)
+	for {
+		resp, err := kv.Get(ctx, Layout())
+		if err != nil {
+			return fmt.Errorf("keys: read layout version: %w", err)
+		}
+		var rev int64
+		if len(resp.Kvs) > 0 {
+			rev = resp.Kvs[0].ModRevision
+			var cur wrapperspb.StringValue
+			if err := proto.Unmarshal(resp.Kvs[0].Value, &cur); err == nil {
+				if n, err := strconv.Atoi(cur.GetValue()); err == nil && n >= want {
+					return nil
+				}
+			}
+		}
+		tr, err := kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(Layout()), "=", rev)).
+			Then(clientv3.OpPut(Layout(), string(b))).Commit()
+		if err != nil {
+			return fmt.Errorf("keys: write layout version: %w", err)
+		}
+		if tr.Succeeded {
+			return nil
+		}
 	}
-	return nil
 }
 
 // moveKey copies old's value to nk if nk is absent and deletes old if it is unchanged,

@@ -18,11 +18,13 @@ import (
 // pendingTasksCount and runningTasksCount in its record) to keys.LayoutVersion: each
 // instance record's active_tasks becomes the sum of the two, which are cleared, and each
 // task whose lastStatus is RUNNING on an instance gets its keys.InstanceRunning key.
-// Each record changes in its own transaction (under its ModRevision) and the index keys
-// are plain puts, so replicas starting together, or a run cut short, are safe to run
-// again. Then it writes keys.Layout() = keys.LayoutVersion, and later starts return at
-// once. Run it after keys.MigrateLayout, before serving. It returns how many instance
-// records and index keys it wrote. Errors: etcd's, or a record that does not decode.
+// Each instance record changes in its own transaction (under its ModRevision) and each
+// index key is put only while its task is unchanged, so replicas of this build starting
+// together, or a run cut short, are safe to run again. Then it records keys.LayoutVersion
+// (keys.SetLayout), and later starts return at once. Run it after keys.MigrateLayout,
+// before serving, with every replica of an earlier build stopped: those keep writing
+// the counts into the records. It returns how many instance records and index keys it
+// wrote. Errors: etcd's, or a record that does not decode.
 func MigrateCounts(ctx context.Context, kv clientv3.KV) (int, error) {
 	if v, _, err := store.Get[*wrapperspb.StringValue](ctx, kv, keys.Layout()); err == nil && v.GetValue() == keys.LayoutVersion {
 		return 0, nil
@@ -69,11 +71,18 @@ func MigrateCounts(ctx context.Context, kv clientv3.KV) (int, error) {
 			if len(parts) != 4 {
 				continue
 			}
+			// Only while the task is as read: a replica that migrated first may have
+			// recorded it STOPPED since (deleting its key), and a key put back then
+			// would count it as running for good.
 			k := keys.InstanceRunning(keys.Scope{Account: parts[0], Region: parts[1]}, rec.GetClusterName(), rec.GetContainerInstanceId(), ID(rec))
-			if _, err := kv.Put(ctx, k, ""); err != nil {
+			tr, err := kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(it.Key), "=", it.ModRevision)).
+				Then(clientv3.OpPut(k, "")).Commit()
+			if err != nil {
 				return wrote, fmt.Errorf("task: migrate counts: %w", err)
 			}
-			wrote++
+			if tr.Succeeded {
+				wrote++
+			}
 		}
 		if next == "" {
 			break

@@ -541,7 +541,7 @@ func (s *Server) DescribeContainerInstances(ctx context.Context, req *connect.Re
 		if err != nil {
 			return nil, err
 		}
-		if err := task.FillCounts(ctx, s.kv, account, slices.DeleteFunc(slices.Clone(recs), func(r *storev1.ContainerInstanceRecord) bool { return r == nil })...); err != nil {
+		if err := task.FillCounts(ctx, s.kv, account, recs...); err != nil {
 			return nil, err
 		}
 		resp := &ecsv1.DescribeContainerInstancesResponse{ContainerInstances: []*ecsv1.ContainerInstance{}, Failures: []*ecsv1.Failure{}}

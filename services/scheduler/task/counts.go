@@ -3,6 +3,8 @@ package task
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -41,12 +43,13 @@ func ApplyInstanceDelta(rec *storev1.ContainerInstanceRecord, old, new string) {
 }
 
 // FillCounts sets the pendingTasksCount and runningTasksCount of each instance record's
-// container_instance, as DescribeContainerInstances shows them: running is the count of
+// container_instance (nil records are skipped), as DescribeContainerInstances shows them: running is the count of
 // the instance's keys.InstanceRunning keys, pending active_tasks minus running (never
 // below zero). It reads the counts in one transaction of count-only ranges per 100
 // records, after the records themselves were read: a task that stopped in between can
 // show as pending until the next read. It changes nothing in etcd. Errors: etcd's.
 func FillCounts(ctx context.Context, kv clientv3.KV, account keys.Scope, recs ...*storev1.ContainerInstanceRecord) error {
+	recs = slices.DeleteFunc(slices.Clone(recs), func(r *storev1.ContainerInstanceRecord) bool { return r == nil })
 	for lo := 0; lo < len(recs); lo += 100 {
 		chunk := recs[lo:min(lo+100, len(recs))]
 		ops := make([]clientv3.Op, len(chunk))
@@ -74,10 +77,5 @@ func FillCounts(ctx context.Context, kv clientv3.KV, account keys.Scope, recs ..
 // instanceIDOf returns the id of an instance record: the last part of its ARN.
 func instanceIDOf(r *storev1.ContainerInstanceRecord) string {
 	a := r.GetContainerInstance().GetContainerInstanceArn()
-	for i := len(a) - 1; i >= 0; i-- {
-		if a[i] == '/' {
-			return a[i+1:]
-		}
-	}
-	return a
+	return a[strings.LastIndexByte(a, '/')+1:]
 }

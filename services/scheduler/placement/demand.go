@@ -379,7 +379,15 @@ func findResource(rs []*ecsv1.Resource, name string) *ecsv1.Resource {
 // FromRecord builds the placement view of a stored container instance. id is the
 // instance id (its key's last segment) and rev the record's ModRevision. An instance
 // that is draining (operator or involuntary) is reported DRAINING whatever its status.
+// Ports and UDPPorts are nil when no port of the kind is taken.
 func FromRecord(id string, rec *storev1.ContainerInstanceRecord, rev int64) *Instance {
+	return fromRecord(id, rec, rev, nil)
+}
+
+// fromRecord is FromRecord; when attrs is not nil it is the view's Attributes as is (a
+// view's maps are never changed: the caller passes those of a view of a record whose
+// attributes rec shares).
+func fromRecord(id string, rec *storev1.ContainerInstanceRecord, rev int64, attrs map[string]string) *Instance {
 	ci := rec.GetContainerInstance()
 	in := &Instance{
 		ID:             id,
@@ -389,9 +397,7 @@ func FromRecord(id string, rec *storev1.ContainerInstanceRecord, rev int64) *Ins
 		EC2InstanceID:  ci.GetEc2InstanceId(),
 		AgentVersion:   ci.GetVersionInfo().GetAgentVersion(),
 		RunningTasks:   int(rec.GetActiveTasks()),
-		Attributes:     make(map[string]string, len(ci.GetAttributes())),
-		Ports:          map[int32]bool{},
-		UDPPorts:       map[int32]bool{},
+		Attributes:     attrs,
 		Revision:       rev,
 	}
 	if rec.GetOperatorDrain() || rec.GetInvoluntaryDrain() {
@@ -401,8 +407,11 @@ func FromRecord(id string, rec *storev1.ContainerInstanceRecord, rev int64) *Ins
 		sec := ci.GetRegisteredAt()
 		in.RegisteredAt = time.Unix(int64(sec), int64((sec-float64(int64(sec)))*1e9)).UTC()
 	}
-	for _, a := range ci.GetAttributes() {
-		in.Attributes[a.GetName()] = a.GetValue()
+	if attrs == nil {
+		in.Attributes = make(map[string]string, len(ci.GetAttributes()))
+		for _, a := range ci.GetAttributes() {
+			in.Attributes[a.GetName()] = a.GetValue()
+		}
 	}
 	for _, r := range ci.GetRemainingResources() {
 		switch r.GetName() {
@@ -412,19 +421,27 @@ func FromRecord(id string, rec *storev1.ContainerInstanceRecord, rev int64) *Ins
 			in.Memory = int64(r.GetIntegerValue())
 		case ResourceGPU:
 			in.GPUs = int64(len(r.GetStringSetValue()))
-		case ResourcePorts, ResourcePortsUDP:
-			set := in.Ports
-			if r.GetName() == ResourcePortsUDP {
-				set = in.UDPPorts
-			}
-			for _, s := range r.GetStringSetValue() {
-				if n, err := strconv.Atoi(s); err == nil {
-					set[int32(n)] = true
-				}
-			}
+		case ResourcePorts:
+			in.Ports = portSet(in.Ports, r.GetStringSetValue())
+		case ResourcePortsUDP:
+			in.UDPPorts = portSet(in.UDPPorts, r.GetStringSetValue())
 		}
 	}
 	return in
+}
+
+// portSet adds the ports of a STRINGSET resource (numbers as strings; others skipped) to
+// set, made when there are any.
+func portSet(set map[int32]bool, ports []string) map[int32]bool {
+	for _, s := range ports {
+		if n, err := strconv.Atoi(s); err == nil {
+			if set == nil {
+				set = make(map[int32]bool, len(ports))
+			}
+			set[int32(n)] = true
+		}
+	}
+	return set
 }
 
 // ConstraintsFrom converts RunTask's placementConstraints and the task definition's into

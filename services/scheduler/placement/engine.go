@@ -71,7 +71,7 @@ type Instance struct {
 	// none: a host without NVIDIA GPUs).
 	GPUs int64
 	// Ports and UDPPorts are the host ports already taken (reserved by the host or by
-	// tasks).
+	// tasks); nil when none is.
 	Ports, UDPPorts map[int32]bool
 	// RunningTasks counts the tasks on the instance (running and pending); spread by
 	// instanceId balances this count.
@@ -103,7 +103,11 @@ func (in *Instance) clone() *Instance {
 	return &c
 }
 
+// cloneSet copies s; nil when s is empty (reserve makes the set it adds to).
 func cloneSet(s map[int32]bool) map[int32]bool {
+	if len(s) == 0 {
+		return nil
+	}
 	c := make(map[int32]bool, len(s))
 	for k, v := range s {
 		c[k] = v
@@ -284,13 +288,9 @@ func (e *Engine) Place(snapshot []*Instance, req Request) (Plan, error) {
 	} else {
 		cands, shared = snapshot, true
 	}
-	groupsKnown := false
-	for _, in := range cands {
-		if in.Groups != nil {
-			groupsKnown = true
-			break
-		}
-	}
+	// groupsKnown is whether any candidate counts its tasks by group: only ranking reads
+	// it, so it is found (a scan of every candidate) the first time a task is ranked.
+	groupsKnown, groupsScanned := false, false
 	usedInRequest := map[string]bool{}
 
 	randomOnly := true
@@ -368,6 +368,10 @@ func (e *Engine) Place(snapshot []*Instance, req Request) (Plan, error) {
 			plan.Failures = append(plan.Failures, fails...)
 			return plan, nil
 		}
+		if !groupsScanned {
+			groupsScanned = true
+			groupsKnown = slices.ContainsFunc(cands, func(in *Instance) bool { return in.Groups != nil })
+		}
 		best := e.rank(feasible, cands, req, groupsKnown)
 		best = e.take(&plan, into(k), mine, best, req)
 		usedInRequest[best.ID] = true
@@ -411,8 +415,14 @@ func reserve(in *Instance, d Demand, group string) {
 	in.CPU -= int64(d.CPU)
 	in.Memory -= int64(d.Memory)
 	in.GPUs -= int64(d.GPUs)
+	if len(d.Ports) > 0 && in.Ports == nil {
+		in.Ports = make(map[int32]bool, len(d.Ports))
+	}
 	for _, p := range d.Ports {
 		in.Ports[p] = true
+	}
+	if len(d.UDPPorts) > 0 && in.UDPPorts == nil {
+		in.UDPPorts = make(map[int32]bool, len(d.UDPPorts))
 	}
 	for _, p := range d.UDPPorts {
 		in.UDPPorts[p] = true

@@ -27,7 +27,8 @@
 //
 // Then it runs the benchmarks the services already have, through `go test -bench`, and
 // reads their reported metrics: placements per second with 1,000 instances
-// (placement.BenchmarkPlace: PlaceGroup in the shape control's RunTask queue uses it)
+// (placement.BenchmarkPlace: PlaceGroup in the shape control's RunTask queue uses it,
+// 2 groups at once; BenchmarkPlaceEightInFlight: 8 at once, as the ceiling's txns)
 // beside etcd's own batched-transaction ceiling with 8 txns in flight and with one
 // (placement.BenchmarkEtcdTxnCeiling, BenchmarkEtcdTxnCeilingSerial: as if a cluster's
 // commits took turns), DescribeTasks(100) / ListTasks latency at 10

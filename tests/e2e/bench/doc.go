@@ -31,7 +31,8 @@
 // 2 groups at once; BenchmarkPlaceEightInFlight: 8 at once, as the ceiling's txns)
 // beside etcd's own batched-transaction ceiling with 8 txns in flight and with one
 // (placement.BenchmarkEtcdTxnCeiling, BenchmarkEtcdTxnCeilingSerial: as if a cluster's
-// commits took turns), DescribeTasks(100) / ListTasks latency at 10
+// commits took turns), in five rounds each between two ceilings, medians reported;
+// DescribeTasks(100) / ListTasks latency at 10
 // and 10,000 tasks (control.BenchmarkDescribeTasks100, BenchmarkListTasksPage), and
 // service reconcile passes over 1,000 services × 10 tasks (service.BenchmarkPass).
 //

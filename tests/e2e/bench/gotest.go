@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -84,31 +85,28 @@ func goTestFigures(ctx context.Context) ([]Row, error) {
 	var errs []string
 
 	// Placements per second (1,000 instances, embedded etcd) with PlaceGroup in the shape
-	// control's RunTask queue uses it, beside etcd's ceiling for the same writes.
-	// The ceiling is measured just before and just after the Placer and averaged: on a
+	// control's RunTask queue uses it, beside etcd's ceiling for the same writes. On a
 	// shared machine one measure minutes away (the placement-path part's) can differ by
-	// half.
+	// half, and back-to-back runs by a tenth: placeRounds rounds each run the Placer
+	// between two ceilings and take its ratio to their mean; the rows are the medians.
 	const gPlace = "placement: 1,000 instances, embedded etcd"
-	before, errBefore := measureCeiling(ctx)
-	place, err := goBench(ctx, "services/scheduler/placement", "^BenchmarkPlace(EightInFlight)?$/^random$", "20000x")
+	rounds, err := placementRounds(ctx)
 	if err != nil {
 		errs = append(errs, err.Error())
 	}
-	after, err := measureCeiling(ctx)
-	err = errors.Join(errBefore, err)
-	if err != nil {
-		errs = append(errs, err.Error())
+	p, okP := medianOf(rounds, func(r placeRound) map[string]float64 { return r.place })
+	p8, okP8 := medianOf(rounds, func(r placeRound) map[string]float64 { return r.place8 })
+	c, okC := medianOf(rounds, func(r placeRound) map[string]float64 { return r.ceiling })
+	ratio := func(pick func(placeRound) float64) float64 {
+		var v []float64
+		for _, r := range rounds {
+			v = append(v, pick(r))
+		}
+		return median(v)
 	}
-	c := map[string]float64{}
-	for k, v := range before {
-		c[k] = (v + after[k]) / 2
-	}
-	p, okP := find(place, "BenchmarkPlace/random")
-	p8, okP8 := find(place, "BenchmarkPlaceEightInFlight/random")
-	okC := err == nil
 	if okP {
 		rows = append(rows,
-			Row{gPlace, "placements/s (Placer, random strategy)", p["placements/s"], "/s", "placement.BenchmarkPlace/random: PlaceGroup of 24 one-task requests, 2 groups at once (as control's RunTask queue), 20,000 placements"},
+			Row{gPlace, "placements/s (Placer, random strategy)", p["placements/s"], "/s", "placement.BenchmarkPlace/random: PlaceGroup of 24 one-task requests, 2 groups at once (as control's RunTask queue), 20,000 placements; median of 5 rounds"},
 			Row{gPlace, "CPU per placement", p["cpu-µs/placement"], "µs", "placer + etcd client + embedded etcd server"})
 	}
 	if okP8 {
@@ -118,16 +116,16 @@ func goTestFigures(ctx context.Context) ([]Row, error) {
 	}
 	if okC {
 		rows = append(rows,
-			Row{gPlace, "etcd ceiling: placements/s", c["placements/s"], "/s", "placement.BenchmarkEtcdTxnCeiling: the same writes, 24 per txn, no choosing, 8 txns in flight; mean of a run just before and one just after the Placer's"},
+			Row{gPlace, "etcd ceiling: placements/s", c["placements/s"], "/s", "placement.BenchmarkEtcdTxnCeiling: the same writes, 24 per txn, no choosing, 8 txns in flight; median of the rounds' means of a run just before and one just after the Placer's"},
 			Row{gPlace, "etcd ceiling, one txn in flight: placements/s", c["serial placements/s"], "/s", "placement.BenchmarkEtcdTxnCeilingSerial: as if a cluster's commits took turns"})
 	}
-	if okP && okC && c["placements/s"] > 0 && c["serial placements/s"] > 0 {
+	if okP && okC {
 		rows = append(rows,
-			Row{gPlace, "ratio placements/s ÷ etcd ceiling", p["placements/s"] / c["placements/s"], "ratio", "2 groups in flight against the ceiling's 8 txns"},
-			Row{gPlace, "ratio placements/s ÷ etcd ceiling, one txn in flight", p["placements/s"] / c["serial placements/s"], "ratio", ""})
+			Row{gPlace, "ratio placements/s ÷ etcd ceiling", ratio(func(r placeRound) float64 { return r.place["placements/s"] / r.ceiling["placements/s"] }), "ratio", "2 groups in flight against the ceiling's 8 txns; median of the rounds' ratios"},
+			Row{gPlace, "ratio placements/s ÷ etcd ceiling, one txn in flight", ratio(func(r placeRound) float64 { return r.place["placements/s"] / r.ceiling["serial placements/s"] }), "ratio", ""})
 	}
-	if okP8 && okC && c["placements/s"] > 0 {
-		rows = append(rows, Row{gPlace, "ratio placements/s, 8 groups in flight ÷ etcd ceiling", p8["placements/s"] / c["placements/s"], "ratio", "like for like: the same writes, 24 per txn, 8 in flight; what the Placer adds (issue 13's ≥ 0.8)"})
+	if okP8 && okC {
+		rows = append(rows, Row{gPlace, "ratio placements/s, 8 groups in flight ÷ etcd ceiling", ratio(func(r placeRound) float64 { return r.place8["placements/s"] / r.ceiling["placements/s"] }), "ratio", "like for like: the same writes, 24 per txn, 8 in flight; what the Placer adds (issue 13's ≥ 0.8); median of the rounds' ratios"})
 	}
 	// RunTask through control's validation, placement and group commit in process: the
 	// production path without the RPC and the agent sessions (the stack's
@@ -244,4 +242,76 @@ func logsFigures(ctx context.Context, errs *[]string) []Row {
 		}
 	}
 	return rows
+}
+
+// placeRounds is how many rounds placementRounds runs.
+const placeRounds = 5
+
+// placeRound is one round of placementRounds: the Placer's metrics with 2 and with 8
+// groups in flight, and the ceiling's (the mean of a run just before and one just after).
+type placeRound struct{ place, place8, ceiling map[string]float64 }
+
+// placementRounds runs placeRounds rounds of placement.BenchmarkPlace/random and
+// BenchmarkPlaceEightInFlight/random, with measureCeiling before the first and after each
+// (a round's ceiling is the mean of the two around it). It returns the complete rounds and
+// the errors of the others.
+func placementRounds(ctx context.Context) ([]placeRound, error) {
+	var rounds []placeRound
+	var errs []error
+	before, err := measureCeiling(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for range placeRounds {
+		place, err := goBench(ctx, "services/scheduler/placement", "^BenchmarkPlace(EightInFlight)?$/^random$", "20000x")
+		if err != nil {
+			errs = append(errs, err)
+		}
+		after, errAfter := measureCeiling(ctx)
+		if errAfter != nil {
+			errs = append(errs, errAfter)
+		}
+		p, ok := find(place, "BenchmarkPlace/random")
+		p8, ok8 := find(place, "BenchmarkPlaceEightInFlight/random")
+		if ok && ok8 && before != nil && after != nil {
+			c := map[string]float64{}
+			for k, v := range before {
+				c[k] = (v + after[k]) / 2
+			}
+			rounds = append(rounds, placeRound{place: p, place8: p8, ceiling: c})
+		}
+		before = after
+	}
+	return rounds, errors.Join(errs...)
+}
+
+// medianOf returns, for each metric of pick(round), its median over rounds; false when
+// there is no round.
+func medianOf(rounds []placeRound, pick func(placeRound) map[string]float64) (map[string]float64, bool) {
+	if len(rounds) == 0 {
+		return nil, false
+	}
+	out := map[string]float64{}
+	for k := range pick(rounds[0]) {
+		var v []float64
+		for _, r := range rounds {
+			v = append(v, pick(r)[k])
+		}
+		out[k] = median(v)
+	}
+	return out, true
+}
+
+// median returns the median of v (the mean of the middle two when len(v) is even; 0 when
+// v is empty).
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }

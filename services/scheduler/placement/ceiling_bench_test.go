@@ -3,6 +3,7 @@ package placement
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -32,7 +33,11 @@ import (
 // group commit the ceiling was first measured against (under etcd's 128 operations).
 const ceilingBatch = 24
 
-func BenchmarkEtcdTxnCeiling(b *testing.B) { benchCeiling(b, 4) }
+func BenchmarkEtcdTxnCeiling(b *testing.B) { benchCeiling(b, ceilingParallelism) }
+
+// ceilingParallelism is BenchmarkEtcdTxnCeiling's b.SetParallelism: its txns in flight
+// are ceilingParallelism × GOMAXPROCS.
+const ceilingParallelism = 4
 
 // BenchmarkEtcdTxnCeilingSerial is BenchmarkEtcdTxnCeiling with one txn in flight: the
 // ceiling of a Placer whose commits took turns (as before its commits overlapped, see
@@ -50,6 +55,9 @@ func benchCeiling(b *testing.B, parallelism int) {
 	ctx := context.Background()
 	// Each worker owns a disjoint slice of instances and keeps their records and
 	// revisions, as the placer's cache does.
+	// Workers stride over the instances, so none shares one with another (which would
+	// make their compares fail): at least one stride per worker.
+	stride := max(16, parallelism*runtime.GOMAXPROCS(0))
 	var worker atomic.Int64
 	var seq atomic.Int64
 	work := func(next func() bool) {
@@ -60,7 +68,7 @@ func benchCeiling(b *testing.B, parallelism int) {
 			rev int64
 		}
 		var mine []*inst
-		for i := w; i < n; i += 16 {
+		for i := w; i < n; i += stride {
 			id := fmt.Sprintf("i%04d", i)
 			rec, rev, err := store.Get[*storev1.ContainerInstanceRecord](ctx, cli, keys.Instance(testScope, "bench", id))
 			if err != nil {

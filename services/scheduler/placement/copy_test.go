@@ -42,6 +42,16 @@ func TestWritableCopy(t *testing.T) {
 	rec := agentRecord()
 	// A field this build does not know survives the copy too.
 	rec.ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 999, protowire.VarintType), 5))
+	// As the cache holds it: decoded from etcd, whose string sets have room to grow in
+	// place (an append to a shared one would write into the record's).
+	data, err := proto.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec = &storev1.ContainerInstanceRecord{}
+	if err := proto.Unmarshal(data, rec); err != nil {
+		t.Fatal(err)
+	}
 	before := proto.Clone(rec)
 
 	cp := writableCopy(rec)
@@ -57,11 +67,19 @@ func TestWritableCopy(t *testing.T) {
 	}
 	cp.ActiveTasks += 2
 	cp.GetContainerInstance().Version++
+	// A second copy of the same record, reserving another port: neither sees the other's.
+	other := writableCopy(rec)
+	if err := Reserve(other.GetContainerInstance(), Demand{CPU: 1, Memory: 1, Ports: []int32{9090}}); err != nil {
+		t.Fatal(err)
+	}
 	if !proto.Equal(rec, before) {
-		t.Fatalf("reserving on the copy changed the record:\n%v\nwant\n%v", rec, before)
+		t.Fatalf("reserving on the copies changed the record:\n%v\nwant\n%v", rec, before)
+	}
+	if w := FromRecord("i0", other, 0); !w.Ports[9090] || w.Ports[8080] || w.Ports[8081] {
+		t.Fatalf("second copy's ports: %v", w.Ports)
 	}
 	v := FromRecord("i0", cp, 0)
-	if v.CPU != 4096-513 || v.Memory != 16000-1025 || !v.Ports[8080] || !v.Ports[8081] || !v.Ports[22] || !v.UDPPorts[53] || v.GPUs != 1 || v.RunningTasks != 5 {
+	if v.CPU != 4096-513 || v.Memory != 16000-1025 || !v.Ports[8080] || !v.Ports[8081] || v.Ports[9090] || !v.Ports[22] || !v.UDPPorts[53] || v.GPUs != 1 || v.RunningTasks != 5 {
 		t.Fatalf("view of the copy: %+v", v)
 	}
 	if w := FromRecord("i0", rec, 0); w.CPU != 4096 || w.Ports[8080] || w.UDPPorts != nil || w.GPUs != 2 || w.RunningTasks != 3 {
@@ -108,7 +126,8 @@ func TestShallowCopyEveryField(t *testing.T) {
 		// Every field is set: a field left out above would not show.
 		fields := m.ProtoReflect().Descriptor().Fields()
 		for i := range fields.Len() {
-			if fd := fields.Get(i); fd.ContainingOneof() == nil && !m.ProtoReflect().Has(fd) {
+			fd := fields.Get(i)
+			if o := fd.ContainingOneof(); (o == nil || o.IsSynthetic()) && !m.ProtoReflect().Has(fd) {
 				t.Errorf("%T: field %s not filled", m, fd.Name())
 			}
 		}

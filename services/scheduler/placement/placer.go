@@ -21,8 +21,8 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 )
 
-// Placed is one task placed by Placer: the instance chosen and its record as the commit
-// writes it (with this call's reservations already taken).
+// Placed is one task placed by Placer: the instance chosen and a copy of its record for
+// the commit hook to reserve on and write.
 type Placed struct {
 	// Index is the task's position in the request, 0-based.
 	Index int
@@ -35,9 +35,11 @@ type Placed struct {
 	// hook reserves on it (placement.Reserve, as task.PlaceTxn does) and writes it under
 	// InstanceRev. When the commit is sent the Placer caches it, as changed, so that the
 	// cluster's next placements plan on it. The copy's own are the record's fields, its
-	// container_instance's fields and its remaining resources; the hook may change those
-	// (or replace a field) but no other message or list of it (attributes, registered
-	// resources, …), which the Placer's cache shares.
+	// container_instance's fields and its remaining resources (each Resource and its
+	// string set): the hook may set those fields, reserve on the remaining resources and
+	// append to them, but must not write through anything else, which the Placer's cache
+	// shares: attributes, registered resources and other messages or lists, and the
+	// values of optional fields (*string, *float64, …: replace the pointer instead).
 	Instance *storev1.ContainerInstanceRecord
 	// InstanceRev is the ModRevision the instance was read at, for the hook's
 	// txn.Update. Before it commits the txn, the Placer sets that compare to the
@@ -230,7 +232,8 @@ func writableCopy(rec *storev1.ContainerInstanceRecord) *storev1.ContainerInstan
 
 // shallowCopy returns a new message holding m's fields (and unknown fields) as they are:
 // a message, list or string field of the copy is the same message, list or string as
-// m's. It sets the generated struct's exported fields (with the open struct API
+// m's, and so is the value an optional field points to. It sets the generated struct's
+// exported fields (with the open struct API
 // protoc-gen-go generates, one per field or oneof of the message), which costs a
 // fraction of protoreflect's Set (that allocates each optional scalar anew), and leaves
 // the message's internal state alone (its size cache may be being written by a Marshal
@@ -246,7 +249,7 @@ func shallowCopy[M any, P interface {
 		dst.Field(i).Set(src.Field(i))
 	}
 	if u := m.ProtoReflect().GetUnknown(); len(u) > 0 {
-		out.ProtoReflect().SetUnknown(u)
+		out.ProtoReflect().SetUnknown(slices.Clip(u))
 	}
 	return out
 }

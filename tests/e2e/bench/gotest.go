@@ -94,38 +94,47 @@ func goTestFigures(ctx context.Context) ([]Row, error) {
 	if err != nil {
 		errs = append(errs, err.Error())
 	}
-	p, okP := medianOf(rounds, func(r placeRound) map[string]float64 { return r.place })
-	p8, okP8 := medianOf(rounds, func(r placeRound) map[string]float64 { return r.place8 })
-	c, okC := medianOf(rounds, func(r placeRound) map[string]float64 { return r.ceiling })
-	ratio := func(pick func(placeRound) float64) float64 {
+	p, nP := medianOf(rounds, func(r placeRound) map[string]float64 { return r.place })
+	p8, nP8 := medianOf(rounds, func(r placeRound) map[string]float64 { return r.place8 })
+	c, nC := medianOf(rounds, func(r placeRound) map[string]float64 { return r.ceiling })
+	// ratio is the median over the rounds of num's metric ÷ the round's ceiling's den
+	// metric, with the count of rounds that had both (a missing or zero figure is
+	// skipped: a ratio of it would be no figure at all).
+	ratio := func(num func(placeRound) map[string]float64, den string) (float64, int) {
 		var v []float64
 		for _, r := range rounds {
-			v = append(v, pick(r))
+			if n, d := num(r)["placements/s"], r.ceiling[den]; n > 0 && d > 0 {
+				v = append(v, n/d)
+			}
 		}
-		return median(v)
+		return median(v), len(v)
 	}
-	if okP {
+	place := func(r placeRound) map[string]float64 { return r.place }
+	place8 := func(r placeRound) map[string]float64 { return r.place8 }
+	of := func(n int) string { return fmt.Sprintf("median of %d rounds", n) }
+	if nP > 0 {
 		rows = append(rows,
-			Row{gPlace, "placements/s (Placer, random strategy)", p["placements/s"], "/s", "placement.BenchmarkPlace/random: PlaceGroup of 24 one-task requests, 2 groups at once (as control's RunTask queue), 20,000 placements; median of 5 rounds"},
+			Row{gPlace, "placements/s (Placer, random strategy)", p["placements/s"], "/s", "placement.BenchmarkPlace/random: PlaceGroup of 24 one-task requests, 2 groups at once (as control's RunTask queue), 20,000 placements; " + of(nP)},
 			Row{gPlace, "CPU per placement", p["cpu-µs/placement"], "µs", "placer + etcd client + embedded etcd server"})
 	}
-	if okP8 {
+	if nP8 > 0 {
 		rows = append(rows,
-			Row{gPlace, "placements/s (Placer, 8 groups in flight)", p8["placements/s"], "/s", "placement.BenchmarkPlaceEightInFlight/random: the same with 8 groups at once, the ceiling's concurrency"},
+			Row{gPlace, "placements/s (Placer, 8 groups in flight)", p8["placements/s"], "/s", "placement.BenchmarkPlaceEightInFlight/random: the same with as many groups at once as the ceiling's txns (8 on 2 cores); " + of(nP8)},
 			Row{gPlace, "CPU per placement, 8 groups in flight", p8["cpu-µs/placement"], "µs", ""})
 	}
-	if okC {
+	if nC > 0 {
 		rows = append(rows,
-			Row{gPlace, "etcd ceiling: placements/s", c["placements/s"], "/s", "placement.BenchmarkEtcdTxnCeiling: the same writes, 24 per txn, no choosing, 8 txns in flight; median of the rounds' means of a run just before and one just after the Placer's"},
+			Row{gPlace, "etcd ceiling: placements/s", c["placements/s"], "/s", "placement.BenchmarkEtcdTxnCeiling: the same writes, 24 per txn, no choosing, 4 × GOMAXPROCS txns in flight; " + of(nC) + ", each the mean of a run just before and one just after the Placer's"},
 			Row{gPlace, "etcd ceiling, one txn in flight: placements/s", c["serial placements/s"], "/s", "placement.BenchmarkEtcdTxnCeilingSerial: as if a cluster's commits took turns"})
 	}
-	if okP && okC {
-		rows = append(rows,
-			Row{gPlace, "ratio placements/s ÷ etcd ceiling", ratio(func(r placeRound) float64 { return r.place["placements/s"] / r.ceiling["placements/s"] }), "ratio", "2 groups in flight against the ceiling's 8 txns; median of the rounds' ratios"},
-			Row{gPlace, "ratio placements/s ÷ etcd ceiling, one txn in flight", ratio(func(r placeRound) float64 { return r.place["placements/s"] / r.ceiling["serial placements/s"] }), "ratio", ""})
+	if v, n := ratio(place, "placements/s"); n > 0 {
+		rows = append(rows, Row{gPlace, "ratio placements/s ÷ etcd ceiling", v, "ratio", "2 groups in flight against the ceiling's 8 txns; " + of(n) + "' ratios"})
 	}
-	if okP8 && okC {
-		rows = append(rows, Row{gPlace, "ratio placements/s, 8 groups in flight ÷ etcd ceiling", ratio(func(r placeRound) float64 { return r.place8["placements/s"] / r.ceiling["placements/s"] }), "ratio", "like for like: the same writes, 24 per txn, 8 in flight; what the Placer adds (issue 13's ≥ 0.8); median of the rounds' ratios"})
+	if v, n := ratio(place, "serial placements/s"); n > 0 {
+		rows = append(rows, Row{gPlace, "ratio placements/s ÷ etcd ceiling, one txn in flight", v, "ratio", ""})
+	}
+	if v, n := ratio(place8, "placements/s"); n > 0 {
+		rows = append(rows, Row{gPlace, "ratio placements/s, 8 groups in flight ÷ etcd ceiling", v, "ratio", "like for like: the same writes, 24 per txn, as many in flight; what the Placer adds (issue 13's ≥ 0.8); " + of(n) + "' ratios"})
 	}
 	// RunTask through control's validation, placement and group commit in process: the
 	// production path without the RPC and the agent sessions (the stack's
@@ -138,7 +147,7 @@ func goTestFigures(ctx context.Context) ([]Row, error) {
 		rows = append(rows,
 			Row{gPlace, "RunTask placements/s (control in process, no RPC or agent sessions)", m["placements/s"], "/s", "control.BenchmarkRunTaskPlacement: RunTask count 10, 64 concurrent callers, 5,000 placements"},
 			Row{gPlace, "RunTask CPU per placement", m["cpu-µs/placement"], "µs", "control + placement + etcd client + embedded etcd server"})
-		if okC && c["placements/s"] > 0 {
+		if nC > 0 && c["placements/s"] > 0 {
 			rows = append(rows, Row{gPlace, "ratio RunTask placements/s ÷ etcd ceiling", m["placements/s"] / c["placements/s"], "ratio", ""})
 		}
 	}
@@ -248,13 +257,14 @@ func logsFigures(ctx context.Context, errs *[]string) []Row {
 const placeRounds = 5
 
 // placeRound is one round of placementRounds: the Placer's metrics with 2 and with 8
-// groups in flight, and the ceiling's (the mean of a run just before and one just after).
+// groups in flight (nil when that benchmark failed), and the ceiling's (the mean of a run
+// just before and one just after; the one that ran when the other failed).
 type placeRound struct{ place, place8, ceiling map[string]float64 }
 
 // placementRounds runs placeRounds rounds of placement.BenchmarkPlace/random and
-// BenchmarkPlaceEightInFlight/random, with measureCeiling before the first and after each
-// (a round's ceiling is the mean of the two around it). It returns the complete rounds and
-// the errors of the others.
+// BenchmarkPlaceEightInFlight/random (each its own go test, so that one failing leaves
+// the other's figures), with measureCeiling before the first and after each. It returns
+// the rounds that have a ceiling and a Placer figure, and the errors met.
 func placementRounds(ctx context.Context) ([]placeRound, error) {
 	var rounds []placeRound
 	var errs []error
@@ -262,44 +272,68 @@ func placementRounds(ctx context.Context) ([]placeRound, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	for range placeRounds {
-		place, err := goBench(ctx, "services/scheduler/placement", "^BenchmarkPlace(EightInFlight)?$/^random$", "20000x")
+	bench := func(pattern, name string) map[string]float64 {
+		lines, err := goBench(ctx, "services/scheduler/placement", pattern, "20000x")
 		if err != nil {
 			errs = append(errs, err)
 		}
-		after, errAfter := measureCeiling(ctx)
-		if errAfter != nil {
-			errs = append(errs, errAfter)
+		m, _ := find(lines, name)
+		return m
+	}
+	for range placeRounds {
+		p := bench("^BenchmarkPlace$/^random$", "BenchmarkPlace/random")
+		p8 := bench("^BenchmarkPlaceEightInFlight$/^random$", "BenchmarkPlaceEightInFlight/random")
+		after, err := measureCeiling(ctx)
+		if err != nil {
+			errs = append(errs, err)
 		}
-		p, ok := find(place, "BenchmarkPlace/random")
-		p8, ok8 := find(place, "BenchmarkPlaceEightInFlight/random")
-		if ok && ok8 && before != nil && after != nil {
-			c := map[string]float64{}
-			for k, v := range before {
-				c[k] = (v + after[k]) / 2
-			}
+		c := meanOf(before, after)
+		if c != nil && (p != nil || p8 != nil) {
 			rounds = append(rounds, placeRound{place: p, place8: p8, ceiling: c})
 		}
-		before = after
+		if after != nil {
+			before = after
+		}
 	}
 	return rounds, errors.Join(errs...)
 }
 
-// medianOf returns, for each metric of pick(round), its median over rounds; false when
-// there is no round.
-func medianOf(rounds []placeRound, pick func(placeRound) map[string]float64) (map[string]float64, bool) {
-	if len(rounds) == 0 {
-		return nil, false
+// meanOf returns the mean of a's and b's metrics, the one given when the other is nil,
+// or nil when both are.
+func meanOf(a, b map[string]float64) map[string]float64 {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
 	}
 	out := map[string]float64{}
-	for k := range pick(rounds[0]) {
-		var v []float64
-		for _, r := range rounds {
-			v = append(v, pick(r)[k])
+	for k, v := range a {
+		out[k] = (v + b[k]) / 2
+	}
+	return out
+}
+
+// medianOf returns, for each metric of pick(round) over the rounds where it is not nil,
+// its median, and how many rounds that was.
+func medianOf(rounds []placeRound, pick func(placeRound) map[string]float64) (map[string]float64, int) {
+	vals := map[string][]float64{}
+	n := 0
+	for _, r := range rounds {
+		m := pick(r)
+		if m == nil {
+			continue
 		}
+		n++
+		for k, v := range m {
+			vals[k] = append(vals[k], v)
+		}
+	}
+	out := map[string]float64{}
+	for k, v := range vals {
 		out[k] = median(v)
 	}
-	return out, true
+	return out, n
 }
 
 // median returns the median of v (the mean of the middle two when len(v) is even; 0 when

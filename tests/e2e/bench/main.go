@@ -165,7 +165,10 @@ func run(ctx context.Context, o options) error {
 		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 			return err
 		}
-		data, _ := json.MarshalIndent(res, "", "  ")
+		data, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encoding the results: %w", err)
+		}
 		if err := os.WriteFile(o.out, append(data, '\n'), 0o644); err != nil {
 			return err
 		}

@@ -94,8 +94,10 @@ func goTestFigures(ctx context.Context) ([]Row, error) {
 	if err != nil {
 		errs = append(errs, err.Error())
 	}
-	p, nP := medianOf(rounds, func(r placeRound) map[string]float64 { return r.place })
-	p8, nP8 := medianOf(rounds, func(r placeRound) map[string]float64 { return r.place8 })
+	place := func(r placeRound) map[string]float64 { return r.place }
+	place8 := func(r placeRound) map[string]float64 { return r.place8 }
+	p, nP := medianOf(rounds, place)
+	p8, nP8 := medianOf(rounds, place8)
 	c, nC := medianOf(rounds, func(r placeRound) map[string]float64 { return r.ceiling })
 	// ratio is the median over the rounds of num's metric ÷ the round's ceiling's den
 	// metric, with the count of rounds that had both (a missing or zero figure is
@@ -109,8 +111,6 @@ func goTestFigures(ctx context.Context) ([]Row, error) {
 		}
 		return median(v), len(v)
 	}
-	place := func(r placeRound) map[string]float64 { return r.place }
-	place8 := func(r placeRound) map[string]float64 { return r.place8 }
 	of := func(n int) string { return fmt.Sprintf("median of %d rounds", n) }
 	if nP > 0 {
 		rows = append(rows,

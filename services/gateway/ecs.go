@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	"connectrpc.com/connect"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
@@ -22,10 +23,69 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
-// message lets one generic Connect client carry any request or response message: the
-// embedded proto.Message is the concrete generated type of the method's input or output,
-// and *message satisfies proto.Message through it.
+// message lets one generic Connect client carry any request message: the embedded
+// proto.Message is the concrete generated type of the method's input, and *message
+// satisfies proto.Message through it.
 type message struct{ proto.Message }
+
+// wireMessage is a response as the scheduler encoded it (protobuf binary), kept by
+// wireCodec in a pooled buffer: the gateway writes AWS JSON straight from these bytes
+// (awsjson.MarshalWirePooled) and decodes them only for the query protocol and the
+// console.
+type wireMessage struct{ buf *[]byte }
+
+// bytes returns the response's encoding (empty for an empty message).
+func (w *wireMessage) bytes() []byte {
+	if w.buf == nil {
+		return nil
+	}
+	return *w.buf
+}
+
+// release returns the buffer to the pool; the bytes are not to be used after.
+func (w *wireMessage) release() {
+	if w.buf != nil && cap(*w.buf) <= maxPooledWire {
+		wireBuffers.Put(w.buf)
+	}
+	w.buf = nil
+}
+
+// wireBuffers holds response buffers between calls; maxPooledWire (bytes) bounds what it
+// keeps.
+var wireBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+const maxPooledWire = 1 << 20
+
+// wireCodec is the operations' Connect codec ("proto", binary protobuf): requests are
+// marshaled as connect's own codec does, and a *wireMessage response keeps the bytes
+// (copied: Connect reuses its read buffer) instead of decoding them. Any other message
+// (Connect's own) is decoded with proto.Unmarshal.
+type wireCodec struct{}
+
+func (wireCodec) Name() string { return "proto" }
+
+func (c wireCodec) Marshal(m any) ([]byte, error) { return c.MarshalAppend(nil, m) }
+
+func (wireCodec) MarshalAppend(dst []byte, m any) ([]byte, error) {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("gateway: cannot marshal %T: not a protobuf message", m)
+	}
+	return proto.MarshalOptions{}.MarshalAppend(dst, pm)
+}
+
+func (wireCodec) Unmarshal(data []byte, m any) error {
+	switch v := m.(type) {
+	case *wireMessage:
+		bp := wireBuffers.Get().(*[]byte)
+		*bp = append((*bp)[:0], data...)
+		v.buf = bp
+		return nil
+	case proto.Message:
+		return proto.Unmarshal(data, v)
+	}
+	return fmt.Errorf("gateway: cannot unmarshal into %T: not a protobuf message", m)
+}
 
 // connectHTTPClient is the HTTP client the Connect clients use.
 type connectHTTPClient = connect.HTTPClient
@@ -35,7 +95,7 @@ type operation struct {
 	name   string
 	input  protoreflect.MessageType
 	output protoreflect.MessageType
-	client *connect.Client[message, message]
+	client *connect.Client[message, wireMessage]
 }
 
 // newOperations builds a Connect client for every method of the service descriptor sd.
@@ -57,13 +117,8 @@ func newOperations(sd protoreflect.ServiceDescriptor, httpClient connect.HTTPCli
 			name:   string(md.Name()),
 			input:  in,
 			output: out,
-			client: connect.NewClient[message, message](httpClient, baseURL+procedure,
-				connect.WithSchema(md),
-				connect.WithResponseInitializer(func(_ connect.Spec, m any) error {
-					m.(*message).Message = out.New().Interface()
-					return nil
-				}),
-			),
+			client: connect.NewClient[message, wireMessage](httpClient, baseURL+procedure,
+				connect.WithSchema(md), connect.WithCodec(wireCodec{})),
 		}
 	}
 	return ops, nil
@@ -204,19 +259,31 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request, x *exchange) 
 		fail(http.StatusBadRequest, ae.Type, ae.Message)
 		return
 	}
-	out, err := g.call(r.Context(), op, in, cred, x.id, endpointOf(r))
+	wire, err := g.callWire(r.Context(), op, in, cred, x.id, endpointOf(r))
 	if err != nil {
 		status, typ, msg := g.mapError(err, svc, action, x.id)
 		fail(status, typ, msg)
 		return
 	}
+	defer wire.release()
 	var data []byte
 	if svc.Protocol == Query {
+		out := op.output.New().Interface()
+		if err := proto.Unmarshal(wire.bytes(), out); err != nil {
+			status, typ, msg := g.mapError(fmt.Errorf("decode %s response: %w", action, err), svc, action, x.id)
+			fail(status, typ, msg)
+			return
+		}
 		data = awsquery.Marshal(action, out, svc.XMLNamespace, x.id)
 		w.Header().Set("Content-Type", "text/xml")
 	} else {
 		var release func()
-		data, release = awsjson.MarshalPooled(out)
+		data, release, err = awsjson.MarshalWirePooled(op.output, wire.bytes())
+		if err != nil {
+			status, typ, msg := g.mapError(fmt.Errorf("encode %s response: %w", action, err), svc, action, x.id)
+			fail(status, typ, msg)
+			return
+		}
 		defer release() // after the Write below: the body is written from the pooled buffer
 		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 	}
@@ -295,9 +362,25 @@ func endpointOf(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
-// call invokes the operation on the scheduler with the caller's identity headers and the
-// gateway's endpoint as the caller reached it (EndpointHeader).
+// call invokes the operation on the scheduler (callWire) and returns its decoded
+// response, a message of op.output's type.
 func (g *Gateway) call(ctx context.Context, op *operation, in proto.Message, cred sigv4.Credential, requestID, endpoint string) (proto.Message, error) {
+	wire, err := g.callWire(ctx, op, in, cred, requestID, endpoint)
+	if err != nil {
+		return nil, err
+	}
+	defer wire.release()
+	out := op.output.New().Interface()
+	if err := proto.Unmarshal(wire.bytes(), out); err != nil {
+		return nil, fmt.Errorf("decode %s response: %w", op.name, err)
+	}
+	return out, nil
+}
+
+// callWire invokes the operation on the scheduler with the caller's identity headers and
+// the gateway's endpoint as the caller reached it (EndpointHeader), and returns the
+// response undecoded; the caller releases it.
+func (g *Gateway) callWire(ctx context.Context, op *operation, in proto.Message, cred sigv4.Credential, requestID, endpoint string) (*wireMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.RequestTimeout)
 	defer cancel()
 	req := connect.NewRequest(&message{in})
@@ -308,10 +391,10 @@ func (g *Gateway) call(ctx context.Context, op *operation, in proto.Message, cre
 	if err != nil {
 		return nil, err
 	}
-	if res.Msg == nil || res.Msg.Message == nil {
-		return op.output.New().Interface(), nil
+	if res.Msg == nil {
+		return &wireMessage{}, nil
 	}
-	return res.Msg.Message, nil
+	return res.Msg, nil
 }
 
 // setIdentity replaces any identity headers with the authenticated caller's.

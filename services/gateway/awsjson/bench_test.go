@@ -176,3 +176,35 @@ func BenchmarkMarshalPooled(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkMarshalWire encodes a DescribeTasks(100) answer as the gateway receives it from
+// the scheduler (protobuf bytes): decoded with proto.Unmarshal and then MarshalPooled (the
+// gateway before MarshalWirePooled), and with MarshalWirePooled, in one run.
+func BenchmarkMarshalWire(b *testing.B) {
+	wire, err := proto.Marshal(describeTasks100())
+	if err != nil {
+		b.Fatal(err)
+	}
+	mt := (&ecsv1.DescribeTasksResponse{}).ProtoReflect().Type()
+	b.Run("Unmarshal+MarshalPooled", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			m := mt.New().Interface()
+			if err := proto.Unmarshal(wire, m); err != nil {
+				b.Fatal(err)
+			}
+			_, release := awsjson.MarshalPooled(m)
+			release()
+		}
+	})
+	b.Run("MarshalWirePooled", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, release, err := awsjson.MarshalWirePooled(mt, wire)
+			if err != nil {
+				b.Fatal(err)
+			}
+			release()
+		}
+	})
+}

@@ -78,6 +78,8 @@ type shapeInfo struct {
 	// zero holds, for fields whose default is EmptyStructure, the read-only empty message
 	// written when the field is unset (Get would allocate one per call).
 	zero []protoreflect.Message
+	// wire is what MarshalWirePooled needs besides.
+	wire *wireShape
 }
 
 // shapes maps a message's full name to its *shapeInfo.
@@ -94,6 +96,7 @@ func shapeOf(md protoreflect.MessageDescriptor) *shapeInfo {
 		wrapper:  isWrapper(md),
 		fields:   make([]protoreflect.FieldDescriptor, fields.Len()),
 		kids:     make([]atomic.Pointer[shapeInfo], fields.Len()),
+		wire:     newWireShape(md),
 	}
 	for i := range si.names {
 		si.fields[i] = fields.Get(i)
@@ -292,6 +295,13 @@ const hex = "0123456789abcdef"
 // appendString writes s as a JSON string. Invalid UTF-8 becomes U+FFFD; <, > and & are not
 // escaped (AWS does not escape them).
 func appendString(b []byte, s string) []byte {
+	b, _ = appendText(b, s)
+	return b
+}
+
+// appendText is appendString for a string or its bytes; invalid says s held invalid
+// UTF-8 (written as U+FFFD).
+func appendText[T string | []byte](b []byte, s T) (_ []byte, invalid bool) {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -318,10 +328,11 @@ func appendString(b []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		r, size := decodeRune(s[i:])
 		if r == utf8.RuneError && size == 1 {
 			b = append(b, s[start:i]...)
 			b = append(b, `\ufffd`...)
+			invalid = true
 			i += size
 			start = i
 			continue
@@ -336,5 +347,16 @@ func appendString(b []byte, s string) []byte {
 		i += size
 	}
 	b = append(b, s[start:]...)
-	return append(b, '"')
+	return append(b, '"'), invalid
+}
+
+// decodeRune is utf8.DecodeRuneInString or utf8.DecodeRune, as s is.
+func decodeRune[T string | []byte](s T) (rune, int) {
+	switch v := any(s).(type) {
+	case string:
+		return utf8.DecodeRuneInString(v)
+	case []byte:
+		return utf8.DecodeRune(v)
+	}
+	return utf8.RuneError, 1
 }

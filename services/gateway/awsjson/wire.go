@@ -1,0 +1,520 @@
+package awsjson
+
+import (
+	"encoding/base64"
+	"errors"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// MarshalWirePooled encodes the response message of type mt held in wire, its protobuf
+// binary encoding (what the scheduler answers over Connect), as an AWS JSON 1.1 body: the
+// bytes Marshal writes for the message proto.Unmarshal would decode from wire, without
+// decoding it into a Go message. The gateway's answers are mostly repeated structures
+// (a DescribeTasks(100) answer is ~150 KB of JSON from ~100 KB of protobuf), and decoding
+// them into messages only to walk them again by reflection was about half of the
+// gateway's CPU per call.
+//
+// b is valid until release is called, as for MarshalPooled. It returns an error, and no
+// body, when wire is not a valid encoding of mt (proto.Unmarshal's error). Input whose
+// decoding is not a plain reading of the bytes (a singular message field or a oneof
+// written more than once, which proto.Unmarshal merges or overrides, a group, a string
+// that is not valid UTF-8) is decoded with proto.Unmarshal and encoded with Marshal, so
+// the answer is always Marshal's.
+func MarshalWirePooled(mt protoreflect.MessageType, wire []byte) (b []byte, release func(), err error) {
+	bp := scratch.Get().(*[]byte)
+	release = func() {
+		if cap(b) <= maxScratch {
+			*bp = b[:0]
+			scratch.Put(bp)
+		}
+	}
+	e := wireEncoders.Get().(*wireEncoder)
+	b, err = e.message((*bp)[:0], shapeOf(mt.Descriptor()), wire, true)
+	e.fields = e.fields[:0]
+	wireEncoders.Put(e)
+	if errors.Is(err, errNotPlain) {
+		m := mt.New()
+		if err = (proto.UnmarshalOptions{}).Unmarshal(wire, m.Interface()); err == nil {
+			b = appendMessage((*bp)[:0], m, shapeOf(mt.Descriptor()), true)
+		}
+	}
+	if err != nil {
+		b = (*bp)[:0]
+		release()
+		return nil, func() {}, err
+	}
+	return b, release, nil
+}
+
+// errNotPlain says the wire bytes need proto.Unmarshal's merging rules (see
+// MarshalWirePooled): the encoder starts over from the decoded message.
+var errNotPlain = errors.New("awsjson: wire input needs decoding")
+
+// errMalformed is the error for bytes that are not a protobuf encoding.
+var errMalformed = errors.New("awsjson: malformed protobuf wire data")
+
+// wireField is one field occurrence of a message's encoding: index is the field's index
+// in the descriptor, value its varint or fixed-width value, data its length-delimited
+// payload.
+type wireField struct {
+	index int32
+	typ   protowire.Type
+	value uint64
+	data  []byte
+}
+
+// wireEncoder holds the field occurrences of the messages being encoded, innermost last.
+type wireEncoder struct {
+	fields []wireField
+}
+
+var wireEncoders = sync.Pool{New: func() any { return &wireEncoder{fields: make([]wireField, 0, 256)} }}
+
+// wireShape is what the wire encoder needs of a message type beyond shapeInfo, computed
+// once: field indexes by number and each field's kind and cardinality.
+type wireShape struct {
+	byNumber []int32 // field number → index + 1 (0: no such field), for numbers < len
+	byMap    map[protowire.Number]int32
+	kinds    []protoreflect.Kind
+	list     []bool
+	isMap    []bool
+	presence []bool
+	oneof    []int8 // index of the field's (non-synthetic) oneof, -1 for none
+	oneofs   int
+	groups   bool // a field is a group, which this encoder leaves to proto.Unmarshal
+}
+
+func newWireShape(md protoreflect.MessageDescriptor) *wireShape {
+	fields := md.Fields()
+	n := fields.Len()
+	ws := &wireShape{
+		kinds: make([]protoreflect.Kind, n), list: make([]bool, n), isMap: make([]bool, n),
+		presence: make([]bool, n), oneof: make([]int8, n),
+	}
+	maxNum := protowire.Number(0)
+	for i := range n {
+		maxNum = max(maxNum, fields.Get(i).Number())
+	}
+	if maxNum < 1024 {
+		ws.byNumber = make([]int32, maxNum+1)
+	} else {
+		ws.byMap = make(map[protowire.Number]int32, n)
+	}
+	for i := range n {
+		fd := fields.Get(i)
+		if ws.byNumber != nil {
+			ws.byNumber[fd.Number()] = int32(i) + 1
+		} else {
+			ws.byMap[fd.Number()] = int32(i) + 1
+		}
+		ws.kinds[i], ws.list[i], ws.isMap[i], ws.presence[i] = fd.Kind(), fd.IsList(), fd.IsMap(), fd.HasPresence()
+		ws.oneof[i] = -1
+		if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() {
+			ws.oneof[i] = int8(min(od.Index(), 127))
+			ws.oneofs = max(ws.oneofs, od.Index()+1)
+		}
+		ws.groups = ws.groups || fd.Kind() == protoreflect.GroupKind
+	}
+	return ws
+}
+
+// index returns the index of the field numbered num, or -1.
+func (ws *wireShape) index(num protowire.Number) int32 {
+	if ws.byNumber != nil {
+		if int(num) < len(ws.byNumber) {
+			return ws.byNumber[num] - 1
+		}
+		return -1
+	}
+	return ws.byMap[num] - 1
+}
+
+// wireTypeOf is the wire type a single value of kind k is written with.
+func wireTypeOf(k protoreflect.Kind) protowire.Type {
+	switch k {
+	case protoreflect.BoolKind, protoreflect.EnumKind, protoreflect.Int32Kind, protoreflect.Int64Kind,
+		protoreflect.Uint32Kind, protoreflect.Uint64Kind, protoreflect.Sint32Kind, protoreflect.Sint64Kind:
+		return protowire.VarintType
+	case protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind, protoreflect.FloatKind:
+		return protowire.Fixed32Type
+	case protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind, protoreflect.DoubleKind:
+		return protowire.Fixed64Type
+	case protoreflect.GroupKind:
+		return protowire.StartGroupType
+	}
+	return protowire.BytesType
+}
+
+// parse appends the occurrences of si's known fields in data to e.fields, ordered by
+// field index and, within a field, as written. Fields written with a wire type their kind
+// does not take are skipped, as proto.Unmarshal keeps them as unknown fields, which
+// Marshal does not write.
+func (e *wireEncoder) parse(si *shapeInfo, data []byte) error {
+	ws := si.wire
+	base := len(e.fields)
+	sorted := true
+	last := int32(-1)
+	for len(data) > 0 {
+		num, typ, n := protowire.ConsumeTag(data)
+		if n < 0 {
+			return errMalformed
+		}
+		data = data[n:]
+		f := wireField{index: ws.index(num), typ: typ}
+		switch typ {
+		case protowire.VarintType:
+			f.value, n = protowire.ConsumeVarint(data)
+		case protowire.Fixed32Type:
+			var v uint32
+			v, n = protowire.ConsumeFixed32(data)
+			f.value = uint64(v)
+		case protowire.Fixed64Type:
+			f.value, n = protowire.ConsumeFixed64(data)
+		case protowire.BytesType:
+			f.data, n = protowire.ConsumeBytes(data)
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, data)
+			if n >= 0 && f.index >= 0 {
+				return errNotPlain // a group (or a field written as one)
+			}
+		}
+		if n < 0 {
+			return errMalformed
+		}
+		data = data[n:]
+		if f.index < 0 {
+			continue
+		}
+		k := ws.kinds[f.index]
+		if want := wireTypeOf(k); typ != want && !(typ == protowire.BytesType && ws.list[f.index] && want != protowire.BytesType) {
+			continue
+		}
+		if f.index < last {
+			sorted = false
+		}
+		last = f.index
+		e.fields = append(e.fields, f)
+	}
+	fs := e.fields[base:]
+	if !sorted {
+		slices.SortStableFunc(fs, func(a, b wireField) int { return int(a.index - b.index) })
+	}
+	if ws.oneofs > 0 {
+		// Two members of one oneof: proto.Unmarshal keeps the later one.
+		seen := make([]int32, ws.oneofs)
+		for _, f := range fs {
+			if o := ws.oneof[f.index]; o >= 0 {
+				if seen[o] != 0 && seen[o] != f.index+1 {
+					return errNotPlain
+				}
+				seen[o] = f.index + 1
+			}
+		}
+	}
+	return nil
+}
+
+// message appends the encoding of the message of shape si whose bytes are data, as
+// appendMessage does for the decoded message; top says it is the response itself.
+func (e *wireEncoder) message(b []byte, si *shapeInfo, data []byte, top bool) ([]byte, error) {
+	if si.wire.groups {
+		return b, errNotPlain
+	}
+	base := len(e.fields)
+	if err := e.parse(si, data); err != nil {
+		return b, err
+	}
+	// e.fields may grow (and move) while nested messages are encoded; fs keeps this
+	// message's occurrences, which nothing writes over.
+	fs := e.fields[base:]
+	defer func() { e.fields = e.fields[:base] }()
+	b = append(b, '{')
+	first := true
+	defaults := si.defaults
+	if defaultsOff {
+		defaults = nil
+	}
+	ws := si.wire
+	j := 0
+	for i, fd := range si.fields {
+		k := j
+		for k < len(fs) && fs[k].index == int32(i) {
+			k++
+		}
+		occ := fs[j:k]
+		j = k
+		def := Omit
+		if defaults != nil {
+			def = defaults[i]
+		}
+		switch {
+		case ws.list[i]:
+			if !hasElements(occ, wireTypeOf(ws.kinds[i]) != protowire.BytesType) {
+				if def == EmptyList || (top && def != OmitEmpty) {
+					b = appendName(b, &first, si.names[i])
+					b = append(b, "[]"...)
+				}
+				continue
+			}
+		case ws.isMap[i]:
+			if len(occ) == 0 && !top {
+				continue
+			}
+		case ws.presence[i]:
+			if len(occ) == 0 {
+				switch def {
+				case EmptyStructure:
+					if z := si.zero[i]; z != nil {
+						b = appendName(b, &first, si.names[i])
+						b = appendMessage(b, z, si.kid(i), false)
+						continue
+					}
+				case True:
+					b = appendName(b, &first, si.names[i])
+					b = append(b, "true"...)
+					continue
+				default:
+					continue
+				}
+			}
+		}
+		b = appendName(b, &first, si.names[i])
+		var err error
+		if b, err = e.value(b, fd, si, i, occ); err != nil {
+			return b, err
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// hasElements reports whether a list field's occurrences hold an element. Every
+// occurrence is one, an empty string or message too, except an empty packed run of
+// scalars (packable), after which proto.Unmarshal's list is still empty.
+func hasElements(occ []wireField, packable bool) bool {
+	if !packable {
+		return len(occ) > 0
+	}
+	for _, f := range occ {
+		if f.typ != protowire.BytesType || len(f.data) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// value appends field i of si (fd) from its occurrences occ, as appendField does for
+// msg.Get(fd): an unset field is its zero value (an empty list, map or message).
+func (e *wireEncoder) value(b []byte, fd protoreflect.FieldDescriptor, si *shapeInfo, i int, occ []wireField) ([]byte, error) {
+	ws := si.wire
+	kid := si.kid(i)
+	var err error
+	switch {
+	case ws.list[i]:
+		b = append(b, '[')
+		n := 0
+		for _, f := range occ {
+			if f.typ == protowire.BytesType && wireTypeOf(ws.kinds[i]) != protowire.BytesType {
+				if b, n, err = appendPacked(b, ws.kinds[i], f.data, n); err != nil {
+					return b, err
+				}
+				continue
+			}
+			if n > 0 {
+				b = append(b, ',')
+			}
+			n++
+			if b, err = e.singular(b, fd, kid, f); err != nil {
+				return b, err
+			}
+		}
+		return append(b, ']'), nil
+	case ws.isMap[i]:
+		return e.mapValue(b, fd, kid, occ)
+	case len(occ) == 0:
+		return e.singular(b, fd, kid, wireField{typ: wireTypeOf(ws.kinds[i])})
+	case ws.kinds[i] == protoreflect.MessageKind && len(occ) > 1:
+		return b, errNotPlain // proto.Unmarshal merges the occurrences
+	}
+	return e.singular(b, fd, kid, occ[len(occ)-1]) // the last occurrence of a scalar wins
+}
+
+// singular appends one value of fd (a list's element) from its occurrence f, as
+// appendSingular does; kid is the shape of fd's message.
+func (e *wireEncoder) singular(b []byte, fd protoreflect.FieldDescriptor, kid *shapeInfo, f wireField) ([]byte, error) {
+	k := fd.Kind()
+	if k == protoreflect.MessageKind {
+		if kid.wrapper {
+			base := len(e.fields)
+			if err := e.parse(kid, f.data); err != nil {
+				return b, err
+			}
+			occ := e.fields[base:]
+			defer func() { e.fields = e.fields[:base] }()
+			return e.value(b, kid.fields[0], kid, 0, occ)
+		}
+		return e.message(b, kid, f.data, false)
+	}
+	return appendScalar(b, k, f)
+}
+
+// appendScalar appends the scalar of kind k held in f, decoded as proto.Unmarshal does.
+func appendScalar(b []byte, k protoreflect.Kind, f wireField) ([]byte, error) {
+	v := f.value
+	switch k {
+	case protoreflect.StringKind:
+		var invalid bool
+		if b, invalid = appendText(b, f.data); invalid {
+			return b, errNotPlain
+		}
+		return b, nil
+	case protoreflect.BytesKind:
+		b = append(b, '"')
+		b = base64.StdEncoding.AppendEncode(b, f.data)
+		return append(b, '"'), nil
+	case protoreflect.BoolKind:
+		return strconv.AppendBool(b, v != 0), nil
+	case protoreflect.Int32Kind, protoreflect.EnumKind, protoreflect.Sfixed32Kind:
+		return strconv.AppendInt(b, int64(int32(v)), 10), nil
+	case protoreflect.Int64Kind, protoreflect.Sfixed64Kind:
+		return strconv.AppendInt(b, int64(v), 10), nil
+	case protoreflect.Sint32Kind:
+		return strconv.AppendInt(b, int64(int32(protowire.DecodeZigZag(v&math.MaxUint32))), 10), nil
+	case protoreflect.Sint64Kind:
+		return strconv.AppendInt(b, protowire.DecodeZigZag(v), 10), nil
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return strconv.AppendUint(b, uint64(uint32(v)), 10), nil
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return strconv.AppendUint(b, v, 10), nil
+	case protoreflect.FloatKind:
+		return appendFloat(b, float64(math.Float32frombits(uint32(v)))), nil
+	case protoreflect.DoubleKind:
+		return appendFloat(b, math.Float64frombits(v)), nil
+	}
+	return append(b, "null"...), nil
+}
+
+// appendPacked appends the elements of a packed run of scalars of kind k, after the n
+// elements already written, and returns the new count.
+func appendPacked(b []byte, k protoreflect.Kind, data []byte, n int) ([]byte, int, error) {
+	typ := wireTypeOf(k)
+	for len(data) > 0 {
+		f := wireField{typ: typ}
+		var m int
+		switch typ {
+		case protowire.VarintType:
+			f.value, m = protowire.ConsumeVarint(data)
+		case protowire.Fixed32Type:
+			var v uint32
+			v, m = protowire.ConsumeFixed32(data)
+			f.value = uint64(v)
+		default:
+			f.value, m = protowire.ConsumeFixed64(data)
+		}
+		if m < 0 {
+			return b, n, errMalformed
+		}
+		data = data[m:]
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		var err error
+		if b, err = appendScalar(b, k, f); err != nil {
+			return b, n, err
+		}
+	}
+	return b, n, nil
+}
+
+// mapEntry is one entry of an encoded map: its key as Marshal writes it and its value.
+type mapEntry struct {
+	key   string
+	value wireField
+}
+
+// mapValue appends a map field from its entries' occurrences, keys sorted as Marshal
+// sorts them; of entries with one key the last is kept, as proto.Unmarshal keeps it.
+func (e *wireEncoder) mapValue(b []byte, fd protoreflect.FieldDescriptor, kid *shapeInfo, occ []wireField) ([]byte, error) {
+	keyKind, valKind := fd.MapKey().Kind(), fd.MapValue().Kind()
+	entries := make([]mapEntry, 0, len(occ))
+	for _, f := range occ {
+		key := wireField{typ: wireTypeOf(keyKind)}
+		val := wireField{typ: wireTypeOf(valKind)}
+		data := f.data
+		for len(data) > 0 {
+			num, typ, n := protowire.ConsumeTag(data)
+			if n < 0 {
+				return b, errMalformed
+			}
+			data = data[n:]
+			g := wireField{typ: typ}
+			switch typ {
+			case protowire.VarintType:
+				g.value, n = protowire.ConsumeVarint(data)
+			case protowire.Fixed32Type:
+				var v uint32
+				v, n = protowire.ConsumeFixed32(data)
+				g.value = uint64(v)
+			case protowire.Fixed64Type:
+				g.value, n = protowire.ConsumeFixed64(data)
+			case protowire.BytesType:
+				g.data, n = protowire.ConsumeBytes(data)
+			default:
+				n = protowire.ConsumeFieldValue(num, typ, data)
+			}
+			if n < 0 {
+				return b, errMalformed
+			}
+			data = data[n:]
+			switch {
+			case num == 1 && typ == wireTypeOf(keyKind):
+				key = g
+			case num == 2 && typ == wireTypeOf(valKind):
+				if valKind == protoreflect.MessageKind && val.data != nil {
+					return b, errNotPlain // merged by proto.Unmarshal
+				}
+				val = g
+			}
+		}
+		var s string
+		if keyKind == protoreflect.StringKind {
+			if !utf8.Valid(key.data) {
+				return b, errNotPlain
+			}
+			s = string(key.data)
+		} else {
+			ks, err := appendScalar(nil, keyKind, key) // a number or bool, as MapKey.String writes it
+			if err != nil {
+				return b, err
+			}
+			s = string(ks)
+		}
+		entries = append(entries, mapEntry{s, val})
+	}
+	slices.SortStableFunc(entries, func(x, y mapEntry) int { return strings.Compare(x.key, y.key) })
+	b = append(b, '{')
+	for i, en := range entries {
+		if i+1 < len(entries) && entries[i+1].key == en.key {
+			continue // a later entry has this key
+		}
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = appendString(b, en.key)
+		b = append(b, ':')
+		var err error
+		if b, err = e.singular(b, fd.MapValue(), kid, en.value); err != nil {
+			return b, err
+		}
+	}
+	return append(b, '}'), nil
+}

@@ -78,6 +78,9 @@ type shapeInfo struct {
 	// zero holds, for fields whose default is EmptyStructure, the read-only empty message
 	// written when the field is unset (Get would allocate one per call).
 	zero []protoreflect.Message
+	// zeroBodies holds, for those fields, the encoding of zero[i], filled on first use
+	// (it depends only on the Defaults table).
+	zeroBodies []atomic.Pointer[[]byte]
 	// wire is what MarshalWirePooled needs besides.
 	wire *wireShape
 }
@@ -104,6 +107,7 @@ func shapeOf(md protoreflect.MessageDescriptor) *shapeInfo {
 		if si.defaults != nil && si.defaults[i] == EmptyStructure {
 			if si.zero == nil {
 				si.zero = make([]protoreflect.Message, fields.Len())
+				si.zeroBodies = make([]atomic.Pointer[[]byte], fields.Len())
 			}
 			if mt, err := protoregistry.GlobalTypes.FindMessageByName(fields.Get(i).Message().FullName()); err == nil {
 				si.zero[i] = mt.Zero()
@@ -131,6 +135,19 @@ func (si *shapeInfo) kid(i int) *shapeInfo {
 	k := shapeOf(md)
 	si.kids[i].Store(k)
 	return k
+}
+
+// zeroBody returns the encoding of field i's read-only empty message (zero[i]).
+func (si *shapeInfo) zeroBody(i int) []byte {
+	if defaultsOff {
+		return appendMessage(nil, si.zero[i], si.kid(i), false)
+	}
+	if p := si.zeroBodies[i].Load(); p != nil {
+		return *p
+	}
+	b := appendMessage(nil, si.zero[i], si.kid(i), false)
+	si.zeroBodies[i].Store(&b)
+	return b
 }
 
 // AppendError appends the AWS JSON error body {"__type": typ, "message": message}.
@@ -180,7 +197,7 @@ func appendMessage(b []byte, msg protoreflect.Message, si *shapeInfo, top bool) 
 					// The read-only empty message, whose own defaults appendMessage writes.
 					if z := si.zero[i]; z != nil {
 						b = appendName(b, &first, si.names[i])
-						b = appendMessage(b, z, si.kid(i), false)
+						b = append(b, si.zeroBody(i)...)
 						continue
 					}
 				case True:
@@ -305,6 +322,10 @@ func appendText[T string | []byte](b []byte, s T) (_ []byte, invalid bool) {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if i+8 <= len(s) && plain8(load8(s, i)) {
+			i += 8
+			continue
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
@@ -348,6 +369,28 @@ func appendText[T string | []byte](b []byte, s T) (_ []byte, invalid bool) {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"'), invalid
+}
+
+// load8 returns the 8 bytes of s from i as a little-endian word (the compiler makes it
+// one load).
+func load8[T string | []byte](s T, i int) uint64 {
+	_ = s[i+7]
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+}
+
+// plain8 reports whether none of the 8 bytes in w needs appendText's attention: none is
+// a control character, '"', '\\' or a byte of a multi-byte UTF-8 sequence. Each test
+// is the classic "has a byte less than n" (x - n per byte, masked with ^x) on w or on w
+// with the byte searched for turned into zero.
+func plain8(w uint64) bool {
+	const lsb, msb = 0x0101010101010101, 0x8080808080808080
+	ctl := (w - lsb*0x20) &^ w
+	q := w ^ (lsb * '"')
+	q = (q - lsb) &^ q
+	bs := w ^ (lsb * '\\')
+	bs = (bs - lsb) &^ bs
+	return (ctl|q|bs|w)&msb == 0
 }
 
 // decodeRune is utf8.DecodeRuneInString or utf8.DecodeRune, as s is.

@@ -275,7 +275,7 @@ func (e *wireEncoder) message(b []byte, si *shapeInfo, data []byte, top bool) ([
 				case EmptyStructure:
 					if z := si.zero[i]; z != nil {
 						b = appendName(b, &first, si.names[i])
-						b = appendMessage(b, z, si.kid(i), false)
+						b = append(b, si.zeroBody(i)...)
 						continue
 					}
 				case True:

@@ -115,6 +115,7 @@ type Server struct {
 	acks     *inboxAcks   // deletes acknowledged inbox entries in batches
 	tds      taskDefs     // the task definitions deliveries add to assignments
 	routes   routeWatches // one watch of a cluster's task subnet routes for all its sessions
+	inboxes  *store.Hub   // one watch of every inbox for all sessions (store.WatchShared)
 
 	mu       sync.Mutex
 	sessions map[string]*session // by instance id
@@ -149,6 +150,7 @@ func New(cfg Config) *Server {
 		presence: newPresence(cfg.Etcd, cfg.PresenceTTL, log),
 		acks:     &inboxAcks{kv: cfg.Etcd},
 		routes:   routeWatches{cli: cfg.Etcd},
+		inboxes:  store.NewHub(cfg.Etcd, keys.Inboxes(), keys.InboxPart),
 		sessions: map[string]*session{},
 	}
 }

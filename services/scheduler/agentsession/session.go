@@ -123,7 +123,7 @@ func (ss *session) run(ctx context.Context) error {
 		ss.cancel()
 	}()
 
-	werr := store.Watch(ctx, s.cfg.Etcd, keys.InboxOf(ss.account, ss.instance), 0, ss.onInbox)
+	werr := store.WatchShared(ctx, s.inboxes, keys.InboxOf(ss.account, ss.instance), ss.onInbox)
 	ss.log.Debug("agentsession: inbox watch ended", "session", ss.id, "err", werr)
 
 	// No more sends once the handler returns.

@@ -142,6 +142,13 @@ func InboxOf(account Scope, instanceID string) string {
 	return store.MustKeyPrefix("inbox", account.Account, account.Region, instanceID)
 }
 
+// Inboxes returns the prefix of every instance's deliveries.
+func Inboxes() string { return store.MustKeyPrefix("inbox") }
+
+// InboxPart returns the InboxOf prefix an inbox key is under: the key up to its task
+// id (ids hold no '/').
+func InboxPart(key string) string { return key[:strings.LastIndexByte(key, '/')+1] }
+
 // InstanceByHost returns the index key mapping a host id to its instance id.
 // The host id is escaped.
 func InstanceByHost(account Scope, cluster, hostID string) string {

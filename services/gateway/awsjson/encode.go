@@ -178,10 +178,7 @@ func appendMessage(b []byte, msg protoreflect.Message, si *shapeInfo, top bool) 
 			// Has is false for an empty list and, unlike Get, allocates no reflective
 			// wrapper.
 			if !msg.Has(fd) {
-				if def == EmptyList || (top && def != OmitEmpty) {
-					b = appendName(b, &first, si.names[i])
-					b = append(b, "[]"...)
-				}
+				b = si.appendUnsetList(b, &first, i, def, top)
 				continue
 			}
 			v = msg.Get(fd)
@@ -192,19 +189,8 @@ func appendMessage(b []byte, msg protoreflect.Message, si *shapeInfo, top bool) 
 			v = msg.Get(fd)
 		case fd.HasPresence():
 			if !msg.Has(fd) {
-				switch def {
-				case EmptyStructure:
-					// The read-only empty message, whose own defaults appendMessage writes.
-					if z := si.zero[i]; z != nil {
-						b = appendName(b, &first, si.names[i])
-						b = append(b, si.zeroBody(i)...)
-						continue
-					}
-				case True:
-					b = appendName(b, &first, si.names[i])
-					b = append(b, "true"...)
-					continue
-				default:
+				var done bool
+				if b, done = si.appendUnset(b, &first, i, def); done {
 					continue
 				}
 			}
@@ -216,6 +202,36 @@ func appendMessage(b []byte, msg protoreflect.Message, si *shapeInfo, top bool) 
 		b = appendField(b, fd, si.kid(i), v)
 	}
 	return append(b, '}')
+}
+
+// appendUnsetList writes list field i, which is empty, as its default def says: [] for
+// EmptyList and, at the top of a response (top), for any default but OmitEmpty;
+// otherwise nothing.
+func (si *shapeInfo) appendUnsetList(b []byte, first *bool, i int, def Default, top bool) []byte {
+	if def == EmptyList || (top && def != OmitEmpty) {
+		b = appendName(b, first, si.names[i])
+		b = append(b, "[]"...)
+	}
+	return b
+}
+
+// appendUnset writes field i, a structure or boxed scalar that is unset, as its default
+// def says: the read-only empty message for EmptyStructure (its own defaults written),
+// true for True, nothing otherwise. done is false only when the empty message is
+// missing (not registered), for the caller to write the field's zero value instead.
+func (si *shapeInfo) appendUnset(b []byte, first *bool, i int, def Default) (_ []byte, done bool) {
+	switch def {
+	case EmptyStructure:
+		if si.zero[i] == nil {
+			return b, false
+		}
+		b = appendName(b, first, si.names[i])
+		return append(b, si.zeroBody(i)...), true
+	case True:
+		b = appendName(b, first, si.names[i])
+		return append(b, "true"...), true
+	}
+	return b, true
 }
 
 // appendName writes the member's quoted name and colon (from shapeInfo.names), preceded by a comma unless it is the

@@ -138,6 +138,28 @@ func (ws *wireShape) index(num protowire.Number) int32 {
 	return ws.byMap[num] - 1
 }
 
+// consumeValue reads the value of a field numbered num of wire type typ at the start of
+// data: a varint or fixed-width value into value, a length-delimited payload into data,
+// and a group skipped. n is the bytes read, negative for malformed input.
+func consumeValue(num protowire.Number, typ protowire.Type, data []byte) (f wireField, n int) {
+	f.typ = typ
+	switch typ {
+	case protowire.VarintType:
+		f.value, n = protowire.ConsumeVarint(data)
+	case protowire.Fixed32Type:
+		var v uint32
+		v, n = protowire.ConsumeFixed32(data)
+		f.value = uint64(v)
+	case protowire.Fixed64Type:
+		f.value, n = protowire.ConsumeFixed64(data)
+	case protowire.BytesType:
+		f.data, n = protowire.ConsumeBytes(data)
+	default:
+		n = protowire.ConsumeFieldValue(num, typ, data)
+	}
+	return f, n
+}
+
 // wireTypeOf is the wire type a single value of kind k is written with.
 func wireTypeOf(k protoreflect.Kind) protowire.Type {
 	switch k {
@@ -169,26 +191,13 @@ func (e *wireEncoder) parse(si *shapeInfo, data []byte) error {
 			return errMalformed
 		}
 		data = data[n:]
-		f := wireField{index: ws.index(num), typ: typ}
-		switch typ {
-		case protowire.VarintType:
-			f.value, n = protowire.ConsumeVarint(data)
-		case protowire.Fixed32Type:
-			var v uint32
-			v, n = protowire.ConsumeFixed32(data)
-			f.value = uint64(v)
-		case protowire.Fixed64Type:
-			f.value, n = protowire.ConsumeFixed64(data)
-		case protowire.BytesType:
-			f.data, n = protowire.ConsumeBytes(data)
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, data)
-			if n >= 0 && f.index >= 0 {
-				return errNotPlain // a group (or a field written as one)
-			}
-		}
+		f, n := consumeValue(num, typ, data)
 		if n < 0 {
 			return errMalformed
+		}
+		f.index = ws.index(num)
+		if f.index >= 0 && typ == protowire.StartGroupType {
+			return errNotPlain // a group (or a field written as one)
 		}
 		data = data[n:]
 		if f.index < 0 {
@@ -259,10 +268,7 @@ func (e *wireEncoder) message(b []byte, si *shapeInfo, data []byte, top bool) ([
 		switch {
 		case ws.list[i]:
 			if !hasElements(occ, wireTypeOf(ws.kinds[i]) != protowire.BytesType) {
-				if def == EmptyList || (top && def != OmitEmpty) {
-					b = appendName(b, &first, si.names[i])
-					b = append(b, "[]"...)
-				}
+				b = si.appendUnsetList(b, &first, i, def, top)
 				continue
 			}
 		case ws.isMap[i]:
@@ -271,18 +277,8 @@ func (e *wireEncoder) message(b []byte, si *shapeInfo, data []byte, top bool) ([
 			}
 		case ws.presence[i]:
 			if len(occ) == 0 {
-				switch def {
-				case EmptyStructure:
-					if z := si.zero[i]; z != nil {
-						b = appendName(b, &first, si.names[i])
-						b = append(b, si.zeroBody(i)...)
-						continue
-					}
-				case True:
-					b = appendName(b, &first, si.names[i])
-					b = append(b, "true"...)
-					continue
-				default:
+				var done bool
+				if b, done = si.appendUnset(b, &first, i, def); done {
 					continue
 				}
 			}
@@ -456,21 +452,7 @@ func (e *wireEncoder) mapValue(b []byte, fd protoreflect.FieldDescriptor, kid *s
 				return b, errMalformed
 			}
 			data = data[n:]
-			g := wireField{typ: typ}
-			switch typ {
-			case protowire.VarintType:
-				g.value, n = protowire.ConsumeVarint(data)
-			case protowire.Fixed32Type:
-				var v uint32
-				v, n = protowire.ConsumeFixed32(data)
-				g.value = uint64(v)
-			case protowire.Fixed64Type:
-				g.value, n = protowire.ConsumeFixed64(data)
-			case protowire.BytesType:
-				g.data, n = protowire.ConsumeBytes(data)
-			default:
-				n = protowire.ConsumeFieldValue(num, typ, data)
-			}
+			g, n := consumeValue(num, typ, data)
 			if n < 0 {
 				return b, errMalformed
 			}

@@ -21,8 +21,10 @@
 //
 // Deliveries: placing or stopping a task writes inbox/{account}/{region}/{instance}/{task}
 // (an InboxEntry), in the region the agent signs for (its session's scope, so an agent
-// never sees another region's deliveries). The session lists that prefix and watches it from the list's revision (store.Watch:
-// resumes by revision after a disconnect, re-lists after compaction) and pushes each entry.
+// never sees another region's deliveries). The session lists that prefix and follows it
+// from the list's revision through the replica's one watch of every inbox
+// (store.WatchShared: resumes by revision after a disconnect, re-lists after compaction)
+// and pushes each entry.
 // An acked assignment's entry is deleted (compare-and-delete on the revision sent, so a
 // stop order that replaced it survives); an acked stop order stays until the agent reports
 // the task STOPPED, which reclaims the entry. Whatever is not finished is delivered again

@@ -58,8 +58,9 @@ const maxPooledWire = 1 << 20
 
 // wireCodec is the operations' Connect codec ("proto", binary protobuf): requests are
 // marshaled as connect's own codec does, and a *wireMessage response keeps the bytes
-// (copied: Connect reuses its read buffer) instead of decoding them. Any other message
-// (Connect's own) is decoded with proto.Unmarshal.
+// (copied: Connect reuses its read buffer) instead of decoding them. Connect asks a
+// custom "proto" codec to handle any other protobuf message too (its own, for some
+// protocols); those are decoded with proto.Unmarshal.
 type wireCodec struct{}
 
 func (wireCodec) Name() string { return "proto" }
@@ -390,9 +391,6 @@ func (g *Gateway) callWire(ctx context.Context, op *operation, in proto.Message,
 	res, err := op.client.CallUnary(ctx, req)
 	if err != nil {
 		return nil, err
-	}
-	if res.Msg == nil {
-		return &wireMessage{}, nil
 	}
 	return res.Msg, nil
 }

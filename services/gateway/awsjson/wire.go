@@ -24,11 +24,12 @@ import (
 // gateway's CPU per call.
 //
 // b is valid until release is called, as for MarshalPooled. It returns an error, and no
-// body, when wire is not a valid encoding of mt (proto.Unmarshal's error). Input whose
-// decoding is not a plain reading of the bytes (a singular message field or a oneof
-// written more than once, which proto.Unmarshal merges or overrides, a group, a string
-// that is not valid UTF-8) is decoded with proto.Unmarshal and encoded with Marshal, so
-// the answer is always Marshal's.
+// body, when wire is not a valid encoding of mt (when proto.Unmarshal fails). Input whose
+// decoding is not a plain reading of the bytes (a singular message, string or oneof
+// written more than once, which proto.Unmarshal merges, checks or overrides; a map key
+// written twice; a string that is not valid UTF-8; a group; a message with required
+// fields; nesting deeper than proto.Unmarshal allows) is decoded with proto.Unmarshal and
+// encoded with Marshal, so the answer is always Marshal's.
 func MarshalWirePooled(mt protoreflect.MessageType, wire []byte) (b []byte, release func(), err error) {
 	bp := scratch.Get().(*[]byte)
 	release = func() {
@@ -39,7 +40,8 @@ func MarshalWirePooled(mt protoreflect.MessageType, wire []byte) (b []byte, rele
 	}
 	e := wireEncoders.Get().(*wireEncoder)
 	b, err = e.message((*bp)[:0], shapeOf(mt.Descriptor()), wire, true)
-	e.fields = e.fields[:0]
+	clear(e.fields[:cap(e.fields)]) // no payload slice keeps wire alive from the pool
+	e.fields, e.depth = e.fields[:0], 0
 	wireEncoders.Put(e)
 	if errors.Is(err, errNotPlain) {
 		m := mt.New()
@@ -72,10 +74,15 @@ type wireField struct {
 	data  []byte
 }
 
-// wireEncoder holds the field occurrences of the messages being encoded, innermost last.
+// wireEncoder holds the field occurrences of the messages being encoded, innermost last,
+// and how deep the message being encoded is nested.
 type wireEncoder struct {
 	fields []wireField
+	depth  int
 }
+
+// maxDepth is proto.Unmarshal's limit on nesting (protowire's default recursion limit).
+const maxDepth = 10000
 
 var wireEncoders = sync.Pool{New: func() any { return &wireEncoder{fields: make([]wireField, 0, 256)} }}
 
@@ -90,7 +97,9 @@ type wireShape struct {
 	presence []bool
 	oneof    []int8 // index of the field's (non-synthetic) oneof, -1 for none
 	oneofs   int
-	groups   bool // a field is a group, which this encoder leaves to proto.Unmarshal
+	// decode says the type is left to proto.Unmarshal: a field is a group, required or a
+	// closed enum (proto2), which proto.Unmarshal checks.
+	decode bool
 }
 
 func newWireShape(md protoreflect.MessageDescriptor) *wireShape {
@@ -122,7 +131,8 @@ func newWireShape(md protoreflect.MessageDescriptor) *wireShape {
 			ws.oneof[i] = int8(min(od.Index(), 127))
 			ws.oneofs = max(ws.oneofs, od.Index()+1)
 		}
-		ws.groups = ws.groups || fd.Kind() == protoreflect.GroupKind
+		closedEnum := fd.Kind() == protoreflect.EnumKind && fd.Enum().IsClosed() // unknown values become unknown fields
+		ws.decode = ws.decode || fd.Kind() == protoreflect.GroupKind || fd.Cardinality() == protoreflect.Required || closedEnum
 	}
 	return ws
 }
@@ -182,12 +192,15 @@ func wireTypeOf(k protoreflect.Kind) protowire.Type {
 // Marshal does not write.
 func (e *wireEncoder) parse(si *shapeInfo, data []byte) error {
 	ws := si.wire
+	if ws.decode {
+		return errNotPlain
+	}
 	base := len(e.fields)
 	sorted := true
 	last := int32(-1)
 	for len(data) > 0 {
 		num, typ, n := protowire.ConsumeTag(data)
-		if n < 0 {
+		if n < 0 || num > protowire.MaxValidNumber {
 			return errMalformed
 		}
 		data = data[n:]
@@ -219,7 +232,11 @@ func (e *wireEncoder) parse(si *shapeInfo, data []byte) error {
 	}
 	if ws.oneofs > 0 {
 		// Two members of one oneof: proto.Unmarshal keeps the later one.
-		seen := make([]int32, ws.oneofs)
+		var few [8]int32
+		seen := few[:]
+		if ws.oneofs > len(few) {
+			seen = make([]int32, ws.oneofs)
+		}
 		for _, f := range fs {
 			if o := ws.oneof[f.index]; o >= 0 {
 				if seen[o] != 0 && seen[o] != f.index+1 {
@@ -235,17 +252,17 @@ func (e *wireEncoder) parse(si *shapeInfo, data []byte) error {
 // message appends the encoding of the message of shape si whose bytes are data, as
 // appendMessage does for the decoded message; top says it is the response itself.
 func (e *wireEncoder) message(b []byte, si *shapeInfo, data []byte, top bool) ([]byte, error) {
-	if si.wire.groups {
-		return b, errNotPlain
+	if e.depth++; e.depth > maxDepth {
+		return b, errNotPlain // proto.Unmarshal's error
 	}
 	base := len(e.fields)
+	defer func() { e.fields, e.depth = e.fields[:base], e.depth-1 }()
 	if err := e.parse(si, data); err != nil {
 		return b, err
 	}
 	// e.fields may grow (and move) while nested messages are encoded; fs keeps this
 	// message's occurrences, which nothing writes over.
 	fs := e.fields[base:]
-	defer func() { e.fields = e.fields[:base] }()
 	b = append(b, '{')
 	first := true
 	defaults := si.defaults
@@ -337,8 +354,9 @@ func (e *wireEncoder) value(b []byte, fd protoreflect.FieldDescriptor, si *shape
 		return e.mapValue(b, fd, kid, occ)
 	case len(occ) == 0:
 		return e.singular(b, fd, kid, wireField{typ: wireTypeOf(ws.kinds[i])})
-	case ws.kinds[i] == protoreflect.MessageKind && len(occ) > 1:
-		return b, errNotPlain // proto.Unmarshal merges the occurrences
+	case len(occ) > 1 && (ws.kinds[i] == protoreflect.MessageKind || ws.kinds[i] == protoreflect.StringKind):
+		// proto.Unmarshal merges a message's occurrences and checks every string's UTF-8.
+		return b, errNotPlain
 	}
 	return e.singular(b, fd, kid, occ[len(occ)-1]) // the last occurrence of a scalar wins
 }
@@ -349,13 +367,15 @@ func (e *wireEncoder) singular(b []byte, fd protoreflect.FieldDescriptor, kid *s
 	k := fd.Kind()
 	if k == protoreflect.MessageKind {
 		if kid.wrapper {
+			if e.depth++; e.depth > maxDepth {
+				return b, errNotPlain // proto.Unmarshal's error
+			}
 			base := len(e.fields)
+			defer func() { e.fields, e.depth = e.fields[:base], e.depth-1 }()
 			if err := e.parse(kid, f.data); err != nil {
 				return b, err
 			}
-			occ := e.fields[base:]
-			defer func() { e.fields = e.fields[:base] }()
-			return e.value(b, kid.fields[0], kid, 0, occ)
+			return e.value(b, kid.fields[0], kid, 0, e.fields[base:])
 		}
 		return e.message(b, kid, f.data, false)
 	}
@@ -438,7 +458,8 @@ type mapEntry struct {
 }
 
 // mapValue appends a map field from its entries' occurrences, keys sorted as Marshal
-// sorts them; of entries with one key the last is kept, as proto.Unmarshal keeps it.
+// sorts them. Entries with one key, or an entry with its key or value twice, are left to
+// proto.Unmarshal (errNotPlain).
 func (e *wireEncoder) mapValue(b []byte, fd protoreflect.FieldDescriptor, kid *shapeInfo, occ []wireField) ([]byte, error) {
 	keyKind, valKind := fd.MapKey().Kind(), fd.MapValue().Kind()
 	entries := make([]mapEntry, 0, len(occ))
@@ -446,9 +467,10 @@ func (e *wireEncoder) mapValue(b []byte, fd protoreflect.FieldDescriptor, kid *s
 		key := wireField{typ: wireTypeOf(keyKind)}
 		val := wireField{typ: wireTypeOf(valKind)}
 		data := f.data
+		var seenKey, seenValue bool
 		for len(data) > 0 {
 			num, typ, n := protowire.ConsumeTag(data)
-			if n < 0 {
+			if n < 0 || num > protowire.MaxValidNumber {
 				return b, errMalformed
 			}
 			data = data[n:]
@@ -459,12 +481,15 @@ func (e *wireEncoder) mapValue(b []byte, fd protoreflect.FieldDescriptor, kid *s
 			data = data[n:]
 			switch {
 			case num == 1 && typ == wireTypeOf(keyKind):
-				key = g
-			case num == 2 && typ == wireTypeOf(valKind):
-				if valKind == protoreflect.MessageKind && val.data != nil {
-					return b, errNotPlain // merged by proto.Unmarshal
+				if seenKey {
+					return b, errNotPlain // proto.Unmarshal checks (or merges) each
 				}
-				val = g
+				key, seenKey = g, true
+			case num == 2 && typ == wireTypeOf(valKind):
+				if seenValue {
+					return b, errNotPlain
+				}
+				val, seenValue = g, true
 			}
 		}
 		var s string
@@ -482,13 +507,14 @@ func (e *wireEncoder) mapValue(b []byte, fd protoreflect.FieldDescriptor, kid *s
 		}
 		entries = append(entries, mapEntry{s, val})
 	}
-	slices.SortStableFunc(entries, func(x, y mapEntry) int { return strings.Compare(x.key, y.key) })
+	slices.SortFunc(entries, func(x, y mapEntry) int { return strings.Compare(x.key, y.key) })
 	b = append(b, '{')
 	for i, en := range entries {
-		if i+1 < len(entries) && entries[i+1].key == en.key {
-			continue // a later entry has this key
-		}
-		if b[len(b)-1] != '{' {
+		if i > 0 {
+			if entries[i-1].key == en.key {
+				// proto.Unmarshal decodes (and checks) the entry a later one replaces.
+				return b, errNotPlain
+			}
 			b = append(b, ',')
 		}
 		b = appendString(b, en.key)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
 
 	_ "github.com/berthhq/berth/gen/berth/admin/v1"
 	_ "github.com/berthhq/berth/gen/berth/agent/v1"
@@ -255,6 +256,15 @@ func randomScalar(rng *rand.Rand, fd protoreflect.FieldDescriptor) protoreflect.
 	return protoreflect.ValueOfString(randomStrings[rng.IntN(len(randomStrings))])
 }
 
+func mustType(t *testing.T, name string) protoreflect.MessageType {
+	t.Helper()
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mt
+}
+
 // Strings that are not UTF-8, empty packed runs, map entries without a key or value or
 // with a key twice, and a message field written twice: each as proto.Unmarshal reads it.
 func TestMarshalWirePooledEdges(t *testing.T) {
@@ -274,6 +284,19 @@ func TestMarshalWirePooledEdges(t *testing.T) {
 		return protowire.AppendBytes(protowire.AppendTag(nil, field(cd.Descriptor(), "docker_labels"), protowire.BytesType), bytes.Join(parts, nil))
 	}
 	lastStatus := field(task.Descriptor(), "last_status")
+	ssmParams := mustType(t, "berth.ssm.v1.MaintenanceWindowTaskParameters") // map<string, message> entries = 1
+	ssmEntry := func(parts ...[]byte) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), bytes.Join(parts, nil))
+	}
+	bigNumber := protowire.AppendVarint(protowire.AppendVarint(nil, uint64(protowire.MaxValidNumber+1)<<3), 0)
+	logField := mustType(t, "berth.logs.v1.LogFieldType") // element (1) is a LogFieldType
+	nested := func(depth int) []byte {
+		var wire []byte
+		for range depth {
+			wire = protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), wire)
+		}
+		return wire
+	}
 	overrides := field(task.Descriptor(), "overrides")
 	for name, c := range map[string]struct {
 		mt   protoreflect.MessageType
@@ -288,6 +311,18 @@ func TestMarshalWirePooledEdges(t *testing.T) {
 		"map entry key not UTF-8":      {cd, entry(str(1, "k\xff"), str(2, "v"))},
 		"map entry with unknown field": {cd, entry(str(1, "k"), str(3, "?"), str(2, "v"))},
 		"empty":                        {task, nil},
+		// Bytes proto.Unmarshal checks although the message it decodes drops them.
+		"string twice, first not UTF-8":          {task, append(str(lastStatus, "RUN\xff"), str(lastStatus, "RUNNING")...)},
+		"map key twice, first value not UTF-8":   {cd, append(entry(str(1, "k"), str(2, "v\xff")), entry(str(1, "k"), str(2, "v"))...)},
+		"map entry key twice, first not UTF-8":   {cd, entry(str(1, "k\xff"), str(1, "k"), str(2, "v"))},
+		"map entry value twice, first not UTF-8": {cd, entry(str(1, "k"), str(2, "v\xff"), str(2, "v"))},
+		"map key twice, first message malformed": {ssmParams, append(ssmEntry(str(1, "k"), str(2, "\x80")), ssmEntry(str(1, "k"))...)},
+		// Field numbers past protowire.MaxValidNumber, which proto.Unmarshal refuses.
+		"field number too large":        {task, bigNumber},
+		"field number too large in map": {cd, entry(str(1, "k"), bigNumber)},
+		// Deeper than proto.Unmarshal's recursion limit (10,000), and just within it.
+		"too deep":              {logField, nested(10001)},
+		"deep but not too deep": {logField, nested(9999)},
 	} {
 		t.Run(name, func(t *testing.T) { checkWire(t, c.mt, c.wire) })
 	}
@@ -311,5 +346,45 @@ func TestMarshalWirePooledEdges(t *testing.T) {
 			checkWire(t, rp, wire)
 			checkWire(t, cd, str(policy, string(wire)))
 		})
+	}
+}
+
+// Proto2's rules, which Berth's proto3 messages do not use but MarshalWirePooled takes
+// any type: a missing required field fails, an unknown value of a closed enum is an
+// unknown field.
+func TestMarshalWirePooledProto2(t *testing.T) {
+	fdp := (&descriptorpb.FieldDescriptorProto{}).ProtoReflect().Type()
+	np := (&descriptorpb.UninterpretedOption_NamePart{}).ProtoReflect().Type()
+	closed := protowire.AppendVarint(protowire.AppendTag(nil, 5, protowire.VarintType), 99) // type = 99
+	t.Run("closed enum, unknown value", func(t *testing.T) { checkWire(t, fdp, closed) })
+	t.Run("required field missing", func(t *testing.T) { checkWire(t, np, nil) })
+}
+
+// Random byte changes to random messages' encodings (bits flipped, bytes replaced or
+// inserted, runs repeated): each as proto.Unmarshal reads it, or refused as it refuses.
+func TestMarshalWirePooledMutated(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	types := berthTypes(t)
+	for range 40000 {
+		mt := types[rng.IntN(len(types))]
+		wire, _ := proto.MarshalOptions{Deterministic: true}.Marshal(randomMessage(rng, mt.New(), 0).Interface())
+		if len(wire) == 0 {
+			continue
+		}
+		w := slices.Clone(wire)
+		for range 1 + rng.IntN(3) {
+			switch i := rng.IntN(len(w)); rng.IntN(4) {
+			case 0:
+				w[i] ^= 1 << rng.IntN(8)
+			case 1:
+				w[i] = byte(rng.UintN(256))
+			case 2:
+				w = slices.Insert(w, i, byte(rng.UintN(256)))
+			case 3:
+				j := i + rng.IntN(len(w)-i)
+				w = append(slices.Clone(w), w[i:j]...)
+			}
+		}
+		checkWire(t, mt, w)
 	}
 }

@@ -24,7 +24,8 @@
 // never sees another region's deliveries). The session lists that prefix and follows it
 // from the list's revision through the replica's one watch of every inbox
 // (store.WatchShared: resumes by revision after a disconnect, re-lists after compaction)
-// and pushes each entry.
+// and pushes each entry. Every replica's watch receives every inbox write and drops, by
+// key and undecoded, those of instances whose sessions it does not hold.
 // An acked assignment's entry is deleted (compare-and-delete on the revision sent, so a
 // stop order that replaced it survives); an acked stop order stays until the agent reports
 // the task STOPPED, which reclaims the entry. Whatever is not finished is delivered again

@@ -18,7 +18,10 @@ import (
 // watch receives a transaction's events in one response and hands each to the
 // watchers of its part, undecoded; each watcher decodes only its own.
 //
-// The hub's watch runs while it has watchers. A Hub is safe for concurrent use.
+// Every event under the prefix reaches the hub, also those of parts no watcher here
+// follows (with several scheduler replicas, each receives every inbox write); those are
+// dropped by key, undecoded. The hub's watch runs while it has watchers. A Hub is safe
+// for concurrent use.
 type Hub struct {
 	c      Client
 	prefix string
@@ -28,7 +31,7 @@ type Hub struct {
 	subs    map[string]map[*hubSub]struct{} // by part
 	n       int                             // watchers
 	w       *hubWatch                       // the running watch; nil when none runs
-	ready   chan struct{}                   // closed once w is established; replaced after a compaction
+	ready   chan struct{}                   // closed once w is established; replaced when a run starts and after a compaction
 	isReady bool
 }
 
@@ -76,8 +79,8 @@ func WatchShared[T proto.Message](ctx context.Context, h *Hub, part string, hand
 	if err := checkPrefix(part); err != nil {
 		return err
 	}
-	if !strings.HasPrefix(part, h.prefix) {
-		return errors.New("store: shared watch of " + part + " outside " + h.prefix)
+	if !strings.HasPrefix(part, h.prefix) || h.part(part+"x") != part {
+		return errors.New("store: shared watch of " + part + ": not a part of " + h.prefix)
 	}
 	s := &hubSub{wake: make(chan struct{}, 1), resync: true}
 	h.join(part, s)
@@ -243,7 +246,6 @@ func (h *Hub) watchOnce(ctx context.Context, w *hubWatch, next int64) (int64, bo
 		if resp.Err() != nil {
 			return next, delivered, false
 		}
-		delivered = true
 		if resp.Created {
 			if next == 0 {
 				// Every change after the header's revision will be delivered.
@@ -257,6 +259,9 @@ func (h *Hub) watchOnce(ctx context.Context, w *hubWatch, next int64) (int64, bo
 			h.mu.Unlock()
 			continue
 		}
+		// A response after the creation: the watch works (a watch that is created and
+		// breaks again keeps backing off).
+		delivered = true
 		if resp.IsProgressNotify() {
 			next = max(next, resp.Header.Revision+1)
 			continue

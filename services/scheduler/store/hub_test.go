@@ -87,8 +87,15 @@ func TestWatchSharedDeliversEachPartItsOwn(t *testing.T) {
 	wa.quiet(t, 100*time.Millisecond)
 	wb.quiet(t, 10*time.Millisecond)
 
-	if err := store.WatchShared(ctx, h, store.MustKeyPrefix("other"), func(strEvent) error { return nil }); err == nil {
-		t.Fatal("WatchShared of a part outside the hub's prefix did not fail")
+	// A prefix outside the hub's, and one its part function never returns.
+	whole := store.NewHub(cli, root, func(string) string { return root })
+	for _, c := range []struct {
+		h    *store.Hub
+		part string
+	}{{h, store.MustKeyPrefix("other")}, {whole, a}} {
+		if err := store.WatchShared(ctx, c.h, c.part, func(strEvent) error { return nil }); err == nil {
+			t.Fatalf("WatchShared of %s, not a part of the hub, did not fail", c.part)
+		}
 	}
 }
 

@@ -423,18 +423,7 @@ func appendScalar(b []byte, k protoreflect.Kind, f wireField) ([]byte, error) {
 func appendPacked(b []byte, k protoreflect.Kind, data []byte, n int) ([]byte, int, error) {
 	typ := wireTypeOf(k)
 	for len(data) > 0 {
-		f := wireField{typ: typ}
-		var m int
-		switch typ {
-		case protowire.VarintType:
-			f.value, m = protowire.ConsumeVarint(data)
-		case protowire.Fixed32Type:
-			var v uint32
-			v, m = protowire.ConsumeFixed32(data)
-			f.value = uint64(v)
-		default:
-			f.value, m = protowire.ConsumeFixed64(data)
-		}
+		f, m := consumeValue(0, typ, data) // typ is a varint or fixed-width type
 		if m < 0 {
 			return b, n, errMalformed
 		}

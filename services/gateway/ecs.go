@@ -269,9 +269,9 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request, x *exchange) 
 	defer wire.release()
 	var data []byte
 	if svc.Protocol == Query {
-		out := op.output.New().Interface()
-		if err := proto.Unmarshal(wire.bytes(), out); err != nil {
-			status, typ, msg := g.mapError(fmt.Errorf("decode %s response: %w", action, err), svc, action, x.id)
+		out, err := op.decode(wire)
+		if err != nil {
+			status, typ, msg := g.mapError(err, svc, action, x.id)
 			fail(status, typ, msg)
 			return
 		}
@@ -371,6 +371,11 @@ func (g *Gateway) call(ctx context.Context, op *operation, in proto.Message, cre
 		return nil, err
 	}
 	defer wire.release()
+	return op.decode(wire)
+}
+
+// decode returns the response in wire as a message of op.output's type.
+func (op *operation) decode(wire *wireMessage) (proto.Message, error) {
 	out := op.output.New().Interface()
 	if err := proto.Unmarshal(wire.bytes(), out); err != nil {
 		return nil, fmt.Errorf("decode %s response: %w", op.name, err)

@@ -34,10 +34,7 @@ func Marshal(m proto.Message) ([]byte, error) {
 	// kept for the next response unless it grew past maxScratch.
 	out := make([]byte, len(b))
 	copy(out, b)
-	if cap(b) <= maxScratch {
-		*bp = b
-		scratch.Put(bp)
-	}
+	putScratch(bp, b)
 	return out, nil
 }
 
@@ -49,16 +46,20 @@ func MarshalPooled(m proto.Message) (b []byte, release func()) {
 	bp := scratch.Get().(*[]byte)
 	msg := m.ProtoReflect()
 	b = appendMessage((*bp)[:0], msg, shapeOf(msg.Descriptor()), true)
-	return b, func() {
-		if cap(b) <= maxScratch {
-			*bp = b[:0]
-			scratch.Put(bp)
-		}
-	}
+	return b, func() { putScratch(bp, b) }
 }
 
 // scratch holds encoding buffers between responses; maxScratch (bytes) bounds what it keeps.
 var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// putScratch returns bp to scratch holding b (written into it, possibly grown), unless b
+// grew past maxScratch.
+func putScratch(bp *[]byte, b []byte) {
+	if cap(b) <= maxScratch {
+		*bp = b[:0]
+		scratch.Put(bp)
+	}
+}
 
 const maxScratch = 1 << 20
 

@@ -32,28 +32,23 @@ import (
 // encoded with Marshal, so the answer is always Marshal's.
 func MarshalWirePooled(mt protoreflect.MessageType, wire []byte) (b []byte, release func(), err error) {
 	bp := scratch.Get().(*[]byte)
-	release = func() {
-		if cap(b) <= maxScratch {
-			*bp = b[:0]
-			scratch.Put(bp)
-		}
-	}
 	e := wireEncoders.Get().(*wireEncoder)
 	b, err = e.message((*bp)[:0], shapeOf(mt.Descriptor()), wire, true)
 	clear(e.fields[:cap(e.fields)]) // no payload slice keeps wire alive from the pool
 	e.fields, e.depth = e.fields[:0], 0
 	wireEncoders.Put(e)
-	if errors.Is(err, errNotPlain) {
-		m := mt.New()
-		if err = (proto.UnmarshalOptions{}).Unmarshal(wire, m.Interface()); err == nil {
-			b = appendMessage((*bp)[:0], m, shapeOf(mt.Descriptor()), true)
-		}
+	if err == nil {
+		return b, func() { putScratch(bp, b) }, nil
 	}
-	if err != nil {
-		b = (*bp)[:0]
-		release()
+	putScratch(bp, b)
+	if !errors.Is(err, errNotPlain) {
 		return nil, func() {}, err
 	}
+	m := mt.New().Interface()
+	if err := proto.Unmarshal(wire, m); err != nil {
+		return nil, func() {}, err
+	}
+	b, release = MarshalPooled(m)
 	return b, release, nil
 }
 
@@ -148,6 +143,21 @@ func (ws *wireShape) index(num protowire.Number) int32 {
 	return ws.byMap[num] - 1
 }
 
+// readField reads the field at the start of data: its number and its value (consumeValue).
+// n is the bytes read, negative for malformed input (a field number proto.Unmarshal
+// refuses included).
+func readField(data []byte) (num protowire.Number, f wireField, n int) {
+	num, typ, n := protowire.ConsumeTag(data)
+	if n < 0 || num > protowire.MaxValidNumber {
+		return 0, f, -1
+	}
+	f, m := consumeValue(num, typ, data[n:])
+	if m < 0 {
+		return 0, f, -1
+	}
+	return num, f, n + m
+}
+
 // consumeValue reads the value of a field numbered num of wire type typ at the start of
 // data: a varint or fixed-width value into value, a length-delimited payload into data,
 // and a group skipped. n is the bytes read, negative for malformed input.
@@ -199,25 +209,19 @@ func (e *wireEncoder) parse(si *shapeInfo, data []byte) error {
 	sorted := true
 	last := int32(-1)
 	for len(data) > 0 {
-		num, typ, n := protowire.ConsumeTag(data)
-		if n < 0 || num > protowire.MaxValidNumber {
-			return errMalformed
-		}
-		data = data[n:]
-		f, n := consumeValue(num, typ, data)
+		num, f, n := readField(data)
 		if n < 0 {
 			return errMalformed
 		}
-		f.index = ws.index(num)
-		if f.index >= 0 && typ == protowire.StartGroupType {
-			return errNotPlain // a group (or a field written as one)
-		}
 		data = data[n:]
+		f.index = ws.index(num)
 		if f.index < 0 {
 			continue
 		}
-		k := ws.kinds[f.index]
-		if want := wireTypeOf(k); typ != want && !(typ == protowire.BytesType && ws.list[f.index] && want != protowire.BytesType) {
+		if f.typ == protowire.StartGroupType {
+			return errNotPlain // a field written as a group
+		}
+		if want := wireTypeOf(ws.kinds[f.index]); f.typ != want && !(f.typ == protowire.BytesType && ws.list[f.index] && want != protowire.BytesType) {
 			continue
 		}
 		if f.index < last {
@@ -249,20 +253,32 @@ func (e *wireEncoder) parse(si *shapeInfo, data []byte) error {
 	return nil
 }
 
+// enter parses the message of shape si in data, one level deeper, and returns its
+// occurrences (e.fields from base on, which nothing writes over while nested messages
+// are encoded, though e.fields may grow and move); leave(base) ends the level, error or
+// not. Past maxDepth the message is proto.Unmarshal's to refuse.
+func (e *wireEncoder) enter(si *shapeInfo, data []byte) (occ []wireField, base int, err error) {
+	base = len(e.fields)
+	if e.depth++; e.depth > maxDepth {
+		return nil, base, errNotPlain
+	}
+	if err := e.parse(si, data); err != nil {
+		return nil, base, err
+	}
+	return e.fields[base:], base, nil
+}
+
+// leave ends the level enter began at base.
+func (e *wireEncoder) leave(base int) { e.fields, e.depth = e.fields[:base], e.depth-1 }
+
 // message appends the encoding of the message of shape si whose bytes are data, as
 // appendMessage does for the decoded message; top says it is the response itself.
 func (e *wireEncoder) message(b []byte, si *shapeInfo, data []byte, top bool) ([]byte, error) {
-	if e.depth++; e.depth > maxDepth {
-		return b, errNotPlain // proto.Unmarshal's error
-	}
-	base := len(e.fields)
-	defer func() { e.fields, e.depth = e.fields[:base], e.depth-1 }()
-	if err := e.parse(si, data); err != nil {
+	fs, base, err := e.enter(si, data)
+	defer e.leave(base)
+	if err != nil {
 		return b, err
 	}
-	// e.fields may grow (and move) while nested messages are encoded; fs keeps this
-	// message's occurrences, which nothing writes over.
-	fs := e.fields[base:]
 	b = append(b, '{')
 	first := true
 	defaults := si.defaults
@@ -301,7 +317,6 @@ func (e *wireEncoder) message(b []byte, si *shapeInfo, data []byte, top bool) ([
 			}
 		}
 		b = appendName(b, &first, si.names[i])
-		var err error
 		if b, err = e.value(b, fd, si, i, occ); err != nil {
 			return b, err
 		}
@@ -367,15 +382,12 @@ func (e *wireEncoder) singular(b []byte, fd protoreflect.FieldDescriptor, kid *s
 	k := fd.Kind()
 	if k == protoreflect.MessageKind {
 		if kid.wrapper {
-			if e.depth++; e.depth > maxDepth {
-				return b, errNotPlain // proto.Unmarshal's error
-			}
-			base := len(e.fields)
-			defer func() { e.fields, e.depth = e.fields[:base], e.depth-1 }()
-			if err := e.parse(kid, f.data); err != nil {
+			occ, base, err := e.enter(kid, f.data)
+			defer e.leave(base)
+			if err != nil {
 				return b, err
 			}
-			return e.value(b, kid.fields[0], kid, 0, e.fields[base:])
+			return e.value(b, kid.fields[0], kid, 0, occ)
 		}
 		return e.message(b, kid, f.data, false)
 	}
@@ -458,23 +470,18 @@ func (e *wireEncoder) mapValue(b []byte, fd protoreflect.FieldDescriptor, kid *s
 		data := f.data
 		var seenKey, seenValue bool
 		for len(data) > 0 {
-			num, typ, n := protowire.ConsumeTag(data)
-			if n < 0 || num > protowire.MaxValidNumber {
-				return b, errMalformed
-			}
-			data = data[n:]
-			g, n := consumeValue(num, typ, data)
+			num, g, n := readField(data)
 			if n < 0 {
 				return b, errMalformed
 			}
 			data = data[n:]
 			switch {
-			case num == 1 && typ == wireTypeOf(keyKind):
+			case num == 1 && g.typ == wireTypeOf(keyKind):
 				if seenKey {
 					return b, errNotPlain // proto.Unmarshal checks (or merges) each
 				}
 				key, seenKey = g, true
-			case num == 2 && typ == wireTypeOf(valKind):
+			case num == 2 && g.typ == wireTypeOf(valKind):
 				if seenValue {
 					return b, errNotPlain
 				}

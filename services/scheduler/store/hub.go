@@ -27,12 +27,10 @@ type Hub struct {
 	prefix string
 	part   func(key string) string
 
-	mu      sync.Mutex
-	subs    map[string]map[*hubSub]struct{} // by part
-	n       int                             // watchers
-	w       *hubWatch                       // the running watch; nil when none runs
-	ready   chan struct{}                   // closed once w is established; replaced when a run starts and after a compaction
-	isReady bool
+	mu    sync.Mutex
+	subs  map[string]map[*hubSub]struct{} // by part; a part without watchers has no entry
+	w     *hubWatch                       // the running watch; nil when none runs
+	ready chan struct{}                   // closed once w is established; replaced when a run starts and after a compaction
 }
 
 // hubWatch is one run of the shared watch, from a first watcher joining to the last
@@ -97,27 +95,19 @@ func WatchShared[T proto.Message](ctx context.Context, h *Hub, part string, hand
 			if err := h.waitReady(ctx); err != nil {
 				return err
 			}
-			items, rev, err := snapshot[T](ctx, h.c, part)
-			switch {
-			case err == nil:
-				failures = 0
-				listed = rev
-				if err := handler(Event[T]{Type: EventResync, Items: items, Revision: rev}); err != nil {
-					return err
-				}
-			case ctx.Err() != nil:
-				return ctx.Err()
-			case isDecodeError(err):
+			items, rev, ok, err := resyncList[T](ctx, h.c, part, &failures)
+			if err != nil {
 				return err
-			default:
-				failures++
+			}
+			if !ok {
 				s.mu.Lock()
 				s.resync = true
 				s.mu.Unlock()
-				if err := Sleep(ctx, watchBackoff(failures)); err != nil {
-					return err
-				}
 				continue
+			}
+			listed = rev
+			if err := handler(Event[T]{Type: EventResync, Items: items, Revision: rev}); err != nil {
+				return err
 			}
 		}
 		for _, ev := range events {
@@ -161,11 +151,10 @@ func (h *Hub) join(part string, s *hubSub) {
 		h.subs[part] = map[*hubSub]struct{}{}
 	}
 	h.subs[part][s] = struct{}{}
-	h.n++
 	if h.w == nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		h.w = &hubWatch{ctx: ctx, cancel: cancel}
-		h.ready, h.isReady = make(chan struct{}), false
+		h.ready = make(chan struct{})
 		go h.run(h.w)
 	}
 }
@@ -179,8 +168,7 @@ func (h *Hub) leave(part string, s *hubSub) {
 	if len(h.subs[part]) == 0 {
 		delete(h.subs, part)
 	}
-	h.n--
-	if h.n == 0 && h.w != nil {
+	if len(h.subs) == 0 && h.w != nil {
 		h.w.cancel()
 		h.w = nil
 	}
@@ -205,7 +193,7 @@ func (h *Hub) run(w *hubWatch) {
 			next = 0
 			h.mu.Lock()
 			if w.ctx.Err() == nil {
-				h.ready, h.isReady = make(chan struct{}), false
+				h.ready = make(chan struct{})
 				for _, subs := range h.subs {
 					for s := range subs {
 						s.mu.Lock()
@@ -252,9 +240,12 @@ func (h *Hub) watchOnce(ctx context.Context, w *hubWatch, next int64) (int64, bo
 				next = resp.Header.Revision + 1
 			}
 			h.mu.Lock()
-			if w.ctx.Err() == nil && !h.isReady {
-				h.isReady = true
-				close(h.ready)
+			if w.ctx.Err() == nil {
+				select {
+				case <-h.ready: // already established
+				default:
+					close(h.ready)
+				}
 			}
 			h.mu.Unlock()
 			continue

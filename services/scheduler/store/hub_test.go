@@ -26,21 +26,9 @@ func partOf(key string) string { return key[:strings.LastIndexByte(key, '/')+1] 
 // startShared runs store.WatchShared in the background, like startWatch.
 func startShared(t *testing.T, h *store.Hub, part string) *watcher {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &watcher{events: make(chan strEvent, 10000), done: make(chan error, 1), cancel: cancel}
-	go func() {
-		w.done <- store.WatchShared(ctx, h, part, func(e strEvent) error {
-			w.events <- e
-			return nil
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-w.done; !errors.Is(err, context.Canceled) {
-			t.Errorf("WatchShared returned %v, want context.Canceled", err)
-		}
+	return startWatching(t, func(ctx context.Context, handler func(strEvent) error) error {
+		return store.WatchShared(ctx, h, part, handler)
 	})
-	return w
 }
 
 // Each watcher gets its own part: a resync of it, then its puts and deletes, and

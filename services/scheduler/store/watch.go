@@ -103,26 +103,17 @@ func Watch[T proto.Message](ctx context.Context, c Client, prefix string, fromRe
 	failures := 0
 	for {
 		if resync {
-			items, rev, err := snapshot[T](ctx, c, prefix)
-			switch {
-			case err == nil:
-				failures = 0
-				if err := handler(Event[T]{Type: EventResync, Items: items, Revision: rev}); err != nil {
-					return err
-				}
-				next, resync = rev+1, false
-			case ctx.Err() != nil:
-				return ctx.Err()
-			case isDecodeError(err):
+			items, rev, ok, err := resyncList[T](ctx, c, prefix, &failures)
+			if err != nil {
 				return err
-			default:
-				// Transient: retry the list after a pause.
-				failures++
-				if err := Sleep(ctx, watchBackoff(failures)); err != nil {
-					return err
-				}
+			}
+			if !ok {
 				continue
 			}
+			if err := handler(Event[T]{Type: EventResync, Items: items, Revision: rev}); err != nil {
+				return err
+			}
+			next, resync = rev+1, false
 		}
 
 		var err error
@@ -146,6 +137,25 @@ func Watch[T proto.Message](ctx context.Context, c Client, prefix string, fromRe
 			return err
 		}
 	}
+}
+
+// resyncList lists prefix for an EventResync (snapshot): ok with the records and their
+// revision, resetting *failures; after a transient failure it waits (watchBackoff of
+// the failures so far) and reports !ok for the caller to list again. It returns ctx's
+// error when ctx ends and a decode error as it is.
+func resyncList[T proto.Message](ctx context.Context, c clientv3.KV, prefix string, failures *int) (items []Item[T], rev int64, ok bool, err error) {
+	items, rev, err = snapshot[T](ctx, c, prefix)
+	switch {
+	case err == nil:
+		*failures = 0
+		return items, rev, true, nil
+	case ctx.Err() != nil:
+		return nil, 0, false, ctx.Err()
+	case isDecodeError(err):
+		return nil, 0, false, err
+	}
+	*failures++
+	return nil, 0, false, Sleep(ctx, watchBackoff(*failures))
 }
 
 // watchOnce runs one etcd watch from revision next until it ends. It returns

@@ -30,10 +30,20 @@ type watcher struct {
 
 func startWatch(t *testing.T, c store.Client, prefix string, from int64) *watcher {
 	t.Helper()
+	return startWatching(t, func(ctx context.Context, handler func(strEvent) error) error {
+		return store.Watch(ctx, c, prefix, from, handler)
+	})
+}
+
+// startWatching runs watch (store.Watch or store.WatchShared) in the background with a
+// handler that hands its events over a channel; the test's end cancels it and expects
+// context.Canceled.
+func startWatching(t *testing.T, watch func(context.Context, func(strEvent) error) error) *watcher {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &watcher{events: make(chan strEvent, 10000), done: make(chan error, 1), cancel: cancel}
 	go func() {
-		w.done <- store.Watch(ctx, c, prefix, from, func(e strEvent) error {
+		w.done <- watch(ctx, func(e strEvent) error {
 			w.events <- e
 			return nil
 		})
@@ -41,7 +51,7 @@ func startWatch(t *testing.T, c store.Client, prefix string, from int64) *watche
 	t.Cleanup(func() {
 		cancel()
 		if err := <-w.done; !errors.Is(err, context.Canceled) {
-			t.Errorf("Watch returned %v, want context.Canceled", err)
+			t.Errorf("watch returned %v, want context.Canceled", err)
 		}
 	})
 	return w

@@ -180,6 +180,13 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		return fmt.Errorf("start etcd: %w", err)
 	}
 	defer etcd.Close()
+	// The scheduler and the other parts in this process reach etcd by function calls;
+	// the client port stays for clients outside it (etcdctl) and the health check.
+	local, err := etcd.InProcessClient()
+	if err != nil {
+		return fmt.Errorf("start etcd: %w", err)
+	}
+	defer local.Close()
 
 	// One registry for every part of the stack, served at /metrics on the gateway's
 	// address (docs/observability.md).
@@ -196,7 +203,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		return err
 	}
 	defer logStore.Close()
-	sched, err := app.New(app.Config{Etcd: etcd.Client(), Region: cfg.Region, Logger: log.With("service", "scheduler"), Dev: true,
+	sched, err := app.New(app.Config{Etcd: local, Region: cfg.Region, Logger: log.With("service", "scheduler"), Dev: true,
 		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps, Registry: registry, Logs: logStore, Keyring: keyring,
 		TaskSubnetPool: cli.Env("BERTH_TASK_SUBNET_POOL", ""), TaskCredentialsLifetime: credsLifetime})
 	if err != nil {
@@ -264,7 +271,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	start("gateway", func() error { return h2c.Serve(ctx, gwLn, gw) })
 	// The load balancer data plane: listeners bind on BERTH_LB_LISTEN_HOST.
 	start("lb", func() error {
-		return lb.Run(ctx, etcd.Client(), lb.Config{ListenHost: cfg.LBListenHost, Logger: log.With("service", "lb")})
+		return lb.Run(ctx, local, lb.Config{ListenHost: cfg.LBListenHost, Logger: log.With("service", "lb")})
 	})
 
 	// The Cloud Map DNS server of the dev account and region (docs/service-discovery.md).
@@ -280,7 +287,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		defer dnsSrv.Close()
 		dnsTarget = dnsSrv.Addr()
 		start("dns", func() error {
-			if err := dnsSrv.Follow(ctx, etcd.Client()); err != nil && ctx.Err() == nil {
+			if err := dnsSrv.Follow(ctx, local); err != nil && ctx.Err() == nil {
 				return err
 			}
 			return nil

@@ -14,6 +14,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -67,9 +68,11 @@ type Config struct {
 	MaxTxnOps int
 }
 
-// Server is a running (or stopped) embedded etcd member and a client bound
+// Server is a running (or stopped) embedded etcd member and a gRPC client bound
 // to it. The client outlives Stop and Restart: it reconnects by itself, so
-// watches and leases held through it see the restart as a disconnect.
+// watches and leases held through it see the restart as a disconnect. Code in
+// the same process that never restarts the member can use InProcessClient
+// instead, which skips gRPC.
 type Server struct {
 	cfg       Config // with concrete URLs, fixed across restarts
 	clientURL url.URL
@@ -202,6 +205,23 @@ func (s *Server) Client() *clientv3.Client {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.client
+}
+
+// InProcessClient returns a client that calls the running member's API in this process
+// (etcd's v3client: function calls, no gRPC, no socket). It is bound to the member as it
+// runs now: it fails once the member stops (Stop, Restart, Close), so a caller that
+// outlives a restart uses Client instead. The caller closes it. It returns ErrClosed
+// after Close and an error while the member is stopped.
+func (s *Server) InProcessClient() (*clientv3.Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return nil, ErrClosed
+	case s.etcd == nil:
+		return nil, errors.New("etcdembed: the member is stopped")
+	}
+	return v3client.New(s.etcd.Server), nil
 }
 
 // Endpoint returns the client URL ("http://127.0.0.1:port"), fixed for the

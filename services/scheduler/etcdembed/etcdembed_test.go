@@ -93,3 +93,74 @@ func TestAutoCompactionConfigAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestInProcessClient checks the in-process client against the member's gRPC one: each
+// sees the other's writes, a watch through it gets a change made over gRPC, etcd's own
+// limits answer with etcd's errors (control's group commit falls back on
+// ErrTooManyOps), and once the member stops a call fails instead of waiting.
+func TestInProcessClient(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := etcdembed.Start(ctx, etcdembed.Config{Dir: t.TempDir(), ClientURL: "http://127.0.0.1:0", UnsafeNoFsync: true, MaxTxnOps: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	local, err := s.InProcessClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	remote := s.Client()
+
+	if _, err := local.Put(ctx, "/a", "from local"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := remote.Get(ctx, "/a"); err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "from local" {
+		t.Fatalf("gRPC client reads %v, %v; want the in-process client's put", r, err)
+	}
+
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	wch := local.Watch(wctx, "/w/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	if wr := <-wch; !wr.Created {
+		t.Fatalf("first watch response %+v, want the created notification", wr)
+	}
+	put, err := remote.Put(ctx, "/w/1", "from gRPC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case wr := <-wch:
+		if len(wr.Events) != 1 || string(wr.Events[0].Kv.Value) != "from gRPC" || wr.Events[0].Kv.ModRevision != put.Header.Revision {
+			t.Fatalf("watch got %+v, want the put at revision %d", wr.Events, put.Header.Revision)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no watch event for a put made over gRPC")
+	}
+
+	ok, err := local.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision("/a"), "=", 0)).Then(clientv3.OpPut("/b", "x")).Commit()
+	if err != nil || ok.Succeeded {
+		t.Fatalf("create-if-absent of an existing key: %+v, %v; want a failed compare", ok, err)
+	}
+	ops := []clientv3.Op{clientv3.OpPut("/1", ""), clientv3.OpPut("/2", ""), clientv3.OpPut("/3", ""), clientv3.OpPut("/4", ""), clientv3.OpPut("/5", "")}
+	if _, err := local.Txn(ctx).Then(ops...).Commit(); !errors.Is(err, rpctypes.ErrTooManyOps) {
+		t.Fatalf("txn of 5 ops with --max-txn-ops 4: err = %v, want ErrTooManyOps", err)
+	}
+
+	s.Stop()
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	defer scancel()
+	if _, err := local.Get(sctx, "/a"); err == nil || sctx.Err() != nil {
+		t.Fatalf("get after Stop: err = %v (context: %v), want an error before the deadline", err, sctx.Err())
+	}
+	if _, err := s.InProcessClient(); err == nil {
+		t.Fatal("InProcessClient of a stopped member succeeded")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.InProcessClient(); !errors.Is(err, etcdembed.ErrClosed) {
+		t.Fatalf("InProcessClient after Close: err = %v, want ErrClosed", err)
+	}
+}

@@ -136,7 +136,7 @@ func placementPathFigures(ctx context.Context, s *stack, o options, reporting bo
 		fleetDoes = "acknowledging assignments and reporting each task RUNNING"
 	}
 	rows := []Row{
-		{g, "placements/s through RunTask", rate, "/s", fmt.Sprintf("RunTask count %d over Connect h2c (as the gateway calls), %d concurrent callers, %s; %d placed in %d calls",
+		{g, "placements/s through RunTask", rate, "/s", fmt.Sprintf("RunTask count %d over Connect h2c (as the gateway calls), %d concurrent callers, %s; %d placed in %d calls; the scheduler calls etcd in process, as in berth dev",
 			placeCount, placeCallers, o.placeDuration, placed.Load(), calls.Load())},
 		{g, "RunTask(10) p50", ms(percentile(lat, 50)), "ms", ""},
 		{g, "RunTask(10) p99", ms(percentile(lat, 99)), "ms", ""},
@@ -153,7 +153,7 @@ func placementPathFigures(ctx context.Context, s *stack, o options, reporting bo
 	c, cerr := etcdCeiling(ctx)
 	if cerr == nil && c["placements/s"] > 0 {
 		rows = append(rows,
-			Row{g, "etcd ceiling: placements/s", c["placements/s"], "/s", "placement.BenchmarkEtcdTxnCeiling in this run: the same writes, batched per txn, no choosing"},
+			Row{g, "etcd ceiling: placements/s", c["placements/s"], "/s", "placement.BenchmarkEtcdTxnCeiling in this run: the same writes, batched per txn, no choosing (over etcd's gRPC port)"},
 			Row{g, "ratio RunTask placements/s ÷ etcd ceiling", rate / c["placements/s"], "ratio", ""})
 	}
 	return rows, errors.Join(firstErr, cerr)

@@ -67,7 +67,12 @@ func startStack(ctx context.Context, o options, dir string, wg *sync.WaitGroup) 
 	}
 	context.AfterFunc(ctx, func() { etcd.Close() })
 	s := &stack{reg: prometheus.NewRegistry()}
-	s.sched, err = app.New(app.Config{Etcd: etcd.Client(), Region: region, Registry: s.reg, MaxTxnOps: etcdembed.DevMaxTxnOps, NoTaskCache: o.noTaskCache})
+	cli, err := etcd.InProcessClient() // as `berth dev`'s scheduler
+	if err != nil {
+		return nil, err
+	}
+	context.AfterFunc(ctx, func() { cli.Close() })
+	s.sched, err = app.New(app.Config{Etcd: cli, Region: region, Registry: s.reg, MaxTxnOps: etcdembed.DevMaxTxnOps, NoTaskCache: o.noTaskCache})
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -113,9 +114,13 @@ func (t *Txn) Delete(key string) *Txn {
 	return t
 }
 
+// putRaw adds the put of data at key. data is the txn's from here on: the caller never
+// changes it again (it is a fresh encoding or nil).
 func (t *Txn) putRaw(key string, data []byte) *Txn {
 	if t.keyOK(key) && t.claim(key) {
-		t.ops = append(t.ops, clientv3.OpPut(key, string(data)))
+		// OpPut copies its value into the op; viewing data as a string saves the copy
+		// string(data) would make first (one per record written).
+		t.ops = append(t.ops, clientv3.OpPut(key, unsafe.String(unsafe.SliceData(data), len(data))))
 	}
 	return t
 }

@@ -62,8 +62,10 @@ func (f *fakeAgent) register(ctx context.Context) error {
 	return nil
 }
 
-// run holds the session until ctx ends or the stream fails; it calls up once the hello
-// has been sent.
+// run holds the session until ctx ends or the stream fails; it calls up once the
+// scheduler has opened the session (its first message, the expected tasks, arrived): a
+// session the scheduler is still opening (presence, agentConnected, the listing of the
+// instance's tasks) would otherwise spend its opening inside a part's measured window.
 func (f *fakeAgent) run(ctx context.Context, heartbeat time.Duration, up func()) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -78,9 +80,6 @@ func (f *fakeAgent) run(ctx context.Context, heartbeat time.Duration, up func())
 	}
 	if err := send(&agentv1.SessionRequest{Message: &agentv1.SessionRequest_Hello{Hello: &agentv1.Hello{ContainerInstanceArn: f.arn}}}); err != nil {
 		return err
-	}
-	if up != nil {
-		up()
 	}
 	go func() {
 		// Spread the heartbeats over the interval, as independent agents would.
@@ -110,6 +109,10 @@ func (f *fakeAgent) run(ctx context.Context, heartbeat time.Duration, up func())
 				return nil
 			}
 			return err
+		}
+		if m.GetExpectedTasks() != nil && up != nil {
+			up()
+			up = nil
 		}
 		var id string
 		switch x := m.GetMessage().(type) {

@@ -62,10 +62,12 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, cfg *tls.Config
 // refusal) is given up on in seconds and the call goes to another (package failover).
 var dialer = &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 
-// clientHTTP2 lets the peer send DATA frames of up to 1 MiB (HTTP/2's default, and Go's
+// clientHTTP2 lets the peer send DATA frames of up to 256 KiB (HTTP/2's default, and Go's
 // client's, is 16 KiB): Go's server writes each frame with a syscall of its own, so a
-// DescribeTasks(100) answer (about 70 KB) took five where it now takes one.
-var clientHTTP2 = &http.HTTP2Config{MaxReadFrameSize: 1 << 20}
+// DescribeTasks(100) answer (about 70 KB) took five where it now takes one. Not more: a
+// connection keeps a read buffer as large as the largest frame it read, and one frame
+// holds up the connection's other streams while it is written.
+var clientHTTP2 = &http.HTTP2Config{MaxReadFrameSize: 256 << 10}
 
 // NewClient returns an http.Client that speaks only HTTP/2 without TLS (h2c) to http://
 // URLs: Connect's bidi streams (the agent session) need HTTP/2. It keeps up to 64 idle

@@ -11,7 +11,7 @@ import (
 )
 
 // TestClientReadsLargeFrames reads the SETTINGS frame NewClient opens a connection with
-// and checks it lets the server send DATA frames of 1 MiB (SETTINGS_MAX_FRAME_SIZE, id
+// and checks it lets the server send DATA frames of 256 KiB (SETTINGS_MAX_FRAME_SIZE, id
 // 0x5; HTTP/2's default is 16 KiB), so a large answer is not cut into 16 KiB writes.
 func TestClientReadsLargeFrames(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -62,7 +62,7 @@ func TestClientReadsLargeFrames(t *testing.T) {
 	if settings == nil {
 		t.Fatal("the client's connection did not open with an HTTP/2 preface and SETTINGS frame")
 	}
-	if v := settings[0x5]; v != 1<<20 {
-		t.Fatalf("SETTINGS_MAX_FRAME_SIZE = %d (settings %v), want %d", v, settings, 1<<20)
+	if v := settings[0x5]; v != 256<<10 {
+		t.Fatalf("SETTINGS_MAX_FRAME_SIZE = %d (settings %v), want %d", v, settings, 256<<10)
 	}
 }

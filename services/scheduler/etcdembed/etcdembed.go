@@ -210,7 +210,9 @@ func (s *Server) Client() *clientv3.Client {
 // InProcessClient returns a client that calls the running member's API in this process
 // (etcd's v3client: function calls, no gRPC, no socket). It is bound to the member as it
 // runs now: it fails once the member stops (Stop, Restart, Close), so a caller that
-// outlives a restart uses Client instead. The caller closes it. It returns ErrClosed
+// outlives a restart uses Client instead. A call whose context ends fails with the
+// context's error, as over gRPC; etcd's gRPC-only interceptors do not apply
+// (WithRequireLeader: a single member leads itself). The caller closes it. It returns ErrClosed
 // after Close and an error while the member is stopped.
 func (s *Server) InProcessClient() (*clientv3.Client, error) {
 	s.mu.Lock()
@@ -221,7 +223,9 @@ func (s *Server) InProcessClient() (*clientv3.Client, error) {
 	case s.etcd == nil:
 		return nil, errors.New("etcdembed: the member is stopped")
 	}
-	return v3client.New(s.etcd.Server), nil
+	c := v3client.New(s.etcd.Server)
+	c.KV, c.Lease = ctxKV{c.KV}, ctxLease{c.Lease}
+	return c, nil
 }
 
 // Endpoint returns the client URL ("http://127.0.0.1:port"), fixed for the

@@ -95,7 +95,8 @@ func TestAutoCompactionConfigAccepted(t *testing.T) {
 }
 
 // TestInProcessClient checks the in-process client against the member's gRPC one: each
-// sees the other's writes, a watch through it gets a change made over gRPC, etcd's own
+// sees the other's writes, a watch through it gets a change made over gRPC, a streamed
+// range read answers at the range's revision, etcd's own
 // limits answer with etcd's errors (control's group commit falls back on
 // ErrTooManyOps), and once the member stops a call fails instead of waiting.
 func TestInProcessClient(t *testing.T) {
@@ -137,6 +138,24 @@ func TestInProcessClient(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no watch event for a put made over gRPC")
+	}
+
+	// store's listings read ranges with GetStream (etcd 3.7's RangeStream).
+	var last int64
+	for _, k := range []string{"/s/1", "/s/2", "/s/3"} {
+		r, err := remote.Put(ctx, k, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = r.Header.Revision
+	}
+	stream, err := local.GetStream(ctx, "/s/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatalf("GetStream: %v", err)
+	}
+	listed, err := clientv3.GetStreamToGetResponse(stream)
+	if err != nil || len(listed.Kvs) != 3 || string(listed.Kvs[2].Key) != "/s/3" || listed.Header.Revision != last {
+		t.Fatalf("GetStream of /s/: %+v, %v; want /s/1../s/3 at revision %d", listed, err, last)
 	}
 
 	ok, err := local.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision("/a"), "=", 0)).Then(clientv3.OpPut("/b", "x")).Commit()

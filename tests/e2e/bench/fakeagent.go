@@ -177,13 +177,11 @@ func fakeFleet(ctx context.Context, url, account, cluster, prefix string, n int,
 	var sessions sync.WaitGroup
 	for _, a := range agents {
 		sessions.Go(func() {
-			// Reconnect after a failed or dropped session, as the real agent does.
-			for first := true; ctx.Err() == nil; first = false {
-				err := a.run(ctx, heartbeat, func() {
-					if first {
-						connected.Add(1)
-					}
-				})
+			// Reconnect after a failed or dropped session, as the real agent does. An
+			// agent counts once, when its first session opens (on any attempt).
+			var up sync.Once
+			for ctx.Err() == nil {
+				err := a.run(ctx, heartbeat, func() { up.Do(func() { connected.Add(1) }) })
 				if err != nil && ctx.Err() == nil {
 					select {
 					case errc <- err:

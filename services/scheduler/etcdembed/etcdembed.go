@@ -212,8 +212,8 @@ func (s *Server) Client() *clientv3.Client {
 // runs now: it fails once the member stops (Stop, Restart, Close), so a caller that
 // outlives a restart uses Client instead. A call whose context ends fails with the
 // context's error, as over gRPC; etcd's gRPC-only interceptors do not apply
-// (WithRequireLeader: a single member leads itself). The caller closes it. It returns ErrClosed
-// after Close and an error while the member is stopped.
+// (WithRequireLeader: a single member leads itself). The caller closes it. It returns
+// ErrClosed after Close and an error while the member is stopped.
 func (s *Server) InProcessClient() (*clientv3.Client, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -96,9 +96,9 @@ func TestAutoCompactionConfigAccepted(t *testing.T) {
 
 // TestInProcessClient checks the in-process client against the member's gRPC one: each
 // sees the other's writes, a watch through it gets a change made over gRPC, a streamed
-// range read answers at the range's revision, etcd's own
-// limits answer with etcd's errors (control's group commit falls back on
-// ErrTooManyOps), and once the member stops a call fails instead of waiting.
+// range read answers at the range's revision, etcd's own limits answer with etcd's errors
+// (control's group commit falls back on ErrTooManyOps), and once the member stops a call
+// fails instead of waiting.
 func TestInProcessClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

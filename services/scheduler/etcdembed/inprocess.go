@@ -15,7 +15,8 @@ import (
 // timeout errors. Callers tell a caller's cancellation from an etcd that cannot commit by
 // the context error (ecserr's "store unavailable", the leader loop's exit), so the
 // in-process client answers as the gRPC one does: these wrappers return ctx.Err() for an
-// etcd timeout or cancellation once ctx has ended.
+// etcd timeout once ctx has ended (etcd's cancellation, codes.Canceled, already comes back
+// from clientv3 as ctx.Err()).
 
 // ctxErr returns ctx.Err() when ctx has ended and err is etcd's answer to that (a timeout
 // of the proposal or read it waited on), else err.
@@ -23,7 +24,6 @@ func ctxErr(ctx context.Context, err error) error {
 	if err == nil || ctx.Err() == nil {
 		return err
 	}
-	// (Its cancellation, codes.Canceled, already comes back as ctx.Err() from clientv3.)
 	for _, e := range []error{rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail, rpctypes.ErrTimeoutDueToConnectionLost, rpctypes.ErrTimeoutWaitAppliedIndex} {
 		if errors.Is(err, e) {
 			return ctx.Err()

@@ -8,9 +8,9 @@ import (
 	"sync"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
-	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
 )
@@ -68,12 +68,12 @@ type routeWatch struct {
 	refs   int // sessions subscribed, under routeWatches.mu
 
 	mu     sync.Mutex
-	ready  bool                                        // the first listing arrived
-	err    error                                       // why the watch ended, once it did
-	ended  bool                                        // the watch ended; subscribers' channels are closed
-	routes []route                                     // replaced, never modified in place
-	subs   map[chan struct{}]struct{}                  // one signal channel a session, capacity 1
-	recs   map[string]*storev1.ContainerInstanceRecord // watch goroutine only
+	ready  bool                       // the first listing arrived
+	err    error                      // why the watch ended, once it did
+	ended  bool                       // the watch ended; subscribers' channels are closed
+	routes []route                    // replaced, never modified in place
+	subs   map[chan struct{}]struct{} // one signal channel a session, capacity 1
+	recs   map[string]routeFields     // by etcd key; watch goroutine only
 }
 
 // route is one instance's task subnet route with its instance id (to leave an agent's own
@@ -97,7 +97,7 @@ func (rw *routeWatches) subscribe(account keys.Scope, cluster string) (*routeWat
 	w := rw.byCluster[k]
 	if w == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		w = &routeWatch{cancel: cancel, subs: map[chan struct{}]struct{}{}, recs: map[string]*storev1.ContainerInstanceRecord{}}
+		w = &routeWatch{cancel: cancel, subs: map[chan struct{}]struct{}{}, recs: map[string]routeFields{}}
 		rw.byCluster[k] = w
 		go rw.run(ctx, k, account, cluster, w)
 	}
@@ -139,19 +139,29 @@ func (rw *routeWatches) subscribe(account keys.Scope, cluster string) (*routeWat
 // failed watch is forgotten (the next session starts a new one) and its subscribers'
 // channels closed.
 func (rw *routeWatches) run(ctx context.Context, k string, account keys.Scope, cluster string, w *routeWatch) {
-	err := store.Watch(ctx, rw.cli, keys.Instances(account, cluster), 0, func(ev store.Event[*storev1.ContainerInstanceRecord]) error {
+	// The records arrive as Empty (every field kept unparsed): only the route fields are
+	// read out of them (routeFieldsOf).
+	err := store.Watch(ctx, rw.cli, keys.Instances(account, cluster), 0, func(ev store.Event[*emptypb.Empty]) error {
 		switch ev.Type {
 		case store.EventResync:
 			clear(w.recs)
 			for _, it := range ev.Items {
-				w.recs[it.Key] = it.Value
+				f, err := routeFieldsOf(it.Value.ProtoReflect().GetUnknown())
+				if err != nil {
+					return fmt.Errorf("decode %s at revision %d: %w", it.Key, it.ModRevision, err)
+				}
+				w.recs[it.Key] = f
 			}
 		case store.EventPut:
+			f, err := routeFieldsOf(ev.Item.Value.ProtoReflect().GetUnknown())
+			if err != nil {
+				return fmt.Errorf("decode %s at revision %d: %w", ev.Item.Key, ev.Item.ModRevision, err)
+			}
 			prev, had := w.recs[ev.Item.Key]
-			w.recs[ev.Item.Key] = ev.Item.Value
+			w.recs[ev.Item.Key] = f
 			// Most puts are resource or status bookkeeping (every placement updates its
 			// instance): only a change of what a route is made of rebuilds the list.
-			if had && routeKey(prev) == routeKey(ev.Item.Value) {
+			if had && prev == f {
 				return nil
 			}
 		case store.EventDelete:
@@ -205,17 +215,16 @@ func (w *routeWatch) current() ([]route, bool, error) {
 // allRoutes lists the routes to the task subnets of the instances in recs (keyed by
 // etcd key) that are not INACTIVE and have a task subnet and a host address, sorted by
 // subnet.
-func allRoutes(recs map[string]*storev1.ContainerInstanceRecord) []route {
+func allRoutes(recs map[string]routeFields) []route {
 	var out []route
-	for _, rec := range recs {
-		ci := rec.GetContainerInstance()
-		if ci.GetStatus() == "INACTIVE" || rec.GetTaskSubnet() == "" || rec.GetHostAddress() == "" {
+	for _, f := range recs {
+		if f.inactive || f.subnet == "" || f.address == "" {
 			continue
 		}
-		out = append(out, route{instanceID: instanceID(ci.GetContainerInstanceArn()), route: &agentv1.TaskSubnetRoute{
-			ContainerInstanceArn: ci.GetContainerInstanceArn(),
-			Subnet:               rec.GetTaskSubnet(),
-			HostAddress:          rec.GetHostAddress(),
+		out = append(out, route{instanceID: instanceID(f.arn), route: &agentv1.TaskSubnetRoute{
+			ContainerInstanceArn: f.arn,
+			Subnet:               f.subnet,
+			HostAddress:          f.address,
 		}})
 	}
 	slices.SortFunc(out, func(a, b route) int { return strings.Compare(a.route.GetSubnet(), b.route.GetSubnet()) })
@@ -234,14 +243,4 @@ func peerRoutes(self string, all []route) *agentv1.TaskSubnetRoutes {
 		out.Routes = append(out.Routes, r.route)
 	}
 	return out
-}
-
-// routeKey is what of an instance record allRoutes reads.
-func routeKey(rec *storev1.ContainerInstanceRecord) [4]string {
-	ci := rec.GetContainerInstance()
-	inactive := ""
-	if ci.GetStatus() == "INACTIVE" {
-		inactive = "INACTIVE"
-	}
-	return [4]string{ci.GetContainerInstanceArn(), inactive, rec.GetTaskSubnet(), rec.GetHostAddress()}
 }

@@ -19,7 +19,9 @@ import (
 	"github.com/berthhq/berth/services/scheduler/keys"
 	"github.com/berthhq/berth/services/scheduler/store"
 	"github.com/berthhq/berth/services/scheduler/tasksecrets"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
 )
 
 // StopDeliverySuffix is appended to a task id to form a stop order's default
@@ -188,7 +190,9 @@ func (ss *session) expectedTasks(ctx context.Context) ([]string, error) {
 }
 
 // onInbox pushes inbox changes to the agent.
-func (ss *session) onInbox(ev store.Event[*storev1.InboxEntry]) error {
+// The entries arrive as Empty (the encoding kept unparsed): an assignment goes to the agent
+// as the bytes the inbox holds (deliver).
+func (ss *session) onInbox(ev store.Event[*emptypb.Empty]) error {
 	switch ev.Type {
 	case store.EventResync:
 		present := map[string]bool{}
@@ -222,12 +226,79 @@ func (ss *session) onInbox(ev store.Event[*storev1.InboxEntry]) error {
 }
 
 // deliver sends one inbox entry, unless this session already sent it at this revision.
-func (ss *session) deliver(it store.Item[*storev1.InboxEntry]) error {
-	taskID := it.Key[len(keys.InboxOf(ss.account, ss.instance)):]
+// An assignment whose task definition needs no secrets resolved goes out as the entry's
+// own bytes with the task definition's cached encoding appended (deliverRaw): decoding
+// every entry and encoding it again was the session's largest cost under a RunTask
+// burst. Anything else is decoded and built as a message (deliverEntry).
+func (ss *session) deliver(it store.Item[*emptypb.Empty]) error {
+	raw := it.Value.ProtoReflect().GetUnknown()
+	if done, err := ss.deliverRaw(it.Key, it.ModRevision, raw); done || err != nil {
+		return err
+	}
+	entry := &storev1.InboxEntry{}
+	if err := proto.Unmarshal(raw, entry); err != nil {
+		return fmt.Errorf("agentsession: decode %s at revision %d: %w", it.Key, it.ModRevision, err)
+	}
+	return ss.deliverEntry(it.Key, it.ModRevision, entry)
+}
+
+// deliverRaw sends the inbox entry raw (key's, at revision rev) when it is an
+// assignment that names its task definition by ARN only, and that task definition needs
+// no secrets resolved. done is false when it did not handle the entry (deliverEntry
+// does); the error is a failure to read the task definition or to send.
+func (ss *session) deliverRaw(key string, rev int64, raw []byte) (done bool, err error) {
+	a, ok := parseRawAssignment(raw)
+	if !ok || a.hasTaskDefinition || a.taskDefinitionArn == "" {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	td, err := ss.srv.cachedTaskDefinition(ctx, ss.account, a.taskDefinitionArn)
+	cancel()
+	if err != nil || (ss.srv.cfg.Secrets != nil && tasksecrets.Needs(td.td)) {
+		// deliverEntry reports the error (or resolves the secrets) as it always did.
+		return false, nil
+	}
+	id := a.deliveryID
+	if id == "" {
+		id = key[len(keys.InboxOf(ss.account, ss.instance)):]
+	}
+	if !ss.track(id, key, rev, false) {
+		return true, nil
+	}
+	var extra []byte
+	if a.deliveryID == "" {
+		extra = protowire.AppendTag(extra, fieldAssignmentDeliveryID, protowire.BytesType)
+		extra = protowire.AppendString(extra, id)
+	}
+	msg := &agentv1.SessionResponse{}
+	msg.ProtoReflect().SetUnknown(appendAssignment(nil, a.fields, extra, td.field))
+	return true, ss.send(msg)
+}
+
+// track records that the delivery id of the entry at key, revision rev, is being sent.
+// It returns false when this session sent that entry at that revision already.
+func (ss *session) track(id, key string, rev int64, stop bool) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if cur := ss.pending[id]; cur != nil && cur.rev == rev {
+		return false
+	}
+	if old, ok := ss.byKey[key]; ok && old != id {
+		delete(ss.pending, old)
+	}
+	ss.pending[id] = &delivery{key: key, rev: rev, stop: stop}
+	ss.byKey[key] = id
+	return true
+}
+
+// deliverEntry sends one decoded inbox entry, unless this session already sent it at
+// this revision.
+func (ss *session) deliverEntry(key string, rev int64, entry *storev1.InboxEntry) error {
+	taskID := key[len(keys.InboxOf(ss.account, ss.instance)):]
 	var msg *agentv1.SessionResponse
 	var id string
 	stop := false
-	switch d := it.Value.GetDelivery().(type) {
+	switch d := entry.GetDelivery().(type) {
 	case *storev1.InboxEntry_Assignment:
 		a := d.Assignment
 		if a.GetDeliveryId() == "" {
@@ -244,20 +315,12 @@ func (ss *session) deliver(it store.Item[*storev1.InboxEntry]) error {
 		stop = true
 		msg = &agentv1.SessionResponse{Message: &agentv1.SessionResponse_Stop{Stop: o}}
 	default:
-		ss.log.Warn("agentsession: empty inbox entry", "key", it.Key)
+		ss.log.Warn("agentsession: empty inbox entry", "key", key)
 		return nil
 	}
-	ss.mu.Lock()
-	if cur := ss.pending[id]; cur != nil && cur.rev == it.ModRevision {
-		ss.mu.Unlock()
+	if !ss.track(id, key, rev, stop) {
 		return nil
 	}
-	if old, ok := ss.byKey[it.Key]; ok && old != id {
-		delete(ss.pending, old)
-	}
-	ss.pending[id] = &delivery{key: it.Key, rev: it.ModRevision, stop: stop}
-	ss.byKey[it.Key] = id
-	ss.mu.Unlock()
 	if a := msg.GetAssignment(); a != nil && a.GetTaskDefinition() == nil && a.GetTask().GetTaskDefinitionArn() != "" {
 		// The inbox entry names its task definition by the task's ARN for it
 		// (PlaceTxn); an entry written before carries it.

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"sync"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/arn"
@@ -23,35 +26,57 @@ const maxTaskDefs = 4096
 // taskDefs caches task definitions by account and ARN.
 type taskDefs struct {
 	mu   sync.Mutex
-	defs map[string]*ecsv1.TaskDefinition
+	defs map[string]cachedTaskDef
+}
+
+// cachedTaskDef is one revision: decoded, and encoded as the field that carries it in an
+// Assignment (deliverRaw appends it to an assignment's bytes as they are).
+type cachedTaskDef struct {
+	td    *ecsv1.TaskDefinition
+	field []byte
 }
 
 // taskDefinition returns the task definition whose ARN is ref, of account, from the
 // cache or etcd. The result is shared: the caller must not change it. It fails wrapping
 // store.ErrNotFound when the revision is not stored.
 func (s *Server) taskDefinition(ctx context.Context, account keys.Scope, ref string) (*ecsv1.TaskDefinition, error) {
+	c, err := s.cachedTaskDefinition(ctx, account, ref)
+	return c.td, err
+}
+
+// cachedTaskDefinition is taskDefinition with the revision's encoding as an Assignment's
+// task_definition field (tag, length, message).
+func (s *Server) cachedTaskDefinition(ctx context.Context, account keys.Scope, ref string) (cachedTaskDef, error) {
 	k := account.String() + "/" + ref
 	c := &s.tds
 	c.mu.Lock()
-	td := c.defs[k]
+	cached, ok := c.defs[k]
 	c.mu.Unlock()
-	if td != nil {
-		return td, nil
+	if ok {
+		return cached, nil
 	}
 	a, err := arn.Parse(ref)
 	if err != nil || a.Type != arn.TaskDefinition || a.Revision <= 0 {
-		return nil, fmt.Errorf("agentsession: task definition %q: %w", ref, store.ErrNotFound)
+		return cachedTaskDef{}, fmt.Errorf("agentsession: task definition %q: %w", ref, store.ErrNotFound)
 	}
 	rec, _, err := store.Get[*storev1.TaskDefinitionRecord](ctx, s.cfg.Etcd, keys.TaskDefinition(account, a.Name, a.Revision))
 	if err != nil {
-		return nil, fmt.Errorf("agentsession: task definition %s: %w", ref, err)
+		return cachedTaskDef{}, fmt.Errorf("agentsession: task definition %s: %w", ref, err)
 	}
-	td = rec.GetTaskDefinition()
+	cached = cachedTaskDef{td: rec.GetTaskDefinition()}
+	if cached.td != nil {
+		enc, err := proto.Marshal(cached.td)
+		if err != nil {
+			return cachedTaskDef{}, fmt.Errorf("agentsession: task definition %s: %w", ref, err)
+		}
+		field := protowire.AppendTag(nil, fieldAssignmentTaskDefinition, protowire.BytesType)
+		cached.field = protowire.AppendBytes(field, enc)
+	}
 	c.mu.Lock()
 	if c.defs == nil || len(c.defs) >= maxTaskDefs {
-		c.defs = map[string]*ecsv1.TaskDefinition{}
+		c.defs = map[string]cachedTaskDef{}
 	}
-	c.defs[k] = td
+	c.defs[k] = cached
 	c.mu.Unlock()
-	return td, nil
+	return cached, nil
 }

@@ -399,13 +399,41 @@ func alignLine(f *os.File, off int64) int64 {
 
 // openLogFiles opens a container's log files, oldest first: base.N … base.1, base (N =
 // maxFiles-1), each once (by inode), with the inode and size of what was opened; it
-// skips a file it cannot open or stat. It opens the newest first: a rotation between
-// two opens then shows a file twice (the duplicate is dropped), never skips one; a
-// listing by path and reads by path later read whatever file a rotation had renamed into
-// the path, from the other file's offset.
+// skips a file it cannot open or stat. A listing by path and reads by path later read
+// whatever file a rotation had renamed into the path, from the other file's offset, so
+// the files are opened, and read from what was opened.
+//
+// The listing's order is its age order only if no rotation completed while it was
+// taken: after two rotations between two opens, base.1 holds a file newer than the one
+// already opened from base, and the two were read in the wrong order (lines shipped out
+// of order, then again from the older file's cursor). Every rotation renames the file of
+// every path, so a listing whose newest path still holds the file it opened is in
+// order; one that is not is taken again, up to openAttempts times (then used as it is:
+// a writer rotating faster than a listing can open its files).
 func openLogFiles(base string, maxFiles int) []logFile {
-	var files []logFile
+	for attempt := 1; ; attempt++ {
+		files, inOrder := openLogFilesOnce(base, maxFiles)
+		if inOrder || attempt == openAttempts {
+			return files
+		}
+		for _, f := range files {
+			f.f.Close()
+		}
+	}
+}
+
+// openAttempts bounds openLogFiles' listings of one container's files in one pass.
+const openAttempts = 10
+
+// afterOpen, when set (tests), is called after each file openLogFilesOnce opened, with
+// its path.
+var afterOpen func(path string)
+
+// openLogFilesOnce is one listing of openLogFiles; inOrder is false when a rotation
+// completed while it was taken (the newest path opened holds another file now).
+func openLogFilesOnce(base string, maxFiles int) (files []logFile, inOrder bool) {
 	seen := map[uint64]bool{}
+	newest := ""
 	for i := 0; i < maxFiles; i++ {
 		p := base
 		if i > 0 {
@@ -415,15 +443,25 @@ func openLogFiles(base string, maxFiles int) []logFile {
 		if err != nil {
 			continue // gone (rotated away), or unreadable: skipped, as a failed stat was
 		}
+		if afterOpen != nil {
+			afterOpen(p)
+		}
 		if fi, err := f.Stat(); err == nil && !seen[statIno(fi)] {
 			seen[statIno(fi)] = true
+			if newest == "" {
+				newest = p
+			}
 			files = append(files, logFile{f: f, ino: statIno(fi), size: fi.Size()})
 			continue
 		}
 		f.Close()
 	}
 	slices.Reverse(files)
-	return files
+	if newest == "" {
+		return files, true
+	}
+	fi, err := os.Stat(newest)
+	return files, err == nil && statIno(fi) == files[len(files)-1].ino
 }
 
 // readLines calls fn with each complete line of f from off on and the offset after it.

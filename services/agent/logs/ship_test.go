@@ -4,6 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -243,5 +248,56 @@ func TestShipperAcrossRotations(t *testing.T) {
 		if want := fmt.Sprintf("line %06d ", i); !strings.HasPrefix(m, want) {
 			t.Fatalf("event %d is %.20q, want it to start %q (lost or repeated lines)", i, m, want)
 		}
+	}
+}
+
+// TestOpenLogFilesRotatedTwiceWhileListing: two rotations between the listing's first
+// open and its second put a newer file at base.1 than the one opened from base; the
+// files must still come back oldest first (they were read newest-before-older, which
+// shipped lines out of order and then again: TestShipperAcrossRotations on a busy
+// machine shipped 30,147 lines of 30,000).
+func TestOpenLogFilesRotatedTwiceWhileListing(t *testing.T) {
+	const maxFiles = 6
+	base := filepath.Join(t.TempDir(), "app.log")
+	next := 0
+	// rotate does what fileWriter.rotate does, then writes the new current file's
+	// content: its sequence number.
+	rotate := func() {
+		_ = os.Remove(base + "." + strconv.Itoa(maxFiles-1))
+		for i := maxFiles - 2; i >= 1; i-- {
+			_ = os.Rename(base+"."+strconv.Itoa(i), base+"."+strconv.Itoa(i+1))
+		}
+		if next > 0 {
+			must(t, os.Rename(base, base+".1"))
+		}
+		must(t, os.WriteFile(base, []byte(strconv.Itoa(next)), 0o600))
+		next++
+	}
+	for range 3 {
+		rotate()
+	}
+	rotated := false
+	afterOpen = func(p string) {
+		if p == base && !rotated {
+			rotated = true
+			rotate()
+			rotate()
+		}
+	}
+	defer func() { afterOpen = nil }()
+
+	files := openLogFiles(base, maxFiles)
+	var order []string
+	for _, f := range files {
+		b, err := io.ReadAll(f.f)
+		must(t, err)
+		order = append(order, string(b))
+		f.f.Close()
+	}
+	if !rotated {
+		t.Fatal("the listing never opened base")
+	}
+	if want := []string{"0", "1", "2", "3", "4"}; !slices.Equal(order, want) {
+		t.Errorf("files read in the order %v, want oldest first %v", order, want)
 	}
 }

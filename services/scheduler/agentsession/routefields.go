@@ -34,7 +34,8 @@ var (
 // decoding the rest of it (its resources and attributes, which every placement rewrites:
 // decoding whole records was most of the route watch's cost). As proto.Unmarshal does,
 // the last occurrence of a field wins and a repeated embedded message merges. It returns
-// an error for bytes that are not a well-formed message.
+// an error for framing that does not parse in the record or its container instance; it
+// checks neither the fields it skips nor the strings' UTF-8.
 func routeFieldsOf(b []byte) (routeFields, error) {
 	var f routeFields
 	var status string

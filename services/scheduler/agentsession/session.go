@@ -190,8 +190,8 @@ func (ss *session) expectedTasks(ctx context.Context) ([]string, error) {
 }
 
 // onInbox pushes inbox changes to the agent.
-// The entries arrive as Empty (the encoding kept unparsed): an assignment goes to the agent
-// as the bytes the inbox holds (deliver).
+// The entries arrive as Empty (the encoding kept as unknown fields, unparsed): most
+// assignments go to the agent as the bytes the inbox holds (deliver).
 func (ss *session) onInbox(ev store.Event[*emptypb.Empty]) error {
 	switch ev.Type {
 	case store.EventResync:
@@ -226,45 +226,59 @@ func (ss *session) onInbox(ev store.Event[*emptypb.Empty]) error {
 }
 
 // deliver sends one inbox entry, unless this session already sent it at this revision.
-// An assignment whose task definition needs no secrets resolved goes out as the entry's
-// own bytes with the task definition's cached encoding appended (deliverRaw): decoding
-// every entry and encoding it again was the session's largest cost under a RunTask
-// burst. Anything else is decoded and built as a message (deliverEntry).
+// An assignment that names its task definition by ARN (as PlaceTxn writes them) and
+// whose task definition needs no secrets resolved goes out as the entry's own bytes with
+// the task definition's cached encoding appended (sendRaw): decoding every entry and
+// encoding it again was the session's largest cost under a RunTask burst. Anything else
+// is decoded and built as a message (deliverEntry), as every entry used to be.
+//
+// The raw path checks the entry's framing down to the task, not every nested field or
+// string: a corrupt entry (inbox entries are written only by the scheduler's own
+// marshalling, which validates) then fails the agent's decode of the message, ending
+// its session, where the scheduler's decode used to end the session's watch. Either way
+// the entry is redelivered on the next session.
 func (ss *session) deliver(it store.Item[*emptypb.Empty]) error {
 	raw := it.Value.ProtoReflect().GetUnknown()
-	if done, err := ss.deliverRaw(it.Key, it.ModRevision, raw); done || err != nil {
-		return err
+	var looked *taskDefLookup
+	if a, ok := parseRawAssignment(raw); ok && !a.hasTaskDefinition && a.taskDefinitionArn != "" {
+		id := a.deliveryID
+		if id == "" {
+			id = it.Key[len(keys.InboxOf(ss.account, ss.instance)):]
+		}
+		if ss.sent(id, it.ModRevision) {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		td, err := ss.srv.cachedTaskDefinition(ctx, ss.account, a.taskDefinitionArn)
+		cancel()
+		if err == nil && (ss.srv.cfg.Secrets == nil || !tasksecrets.Needs(td.td)) {
+			ss.track(id, it.Key, it.ModRevision, false)
+			return ss.sendRaw(a, id, td)
+		}
+		// deliverEntry reports the error, or resolves the secrets, as it always did.
+		looked = &taskDefLookup{td: td.td, err: err}
 	}
 	entry := &storev1.InboxEntry{}
 	if err := proto.Unmarshal(raw, entry); err != nil {
 		return fmt.Errorf("agentsession: decode %s at revision %d: %w", it.Key, it.ModRevision, err)
 	}
-	return ss.deliverEntry(it.Key, it.ModRevision, entry)
+	return ss.deliverEntry(it.Key, it.ModRevision, entry, looked)
 }
 
-// deliverRaw sends the inbox entry raw (key's, at revision rev) when it is an
-// assignment that names its task definition by ARN only, and that task definition needs
-// no secrets resolved. done is false when it did not handle the entry (deliverEntry
-// does); the error is a failure to read the task definition or to send.
-func (ss *session) deliverRaw(key string, rev int64, raw []byte) (done bool, err error) {
-	a, ok := parseRawAssignment(raw)
-	if !ok || a.hasTaskDefinition || a.taskDefinitionArn == "" {
-		return false, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	td, err := ss.srv.cachedTaskDefinition(ctx, ss.account, a.taskDefinitionArn)
-	cancel()
-	if err != nil || (ss.srv.cfg.Secrets != nil && tasksecrets.Needs(td.td)) {
-		// deliverEntry reports the error (or resolves the secrets) as it always did.
-		return false, nil
-	}
-	id := a.deliveryID
-	if id == "" {
-		id = key[len(keys.InboxOf(ss.account, ss.instance)):]
-	}
-	if !ss.track(id, key, rev, false) {
-		return true, nil
-	}
+// taskDefLookup is deliver's read of an assignment's task definition, handed on to
+// deliverEntry so that it is not read twice.
+type taskDefLookup struct {
+	td  *ecsv1.TaskDefinition
+	err error
+}
+
+// sendRaw sends assignment a (an inbox entry's, see parseRawAssignment) with delivery id
+// id, appending the id when the entry has none and the task definition's encoding.
+//
+// The message holds the assignment as an unknown field: it is meant for the wire
+// (binary protobuf, as the agent's client speaks it). Read in process, GetAssignment is
+// nil; protojson would write it as {}.
+func (ss *session) sendRaw(a rawAssignment, id string, td cachedTaskDef) error {
 	var extra []byte
 	if a.deliveryID == "" {
 		extra = protowire.AppendTag(extra, fieldAssignmentDeliveryID, protowire.BytesType)
@@ -272,7 +286,15 @@ func (ss *session) deliverRaw(key string, rev int64, raw []byte) (done bool, err
 	}
 	msg := &agentv1.SessionResponse{}
 	msg.ProtoReflect().SetUnknown(appendAssignment(nil, a.fields, extra, td.field))
-	return true, ss.send(msg)
+	return ss.send(msg)
+}
+
+// sent reports whether this session sent delivery id at revision rev already.
+func (ss *session) sent(id string, rev int64) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	cur := ss.pending[id]
+	return cur != nil && cur.rev == rev
 }
 
 // track records that the delivery id of the entry at key, revision rev, is being sent.
@@ -292,8 +314,9 @@ func (ss *session) track(id, key string, rev int64, stop bool) bool {
 }
 
 // deliverEntry sends one decoded inbox entry, unless this session already sent it at
-// this revision.
-func (ss *session) deliverEntry(key string, rev int64, entry *storev1.InboxEntry) error {
+// this revision. looked, when not nil, is the read of the assignment's task definition
+// that deliver made already.
+func (ss *session) deliverEntry(key string, rev int64, entry *storev1.InboxEntry, looked *taskDefLookup) error {
 	taskID := key[len(keys.InboxOf(ss.account, ss.instance)):]
 	var msg *agentv1.SessionResponse
 	var id string
@@ -324,9 +347,13 @@ func (ss *session) deliverEntry(key string, rev int64, entry *storev1.InboxEntry
 	if a := msg.GetAssignment(); a != nil && a.GetTaskDefinition() == nil && a.GetTask().GetTaskDefinitionArn() != "" {
 		// The inbox entry names its task definition by the task's ARN for it
 		// (PlaceTxn); an entry written before carries it.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		td, err := ss.srv.taskDefinition(ctx, ss.account, a.GetTask().GetTaskDefinitionArn())
-		cancel()
+		if looked == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			td, err := ss.srv.taskDefinition(ctx, ss.account, a.GetTask().GetTaskDefinitionArn())
+			cancel()
+			looked = &taskDefLookup{td: td, err: err}
+		}
+		td, err := looked.td, looked.err
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			// Revisions are never removed (DeleteTaskDefinitions only marks them

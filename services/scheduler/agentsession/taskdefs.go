@@ -44,6 +44,20 @@ func (s *Server) taskDefinition(ctx context.Context, account keys.Scope, ref str
 	return c.td, err
 }
 
+// newCachedTaskDef returns td with its encoding as an Assignment's task_definition field
+// (none for a nil td), or proto.Marshal's error.
+func newCachedTaskDef(td *ecsv1.TaskDefinition) (cachedTaskDef, error) {
+	if td == nil {
+		return cachedTaskDef{}, nil
+	}
+	enc, err := proto.Marshal(td)
+	if err != nil {
+		return cachedTaskDef{}, err
+	}
+	field := protowire.AppendTag(nil, fieldAssignmentTaskDefinition, protowire.BytesType)
+	return cachedTaskDef{td: td, field: protowire.AppendBytes(field, enc)}, nil
+}
+
 // cachedTaskDefinition is taskDefinition with the revision's encoding as an Assignment's
 // task_definition field (tag, length, message).
 func (s *Server) cachedTaskDefinition(ctx context.Context, account keys.Scope, ref string) (cachedTaskDef, error) {
@@ -63,14 +77,9 @@ func (s *Server) cachedTaskDefinition(ctx context.Context, account keys.Scope, r
 	if err != nil {
 		return cachedTaskDef{}, fmt.Errorf("agentsession: task definition %s: %w", ref, err)
 	}
-	cached = cachedTaskDef{td: rec.GetTaskDefinition()}
-	if cached.td != nil {
-		enc, err := proto.Marshal(cached.td)
-		if err != nil {
-			return cachedTaskDef{}, fmt.Errorf("agentsession: task definition %s: %w", ref, err)
-		}
-		field := protowire.AppendTag(nil, fieldAssignmentTaskDefinition, protowire.BytesType)
-		cached.field = protowire.AppendBytes(field, enc)
+	cached, err = newCachedTaskDef(rec.GetTaskDefinition())
+	if err != nil {
+		return cachedTaskDef{}, fmt.Errorf("agentsession: task definition %s: %w", ref, err)
 	}
 	c.mu.Lock()
 	if c.defs == nil || len(c.defs) >= maxTaskDefs {

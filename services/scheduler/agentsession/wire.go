@@ -33,8 +33,10 @@ type rawAssignment struct {
 }
 
 // parseRawAssignment reads an encoded InboxEntry. ok is false unless it is exactly one
-// assignment field, well formed, whose task field occurs once: anything else (a stop
-// order, bytes a full decode would merge or refuse) is left to proto.Unmarshal.
+// assignment field whose framing parses down to the task's fields, with the task field
+// once: anything else (a stop order, bytes a full decode would merge, bytes framed
+// wrongly) is left to proto.Unmarshal. It checks no deeper and no string's UTF-8 (see
+// deliver).
 func parseRawAssignment(entry []byte) (a rawAssignment, ok bool) {
 	n, tasks := 0, 0
 	err := eachField(entry, func(num protowire.Number, typ protowire.Type, v []byte) error {
@@ -96,7 +98,8 @@ func appendAssignment(dst, fields []byte, extra ...[]byte) []byte {
 
 // eachField calls fn with each field of the encoded message b: its number, wire type and,
 // for a length-delimited field, its contents (other types' values are skipped). It stops
-// at fn's first error and returns it, or an error for bytes that are not well formed.
+// at fn's first error and returns it, or an error for a tag or value whose framing does
+// not parse. It does not look inside the contents.
 func eachField(b []byte, fn func(protowire.Number, protowire.Type, []byte) error) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)

@@ -45,6 +45,9 @@ func Decode[T proto.Message](kv *mvccpb.KeyValue) (T, error) {
 	return decode[T](kv)
 }
 
+// decode keeps the fields T does not know as unknown fields (proto.Unmarshal's default):
+// watchers that take records as emptypb.Empty read them raw from there (agentsession's
+// route and inbox watches, placement's instance watch), so this must not discard them.
 func decode[T proto.Message](kv *mvccpb.KeyValue) (T, error) {
 	msg := newMessage[T]()
 	if err := proto.Unmarshal(kv.Value, msg); err != nil {

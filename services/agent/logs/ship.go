@@ -406,55 +406,46 @@ func alignLine(f *os.File, off int64) int64 {
 // The listing's order is its age order only if no rotation completed while it was
 // taken: after two rotations between two opens, base.1 holds a file newer than the one
 // already opened from base, and the two were read in the wrong order (lines shipped out
-// of order, then again from the older file's cursor). Every rotation renames the file of
-// every path, so a listing whose newest path still holds the file it opened is in
-// order; one that is not is taken again, up to openAttempts times (then used as it is:
-// a writer rotating faster than a listing can open its files).
+// of order, then again from the older file's cursor). A rotation renames the file of
+// every path (MaxFiles 1 truncates base instead, which keeps the order), so a listing
+// whose newest path still holds the file it opened is in order; one that is not is
+// taken again. After openAttempts listings it opens the files oldest first instead: that
+// order is never wrong, but a rotation meanwhile makes it miss a file (a writer rotating
+// faster than a listing can open its files).
 func openLogFiles(base string, maxFiles int) []logFile {
-	for attempt := 1; ; attempt++ {
+	for attempt := 1; attempt < openAttempts; attempt++ {
 		files, inOrder := openLogFilesOnce(base, maxFiles)
-		if inOrder || attempt == openAttempts {
+		if inOrder {
 			return files
 		}
 		for _, f := range files {
 			f.f.Close()
 		}
 	}
+	return openLogFilesOldestFirst(base, maxFiles)
 }
 
 // openAttempts bounds openLogFiles' listings of one container's files in one pass.
 const openAttempts = 10
 
-// afterOpen, when set (tests), is called after each file openLogFilesOnce opened, with
-// its path.
+// afterOpen, when set (tests that do not run in parallel), is called after each file a
+// listing opened, with its path.
 var afterOpen func(path string)
 
-// openLogFilesOnce is one listing of openLogFiles; inOrder is false when a rotation
-// completed while it was taken (the newest path opened holds another file now).
+// openLogFilesOnce is one listing of openLogFiles, newest path first; inOrder is false
+// when a rotation completed while it was taken (the newest path opened holds another
+// file now, or none).
 func openLogFilesOnce(base string, maxFiles int) (files []logFile, inOrder bool) {
 	seen := map[uint64]bool{}
 	newest := ""
 	for i := 0; i < maxFiles; i++ {
-		p := base
-		if i > 0 {
-			p += "." + strconv.Itoa(i)
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			continue // gone (rotated away), or unreadable: skipped, as a failed stat was
-		}
-		if afterOpen != nil {
-			afterOpen(p)
-		}
-		if fi, err := f.Stat(); err == nil && !seen[statIno(fi)] {
-			seen[statIno(fi)] = true
+		p := logPath(base, i)
+		if lf, ok := openLogFile(p, seen); ok {
 			if newest == "" {
 				newest = p
 			}
-			files = append(files, logFile{f: f, ino: statIno(fi), size: fi.Size()})
-			continue
+			files = append(files, lf)
 		}
-		f.Close()
 	}
 	slices.Reverse(files)
 	if newest == "" {
@@ -462,6 +453,45 @@ func openLogFilesOnce(base string, maxFiles int) (files []logFile, inOrder bool)
 	}
 	fi, err := os.Stat(newest)
 	return files, err == nil && statIno(fi) == files[len(files)-1].ino
+}
+
+// openLogFilesOldestFirst lists base.N … base in that order: files only move to higher
+// numbers, so each file opened is newer than the ones before it.
+func openLogFilesOldestFirst(base string, maxFiles int) []logFile {
+	var files []logFile
+	seen := map[uint64]bool{}
+	for i := maxFiles - 1; i >= 0; i-- {
+		if lf, ok := openLogFile(logPath(base, i), seen); ok {
+			files = append(files, lf)
+		}
+	}
+	return files
+}
+
+// logPath is the path of a container's log file i: base for 0, else base.i.
+func logPath(base string, i int) string {
+	if i == 0 {
+		return base
+	}
+	return base + "." + strconv.Itoa(i)
+}
+
+// openLogFile opens p unless it is gone or unreadable, or holds a file in seen (by inode,
+// which it adds).
+func openLogFile(p string, seen map[uint64]bool) (logFile, bool) {
+	f, err := os.Open(p)
+	if err != nil {
+		return logFile{}, false // gone (rotated away), or unreadable: skipped, as a failed stat was
+	}
+	if afterOpen != nil {
+		afterOpen(p)
+	}
+	if fi, err := f.Stat(); err == nil && !seen[statIno(fi)] {
+		seen[statIno(fi)] = true
+		return logFile{f: f, ino: statIno(fi), size: fi.Size()}, true
+	}
+	f.Close()
+	return logFile{}, false
 }
 
 // readLines calls fn with each complete line of f from off on and the offset after it.

@@ -391,15 +391,32 @@ func (s *Store) Read(ctx context.Context, req ReadRequest, send func([]Line) err
 	return errors.Join(errs...)
 }
 
+// readOne sends one container's lines (see Read). It reads the files it opened, never
+// a path again: a rotation renames every file to the next path, so reading by path
+// after a listing, or the newest path after a poll, skipped a file, mixed one file's
+// offset with another's, or read a file twice. The files come from openLogFiles (in
+// order, each once); a follow keeps the newest open, reads it to its end, then the files
+// rotated in after it.
 func (s *Store) readOne(ctx context.Context, dir, container string, req ReadRequest, send func([]Line) error) error {
-	cur := filepath.Join(dir, container+".log")
+	base := filepath.Join(dir, container+".log")
+	files := openLogFiles(base, s.cfg.MaxFiles)
 	var lines []Line
-	for i := s.cfg.MaxFiles - 1; i >= 1; i-- {
-		l, _, _ := readFile(cur+"."+strconv.Itoa(i), 0, container, req.Since)
+	var cur logFile // the newest file read, kept open to follow it
+	var off int64   // cur's offset after its last complete line
+	for i, f := range files {
+		l, next := readOpen(f.f, 0, container, req.Since)
 		lines = append(lines, l...)
+		if i < len(files)-1 {
+			f.f.Close()
+			continue
+		}
+		cur, off = f, next
 	}
-	l, off, _ := readFile(cur, 0, container, req.Since)
-	lines = append(lines, l...)
+	defer func() {
+		if cur.f != nil {
+			cur.f.Close()
+		}
+	}()
 	if req.Tail > 0 && len(lines) > req.Tail {
 		lines = lines[len(lines)-req.Tail:]
 	}
@@ -409,16 +426,43 @@ func (s *Store) readOne(ctx context.Context, dir, container string, req ReadRequ
 	if !req.Follow {
 		return nil
 	}
-	ino := inode(cur)
 	t := time.NewTicker(s.cfg.FollowPoll)
 	defer t.Stop()
 	for {
-		active := s.isActive(cur)
-		if n := inode(cur); n != ino {
-			ino, off = n, 0 // rotated: the new file starts at 0
+		active := s.isActive(base)
+		// base's file before cur's rest: once base holds another file, the writer has
+		// finished with cur (it rotates before it writes to the next file).
+		n := inode(base)
+		var l []Line
+		if cur.f != nil {
+			if fi, err := cur.f.Stat(); err == nil && fi.Size() < off {
+				off = 0 // truncated in place (MaxFiles 1 rotates so)
+			}
+			l, off = readOpen(cur.f, off, container, req.Since)
 		}
-		l, next, _ := readFile(cur, off, container, req.Since)
-		off = next
+		if n != 0 && n != cur.ino {
+			// Rotated (or created) since: the files after cur, oldest first (all of them
+			// when cur was rotated away, or there was none); the newest becomes cur.
+			files := openLogFiles(base, s.cfg.MaxFiles)
+			from := 0
+			for i, f := range files {
+				if f.ino == cur.ino {
+					from = i + 1
+				}
+			}
+			for i, f := range files {
+				if i >= from {
+					more, next := readOpen(f.f, 0, container, req.Since)
+					l = append(l, more...)
+					if i == len(files)-1 {
+						cur.f.Close()
+						cur, off = f, next
+						continue
+					}
+				}
+				f.f.Close()
+			}
+		}
 		if err := sendBatches(l, send); err != nil {
 			return err
 		}
@@ -453,16 +497,11 @@ func inode(path string) uint64 {
 	return statIno(fi)
 }
 
-// readFile reads complete lines from offset on and returns them with the
-// offset after the last complete line.
-func readFile(path string, offset int64, container string, since time.Time) ([]Line, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, offset, err
-	}
-	defer f.Close()
+// readOpen reads f's complete lines from offset on (lines before since left out) and
+// returns them with the offset after the last complete line.
+func readOpen(f *os.File, offset int64, container string, since time.Time) ([]Line, int64) {
 	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		return nil, offset, err
+		return nil, offset
 	}
 	r := bufio.NewReaderSize(f, 64<<10)
 	var out []Line
@@ -470,7 +509,7 @@ func readFile(path string, offset int64, container string, since time.Time) ([]L
 		b, err := r.ReadBytes('\n')
 		if err != nil {
 			// A partial last line is read again next time.
-			return out, offset, nil
+			return out, offset
 		}
 		offset += int64(len(b))
 		var l Line

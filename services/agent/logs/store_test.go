@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -186,5 +187,60 @@ func TestSweepAfterRetention(t *testing.T) {
 	}
 	if n, _ := s.Sweep(time.Now().Add(2 * time.Hour)); n != 1 {
 		t.Fatalf("swept %d tasks after retention, want 1", n)
+	}
+}
+
+// TestFollowAcrossRotations: a follow while the writer rotates its files many times
+// between two polls (every rotated file kept) sends every line once, in order. It read
+// the newest path after each poll: a rotation in between skipped the rest of the old
+// file and, read by path, mixed one file's offset with another's.
+func TestFollowAcrossRotations(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, logs.Config{MaxFileBytes: 16 << 10, MaxFiles: 400, FollowPoll: 20 * time.Millisecond})
+	out, _, closeFn, err := s.Open(arn, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lines = 20_000
+	fmt.Fprintf(out, "line %06d %s\n", 0, strings.Repeat("x", 40))
+	var mu sync.Mutex
+	var got []string
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Read(context.Background(), logs.ReadRequest{TaskARN: arn, Container: "web", Follow: true}, func(l []logs.Line) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, x := range l {
+				got = append(got, x.Text)
+			}
+			return nil
+		})
+	}()
+	for i := 1; i < lines; i++ {
+		fmt.Fprintf(out, "line %06d %s\n", i, strings.Repeat("x", 40))
+		if i%2000 == 0 {
+			time.Sleep(5 * time.Millisecond) // let some polls fall between rotations
+		}
+	}
+	if err := closeFn(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("follow did not end after the writer closed")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != lines {
+		t.Errorf("followed %d lines of %d", len(got), lines)
+	}
+	for i, m := range got {
+		if want := fmt.Sprintf("line %06d ", i); !strings.HasPrefix(m, want) {
+			t.Fatalf("line %d is %.20q, want it to start %q (lost or repeated lines)", i, m, want)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -314,6 +315,96 @@ func TestOpenLogFilesRotatedTwiceWhileListing(t *testing.T) {
 		}
 		if tc.exactly != nil && fmt.Sprint(order) != fmt.Sprint(tc.exactly) {
 			t.Errorf("%s: files read %v, want %v", tc.name, order, tc.exactly)
+		}
+	}
+}
+
+// TestFollowWhileListingsAreDisturbed: a follow whose listings rotations keep disturbing
+// sends every line once, in order. The follow used openLogFiles, whose last listing
+// (oldest path first, after nine disturbed ones) may miss a file: missing the one the
+// follow was reading, it read the older files again (L00 L01 L02 L00 L01 L03 …). A
+// follow now takes one listing a poll, newest path first, and lists again at the next
+// poll when a rotation disturbed it.
+func TestFollowWhileListingsAreDisturbed(t *testing.T) {
+	s, err := NewStore(Config{Dir: t.TempDir(), MaxFileBytes: 10, MaxFiles: 30, FollowPoll: 10 * time.Millisecond})
+	must(t, err)
+	out, _, closeFn, err := s.Open(taskARN, "web")
+	must(t, err)
+	var wmu sync.Mutex
+	n := 0
+	write := func() {
+		wmu.Lock()
+		defer wmu.Unlock()
+		fmt.Fprintf(out, "L%02d\n", n)
+		n++
+	}
+	for range 3 {
+		write()
+	}
+	base := s.path(taskARN, "web")
+	// Armed, the hook writes (and so rotates) after the first openAttempts-1 opens of
+	// base, then once between two opens of an oldest-first listing: what made the
+	// fallback listing miss the file being followed.
+	var armed atomic.Bool
+	baseWrites, prev, fallbackWrote := 0, "", false
+	afterOpen = func(p string) {
+		if !armed.Load() {
+			return
+		}
+		defer func() { prev = p }()
+		if p == base && baseWrites < openAttempts-1 {
+			baseWrites++
+			write()
+			return
+		}
+		if baseWrites == openAttempts-1 && !fallbackWrote && p == base+".11" && prev == base+".12" {
+			fallbackWrote = true
+			write()
+		}
+	}
+	t.Cleanup(func() { afterOpen = nil })
+
+	var mu sync.Mutex
+	var got []string
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Read(context.Background(), ReadRequest{TaskARN: taskARN, Container: "web", Follow: true}, func(l []Line) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, x := range l {
+				got = append(got, x.Text)
+			}
+			return nil
+		})
+	}()
+	received := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
+	for deadline := time.Now().Add(10 * time.Second); received() < 3; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the follow sent nothing")
+		}
+	}
+	armed.Store(true)
+	write()
+	time.Sleep(200 * time.Millisecond)
+	armed.Store(false)
+	must(t, closeFn())
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("follow did not end after the writer closed")
+	}
+	wmu.Lock()
+	total := n
+	wmu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != total {
+		t.Errorf("followed %d lines of %d: %v", len(got), total, got)
+	}
+	for i, m := range got {
+		if want := fmt.Sprintf("L%02d", i); m != want {
+			t.Fatalf("line %d is %q, want %q (lost or repeated lines): %v", i, m, want, got)
 		}
 	}
 }

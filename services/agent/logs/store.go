@@ -396,7 +396,12 @@ func (s *Store) Read(ctx context.Context, req ReadRequest, send func([]Line) err
 // after a listing, or the newest path after a poll, skipped a file, mixed one file's
 // offset with another's, or read a file twice. The files come from openLogFiles (in
 // order, each once); a follow keeps the newest open, reads it to its end, then the files
-// rotated in after it.
+// rotated in after it, from a listing taken newest path first and used only when it is
+// in order (such a listing misses no file: one it lacks was deleted), else left to the
+// next poll. Lines of files rotated past MaxFiles between two polls are lost, as they
+// are for every reader. With MaxFiles 1 a rotation truncates the file in place: a
+// follow reads it again from 0 when it finds it shorter than its offset, and misses what
+// was written past that offset before the truncation.
 func (s *Store) readOne(ctx context.Context, dir, container string, req ReadRequest, send func([]Line) error) error {
 	base := filepath.Join(dir, container+".log")
 	files := openLogFiles(base, s.cfg.MaxFiles)
@@ -442,8 +447,15 @@ func (s *Store) readOne(ctx context.Context, dir, container string, req ReadRequ
 		}
 		if n != 0 && n != cur.ino {
 			// Rotated (or created) since: the files after cur, oldest first (all of them
-			// when cur was rotated away, or there was none); the newest becomes cur.
-			files := openLogFiles(base, s.cfg.MaxFiles)
+			// when cur was deleted, rotated past MaxFiles, or there was none); the newest
+			// becomes cur. A listing a rotation disturbed is left to the next poll.
+			files, inOrder := openLogFilesOnce(base, s.cfg.MaxFiles)
+			if !inOrder {
+				for _, f := range files {
+					f.f.Close()
+				}
+				files = nil
+			}
 			from := 0
 			for i, f := range files {
 				if f.ino == cur.ino {
@@ -455,7 +467,9 @@ func (s *Store) readOne(ctx context.Context, dir, container string, req ReadRequ
 					more, next := readOpen(f.f, 0, container, req.Since)
 					l = append(l, more...)
 					if i == len(files)-1 {
-						cur.f.Close()
+						if cur.f != nil {
+							cur.f.Close()
+						}
 						cur, off = f, next
 						continue
 					}

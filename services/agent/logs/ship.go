@@ -451,8 +451,7 @@ func openLogFilesOnce(base string, maxFiles int) (files []logFile, inOrder bool)
 	if newest == "" {
 		return files, true
 	}
-	fi, err := os.Stat(newest)
-	return files, err == nil && statIno(fi) == files[len(files)-1].ino
+	return files, inode(newest) == files[len(files)-1].ino
 }
 
 // openLogFilesOldestFirst lists base.N … base in that order: files only move to higher

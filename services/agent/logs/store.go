@@ -1,7 +1,6 @@
 package logs
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -511,29 +510,17 @@ func inode(path string) uint64 {
 	return statIno(fi)
 }
 
-// readOpen reads f's complete lines from offset on (lines before since left out) and
-// returns them with the offset after the last complete line.
+// readOpen reads f's complete lines from offset on (lines before since left out; see
+// readLines) and returns them with the offset after the last complete line.
 func readOpen(f *os.File, offset int64, container string, since time.Time) ([]Line, int64) {
-	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		return nil, offset
-	}
-	r := bufio.NewReaderSize(f, 64<<10)
 	var out []Line
-	for {
-		b, err := r.ReadBytes('\n')
-		if err != nil {
-			// A partial last line is read again next time.
-			return out, offset
-		}
-		offset += int64(len(b))
-		var l Line
-		if json.Unmarshal(b, &l) != nil {
-			continue
-		}
+	_ = readLines(f, offset, func(l Line, end int64) {
+		offset = end
 		if !since.IsZero() && l.Time.Before(since) {
-			continue
+			return
 		}
 		l.Container = container
 		out = append(out, l)
-	}
+	})
+	return out, offset
 }

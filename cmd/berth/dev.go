@@ -32,13 +32,13 @@ import (
 	"github.com/berthhq/berth/services/gateway/sigv4"
 	"github.com/berthhq/berth/services/gateway/sigv4client"
 	"github.com/berthhq/berth/services/scheduler/app"
-	"github.com/berthhq/berth/services/scheduler/caller"
-	"github.com/berthhq/berth/services/scheduler/cloudmapdns"
-	"github.com/berthhq/berth/services/scheduler/etcdembed"
-	"github.com/berthhq/berth/services/scheduler/keys"
-	"github.com/berthhq/berth/services/scheduler/lb"
-	"github.com/berthhq/berth/services/scheduler/logstore"
-	"github.com/berthhq/berth/services/scheduler/seal"
+	"github.com/berthhq/berth/services/scheduler/cloudmap/cloudmapdns"
+	"github.com/berthhq/berth/services/scheduler/elbv2/lb"
+	"github.com/berthhq/berth/services/scheduler/logs/logstore"
+	"github.com/berthhq/berth/services/scheduler/platform/caller"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/keys"
+	"github.com/berthhq/berth/services/scheduler/platform/seal"
 )
 
 func devCommand() *cobra.Command {

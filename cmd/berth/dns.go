@@ -9,8 +9,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
-	"github.com/berthhq/berth/services/scheduler/cloudmapdns"
-	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/cloudmap/cloudmapdns"
+	"github.com/berthhq/berth/services/scheduler/platform/keys"
 )
 
 func dnsCommand() *cobra.Command {

@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
-	"github.com/berthhq/berth/services/scheduler/lb"
+	"github.com/berthhq/berth/services/scheduler/elbv2/lb"
 )
 
 func lbCommand() *cobra.Command {

@@ -23,10 +23,10 @@ import (
 	"github.com/berthhq/berth/services/gateway/h2c"
 	"github.com/berthhq/berth/services/gateway/pki"
 	"github.com/berthhq/berth/services/scheduler/app"
-	"github.com/berthhq/berth/services/scheduler/caller"
-	"github.com/berthhq/berth/services/scheduler/control"
-	"github.com/berthhq/berth/services/scheduler/logstore"
-	"github.com/berthhq/berth/services/scheduler/seal"
+	"github.com/berthhq/berth/services/scheduler/ecs/control"
+	"github.com/berthhq/berth/services/scheduler/logs/logstore"
+	"github.com/berthhq/berth/services/scheduler/platform/caller"
+	"github.com/berthhq/berth/services/scheduler/platform/seal"
 )
 
 // loadKeyring reads the secrets keyring from path, else from BERTH_SECRETS_KEY; nil when

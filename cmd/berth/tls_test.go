@@ -24,8 +24,8 @@ import (
 	"github.com/berthhq/berth/cmd/berth/internal/agentcmd"
 	"github.com/berthhq/berth/cmd/berth/internal/gatewaycmd"
 	"github.com/berthhq/berth/services/gateway/pki"
-	"github.com/berthhq/berth/services/scheduler/etcdembed"
-	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 

@@ -20,8 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/berthhq/berth/services/scheduler/seal"
-	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/platform/seal"
+	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
 
 // testKeyring is a fresh random secrets keyring.

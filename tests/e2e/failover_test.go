@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 
-	"github.com/berthhq/berth/services/scheduler/leader"
+	"github.com/berthhq/berth/services/scheduler/platform/leader"
 	"github.com/berthhq/berth/tests/e2e/harness"
 )
 

@@ -15,7 +15,7 @@ import (
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/berthhq/berth/services/scheduler/leader"
+	"github.com/berthhq/berth/services/scheduler/platform/leader"
 	"github.com/berthhq/berth/tests/e2e/harness"
 )
 

@@ -21,8 +21,8 @@ import (
 	"github.com/berthhq/berth/services/gateway"
 	"github.com/berthhq/berth/services/gateway/h2c"
 	"github.com/berthhq/berth/services/scheduler/app"
-	"github.com/berthhq/berth/services/scheduler/etcdembed"
-	"github.com/berthhq/berth/services/scheduler/logstore"
+	"github.com/berthhq/berth/services/scheduler/logs/logstore"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
 	"github.com/berthhq/berth/tests/e2e/harness"
 )
 

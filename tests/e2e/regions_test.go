@@ -19,7 +19,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	"github.com/berthhq/berth/services/gateway"
 	"github.com/berthhq/berth/services/gateway/sigv4client"
-	"github.com/berthhq/berth/services/scheduler/control"
+	"github.com/berthhq/berth/services/scheduler/ecs/control"
 )
 
 // signedAgent is an agent's side of the protocol through the gateway, signing for one

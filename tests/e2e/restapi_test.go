@@ -22,7 +22,7 @@ import (
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
-	"github.com/berthhq/berth/services/scheduler/control"
+	"github.com/berthhq/berth/services/scheduler/ecs/control"
 )
 
 // The operations issue 18 adds, through the real gateway and scheduler with the AWS SDK

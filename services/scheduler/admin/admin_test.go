@@ -14,9 +14,9 @@ import (
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
 	"github.com/berthhq/berth/services/scheduler/admin"
-	"github.com/berthhq/berth/services/scheduler/etcdembed"
-	"github.com/berthhq/berth/services/scheduler/keys"
-	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/keys"
+	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
 
 // newClient serves the admin service over HTTP, as the gateway and `berth admin` reach it.

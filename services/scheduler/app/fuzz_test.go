@@ -19,7 +19,7 @@ import (
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
-	"github.com/berthhq/berth/services/scheduler/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
 )
 
 // fuzzProcedures are the AdminService and AgentService calls the fuzzer feeds, with the

@@ -10,7 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
-	"github.com/berthhq/berth/services/scheduler/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
 )
 
 // The replica gzips no response by default, though its clients (the gateway, agents)

@@ -18,7 +18,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/platform/keys"
 )
 
 // LeaderServiceName is the health-check service name that reports SERVING only on the

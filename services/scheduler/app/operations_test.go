@@ -11,10 +11,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berthhq/berth/services/scheduler/caller"
-	"github.com/berthhq/berth/services/scheduler/control"
-	"github.com/berthhq/berth/services/scheduler/ecserr"
-	"github.com/berthhq/berth/services/scheduler/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/ecs/control"
+	"github.com/berthhq/berth/services/scheduler/platform/awserr"
+	"github.com/berthhq/berth/services/scheduler/platform/caller"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
 )
 
 var updateOperations = flag.Bool("update-operations", false, "rewrite docs/ecs-operations.md from control.Operations")
@@ -70,7 +70,7 @@ func servedUnsupported(t *testing.T) map[string]bool {
 		req.Elem().Field(0).Set(reflect.New(reqType.Elem().Field(0).Type.Elem()))
 		res := h.Method(i).Call([]reflect.Value{reflect.ValueOf(ctx), req})
 		if e, ok := res[1].Interface().(error); ok && e != nil {
-			if ee, ok := ecserr.FromConnect(e); ok && ee.Type == "UnsupportedFeatureException" && ee.Message == control.UnsupportedMessage(m.Name) {
+			if ee, ok := awserr.FromConnect(e); ok && ee.Type == "UnsupportedFeatureException" && ee.Message == control.UnsupportedMessage(m.Name) {
 				out[m.Name] = true
 			}
 		}

@@ -9,8 +9,8 @@ import (
 	"connectrpc.com/connect"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
-	"github.com/berthhq/berth/services/scheduler/caller"
-	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/platform/awserr"
+	"github.com/berthhq/berth/services/scheduler/platform/caller"
 )
 
 // rpcLog logs every unary call the replica serves, with the gateway's request id and the
@@ -40,7 +40,7 @@ func (l rpcLog) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 			l.log.DebugContext(ctx, "rpc", attrs...)
 			return res, nil
 		}
-		if e, ok := ecserr.FromConnect(err); ok && e.Type != "ServerException" {
+		if e, ok := awserr.FromConnect(err); ok && e.Type != "ServerException" {
 			l.log.InfoContext(ctx, "rpc", append(attrs, "error", e.Type)...)
 		} else {
 			l.log.WarnContext(ctx, "rpc failed", append(attrs, "error", err.Error())...)

@@ -15,8 +15,8 @@ import (
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
-	"github.com/berthhq/berth/services/scheduler/caller"
-	"github.com/berthhq/berth/services/scheduler/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/caller"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
 )
 
 type syncBuffer struct {

@@ -13,9 +13,9 @@ import (
 	sdv1 "github.com/berthhq/berth/gen/berth/servicediscovery/v1"
 	"github.com/berthhq/berth/gen/berth/servicediscovery/v1/servicediscoveryv1connect"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/caller"
-	"github.com/berthhq/berth/services/scheduler/ecserr"
-	"github.com/berthhq/berth/services/scheduler/keys"
+	"github.com/berthhq/berth/services/scheduler/platform/awserr"
+	"github.com/berthhq/berth/services/scheduler/platform/caller"
+	"github.com/berthhq/berth/services/scheduler/platform/keys"
 )
 
 // Handler implements servicediscoveryv1connect.ServicediscoveryServiceHandler over a
@@ -36,11 +36,11 @@ func ptr[T any](v T) *T { return &v }
 func serve[Req, Res any](ctx context.Context, req *connect.Request[Req], fn func(keys.Scope, *Req) (*Res, error)) (*connect.Response[Res], error) {
 	id, ok := caller.From(ctx)
 	if !ok {
-		return nil, ecserr.ToConnect(ecserr.New("AccessDeniedException", "The request carries no account."))
+		return nil, awserr.ToConnect(awserr.New("AccessDeniedException", "The request carries no account."))
 	}
 	res, err := fn(id.Scope(), req.Msg)
 	if err != nil {
-		return nil, ecserr.ToConnect(err)
+		return nil, awserr.ToConnect(err)
 	}
 	return connect.NewResponse(res), nil
 }
@@ -466,7 +466,7 @@ func (h *Handler) discover(ctx context.Context, sc keys.Scope, nsName, svcName s
 		return strings.EqualFold(n.GetName(), strings.TrimSuffix(nsName, "."))
 	})
 	if idx < 0 {
-		return nil, nil, ecserr.New("NamespaceNotFound", "Namespace not found: %s", nsName)
+		return nil, nil, awserr.New("NamespaceNotFound", "Namespace not found: %s", nsName)
 	}
 	svcs, err := h.reg.Services(ctx, sc)
 	if err != nil {
@@ -476,7 +476,7 @@ func (h *Handler) discover(ctx context.Context, sc keys.Scope, nsName, svcName s
 		return s.GetNamespaceId() == nss[idx].GetId() && strings.EqualFold(s.GetName(), svcName)
 	})
 	if sidx < 0 {
-		return nil, nil, ecserr.New("ServiceNotFound", "Service not found: %s", svcName)
+		return nil, nil, awserr.New("ServiceNotFound", "Service not found: %s", svcName)
 	}
 	insts, err := h.reg.Instances(ctx, sc, svcs[sidx].GetId())
 	return svcs[sidx], insts, err
@@ -488,7 +488,7 @@ func (h *Handler) discover(ctx context.Context, sc keys.Scope, nsName, svcName s
 func (h *Handler) DiscoverInstances(ctx context.Context, req *connect.Request[sdv1.DiscoverInstancesRequest]) (*connect.Response[sdv1.DiscoverInstancesResponse], error) {
 	return serve(ctx, req, func(sc keys.Scope, in *sdv1.DiscoverInstancesRequest) (*sdv1.DiscoverInstancesResponse, error) {
 		if in.OwnerAccount != nil && in.GetOwnerAccount() != sc.Account {
-			return nil, ecserr.New("NamespaceNotFound", "Namespace not found: %s (shared namespaces are not supported by Berth)", in.GetNamespaceName())
+			return nil, awserr.New("NamespaceNotFound", "Namespace not found: %s (shared namespaces are not supported by Berth)", in.GetNamespaceName())
 		}
 		svc, insts, err := h.discover(ctx, sc, in.GetNamespaceName(), in.GetServiceName())
 		if err != nil {
@@ -603,7 +603,7 @@ func (h *Handler) GetInstancesHealthStatus(ctx context.Context, req *connect.Req
 		if names := in.GetInstances(); len(names) > 0 {
 			insts = slices.DeleteFunc(insts, func(i *storev1.CloudMapInstanceRecord) bool { return !slices.Contains(names, i.GetId()) })
 			if len(insts) != len(slices.Compact(slices.Sorted(slices.Values(names)))) {
-				return nil, ecserr.New("InstanceNotFound", "One or more of the instances %s is not registered.", strings.Join(names, ", "))
+				return nil, awserr.New("InstanceNotFound", "One or more of the instances %s is not registered.", strings.Join(names, ", "))
 			}
 		}
 		insts, next, err := page(insts, (*storev1.CloudMapInstanceRecord).GetId, in.GetNextToken(), in.GetMaxResults())

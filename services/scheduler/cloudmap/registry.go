@@ -17,9 +17,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/ecserr"
-	"github.com/berthhq/berth/services/scheduler/keys"
-	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/platform/awserr"
+	"github.com/berthhq/berth/services/scheduler/platform/keys"
+	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
 
 // Namespace types.
@@ -60,7 +60,7 @@ const (
 )
 
 // Registry is Cloud Map's state in etcd: every method takes the caller's scope and
-// returns *ecserr.Error (Cloud Map's exception names) for client errors.
+// returns *awserr.Error (Cloud Map's exception names) for client errors.
 type Registry struct {
 	kv  clientv3.KV
 	now func() time.Time
@@ -74,8 +74,8 @@ func NewRegistry(kv clientv3.KV, now func() time.Time) *Registry {
 	return &Registry{kv: kv, now: now}
 }
 
-func invalid(format string, args ...any) *ecserr.Error {
-	return ecserr.New("InvalidInput", format, args...)
+func invalid(format string, args ...any) *awserr.Error {
+	return awserr.New("InvalidInput", format, args...)
 }
 
 func epoch(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
@@ -128,11 +128,11 @@ func (r *Registry) recordOp(t *store.Txn, sc keys.Scope, typ string, targets map
 // Namespace reads a namespace by id, or NamespaceNotFound.
 func (r *Registry) Namespace(ctx context.Context, sc keys.Scope, id string) (*storev1.CloudMapNamespaceRecord, int64, error) {
 	if id == "" || strings.Contains(id, "/") {
-		return nil, 0, ecserr.New("NamespaceNotFound", "Namespace not found: %q", id)
+		return nil, 0, awserr.New("NamespaceNotFound", "Namespace not found: %q", id)
 	}
 	rec, rev, err := store.Get[*storev1.CloudMapNamespaceRecord](ctx, r.kv, keys.CloudMapNamespace(sc, id))
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, 0, ecserr.New("NamespaceNotFound", "Namespace not found: %s", id)
+		return nil, 0, awserr.New("NamespaceNotFound", "Namespace not found: %s", id)
 	}
 	return rec, rev, err
 }
@@ -145,11 +145,11 @@ func (r *Registry) Namespaces(ctx context.Context, sc keys.Scope) ([]*storev1.Cl
 // Service reads a service by id, or ServiceNotFound.
 func (r *Registry) Service(ctx context.Context, sc keys.Scope, id string) (*storev1.CloudMapServiceRecord, int64, error) {
 	if id == "" || strings.Contains(id, "/") {
-		return nil, 0, ecserr.New("ServiceNotFound", "Service not found: %q", id)
+		return nil, 0, awserr.New("ServiceNotFound", "Service not found: %q", id)
 	}
 	rec, rev, err := store.Get[*storev1.CloudMapServiceRecord](ctx, r.kv, keys.CloudMapService(sc, id))
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, 0, ecserr.New("ServiceNotFound", "Service not found: %s", id)
+		return nil, 0, awserr.New("ServiceNotFound", "Service not found: %s", id)
 	}
 	return rec, rev, err
 }
@@ -246,7 +246,7 @@ func (r *Registry) CreateNamespace(ctx context.Context, sc keys.Scope, in Create
 	op := r.recordOp(t, sc, "CREATE_NAMESPACE", map[string]string{"NAMESPACE": id})
 	if _, err := t.Commit(ctx); err != nil {
 		if errors.Is(err, store.ErrExists) {
-			return "", ecserr.New("NamespaceAlreadyExists", "Namespace %s already exists.", in.Name)
+			return "", awserr.New("NamespaceAlreadyExists", "Namespace %s already exists.", in.Name)
 		}
 		return "", err
 	}
@@ -273,7 +273,7 @@ func (r *Registry) opByRequest(ctx context.Context, sc keys.Scope, typ, target, 
 			return op.GetId(), true, nil
 		}
 	}
-	return "", false, ecserr.New("DuplicateRequest", "A namespace was already created with CreatorRequestId %s.", requestID)
+	return "", false, awserr.New("DuplicateRequest", "A namespace was already created with CreatorRequestId %s.", requestID)
 }
 
 // DeleteNamespace deletes a namespace that has no services and returns the operation id.
@@ -287,7 +287,7 @@ func (r *Registry) DeleteNamespace(ctx context.Context, sc keys.Scope, id string
 		return "", err
 	}
 	if len(names) > 0 {
-		return "", ecserr.New("ResourceInUse", "Namespace %s has services; delete them first.", id)
+		return "", awserr.New("ResourceInUse", "Namespace %s has services; delete them first.", id)
 	}
 	t := store.NewTxn(r.kv).IfModRevision(keys.CloudMapNamespace(sc, id), rev).
 		Delete(keys.CloudMapNamespace(sc, id)).
@@ -297,9 +297,9 @@ func (r *Registry) DeleteNamespace(ctx context.Context, sc keys.Scope, id string
 	if _, err := t.Commit(ctx); err != nil {
 		switch {
 		case errors.Is(err, store.ErrPreconditionFailed):
-			return "", ecserr.New("ResourceInUse", "Namespace %s has services; delete them first.", id)
+			return "", awserr.New("ResourceInUse", "Namespace %s has services; delete them first.", id)
 		case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
-			return "", ecserr.New("NamespaceNotFound", "Namespace not found: %s", id)
+			return "", awserr.New("NamespaceNotFound", "Namespace not found: %s", id)
 		}
 		return "", err
 	}
@@ -406,7 +406,7 @@ func (r *Registry) CreateService(ctx context.Context, sc keys.Scope, in CreateSe
 				if s.GetName() == in.Name && s.GetNamespaceId() == in.NamespaceID {
 					return s, nil
 				}
-				return nil, ecserr.New("DuplicateRequest", "A service was already created with CreatorRequestId %s.", in.CreatorRequestID)
+				return nil, awserr.New("DuplicateRequest", "A service was already created with CreatorRequestId %s.", in.CreatorRequestID)
 			}
 		}
 	}
@@ -425,9 +425,9 @@ func (r *Registry) CreateService(ctx context.Context, sc keys.Scope, in CreateSe
 		Commit(ctx)
 	switch {
 	case errors.Is(err, store.ErrExists):
-		return nil, ecserr.New("ServiceAlreadyExists", "Service %s already exists in namespace %s.", in.Name, ns.GetId())
+		return nil, awserr.New("ServiceAlreadyExists", "Service %s already exists in namespace %s.", in.Name, ns.GetId())
 	case errors.Is(err, store.ErrPreconditionFailed):
-		return nil, ecserr.New("NamespaceNotFound", "Namespace not found: %s", ns.GetId())
+		return nil, awserr.New("NamespaceNotFound", "Namespace not found: %s", ns.GetId())
 	case err != nil:
 		return nil, err
 	}
@@ -482,7 +482,7 @@ func (r *Registry) UpdateService(ctx context.Context, sc keys.Scope, id string, 
 			continue
 		}
 		if errors.Is(err, store.ErrNotFound) {
-			return "", ecserr.New("ServiceNotFound", "Service not found: %s", id)
+			return "", awserr.New("ServiceNotFound", "Service not found: %s", id)
 		}
 		return op, err
 	}
@@ -503,9 +503,9 @@ func (r *Registry) DeleteService(ctx context.Context, sc keys.Scope, id string) 
 		Commit(ctx)
 	switch {
 	case errors.Is(err, store.ErrPreconditionFailed):
-		return ecserr.New("ResourceInUse", "Service %s has registered instances; deregister them first.", id)
+		return awserr.New("ResourceInUse", "Service %s has registered instances; deregister them first.", id)
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
-		return ecserr.New("ServiceNotFound", "Service not found: %s", id)
+		return awserr.New("ServiceNotFound", "Service not found: %s", id)
 	}
 	return err
 }
@@ -521,7 +521,7 @@ func (r *Registry) RegisterInstance(ctx context.Context, sc keys.Scope, serviceI
 		return "", invalid("Attributes is required.")
 	}
 	if len(attrs) > maxAttributes {
-		return "", ecserr.New("ResourceLimitExceeded", "An instance can have at most %d attributes.", maxAttributes)
+		return "", awserr.New("ResourceLimitExceeded", "An instance can have at most %d attributes.", maxAttributes)
 	}
 	for k, v := range attrs {
 		if k == "" || len(k) > 255 || len(v) > 1024 {
@@ -567,7 +567,7 @@ func (r *Registry) RegisterInstance(ctx context.Context, sc keys.Scope, serviceI
 	op := r.recordOp(t, sc, "REGISTER_INSTANCE", map[string]string{"SERVICE": serviceID, "INSTANCE": instanceID})
 	if _, err := t.Commit(ctx); err != nil {
 		if errors.Is(err, store.ErrPreconditionFailed) {
-			return "", ecserr.New("ServiceNotFound", "Service not found: %s", serviceID)
+			return "", awserr.New("ServiceNotFound", "Service not found: %s", serviceID)
 		}
 		return "", err
 	}
@@ -581,12 +581,12 @@ func (r *Registry) DeregisterInstance(ctx context.Context, sc keys.Scope, servic
 		return "", err
 	}
 	if !instanceIDPattern.MatchString(instanceID) {
-		return "", ecserr.New("InstanceNotFound", "Instance not found: %s", instanceID)
+		return "", awserr.New("InstanceNotFound", "Instance not found: %s", instanceID)
 	}
 	key := keys.CloudMapInstance(sc, serviceID, instanceID)
 	_, rev, err := store.Get[*storev1.CloudMapInstanceRecord](ctx, r.kv, key)
 	if errors.Is(err, store.ErrNotFound) {
-		return "", ecserr.New("InstanceNotFound", "Instance not found: %s", instanceID)
+		return "", awserr.New("InstanceNotFound", "Instance not found: %s", instanceID)
 	}
 	if err != nil {
 		return "", err
@@ -596,7 +596,7 @@ func (r *Registry) DeregisterInstance(ctx context.Context, sc keys.Scope, servic
 	op := r.recordOp(t, sc, "DEREGISTER_INSTANCE", map[string]string{"SERVICE": serviceID, "INSTANCE": instanceID})
 	if _, err := t.Commit(ctx); err != nil {
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
-			return "", ecserr.New("InstanceNotFound", "Instance not found: %s", instanceID)
+			return "", awserr.New("InstanceNotFound", "Instance not found: %s", instanceID)
 		}
 		return "", err
 	}
@@ -609,11 +609,11 @@ func (r *Registry) Instance(ctx context.Context, sc keys.Scope, serviceID, insta
 		return nil, 0, err
 	}
 	if !instanceIDPattern.MatchString(instanceID) {
-		return nil, 0, ecserr.New("InstanceNotFound", "Instance not found: %s", instanceID)
+		return nil, 0, awserr.New("InstanceNotFound", "Instance not found: %s", instanceID)
 	}
 	rec, rev, err := store.Get[*storev1.CloudMapInstanceRecord](ctx, r.kv, keys.CloudMapInstance(sc, serviceID, instanceID))
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, 0, ecserr.New("InstanceNotFound", "Instance not found: %s", instanceID)
+		return nil, 0, awserr.New("InstanceNotFound", "Instance not found: %s", instanceID)
 	}
 	return rec, rev, err
 }
@@ -629,7 +629,7 @@ func (r *Registry) SetCustomHealth(ctx context.Context, sc keys.Scope, serviceID
 		return err
 	}
 	if !svc.GetCustomHealth() {
-		return ecserr.New("CustomHealthNotFound", "Service %s has no HealthCheckCustomConfig.", serviceID)
+		return awserr.New("CustomHealthNotFound", "Service %s has no HealthCheckCustomConfig.", serviceID)
 	}
 	for {
 		rec, rev, err := r.Instance(ctx, sc, serviceID, instanceID)
@@ -645,7 +645,7 @@ func (r *Registry) SetCustomHealth(ctx context.Context, sc keys.Scope, serviceID
 			continue
 		}
 		if errors.Is(err, store.ErrNotFound) {
-			return ecserr.New("InstanceNotFound", "Instance not found: %s", instanceID)
+			return awserr.New("InstanceNotFound", "Instance not found: %s", instanceID)
 		}
 		return err
 	}
@@ -654,11 +654,11 @@ func (r *Registry) SetCustomHealth(ctx context.Context, sc keys.Scope, serviceID
 // Operation reads one operation, or OperationNotFound.
 func (r *Registry) Operation(ctx context.Context, sc keys.Scope, id string) (*storev1.CloudMapOperationRecord, error) {
 	if id == "" || strings.Contains(id, "/") {
-		return nil, ecserr.New("OperationNotFound", "Operation not found: %q", id)
+		return nil, awserr.New("OperationNotFound", "Operation not found: %q", id)
 	}
 	rec, _, err := store.Get[*storev1.CloudMapOperationRecord](ctx, r.kv, keys.CloudMapOperation(sc, id))
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, ecserr.New("OperationNotFound", "Operation not found: %s", id)
+		return nil, awserr.New("OperationNotFound", "Operation not found: %s", id)
 	}
 	return rec, err
 }
@@ -670,7 +670,7 @@ func (r *Registry) Operations(ctx context.Context, sc keys.Scope) ([]*storev1.Cl
 
 func checkTags(tags []*storev1.CloudMapTag) error {
 	if len(tags) > maxTags {
-		return ecserr.New("TooManyTagsException", "A resource can have at most %d tags.", maxTags)
+		return awserr.New("TooManyTagsException", "A resource can have at most %d tags.", maxTags)
 	}
 	seen := map[string]bool{}
 	for _, t := range tags {
@@ -703,7 +703,7 @@ func (r *Registry) Tags(ctx context.Context, sc keys.Scope, arn string) ([]*stor
 			return svc.GetTags(), nil
 		}
 	}
-	return nil, ecserr.New("ResourceNotFoundException", "Resource not found: %s", arn)
+	return nil, awserr.New("ResourceNotFoundException", "Resource not found: %s", arn)
 }
 
 // Retag applies fn to the tags of a namespace or service ARN and stores the result.
@@ -748,7 +748,7 @@ func (r *Registry) Retag(ctx context.Context, sc keys.Scope, arn string, fn func
 		}
 		return err
 	}
-	return ecserr.New("ResourceNotFoundException", "Resource not found: %s", arn)
+	return awserr.New("ResourceNotFoundException", "Resource not found: %s", arn)
 }
 
 func validIPv4(s string) bool {

@@ -22,11 +22,11 @@ import (
 	smv1 "github.com/berthhq/berth/gen/berth/secretsmanager/v1"
 	"github.com/berthhq/berth/gen/berth/secretsmanager/v1/secretsmanagerv1connect"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/caller"
-	"github.com/berthhq/berth/services/scheduler/ecserr"
-	"github.com/berthhq/berth/services/scheduler/keys"
-	"github.com/berthhq/berth/services/scheduler/seal"
-	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/platform/awserr"
+	"github.com/berthhq/berth/services/scheduler/platform/caller"
+	"github.com/berthhq/berth/services/scheduler/platform/keys"
+	"github.com/berthhq/berth/services/scheduler/platform/seal"
+	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
 
 // Staging labels AWS manages.
@@ -58,22 +58,22 @@ func New(kv clientv3.KV, ring *seal.Keyring, now func() time.Time) *Handler {
 }
 
 // ErrNoKeyring answers every action when the scheduler has no secrets key.
-var ErrNoKeyring = ecserr.New("InternalServiceError", "Secrets are disabled on this Berth: the scheduler has no secrets key (--secrets-key-file or BERTH_SECRETS_KEY; see docs/secrets.md).")
+var ErrNoKeyring = awserr.New("InternalServiceError", "Secrets are disabled on this Berth: the scheduler has no secrets key (--secrets-key-file or BERTH_SECRETS_KEY; see docs/secrets.md).")
 
 // Errors, in AWS's wording.
-func notFound() *ecserr.Error {
-	return ecserr.New("ResourceNotFoundException", "Secrets Manager can't find the specified secret.")
+func notFound() *awserr.Error {
+	return awserr.New("ResourceNotFoundException", "Secrets Manager can't find the specified secret.")
 }
 
-func invalidParam(format string, args ...any) *ecserr.Error {
-	return ecserr.New("InvalidParameterException", format, args...)
+func invalidParam(format string, args ...any) *awserr.Error {
+	return awserr.New("InvalidParameterException", format, args...)
 }
 
-func invalidRequest(format string, args ...any) *ecserr.Error {
-	return ecserr.New("InvalidRequestException", format, args...)
+func invalidRequest(format string, args ...any) *awserr.Error {
+	return awserr.New("InvalidRequestException", format, args...)
 }
 
-func markedForDeletion() *ecserr.Error {
+func markedForDeletion() *awserr.Error {
 	return invalidRequest("You can't perform this operation on the secret because it was marked for deletion.")
 }
 
@@ -82,7 +82,7 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9/_+=.@!-]{1,512}$`)
 func scope(ctx context.Context) (keys.Scope, error) {
 	id, ok := caller.From(ctx)
 	if !ok {
-		return keys.Scope{}, ecserr.New("AccessDeniedException", "The request carries no account.")
+		return keys.Scope{}, awserr.New("AccessDeniedException", "The request carries no account.")
 	}
 	return id.Scope(), nil
 }
@@ -95,14 +95,14 @@ func ptr[T any](v T) *T { return &v }
 func serve[Req, Res any](ctx context.Context, h *Handler, req *connect.Request[Req], fn func(keys.Scope, *Req) (*Res, error)) (*connect.Response[Res], error) {
 	s, err := scope(ctx)
 	if err != nil {
-		return nil, ecserr.ToConnect(err)
+		return nil, awserr.ToConnect(err)
 	}
 	if h.ring == nil {
-		return nil, ecserr.ToConnect(ErrNoKeyring)
+		return nil, awserr.ToConnect(ErrNoKeyring)
 	}
 	res, err := fn(s, req.Msg)
 	if err != nil {
-		return nil, ecserr.ToConnect(err)
+		return nil, awserr.ToConnect(err)
 	}
 	return connect.NewResponse(res), nil
 }
@@ -293,8 +293,8 @@ func (h *Handler) CreateSecret(ctx context.Context, req *connect.Request[smv1.Cr
 			if f.rec.GetDeletedDate() != 0 {
 				return nil, invalidRequest("You can't create this secret because a secret with this name is already scheduled for deletion.")
 			}
-			return nil, ecserr.New("ResourceExistsException", "The operation failed because the secret %s already exists.", name)
-		} else if !errors.Is(err, &ecserr.Error{Type: "ResourceNotFoundException"}) {
+			return nil, awserr.New("ResourceExistsException", "The operation failed because the secret %s already exists.", name)
+		} else if !errors.Is(err, &awserr.Error{Type: "ResourceNotFoundException"}) {
 			return nil, err
 		}
 		now := epoch(h.now())
@@ -312,7 +312,7 @@ func (h *Handler) CreateSecret(ctx context.Context, req *connect.Request[smv1.Cr
 		t.Create(keys.Secret(s, name), rec)
 		if _, err := t.Commit(ctx); err != nil {
 			if errors.Is(err, store.ErrExists) {
-				return nil, ecserr.New("ResourceExistsException", "The operation failed because the secret %s already exists.", name)
+				return nil, awserr.New("ResourceExistsException", "The operation failed because the secret %s already exists.", name)
 			}
 			return nil, err
 		}
@@ -407,7 +407,7 @@ func (h *Handler) Get(ctx context.Context, s keys.Scope, id, versionID, stage st
 	}
 	plain, err := h.ring.Open(val.GetSealed(), ad(s, f.rec.GetName(), meta.GetVersionId()))
 	if err != nil {
-		return nil, ecserr.New("DecryptionFailure", "Secrets Manager can't decrypt the protected secret text using the provided KMS key.")
+		return nil, awserr.New("DecryptionFailure", "Secrets Manager can't decrypt the protected secret text using the provided KMS key.")
 	}
 	h.touch(ctx, s, f, meta.GetVersionId())
 	return &SecretValue{
@@ -416,8 +416,8 @@ func (h *Handler) Get(ctx context.Context, s keys.Scope, id, versionID, stage st
 	}, nil
 }
 
-func notFoundf(format string, args ...any) *ecserr.Error {
-	return ecserr.New("ResourceNotFoundException", format, args...)
+func notFoundf(format string, args ...any) *awserr.Error {
+	return awserr.New("ResourceNotFoundException", format, args...)
 }
 
 // touch records LastAccessedDate (midnight UTC of today, as AWS rounds it) on the secret and
@@ -454,7 +454,7 @@ func (h *Handler) addVersion(ctx context.Context, s keys.Scope, rec *storev1.Sec
 				return false, have.GetStages(), nil
 			}
 		}
-		return false, nil, ecserr.New("ResourceExistsException", "You can't modify an existing version, you can only create a new version.")
+		return false, nil, awserr.New("ResourceExistsException", "You can't modify an existing version, you can only create a new version.")
 	}
 	if len(stages) == 0 {
 		stages = []string{Current}
@@ -478,7 +478,7 @@ func (h *Handler) addVersion(ctx context.Context, s keys.Scope, rec *storev1.Sec
 	for len(rec.Versions) > maxVersions {
 		i := slices.IndexFunc(rec.Versions, func(v *storev1.SecretVersionMeta) bool { return len(v.GetStages()) == 0 })
 		if i < 0 {
-			return false, nil, ecserr.New("LimitExceededException", "The secret has %d versions with staging labels; remove labels from old versions first.", maxVersions)
+			return false, nil, awserr.New("LimitExceededException", "The secret has %d versions with staging labels; remove labels from old versions first.", maxVersions)
 		}
 		t.Delete(keys.SecretValue(s, name, rec.Versions[i].GetVersionId()))
 		rec.Versions = slices.Delete(rec.Versions, i, i+1)
@@ -704,7 +704,7 @@ func (h *Handler) ListSecrets(ctx context.Context, req *connect.Request[smv1.Lis
 			raw, err := base64.RawURLEncoding.DecodeString(in.GetNextToken())
 			n, cerr := strconv.Atoi(strings.TrimPrefix(string(raw), "o:"))
 			if err != nil || cerr != nil || n < 0 || !strings.HasPrefix(string(raw), "o:") {
-				return nil, ecserr.New("InvalidNextTokenException", "The NextToken value is invalid.")
+				return nil, awserr.New("InvalidNextTokenException", "The NextToken value is invalid.")
 			}
 			offset = n
 		}
@@ -770,7 +770,7 @@ func (h *Handler) ListSecretVersionIds(ctx context.Context, req *connect.Request
 				return nil, invalidParam("MaxResults must be between 1 and 100.")
 			}
 			if in.NextToken != nil {
-				return nil, ecserr.New("InvalidNextTokenException", "The NextToken value is invalid.")
+				return nil, awserr.New("InvalidNextTokenException", "The NextToken value is invalid.")
 			}
 		}
 		f, err := h.lookup(ctx, s, in.GetSecretId())

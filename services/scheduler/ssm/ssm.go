@@ -17,11 +17,11 @@ import (
 	ssmv1 "github.com/berthhq/berth/gen/berth/ssm/v1"
 	"github.com/berthhq/berth/gen/berth/ssm/v1/ssmv1connect"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/caller"
-	"github.com/berthhq/berth/services/scheduler/ecserr"
-	"github.com/berthhq/berth/services/scheduler/keys"
-	"github.com/berthhq/berth/services/scheduler/seal"
-	"github.com/berthhq/berth/services/scheduler/store"
+	"github.com/berthhq/berth/services/scheduler/platform/awserr"
+	"github.com/berthhq/berth/services/scheduler/platform/caller"
+	"github.com/berthhq/berth/services/scheduler/platform/keys"
+	"github.com/berthhq/berth/services/scheduler/platform/seal"
+	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
 
 // Parameter types.
@@ -56,14 +56,14 @@ func New(kv clientv3.KV, ring *seal.Keyring, now func() time.Time) *Handler {
 }
 
 // ErrNoKeyring answers every action when the scheduler has no secrets key.
-var ErrNoKeyring = ecserr.New("InternalServerError", "Parameters are disabled on this Berth: the scheduler has no secrets key (--secrets-key-file or BERTH_SECRETS_KEY; see docs/secrets.md).")
+var ErrNoKeyring = awserr.New("InternalServerError", "Parameters are disabled on this Berth: the scheduler has no secrets key (--secrets-key-file or BERTH_SECRETS_KEY; see docs/secrets.md).")
 
-func validation(format string, args ...any) *ecserr.Error {
-	return ecserr.New("ValidationException", format, args...)
+func validation(format string, args ...any) *awserr.Error {
+	return awserr.New("ValidationException", format, args...)
 }
 
-func notFound(name string) *ecserr.Error {
-	return ecserr.New("ParameterNotFound", "Parameter %s not found.", name)
+func notFound(name string) *awserr.Error {
+	return awserr.New("ParameterNotFound", "Parameter %s not found.", name)
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -73,10 +73,10 @@ func epoch(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
 func serve[Req, Res any](ctx context.Context, h *Handler, req *connect.Request[Req], fn func(keys.Scope, string, *Req) (*Res, error)) (*connect.Response[Res], error) {
 	id, ok := caller.From(ctx)
 	if !ok {
-		return nil, ecserr.ToConnect(ecserr.New("AccessDeniedException", "The request carries no account."))
+		return nil, awserr.ToConnect(awserr.New("AccessDeniedException", "The request carries no account."))
 	}
 	if h.ring == nil {
-		return nil, ecserr.ToConnect(ErrNoKeyring)
+		return nil, awserr.ToConnect(ErrNoKeyring)
 	}
 	user := id.PrincipalARN
 	if user == "" {
@@ -84,7 +84,7 @@ func serve[Req, Res any](ctx context.Context, h *Handler, req *connect.Request[R
 	}
 	res, err := fn(id.Scope(), user, req.Msg)
 	if err != nil {
-		return nil, ecserr.ToConnect(err)
+		return nil, awserr.ToConnect(err)
 	}
 	return connect.NewResponse(res), nil
 }
@@ -105,7 +105,7 @@ func checkName(name string) error {
 		return validation("Parameter name must be a fully qualified name.")
 	}
 	if strings.Count(name, "/") > 15 {
-		return ecserr.New("HierarchyLevelLimitExceededException", "Parameter name hierarchy can't have more than 15 levels.")
+		return awserr.New("HierarchyLevelLimitExceededException", "Parameter name hierarchy can't have more than 15 levels.")
 	}
 	if len(name) > 1011 {
 		return validation("Parameter name must be at most 1011 characters.")
@@ -176,7 +176,7 @@ func (h *Handler) PutParameter(ctx context.Context, req *connect.Request[ssmv1.P
 			return nil, validation("1 validation error detected: Value at 'value' failed to satisfy constraint: Member must have length greater than or equal to 1")
 		}
 		if in.Policies != nil {
-			return nil, ecserr.New("InvalidPolicyTypeException", "Berth does not support parameter policies.")
+			return nil, awserr.New("InvalidPolicyTypeException", "Berth does not support parameter policies.")
 		}
 		switch in.GetDataType() {
 		case "", "text":
@@ -195,10 +195,10 @@ func (h *Handler) PutParameter(ctx context.Context, req *connect.Request[ssmv1.P
 		if p := in.GetAllowedPattern(); p != "" {
 			re, err := regexp.Compile(p)
 			if err != nil {
-				return nil, ecserr.New("InvalidAllowedPatternException", "The allowed pattern %s is not a valid regular expression.", p)
+				return nil, awserr.New("InvalidAllowedPatternException", "The allowed pattern %s is not a valid regular expression.", p)
 			}
 			if !re.MatchString(value) {
-				return nil, ecserr.New("ParameterPatternMismatchException", "Parameter value, cannot be validated against allowedPattern: %s", p)
+				return nil, awserr.New("ParameterPatternMismatchException", "Parameter value, cannot be validated against allowedPattern: %s", p)
 			}
 		}
 		tags, err := tagsOf(in.GetTags())
@@ -208,11 +208,11 @@ func (h *Handler) PutParameter(ctx context.Context, req *connect.Request[ssmv1.P
 		for attempt := 1; ; attempt++ {
 			rec, rev, err := h.get(ctx, s, name)
 			exists := err == nil
-			if err != nil && !errors.Is(err, &ecserr.Error{Type: "ParameterNotFound"}) {
+			if err != nil && !errors.Is(err, &awserr.Error{Type: "ParameterNotFound"}) {
 				return nil, err
 			}
 			if exists && !in.GetOverwrite() {
-				return nil, ecserr.New("ParameterAlreadyExists", "The parameter already exists. To overwrite this value, set the overwrite option in the request to true.")
+				return nil, awserr.New("ParameterAlreadyExists", "The parameter already exists. To overwrite this value, set the overwrite option in the request to true.")
 			}
 			if !exists {
 				if in.Type == nil {
@@ -224,7 +224,7 @@ func (h *Handler) PutParameter(ctx context.Context, req *connect.Request[ssmv1.P
 				switch in.GetType() {
 				case String, StringList, SecureString:
 				default:
-					return nil, ecserr.New("UnsupportedParameterType", "Parameter type %s is not supported.", in.GetType())
+					return nil, awserr.New("UnsupportedParameterType", "Parameter type %s is not supported.", in.GetType())
 				}
 				rec.Type = in.GetType()
 			}
@@ -263,7 +263,7 @@ func (h *Handler) PutParameter(ctx context.Context, req *connect.Request[ssmv1.P
 			}
 			if len(rec.GetVersions()) >= maxVersions {
 				if len(rec.Versions[0].GetLabels()) > 0 {
-					return nil, ecserr.New("ParameterMaxVersionLimitExceeded", "You attempted to create a new version of %s by calling the PutParameter API with the overwrite flag. Version %d, the oldest version, can't be deleted because it has a label associated with it. Move the label to another version of the parameter, and try again.", name, rec.Versions[0].GetVersion())
+					return nil, awserr.New("ParameterMaxVersionLimitExceeded", "You attempted to create a new version of %s by calling the PutParameter API with the overwrite flag. Version %d, the oldest version, can't be deleted because it has a label associated with it. Move the label to another version of the parameter, and try again.", name, rec.Versions[0].GetVersion())
 				}
 				rec.Versions = rec.Versions[1:]
 			}
@@ -292,7 +292,7 @@ func (h *Handler) PutParameter(ctx context.Context, req *connect.Request[ssmv1.P
 			case !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrExists):
 				return nil, err
 			case attempt >= 5:
-				return nil, ecserr.New("TooManyUpdates", "There are concurrent updates for a resource that supports one update at a time.")
+				return nil, awserr.New("TooManyUpdates", "There are concurrent updates for a resource that supports one update at a time.")
 			}
 		}
 	})
@@ -310,7 +310,7 @@ func tagsOf(in []*ssmv1.Tag) ([]*storev1.SecretTag, error) {
 		out = append(out, &storev1.SecretTag{Key: t.GetKey(), Value: t.GetValue()})
 	}
 	if len(out) > 50 {
-		return nil, ecserr.New("TooManyTagsError", "The Targets parameter includes too many tags. Remove one or more tags and try the request again.")
+		return nil, awserr.New("TooManyTagsError", "The Targets parameter includes too many tags. Remove one or more tags and try the request again.")
 	}
 	return out, nil
 }
@@ -343,14 +343,14 @@ func version(rec *storev1.ParameterRecord, sel string) (*storev1.ParameterVersio
 				return v, nil
 			}
 		}
-		return nil, ecserr.New("ParameterVersionNotFound", "Systems Manager could not find version %d of %s. Verify the version and try again.", n, rec.GetName())
+		return nil, awserr.New("ParameterVersionNotFound", "Systems Manager could not find version %d of %s. Verify the version and try again.", n, rec.GetName())
 	}
 	for _, v := range vs {
 		if slices.Contains(v.GetLabels(), sel) {
 			return v, nil
 		}
 	}
-	return nil, ecserr.New("ParameterVersionNotFound", "Systems Manager could not find label %s of %s. Verify the label and try again.", sel, rec.GetName())
+	return nil, awserr.New("ParameterVersionNotFound", "Systems Manager could not find label %s of %s. Verify the label and try again.", sel, rec.GetName())
 }
 
 // valueOf opens a version's value: plaintext for String and StringList and for a
@@ -361,7 +361,7 @@ func (h *Handler) valueOf(s keys.Scope, rec *storev1.ParameterRecord, v *storev1
 	}
 	plain, err := h.ring.Open(v.GetSealed(), ad(s, rec.GetName(), v.GetVersion()))
 	if err != nil {
-		return "", ecserr.New("InvalidKeyId", "The parameter's value can't be decrypted with the keyring of this deployment.")
+		return "", awserr.New("InvalidKeyId", "The parameter's value can't be decrypted with the keyring of this deployment.")
 	}
 	return string(plain), nil
 }
@@ -432,7 +432,7 @@ func (h *Handler) GetParameters(ctx context.Context, req *connect.Request[ssmv1.
 			name, sel := selector(id)
 			rec, _, err := h.get(ctx, s, name)
 			if err != nil {
-				if errors.Is(err, &ecserr.Error{Type: "ParameterNotFound"}) || errors.Is(err, &ecserr.Error{Type: "ValidationException"}) {
+				if errors.Is(err, &awserr.Error{Type: "ParameterNotFound"}) || errors.Is(err, &awserr.Error{Type: "ValidationException"}) {
 					out.InvalidParameters = append(out.InvalidParameters, id)
 					continue
 				}
@@ -497,7 +497,7 @@ func page(token *string, maxResults, def, max int32) (int, int, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(*token)
 	n, cerr := strconv.Atoi(strings.TrimPrefix(string(raw), "o:"))
 	if err != nil || cerr != nil || n < 0 || !strings.HasPrefix(string(raw), "o:") {
-		return 0, 0, ecserr.New("InvalidNextToken", "The specified token isn't valid.")
+		return 0, 0, awserr.New("InvalidNextToken", "The specified token isn't valid.")
 	}
 	return n, int(limit), nil
 }
@@ -528,16 +528,16 @@ func filtersOf(in []*ssmv1.ParameterStringFilter, byPath bool) ([]filter, error)
 			opts, ok = []string{"Equals"}, true
 		}
 		if !ok || (byPath && (key == "Name" || key == "Path" || key == "Tier")) {
-			return nil, ecserr.New("InvalidFilterKey", "The filter key %s is not valid here.", key)
+			return nil, awserr.New("InvalidFilterKey", "The filter key %s is not valid here.", key)
 		}
 		if option == "" {
 			option = opts[0]
 		}
 		if !slices.Contains(opts, option) {
-			return nil, ecserr.New("InvalidFilterOption", "The filter option %s is not valid for key %s. Valid options: %s.", option, key, strings.Join(opts, ", "))
+			return nil, awserr.New("InvalidFilterOption", "The filter option %s is not valid for key %s. Valid options: %s.", option, key, strings.Join(opts, ", "))
 		}
 		if len(f.GetValues()) == 0 && !strings.HasPrefix(key, "tag:") {
-			return nil, ecserr.New("InvalidFilterValue", "The filter %s needs at least one value.", key)
+			return nil, awserr.New("InvalidFilterValue", "The filter %s needs at least one value.", key)
 		}
 		out = append(out, filter{key: key, option: option, values: f.GetValues()})
 	}
@@ -676,7 +676,7 @@ func (h *Handler) delete(ctx context.Context, s keys.Scope, id string) error {
 			return notFound(id)
 		}
 		if errors.Is(err, store.ErrConflict) {
-			return ecserr.New("TooManyUpdates", "There are concurrent updates for a resource that supports one update at a time.")
+			return awserr.New("TooManyUpdates", "There are concurrent updates for a resource that supports one update at a time.")
 		}
 		return err
 	}
@@ -695,7 +695,7 @@ func (h *Handler) DeleteParameters(ctx context.Context, req *connect.Request[ssm
 			switch {
 			case err == nil:
 				out.DeletedParameters = append(out.DeletedParameters, name)
-			case errors.Is(err, &ecserr.Error{Type: "ParameterNotFound"}), errors.Is(err, &ecserr.Error{Type: "ValidationException"}):
+			case errors.Is(err, &awserr.Error{Type: "ParameterNotFound"}), errors.Is(err, &awserr.Error{Type: "ValidationException"}):
 				out.InvalidParameters = append(out.InvalidParameters, name)
 			default:
 				return nil, err
@@ -858,7 +858,7 @@ func (h *Handler) LabelParameterVersion(ctx context.Context, req *connect.Reques
 				v.Labels = append(v.Labels, l)
 			}
 			if len(v.GetLabels()) > maxLabels {
-				return ecserr.New("ParameterVersionLabelLimitExceeded", "A parameter version can have a maximum of 10 labels. Move one or more labels to another version and try again.")
+				return awserr.New("ParameterVersionLabelLimitExceeded", "A parameter version can have a maximum of 10 labels. Move one or more labels to another version and try again.")
 			}
 			return nil
 		})
@@ -902,12 +902,12 @@ func (h *Handler) UnlabelParameterVersion(ctx context.Context, req *connect.Requ
 
 func (h *Handler) tagged(ctx context.Context, s keys.Scope, typ, id string, fn func(*storev1.ParameterRecord) error) error {
 	if typ != "Parameter" {
-		return ecserr.New("InvalidResourceType", "Berth supports tags on resource type Parameter only, not %s.", typ)
+		return awserr.New("InvalidResourceType", "Berth supports tags on resource type Parameter only, not %s.", typ)
 	}
 	rec, _, err := h.get(ctx, s, id)
 	if err != nil {
-		if errors.Is(err, &ecserr.Error{Type: "ParameterNotFound"}) {
-			return ecserr.New("InvalidResourceId", "The resource ID \"%s\" is not valid. Verify the ID and try again.", id)
+		if errors.Is(err, &awserr.Error{Type: "ParameterNotFound"}) {
+			return awserr.New("InvalidResourceId", "The resource ID \"%s\" is not valid. Verify the ID and try again.", id)
 		}
 		return err
 	}
@@ -931,7 +931,7 @@ func (h *Handler) AddTagsToResource(ctx context.Context, req *connect.Request[ss
 				}
 			}
 			if len(r.Tags) > 50 {
-				return ecserr.New("TooManyTagsError", "A parameter can have at most 50 tags.")
+				return awserr.New("TooManyTagsError", "A parameter can have at most 50 tags.")
 			}
 			return nil
 		})

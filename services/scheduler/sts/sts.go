@@ -18,8 +18,8 @@ import (
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	stsv1 "github.com/berthhq/berth/gen/berth/sts/v1"
 	"github.com/berthhq/berth/gen/berth/sts/v1/stsv1connect"
-	"github.com/berthhq/berth/services/scheduler/caller"
-	"github.com/berthhq/berth/services/scheduler/ecserr"
+	"github.com/berthhq/berth/services/scheduler/platform/awserr"
+	"github.com/berthhq/berth/services/scheduler/platform/caller"
 )
 
 // Handler implements stsv1connect.StsServiceHandler.
@@ -52,11 +52,11 @@ func (h *Handler) AssumeRole(ctx context.Context, req *connect.Request[stsv1.Ass
 	}
 	id, ok := caller.From(ctx)
 	if !ok {
-		return nil, ecserr.ToConnect(ecserr.New("AccessDenied", "The request carries no account."))
+		return nil, awserr.ToConnect(awserr.New("AccessDenied", "The request carries no account."))
 	}
 	m := req.Msg
 	invalid := func(format string, args ...any) (*connect.Response[stsv1.AssumeRoleResponse], error) {
-		return nil, ecserr.ToConnect(ecserr.New("ValidationError", format, args...))
+		return nil, awserr.ToConnect(awserr.New("ValidationError", format, args...))
 	}
 	for name, set := range map[string]bool{
 		"Policy": m.Policy != nil, "PolicyArns": len(m.GetPolicyArns()) > 0, "Tags": len(m.GetTags()) > 0,
@@ -81,7 +81,7 @@ func (h *Handler) AssumeRole(ctx context.Context, req *connect.Request[stsv1.Ass
 		if principal == "" {
 			principal = "arn:aws:iam::" + id.Account + ":root"
 		}
-		return nil, ecserr.ToConnect(ecserr.New("AccessDenied", "User: %s is not authorized to perform: sts:AssumeRole on resource: %s", principal, role))
+		return nil, awserr.ToConnect(awserr.New("AccessDenied", "User: %s is not authorized to perform: sts:AssumeRole on resource: %s", principal, role))
 	}
 	secs := m.GetDurationSeconds()
 	if secs == 0 {
@@ -112,7 +112,7 @@ func New() *Handler { return &Handler{} }
 func (*Handler) GetCallerIdentity(ctx context.Context, _ *connect.Request[stsv1.GetCallerIdentityRequest]) (*connect.Response[stsv1.GetCallerIdentityResponse], error) {
 	id, ok := caller.From(ctx)
 	if !ok {
-		return nil, ecserr.ToConnect(ecserr.New("AccessDenied", "The request carries no account."))
+		return nil, awserr.ToConnect(awserr.New("AccessDenied", "The request carries no account."))
 	}
 	arn, uid := id.PrincipalARN, id.PrincipalID
 	if arn == "" {

@@ -19,7 +19,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/gateway"
-	"github.com/berthhq/berth/services/scheduler/caller"
+	"github.com/berthhq/berth/services/scheduler/platform/caller"
 )
 
 // fakeAgent is a scripted agent: it registers an instance with a fixed capacity, holds a

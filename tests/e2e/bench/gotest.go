@@ -139,7 +139,7 @@ func goTestFigures(ctx context.Context) ([]Row, error) {
 	// RunTask through control's validation, placement and group commit in process: the
 	// production path without the RPC and the agent sessions (the stack's
 	// "placement through RunTask" rows have those), in the same run as the ceiling above.
-	prod, err := goBench(ctx, "services/scheduler/control", "^BenchmarkRunTaskPlacement$", "500x")
+	prod, err := goBench(ctx, "services/scheduler/ecs/control", "^BenchmarkRunTaskPlacement$", "500x")
 	if err != nil {
 		errs = append(errs, err.Error())
 	}
@@ -155,7 +155,7 @@ func goTestFigures(ctx context.Context) ([]Row, error) {
 	// Service reconcile passes over 1,000 services × 10 tasks in steady state (issue 13's
 	// goals: unchanged pass ≤ 5 ms, full pass ≤ 0.5 s).
 	const gSvc = "service reconcile: 1,000 services × 10 tasks, 100 instances, embedded etcd"
-	if pass, err := goBench(ctx, "services/scheduler/service", "^BenchmarkPass$", "20x"); err != nil {
+	if pass, err := goBench(ctx, "services/scheduler/ecs/service", "^BenchmarkPass$", "20x"); err != nil {
 		errs = append(errs, err.Error())
 	} else {
 		for _, f := range []struct{ sub, metric, note string }{
@@ -171,7 +171,7 @@ func goTestFigures(ctx context.Context) ([]Row, error) {
 
 	// List/Describe latency at 10 and 10,000 tasks (control package, in-process).
 	const gList = "List*/Describe* (control, in-process, embedded etcd)"
-	ctl, err := goBench(ctx, "services/scheduler/control", "^(BenchmarkDescribeTasks100|BenchmarkListTasksPage)$", "300x")
+	ctl, err := goBench(ctx, "services/scheduler/ecs/control", "^(BenchmarkDescribeTasks100|BenchmarkListTasksPage)$", "300x")
 	if err != nil {
 		errs = append(errs, err.Error())
 	}
@@ -189,7 +189,7 @@ func goTestFigures(ctx context.Context) ([]Row, error) {
 	rows = append(rows, logsFigures(ctx, &errs)...)
 	// The load balancer's HTTP listener against the same target directly, in one run.
 	const gLB = "load balancer: HTTP listener vs direct (lb.BenchmarkProxy, loopback)"
-	lbb, err := goBench(ctx, "services/scheduler/lb", "^BenchmarkProxy$", "5000x")
+	lbb, err := goBench(ctx, "services/scheduler/elbv2/lb", "^BenchmarkProxy$", "5000x")
 	if err != nil {
 		errs = append(errs, err.Error())
 	}
@@ -240,7 +240,7 @@ func logsFigures(ctx context.Context, errs *[]string) []Row {
 	} else if m, ok := find(sh, "BenchmarkShipper"); ok {
 		rows = append(rows, Row{g, "shipper alone: lines/s", m["lines/s"], "/s", "logs.BenchmarkShipper: file → batches → in-memory control plane"})
 	}
-	if st, err := goBench(ctx, "services/scheduler/logstore", "^(BenchmarkPutEvents|BenchmarkGetLast1000)$", "2s"); err != nil {
+	if st, err := goBench(ctx, "services/scheduler/logs/logstore", "^(BenchmarkPutEvents|BenchmarkGetLast1000)$", "2s"); err != nil {
 		*errs = append(*errs, err.Error())
 	} else {
 		if m, ok := find(st, "BenchmarkPutEvents"); ok {
@@ -273,7 +273,7 @@ func placementRounds(ctx context.Context) ([]placeRound, error) {
 		errs = append(errs, err)
 	}
 	bench := func(pattern, name string) map[string]float64 {
-		lines, err := goBench(ctx, "services/scheduler/placement", pattern, "20000x")
+		lines, err := goBench(ctx, "services/scheduler/ecs/placement", pattern, "20000x")
 		if err != nil {
 			errs = append(errs, err)
 		}

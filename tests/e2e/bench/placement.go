@@ -21,7 +21,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
 	"github.com/berthhq/berth/services/gateway"
-	"github.com/berthhq/berth/services/scheduler/caller"
+	"github.com/berthhq/berth/services/scheduler/platform/caller"
 )
 
 // Placement through the production path: the figures issue 13 asks for beside the
@@ -212,7 +212,7 @@ func etcdCeiling(ctx context.Context) (map[string]float64, error) {
 
 // measureCeiling is one run of etcdCeiling's benchmarks, not kept.
 func measureCeiling(ctx context.Context) (map[string]float64, error) {
-	lines, err := goBench(ctx, "services/scheduler/placement", "^BenchmarkEtcdTxnCeiling(Serial)?$", "834x")
+	lines, err := goBench(ctx, "services/scheduler/ecs/placement", "^BenchmarkEtcdTxnCeiling(Serial)?$", "834x")
 	if err != nil {
 		return nil, err
 	}

@@ -39,7 +39,7 @@ import (
 	"github.com/berthhq/berth/services/gateway/h2c"
 	"github.com/berthhq/berth/services/gateway/sigv4client"
 	"github.com/berthhq/berth/services/scheduler/app"
-	"github.com/berthhq/berth/services/scheduler/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
 	"github.com/berthhq/berth/testkit/testimage"
 )
 

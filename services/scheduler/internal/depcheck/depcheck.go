@@ -1,20 +1,165 @@
-// Package depcheck is a test helper for the scheduler's layering: the packages below the
-// domain packages (placement, task) check with it that their import graph reaches none
-// of them.
+// Package depcheck holds the scheduler module's layering rules and the helpers that check
+// them with the go tool's own import graph (`go list`). The rules (see
+// docs/architecture.md, "The scheduler's layout"):
+//
+//   - services/scheduler has one folder per AWS service (ecs, elbv2, logs, cloudmap,
+//     secretsmanager, ssm, sts), platform (what every service shares: the store, keys,
+//     ARNs, the caller's identity, the leader lease, AWS errors and handler plumbing),
+//     admin (Berth's own API), app (the wiring) and internal;
+//   - platform imports no service, nor admin or app;
+//   - a service imports platform, its own packages and another service only through that
+//     service's model package (Models): ECS is a client of ELBv2, Cloud Map, CloudWatch
+//     Logs and Secrets Manager as it is on AWS, but never of their API handlers or data
+//     planes;
+//   - a model never imports a data plane (DataPlanes), its own service's included: the
+//     data plane builds on the model's vocabulary, not the reverse;
+//   - only app imports admin, and nothing imports app.
 package depcheck
 
 import (
+	"encoding/json"
+	"io"
 	"os/exec"
 	"strings"
 	"testing"
 )
 
-// scheduler is the import path prefix of the scheduler module's packages.
-const scheduler = "github.com/berthhq/berth/services/scheduler/"
+// Module is the import path of the scheduler module; the rules speak of its packages
+// relative to it ("ecs/control").
+const Module = "github.com/berthhq/berth/services/scheduler"
 
-// DomainPackages are the scheduler packages (relative to the module) that the lower
-// packages must not import, directly or not: they build on those.
-var DomainPackages = []string{"control", "service", "reaper", "agentsession", "app", "admin", "leader"}
+// scheduler is Module with the separator its packages' paths continue with.
+const scheduler = Module + "/"
+
+// Services are the folders of the AWS services the scheduler serves, one each.
+var Services = []string{"ecs", "elbv2", "logs", "cloudmap", "secretsmanager", "ssm", "sts"}
+
+// TopLevel is every folder allowed at the top of the module: the services, then the
+// shared and the wiring folders.
+var TopLevel = append([]string{"platform", "admin", "app", "internal"}, Services...)
+
+// Models are the packages another service may import: each service's model, the Go API
+// of its state (never its Connect handler nor its data plane).
+var Models = []string{"elbv2/elb", "cloudmap", "logs/logstore", "secretsmanager", "ssm"}
+
+// DataPlanes are the packages that serve traffic or data outside the control plane's
+// API: the load balancer's proxy, Cloud Map's DNS server, the log store's peer reads.
+// Only app (and the commands outside this module) wire them.
+var DataPlanes = []string{"elbv2/lb", "cloudmap/cloudmapdns", "logs/logpeers"}
+
+// DomainPackages are the ECS packages that the lower ECS packages (placement, task)
+// must not import, directly or not: they build on those.
+var DomainPackages = []string{"ecs/control", "ecs/service", "ecs/reaper", "ecs/agentsession", "app", "admin", "platform/leader"}
+
+// Package is one package of the module as `go list -json` describes it: its path
+// relative to Module and the module's packages it imports (relative too), tests left out.
+type Package struct {
+	Rel     string
+	Imports []string
+}
+
+// List returns the module's packages below dir (a path the go tool accepts, such as
+// "../..") with their imports inside the module. It fails t when go list fails or lists
+// nothing, and skips t when the go tool is not on PATH.
+func List(t *testing.T, dir string) []Package {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("needs the go tool (go list): not on PATH")
+	}
+	cmd := exec.Command(gobin, "list", "-json=ImportPath,Imports", dir+"/...")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s/...: %v", dir, err)
+	}
+	var pkgs []Package
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p struct {
+			ImportPath string
+			Imports    []string
+		}
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		rel, ok := strings.CutPrefix(p.ImportPath, scheduler)
+		if !ok {
+			continue
+		}
+		pkg := Package{Rel: rel}
+		for _, imp := range p.Imports {
+			if r, ok := strings.CutPrefix(imp, scheduler); ok {
+				pkg.Imports = append(pkg.Imports, r)
+			}
+		}
+		pkgs = append(pkgs, pkg)
+	}
+	if len(pkgs) < 10 {
+		t.Fatalf("go list %s/... listed %d packages: too few to be the module", dir, len(pkgs))
+	}
+	return pkgs
+}
+
+// Room returns the top-level folder of a package path relative to Module ("ecs" for
+// "ecs/control", "sts" for "sts").
+func Room(rel string) string {
+	room, _, _ := strings.Cut(rel, "/")
+	return room
+}
+
+// within reports whether rel is pkg or a package below it.
+func within(rel, pkg string) bool { return rel == pkg || strings.HasPrefix(rel, pkg+"/") }
+
+func isService(room string) bool {
+	for _, s := range Services {
+		if s == room {
+			return true
+		}
+	}
+	return false
+}
+
+func inList(rel string, list []string) bool {
+	for _, p := range list {
+		if rel == p {
+			return true
+		}
+	}
+	return false
+}
+
+// Violations returns one line for each import of pkgs that breaks the rules of the
+// package doc, naming the importer, the imported package and the rule.
+func Violations(pkgs []Package) []string {
+	var bad []string
+	for _, p := range pkgs {
+		from := Room(p.Rel)
+		for _, imp := range p.Imports {
+			to := Room(imp)
+			switch {
+			case to == "app":
+				bad = append(bad, p.Rel+" imports "+imp+": nothing imports app, the wiring")
+			case to == "admin" && from != "admin" && from != "app":
+				bad = append(bad, p.Rel+" imports "+imp+": only app wires admin")
+			case from == "platform" && to != "platform":
+				bad = append(bad, p.Rel+" imports "+imp+": platform imports no service")
+			case from == "admin" && to != "platform" && to != "admin":
+				bad = append(bad, p.Rel+" imports "+imp+": admin builds on platform only")
+			case isService(from) && isService(to) && from != to && !inList(imp, Models):
+				bad = append(bad, p.Rel+" imports "+imp+": a service reaches another only through its model ("+strings.Join(Models, ", ")+")")
+			}
+			if inList(p.Rel, Models) && inList(imp, DataPlanes) {
+				bad = append(bad, p.Rel+" imports "+imp+": a model never imports a data plane")
+			}
+			if inList(imp, DataPlanes) && from != "app" && !within(p.Rel, imp) {
+				bad = append(bad, p.Rel+" imports "+imp+": only app wires a data plane")
+			}
+		}
+	}
+	return bad
+}
 
 // NoDomainDeps fails t for every package of DomainPackages (or below one) that the
 // package in the test's working directory depends on, by its whole import graph

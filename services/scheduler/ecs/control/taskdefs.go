@@ -1,0 +1,781 @@
+package control
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/ecs/ecsapi"
+	"github.com/berthhq/berth/services/scheduler/platform/arn"
+	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
+	"github.com/berthhq/berth/services/scheduler/platform/awserr"
+	"github.com/berthhq/berth/services/scheduler/platform/keys"
+	"github.com/berthhq/berth/services/scheduler/platform/store"
+)
+
+// maxContainers is ECS's limit of container definitions per task definition.
+const maxContainers = 10
+
+// buildTaskDefinition validates a RegisterTaskDefinition request as ECS does and returns
+// the task definition with AWS's defaults filled in (revision, ARN, status and times are
+// set by the caller). Errors are ClientException naming the field, as AWS answers.
+func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDefinition, error) {
+	family := m.GetFamily()
+	if family == "" {
+		return nil, awserr.Clientf("Family should not be null or empty.")
+	}
+	if !ecsapi.ValidName(family) {
+		return nil, awserr.Clientf("Family can have up to 255 characters. Valid characters are letters (uppercase and lowercase), numbers, underscores, and hyphens.")
+	}
+	if len(m.GetContainerDefinitions()) == 0 {
+		return nil, awserr.Clientf("Container list cannot be empty.")
+	}
+	if len(m.GetContainerDefinitions()) > maxContainers {
+		return nil, awserr.Clientf("Too many containers: a task definition can have at most %d container definitions.", maxContainers)
+	}
+	if err := ecsapi.ValidateTags(m.GetTags()); err != nil {
+		return nil, err
+	}
+	if err := checkTaskDefinitionSize(m); err != nil {
+		return nil, err
+	}
+	td := &ecsv1.TaskDefinition{
+		Family:                  proto.String(family),
+		TaskRoleArn:             optionalString(m.TaskRoleArn),
+		ExecutionRoleArn:        optionalString(m.ExecutionRoleArn),
+		NetworkMode:             m.NetworkMode,
+		Volumes:                 m.GetVolumes(),
+		PlacementConstraints:    m.GetPlacementConstraints(),
+		RequiresCompatibilities: m.GetRequiresCompatibilities(),
+		PidMode:                 m.PidMode,
+		IpcMode:                 m.IpcMode,
+		ProxyConfiguration:      m.GetProxyConfiguration(),
+		InferenceAccelerators:   m.GetInferenceAccelerators(),
+		EphemeralStorage:        m.GetEphemeralStorage(),
+		RuntimePlatform:         m.GetRuntimePlatform(),
+		EnableFaultInjection:    m.EnableFaultInjection,
+		RequiresAttributes:      []*ecsv1.Attribute{},
+	}
+	if td.Volumes == nil {
+		td.Volumes = []*ecsv1.Volume{}
+	}
+	if td.PlacementConstraints == nil {
+		td.PlacementConstraints = []*ecsv1.TaskDefinitionPlacementConstraint{}
+	}
+	mode := m.GetNetworkMode()
+	if m.NetworkMode == nil {
+		mode = "bridge"
+		td.NetworkMode = proto.String(mode)
+	}
+	if !oneOf(mode, "bridge", "host", "awsvpc", "none") {
+		return nil, awserr.Clientf("Invalid networkMode %q: valid values are bridge, host, awsvpc and none.", mode)
+	}
+	if m.PidMode != nil && !oneOf(m.GetPidMode(), "host", "task") {
+		return nil, awserr.Clientf("Invalid pidMode %q: valid values are host and task.", m.GetPidMode())
+	}
+	if m.IpcMode != nil && !oneOf(m.GetIpcMode(), "host", "task", "none") {
+		return nil, awserr.Clientf("Invalid ipcMode %q: valid values are host, task and none.", m.GetIpcMode())
+	}
+	for _, c := range m.GetRequiresCompatibilities() {
+		if !oneOf(c, "EC2", "FARGATE", "EXTERNAL", "MANAGED_INSTANCES") {
+			return nil, awserr.Clientf("Invalid requiresCompatibilities value %q.", c)
+		}
+	}
+	if m.Cpu != nil {
+		v, ok := normalizeCPU(m.GetCpu())
+		if !ok {
+			return nil, taskCPUError()
+		}
+		td.Cpu = proto.String(v)
+	}
+	taskMem := 0
+	if m.Memory != nil {
+		v, ok := normalizeMemory(m.GetMemory())
+		if !ok {
+			return nil, taskMemoryError(m.GetMemory())
+		}
+		td.Memory = proto.String(v)
+		taskMem, _ = strconv.Atoi(v)
+	}
+	fargate := oneOf("FARGATE", m.GetRequiresCompatibilities()...)
+	if fargate {
+		if mode != "awsvpc" {
+			return nil, awserr.Clientf("Fargate only supports network mode 'awsvpc'.")
+		}
+		if td.Cpu == nil {
+			return nil, awserr.Clientf("Fargate requires that 'cpu' be defined at the task level.")
+		}
+		if td.Memory == nil {
+			return nil, awserr.Clientf("Fargate requires that 'memory' be defined at the task level.")
+		}
+	}
+	// compatibilities lists FARGATE when the definition meets Fargate's rules, whether or
+	// not it requires them (as AWS computes it); requiring FARGATE of one that does not
+	// is refused with the rule it breaks.
+	td.Compatibilities = []string{"EC2", "EXTERNAL"}
+	why, err := fargateIncompatibility(td, m.GetContainerDefinitions())
+	switch {
+	case err != nil && fargate:
+		return nil, err
+	case why != "" && fargate:
+		return nil, awserr.Clientf("%s", why)
+	case err == nil && why == "":
+		td.Compatibilities = []string{"EC2", "EXTERNAL", "FARGATE"}
+	}
+
+	volumes := map[string]bool{}
+	for _, v := range td.Volumes {
+		if v == nil || v.GetName() == "" {
+			return nil, awserr.Clientf("Volume name should not be null or empty.")
+		}
+		if volumes[v.GetName()] {
+			return nil, awserr.Clientf("Volume names must be unique: %q is used twice.", v.GetName())
+		}
+		volumes[v.GetName()] = true
+		if dv := v.GetDockerVolumeConfiguration(); dv != nil {
+			if v.GetHost() != nil {
+				return nil, awserr.Clientf("Invalid setting for volume '%s'. Specify either host or dockerVolumeConfiguration, not both.", v.GetName())
+			}
+			if dv.Scope != nil && !oneOf(dv.GetScope(), "task", "shared") {
+				return nil, awserr.Clientf("Invalid 'dockerVolumeConfiguration.scope' setting for volume '%s': valid values are task and shared.", v.GetName())
+			}
+			if dv.GetAutoprovision() && dv.GetScope() != "shared" {
+				return nil, awserr.Clientf("Invalid 'dockerVolumeConfiguration' setting for volume '%s'. Autoprovision can only be true when scope is shared.", v.GetName())
+			}
+			if err := validateDriverOpts(v.GetName(), dv.GetDriverOpts()); err != nil {
+				return nil, err
+			}
+		}
+		if v.GetHost() != nil && v.GetHost().SourcePath != nil && !strings.HasPrefix(v.GetHost().GetSourcePath(), "/") {
+			return nil, awserr.Clientf("Invalid 'host.sourcePath' setting for volume '%s'. The source path must be an absolute path on the container instance.", v.GetName())
+		}
+	}
+
+	names := map[string]bool{}
+	hostPorts := map[string]bool{}
+	essential := false
+	memSum := 0
+	for i, in := range m.GetContainerDefinitions() {
+		if in == nil {
+			return nil, awserr.Clientf("Container definition %d is empty.", i)
+		}
+		c := proto.Clone(in).(*ecsv1.ContainerDefinition)
+		name := c.GetName()
+		if name == "" {
+			return nil, awserr.Clientf("Container.name should not be null or empty.")
+		}
+		if !ecsapi.ValidName(name) {
+			return nil, awserr.Clientf("Container name can have up to 255 characters. Valid characters are letters (uppercase and lowercase), numbers, underscores, and hyphens: %q.", name)
+		}
+		if names[name] {
+			return nil, awserr.Clientf("Container names must be unique within a task definition: %q is used twice.", name)
+		}
+		names[name] = true
+		if strings.TrimSpace(c.GetImage()) == "" {
+			return nil, awserr.Clientf("Container.image should not be null or empty.")
+		}
+		if c.Essential == nil {
+			c.Essential = proto.Bool(true)
+		}
+		essential = essential || c.GetEssential()
+		if c.GetCpu() < 0 {
+			return nil, awserr.Clientf("Invalid 'cpu' setting for container '%s'.", name)
+		}
+		if c.Memory == nil && c.MemoryReservation == nil && td.Memory == nil {
+			return nil, awserr.Clientf("Invalid setting for container '%s'. At least one of 'memory' or 'memoryReservation' must be specified.", name)
+		}
+		if c.Memory != nil && c.GetMemory() < 6 {
+			return nil, awserr.Clientf("Invalid 'memory' setting for container '%s'. The minimum is 6 MiB.", name)
+		}
+		if c.MemoryReservation != nil && c.GetMemoryReservation() < 6 {
+			return nil, awserr.Clientf("Invalid 'memoryReservation' setting for container '%s'. The minimum is 6 MiB.", name)
+		}
+		if err := checkContainerMemory(ClientErr, name, c.Memory, c.MemoryReservation, taskMem); err != nil {
+			return nil, err
+		}
+		memSum += containerMemoryMiB(c.Memory, c.MemoryReservation)
+		if err := checkPortRanges(name, mode, c.GetPortMappings()); err != nil {
+			return nil, err
+		}
+		for _, pm := range c.GetPortMappings() {
+			if pm == nil {
+				return nil, awserr.Clientf("Invalid port mapping for container '%s'.", name)
+			}
+			if pm.Protocol == nil {
+				pm.Protocol = proto.String("tcp")
+			}
+			if !oneOf(pm.GetProtocol(), "tcp", "udp") {
+				return nil, awserr.Clientf("Invalid protocol %q for container '%s': valid values are tcp and udp.", pm.GetProtocol(), name)
+			}
+			if pm.ContainerPort == nil && pm.ContainerPortRange == nil {
+				return nil, awserr.Clientf("Invalid port mapping for container '%s': containerPort or containerPortRange is required.", name)
+			}
+			if pm.ContainerPort != nil && (pm.GetContainerPort() < 1 || pm.GetContainerPort() > 65535) {
+				return nil, awserr.Clientf("Invalid containerPort %d for container '%s': ports are 1-65535.", pm.GetContainerPort(), name)
+			}
+			if pm.GetHostPort() < 0 || pm.GetHostPort() > 65535 {
+				return nil, awserr.Clientf("Invalid hostPort %d for container '%s': ports are 0-65535.", pm.GetHostPort(), name)
+			}
+			if (mode == "awsvpc" || mode == "host") && pm.ContainerPort != nil {
+				if pm.HostPort != nil && pm.GetHostPort() != pm.GetContainerPort() {
+					return nil, awserr.Clientf("When networkMode=%s, the host ports and container ports in port mappings must match.", mode)
+				}
+				pm.HostPort = proto.Int32(pm.GetContainerPort())
+			}
+			if mode == "none" {
+				return nil, awserr.Clientf("Port mappings are not allowed when networkMode=none.")
+			}
+			if hp := pm.GetHostPort(); hp > 0 {
+				k := pm.GetProtocol() + "/" + strconv.Itoa(int(hp))
+				if hostPorts[k] {
+					return nil, awserr.Clientf("Invalid port mappings: host port %d/%s is used twice in the task definition.", hp, pm.GetProtocol())
+				}
+				hostPorts[k] = true
+			}
+		}
+		for _, mp := range c.GetMountPoints() {
+			if mp.GetSourceVolume() == "" {
+				return nil, awserr.Clientf("Invalid 'mountPoints' setting for container '%s'. sourceVolume should not be null or empty.", name)
+			}
+			if !volumes[mp.GetSourceVolume()] {
+				return nil, awserr.Clientf("Invalid 'mountPoints' setting for container '%s'. Unknown volume '%s'.", name, mp.GetSourceVolume())
+			}
+			if !strings.HasPrefix(mp.GetContainerPath(), "/") {
+				return nil, awserr.Clientf("Invalid 'mountPoints' setting for container '%s'. containerPath must be an absolute path: %q.", name, mp.GetContainerPath())
+			}
+		}
+		if c.StartTimeout != nil && c.GetStartTimeout() < 0 {
+			return nil, awserr.Clientf("Invalid 'startTimeout' setting for container '%s'. The value must be 0 or more seconds.", name)
+		}
+		if err := validateLinuxParameters(name, c.Memory != nil, c.GetLinuxParameters()); err != nil {
+			return nil, err
+		}
+		if err := validateSystemControls(name, m.GetIpcMode(), mode, c.GetSystemControls()); err != nil {
+			return nil, err
+		}
+		if rp := c.GetRestartPolicy(); rp != nil {
+			if rp.Enabled == nil {
+				return nil, awserr.Clientf("Invalid 'restartPolicy' setting for container '%s'. enabled is required.", name)
+			}
+			if rp.RestartAttemptPeriod != nil && (rp.GetRestartAttemptPeriod() < 60 || rp.GetRestartAttemptPeriod() > 1800) {
+				return nil, awserr.Clientf("Invalid 'restartPolicy' setting for container '%s'. restartAttemptPeriod must be between 60 and 1800 seconds.", name)
+			}
+			if len(rp.GetIgnoredExitCodes()) > 50 {
+				return nil, awserr.Clientf("Invalid 'restartPolicy' setting for container '%s'. ignoredExitCodes can hold at most 50 exit codes.", name)
+			}
+		}
+		if err := validateResourceRequirements(ClientErr, "container '"+name+"'", c.GetResourceRequirements()); err != nil {
+			return nil, err
+		}
+		if c.PortMappings == nil {
+			c.PortMappings = []*ecsv1.PortMapping{}
+		}
+		if c.Environment == nil {
+			c.Environment = []*ecsv1.KeyValuePair{}
+		}
+		if c.MountPoints == nil {
+			c.MountPoints = []*ecsv1.MountPoint{}
+		}
+		if c.VolumesFrom == nil {
+			c.VolumesFrom = []*ecsv1.VolumeFrom{}
+		}
+		if c.SystemControls == nil {
+			c.SystemControls = []*ecsv1.SystemControl{}
+		}
+		td.ContainerDefinitions = append(td.ContainerDefinitions, c)
+	}
+	for _, c := range td.ContainerDefinitions {
+		if err := checkNetworkFields(mode, c, names); err != nil {
+			return nil, err
+		}
+		for _, vf := range c.GetVolumesFrom() {
+			if src := vf.GetSourceContainer(); !names[src] || src == c.GetName() {
+				return nil, awserr.Clientf("Invalid 'volumesFrom' setting for container '%s'. Unknown source container '%s'.", c.GetName(), src)
+			}
+		}
+		for _, d := range c.GetDependsOn() {
+			if !names[d.GetContainerName()] {
+				return nil, awserr.Clientf("Invalid 'dependsOn' setting for container '%s'. Unknown container '%s'.", c.GetName(), d.GetContainerName())
+			}
+			if !oneOf(d.GetCondition(), "START", "COMPLETE", "SUCCESS", "HEALTHY") {
+				return nil, awserr.Clientf("Invalid 'dependsOn' condition %q for container '%s'.", d.GetCondition(), c.GetName())
+			}
+		}
+	}
+	if !essential {
+		return nil, awserr.Clientf("Task definition does not have any essential container.")
+	}
+	if err := checkTaskMemorySum(ClientErr, memSum, taskMem); err != nil {
+		return nil, err
+	}
+	return td, nil
+}
+
+// RegisterTaskDefinition validates a task definition, fills AWS's defaults and registers
+// it as the next revision of its family: revisions start at 1 and never repeat, even
+// after deregistration and under concurrent registration (the family's counter is
+// written in the same transaction as the revision). Errors: ClientException for an
+// invalid definition, InvalidParameterException for bad tags.
+// AWS reference: RegisterTaskDefinition.
+func (s *Server) RegisterTaskDefinition(ctx context.Context, req *connect.Request[ecsv1.RegisterTaskDefinitionRequest]) (*connect.Response[ecsv1.RegisterTaskDefinitionResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.RegisterTaskDefinitionResponse, error) {
+		td, err := buildTaskDefinition(m)
+		if err != nil {
+			return nil, err
+		}
+		if err := CheckFields(ClientErr, m); err != nil {
+			return nil, err
+		}
+		for i, cd := range m.GetContainerDefinitions() {
+			if err := checkLogConfiguration(i, cd.GetLogConfiguration()); err != nil {
+				return nil, err
+			}
+		}
+		td.Status = proto.String(statusActive)
+		td.RegisteredBy = proto.String(rootARN(account))
+		tags := mergeTags(nil, m.GetTags())
+		family := td.GetFamily()
+		fkey := keys.Family(account, family)
+		err = awsapi.Retry(ctx, func() error {
+			fam, frev, err := get[*storev1.FamilyRecord](ctx, s.kv, fkey)
+			if err != nil {
+				return err
+			}
+			if fam == nil {
+				fam = &storev1.FamilyRecord{Family: family}
+			}
+			rev := int(fam.GetLastRevision()) + 1
+			wasActive := fam.GetActiveRevisions() > 0
+			fam.LastRevision = int32(rev)
+			fam.ActiveRevisions++
+			td.Revision = int32(rev)
+			td.TaskDefinitionArn = proto.String(arn.TaskDefinitionARN(account.Region, account.Account, family, rev))
+			td.RegisteredAt = s.nowEpoch()
+			txn := store.NewTxn(s.kv)
+			if frev == 0 {
+				txn.Create(fkey, fam)
+			} else {
+				txn.Update(fkey, frev, fam)
+			}
+			txn.Create(keys.TaskDefinition(account, family, rev), &storev1.TaskDefinitionRecord{TaskDefinition: td, Tags: tags})
+			txn.PutIndex(keys.TaskDefinitionByStatus(account, statusActive, family, rev))
+			if !wasActive {
+				txn.PutIndex(keys.FamilyByStatus(account, statusActive, family))
+				txn.Delete(keys.FamilyByStatus(account, statusInactive, family))
+			}
+			_, err = txn.Commit(ctx)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &ecsv1.RegisterTaskDefinitionResponse{TaskDefinition: td, Tags: tags}, nil
+	})
+}
+
+// parseTaskDefRef splits a task definition reference (family, family:revision or ARN)
+// into family and revision (0 when only the family is given). ok is false when it cannot
+// name a task definition of account.
+func parseTaskDefRef(account keys.Scope, ref string) (family string, revision int, ok bool) {
+	if arn.IsARN(ref) {
+		a, err := arn.Parse(ref)
+		if err != nil || a.Type != arn.TaskDefinition || !account.Owns(a.Partition, a.Account, a.Region) {
+			return "", 0, false
+		}
+		return a.Name, a.Revision, ecsapi.ValidName(a.Name)
+	}
+	family, rev, hasRev := strings.Cut(ref, ":")
+	if !ecsapi.ValidName(family) {
+		return "", 0, false
+	}
+	if !hasRev {
+		return family, 0, true
+	}
+	n, err := strconv.Atoi(rev)
+	if err != nil || n < 1 {
+		return "", 0, false
+	}
+	return family, n, true
+}
+
+// taskDefinition resolves a reference to a stored revision: family alone means its
+// latest ACTIVE revision. It returns a nil record when there is none.
+func (s *Server) taskDefinition(ctx context.Context, account keys.Scope, ref string) (*storev1.TaskDefinitionRecord, int64, error) {
+	return LookupTaskDefinition(ctx, s.kv, account, ref)
+}
+
+// LookupTaskDefinition resolves a task definition reference of account (family — its
+// latest ACTIVE revision —, family:revision or ARN) to the stored revision, whatever its
+// status: nil when there is none or the reference cannot name one.
+func LookupTaskDefinition(ctx context.Context, kv clientv3.KV, account keys.Scope, ref string) (*storev1.TaskDefinitionRecord, int64, error) {
+	family, rev, ok := parseTaskDefRef(account, ref)
+	if !ok {
+		return nil, 0, nil
+	}
+	if rev == 0 {
+		resp, err := kv.Do(ctx, latestActiveOp(account, family))
+		if err != nil {
+			return nil, 0, err
+		}
+		if rev = latestActiveRevision(resp.Get().Kvs); rev == 0 {
+			return nil, 0, nil
+		}
+	}
+	return get[*storev1.TaskDefinitionRecord](ctx, kv, keys.TaskDefinition(account, family, rev))
+}
+
+// latestActiveOp reads the key of family's highest ACTIVE revision (keys only), for
+// latestActiveRevision.
+func latestActiveOp(account keys.Scope, family string) clientv3.Op {
+	prefix := keys.TaskDefinitionByStatus(account, statusActive, family, 0)
+	return clientv3.OpGet(prefix, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithLimit(1),
+		clientv3.WithKeysOnly(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
+}
+
+// latestActiveRevision returns the revision latestActiveOp's answer kvs names; 0 when
+// the family has no ACTIVE revision.
+func latestActiveRevision(kvs []*mvccpb.KeyValue) int {
+	if len(kvs) == 0 {
+		return 0
+	}
+	rev, _ := strconv.Atoi(lastPart(string(kvs[0].Key)))
+	return rev
+}
+
+// RunnableTaskDefinition resolves a task definition reference (family — its latest
+// ACTIVE revision —, family:revision or ARN) of account to a revision that can start
+// tasks, as RunTask, StartTask and CreateService do. Errors: ClientException
+// "TaskDefinition not found." for an unknown one, InvalidParameterException
+// "TaskDefinition is inactive" for one deregistered or being deleted (AWS's answers).
+func RunnableTaskDefinition(ctx context.Context, kv clientv3.KV, account keys.Scope, ref string) (*storev1.TaskDefinitionRecord, error) {
+	if ref == "" {
+		return nil, awserr.InvalidParameterf("taskDefinition is required.")
+	}
+	rec, _, err := LookupTaskDefinition(ctx, kv, account, ref)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRunnable(rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// checkRunnable returns RunTask's error for a task definition record that cannot run:
+// ClientException "TaskDefinition not found." for nil (absent), InvalidParameterException
+// "TaskDefinition is inactive" unless ACTIVE.
+func checkRunnable(rec *storev1.TaskDefinitionRecord) error {
+	if rec == nil {
+		return awserr.Clientf("TaskDefinition not found.")
+	}
+	if rec.GetTaskDefinition().GetStatus() != statusActive {
+		return awserr.InvalidParameterf("TaskDefinition is inactive")
+	}
+	return nil
+}
+
+// DescribeTaskDefinition describes a task definition by family (its latest ACTIVE
+// revision), family:revision or ARN; INACTIVE and DELETE_IN_PROGRESS revisions are
+// described too. include TAGS adds its tags. Errors: ClientException "Unable to describe
+// task definition." for an unknown one. AWS reference: DescribeTaskDefinition.
+func (s *Server) DescribeTaskDefinition(ctx context.Context, req *connect.Request[ecsv1.DescribeTaskDefinitionRequest]) (*connect.Response[ecsv1.DescribeTaskDefinitionResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeTaskDefinitionRequest) (*ecsv1.DescribeTaskDefinitionResponse, error) {
+		if m.GetTaskDefinition() == "" {
+			return nil, awserr.Clientf("taskDefinition is required.")
+		}
+		rec, _, err := s.taskDefinition(ctx, account, m.GetTaskDefinition())
+		if err != nil {
+			return nil, err
+		}
+		if rec == nil {
+			return nil, awserr.Clientf("Unable to describe task definition.")
+		}
+		resp := &ecsv1.DescribeTaskDefinitionResponse{TaskDefinition: rec.GetTaskDefinition()}
+		if oneOf("TAGS", m.GetInclude()...) {
+			resp.Tags = rec.GetTags()
+			if resp.Tags == nil {
+				resp.Tags = []*ecsv1.Tag{}
+			}
+		}
+		return resp, nil
+	})
+}
+
+// DeregisterTaskDefinition marks a revision (family:revision or ARN) INACTIVE; it stays
+// describable and its revision number is never reused. Deregistering an INACTIVE revision
+// returns it unchanged. Errors: ClientException for a missing revision number or an
+// unknown revision. AWS reference: DeregisterTaskDefinition.
+func (s *Server) DeregisterTaskDefinition(ctx context.Context, req *connect.Request[ecsv1.DeregisterTaskDefinitionRequest]) (*connect.Response[ecsv1.DeregisterTaskDefinitionResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeregisterTaskDefinitionRequest) (*ecsv1.DeregisterTaskDefinitionResponse, error) {
+		family, rev, ok := parseTaskDefRef(account, m.GetTaskDefinition())
+		if !ok {
+			return nil, awserr.Clientf("The specified task definition does not exist.")
+		}
+		if rev == 0 {
+			return nil, awserr.Clientf("Revision must be specified as family:revision or as a full task definition ARN.")
+		}
+		var out *ecsv1.TaskDefinition
+		err := awsapi.Retry(ctx, func() error {
+			tkey, fkey := keys.TaskDefinition(account, family, rev), keys.Family(account, family)
+			rec, trev, err := get[*storev1.TaskDefinitionRecord](ctx, s.kv, tkey)
+			if err != nil {
+				return err
+			}
+			if rec == nil {
+				return awserr.Clientf("The specified task definition does not exist.")
+			}
+			out = rec.GetTaskDefinition()
+			if out.GetStatus() != statusActive {
+				return nil
+			}
+			fam, frev, err := get[*storev1.FamilyRecord](ctx, s.kv, fkey)
+			if err != nil {
+				return err
+			}
+			if fam == nil {
+				return awsapi.ErrRetry
+			}
+			out.Status = proto.String(statusInactive)
+			out.DeregisteredAt = s.nowEpoch()
+			fam.ActiveRevisions = max(fam.GetActiveRevisions()-1, 0)
+			txn := store.NewTxn(s.kv).
+				Update(tkey, trev, rec).
+				Update(fkey, frev, fam).
+				Delete(keys.TaskDefinitionByStatus(account, statusActive, family, rev)).
+				PutIndex(keys.TaskDefinitionByStatus(account, statusInactive, family, rev))
+			if fam.ActiveRevisions == 0 {
+				txn.Delete(keys.FamilyByStatus(account, statusActive, family)).
+					PutIndex(keys.FamilyByStatus(account, statusInactive, family))
+			}
+			_, err = txn.Commit(ctx)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &ecsv1.DeregisterTaskDefinitionResponse{TaskDefinition: out}, nil
+	})
+}
+
+// DeleteTaskDefinitions moves up to 10 INACTIVE revisions to DELETE_IN_PROGRESS and
+// returns them; ACTIVE or unknown ones come back in failures. A revision in
+// DELETE_IN_PROGRESS is returned again. AWS reference: DeleteTaskDefinitions.
+func (s *Server) DeleteTaskDefinitions(ctx context.Context, req *connect.Request[ecsv1.DeleteTaskDefinitionsRequest]) (*connect.Response[ecsv1.DeleteTaskDefinitionsResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteTaskDefinitionsRequest) (*ecsv1.DeleteTaskDefinitionsResponse, error) {
+		if len(m.GetTaskDefinitions()) == 0 || len(m.GetTaskDefinitions()) > 10 {
+			return nil, awserr.InvalidParameterf("taskDefinitions must list between 1 and 10 task definitions.")
+		}
+		resp := &ecsv1.DeleteTaskDefinitionsResponse{TaskDefinitions: []*ecsv1.TaskDefinition{}, Failures: []*ecsv1.Failure{}}
+		for _, ref := range m.GetTaskDefinitions() {
+			fail := func(reason string) {
+				resp.Failures = append(resp.Failures, &ecsv1.Failure{Arn: proto.String(ref), Reason: proto.String(reason)})
+			}
+			family, rev, ok := parseTaskDefRef(account, ref)
+			if !ok || rev == 0 {
+				fail("The specified task definition identifier is invalid. Specify a valid name or ARN and try again.")
+				continue
+			}
+			var out *ecsv1.TaskDefinition
+			reason := ""
+			err := awsapi.Retry(ctx, func() error {
+				out, reason = nil, ""
+				tkey := keys.TaskDefinition(account, family, rev)
+				rec, trev, err := get[*storev1.TaskDefinitionRecord](ctx, s.kv, tkey)
+				if err != nil {
+					return err
+				}
+				if rec == nil {
+					reason = "The specified task definition does not exist."
+					return nil
+				}
+				td := rec.GetTaskDefinition()
+				switch td.GetStatus() {
+				case statusActive:
+					reason = "The specified task definition is still in ACTIVE status. Please deregister the target and try again."
+					return nil
+				case statusDeleteInProg:
+					out = td
+					return nil
+				}
+				td.Status = proto.String(statusDeleteInProg)
+				td.DeleteRequestedAt = s.nowEpoch()
+				_, err = store.NewTxn(s.kv).
+					Update(tkey, trev, rec).
+					Delete(keys.TaskDefinitionByStatus(account, statusInactive, family, rev)).
+					PutIndex(keys.TaskDefinitionByStatus(account, statusDeleteInProg, family, rev)).
+					Commit(ctx)
+				out = td
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+			if reason != "" {
+				fail(reason)
+				continue
+			}
+			resp.TaskDefinitions = append(resp.TaskDefinitions, out)
+		}
+		return resp, nil
+	})
+}
+
+// ListTaskDefinitions lists task definition ARNs of a status (ACTIVE by default;
+// INACTIVE, DELETE_IN_PROGRESS), optionally of one family (familyPrefix is the full
+// family name, as AWS documents), by family then revision, ASC (default) or DESC;
+// maxResults 1–100 and nextToken page in O(maxResults). Families sort by their index
+// keys ("family/revision"), so a family that extends another with '-' (web-api) lists
+// before it (web), where AWS sorts web first. AWS reference: ListTaskDefinitions.
+func (s *Server) ListTaskDefinitions(ctx context.Context, req *connect.Request[ecsv1.ListTaskDefinitionsRequest]) (*connect.Response[ecsv1.ListTaskDefinitionsResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListTaskDefinitionsRequest) (*ecsv1.ListTaskDefinitionsResponse, error) {
+		limit, err := maxResults(m.MaxResults)
+		if err != nil {
+			return nil, err
+		}
+		status := statusActive
+		if m.Status != nil {
+			status = m.GetStatus()
+			if !oneOf(status, statusActive, statusInactive, statusDeleteInProg) {
+				return nil, awserr.InvalidParameterf("Invalid status %q: valid values are ACTIVE, INACTIVE and DELETE_IN_PROGRESS.", status)
+			}
+		}
+		if m.Sort != nil && !oneOf(m.GetSort(), "ASC", "DESC") {
+			return nil, awserr.InvalidParameterf("Invalid sort %q: valid values are ASC and DESC.", m.GetSort())
+		}
+		resp := &ecsv1.ListTaskDefinitionsResponse{TaskDefinitionArns: []string{}}
+		prefix := keys.TaskDefinitionByStatus(account, status, "", 0)
+		if fam := m.GetFamilyPrefix(); fam != "" {
+			if !ecsapi.ValidName(fam) {
+				return resp, nil
+			}
+			prefix = keys.TaskDefinitionByStatus(account, status, fam, 0)
+		}
+		ks, next, err := pageKeys(ctx, s.kv, prefix, limit, m.GetNextToken(), m.GetSort() == "DESC")
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range ks {
+			parts := strings.Split(k, "/")
+			rev, _ := strconv.Atoi(parts[len(parts)-1])
+			resp.TaskDefinitionArns = append(resp.TaskDefinitionArns, arn.TaskDefinitionARN(account.Region, account.Account, parts[len(parts)-2], rev))
+		}
+		if next != "" {
+			resp.NextToken = proto.String(next)
+		}
+		return resp, nil
+	})
+}
+
+// ListTaskDefinitionFamilies lists family names starting with familyPrefix (a true
+// prefix), of status ACTIVE (has an ACTIVE revision), INACTIVE (has none) or ALL (the
+// default), in name order; maxResults 1–100 and nextToken page in O(maxResults).
+// AWS reference: ListTaskDefinitionFamilies.
+func (s *Server) ListTaskDefinitionFamilies(ctx context.Context, req *connect.Request[ecsv1.ListTaskDefinitionFamiliesRequest]) (*connect.Response[ecsv1.ListTaskDefinitionFamiliesResponse], error) {
+	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListTaskDefinitionFamiliesRequest) (*ecsv1.ListTaskDefinitionFamiliesResponse, error) {
+		limit, err := maxResults(m.MaxResults)
+		if err != nil {
+			return nil, err
+		}
+		status := "ALL"
+		if m.Status != nil {
+			status = m.GetStatus()
+		}
+		var within string
+		switch status {
+		case "ALL":
+			within = keys.Families(account)
+		case statusActive, statusInactive:
+			within = keys.FamilyByStatus(account, status, "")
+		default:
+			return nil, awserr.InvalidParameterf("Invalid status %q: valid values are ACTIVE, INACTIVE and ALL.", status)
+		}
+		resp := &ecsv1.ListTaskDefinitionFamiliesResponse{Families: []string{}}
+		if p := m.GetFamilyPrefix(); p != "" {
+			if strings.ContainsAny(p, "/\x00") {
+				return resp, nil
+			}
+			within += p
+		}
+		ks, next, err := pageKeys(ctx, s.kv, within, limit, m.GetNextToken(), false)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range ks {
+			resp.Families = append(resp.Families, lastPart(k))
+		}
+		if next != "" {
+			resp.NextToken = proto.String(next)
+		}
+		return resp, nil
+	})
+}
+
+// validateDriverOpts checks a local Docker volume's driverOpts as Docker's local driver
+// takes them: only type, device and o, with type and device together (the volume is then
+// that mount: "mount -t type -o o device"). No options at all is a plain directory.
+func validateDriverOpts(volume string, opts map[string]string) error {
+	if len(opts) == 0 {
+		return nil
+	}
+	for k := range opts {
+		if !oneOf(k, "type", "device", "o") {
+			return awserr.Clientf("Invalid 'dockerVolumeConfiguration.driverOpts' setting for volume '%s'. Unknown option %q: the local driver takes type, device and o.", volume, k)
+		}
+	}
+	if opts["type"] == "" || opts["device"] == "" {
+		return awserr.Clientf("Invalid 'dockerVolumeConfiguration.driverOpts' setting for volume '%s'. The local driver needs both type and device (and optionally o), as mount -t type -o o device.", volume)
+	}
+	return nil
+}
+
+// checkNetworkFields refuses the container settings AWS refuses for the task's
+// networkMode: links outside bridge mode or naming no container of the task, hostname
+// and extraHosts with awsvpc, disableNetworking with a shared namespace (host, awsvpc) or
+// with port mappings.
+func checkNetworkFields(mode string, c *ecsv1.ContainerDefinition, names map[string]bool) error {
+	if len(c.GetLinks()) > 0 && mode != "bridge" {
+		return awserr.Clientf("Links are not supported when networkMode=%s.", mode)
+	}
+	for _, l := range c.GetLinks() {
+		name, alias, _ := strings.Cut(l, ":")
+		if !names[name] || name == c.GetName() {
+			return awserr.Clientf("Invalid 'links' setting for container '%s'. Unknown container '%s'.", c.GetName(), name)
+		}
+		if strings.Contains(alias, ":") {
+			return awserr.Clientf("Invalid 'links' setting for container '%s': %q is not name or name:alias.", c.GetName(), l)
+		}
+	}
+	if c.GetDisableNetworking() {
+		if mode == "host" || mode == "awsvpc" {
+			return awserr.Clientf("Invalid 'disableNetworking' setting for container '%s': a container cannot be taken off a network namespace it shares (networkMode %s); use bridge or none.", c.GetName(), mode)
+		}
+		if len(c.GetPortMappings()) > 0 {
+			return awserr.Clientf("Invalid 'disableNetworking' setting for container '%s': a container without networking cannot have port mappings.", c.GetName())
+		}
+	}
+	if mode == "awsvpc" && c.Hostname != nil {
+		return awserr.Clientf("hostname is not supported when networkMode=awsvpc.")
+	}
+	if mode == "awsvpc" && len(c.GetExtraHosts()) > 0 {
+		return awserr.Clientf("Extra hosts are not supported when networkMode=awsvpc.")
+	}
+	for _, h := range c.GetExtraHosts() {
+		if h.GetHostname() == "" || net.ParseIP(h.GetIpAddress()) == nil {
+			return awserr.Clientf("Invalid 'extraHosts' setting for container '%s': hostname and a valid ipAddress are required.", c.GetName())
+		}
+	}
+	for _, d := range c.GetDnsServers() {
+		if net.ParseIP(d) == nil {
+			return awserr.Clientf("Invalid 'dnsServers' setting for container '%s': %q is not an IP address.", c.GetName(), d)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+package service
+
+import (
+	"context"
+	"fmt"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/ecs/ecsapi"
+	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
+	"github.com/berthhq/berth/services/scheduler/platform/awserr"
+	"github.com/berthhq/berth/services/scheduler/platform/keys"
+	"github.com/berthhq/berth/services/scheduler/platform/store"
+)
+
+// Stop types of StopServiceDeployment.
+const (
+	StopRollback = "ROLLBACK"
+	StopAbort    = "ABORT"
+)
+
+// msgDeploymentNotFound is the ServiceDeploymentNotFoundException message.
+const msgDeploymentNotFound = "The service deployment does not exist."
+
+// StopServiceDeployment stops a service deployment that is in progress (Amazon ECS
+// developer guide, stop-service-deployment.html). stopType ROLLBACK (the default) marks it
+// FAILED ("stopped by the user") and starts a new deployment of the service revision it
+// replaced — the last COMPLETED deployment's task definition — marked as a rollback, so
+// ListServiceDeployments shows the stopped deployment STOPPED and the rollback
+// ROLLBACK_IN_PROGRESS, then ROLLBACK_SUCCESSFUL; it works whether or not the circuit
+// breaker's rollback is configured. ABORT marks it FAILED without a rollback: the
+// reconciler launches no more of its tasks and keeps the older deployments' tasks, as a
+// circuit breaker without rollback does. Stopping a rollback deployment that is still in
+// progress answers its ARN and changes nothing (the rollback continues, as AWS documents
+// for ROLLBACK_IN_PROGRESS). Errors: ServiceDeploymentNotFoundException (unknown ARN, or a
+// service under the EXTERNAL controller, which has none), ConflictException (the
+// deployment has finished, or ROLLBACK finds no COMPLETED deployment to return to),
+// InvalidParameterException (bad stopType). AWS reference: StopServiceDeployment.
+func (h *Handler) StopServiceDeployment(ctx context.Context, req *connect.Request[ecsv1.StopServiceDeploymentRequest]) (*connect.Response[ecsv1.StopServiceDeploymentResponse], error) {
+	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.StopServiceDeploymentRequest) (*ecsv1.StopServiceDeploymentResponse, error) {
+		a := m.GetServiceDeploymentArn()
+		if a == "" {
+			return nil, awserr.InvalidParameterf("serviceDeploymentArn is required.")
+		}
+		stopType := m.GetStopType()
+		if stopType == "" {
+			stopType = StopRollback
+		}
+		if stopType != StopRollback && stopType != StopAbort {
+			return nil, awserr.InvalidParameterf("Invalid stopType %q: valid values are ROLLBACK and ABORT.", stopType)
+		}
+		acc, cluster, svc, num, ok := parseChildARN("service-deployment", a)
+		if !ok || acc != account || !ecsapi.ValidName(cluster) || !ecsapi.ValidName(svc) {
+			return nil, awserr.New("ServiceDeploymentNotFoundException", msgDeploymentNotFound)
+		}
+		key := keys.Service(account, cluster, svc)
+		err := awsapi.Retry(ctx, func() error {
+			rec, rev, err := get[*storev1.ServiceRecord](ctx, h.kv, key)
+			if err != nil {
+				return fmt.Errorf("service: read %s: %w", svc, err)
+			}
+			if rec == nil {
+				return awserr.New("ServiceDeploymentNotFoundException", msgDeploymentNotFound)
+			}
+			s := rec.GetService()
+			d := findDeployment(s, "ecs-svc/"+num)
+			if d == nil {
+				return awserr.New("ServiceDeploymentNotFoundException", msgDeploymentNotFound)
+			}
+			dr := deploymentRecord(rec, d.GetId())
+			if d.GetStatus() != DeploymentPrimary || d.GetRolloutState() != RolloutInProgress || s.GetStatus() != StatusActive {
+				st, _ := deploymentStatus(d, dr)
+				return awserr.New("ConflictException", "The service deployment %s is %s; only a deployment in progress can be stopped.", a, st)
+			}
+			if dr.GetRollback() {
+				return nil // a rollback in progress continues
+			}
+			now := h.now()
+			var target *ecsv1.Deployment
+			if stopType == StopRollback {
+				if target = lastCompleted(s, d.GetId()); target == nil {
+					return awserr.New("ConflictException", "The service deployment %s cannot be rolled back: the service has no earlier completed deployment.", a)
+				}
+			}
+			d.RolloutState = proto.String(RolloutFailed)
+			d.RolloutStateReason = proto.String("ECS deployment " + d.GetId() + " stopped by the user.")
+			d.UpdatedAt = proto.Float64(awsapi.Epoch(now))
+			dr.FinishedAt, dr.NextLaunchAt = ts(now), nil
+			ev := &events{svc: s.GetServiceName(), now: now}
+			ev.add(fmt.Sprintf("(service %s) (deployment %s) deployment stopped by the user (%s).", s.GetServiceName(), d.GetId(), stopType))
+			if target != nil {
+				id := NewDeploymentID()
+				startDeploymentID(rec, account, id, target.GetTaskDefinition(), true, now)
+				np := primary(s)
+				np.RolloutStateReason = proto.String("ECS deployment stopped by the user: rolling back to deployment " + target.GetId() + ".")
+				ev.add(fmt.Sprintf("(service %s) rolling back to deployment %s.", s.GetServiceName(), target.GetId()))
+			}
+			ev.apply(s)
+			_, err = store.Update(ctx, h.kv, key, rev, rec)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		h.kick.Kick()
+		return &ecsv1.StopServiceDeploymentResponse{ServiceDeploymentArn: proto.String(a)}, nil
+	})
+}
+
+// ContinueServiceDeployment acts on a lifecycle hook a deployment is paused at (action
+// CONTINUE or ROLLBACK). Berth's rolling deployments run no lifecycle hooks
+// (deploymentConfiguration.lifecycleHooks is refused by CreateService and UpdateService),
+// so no deployment ever waits at one: a known deployment answers
+// InvalidParameterException naming the hook that is not awaiting action, as AWS answers
+// for a deployment not paused at that hook; StopServiceDeployment is how a Berth
+// deployment is stopped or rolled back. Errors: ServiceDeploymentNotFoundException,
+// InvalidParameterException. AWS reference: ContinueServiceDeployment.
+func (h *Handler) ContinueServiceDeployment(ctx context.Context, req *connect.Request[ecsv1.ContinueServiceDeploymentRequest]) (*connect.Response[ecsv1.ContinueServiceDeploymentResponse], error) {
+	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ContinueServiceDeploymentRequest) (*ecsv1.ContinueServiceDeploymentResponse, error) {
+		a := m.GetServiceDeploymentArn()
+		if a == "" || m.GetHookId() == "" {
+			return nil, awserr.InvalidParameterf("serviceDeploymentArn and hookId are required.")
+		}
+		if act := m.GetAction(); act != "" && act != "CONTINUE" && act != "ROLLBACK" {
+			return nil, awserr.InvalidParameterf("Invalid action %q: valid values are CONTINUE and ROLLBACK.", act)
+		}
+		_, _, ok, err := h.lookupChild(ctx, account, "service-deployment", a)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, awserr.New("ServiceDeploymentNotFoundException", msgDeploymentNotFound)
+		}
+		return nil, awserr.InvalidParameterf("The lifecycle hook %s of service deployment %s is not in AWAITING_ACTION status: Berth's rolling deployments have no lifecycle hooks; use StopServiceDeployment to stop or roll back a deployment.", m.GetHookId(), a)
+	})
+}

@@ -1,0 +1,198 @@
+// Package caller carries the identity of an ECS call's caller through the scheduler. The
+// gateway authenticates the request (SigV4) and sends the account and the region of the
+// credential scope, and for an agent's
+// instance-scoped credential the container instance, in the headers named here. With TLS
+// the scheduler believes them only from a peer that presented a gateway certificate
+// (Interceptor.RequireGateway, Peer); without TLS (`berth dev`, a loopback listener) it
+// trusts whoever reaches its internal listener.
+package caller
+
+import (
+	"context"
+	"errors"
+	"regexp"
+
+	"connectrpc.com/connect"
+
+	"github.com/berthhq/berth/services/scheduler/platform/keys"
+)
+
+// Header names the gateway sets on every internal call.
+const (
+	// AccountHeader carries the 12-digit account id of the caller.
+	AccountHeader = "Berth-Account"
+	// RegionHeader carries the region of the request's SigV4 credential scope (e.g.
+	// "eu-west-1"), which the gateway has checked against its allow-list. Every ECS
+	// resource lives in one (account, region); see keys.Scope.
+	RegionHeader = "Berth-Region"
+	// ContainerInstanceHeader carries the container instance ARN an agent credential is
+	// scoped to; absent for account-wide credentials.
+	ContainerInstanceHeader = "Berth-Container-Instance"
+	// RequestIDHeader carries the gateway's request id for logs.
+	RequestIDHeader = "Berth-Request-Id"
+	// EndpointHeader carries the base URL the caller reached the gateway at (scheme and
+	// host), which DiscoverPollEndpoint answers; may be absent.
+	EndpointHeader = "Berth-Endpoint"
+	// PrincipalARNHeader carries the ARN of the authenticated principal (the account's
+	// root, arn:aws:iam::{account}:root, for an account access key; an assumed role for
+	// session credentials), and PrincipalIDHeader its unique id, as STS
+	// GetCallerIdentity answers them.
+	PrincipalARNHeader = "Berth-Principal-Arn"
+	PrincipalIDHeader  = "Berth-Principal-Id"
+)
+
+// Identity is who is calling.
+type Identity struct {
+	// Account is the caller's 12-digit account id.
+	Account string
+	// Region is the region the call is served in, from the SigV4 credential scope.
+	Region string
+	// ContainerInstanceARN is set when the credential acts only for one instance's agent.
+	ContainerInstanceARN string
+	// RequestID is the gateway's request id, for logs; may be empty.
+	RequestID string
+	// Endpoint is the gateway's base URL as the caller reached it (EndpointHeader); may
+	// be empty.
+	Endpoint string
+	// PrincipalARN and PrincipalID are the authenticated principal's ARN and unique id
+	// (PrincipalARNHeader); empty when the gateway sent none.
+	PrincipalARN, PrincipalID string
+}
+
+type ctxKey struct{}
+
+// With returns ctx carrying id.
+func With(ctx context.Context, id Identity) context.Context {
+	return context.WithValue(ctx, ctxKey{}, id)
+}
+
+// From returns the identity in ctx and whether there is one.
+func From(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(ctxKey{}).(Identity)
+	return id, ok
+}
+
+var accountPattern = regexp.MustCompile(`^[0-9]{12}$`)
+
+// regionPattern accepts region names: lowercase words and digits joined by '-' ("us-east-1",
+// "us-gov-west-1", or an operator's own name in the gateway's allow-list), at most 32
+// characters. The gateway checks the name against its allow-list; this check only keeps a
+// malformed header from becoming a key part or an ARN field.
+var regionPattern = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+
+// ValidRegion reports whether r can be a region name (see regionPattern).
+func ValidRegion(r string) bool { return len(r) <= 32 && regionPattern.MatchString(r) }
+
+// Scope returns the (account, region) the identity's calls are served in.
+func (id Identity) Scope() keys.Scope { return keys.Scope{Account: id.Account, Region: id.Region} }
+
+// ErrNoAccount is returned by the interceptor when a call carries no valid account.
+var ErrNoAccount = errors.New("missing or invalid " + AccountHeader + " header")
+
+// ErrNoRegion is returned by the interceptor when a call carries no valid region.
+var ErrNoRegion = errors.New("missing or invalid " + RegionHeader + " header")
+
+// Peer is what the connection itself proved about the caller, before any header is read:
+// the roles of its verified TLS client certificate and whether it presented the admin
+// token. The scheduler's listener puts it in each request's context (WithPeer).
+type Peer struct {
+	// Gateway is set for a client certificate with the gateway role.
+	Gateway bool
+	// Admin is set for a client certificate with the admin role or a valid admin token.
+	Admin bool
+	// Scheduler is set for a client certificate with the scheduler role (another
+	// replica: the log store's peer routes).
+	Scheduler bool
+	// Authenticated is set when the listener checked the connection at all (TLS with
+	// client certificates); false on a plain listener, where nothing is proved.
+	Authenticated bool
+}
+
+type peerKey struct{}
+
+// WithPeer returns ctx carrying p.
+func WithPeer(ctx context.Context, p Peer) context.Context {
+	return context.WithValue(ctx, peerKey{}, p)
+}
+
+// PeerFrom returns the peer in ctx (the zero Peer when none was set).
+func PeerFrom(ctx context.Context) Peer {
+	p, _ := ctx.Value(peerKey{}).(Peer)
+	return p
+}
+
+// ErrNotGateway is returned when identity headers come from a peer without a gateway
+// certificate while the interceptor requires one.
+var ErrNotGateway = errors.New("identity headers are accepted only from a client presenting a gateway certificate")
+
+// Interceptor reads the identity headers of every unary and streaming call into the
+// context, and refuses calls without a valid account or region with CodeUnauthenticated.
+// With RequireGateway it first refuses, with CodePermissionDenied, every call whose peer
+// (PeerFrom) is not a gateway: nobody else may say which account it acts for.
+type Interceptor struct {
+	// RequireGateway makes the identity headers count only from a gateway peer.
+	RequireGateway bool
+}
+
+// check refuses a non-gateway peer when the interceptor requires one.
+func (i Interceptor) check(ctx context.Context) error {
+	if i.RequireGateway && !PeerFrom(ctx).Gateway {
+		return connect.NewError(connect.CodePermissionDenied, ErrNotGateway)
+	}
+	return nil
+}
+
+func identityFrom(h interface{ Get(string) string }) (Identity, error) {
+	id := Identity{
+		Account:              h.Get(AccountHeader),
+		Region:               h.Get(RegionHeader),
+		ContainerInstanceARN: h.Get(ContainerInstanceHeader),
+		RequestID:            h.Get(RequestIDHeader),
+		Endpoint:             h.Get(EndpointHeader),
+		PrincipalARN:         h.Get(PrincipalARNHeader),
+		PrincipalID:          h.Get(PrincipalIDHeader),
+	}
+	if !accountPattern.MatchString(id.Account) {
+		return Identity{}, connect.NewError(connect.CodeUnauthenticated, ErrNoAccount)
+	}
+	if !ValidRegion(id.Region) {
+		return Identity{}, connect.NewError(connect.CodeUnauthenticated, ErrNoRegion)
+	}
+	return id, nil
+}
+
+// WrapUnary implements connect.Interceptor.
+func (i Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if req.Spec().IsClient {
+			return next(ctx, req)
+		}
+		if err := i.check(ctx); err != nil {
+			return nil, err
+		}
+		id, err := identityFrom(req.Header())
+		if err != nil {
+			return nil, err
+		}
+		return next(With(ctx, id), req)
+	}
+}
+
+// WrapStreamingClient implements connect.Interceptor; clients pass through.
+func (Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+// WrapStreamingHandler implements connect.Interceptor.
+func (i Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		if err := i.check(ctx); err != nil {
+			return err
+		}
+		id, err := identityFrom(conn.RequestHeader())
+		if err != nil {
+			return err
+		}
+		return next(With(ctx, id), conn)
+	}
+}

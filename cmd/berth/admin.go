@@ -11,7 +11,7 @@ import (
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
-	"github.com/berthhq/berth/services/gateway/pki"
+	"github.com/berthhq/berth/pkg/pki"
 )
 
 // adminCommand manages accounts and access keys through a scheduler's AdminService.

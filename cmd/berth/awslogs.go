@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berthhq/berth/services/gateway/sigv4client"
+	"github.com/berthhq/berth/pkg/sigv4client"
 )
 
 // awsClient calls AWS JSON 1.1 operations on Berth's gateway, signed with SigV4.

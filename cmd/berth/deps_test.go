@@ -19,14 +19,17 @@ var (
 	etcdAny    = "go.etcd.io/etcd/"
 	etcdServer = "go.etcd.io/etcd/server/"
 	containerd = "github.com/containerd/"
-	// The gateway's server package: an agent only dials the gateway (gateway/h2c,
-	// gateway/sigv4client).
-	gatewayServer = "github.com/berthhq/berth/services/gateway"
+	// The gateway module: an agent only dials the gateway, with the client libraries of
+	// pkg/ (h2c, sigv4client, pki), which both sides import.
+	gatewayModule = "github.com/berthhq/berth/services/gateway"
+	// The scheduler module: neither the agent nor the gateway links the control plane.
+	schedulerModule = "github.com/berthhq/berth/services/scheduler"
 
 	// roleRules are the module split issue 13 asks for: an agent host carries no etcd
-	// (nor the gateway's server), a gateway no containerd client and no etcd server.
+	// and nothing of the gateway or the scheduler, a gateway no containerd client and no
+	// etcd server.
 	roleRules = []roleRule{
-		{pkg: "./berth-agent", forbidden: []string{etcdAny, gatewayServer + "$"}},
+		{pkg: "./berth-agent", forbidden: []string{etcdAny, gatewayModule + "/", gatewayModule + "$", schedulerModule + "/"}},
 		{pkg: "./berth-gateway", forbidden: []string{containerd, etcdServer}},
 	}
 )

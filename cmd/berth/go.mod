@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	connectrpc.com/connect v1.20.0
 	github.com/berthhq/berth/gen v0.0.0
+	github.com/berthhq/berth/pkg v0.0.0
 	github.com/berthhq/berth/services/agent v0.0.0
 	github.com/berthhq/berth/services/gateway v0.0.0
 	github.com/berthhq/berth/services/scheduler v0.0.0
@@ -14,6 +15,12 @@ require (
 	github.com/spf13/cobra v1.10.2
 	go.etcd.io/etcd/client/v3 v3.7.3
 	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/miekg/dns v1.1.73 // indirect
+	github.com/vishvananda/netlink v1.3.1 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
 )
 
 require (
@@ -85,14 +92,14 @@ require (
 	github.com/sasha-s/go-deadlock v0.3.5 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/soheilhy/cmux v0.1.5 // indirect
-	github.com/spf13/pflag v1.0.10 // indirect
+	github.com/spf13/pflag v1.0.10
 	github.com/tmc/grpc-websocket-proxy v0.0.0-20220101234140-673ab2c3ae75 // indirect
 	github.com/xiang90/probing v0.0.0-20221125231312-a49e3df8f510 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
 	go.etcd.io/etcd/api/v3 v3.7.3 // indirect
-	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
+	go.etcd.io/etcd/client/pkg/v3 v3.7.3
 	go.etcd.io/etcd/pkg/v3 v3.7.3 // indirect
-	go.etcd.io/etcd/server/v3 v3.7.3 // indirect
+	go.etcd.io/etcd/server/v3 v3.7.3
 	go.etcd.io/raft/v3 v3.7.0 // indirect
 	go.opencensus.io v0.24.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -126,6 +133,7 @@ require (
 
 replace (
 	github.com/berthhq/berth/gen => ../../gen
+	github.com/berthhq/berth/pkg => ../../pkg
 	github.com/berthhq/berth/services/agent => ../../services/agent
 	github.com/berthhq/berth/services/gateway => ../../services/gateway
 	github.com/berthhq/berth/services/scheduler => ../../services/scheduler

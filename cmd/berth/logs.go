@@ -13,7 +13,7 @@ import (
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
-	"github.com/berthhq/berth/services/gateway/pki"
+	"github.com/berthhq/berth/pkg/pki"
 )
 
 // logsCommand reads a task's container output from the agent that ran it.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/berthhq/berth/services/gateway/pki"
+	"github.com/berthhq/berth/pkg/pki"
 )
 
 // File names `berth tls` writes, as `nomad tls` names its own (nomad-agent-ca.pem, …).

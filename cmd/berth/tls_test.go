@@ -23,7 +23,7 @@ import (
 
 	"github.com/berthhq/berth/cmd/berth/internal/agentcmd"
 	"github.com/berthhq/berth/cmd/berth/internal/gatewaycmd"
-	"github.com/berthhq/berth/services/gateway/pki"
+	"github.com/berthhq/berth/pkg/pki"
 	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	clientv3 "go.etcd.io/etcd/client/v3"

@@ -10,13 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/pkg/identity"
+
 	"connectrpc.com/connect"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
+	"github.com/berthhq/berth/pkg/sigv4client"
 	"github.com/berthhq/berth/services/gateway"
-	"github.com/berthhq/berth/services/gateway/sigv4client"
 )
 
 func agentClient(e *env, key, secret string, extra http.Header) agentv1connect.AgentServiceClient {
@@ -48,7 +50,7 @@ func TestAgentRelay(t *testing.T) {
 
 	// The relay replaces client-sent identity with the credential's, and strips the
 	// signature.
-	forged := http.Header{gateway.AccountHeader: {otherAccount}, gateway.ContainerInstanceHeader: {"arn:forged"}}
+	forged := http.Header{identity.AccountHeader: {otherAccount}, identity.ContainerInstanceHeader: {"arn:forged"}}
 	c := agentClient(e, agentKey, agentSecret, forged)
 	res, err := c.Register(ctx, connect.NewRequest(&agentv1.RegisterRequest{Cluster: "default", HostId: "h1"}))
 	if err != nil {

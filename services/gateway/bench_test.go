@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/pkg/identity"
+
 	"connectrpc.com/connect"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
@@ -50,7 +52,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			start := time.Now()
 			r := connect.NewRequest(req)
-			r.Header().Set(gateway.AccountHeader, devAccount)
+			r.Header().Set(identity.AccountHeader, devAccount)
 			if _, err := client.DescribeContainerInstances(ctx, r); err != nil {
 				b.Fatal(err)
 			}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berthhq/berth/services/gateway"
+	"github.com/berthhq/berth/pkg/identity"
 )
 
 // runAWS runs the AWS CLI against the gateway with the dev credentials and an empty
@@ -107,8 +107,8 @@ func TestAWSCLIRegions(t *testing.T) {
 	if _, stderr, ok := runAWSIn(t, e, "eu-west-1", "ecs", "list-clusters"); !ok {
 		t.Fatalf("list-clusters in eu-west-1: %s", stderr)
 	}
-	if got := e.ecs.lastHeader().Get(gateway.RegionHeader); got != "eu-west-1" {
-		t.Errorf("%s = %q, want eu-west-1", gateway.RegionHeader, got)
+	if got := e.ecs.lastHeader().Get(identity.RegionHeader); got != "eu-west-1" {
+		t.Errorf("%s = %q, want eu-west-1", identity.RegionHeader, got)
 	}
 	_, stderr, ok := runAWSIn(t, e, "xx-nowhere-1", "ecs", "list-clusters")
 	if ok || !strings.Contains(stderr, "(InvalidSignatureException)") ||

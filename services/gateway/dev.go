@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/berthhq/berth/pkg/identity"
+
 	"connectrpc.com/connect"
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
 )
@@ -48,7 +50,7 @@ func (g *Gateway) serveReset(w http.ResponseWriter, r *http.Request, x *exchange
 	ctx, cancel := contextWithTimeout(r, time.Minute)
 	defer cancel()
 	req := connect.NewRequest(&adminv1.ResetStateRequest{})
-	req.Header().Set(RequestIDHeader, x.id)
+	req.Header().Set(identity.RequestIDHeader, x.id)
 	if _, err := g.admin.ResetState(ctx, req); err != nil {
 		g.log.Error("reset failed", "request_id", x.id, "error", err)
 		x.errType = "ServerException"

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/berthhq/berth/pkg/identity"
+
 	"connectrpc.com/connect"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/gateway/awsjson"
@@ -384,7 +386,7 @@ func (op *operation) decode(wire *wireMessage) (proto.Message, error) {
 }
 
 // callWire invokes the operation on the scheduler with the caller's identity headers and
-// the gateway's endpoint as the caller reached it (EndpointHeader), and returns the
+// the gateway's endpoint as the caller reached it (identity.EndpointHeader), and returns the
 // response undecoded; the caller releases it.
 func (g *Gateway) callWire(ctx context.Context, op *operation, in proto.Message, cred sigv4.Credential, requestID, endpoint string) (*wireMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.RequestTimeout)
@@ -392,7 +394,7 @@ func (g *Gateway) callWire(ctx context.Context, op *operation, in proto.Message,
 	req := connect.NewRequest(&message{in})
 	setIdentity(req.Header(), cred, requestID)
 	injectTrace(ctx, req.Header())
-	req.Header().Set(EndpointHeader, endpoint)
+	req.Header().Set(identity.EndpointHeader, endpoint)
 	res, err := op.client.CallUnary(ctx, req)
 	if err != nil {
 		return nil, err
@@ -402,17 +404,17 @@ func (g *Gateway) callWire(ctx context.Context, op *operation, in proto.Message,
 
 // setIdentity replaces any identity headers with the authenticated caller's.
 func setIdentity(h http.Header, cred sigv4.Credential, requestID string) {
-	h.Set(AccountHeader, cred.AccountID)
-	h.Set(RegionHeader, cred.Region)
+	h.Set(identity.AccountHeader, cred.AccountID)
+	h.Set(identity.RegionHeader, cred.Region)
 	if cred.ContainerInstanceARN != "" {
-		h.Set(ContainerInstanceHeader, cred.ContainerInstanceARN)
+		h.Set(identity.ContainerInstanceHeader, cred.ContainerInstanceARN)
 	} else {
-		h.Del(ContainerInstanceHeader)
+		h.Del(identity.ContainerInstanceHeader)
 	}
-	h.Set(RequestIDHeader, requestID)
+	h.Set(identity.RequestIDHeader, requestID)
 	arn, id := principal(cred)
-	h.Set(PrincipalARNHeader, arn)
-	h.Set(PrincipalIDHeader, id)
+	h.Set(identity.PrincipalARNHeader, arn)
+	h.Set(identity.PrincipalIDHeader, id)
 }
 
 // principal returns the ARN and unique id of the credential's principal: its own when the

@@ -14,35 +14,13 @@ import (
 
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
+	"github.com/berthhq/berth/pkg/h2c"
+	"github.com/berthhq/berth/pkg/pki"
 	"github.com/berthhq/berth/services/gateway/awsjson"
 	"github.com/berthhq/berth/services/gateway/failover"
-	"github.com/berthhq/berth/services/gateway/h2c"
-	"github.com/berthhq/berth/services/gateway/pki"
 	"github.com/berthhq/berth/services/gateway/sigv4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-)
-
-// Identity headers the gateway sets on every call to the scheduler. They are the names in
-// the scheduler's caller package (copied, not imported: the gateway does not link the
-// scheduler module).
-const (
-	// AccountHeader carries the caller's 12-digit account id.
-	AccountHeader = "Berth-Account"
-	// RegionHeader carries the region of the request's SigV4 credential scope, which the
-	// scheduler serves the request in.
-	RegionHeader = "Berth-Region"
-	// ContainerInstanceHeader carries the container instance ARN an instance-scoped
-	// credential acts for.
-	ContainerInstanceHeader = "Berth-Container-Instance"
-	// RequestIDHeader carries the gateway's request id.
-	RequestIDHeader = "Berth-Request-Id"
-	// EndpointHeader carries the gateway's base URL as the caller reached it.
-	EndpointHeader = "Berth-Endpoint"
-	// PrincipalARNHeader and PrincipalIDHeader carry the caller's principal ARN and
-	// unique id (STS GetCallerIdentity's Arn and UserId).
-	PrincipalARNHeader = "Berth-Principal-Arn"
-	PrincipalIDHeader  = "Berth-Principal-Id"
 )
 
 // TargetPrefix is the X-Amz-Target prefix of ECS operations.

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/pkg/identity"
+
 	"connectrpc.com/connect"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
@@ -94,7 +96,7 @@ func send(t testing.TB, e *env, req *http.Request) rawResponse {
 }
 
 // TestSDKRegions: the region of the SigV4 scope travels to the scheduler in
-// RegionHeader; one outside the allow-list (default: the public AWS regions, or
+// identity.RegionHeader; one outside the allow-list (default: the public AWS regions, or
 // Config.Regions) is refused with AWS's InvalidSignatureException before any call.
 func TestSDKRegions(t *testing.T) {
 	e := newEnv(t, nil)
@@ -104,8 +106,8 @@ func TestSDKRegions(t *testing.T) {
 		if _, err := c.ListClusters(ctx, &ecs.ListClustersInput{}); err != nil {
 			t.Fatalf("%s: %v", r, err)
 		}
-		if got := e.ecs.lastHeader().Get(gateway.RegionHeader); got != r {
-			t.Errorf("%s = %q, want %s", gateway.RegionHeader, got, r)
+		if got := e.ecs.lastHeader().Get(identity.RegionHeader); got != r {
+			t.Errorf("%s = %q, want %s", identity.RegionHeader, got, r)
 		}
 	}
 	calls := e.ecs.calls()
@@ -140,7 +142,7 @@ func TestSDKClient(t *testing.T) {
 		t.Errorf("clusterArns = %v", list.ClusterArns)
 	}
 	h := e.ecs.lastHeader()
-	if h.Get(gateway.AccountHeader) != devAccount || h.Get(gateway.RequestIDHeader) == "" || h.Get(gateway.ContainerInstanceHeader) != "" {
+	if h.Get(identity.AccountHeader) != devAccount || h.Get(identity.RequestIDHeader) == "" || h.Get(identity.ContainerInstanceHeader) != "" {
 		t.Errorf("identity headers = %v", h)
 	}
 
@@ -288,7 +290,7 @@ func TestInstanceCredentialScope(t *testing.T) {
 		t.Fatalf("SubmitTaskStateChange: %d %s", r.status, r.body)
 	}
 	h := e.ecs.lastHeader()
-	if h.Get(gateway.ContainerInstanceHeader) != instanceARN || h.Get(gateway.AccountHeader) != devAccount {
+	if h.Get(identity.ContainerInstanceHeader) != instanceARN || h.Get(identity.AccountHeader) != devAccount {
 		t.Errorf("identity = %v", h)
 	}
 	r = post(t, e, gateway.TargetPrefix+"ListClusters", `{}`, agentKey, agentSecret)
@@ -301,8 +303,8 @@ func TestClientIdentityHeadersIgnored(t *testing.T) {
 	e := newEnv(t, nil)
 	req, _ := http.NewRequest(http.MethodPost, e.url+"/", strings.NewReader(`{}`))
 	req.Header.Set("X-Amz-Target", gateway.TargetPrefix+"ListClusters")
-	req.Header.Set(gateway.AccountHeader, otherAccount)
-	req.Header.Set(gateway.ContainerInstanceHeader, instanceARN)
+	req.Header.Set(identity.AccountHeader, otherAccount)
+	req.Header.Set(identity.ContainerInstanceHeader, instanceARN)
 	sum := sha256.Sum256([]byte(`{}`))
 	_ = v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: devKey, SecretAccessKey: devSecret}, req, hex.EncodeToString(sum[:]), "ecs", region, time.Now())
 	r := send(t, e, req)
@@ -310,7 +312,7 @@ func TestClientIdentityHeadersIgnored(t *testing.T) {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
 	h := e.ecs.lastHeader()
-	if h.Get(gateway.AccountHeader) != devAccount || h.Get(gateway.ContainerInstanceHeader) != "" {
+	if h.Get(identity.AccountHeader) != devAccount || h.Get(identity.ContainerInstanceHeader) != "" {
 		t.Errorf("client-sent identity reached the scheduler: %v", h)
 	}
 }

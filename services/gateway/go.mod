@@ -11,12 +11,13 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0
 	github.com/aws/smithy-go v1.28.9
 	github.com/berthhq/berth/gen v0.0.0
+	github.com/berthhq/berth/pkg v0.0.0
 	github.com/prometheus/client_golang v1.23.2
 	golang.org/x/time v0.15.0
 	google.golang.org/protobuf v1.36.12
 )
 
-require golang.org/x/sync v0.24.0 // indirect
+require golang.org/x/sync v0.24.0
 
 require (
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
@@ -43,3 +44,5 @@ require (
 )
 
 replace github.com/berthhq/berth/gen => ../../gen
+
+replace github.com/berthhq/berth/pkg => ../../pkg

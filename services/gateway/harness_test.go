@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/pkg/identity"
+
 	"connectrpc.com/connect"
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
@@ -80,7 +82,7 @@ func exception(code connect.Code, typ, msg string) error {
 
 func (s *stubECS) ListClusters(_ context.Context, r *connect.Request[ecsv1.ListClustersRequest]) (*connect.Response[ecsv1.ListClustersResponse], error) {
 	s.record(r.Header())
-	acct := r.Header().Get(gateway.AccountHeader)
+	acct := r.Header().Get(identity.AccountHeader)
 	return connect.NewResponse(&ecsv1.ListClustersResponse{
 		ClusterArns: []string{"arn:aws:ecs:us-east-1:" + acct + ":cluster/default"},
 	}), nil
@@ -94,7 +96,7 @@ func (s *stubECS) CreateCluster(_ context.Context, r *connect.Request[ecsv1.Crea
 	}
 	return connect.NewResponse(&ecsv1.CreateClusterResponse{Cluster: &ecsv1.Cluster{
 		ClusterName:       proto.String(name),
-		ClusterArn:        proto.String("arn:aws:ecs:us-east-1:" + r.Header().Get(gateway.AccountHeader) + ":cluster/" + name),
+		ClusterArn:        proto.String("arn:aws:ecs:us-east-1:" + r.Header().Get(identity.AccountHeader) + ":cluster/" + name),
 		Status:            proto.String("ACTIVE"),
 		RunningTasksCount: 2,
 		Tags:              r.Msg.GetTags(),
@@ -188,7 +190,7 @@ type stubAgent struct {
 func (stubAgent) Register(_ context.Context, r *connect.Request[agentv1.RegisterRequest]) (*connect.Response[agentv1.RegisterResponse], error) {
 	h := r.Header()
 	return connect.NewResponse(&agentv1.RegisterResponse{
-		ClusterArn: fmt.Sprintf("account=%s instance=%s rid=%t auth=%t", h.Get(gateway.AccountHeader), h.Get(gateway.ContainerInstanceHeader), h.Get(gateway.RequestIDHeader) != "", h.Get("Authorization") != ""),
+		ClusterArn: fmt.Sprintf("account=%s instance=%s rid=%t auth=%t", h.Get(identity.AccountHeader), h.Get(identity.ContainerInstanceHeader), h.Get(identity.RequestIDHeader) != "", h.Get("Authorization") != ""),
 	}), nil
 }
 

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/pkg/identity"
+
 	"connectrpc.com/connect"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
@@ -36,9 +38,9 @@ type stubSTS struct {
 func (stubSTS) GetCallerIdentity(_ context.Context, r *connect.Request[stsv1.GetCallerIdentityRequest]) (*connect.Response[stsv1.GetCallerIdentityResponse], error) {
 	h := r.Header()
 	return connect.NewResponse(&stsv1.GetCallerIdentityResponse{
-		Account: aws.String(h.Get(gateway.AccountHeader)),
-		Arn:     aws.String(h.Get(gateway.PrincipalARNHeader)),
-		UserId:  aws.String(h.Get(gateway.PrincipalIDHeader)),
+		Account: aws.String(h.Get(identity.AccountHeader)),
+		Arn:     aws.String(h.Get(identity.PrincipalARNHeader)),
+		UserId:  aws.String(h.Get(identity.PrincipalIDHeader)),
 	}), nil
 }
 

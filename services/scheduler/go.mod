@@ -6,6 +6,8 @@ require (
 	connectrpc.com/connect v1.20.0
 	connectrpc.com/grpchealth v1.5.0
 	connectrpc.com/grpcreflect v1.3.1
+	github.com/berthhq/berth/pkg v0.0.0
+	github.com/miekg/dns v1.1.73
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.etcd.io/etcd/server/v3 v3.7.3
@@ -15,7 +17,6 @@ require (
 
 require (
 	github.com/kylelemons/godebug v1.1.0 // indirect
-	github.com/miekg/dns v1.1.73 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 )
 
@@ -77,3 +78,5 @@ require (
 )
 
 replace github.com/berthhq/berth/gen => ../../gen
+
+replace github.com/berthhq/berth/pkg => ../../pkg

@@ -18,8 +18,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
+	"github.com/berthhq/berth/pkg/h2c"
 	"github.com/berthhq/berth/services/gateway"
-	"github.com/berthhq/berth/services/gateway/h2c"
 	"github.com/berthhq/berth/services/scheduler/app"
 	"github.com/berthhq/berth/services/scheduler/logs/logstore"
 	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"

@@ -14,6 +14,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0
 	github.com/aws/smithy-go v1.28.9
 	github.com/berthhq/berth/gen v0.0.0
+	github.com/berthhq/berth/pkg v0.0.0
 	github.com/berthhq/berth/services/agent v0.0.0
 	github.com/berthhq/berth/services/gateway v0.0.0
 	github.com/berthhq/berth/services/scheduler v0.0.0
@@ -105,6 +106,8 @@ require (
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/tmc/grpc-websocket-proxy v0.0.0-20220101234140-673ab2c3ae75 // indirect
+	github.com/vishvananda/netlink v1.3.1 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
 	github.com/xiang90/probing v0.0.0-20221125231312-a49e3df8f510 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
 	go.etcd.io/etcd/api/v3 v3.7.3 // indirect
@@ -141,6 +144,7 @@ require (
 
 replace (
 	github.com/berthhq/berth/gen => ../../gen
+	github.com/berthhq/berth/pkg => ../../pkg
 	github.com/berthhq/berth/services/agent => ../../services/agent
 	github.com/berthhq/berth/services/gateway => ../../services/gateway
 	github.com/berthhq/berth/services/scheduler => ../../services/scheduler

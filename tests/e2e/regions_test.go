@@ -17,8 +17,8 @@ import (
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
+	"github.com/berthhq/berth/pkg/sigv4client"
 	"github.com/berthhq/berth/services/gateway"
-	"github.com/berthhq/berth/services/gateway/sigv4client"
 	"github.com/berthhq/berth/services/scheduler/ecs/control"
 )
 

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/pkg/identity"
+
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,7 +23,6 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
 	"github.com/berthhq/berth/services/scheduler/app"
-	"github.com/berthhq/berth/services/scheduler/platform/caller"
 	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
 )
 
@@ -71,8 +72,8 @@ func TestHealthAndMetrics(t *testing.T) {
 	// The etcd histogram has a series only once a request went through the
 	// instrumented client; the scheduler's own loops may not have made one yet.
 	req := connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("metrics")})
-	req.Header().Set(caller.AccountHeader, "123456789012")
-	req.Header().Set(caller.RegionHeader, "us-east-1")
+	req.Header().Set(identity.AccountHeader, "123456789012")
+	req.Header().Set(identity.RegionHeader, "us-east-1")
 	if _, err := ecsv1connect.NewEcsServiceClient(srv.Client(), srv.URL).CreateCluster(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}
@@ -141,8 +142,8 @@ func TestReflection(t *testing.T) {
 	// The etcd histogram has a series only once a request went through the
 	// instrumented client; the scheduler's own loops may not have made one yet.
 	req := connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("metrics")})
-	req.Header().Set(caller.AccountHeader, "123456789012")
-	req.Header().Set(caller.RegionHeader, "us-east-1")
+	req.Header().Set(identity.AccountHeader, "123456789012")
+	req.Header().Set(identity.RegionHeader, "us-east-1")
 	if _, err := ecsv1connect.NewEcsServiceClient(srv.Client(), srv.URL).CreateCluster(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}

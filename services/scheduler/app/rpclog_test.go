@@ -10,12 +10,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/berthhq/berth/pkg/identity"
+
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
-	"github.com/berthhq/berth/services/scheduler/platform/caller"
 	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
 )
 
@@ -49,9 +50,9 @@ func TestRPCLogCarriesRequestIdentity(t *testing.T) {
 	defer srv.Close()
 	client := ecsv1connect.NewEcsServiceClient(srv.Client(), srv.URL)
 	req := connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String("bad name!")})
-	req.Header().Set(caller.AccountHeader, "123456789012")
-	req.Header().Set(caller.RegionHeader, "us-east-1")
-	req.Header().Set(caller.RequestIDHeader, "req-42")
+	req.Header().Set(identity.AccountHeader, "123456789012")
+	req.Header().Set(identity.RegionHeader, "us-east-1")
+	req.Header().Set(identity.RequestIDHeader, "req-42")
 	if _, err := client.CreateCluster(context.Background(), req); err == nil {
 		t.Fatal("CreateCluster with an invalid name succeeded")
 	}
@@ -82,8 +83,8 @@ func TestRPCLogNamesClusterAndTask(t *testing.T) {
 	client := ecsv1connect.NewEcsServiceClient(srv.Client(), srv.URL)
 	req := connect.NewRequest(&ecsv1.StopTaskRequest{Cluster: proto.String("arn:aws:ecs:us-east-1:123456789012:cluster/prod"),
 		Task: proto.String("arn:aws:ecs:us-east-1:123456789012:task/prod/0123456789abcdef0123456789abcdef")})
-	req.Header().Set(caller.AccountHeader, "123456789012")
-	req.Header().Set(caller.RegionHeader, "us-east-1")
+	req.Header().Set(identity.AccountHeader, "123456789012")
+	req.Header().Set(identity.RegionHeader, "us-east-1")
 	if _, err := client.StopTask(context.Background(), req); err == nil {
 		t.Fatal("StopTask of an unknown task in an unknown cluster succeeded")
 	}

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/berthhq/berth/pkg/identity"
+
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -19,7 +21,6 @@ import (
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/gateway"
-	"github.com/berthhq/berth/services/scheduler/platform/caller"
 )
 
 // fakeAgent is a scripted agent: it registers an instance with a fixed capacity, holds a
@@ -52,8 +53,8 @@ func (f *fakeAgent) register(ctx context.Context) error {
 		VersionInfo:  &ecsv1.VersionInfo{AgentVersion: proto.String("bench"), DockerVersion: proto.String("none")},
 		RuntimeReady: true,
 	})
-	req.Header().Set(caller.AccountHeader, f.account)
-	req.Header().Set(caller.RegionHeader, region)
+	req.Header().Set(identity.AccountHeader, f.account)
+	req.Header().Set(identity.RegionHeader, region)
 	resp, err := f.client.Register(ctx, req)
 	if err != nil {
 		return fmt.Errorf("register %s: %w", f.hostID, err)
@@ -70,8 +71,8 @@ func (f *fakeAgent) run(ctx context.Context, heartbeat time.Duration, up func())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st := f.client.Session(ctx)
-	st.RequestHeader().Set(caller.AccountHeader, f.account)
-	st.RequestHeader().Set(caller.RegionHeader, region)
+	st.RequestHeader().Set(identity.AccountHeader, f.account)
+	st.RequestHeader().Set(identity.RegionHeader, region)
 	var mu sync.Mutex
 	send := func(m *agentv1.SessionRequest) error {
 		mu.Lock()

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/berthhq/berth/pkg/identity"
+
 	"connectrpc.com/connect"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
@@ -21,7 +23,6 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
 	"github.com/berthhq/berth/services/gateway"
-	"github.com/berthhq/berth/services/scheduler/platform/caller"
 )
 
 // Placement through the production path: the figures issue 13 asks for beside the
@@ -69,8 +70,8 @@ func placementPathFigures(ctx context.Context, s *stack, o options, reporting bo
 	client := ecsv1connect.NewEcsServiceClient(gateway.NewH2CClient(), s.schedURL)
 	runTask := func(ctx context.Context) (int, error) {
 		req := connect.NewRequest(&ecsv1.RunTaskRequest{Cluster: proto.String(cluster), TaskDefinition: proto.String(td), Count: proto.Int32(placeCount)})
-		req.Header().Set(caller.AccountHeader, account)
-		req.Header().Set(caller.RegionHeader, region) // the gateway sends the SigV4 scope's region
+		req.Header().Set(identity.AccountHeader, account)
+		req.Header().Set(identity.RegionHeader, region) // the gateway sends the SigV4 scope's region
 		resp, err := client.RunTask(ctx, req)
 		if err != nil {
 			return 0, err

@@ -18,11 +18,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
+	"github.com/berthhq/berth/pkg/pki"
+	"github.com/berthhq/berth/pkg/sigv4client"
 	"github.com/berthhq/berth/services/agent"
 	"github.com/berthhq/berth/services/agent/containerdproc"
 	"github.com/berthhq/berth/services/agent/network"
-	"github.com/berthhq/berth/services/gateway/pki"
-	"github.com/berthhq/berth/services/gateway/sigv4client"
 )
 
 // Command returns the agent command named use ("agent" under berth, "berth-agent" as a

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/berthhq/berth/services/gateway/h2c"
-	"github.com/berthhq/berth/services/gateway/pki"
+	"github.com/berthhq/berth/pkg/h2c"
+	"github.com/berthhq/berth/pkg/pki"
 )
 
 // AddTLSFlags registers --tls-ca, --tls-cert and --tls-key (defaults from BERTH_TLS_CA,

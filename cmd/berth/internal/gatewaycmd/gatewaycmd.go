@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
+	"github.com/berthhq/berth/pkg/h2c"
+	"github.com/berthhq/berth/pkg/pki"
 	"github.com/berthhq/berth/services/gateway"
-	"github.com/berthhq/berth/services/gateway/h2c"
-	"github.com/berthhq/berth/services/gateway/pki"
 )
 
 // Command returns the gateway command named use ("gateway" under berth, "berth-gateway"

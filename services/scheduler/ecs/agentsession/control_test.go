@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/pkg/identity"
+
 	"connectrpc.com/connect"
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
@@ -45,8 +47,8 @@ func TestEndToEndWithControl(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := connect.NewRequest(&agentv1.RegisterRequest{Cluster: "e2e", HostId: "host-a", RuntimeReady: true, Resources: control.Resources(2048, 2048, nil, nil)})
-	reg.Header().Set(caller.AccountHeader, acct)
-	reg.Header().Set(caller.RegionHeader, "us-east-1")
+	reg.Header().Set(identity.AccountHeader, acct)
+	reg.Header().Set(identity.RegionHeader, "us-east-1")
 	rr, err := client.Register(context.Background(), reg)
 	if err != nil {
 		t.Fatal(err)
@@ -56,8 +58,8 @@ func TestEndToEndWithControl(t *testing.T) {
 	sctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	st := client.Session(sctx)
-	st.RequestHeader().Set(caller.AccountHeader, acct)
-	st.RequestHeader().Set(caller.RegionHeader, "us-east-1")
+	st.RequestHeader().Set(identity.AccountHeader, acct)
+	st.RequestHeader().Set(identity.RegionHeader, "us-east-1")
 	if err := st.Send(&agentv1.SessionRequest{Message: &agentv1.SessionRequest_Hello{Hello: &agentv1.Hello{ContainerInstanceArn: ciARN}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/pkg/identity"
+
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
@@ -56,8 +58,8 @@ func TestAgentsInTwoRegions(t *testing.T) {
 	}
 	open := func(region, ciARN string) (*connect.BidiStreamForClient[agentv1.SessionRequest, agentv1.SessionResponse], chan *agentv1.SessionResponse) {
 		st := client.Session(sctx)
-		st.RequestHeader().Set(caller.AccountHeader, acct)
-		st.RequestHeader().Set(caller.RegionHeader, region)
+		st.RequestHeader().Set(identity.AccountHeader, acct)
+		st.RequestHeader().Set(identity.RegionHeader, region)
 		if err := st.Send(&agentv1.SessionRequest{Message: &agentv1.SessionRequest_Hello{Hello: &agentv1.Hello{ContainerInstanceArn: ciARN}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -87,8 +89,8 @@ func TestAgentsInTwoRegions(t *testing.T) {
 			t.Fatal(err)
 		}
 		reg := connect.NewRequest(&agentv1.RegisterRequest{Cluster: "shared", HostId: "same-host", RuntimeReady: true, Resources: control.Resources(2048, 2048, nil, nil)})
-		reg.Header().Set(caller.AccountHeader, acct)
-		reg.Header().Set(caller.RegionHeader, region)
+		reg.Header().Set(identity.AccountHeader, acct)
+		reg.Header().Set(identity.RegionHeader, region)
 		rr, err := client.Register(context.Background(), reg)
 		if err != nil {
 			t.Fatalf("register in %s: %v", region, err)

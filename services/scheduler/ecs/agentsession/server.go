@@ -91,7 +91,7 @@ type CredentialIssuer interface {
 // (on the caller's instance when its credential is instance-scoped) through
 // Config.Credentials.
 func (s *Server) GetTaskCredentials(ctx context.Context, req *connect.Request[agentv1.GetTaskCredentialsRequest]) (*connect.Response[agentv1.GetTaskCredentialsResponse], error) {
-	id, err := identity(ctx)
+	id, err := callerOf(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +181,8 @@ func (s *Server) Connected(instanceID string) (time.Time, bool) {
 	return time.Unix(0, ss.lastHeard.Load()), true
 }
 
-func identity(ctx context.Context) (caller.Identity, error) {
+// callerOf returns the caller of an agent call, refusing one without an account or region.
+func callerOf(ctx context.Context) (caller.Identity, error) {
 	id, ok := caller.From(ctx)
 	if !ok || id.Account == "" {
 		return caller.Identity{}, connect.NewError(connect.CodeUnauthenticated, caller.ErrNoAccount)
@@ -199,7 +200,7 @@ var errScope = errors.New("credential is scoped to another container instance")
 // An instance-scoped credential may only refresh its own instance's registration: the
 // host must already map to that instance. Errors are ECS exceptions at the boundary.
 func (s *Server) Register(ctx context.Context, req *connect.Request[agentv1.RegisterRequest]) (*connect.Response[agentv1.RegisterResponse], error) {
-	id, err := identity(ctx)
+	id, err := callerOf(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +270,7 @@ func instanceID(ref string) string {
 // change. The session ends when the agent goes silent for HeartbeatTimeout, when the
 // same instance opens a newer session on this replica, or when the stream breaks.
 func (s *Server) Session(ctx context.Context, stream *connect.BidiStream[agentv1.SessionRequest, agentv1.SessionResponse]) error {
-	id, err := identity(ctx)
+	id, err := callerOf(ctx)
 	if err != nil {
 		return err
 	}

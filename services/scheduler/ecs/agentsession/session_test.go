@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/pkg/identity"
+
 	"connectrpc.com/connect"
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
@@ -118,10 +120,10 @@ func (h *harness) connect(t *testing.T, scope string) *agent {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := agentv1connect.NewAgentServiceClient(h.http, h.url)
 	st := c.Session(ctx)
-	st.RequestHeader().Set(caller.AccountHeader, acct)
-	st.RequestHeader().Set(caller.RegionHeader, "us-east-1")
+	st.RequestHeader().Set(identity.AccountHeader, acct)
+	st.RequestHeader().Set(identity.RegionHeader, "us-east-1")
 	if scope != "" {
-		st.RequestHeader().Set(caller.ContainerInstanceHeader, scope)
+		st.RequestHeader().Set(identity.ContainerInstanceHeader, scope)
 	}
 	a := &agent{t: t, stream: st, in: make(chan *agentv1.SessionResponse, 64), done: make(chan error, 1), cancel: cancel}
 	if err := st.Send(&agentv1.SessionRequest{Message: &agentv1.SessionRequest_Hello{Hello: &agentv1.Hello{ContainerInstanceArn: instARN}}}); err != nil {
@@ -362,17 +364,17 @@ func TestRegisterScope(t *testing.T) {
 	h := newHarness(t, Config{})
 	c := agentv1connect.NewAgentServiceClient(h.http, h.url)
 	req := connect.NewRequest(&agentv1.RegisterRequest{Cluster: cluster, HostId: "host-1"})
-	req.Header().Set(caller.AccountHeader, acct)
-	req.Header().Set(caller.RegionHeader, "us-east-1")
+	req.Header().Set(identity.AccountHeader, acct)
+	req.Header().Set(identity.RegionHeader, "us-east-1")
 	resp, err := c.Register(context.Background(), req)
 	if err != nil || resp.Msg.GetContainerInstance().GetContainerInstanceArn() != instARN {
 		t.Fatalf("register: %v %v", resp, err)
 	}
 	// A scoped credential for a host that maps to no instance is refused.
 	req = connect.NewRequest(&agentv1.RegisterRequest{Cluster: cluster, HostId: "host-2"})
-	req.Header().Set(caller.AccountHeader, acct)
-	req.Header().Set(caller.RegionHeader, "us-east-1")
-	req.Header().Set(caller.ContainerInstanceHeader, instARN)
+	req.Header().Set(identity.AccountHeader, acct)
+	req.Header().Set(identity.RegionHeader, "us-east-1")
+	req.Header().Set(identity.ContainerInstanceHeader, instARN)
 	if _, err := c.Register(context.Background(), req); connect.CodeOf(err) != connect.CodePermissionDenied {
 		t.Fatalf("scoped register of an unknown host: %v", err)
 	}

@@ -23,7 +23,7 @@ func Handle[Req, Resp any](ctx context.Context, log *slog.Logger, req *connect.R
 	}
 	if id.Region == "" {
 		// Every resource lives in a region; a call without one would silently land in
-		// some default. The gateway always sends it (caller.RegionHeader).
+		// some default. The gateway always sends it (identity.RegionHeader).
 		return nil, awserr.ToConnect(awserr.New("AccessDeniedException", "The request carries no region."))
 	}
 	var msg *Req

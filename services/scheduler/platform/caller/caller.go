@@ -12,33 +12,11 @@ import (
 	"errors"
 	"regexp"
 
+	"github.com/berthhq/berth/pkg/identity"
+
 	"connectrpc.com/connect"
 
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
-)
-
-// Header names the gateway sets on every internal call.
-const (
-	// AccountHeader carries the 12-digit account id of the caller.
-	AccountHeader = "Berth-Account"
-	// RegionHeader carries the region of the request's SigV4 credential scope (e.g.
-	// "eu-west-1"), which the gateway has checked against its allow-list. Every ECS
-	// resource lives in one (account, region); see keys.Scope.
-	RegionHeader = "Berth-Region"
-	// ContainerInstanceHeader carries the container instance ARN an agent credential is
-	// scoped to; absent for account-wide credentials.
-	ContainerInstanceHeader = "Berth-Container-Instance"
-	// RequestIDHeader carries the gateway's request id for logs.
-	RequestIDHeader = "Berth-Request-Id"
-	// EndpointHeader carries the base URL the caller reached the gateway at (scheme and
-	// host), which DiscoverPollEndpoint answers; may be absent.
-	EndpointHeader = "Berth-Endpoint"
-	// PrincipalARNHeader carries the ARN of the authenticated principal (the account's
-	// root, arn:aws:iam::{account}:root, for an account access key; an assumed role for
-	// session credentials), and PrincipalIDHeader its unique id, as STS
-	// GetCallerIdentity answers them.
-	PrincipalARNHeader = "Berth-Principal-Arn"
-	PrincipalIDHeader  = "Berth-Principal-Id"
 )
 
 // Identity is who is calling.
@@ -51,11 +29,11 @@ type Identity struct {
 	ContainerInstanceARN string
 	// RequestID is the gateway's request id, for logs; may be empty.
 	RequestID string
-	// Endpoint is the gateway's base URL as the caller reached it (EndpointHeader); may
+	// Endpoint is the gateway's base URL as the caller reached it (identity.EndpointHeader); may
 	// be empty.
 	Endpoint string
 	// PrincipalARN and PrincipalID are the authenticated principal's ARN and unique id
-	// (PrincipalARNHeader); empty when the gateway sent none.
+	// (identity.PrincipalARNHeader); empty when the gateway sent none.
 	PrincipalARN, PrincipalID string
 }
 
@@ -87,10 +65,10 @@ func ValidRegion(r string) bool { return len(r) <= 32 && regionPattern.MatchStri
 func (id Identity) Scope() keys.Scope { return keys.Scope{Account: id.Account, Region: id.Region} }
 
 // ErrNoAccount is returned by the interceptor when a call carries no valid account.
-var ErrNoAccount = errors.New("missing or invalid " + AccountHeader + " header")
+var ErrNoAccount = errors.New("missing or invalid " + identity.AccountHeader + " header")
 
 // ErrNoRegion is returned by the interceptor when a call carries no valid region.
-var ErrNoRegion = errors.New("missing or invalid " + RegionHeader + " header")
+var ErrNoRegion = errors.New("missing or invalid " + identity.RegionHeader + " header")
 
 // Peer is what the connection itself proved about the caller, before any header is read:
 // the roles of its verified TLS client certificate and whether it presented the admin
@@ -144,13 +122,13 @@ func (i Interceptor) check(ctx context.Context) error {
 
 func identityFrom(h interface{ Get(string) string }) (Identity, error) {
 	id := Identity{
-		Account:              h.Get(AccountHeader),
-		Region:               h.Get(RegionHeader),
-		ContainerInstanceARN: h.Get(ContainerInstanceHeader),
-		RequestID:            h.Get(RequestIDHeader),
-		Endpoint:             h.Get(EndpointHeader),
-		PrincipalARN:         h.Get(PrincipalARNHeader),
-		PrincipalID:          h.Get(PrincipalIDHeader),
+		Account:              h.Get(identity.AccountHeader),
+		Region:               h.Get(identity.RegionHeader),
+		ContainerInstanceARN: h.Get(identity.ContainerInstanceHeader),
+		RequestID:            h.Get(identity.RequestIDHeader),
+		Endpoint:             h.Get(identity.EndpointHeader),
+		PrincipalARN:         h.Get(identity.PrincipalARNHeader),
+		PrincipalID:          h.Get(identity.PrincipalIDHeader),
 	}
 	if !accountPattern.MatchString(id.Account) {
 		return Identity{}, connect.NewError(connect.CodeUnauthenticated, ErrNoAccount)

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/berthhq/berth/pkg/identity"
+
 	"connectrpc.com/connect"
 )
 
@@ -25,8 +27,8 @@ func TestIdentityNeedsRegion(t *testing.T) {
 		{"12345", "eu-west-1", ErrNoAccount},
 	} {
 		h := http.Header{}
-		h.Set(AccountHeader, tc.account)
-		h.Set(RegionHeader, tc.region)
+		h.Set(identity.AccountHeader, tc.account)
+		h.Set(identity.RegionHeader, tc.region)
 		id, err := identityFrom(h)
 		switch {
 		case tc.want == nil && (err != nil || id.Scope().Region != tc.region || id.Scope().Account != tc.account):

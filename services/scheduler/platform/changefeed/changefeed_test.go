@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/pkg/identity"
+
 	"connectrpc.com/connect"
 
 	consolev1 "github.com/berthhq/berth/gen/berth/console/v1"
@@ -42,8 +44,8 @@ func TestWatchChanges(t *testing.T) {
 	}
 
 	req := connect.NewRequest(&consolev1.WatchChangesRequest{CoalesceMillis: 200})
-	req.Header().Set(caller.AccountHeader, "111111111111")
-	req.Header().Set(caller.RegionHeader, "eu-west-1")
+	req.Header().Set(identity.AccountHeader, "111111111111")
+	req.Header().Set(identity.RegionHeader, "eu-west-1")
 	stream, err := client.WatchChanges(ctx, req)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package sigv4client_test
+package sigv4_test
 
 import (
 	"context"
@@ -8,11 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berthhq/berth/pkg/sigv4client"
 	"github.com/berthhq/berth/services/gateway/sigv4"
-	"github.com/berthhq/berth/services/gateway/sigv4client"
 )
 
-func TestTransportSignsForTheVerifier(t *testing.T) {
+// TestVerifierAcceptsSigv4client checks the two sides of the agent's credential against
+// each other: what pkg/sigv4client signs, the gateway's verifier accepts, and a wrong
+// secret it refuses.
+func TestVerifierAcceptsSigv4client(t *testing.T) {
 	v, err := sigv4.New(sigv4.Options{Service: "ecs", Resolver: sigv4.ResolverFunc(
 		func(_ context.Context, id string) (sigv4.Credential, error) {
 			if id != "AKIAAGENT" {

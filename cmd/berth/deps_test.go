@@ -19,6 +19,8 @@ var (
 	etcdAny    = "go.etcd.io/etcd/"
 	etcdServer = "go.etcd.io/etcd/server/"
 	containerd = "github.com/containerd/"
+	testkit    = "github.com/berthhq/berth/testkit/"
+	etcdTest   = "github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	// The gateway module: an agent only dials the gateway, with the client libraries of
 	// pkg/ (h2c, sigv4client, pki), which both sides import.
 	gatewayModule = "github.com/berthhq/berth/services/gateway"
@@ -27,10 +29,13 @@ var (
 
 	// roleRules are the module split issue 13 asks for: an agent host carries no etcd
 	// and nothing of the gateway or the scheduler, a gateway no containerd client and no
-	// etcd server.
+	// etcd server; no binary links the test harness.
 	roleRules = []roleRule{
-		{pkg: "./berth-agent", forbidden: []string{etcdAny, gatewayModule + "/", gatewayModule + "$", schedulerModule + "/"}},
-		{pkg: "./berth-gateway", forbidden: []string{containerd, etcdServer}},
+		{pkg: "./berth-agent", forbidden: []string{etcdAny, gatewayModule + "/", gatewayModule + "$", schedulerModule + "/", testkit}},
+		{pkg: "./berth-gateway", forbidden: []string{containerd, etcdServer, testkit}},
+		// No binary links the test harness (testkit, etcdembed's etcdtest): `berth image
+		// demo` packs its image with pkg/demoimage.
+		{pkg: ".", forbidden: []string{testkit, etcdTest}},
 	}
 )
 
@@ -84,13 +89,17 @@ func TestRoleBinariesLinkOnlyTheirRole(t *testing.T) {
 }
 
 // TestRoleRulesCatchTheAllInOne is the check's own check: the all-in-one berth links
-// everything, so each rule applied to it must report violations. If it reports none, the
-// rule's prefixes no longer match the packages they are meant to keep out.
+// every role, so each rule applied to it must report violations. If it reports none, the
+// rule's prefixes no longer match the packages they are meant to keep out. The test
+// harness, which no binary links, is checked against the packages of the harness itself
+// (testkit's test image, etcdtest) instead.
 func TestRoleRulesCatchTheAllInOne(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("the go command is not on PATH; this test runs `go list -deps`")
 	}
 	all := deps(t, ".")
+	all = append(all, deps(t, testkit+"testimage")...)
+	all = append(all, deps(t, etcdTest)...)
 	for _, r := range roleRules {
 		for _, f := range r.forbidden {
 			if len(violations(all, []string{f})) == 0 {

@@ -9,7 +9,6 @@ require (
 	github.com/berthhq/berth/services/agent v0.0.0
 	github.com/berthhq/berth/services/gateway v0.0.0
 	github.com/berthhq/berth/services/scheduler v0.0.0
-	github.com/berthhq/berth/testkit v0.0.0
 	github.com/google/go-containerregistry v0.22.1
 	github.com/prometheus/client_golang v1.23.2
 	github.com/spf13/cobra v1.10.2
@@ -18,6 +17,7 @@ require (
 )
 
 require (
+	github.com/berthhq/berth/testkit v0.0.0 // indirect
 	github.com/miekg/dns v1.1.73 // indirect
 	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect

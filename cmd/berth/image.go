@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
-	"github.com/berthhq/berth/testkit/testimage"
+	"github.com/berthhq/berth/pkg/demoimage"
 )
 
 func imageCommand() *cobra.Command {
@@ -72,7 +72,7 @@ func imageDemoCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("read the demo program (run `make build` first): %w", err)
 			}
-			img, err := testimage.FromBinary(bin, runtime.GOARCH)
+			img, err := demoimage.Pack(bin, runtime.GOARCH)
 			if err != nil {
 				return err
 			}

@@ -22,7 +22,7 @@ import (
 	"github.com/berthhq/berth/services/gateway"
 	"github.com/berthhq/berth/services/scheduler/app"
 	"github.com/berthhq/berth/services/scheduler/logs/logstore"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/tests/e2e/harness"
 )
 
@@ -56,7 +56,7 @@ func startAPIStack(t *testing.T, accounts ...string) *apiStack {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	logStore, err := logstore.Open(logstore.Config{Dir: t.TempDir(), NoSync: true})
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
 	"github.com/berthhq/berth/services/scheduler/admin"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
@@ -22,7 +22,7 @@ import (
 // newClient serves the admin service over HTTP, as the gateway and `berth admin` reach it.
 func newClient(t *testing.T, opts admin.Options) (adminv1connect.AdminServiceClient, *bytes.Buffer, *admin.Service) {
 	t.Helper()
-	kv := etcdembed.StartForTest(t)
+	kv := etcdtest.Start(t)
 	var logs bytes.Buffer
 	svc := admin.New(kv, slog.New(slog.NewTextHandler(&logs, nil)), opts)
 	mux := http.NewServeMux()
@@ -128,7 +128,7 @@ func TestAccountsAndKeys(t *testing.T) {
 
 func TestResetState(t *testing.T) {
 	ctx := context.Background()
-	kv := etcdembed.StartForTest(t)
+	kv := etcdtest.Start(t)
 	put := func(k string) {
 		if _, err := kv.Put(ctx, k, "x"); err != nil {
 			t.Fatal(err)

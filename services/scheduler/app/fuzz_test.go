@@ -19,7 +19,7 @@ import (
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 )
 
 // fuzzProcedures are the AdminService and AgentService calls the fuzzer feeds, with the
@@ -42,7 +42,7 @@ var fuzzProcedures = []struct{ path, contentType string }{
 // procedures, authenticated (admin token, an instance-scoped identity), and checks that
 // no input panics a handler and every call gets an answer.
 func FuzzAdminAndAgentInput(f *testing.F) {
-	cli := etcdembed.StartForTest(f)
+	cli := etcdtest.Start(f)
 	a, err := New(Config{Etcd: cli, HeartbeatTimeout: time.Second})
 	if err != nil {
 		f.Fatal(err)
@@ -100,7 +100,7 @@ func FuzzAdminAndAgentInput(f *testing.F) {
 // (heartbeats, task state reports, acks, a second Hello). No input may panic the replica
 // or leave the stream without an answer.
 func FuzzAgentSession(f *testing.F) {
-	cli := etcdembed.StartForTest(f)
+	cli := etcdtest.Start(f)
 	a, err := New(Config{Etcd: cli, HeartbeatTimeout: time.Second})
 	if err != nil {
 		f.Fatal(err)

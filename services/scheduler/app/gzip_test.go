@@ -10,13 +10,13 @@ import (
 	"connectrpc.com/connect"
 
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 )
 
 // The replica gzips no response by default, though its clients (the gateway, agents)
 // accept gzip, and gzips responses from GzipMinBytes on when that is set.
 func TestResponseCompression(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	for _, tc := range []struct {
 		minBytes int
 		want     string // the response's Content-Encoding

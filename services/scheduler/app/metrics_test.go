@@ -23,13 +23,13 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
 	"github.com/berthhq/berth/services/scheduler/app"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 )
 
 // TestHealthAndMetrics runs one replica until it leads, then checks the health service
 // (the leader name turns SERVING), gRPC reflection, and /metrics.
 func TestHealthAndMetrics(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	reg := prometheus.NewRegistry()
 	a, err := app.New(app.Config{Etcd: cli, Registry: reg, LeaderTTL: 2 * time.Second})
 	if err != nil {
@@ -99,7 +99,7 @@ func TestHealthAndMetrics(t *testing.T) {
 // TestReflection lists the services through gRPC reflection with grpc-go's own client
 // over h2c, as grpcurl and buf curl do.
 func TestReflection(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	a, err := app.New(app.Config{Etcd: cli})
 	if err != nil {
 		t.Fatal(err)

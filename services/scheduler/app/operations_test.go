@@ -14,7 +14,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ecs/control"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
 	"github.com/berthhq/berth/services/scheduler/platform/caller"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 )
 
 var updateOperations = flag.Bool("update-operations", false, "rewrite docs/ecs-operations.md from control.Operations")
@@ -50,7 +50,7 @@ func modelOperations(t *testing.T) []string {
 // control.UnsupportedMessage builds for them.
 func servedUnsupported(t *testing.T) map[string]bool {
 	t.Helper()
-	a, err := New(Config{Etcd: etcdembed.StartForTest(t)})
+	a, err := New(Config{Etcd: etcdtest.Start(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

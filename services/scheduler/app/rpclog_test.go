@@ -17,7 +17,7 @@ import (
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 )
 
 type syncBuffer struct {
@@ -42,7 +42,7 @@ func (s *syncBuffer) String() string {
 // gateway's access log into the scheduler's.
 func TestRPCLogCarriesRequestIdentity(t *testing.T) {
 	var logs syncBuffer
-	a, err := New(Config{Etcd: etcdembed.StartForTest(t), Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	a, err := New(Config{Etcd: etcdtest.Start(t), Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestRPCLogCarriesRequestIdentity(t *testing.T) {
 // StopTask of an unknown task, refused, in a named cluster).
 func TestRPCLogNamesClusterAndTask(t *testing.T) {
 	var logs syncBuffer
-	a, err := New(Config{Etcd: etcdembed.StartForTest(t), Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	a, err := New(Config{Etcd: etcdtest.Start(t), Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

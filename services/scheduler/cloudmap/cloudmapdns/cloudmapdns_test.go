@@ -12,7 +12,7 @@ import (
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/cloudmap"
 	"github.com/berthhq/berth/services/scheduler/cloudmap/cloudmapdns"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 )
 
@@ -74,7 +74,7 @@ func aRecords(m *dns.Msg) ([]string, uint32) {
 func TestServerFollowsCloudMap(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	etcd := etcdembed.StartForTest(t)
+	etcd := etcdtest.Start(t)
 	reg := cloudmap.NewRegistry(etcd, nil)
 	mine := keys.Scope{Account: "111111111111", Region: "us-east-1"}
 	other := keys.Scope{Account: "222222222222", Region: "us-east-1"}

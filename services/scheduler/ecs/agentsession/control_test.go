@@ -16,7 +16,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ecs/control"
 	"github.com/berthhq/berth/services/scheduler/ecs/placement"
 	"github.com/berthhq/berth/services/scheduler/platform/caller"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -25,7 +25,7 @@ var _ Control = (*control.Server)(nil)
 // The end-to-end slice over real control: Register, Session, RunTask → assignment →
 // ack → RUNNING → StopTask → stop order → STOPPED.
 func TestEndToEndWithControl(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	p := placement.NewPlacer(cli, nil)
 	defer p.Close()
 	ctl := control.New(control.Config{KV: cli, Placer: p})

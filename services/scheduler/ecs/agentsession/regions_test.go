@@ -19,7 +19,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ecs/control"
 	"github.com/berthhq/berth/services/scheduler/ecs/placement"
 	"github.com/berthhq/berth/services/scheduler/platform/caller"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 )
 
 // regionAgent is one agent's session in one region, over the real Connect handler.
@@ -34,7 +34,7 @@ type regionAgent struct {
 // that region's agent only, and an agent cannot open a session, signed for one region,
 // on the instance of another.
 func TestAgentsInTwoRegions(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	p := placement.NewPlacer(cli, nil)
 	defer p.Close()
 	ctl := control.New(control.Config{KV: cli, Placer: p})

@@ -9,7 +9,7 @@ import (
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 	"google.golang.org/protobuf/proto"
@@ -76,7 +76,7 @@ func TestTaskSubnetRoutes(t *testing.T) {
 // each hears of a change of the routes (not of other instance writes) and the watch
 // stops with its last session.
 func TestRouteWatchShared(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := context.Background()
 	put := func(id, subnet, addr string, running int32) {
 		t.Helper()

@@ -17,7 +17,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/platform/caller"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 	"google.golang.org/protobuf/proto"
@@ -74,7 +74,7 @@ func TestManySessions(t *testing.T) {
 	if n <= 0 {
 		n = 200
 	}
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := context.Background()
 	const cl = "scale"
 	arnOf := func(i int) string {

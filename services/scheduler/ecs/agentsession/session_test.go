@@ -18,7 +18,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/platform/caller"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -81,7 +81,7 @@ type harness struct {
 
 func newHarness(t *testing.T, cfg Config) *harness {
 	t.Helper()
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctl := &fakeControl{}
 	cfg.Etcd, cfg.Control = cli, ctl
 	if cfg.Logger == nil {

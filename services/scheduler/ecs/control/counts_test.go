@@ -14,7 +14,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/ecs/task"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
@@ -138,7 +138,7 @@ func layout2(t *testing.T, cli *clientv3.Client) (*env, *ecsv1.ContainerInstance
 // nothing deletes again: the instance and the cluster count a stopped task as running
 // for good (and one pending task less).
 func TestMigrateCountsRacingReplicaLeavesNoRunningKey(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := context.Background()
 	e, ci, tasks := layout2(t, cli)
 
@@ -194,7 +194,7 @@ func TestMigrateCountsRacingReplicaLeavesNoRunningKey(t *testing.T) {
 // so MigrateCounts runs again (a whole task scan) while replicas serve, with the race
 // above, and on every later start until some run completes.
 func TestMigrateLayoutDoesNotLowerLayout(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := context.Background()
 	b := &hookKV{KV: cli}
 	done := false

@@ -12,7 +12,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/ecs/task"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
@@ -22,7 +22,7 @@ import (
 // that keys.MigrateLayout brings all of it back: clusters with their counters, the
 // revision counter, instances, tasks and their indexes, inbox entries and settings.
 func TestMigrateLayoutFromBuildsWithoutRegions(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := context.Background()
 	e := (&env{t: t, s: New(Config{KV: cli})}).scoped(newAccount(), "us-east-1")
 	e.createCluster("old")
@@ -94,7 +94,7 @@ func TestMigrateLayoutFromBuildsWithoutRegions(t *testing.T) {
 // back: the instance's and the cluster's counts, and a task starting afterwards still
 // leaves the instance record alone.
 func TestMigrateCountsFromLayout2(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := context.Background()
 	e, ci, tasks := layout2(t, cli)
 	instKey := keys.Instance(e.sc, "two", instanceID(ci.GetContainerInstanceArn()))

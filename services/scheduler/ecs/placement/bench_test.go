@@ -15,7 +15,7 @@ import (
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 	"google.golang.org/protobuf/proto"
@@ -46,7 +46,7 @@ func BenchmarkPlaceEightInFlight(b *testing.B) {
 func benchPlace(b *testing.B, inFlight int) {
 	for _, strat := range []string{"random", "spread", "binpack"} {
 		b.Run(strat, func(b *testing.B) {
-			cli := etcdembed.StartForTest(b)
+			cli := etcdtest.Start(b)
 			const n = 1000
 			for i := range n {
 				putInstance(b, cli, "bench", fmt.Sprintf("i%04d", i), 1<<20, 1<<20, map[string]string{"zone": "z" + strconv.Itoa(i%3)})

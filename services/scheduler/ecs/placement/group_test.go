@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
@@ -31,7 +31,7 @@ func groupCommit(cluster string, d Demand, seq *int64, mu *sync.Mutex) GroupComm
 // their instances changed meanwhile) never over-commit, and each instance record holds exactly its
 // tasks' reservations; a hook's error fails the group and writes nothing.
 func TestPlaceGroup(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := context.Background()
 	p := NewPlacer(cli, nil)
 	defer p.Close()

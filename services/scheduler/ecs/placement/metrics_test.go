@@ -7,11 +7,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 )
 
 func TestMetricsCountPlacementsAndFailures(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	putInstance(t, cli, "m", "i0001", 1024, 1024, nil)
 	m := NewMetrics(prometheus.NewRegistry())
 	p := NewPlacer(cli, nil, WithMetrics(m))

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -133,7 +133,7 @@ var pipelineDemand = Demand{CPU: 128, Memory: 128}
 // record per placement. The Placer closes when t ends.
 func newPipeline(t *testing.T, cluster string, slots int32, ids ...string) (*clientv3.Client, *Placer, *heldKV, GroupCommitFunc) {
 	t.Helper()
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	p := NewPlacer(cli, nil)
 	t.Cleanup(p.Close)
 	for _, id := range ids {

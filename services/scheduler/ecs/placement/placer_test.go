@@ -10,7 +10,7 @@ import (
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -91,7 +91,7 @@ func taskCommit(cluster string, d Demand, seq *int64, mu *sync.Mutex) CommitFunc
 }
 
 func TestPlacerConcurrentNeverOvercommits(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := context.Background()
 	// 5 instances × 4 tasks of capacity = 20 slots for 200 concurrent placements.
 	for i := range 5 {
@@ -182,7 +182,7 @@ func TestPlacerConcurrentNeverOvercommits(t *testing.T) {
 }
 
 func TestPlacerStartTaskAndFence(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := context.Background()
 	putInstance(t, cli, "c", "a", 1024, 1024, nil)
 	putInstance(t, cli, "c", "b", 1024, 1024, nil)

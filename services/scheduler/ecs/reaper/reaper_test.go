@@ -11,7 +11,7 @@ import (
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/ecs/task"
 	"github.com/berthhq/berth/services/scheduler/platform/arn"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/leader"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
@@ -60,7 +60,7 @@ func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
 func epoch(t time.Time) *float64         { return proto.Float64(float64(t.UnixNano()) / 1e9) }
 
 func TestReaperWithControllableClock(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := context.Background()
 	clk := &clock{t: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
 	must := func(_ int64, err error) {

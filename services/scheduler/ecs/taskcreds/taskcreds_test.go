@@ -16,7 +16,7 @@ import (
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/ecs/taskcreds"
 	"github.com/berthhq/berth/services/scheduler/platform/caller"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/seal"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
@@ -60,7 +60,7 @@ func (p putter) Put(ctx context.Context, k, v string) error { return p.f(ctx, k,
 
 func TestIssueResolveRevoke(t *testing.T) {
 	ctx := context.Background()
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	p := putter{func(ctx context.Context, k, v string) error { _, err := cli.Put(ctx, k, v); return err }}
 	scope := keys.Scope{Account: acct, Region: region}
 	task := &storev1.TaskRecord{ClusterName: "prod", ContainerInstanceId: "ci1", Task: &ecsv1.Task{
@@ -143,7 +143,7 @@ func TestIssueResolveRevoke(t *testing.T) {
 
 func TestOverrideRoleAndNoKeyring(t *testing.T) {
 	ctx := context.Background()
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	p := putter{func(ctx context.Context, k, v string) error { _, err := cli.Put(ctx, k, v); return err }}
 	scope := keys.Scope{Account: acct, Region: region}
 	put(t, p, keys.Task(scope, "prod", "0123456789abcdef0123456789abcdef"), &storev1.TaskRecord{ClusterName: "prod", Task: &ecsv1.Task{

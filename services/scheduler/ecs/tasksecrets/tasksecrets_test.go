@@ -13,7 +13,7 @@ import (
 	ssmv1 "github.com/berthhq/berth/gen/berth/ssm/v1"
 	"github.com/berthhq/berth/services/scheduler/ecs/tasksecrets"
 	"github.com/berthhq/berth/services/scheduler/platform/caller"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/seal"
 	"github.com/berthhq/berth/services/scheduler/secretsmanager"
@@ -21,7 +21,7 @@ import (
 )
 
 func TestResolve(t *testing.T) {
-	kv := etcdembed.StartForTest(t)
+	kv := etcdtest.Start(t)
 	key := make([]byte, seal.KeySize)
 	_, _ = rand.Read(key)
 	ring, err := seal.New(seal.Key{ID: "t", Secret: key})

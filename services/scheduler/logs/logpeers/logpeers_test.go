@@ -10,7 +10,7 @@ import (
 
 	"github.com/berthhq/berth/services/scheduler/logs/logpeers"
 	"github.com/berthhq/berth/services/scheduler/logs/logstore"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 )
 
 var sc = logstore.Scope{Account: "123456789012", Region: "us-east-1"}
@@ -74,7 +74,7 @@ func count(t *testing.T, s *logstore.Store) int {
 // the lease expires; a replica that comes back with an empty disk refuses reads until it
 // has caught up, then holds everything.
 func TestPeers(t *testing.T) {
-	etcd := etcdembed.StartForTest(t)
+	etcd := etcdtest.Start(t)
 	dirA := t.TempDir()
 	a := start(t, logpeers.Config{Etcd: etcd, Replica: "a"}, dirA)
 	b := start(t, logpeers.Config{Etcd: etcd, Replica: "b"}, t.TempDir())

@@ -16,7 +16,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/console/v1/consolev1connect"
 	"github.com/berthhq/berth/services/scheduler/platform/caller"
 	"github.com/berthhq/berth/services/scheduler/platform/changefeed"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
 
@@ -24,7 +24,7 @@ import (
 // naming the kinds changed in the caller's account and region, and nothing for another
 // account's or region's changes; without identity headers the call is refused.
 func TestWatchChanges(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	mux := httptestMux(changefeed.New(cli, cli, nil))
 	srv := httptest.NewUnstartedServer(mux)
 	srv.EnableHTTP2 = true

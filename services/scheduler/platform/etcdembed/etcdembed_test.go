@@ -12,10 +12,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 )
 
 func TestRestartKeepsDataAndClient(t *testing.T) {
-	s := etcdembed.StartServerForTest(t)
+	s := etcdtest.StartServer(t)
 	cli := s.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -42,7 +44,7 @@ func TestRestartKeepsDataAndClient(t *testing.T) {
 }
 
 func TestCompact(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := context.Background()
 	for i := range 3 {
 		if _, err := cli.Put(ctx, "/k", string(rune('a'+i))); err != nil {

@@ -8,12 +8,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/etcdmetrics"
 )
 
 func TestKVRecordsLatencyAndConflicts(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	reg := prometheus.NewRegistry()
 	kv := etcdmetrics.Wrap(cli, etcdmetrics.NewMetrics(reg))
 	ctx := context.Background()
@@ -42,7 +42,7 @@ func TestKVRecordsLatencyAndConflicts(t *testing.T) {
 }
 
 func TestWrapNilMetricsIsIdentity(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	if kv := etcdmetrics.Wrap(cli, etcdmetrics.NewMetrics(nil)); kv != clientv3.KV(cli) {
 		t.Error("Wrap with nil metrics should return the KV unchanged")
 	}

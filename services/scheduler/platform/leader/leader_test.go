@@ -8,7 +8,7 @@ import (
 	"time"
 
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -41,7 +41,7 @@ func start(t *testing.T, cli *clientv3.Client, name string, ttl time.Duration) *
 }
 
 func TestFailoverWithinTTLAndFence(t *testing.T) {
-	srv := etcdembed.StartServerForTest(t)
+	srv := etcdtest.StartServer(t)
 	const ttl = 2 * time.Second
 	cliA, err := srv.NewClient()
 	if err != nil {
@@ -96,7 +96,7 @@ func TestFailoverWithinTTLAndFence(t *testing.T) {
 }
 
 func TestCleanStopHandsOverAtOnce(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	a := start(t, cli, "a", 10*time.Second)
 	<-a.terms
 	b := start(t, cli, "b", 10*time.Second)

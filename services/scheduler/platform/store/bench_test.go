@@ -8,7 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
 
@@ -16,7 +16,7 @@ import (
 // are client, gRPC and etcd CPU cost on loopback, not disk latency.
 
 func BenchmarkGet(b *testing.B) {
-	cli := etcdembed.StartForTest(b)
+	cli := etcdtest.Start(b)
 	ctx := context.Background()
 	key := store.MustKey("things", "a")
 	if _, err := store.Create(ctx, cli, key, wrapperspb.String("value")); err != nil {
@@ -30,7 +30,7 @@ func BenchmarkGet(b *testing.B) {
 }
 
 func BenchmarkCreate(b *testing.B) {
-	cli := etcdembed.StartForTest(b)
+	cli := etcdtest.Start(b)
 	ctx := context.Background()
 	i := 0
 	for b.Loop() {
@@ -44,7 +44,7 @@ func BenchmarkCreate(b *testing.B) {
 // BenchmarkTxn writes a record and two index keys under a leader fence, as
 // placement does.
 func BenchmarkTxn(b *testing.B) {
-	cli := etcdembed.StartForTest(b)
+	cli := etcdtest.Start(b)
 	ctx := context.Background()
 	resp, err := cli.Put(ctx, "/berth/v1/election/scheduler/x", "me")
 	if err != nil {
@@ -67,7 +67,7 @@ func BenchmarkTxn(b *testing.B) {
 }
 
 func BenchmarkMutate(b *testing.B) {
-	cli := etcdembed.StartForTest(b)
+	cli := etcdtest.Start(b)
 	ctx := context.Background()
 	key := store.MustKey("counters", "c")
 	if _, err := store.Create(ctx, cli, key, wrapperspb.Int64(0)); err != nil {
@@ -97,7 +97,7 @@ func BenchmarkListPage(b *testing.B) {
 	prefix := store.MustKeyPrefix("things")
 	for _, c := range cases {
 		if clis[c.n] == nil {
-			cli := etcdembed.StartForTest(b)
+			cli := etcdtest.Start(b)
 			seed(b, cli, prefix, c.n)
 			// A neighbouring prefix holds as many keys again, to show it
 			// is not walked.

@@ -7,7 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
 
@@ -15,7 +15,7 @@ import (
 // (ErrFenced, nothing written) once it is gone; reads pass; a caller's failed compare
 // stays the caller's (Succeeded false, no error) while the fence holds.
 func TestFencedKV(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	elect := store.MustKey("election", "fence-test")
 	put, err := cli.Put(ctx, elect, "me")

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
 
@@ -35,7 +37,7 @@ func startShared(t *testing.T, h *store.Hub, part string) *watcher {
 // nothing of another part or of a part no one watches; two watchers of one part both
 // get its changes.
 func TestWatchSharedDeliversEachPartItsOwn(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	root := store.MustKeyPrefix("inbox")
 	a, b, c := root+"a/", root+"b/", root+"c/"
@@ -91,7 +93,7 @@ func TestWatchSharedDeliversEachPartItsOwn(t *testing.T) {
 // events is the part's final state, no change missed or repeated. This is what the
 // ordering of joining, the shared watch's start and the list guarantees.
 func TestWatchSharedJoinWhileWriting(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	root := store.MustKeyPrefix("inbox")
 	part := root + "a/"
@@ -199,7 +201,7 @@ func TestWatchSharedJoinWhileWriting(t *testing.T) {
 // The shared watch cut off while writes happen resumes where it left off, and when the
 // history it needed was compacted every watcher gets a resync of its part.
 func TestWatchSharedResumesAndResyncs(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	root := store.MustKeyPrefix("inbox")
 	a, b := root+"a/", root+"b/"
@@ -250,7 +252,7 @@ func TestWatchSharedResumesAndResyncs(t *testing.T) {
 
 // A handler error ends that watcher's WatchShared with it; the others go on.
 func TestWatchSharedHandlerError(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	root := store.MustKeyPrefix("inbox")
 	h := store.NewHub(cli, root, partOf)

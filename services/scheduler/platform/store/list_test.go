@@ -10,7 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
 
@@ -36,7 +36,7 @@ func seed(t testing.TB, kv clientv3.KV, prefix string, n int) []string {
 }
 
 func TestListPagination(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	prefix := store.MustKeyPrefix("things")
 	want := seed(t, cli, prefix, 250)
@@ -82,7 +82,7 @@ func TestListPagination(t *testing.T) {
 }
 
 func TestListPaginationWithConcurrentInserts(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	prefix := store.MustKeyPrefix("things")
 	original := seed(t, cli, prefix, 250)
@@ -131,7 +131,7 @@ func TestListPaginationWithConcurrentInserts(t *testing.T) {
 }
 
 func TestListInvalidTokens(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	prefix := store.MustKeyPrefix("things", "acct-b")
 	seed(t, cli, prefix, 20)
@@ -182,7 +182,7 @@ func mustFirstToken(t *testing.T, kv clientv3.KV, prefix string) string {
 }
 
 func TestListKeysAndLimits(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	prefix := store.MustKeyPrefix("idx", "tasks-by-instance", "acct", "default", "i-1")
 	txn := store.NewTxn(cli)
@@ -219,7 +219,7 @@ func TestListKeysAndLimits(t *testing.T) {
 // TestListAll: ListAll returns every record under the prefix, in key order, across more
 // than one page of MaxListLimit, and none of a neighbouring prefix.
 func TestListAll(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	prefix := store.MustKeyPrefix("many")
 	want := seed(t, cli, prefix, store.MaxListLimit+5)

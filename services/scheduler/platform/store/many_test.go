@@ -9,12 +9,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
 
 func TestGetMany(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	prefix := store.MustKeyPrefix("getmany")
 	present := seed(t, cli, prefix, 300) // more than two chunks
@@ -91,7 +91,7 @@ func (h *hookKV) Txn(ctx context.Context) clientv3.Txn {
 }
 
 func TestListRevisions(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	prefix := store.MustKeyPrefix("revs")
 	keys := seed(t, cli, prefix, 5)
@@ -129,7 +129,7 @@ func TestListRevisions(t *testing.T) {
 // absent one is ErrNotFound, revision 0 deletes whatever is there; each outcome is its
 // own. A repeated key fails the call before anything is deleted.
 func TestDeleteMany(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	prefix := store.MustKeyPrefix("deletemany")
 	seed(t, cli, prefix, 200)

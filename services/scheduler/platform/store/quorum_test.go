@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
 
@@ -13,7 +13,7 @@ import (
 // its deadline (not the caller's much later one), and work again by themselves once etcd
 // is back.
 func TestRequireQuorum(t *testing.T) {
-	srv := etcdembed.StartServerForTest(t)
+	srv := etcdtest.StartServer(t)
 	kv := store.RequireQuorum(srv.Client().KV, 500*time.Millisecond)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
 
@@ -64,7 +64,7 @@ func TestKey(t *testing.T) {
 }
 
 func TestInvalidKeysRejected(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	for _, key := range []string{"", "/other/x", "/berth/v1/", "/berth/v1/a/", "/berth/v1//a", "/berth/v1/a//b"} {
 		if _, _, err := store.Get[*wrapperspb.StringValue](ctx, cli, key); !errors.Is(err, store.ErrInvalidKey) {
@@ -82,7 +82,7 @@ func TestInvalidKeysRejected(t *testing.T) {
 }
 
 func TestRecordLifecycle(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	key := store.MustKey("things", "a")
 
@@ -125,7 +125,7 @@ func TestRecordLifecycle(t *testing.T) {
 }
 
 func TestFencedWrites(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	// The leader's election key, as concurrency.Election would hold it.
 	leaderKey := "/berth/v1/election/scheduler/abc"
@@ -164,7 +164,7 @@ func TestFencedWrites(t *testing.T) {
 }
 
 func TestMutateConcurrentCounter(t *testing.T) {
-	s := etcdembed.StartServerForTest(t)
+	s := etcdtest.StartServer(t)
 	ctx := testCtx(t)
 	key := store.MustKey("counters", "c")
 	if _, err := store.Create(ctx, s.Client(), key, wrapperspb.Int64(0)); err != nil {
@@ -206,7 +206,7 @@ func TestMutateConcurrentCounter(t *testing.T) {
 }
 
 func TestMutateConflictRetried(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	key := store.MustKey("counters", "c")
 	if _, err := store.Create(ctx, cli, key, wrapperspb.Int64(0)); err != nil {
@@ -244,7 +244,7 @@ func TestMutateConflictRetried(t *testing.T) {
 }
 
 func TestMutateNoChangeAndErrors(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	key := store.MustKey("things", "a")
 	rev, err := store.Create(ctx, cli, key, str("one"))
@@ -284,7 +284,7 @@ func TestMutateNoChangeAndErrors(t *testing.T) {
 }
 
 func TestMutateTxnMovesIndex(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	task := store.MustKey("tasks", "acct", "t1")
 	idx := func(instance string) string { return store.MustKey("idx", "tasks-by-instance", "acct", instance, "t1") }
@@ -306,7 +306,7 @@ func TestMutateTxnMovesIndex(t *testing.T) {
 }
 
 func TestTxnAllOrNothing(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	existing := store.MustKey("things", "existing")
 	rev, err := store.Create(ctx, cli, existing, str("v"))
@@ -375,7 +375,7 @@ func mustMarshal(t testing.TB, m proto.Message) string {
 // one fails with ErrConflict, the others land at one revision), and a key written by two
 // of them, or a txn's building error, writes nothing at all.
 func TestCommitEach(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	a, b, c := store.MustKey("each", "a"), store.MustKey("each", "b"), store.MustKey("each", "c")
 	revA, err := store.Create(ctx, cli, a, str("a1"))
@@ -433,7 +433,7 @@ func TestCommitEach(t *testing.T) {
 // is there, fails with ErrConflict on any other value and ErrNotFound on a deleted key;
 // Written returns what a txn puts.
 func TestTxnRecheckOnValue(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	k, other := store.MustKey("recheck", "k"), store.MustKey("recheck", "other")
 	rev, err := store.Create(ctx, cli, k, str("v1"))

@@ -15,6 +15,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
 
@@ -108,7 +110,7 @@ func createRetrying(t *testing.T, kv clientv3.KV, key, value string) {
 }
 
 func TestWatchDeliversPutsAndDeletes(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	prefix := store.MustKeyPrefix("things")
 	seed(t, cli, prefix, 3)
@@ -146,7 +148,7 @@ func TestWatchDeliversPutsAndDeletes(t *testing.T) {
 }
 
 func TestWatchHandlerErrorStopsWatch(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	boom := errors.New("boom")
 	err := store.Watch(ctx, cli, store.MustKeyPrefix("things"), 0, func(strEvent) error { return boom })
@@ -156,7 +158,7 @@ func TestWatchHandlerErrorStopsWatch(t *testing.T) {
 }
 
 func TestWatchResumesAfterRestart(t *testing.T) {
-	s := etcdembed.StartServerForTest(t)
+	s := etcdtest.StartServer(t)
 	writer := s.Client()
 	watchCli, err := s.NewClient()
 	if err != nil {
@@ -243,7 +245,7 @@ func (p *pausableClient) setPaused(paused bool) {
 }
 
 func TestWatchResyncsAfterCompaction(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	prefix := store.MustKeyPrefix("things")
 	seed(t, cli, prefix, 5)
@@ -292,7 +294,7 @@ func TestWatchResyncsAfterCompaction(t *testing.T) {
 }
 
 func TestWatchFromCompactedRevisionResyncs(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	prefix := store.MustKeyPrefix("things")
 	seed(t, cli, prefix, 3)
@@ -307,7 +309,7 @@ func TestWatchFromCompactedRevisionResyncs(t *testing.T) {
 }
 
 func TestWatchResumesAfterDisconnect(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	prefix := store.MustKeyPrefix("things")
 	pc := &pausableClient{Client: cli}
 	w := startWatch(t, pc, prefix, 0)
@@ -348,7 +350,7 @@ func (oldEtcdClient) GetStream(context.Context, string, ...clientv3.OpOption) (c
 }
 
 func TestWatchResyncOfManyRecords(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	prefix := store.MustKeyPrefix("things")
 	want := seed(t, cli, prefix, 2500)
 	seed(t, cli, store.MustKeyPrefix("thingz"), 10)
@@ -371,7 +373,7 @@ func TestWatchResyncOfManyRecords(t *testing.T) {
 // EventProgress at its revision, and after a write elsewhere RequestProgress brings an
 // EventProgress at that write's revision or later; without it no progress is delivered.
 func TestWatchProgress(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdtest.Start(t)
 	ctx := testCtx(t)
 	prefix := store.MustKeyPrefix("progress")
 	events := make(chan strEvent, 100)

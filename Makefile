@@ -6,10 +6,12 @@ TOOLS := $(CURDIR)/.cache/tools
 BUF := $(TOOLS)/buf
 # Every package of every module in go.work (tools/ is outside the workspace).
 PACKAGES := github.com/berthhq/berth/...
+# Every module: go.work's, and tools/ outside it.
+MODULES := $(shell sed -n 's/^[[:space:]]*\.\/\(.*\)$$/\1/p' go.work) tools
 GO_TEST_FLAGS ?= -count=1 -timeout 40m -parallel 4
 export CGO_ENABLED ?= 0
 
-.PHONY: all tools generate checkgenerate lint breaking test unit build run bench clean
+.PHONY: all tools generate checkgenerate tidy lint breaking test unit build run bench clean
 
 all: build
 
@@ -39,14 +41,21 @@ checkgenerate: generate
 		echo "make generate changed proto/ or gen/; commit the result:"; \
 		git status --porcelain -- proto gen; git diff --stat -- proto gen; exit 1; fi
 
-## lint: buf lint, buf format check, go vet, gofmt, and the generate drift check.
-lint: checkgenerate
+## lint: buf lint, buf format check, go vet, gofmt, the generate drift check, and
+## `go mod tidy -diff` for every module (each builds on its own with GOWORK=off).
+lint: checkgenerate tidy
 	$(BUF) lint
 	$(BUF) format --diff --exit-code
 	go vet $(PACKAGES)
 	cd tools && GOWORK=off go vet ./ecsgen
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+
+## tidy: fail when `go mod tidy` would change a module's go.mod or go.sum.
+tidy:
+	@for m in $(MODULES); do \
+		(cd $$m && GOWORK=off go mod tidy -diff) || { echo "go mod tidy changes $$m: run it there and commit"; exit 1; }; \
+	done
 
 ## breaking: buf breaking against main in the local .git.
 breaking: tools

@@ -15,6 +15,7 @@ require (
 	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/pelletier/go-toml/v2 v2.2.4
 	github.com/prometheus/client_golang v1.23.2
+	github.com/vishvananda/netlink v1.3.1
 	go.etcd.io/bbolt v1.5.0
 	golang.org/x/sys v0.49.0
 	google.golang.org/grpc v1.83.2
@@ -22,8 +23,8 @@ require (
 )
 
 require (
+	github.com/berthhq/berth/pkg v0.0.0 // indirect
 	github.com/kr/text v0.2.0 // indirect
-	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
 )
 
@@ -33,7 +34,7 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/containerd/cgroups/v3 v3.1.2
-	github.com/containerd/containerd/api v1.10.0 // indirect
+	github.com/containerd/containerd/api v1.10.0
 	github.com/containerd/continuity v0.4.5 // indirect
 	github.com/containerd/errdefs/pkg v0.3.0 // indirect
 	github.com/containerd/fifo v1.1.0 // indirect
@@ -87,5 +88,6 @@ require (
 
 replace (
 	github.com/berthhq/berth/gen => ../../gen
+	github.com/berthhq/berth/pkg => ../../pkg
 	github.com/berthhq/berth/testkit => ../../testkit
 )

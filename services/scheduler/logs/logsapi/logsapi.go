@@ -1,673 +1,487 @@
-// Package logsapi serves the CloudWatch Logs API (JSON 1.1, target prefix
-// Logs_20140328) over the scheduler's logstore: each operation takes the request's
-// JSON body as the AWS model shapes it and returns the response's JSON body, or an
-// *Error carrying the AWS error type. The gateway reaches it through the scheduler
-// (see docs/logs.md); any transport that hands it the caller's account and region
-// (from the SigV4 scope) can serve it.
+// Package logsapi serves the CloudWatch Logs API over the scheduler's log store
+// (logs/logstore). Service implements logsv1connect.LogsServiceHandler, which the
+// gateway calls for requests signed for the SigV4 service "logs" (see docs/logs.md):
+// each method reads the generated request message of its operation, checks it as
+// CloudWatch Logs does, and answers the generated response message. Errors are
+// *awserr.Error carrying the AWS exception type; a logstore.Error keeps its type and
+// message.
 package logsapi
 
 import (
-	"bytes"
-	"encoding/json"
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"log/slog"
 	"strings"
 
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	logsv1 "github.com/berthhq/berth/gen/berth/logs/v1"
+	"github.com/berthhq/berth/gen/berth/logs/v1/logsv1connect"
 	"github.com/berthhq/berth/services/scheduler/logs/logstore"
+	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
+	"github.com/berthhq/berth/services/scheduler/platform/awserr"
+	"github.com/berthhq/berth/services/scheduler/platform/keys"
 )
 
-// TargetPrefix is the X-Amz-Target prefix of CloudWatch Logs operations.
-const TargetPrefix = "Logs_20140328"
-
-// Error is an AWS error: Type is the exception name (ResourceNotFoundException,
-// InvalidParameterException, …) and Status the HTTP status AWS answers with.
-type Error struct {
-	// Type is the AWS exception name.
-	Type string
-	// Message says what is wrong.
-	Message string
-	// Status is the HTTP status: 400 for every CloudWatch Logs client error.
-	Status int
-}
-
-func (e *Error) Error() string { return e.Type + ": " + e.Message }
-
-func invalid(format string, args ...any) *Error {
-	return &Error{Type: logstore.InvalidParameter, Message: fmt.Sprintf(format, args...), Status: 400}
-}
-
-// UnknownOperation is the type of the error for an operation Berth does not serve.
-const UnknownOperation = "UnknownOperationException"
-
-// Handler serves the API over a store.
-type Handler struct {
+// Service serves the CloudWatch Logs operations Berth supports over a log store.
+// Operations it does not serve (StartLiveTail, metric filters, subscriptions, Insights
+// queries, …) are the embedded Unimplemented handler's, which the gateway answers as
+// UnsupportedOperationException.
+type Service struct {
+	logsv1connect.UnimplementedLogsServiceHandler
 	store *logstore.Store
+	log   *slog.Logger
 }
 
-// New returns a handler over store.
-func New(store *logstore.Store) *Handler { return &Handler{store: store} }
+var _ logsv1connect.LogsServiceHandler = (*Service)(nil)
 
-type op func(h *Handler, sc logstore.Scope, body []byte) (any, error)
-
-var ops = map[string]op{
-	"CreateLogGroup":        wrap((*Handler).createLogGroup),
-	"DeleteLogGroup":        wrap((*Handler).deleteLogGroup),
-	"DescribeLogGroups":     wrap((*Handler).describeLogGroups),
-	"CreateLogStream":       wrap((*Handler).createLogStream),
-	"DeleteLogStream":       wrap((*Handler).deleteLogStream),
-	"DescribeLogStreams":    wrap((*Handler).describeLogStreams),
-	"PutLogEvents":          wrap((*Handler).putLogEvents),
-	"GetLogEvents":          wrap((*Handler).getLogEvents),
-	"FilterLogEvents":       wrap((*Handler).filterLogEvents),
-	"PutRetentionPolicy":    wrap((*Handler).putRetentionPolicy),
-	"DeleteRetentionPolicy": wrap((*Handler).deleteRetentionPolicy),
-	"TagResource":           wrap((*Handler).tagResource),
-	"UntagResource":         wrap((*Handler).untagResource),
-	"ListTagsForResource":   wrap((*Handler).listTagsForResource),
-	"TagLogGroup":           wrap((*Handler).tagLogGroup),
-	"UntagLogGroup":         wrap((*Handler).untagLogGroup),
-	"ListTagsLogGroup":      wrap((*Handler).listTagsLogGroup),
+// NewService returns the service over store. A failure that is not an AWS exception
+// (a disk error, say) is logged to slog.Default and answered as ServerException.
+func NewService(store *logstore.Store) *Service {
+	return &Service{store: store, log: slog.Default().With("component", "logsapi")}
 }
 
-// Operations returns the names of the operations Berth serves, sorted.
-func Operations() []string {
-	out := make([]string, 0, len(ops))
-	for k := range ops {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func wrap[Req any](f func(*Handler, logstore.Scope, *Req) (any, error)) op {
-	return func(h *Handler, sc logstore.Scope, body []byte) (any, error) {
-		req := new(Req)
-		if len(bytes.TrimSpace(body)) > 0 {
-			dec := json.NewDecoder(bytes.NewReader(body))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(req); err != nil {
-				return nil, &Error{Type: "SerializationException", Message: err.Error(), Status: 400}
-			}
-		}
-		return f(h, sc, req)
-	}
-}
-
-// Serve runs operation action (the X-Amz-Target suffix) for the caller's account and
-// region with the JSON request body, and returns the JSON response body. Errors are
-// *Error: UnknownOperation for an operation Berth does not serve (StartLiveTail,
-// metric filters, subscriptions, queries, …), else the AWS type of the failure.
-func (h *Handler) Serve(sc logstore.Scope, action string, body []byte) ([]byte, error) {
-	f, ok := ops[action]
-	if !ok {
-		return nil, &Error{Type: UnknownOperation, Message: fmt.Sprintf("Berth does not support the CloudWatch Logs operation %s; it serves %s.", action, strings.Join(Operations(), ", ")), Status: 400}
-	}
-	out, err := f(h, sc, body)
-	if err != nil {
+// handle is awsapi.Handle with the caller's scope as a logstore.Scope: fn gets the
+// scope and the request message, and a *logstore.Error it returns becomes the
+// awserr.Error of the same type and message.
+func handle[Req, Resp any](ctx context.Context, s *Service, req *connect.Request[Req], fn func(sc logstore.Scope, m *Req) (*Resp, error)) (*connect.Response[Resp], error) {
+	return awsapi.Handle(ctx, s.log, req, func(_ context.Context, scope keys.Scope, m *Req) (*Resp, error) {
+		resp, err := fn(logstore.Scope{Account: scope.Account, Region: scope.Region}, m)
 		var le *logstore.Error
 		if errors.As(err, &le) {
-			status := 400
-			if le.Type == logstore.ServiceUnavailable {
-				status = 503
-			}
-			return nil, &Error{Type: le.Type, Message: le.Message, Status: status}
+			return nil, awserr.New(le.Type, "%s", le.Message)
 		}
-		var ae *Error
-		if errors.As(err, &ae) {
-			return nil, ae
-		}
-		return nil, err
-	}
-	return json.Marshal(out)
+		return resp, err
+	})
 }
 
-type empty struct{}
+// CreateLogGroup creates the group logGroupName (required) with tags. It refuses
+// kmsKeyId, a logGroupClass other than STANDARD and deletionProtectionEnabled
+// (InvalidParameterException), and answers an empty response, or
+// ResourceAlreadyExistsException for an existing group.
+func (s *Service) CreateLogGroup(ctx context.Context, req *connect.Request[logsv1.CreateLogGroupRequest]) (*connect.Response[logsv1.CreateLogGroupResponse], error) {
+	return handle(ctx, s, req, func(sc logstore.Scope, m *logsv1.CreateLogGroupRequest) (*logsv1.CreateLogGroupResponse, error) {
+		if err := missing("logGroupName", m.GetLogGroupName()); err != nil {
+			return nil, err
+		}
+		switch {
+		case m.KmsKeyId != nil:
+			return nil, awserr.InvalidParameterf("kmsKeyId is not supported by Berth: it has no KMS; log events are stored on the scheduler's disk.")
+		case m.LogGroupClass != nil && m.GetLogGroupClass() != "STANDARD":
+			return nil, awserr.InvalidParameterf("logGroupClass %s is not supported by Berth; only STANDARD is.", m.GetLogGroupClass())
+		case m.GetDeletionProtectionEnabled():
+			return nil, awserr.InvalidParameterf("deletionProtectionEnabled is not supported by Berth; leave it out or false.")
+		}
+		return &logsv1.CreateLogGroupResponse{}, s.store.CreateGroup(sc, m.GetLogGroupName(), m.GetTags())
+	})
+}
+
+// DeleteLogGroup deletes the group logGroupName (required) with its streams and
+// events. It answers an empty response, or ResourceNotFoundException.
+func (s *Service) DeleteLogGroup(ctx context.Context, req *connect.Request[logsv1.DeleteLogGroupRequest]) (*connect.Response[logsv1.DeleteLogGroupResponse], error) {
+	return handle(ctx, s, req, func(sc logstore.Scope, m *logsv1.DeleteLogGroupRequest) (*logsv1.DeleteLogGroupResponse, error) {
+		if err := missing("logGroupName", m.GetLogGroupName()); err != nil {
+			return nil, err
+		}
+		return &logsv1.DeleteLogGroupResponse{}, s.store.DeleteGroup(sc, m.GetLogGroupName())
+	})
+}
+
+// DescribeLogGroups lists the caller's groups in name order, a page of limit (1–50,
+// default 50) at a time: those with logGroupNamePrefix, or containing
+// logGroupNamePattern, after nextToken; or those logGroupIdentifiers name (names or
+// ARNs; unknown ones are left out). A logGroupClass other than STANDARD matches none.
+// It answers the groups and the nextToken of the next page (absent on the last), or
+// InvalidParameterException for a bad limit or token, prefix with pattern, identifiers
+// with either, and for includeLinkedAccounts or accountIdentifiers.
+func (s *Service) DescribeLogGroups(ctx context.Context, req *connect.Request[logsv1.DescribeLogGroupsRequest]) (*connect.Response[logsv1.DescribeLogGroupsResponse], error) {
+	return handle(ctx, s, req, func(sc logstore.Scope, m *logsv1.DescribeLogGroupsRequest) (*logsv1.DescribeLogGroupsResponse, error) {
+		if m.GetIncludeLinkedAccounts() || len(m.GetAccountIdentifiers()) > 0 {
+			return nil, awserr.InvalidParameterf("Berth has no cross-account observability: includeLinkedAccounts and accountIdentifiers are not supported.")
+		}
+		groups, next, err := s.describeGroups(sc, m)
+		if err != nil {
+			return nil, err
+		}
+		resp := &logsv1.DescribeLogGroupsResponse{LogGroups: make([]*logsv1.LogGroup, 0, len(groups)), NextToken: nonEmpty(next)}
+		if m.LogGroupClass != nil && m.GetLogGroupClass() != "STANDARD" {
+			return resp, nil // every group Berth keeps is STANDARD
+		}
+		for _, g := range groups {
+			resp.LogGroups = append(resp.LogGroups, &logsv1.LogGroup{LogGroupName: proto.String(g.Name), CreationTime: g.CreationTime,
+				RetentionInDays: g.RetentionInDays, Arn: proto.String(g.ARN), StoredBytes: g.StoredBytes,
+				LogGroupClass: proto.String("STANDARD"), LogGroupArn: proto.String(g.GroupARN)})
+		}
+		return resp, nil
+	})
+}
+
+// describeGroups returns the groups a DescribeLogGroups request selects and the token
+// of the next page.
+func (s *Service) describeGroups(sc logstore.Scope, m *logsv1.DescribeLogGroupsRequest) ([]logstore.Group, string, error) {
+	in := logstore.DescribeGroupsInput{Prefix: m.GetLogGroupNamePrefix(), Pattern: m.GetLogGroupNamePattern(), Token: m.GetNextToken(), Limit: int(m.GetLimit())}
+	if len(m.GetLogGroupIdentifiers()) == 0 {
+		return s.store.DescribeGroups(sc, in)
+	}
+	if in.Prefix != "" || in.Pattern != "" {
+		return nil, "", awserr.InvalidParameterf("logGroupIdentifiers cannot be combined with logGroupNamePrefix or logGroupNamePattern.")
+	}
+	var groups []logstore.Group
+	for _, id := range m.GetLogGroupIdentifiers() {
+		name, err := logstore.GroupName(sc, id)
+		if err != nil {
+			continue
+		}
+		if g, err := s.store.DescribeGroup(sc, name); err == nil {
+			groups = append(groups, g)
+		}
+	}
+	return groups, "", nil
+}
+
+// CreateLogStream creates the stream logStreamName in the group logGroupName (both
+// required). It answers an empty response, or ResourceNotFoundException for a missing
+// group, ResourceAlreadyExistsException for an existing stream and
+// InvalidParameterException for an invalid name.
+func (s *Service) CreateLogStream(ctx context.Context, req *connect.Request[logsv1.CreateLogStreamRequest]) (*connect.Response[logsv1.CreateLogStreamResponse], error) {
+	return handle(ctx, s, req, func(sc logstore.Scope, m *logsv1.CreateLogStreamRequest) (*logsv1.CreateLogStreamResponse, error) {
+		if err := cmp.Or(missing("logGroupName", m.GetLogGroupName()), missing("logStreamName", m.GetLogStreamName())); err != nil {
+			return nil, err
+		}
+		return &logsv1.CreateLogStreamResponse{}, s.store.CreateStream(sc, m.GetLogGroupName(), m.GetLogStreamName())
+	})
+}
+
+// DeleteLogStream deletes the stream logStreamName of the group logGroupName (both
+// required) with its events. It answers an empty response, or
+// ResourceNotFoundException for a missing group or stream.
+func (s *Service) DeleteLogStream(ctx context.Context, req *connect.Request[logsv1.DeleteLogStreamRequest]) (*connect.Response[logsv1.DeleteLogStreamResponse], error) {
+	return handle(ctx, s, req, func(sc logstore.Scope, m *logsv1.DeleteLogStreamRequest) (*logsv1.DeleteLogStreamResponse, error) {
+		if err := cmp.Or(missing("logGroupName", m.GetLogGroupName()), missing("logStreamName", m.GetLogStreamName())); err != nil {
+			return nil, err
+		}
+		return &logsv1.DeleteLogStreamResponse{}, s.store.DeleteStream(sc, m.GetLogGroupName(), m.GetLogStreamName())
+	})
+}
+
+// DescribeLogStreams lists the streams of the group named by logGroupName or
+// logGroupIdentifier (exactly one), a page of limit (1–50, default 50) after nextToken:
+// by name (with logStreamNamePrefix) or, with orderBy LastEventTime, by last event
+// time; descending reverses the order. It answers the streams and the nextToken of the
+// next page (absent on the last), or ResourceNotFoundException for a missing group and
+// InvalidParameterException for a bad limit, token or orderBy, or a prefix with
+// LastEventTime.
+func (s *Service) DescribeLogStreams(ctx context.Context, req *connect.Request[logsv1.DescribeLogStreamsRequest]) (*connect.Response[logsv1.DescribeLogStreamsResponse], error) {
+	return handle(ctx, s, req, func(sc logstore.Scope, m *logsv1.DescribeLogStreamsRequest) (*logsv1.DescribeLogStreamsResponse, error) {
+		g, err := groupName(sc, m.LogGroupName, m.LogGroupIdentifier)
+		if err != nil {
+			return nil, err
+		}
+		in := logstore.DescribeStreamsInput{Group: g, Prefix: m.GetLogStreamNamePrefix(), Descending: m.GetDescending(), Token: m.GetNextToken(), Limit: int(m.GetLimit())}
+		if m.OrderBy != nil {
+			switch m.GetOrderBy() {
+			case "LogStreamName":
+			case "LastEventTime":
+				in.OrderByLastEventTime = true
+			default:
+				return nil, awserr.InvalidParameterf("1 validation error detected: Value '%s' at 'orderBy' failed to satisfy constraint: Member must satisfy enum value set: [LogStreamName, LastEventTime]", m.GetOrderBy())
+			}
+		}
+		streams, next, err := s.store.DescribeStreams(sc, in)
+		if err != nil {
+			return nil, err
+		}
+		resp := &logsv1.DescribeLogStreamsResponse{LogStreams: make([]*logsv1.LogStream, 0, len(streams)), NextToken: nonEmpty(next)}
+		for _, st := range streams {
+			resp.LogStreams = append(resp.LogStreams, &logsv1.LogStream{LogStreamName: proto.String(st.Name), CreationTime: st.CreationTime,
+				FirstEventTimestamp: st.FirstEventTimestamp, LastEventTimestamp: st.LastEventTimestamp,
+				LastIngestionTime: st.LastIngestionTime, Arn: proto.String(st.ARN), StoredBytes: st.StoredBytes})
+		}
+		return resp, nil
+	})
+}
+
+// PutRetentionPolicy sets the retention of the group logGroupName (required) to
+// retentionInDays (required; one of logstore.RetentionDays). It answers an empty
+// response, or ResourceNotFoundException and InvalidParameterException.
+func (s *Service) PutRetentionPolicy(ctx context.Context, req *connect.Request[logsv1.PutRetentionPolicyRequest]) (*connect.Response[logsv1.PutRetentionPolicyResponse], error) {
+	return handle(ctx, s, req, func(sc logstore.Scope, m *logsv1.PutRetentionPolicyRequest) (*logsv1.PutRetentionPolicyResponse, error) {
+		if err := missing("logGroupName", m.GetLogGroupName()); err != nil {
+			return nil, err
+		}
+		if m.GetRetentionInDays() == 0 { // no presence: 0 is how an absent member arrives
+			return nil, null("retentionInDays")
+		}
+		return &logsv1.PutRetentionPolicyResponse{}, s.store.PutRetention(sc, m.GetLogGroupName(), m.GetRetentionInDays())
+	})
+}
+
+// DeleteRetentionPolicy makes the events of the group logGroupName (required) never
+// expire. It answers an empty response, or ResourceNotFoundException.
+func (s *Service) DeleteRetentionPolicy(ctx context.Context, req *connect.Request[logsv1.DeleteRetentionPolicyRequest]) (*connect.Response[logsv1.DeleteRetentionPolicyResponse], error) {
+	return handle(ctx, s, req, func(sc logstore.Scope, m *logsv1.DeleteRetentionPolicyRequest) (*logsv1.DeleteRetentionPolicyResponse, error) {
+		if err := missing("logGroupName", m.GetLogGroupName()); err != nil {
+			return nil, err
+		}
+		return &logsv1.DeleteRetentionPolicyResponse{}, s.store.DeleteRetention(sc, m.GetLogGroupName())
+	})
+}
+
+// PutLogEvents stores logEvents (each with a timestamp and a message) in the stream
+// logStreamName of the group logGroupName (all required) under AWS's rules (see
+// logstore.Store.PutEvents); sequenceToken is ignored, as AWS now ignores it, and entity
+// is refused. It answers rejectedLogEventsInfo when events were too new, too old or
+// expired (the others are stored), or ResourceNotFoundException and
+// InvalidParameterException.
+func (s *Service) PutLogEvents(ctx context.Context, req *connect.Request[logsv1.PutLogEventsRequest]) (*connect.Response[logsv1.PutLogEventsResponse], error) {
+	return handle(ctx, s, req, func(sc logstore.Scope, m *logsv1.PutLogEventsRequest) (*logsv1.PutLogEventsResponse, error) {
+		if err := cmp.Or(missing("logGroupName", m.GetLogGroupName()), missing("logStreamName", m.GetLogStreamName())); err != nil {
+			return nil, err
+		}
+		if m.Entity != nil {
+			return nil, awserr.InvalidParameterf("entity is not supported by Berth (it has no CloudWatch explore); leave it out.")
+		}
+		evs := make([]logstore.InputEvent, len(m.GetLogEvents()))
+		for i, e := range m.GetLogEvents() {
+			switch {
+			case e.GetTimestamp() == 0: // no presence: 0 is how an absent timestamp arrives
+				return nil, null(fmt.Sprintf("logEvents.%d.member.timestamp", i+1))
+			case e.Message == nil:
+				return nil, null(fmt.Sprintf("logEvents.%d.member.message", i+1))
+			}
+			evs[i] = logstore.InputEvent{Timestamp: e.GetTimestamp(), Message: e.GetMessage()}
+		}
+		rej, err := s.store.PutEvents(sc, m.GetLogGroupName(), m.GetLogStreamName(), evs)
+		if err != nil || !rej.Any() {
+			return &logsv1.PutLogEventsResponse{}, err
+		}
+		return &logsv1.PutLogEventsResponse{RejectedLogEventsInfo: &logsv1.RejectedLogEventsInfo{
+			TooNewLogEventStartIndex: index(rej.TooNewStartIndex),
+			TooOldLogEventEndIndex:   index(rej.TooOldEndIndex),
+			ExpiredLogEventEndIndex:  index(rej.ExpiredEndIndex),
+		}}, nil
+	})
+}
+
+// index returns a logstore.Rejected index for the wire: the fields have no presence,
+// so none (-1) is 0, as is the index 0.
+func index(i int) int32 { return int32(max(i, 0)) }
+
+// GetLogEvents reads a page of the stream logStreamName (required) of the group named
+// by logGroupName or logGroupIdentifier (exactly one): at most limit events (1–10,000;
+// default as many as fit in 1 MB) between startTime and endTime, from nextToken or,
+// without one, from the newest events (the oldest with startFromHead). It answers the
+// events oldest first with nextForwardToken and nextBackwardToken (the forward token
+// comes back unchanged at the end), or ResourceNotFoundException and
+// InvalidParameterException for a bad limit or token.
+func (s *Service) GetLogEvents(ctx context.Context, req *connect.Request[logsv1.GetLogEventsRequest]) (*connect.Response[logsv1.GetLogEventsResponse], error) {
+	return handle(ctx, s, req, func(sc logstore.Scope, m *logsv1.GetLogEventsRequest) (*logsv1.GetLogEventsResponse, error) {
+		g, err := groupName(sc, m.LogGroupName, m.LogGroupIdentifier)
+		if err != nil {
+			return nil, err
+		}
+		if err := missing("logStreamName", m.GetLogStreamName()); err != nil {
+			return nil, err
+		}
+		// unmask reveals data masked by a data protection policy; Berth masks nothing.
+		res, err := s.store.GetEvents(sc, logstore.GetEventsInput{Group: g, Stream: m.GetLogStreamName(),
+			Start: bound(m.GetStartTime()), End: bound(m.GetEndTime()), Token: m.GetNextToken(),
+			Limit: int(m.GetLimit()), StartFromHead: m.GetStartFromHead()})
+		if err != nil {
+			return nil, err
+		}
+		resp := &logsv1.GetLogEventsResponse{Events: make([]*logsv1.OutputLogEvent, 0, len(res.Events)),
+			NextForwardToken: proto.String(res.NextForwardToken), NextBackwardToken: proto.String(res.NextBackwardToken)}
+		for _, e := range res.Events {
+			resp.Events = append(resp.Events, &logsv1.OutputLogEvent{Timestamp: e.Timestamp, Message: proto.String(e.Message), IngestionTime: e.IngestionTime})
+		}
+		return resp, nil
+	})
+}
+
+// FilterLogEvents searches the streams of the group named by logGroupName or
+// logGroupIdentifier (exactly one) — all, those in logStreamNames or those with
+// logStreamNamePrefix — for events between startTime and endTime that match
+// filterPattern (see logstore.ParsePattern), interleaved by timestamp, at most limit
+// (1–10,000, default 10,000) after nextToken. It answers the events, the streams
+// searched and the nextToken to continue with (absent once the search is complete), or
+// ResourceNotFoundException and InvalidParameterException for a bad limit, token or
+// pattern, or both logStreamNames and logStreamNamePrefix.
+func (s *Service) FilterLogEvents(ctx context.Context, req *connect.Request[logsv1.FilterLogEventsRequest]) (*connect.Response[logsv1.FilterLogEventsResponse], error) {
+	return handle(ctx, s, req, func(sc logstore.Scope, m *logsv1.FilterLogEventsRequest) (*logsv1.FilterLogEventsResponse, error) {
+		g, err := groupName(sc, m.LogGroupName, m.LogGroupIdentifier)
+		if err != nil {
+			return nil, err
+		}
+		// interleaved is deprecated and always true on AWS; results are always interleaved.
+		res, err := s.store.FilterEvents(sc, logstore.FilterInput{Group: g, Streams: m.GetLogStreamNames(),
+			StreamPrefix: m.GetLogStreamNamePrefix(), Start: bound(m.GetStartTime()), End: bound(m.GetEndTime()),
+			Pattern: m.GetFilterPattern(), Token: m.GetNextToken(), Limit: int(m.GetLimit())})
+		if err != nil {
+			return nil, err
+		}
+		resp := &logsv1.FilterLogEventsResponse{Events: make([]*logsv1.FilteredLogEvent, 0, len(res.Events)),
+			SearchedLogStreams: make([]*logsv1.SearchedLogStream, 0, len(res.Searched)), NextToken: nonEmpty(res.NextToken)}
+		for _, e := range res.Events {
+			resp.Events = append(resp.Events, &logsv1.FilteredLogEvent{LogStreamName: proto.String(e.Stream), Timestamp: e.Timestamp,
+				Message: proto.String(e.Message), IngestionTime: e.IngestionTime, EventId: proto.String(e.ID)})
+		}
+		for _, name := range res.Searched {
+			resp.SearchedLogStreams = append(resp.SearchedLogStreams, &logsv1.SearchedLogStream{LogStreamName: proto.String(name), SearchedCompletely: res.NextToken == ""})
+		}
+		return resp, nil
+	})
+}
+
+// TagResource adds tags (required, at most 50 on the group) to the log group
+// resourceArn names. It answers an empty response, or ResourceNotFoundException, and
+// InvalidParameterException for no tags, a bad tag or an ARN that is not a log group's.
+func (s *Service) TagResource(ctx context.Context, req *connect.Request[logsv1.TagResourceRequest]) (*connect.Response[logsv1.TagResourceResponse], error) {
+	return handle(ctx, s, req, func(sc logstore.Scope, m *logsv1.TagResourceRequest) (*logsv1.TagResourceResponse, error) {
+		g, err := resourceGroup(sc, m.GetResourceArn())
+		if err != nil {
+			return nil, err
+		}
+		if len(m.GetTags()) == 0 {
+			return nil, awserr.InvalidParameterf("1 validation error detected: Value at 'tags' failed to satisfy constraint: Member must have length greater than or equal to 1")
+		}
+		return &logsv1.TagResourceResponse{}, s.store.TagGroup(sc, g, m.GetTags())
+	})
+}
+
+// UntagResource removes the tags tagKeys from the log group resourceArn names. It
+// answers an empty response, or ResourceNotFoundException, and
+// InvalidParameterException for an ARN that is not a log group's.
+func (s *Service) UntagResource(ctx context.Context, req *connect.Request[logsv1.UntagResourceRequest]) (*connect.Response[logsv1.UntagResourceResponse], error) {
+	return handle(ctx, s, req, func(sc logstore.Scope, m *logsv1.UntagResourceRequest) (*logsv1.UntagResourceResponse, error) {
+		g, err := resourceGroup(sc, m.GetResourceArn())
+		if err != nil {
+			return nil, err
+		}
+		return &logsv1.UntagResourceResponse{}, s.store.UntagGroup(sc, g, m.GetTagKeys())
+	})
+}
+
+// ListTagsForResource answers the tags of the log group resourceArn names, or
+// ResourceNotFoundException, and InvalidParameterException for an ARN that is not a
+// log group's.
+func (s *Service) ListTagsForResource(ctx context.Context, req *connect.Request[logsv1.ListTagsForResourceRequest]) (*connect.Response[logsv1.ListTagsForResourceResponse], error) {
+	return handle(ctx, s, req, func(sc logstore.Scope, m *logsv1.ListTagsForResourceRequest) (*logsv1.ListTagsForResourceResponse, error) {
+		g, err := resourceGroup(sc, m.GetResourceArn())
+		if err != nil {
+			return nil, err
+		}
+		tags, err := s.tags(sc, g)
+		return &logsv1.ListTagsForResourceResponse{Tags: tags}, err
+	})
+}
+
+// TagLogGroup (deprecated by AWS for TagResource) adds tags (required) to the group
+// logGroupName (required). It answers an empty response, or ResourceNotFoundException
+// and InvalidParameterException.
+func (s *Service) TagLogGroup(ctx context.Context, req *connect.Request[logsv1.TagLogGroupRequest]) (*connect.Response[logsv1.TagLogGroupResponse], error) {
+	return handle(ctx, s, req, func(sc logstore.Scope, m *logsv1.TagLogGroupRequest) (*logsv1.TagLogGroupResponse, error) {
+		if err := missing("logGroupName", m.GetLogGroupName()); err != nil {
+			return nil, err
+		}
+		if len(m.GetTags()) == 0 {
+			return nil, awserr.InvalidParameterf("tags must be a non-empty map of tag keys to values.")
+		}
+		return &logsv1.TagLogGroupResponse{}, s.store.TagGroup(sc, m.GetLogGroupName(), m.GetTags())
+	})
+}
+
+// UntagLogGroup (deprecated by AWS for UntagResource) removes the tag keys tags
+// (required) from the group logGroupName (required). It answers an empty response, or
+// ResourceNotFoundException and InvalidParameterException.
+func (s *Service) UntagLogGroup(ctx context.Context, req *connect.Request[logsv1.UntagLogGroupRequest]) (*connect.Response[logsv1.UntagLogGroupResponse], error) {
+	return handle(ctx, s, req, func(sc logstore.Scope, m *logsv1.UntagLogGroupRequest) (*logsv1.UntagLogGroupResponse, error) {
+		if err := missing("logGroupName", m.GetLogGroupName()); err != nil {
+			return nil, err
+		}
+		if len(m.GetTags()) == 0 {
+			return nil, awserr.InvalidParameterf("tags must be a non-empty list of tag keys.")
+		}
+		return &logsv1.UntagLogGroupResponse{}, s.store.UntagGroup(sc, m.GetLogGroupName(), m.GetTags())
+	})
+}
+
+// ListTagsLogGroup (deprecated by AWS for ListTagsForResource) answers the tags of the
+// group logGroupName (required), or ResourceNotFoundException.
+func (s *Service) ListTagsLogGroup(ctx context.Context, req *connect.Request[logsv1.ListTagsLogGroupRequest]) (*connect.Response[logsv1.ListTagsLogGroupResponse], error) {
+	return handle(ctx, s, req, func(sc logstore.Scope, m *logsv1.ListTagsLogGroupRequest) (*logsv1.ListTagsLogGroupResponse, error) {
+		if err := missing("logGroupName", m.GetLogGroupName()); err != nil {
+			return nil, err
+		}
+		tags, err := s.tags(sc, m.GetLogGroupName())
+		return &logsv1.ListTagsLogGroupResponse{Tags: tags}, err
+	})
+}
+
+// tags returns the tags of group g.
+func (s *Service) tags(sc logstore.Scope, g string) (map[string]string, error) {
+	grp, err := s.store.DescribeGroup(sc, g)
+	return grp.Tags, err
+}
+
+// null returns AWS's InvalidParameterException for the required member field (a path
+// such as "logEvents.1.member.message") that the request lacks.
+func null(field string) error {
+	return awserr.InvalidParameterf("1 validation error detected: Value null at '%s' failed to satisfy constraint: Member must not be null", field)
+}
+
+// missing returns null(field) when v, the value of a required member, is empty (absent
+// or ""), else nil.
+func missing(field, v string) error {
+	if v != "" {
+		return nil
+	}
+	return null(field)
+}
 
 // groupName returns the group a request names by logGroupName or logGroupIdentifier
-// (exactly one of them, as AWS requires where both exist).
+// (a name or an ARN of the caller's scope): exactly one of them, as AWS requires where
+// both exist.
 func groupName(sc logstore.Scope, name, ident *string) (string, error) {
 	switch {
 	case name != nil && ident != nil:
-		return "", invalid("LogGroup name and LogGroup identifier are mutually exclusive parameters.")
+		return "", awserr.InvalidParameterf("LogGroup name and LogGroup identifier are mutually exclusive parameters.")
 	case ident != nil:
 		return logstore.GroupName(sc, *ident)
 	case name != nil:
 		return *name, nil
 	}
-	return "", invalid("Either LogGroup name or LogGroup identifier must be provided.")
-}
-
-func required(field string, v *string) (string, error) {
-	if v == nil || *v == "" {
-		return "", invalid("1 validation error detected: Value null at '%s' failed to satisfy constraint: Member must not be null", field)
-	}
-	return *v, nil
-}
-
-type createLogGroupReq struct {
-	LogGroupName              *string           `json:"logGroupName"`
-	KmsKeyID                  *string           `json:"kmsKeyId"`
-	Tags                      map[string]string `json:"tags"`
-	LogGroupClass             *string           `json:"logGroupClass"`
-	DeletionProtectionEnabled *bool             `json:"deletionProtectionEnabled"`
-}
-
-func (h *Handler) createLogGroup(sc logstore.Scope, r *createLogGroupReq) (any, error) {
-	name, err := required("logGroupName", r.LogGroupName)
-	if err != nil {
-		return nil, err
-	}
-	if r.KmsKeyID != nil {
-		return nil, invalid("kmsKeyId is not supported by Berth: it has no KMS; log events are stored on the scheduler's disk.")
-	}
-	if r.LogGroupClass != nil && *r.LogGroupClass != "STANDARD" {
-		return nil, invalid("logGroupClass %s is not supported by Berth; only STANDARD is.", *r.LogGroupClass)
-	}
-	if r.DeletionProtectionEnabled != nil && *r.DeletionProtectionEnabled {
-		return nil, invalid("deletionProtectionEnabled is not supported by Berth; leave it out or false.")
-	}
-	return empty{}, h.store.CreateGroup(sc, name, r.Tags)
-}
-
-type groupReq struct {
-	LogGroupName *string `json:"logGroupName"`
-}
-
-func (h *Handler) deleteLogGroup(sc logstore.Scope, r *groupReq) (any, error) {
-	name, err := required("logGroupName", r.LogGroupName)
-	if err != nil {
-		return nil, err
-	}
-	return empty{}, h.store.DeleteGroup(sc, name)
-}
-
-type describeLogGroupsReq struct {
-	LogGroupNamePrefix    *string  `json:"logGroupNamePrefix"`
-	LogGroupNamePattern   *string  `json:"logGroupNamePattern"`
-	NextToken             *string  `json:"nextToken"`
-	Limit                 *int     `json:"limit"`
-	IncludeLinkedAccounts *bool    `json:"includeLinkedAccounts"`
-	LogGroupClass         *string  `json:"logGroupClass"`
-	AccountIdentifiers    []string `json:"accountIdentifiers"`
-	LogGroupIdentifiers   []string `json:"logGroupIdentifiers"`
-}
-
-type logGroupOut struct {
-	LogGroupName      string `json:"logGroupName"`
-	CreationTime      int64  `json:"creationTime"`
-	RetentionInDays   *int32 `json:"retentionInDays,omitempty"`
-	MetricFilterCount int    `json:"metricFilterCount"`
-	Arn               string `json:"arn"`
-	StoredBytes       int64  `json:"storedBytes"`
-	LogGroupClass     string `json:"logGroupClass"`
-	LogGroupArn       string `json:"logGroupArn"`
-}
-
-func (h *Handler) describeLogGroups(sc logstore.Scope, r *describeLogGroupsReq) (any, error) {
-	if r.IncludeLinkedAccounts != nil && *r.IncludeLinkedAccounts || len(r.AccountIdentifiers) > 0 {
-		return nil, invalid("Berth has no cross-account observability: includeLinkedAccounts and accountIdentifiers are not supported.")
-	}
-	in := logstore.DescribeGroupsInput{}
-	if r.LogGroupNamePrefix != nil {
-		in.Prefix = *r.LogGroupNamePrefix
-	}
-	if r.LogGroupNamePattern != nil {
-		in.Pattern = *r.LogGroupNamePattern
-	}
-	if r.NextToken != nil {
-		in.Token = *r.NextToken
-	}
-	if r.Limit != nil {
-		if *r.Limit == 0 {
-			return nil, invalid("1 validation error detected: Value '0' at 'limit' failed to satisfy constraint: Member must have value greater than or equal to 1")
-		}
-		in.Limit = *r.Limit
-	}
-	var groups []logstore.Group
-	var next string
-	if len(r.LogGroupIdentifiers) > 0 {
-		if in.Prefix != "" || in.Pattern != "" {
-			return nil, invalid("logGroupIdentifiers cannot be combined with logGroupNamePrefix or logGroupNamePattern.")
-		}
-		for _, id := range r.LogGroupIdentifiers {
-			name, err := logstore.GroupName(sc, id)
-			if err != nil {
-				continue
-			}
-			if g, err := h.store.DescribeGroup(sc, name); err == nil {
-				groups = append(groups, g)
-			}
-		}
-	} else {
-		var err error
-		if groups, next, err = h.store.DescribeGroups(sc, in); err != nil {
-			return nil, err
-		}
-	}
-	out := struct {
-		LogGroups []logGroupOut `json:"logGroups"`
-		NextToken string        `json:"nextToken,omitempty"`
-	}{LogGroups: []logGroupOut{}, NextToken: next}
-	for _, g := range groups {
-		if r.LogGroupClass != nil && *r.LogGroupClass != "STANDARD" {
-			continue
-		}
-		o := logGroupOut{LogGroupName: g.Name, CreationTime: g.CreationTime, Arn: g.ARN, StoredBytes: g.StoredBytes, LogGroupClass: "STANDARD", LogGroupArn: g.GroupARN}
-		if g.RetentionInDays > 0 {
-			d := g.RetentionInDays
-			o.RetentionInDays = &d
-		}
-		out.LogGroups = append(out.LogGroups, o)
-	}
-	return out, nil
-}
-
-type streamReq struct {
-	LogGroupName  *string `json:"logGroupName"`
-	LogStreamName *string `json:"logStreamName"`
-}
-
-func (h *Handler) createLogStream(sc logstore.Scope, r *streamReq) (any, error) {
-	g, err := required("logGroupName", r.LogGroupName)
-	if err != nil {
-		return nil, err
-	}
-	s, err := required("logStreamName", r.LogStreamName)
-	if err != nil {
-		return nil, err
-	}
-	return empty{}, h.store.CreateStream(sc, g, s)
-}
-
-func (h *Handler) deleteLogStream(sc logstore.Scope, r *streamReq) (any, error) {
-	g, err := required("logGroupName", r.LogGroupName)
-	if err != nil {
-		return nil, err
-	}
-	s, err := required("logStreamName", r.LogStreamName)
-	if err != nil {
-		return nil, err
-	}
-	return empty{}, h.store.DeleteStream(sc, g, s)
-}
-
-type describeLogStreamsReq struct {
-	LogGroupName        *string `json:"logGroupName"`
-	LogGroupIdentifier  *string `json:"logGroupIdentifier"`
-	LogStreamNamePrefix *string `json:"logStreamNamePrefix"`
-	OrderBy             *string `json:"orderBy"`
-	Descending          *bool   `json:"descending"`
-	NextToken           *string `json:"nextToken"`
-	Limit               *int    `json:"limit"`
-}
-
-type logStreamOut struct {
-	LogStreamName       string `json:"logStreamName"`
-	CreationTime        int64  `json:"creationTime"`
-	FirstEventTimestamp *int64 `json:"firstEventTimestamp,omitempty"`
-	LastEventTimestamp  *int64 `json:"lastEventTimestamp,omitempty"`
-	LastIngestionTime   *int64 `json:"lastIngestionTime,omitempty"`
-	UploadSequenceToken string `json:"uploadSequenceToken,omitempty"`
-	Arn                 string `json:"arn"`
-	StoredBytes         int64  `json:"storedBytes"`
-}
-
-func optTime(v int64) *int64 {
-	if v == 0 {
-		return nil
-	}
-	return &v
-}
-
-func (h *Handler) describeLogStreams(sc logstore.Scope, r *describeLogStreamsReq) (any, error) {
-	g, err := groupName(sc, r.LogGroupName, r.LogGroupIdentifier)
-	if err != nil {
-		return nil, err
-	}
-	in := logstore.DescribeStreamsInput{Group: g}
-	if r.LogStreamNamePrefix != nil {
-		in.Prefix = *r.LogStreamNamePrefix
-	}
-	if r.OrderBy != nil {
-		switch *r.OrderBy {
-		case "LogStreamName":
-		case "LastEventTime":
-			in.OrderByLastEventTime = true
-		default:
-			return nil, invalid("1 validation error detected: Value '%s' at 'orderBy' failed to satisfy constraint: Member must satisfy enum value set: [LogStreamName, LastEventTime]", *r.OrderBy)
-		}
-	}
-	if r.Descending != nil {
-		in.Descending = *r.Descending
-	}
-	if r.NextToken != nil {
-		in.Token = *r.NextToken
-	}
-	if r.Limit != nil {
-		if *r.Limit == 0 {
-			return nil, invalid("1 validation error detected: Value '0' at 'limit' failed to satisfy constraint: Member must have value greater than or equal to 1")
-		}
-		in.Limit = *r.Limit
-	}
-	streams, next, err := h.store.DescribeStreams(sc, in)
-	if err != nil {
-		return nil, err
-	}
-	out := struct {
-		LogStreams []logStreamOut `json:"logStreams"`
-		NextToken  string         `json:"nextToken,omitempty"`
-	}{LogStreams: []logStreamOut{}, NextToken: next}
-	for _, s := range streams {
-		out.LogStreams = append(out.LogStreams, logStreamOut{LogStreamName: s.Name, CreationTime: s.CreationTime,
-			FirstEventTimestamp: optTime(s.FirstEventTimestamp), LastEventTimestamp: optTime(s.LastEventTimestamp),
-			LastIngestionTime: optTime(s.LastIngestionTime), Arn: s.ARN, StoredBytes: s.StoredBytes})
-	}
-	return out, nil
-}
-
-type inputEvent struct {
-	Timestamp *int64  `json:"timestamp"`
-	Message   *string `json:"message"`
-}
-
-type putLogEventsReq struct {
-	LogGroupName  *string         `json:"logGroupName"`
-	LogStreamName *string         `json:"logStreamName"`
-	LogEvents     []inputEvent    `json:"logEvents"`
-	SequenceToken *string         `json:"sequenceToken"`
-	Entity        json.RawMessage `json:"entity"`
-}
-
-func (h *Handler) putLogEvents(sc logstore.Scope, r *putLogEventsReq) (any, error) {
-	g, err := required("logGroupName", r.LogGroupName)
-	if err != nil {
-		return nil, err
-	}
-	s, err := required("logStreamName", r.LogStreamName)
-	if err != nil {
-		return nil, err
-	}
-	if len(r.Entity) > 0 {
-		return nil, invalid("entity is not supported by Berth (it has no CloudWatch explore); leave it out.")
-	}
-	// sequenceToken is ignored, as AWS now ignores it.
-	evs := make([]logstore.InputEvent, len(r.LogEvents))
-	for i, e := range r.LogEvents {
-		if e.Timestamp == nil || e.Message == nil {
-			return nil, invalid("1 validation error detected: Value null at 'logEvents.%d.member.%s' failed to satisfy constraint: Member must not be null", i+1, map[bool]string{true: "timestamp", false: "message"}[e.Timestamp == nil])
-		}
-		evs[i] = logstore.InputEvent{Timestamp: *e.Timestamp, Message: *e.Message}
-	}
-	rej, err := h.store.PutEvents(sc, g, s, evs)
-	if err != nil {
-		return nil, err
-	}
-	type rejected struct {
-		TooNewLogEventStartIndex *int `json:"tooNewLogEventStartIndex,omitempty"`
-		TooOldLogEventEndIndex   *int `json:"tooOldLogEventEndIndex,omitempty"`
-		ExpiredLogEventEndIndex  *int `json:"expiredLogEventEndIndex,omitempty"`
-	}
-	out := struct {
-		Rejected *rejected `json:"rejectedLogEventsInfo,omitempty"`
-	}{}
-	if rej.Any() {
-		out.Rejected = &rejected{}
-		idx := func(i int) *int {
-			if i < 0 {
-				return nil
-			}
-			return &i
-		}
-		out.Rejected.TooNewLogEventStartIndex = idx(rej.TooNewStartIndex)
-		out.Rejected.TooOldLogEventEndIndex = idx(rej.TooOldEndIndex)
-		out.Rejected.ExpiredLogEventEndIndex = idx(rej.ExpiredEndIndex)
-	}
-	return out, nil
-}
-
-type getLogEventsReq struct {
-	LogGroupName       *string `json:"logGroupName"`
-	LogGroupIdentifier *string `json:"logGroupIdentifier"`
-	LogStreamName      *string `json:"logStreamName"`
-	StartTime          *int64  `json:"startTime"`
-	EndTime            *int64  `json:"endTime"`
-	NextToken          *string `json:"nextToken"`
-	Limit              *int    `json:"limit"`
-	StartFromHead      *bool   `json:"startFromHead"`
-	Unmask             *bool   `json:"unmask"`
-}
-
-type outputEvent struct {
-	Timestamp     int64  `json:"timestamp"`
-	Message       string `json:"message"`
-	IngestionTime int64  `json:"ingestionTime"`
-}
-
-func (h *Handler) getLogEvents(sc logstore.Scope, r *getLogEventsReq) (any, error) {
-	g, err := groupName(sc, r.LogGroupName, r.LogGroupIdentifier)
-	if err != nil {
-		return nil, err
-	}
-	s, err := required("logStreamName", r.LogStreamName)
-	if err != nil {
-		return nil, err
-	}
-	// unmask reveals data masked by a data protection policy; Berth masks nothing.
-	in := logstore.GetEventsInput{Group: g, Stream: s, Start: r.StartTime, End: r.EndTime}
-	if r.NextToken != nil {
-		in.Token = *r.NextToken
-	}
-	if r.Limit != nil {
-		if *r.Limit == 0 {
-			return nil, invalid("1 validation error detected: Value '0' at 'limit' failed to satisfy constraint: Member must have value greater than or equal to 1")
-		}
-		in.Limit = *r.Limit
-	}
-	if r.StartFromHead != nil {
-		in.StartFromHead = *r.StartFromHead
-	}
-	res, err := h.store.GetEvents(sc, in)
-	if err != nil {
-		return nil, err
-	}
-	out := struct {
-		Events            []outputEvent `json:"events"`
-		NextForwardToken  string        `json:"nextForwardToken"`
-		NextBackwardToken string        `json:"nextBackwardToken"`
-	}{Events: make([]outputEvent, 0, len(res.Events)), NextForwardToken: res.NextForwardToken, NextBackwardToken: res.NextBackwardToken}
-	for _, e := range res.Events {
-		out.Events = append(out.Events, outputEvent{Timestamp: e.Timestamp, Message: e.Message, IngestionTime: e.IngestionTime})
-	}
-	return out, nil
-}
-
-type filterLogEventsReq struct {
-	LogGroupName        *string  `json:"logGroupName"`
-	LogGroupIdentifier  *string  `json:"logGroupIdentifier"`
-	LogStreamNames      []string `json:"logStreamNames"`
-	LogStreamNamePrefix *string  `json:"logStreamNamePrefix"`
-	StartTime           *int64   `json:"startTime"`
-	EndTime             *int64   `json:"endTime"`
-	FilterPattern       *string  `json:"filterPattern"`
-	NextToken           *string  `json:"nextToken"`
-	Limit               *int     `json:"limit"`
-	Interleaved         *bool    `json:"interleaved"`
-	Unmask              *bool    `json:"unmask"`
-}
-
-type filteredEvent struct {
-	LogStreamName string `json:"logStreamName"`
-	Timestamp     int64  `json:"timestamp"`
-	Message       string `json:"message"`
-	IngestionTime int64  `json:"ingestionTime"`
-	EventID       string `json:"eventId"`
-}
-
-type searchedStream struct {
-	LogStreamName      string `json:"logStreamName"`
-	SearchedCompletely bool   `json:"searchedCompletely"`
-}
-
-func (h *Handler) filterLogEvents(sc logstore.Scope, r *filterLogEventsReq) (any, error) {
-	g, err := groupName(sc, r.LogGroupName, r.LogGroupIdentifier)
-	if err != nil {
-		return nil, err
-	}
-	// interleaved is deprecated and always true on AWS; results are always interleaved.
-	in := logstore.FilterInput{Group: g, Streams: r.LogStreamNames, Start: r.StartTime, End: r.EndTime}
-	if r.LogStreamNamePrefix != nil {
-		in.StreamPrefix = *r.LogStreamNamePrefix
-	}
-	if r.FilterPattern != nil {
-		in.Pattern = *r.FilterPattern
-	}
-	if r.NextToken != nil {
-		in.Token = *r.NextToken
-	}
-	if r.Limit != nil {
-		if *r.Limit == 0 {
-			return nil, invalid("1 validation error detected: Value '0' at 'limit' failed to satisfy constraint: Member must have value greater than or equal to 1")
-		}
-		in.Limit = *r.Limit
-	}
-	res, err := h.store.FilterEvents(sc, in)
-	if err != nil {
-		return nil, err
-	}
-	out := struct {
-		Events             []filteredEvent  `json:"events"`
-		SearchedLogStreams []searchedStream `json:"searchedLogStreams"`
-		NextToken          string           `json:"nextToken,omitempty"`
-	}{Events: make([]filteredEvent, 0, len(res.Events)), SearchedLogStreams: []searchedStream{}, NextToken: res.NextToken}
-	for _, e := range res.Events {
-		out.Events = append(out.Events, filteredEvent{LogStreamName: e.Stream, Timestamp: e.Timestamp, Message: e.Message, IngestionTime: e.IngestionTime, EventID: e.ID})
-	}
-	for _, s := range res.Searched {
-		out.SearchedLogStreams = append(out.SearchedLogStreams, searchedStream{LogStreamName: s, SearchedCompletely: res.NextToken == ""})
-	}
-	return out, nil
-}
-
-type retentionReq struct {
-	LogGroupName    *string `json:"logGroupName"`
-	RetentionInDays *int32  `json:"retentionInDays"`
-}
-
-func (h *Handler) putRetentionPolicy(sc logstore.Scope, r *retentionReq) (any, error) {
-	g, err := required("logGroupName", r.LogGroupName)
-	if err != nil {
-		return nil, err
-	}
-	if r.RetentionInDays == nil {
-		return nil, invalid("1 validation error detected: Value null at 'retentionInDays' failed to satisfy constraint: Member must not be null")
-	}
-	return empty{}, h.store.PutRetention(sc, g, *r.RetentionInDays)
-}
-
-func (h *Handler) deleteRetentionPolicy(sc logstore.Scope, r *groupReq) (any, error) {
-	g, err := required("logGroupName", r.LogGroupName)
-	if err != nil {
-		return nil, err
-	}
-	return empty{}, h.store.DeleteRetention(sc, g)
-}
-
-type tagResourceReq struct {
-	ResourceArn *string           `json:"resourceArn"`
-	Tags        map[string]string `json:"tags"`
-	TagKeys     []string          `json:"tagKeys"`
+	return "", awserr.InvalidParameterf("Either LogGroup name or LogGroup identifier must be provided.")
 }
 
 // resourceGroup returns the log group a resource ARN names; tags are served for log
 // groups only.
-func resourceGroup(sc logstore.Scope, a *string) (string, error) {
-	v, err := required("resourceArn", a)
-	if err != nil {
+func resourceGroup(sc logstore.Scope, arn string) (string, error) {
+	if err := missing("resourceArn", arn); err != nil {
 		return "", err
 	}
-	if !strings.HasPrefix(v, "arn:") || !strings.Contains(v, ":log-group:") || strings.Contains(v, ":log-stream:") {
-		return "", invalid("Berth tags log groups only; %s is not a log group ARN.", v)
+	if !strings.HasPrefix(arn, "arn:") || !strings.Contains(arn, ":log-group:") || strings.Contains(arn, ":log-stream:") {
+		return "", awserr.InvalidParameterf("Berth tags log groups only; %s is not a log group ARN.", arn)
 	}
-	return logstore.GroupName(sc, v)
+	return logstore.GroupName(sc, arn)
 }
 
-func (h *Handler) tagResource(sc logstore.Scope, r *tagResourceReq) (any, error) {
-	g, err := resourceGroup(sc, r.ResourceArn)
-	if err != nil {
-		return nil, err
+// nonEmpty returns &s, or nil for "": a nextToken is left out on the last page.
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
 	}
-	if len(r.Tags) == 0 {
-		return nil, invalid("1 validation error detected: Value at 'tags' failed to satisfy constraint: Member must have length greater than or equal to 1")
-	}
-	return empty{}, h.store.TagGroup(sc, g, r.Tags)
+	return &s
 }
 
-func (h *Handler) untagResource(sc logstore.Scope, r *tagResourceReq) (any, error) {
-	g, err := resourceGroup(sc, r.ResourceArn)
-	if err != nil {
-		return nil, err
+// bound returns a time bound in milliseconds for the store: nil (unbounded) for 0,
+// which is how an absent startTime or endTime arrives (the fields have no presence).
+func bound(ms int64) *int64 {
+	if ms == 0 {
+		return nil
 	}
-	return empty{}, h.store.UntagGroup(sc, g, r.TagKeys)
-}
-
-type tagsOut struct {
-	Tags map[string]string `json:"tags"`
-}
-
-func (h *Handler) listTagsForResource(sc logstore.Scope, r *tagResourceReq) (any, error) {
-	g, err := resourceGroup(sc, r.ResourceArn)
-	if err != nil {
-		return nil, err
-	}
-	return h.tagsOf(sc, g)
-}
-
-func (h *Handler) tagsOf(sc logstore.Scope, g string) (any, error) {
-	grp, err := h.store.DescribeGroup(sc, g)
-	if err != nil {
-		return nil, err
-	}
-	out := tagsOut{Tags: grp.Tags}
-	if out.Tags == nil {
-		out.Tags = map[string]string{}
-	}
-	return out, nil
-}
-
-type tagLogGroupReq struct {
-	LogGroupName *string         `json:"logGroupName"`
-	Tags         json.RawMessage `json:"tags"`
-}
-
-func (h *Handler) tagLogGroup(sc logstore.Scope, r *tagLogGroupReq) (any, error) {
-	g, err := required("logGroupName", r.LogGroupName)
-	if err != nil {
-		return nil, err
-	}
-	var tags map[string]string
-	if err := json.Unmarshal(r.Tags, &tags); err != nil || len(tags) == 0 {
-		return nil, invalid("tags must be a non-empty map of tag keys to values.")
-	}
-	return empty{}, h.store.TagGroup(sc, g, tags)
-}
-
-func (h *Handler) untagLogGroup(sc logstore.Scope, r *tagLogGroupReq) (any, error) {
-	g, err := required("logGroupName", r.LogGroupName)
-	if err != nil {
-		return nil, err
-	}
-	var keys []string
-	if err := json.Unmarshal(r.Tags, &keys); err != nil || len(keys) == 0 {
-		return nil, invalid("tags must be a non-empty list of tag keys.")
-	}
-	return empty{}, h.store.UntagGroup(sc, g, keys)
-}
-
-func (h *Handler) listTagsLogGroup(sc logstore.Scope, r *groupReq) (any, error) {
-	g, err := required("logGroupName", r.LogGroupName)
-	if err != nil {
-		return nil, err
-	}
-	return h.tagsOf(sc, g)
+	return &ms
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
@@ -139,28 +140,111 @@ func devRegions(cfg devConfig) ([]string, error) {
 	return append(slices.Clone(sigv4.PublicRegions), cfg.Region), nil
 }
 
-// splitList splits a comma-separated list, dropping blanks.
-
 // runDev runs `berth dev` until ctx ends. The ready line goes to out, logs to logw.
+//
+// It brings the stack up in dependency order — etcd, the scheduler, the gateway and the
+// load balancer, DNS, the registry, the agent — each part in its own goroutine
+// (devParts), and returns when they have all ended: the first to end, or ctx, ends the
+// others. What it opened is closed last first when it returns.
 func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	var stableAfter time.Duration
+	stableAfter, credsLifetime, err := devDurations(cfg)
+	if err != nil {
+		return err
+	}
+	d := &devStack{cfg: cfg, log: log}
+	defer d.close()
+	if err := d.openDataDir(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	d.onClose(cancel)
+	if err := d.startEtcd(ctx); err != nil {
+		return err
+	}
+	if err := d.newScheduler(ctx, stableAfter, credsLifetime); err != nil {
+		return err
+	}
+	parts := &devParts{ctx: ctx, done: make(chan error, 8)}
+	// From here on, parts run: a failure cancels them before the deferred closes.
+	endpoint, err := d.startControlPlane(ctx, parts)
+	if err != nil {
+		cancel()
+		return err
+	}
+	dnsTarget, err := d.startDNS(ctx, parts)
+	if err != nil {
+		cancel()
+		return err
+	}
+	if err := d.startRegistry(ctx); err != nil {
+		cancel()
+		return err
+	}
+	ag, err := d.startAgent(ctx, parts, endpoint, dnsTarget)
+	if err != nil {
+		cancel()
+		return err
+	}
+	go func() {
+		if err := waitRegistered(ctx, d.sched, cfg, ag.HostID()); err != nil {
+			return
+		}
+		fmt.Fprintf(out, "berth dev: plain HTTP, no TLS and an open AdminService: for this machine only (see docs/security.md for a deployment)\n")
+		fmt.Fprintf(out, "berth dev ready: endpoint %s region %s access key %s secret %s cluster %s\n",
+			endpoint, cfg.Region, cfg.AccessKeyID, cfg.SecretAccessKey, cfg.Cluster)
+	}()
+	return parts.wait(cancel)
+}
+
+// devDurations parses BERTH_TASK_STABLE_AFTER and BERTH_TASK_CREDENTIALS_LIFETIME (0 when
+// unset: the scheduler's defaults).
+func devDurations(cfg devConfig) (stableAfter, credsLifetime time.Duration, err error) {
 	if cfg.TaskStableAfter != "" {
 		d, err := time.ParseDuration(cfg.TaskStableAfter)
 		if err != nil || d <= 0 {
-			return fmt.Errorf("BERTH_TASK_STABLE_AFTER=%q: want a positive duration such as 5s", cfg.TaskStableAfter)
+			return 0, 0, fmt.Errorf("BERTH_TASK_STABLE_AFTER=%q: want a positive duration such as 5s", cfg.TaskStableAfter)
 		}
 		stableAfter = d
 	}
-	var credsLifetime time.Duration
 	if cfg.TaskCredentialsLifetime != "" {
 		d, err := time.ParseDuration(cfg.TaskCredentialsLifetime)
 		if err != nil || d < 10*time.Second {
-			return fmt.Errorf("BERTH_TASK_CREDENTIALS_LIFETIME=%q: want a duration of at least 10s", cfg.TaskCredentialsLifetime)
+			return 0, 0, fmt.Errorf("BERTH_TASK_CREDENTIALS_LIFETIME=%q: want a duration of at least 10s", cfg.TaskCredentialsLifetime)
 		}
 		credsLifetime = d
 	}
-	dataDir, err := filepath.Abs(cfg.DataDir)
+	return stableAfter, credsLifetime, nil
+}
+
+// devStack is what runDev's phases open and share.
+type devStack struct {
+	cfg     devConfig
+	log     *slog.Logger
+	dataDir string // absolute
+	// undo holds what to close when runDev returns (runDev's context's cancel among it),
+	// in the order it was opened; close runs it backwards, as defers would.
+	undo     []func()
+	etcd     *etcdembed.Server
+	local    *clientv3.Client // etcd's in-process client
+	registry *prometheus.Registry
+	sched    *app.App
+}
+
+// onClose adds f to what close runs.
+func (d *devStack) onClose(f func()) { d.undo = append(d.undo, f) }
+
+// close runs what the phases opened, last first.
+func (d *devStack) close() {
+	for i := len(d.undo) - 1; i >= 0; i-- {
+		d.undo[i]()
+	}
+}
+
+// openDataDir creates and locks the data dir, so two `berth dev` never share it; the
+// lock is the last thing close releases.
+func (d *devStack) openDataDir() error {
+	dataDir, err := filepath.Abs(d.cfg.DataDir)
 	if err != nil {
 		return err
 	}
@@ -171,153 +255,160 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	d.dataDir = dataDir
+	d.onClose(unlock)
+	return nil
+}
 
-	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: filepath.Join(dataDir, "etcd"), ClientURL: "http://127.0.0.1:0", MaxTxnOps: etcdembed.DevMaxTxnOps})
+// startEtcd starts the embedded etcd member under the data dir.
+func (d *devStack) startEtcd(ctx context.Context) error {
+	etcd, err := etcdembed.Start(ctx, etcdembed.Config{Dir: filepath.Join(d.dataDir, "etcd"), ClientURL: "http://127.0.0.1:0", MaxTxnOps: etcdembed.DevMaxTxnOps})
 	if err != nil {
 		return fmt.Errorf("start etcd: %w", err)
 	}
-	defer etcd.Close()
+	d.onClose(func() { _ = etcd.Close() })
+	d.etcd = etcd
 	// The scheduler and the other parts in this process reach etcd by function calls;
 	// the client port stays for clients outside it (etcdctl) and the health check.
 	local, err := etcd.InProcessClient()
 	if err != nil {
 		return fmt.Errorf("start etcd: %w", err)
 	}
-	defer local.Close()
+	d.onClose(func() { _ = local.Close() })
+	d.local = local
+	return nil
+}
 
+// newScheduler builds the scheduler (not yet running) with the stores it needs beside
+// etcd, and moves the state of a data dir from before regions into BERTH_REGION.
+func (d *devStack) newScheduler(ctx context.Context, stableAfter, credsLifetime time.Duration) error {
 	// One registry for every part of the stack, served at /metrics on the gateway's
 	// address (docs/observability.md).
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	d.registry = prometheus.NewRegistry()
+	d.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	// Secrets are sealed with a key file beside etcd's data, never in it (docs/secrets.md).
-	keyring, err := seal.LoadOrCreate(filepath.Join(dataDir, "secrets.key"))
+	keyring, err := seal.LoadOrCreate(filepath.Join(d.dataDir, "secrets.key"))
 	if err != nil {
 		return fmt.Errorf("secrets key: %w", err)
 	}
-	logStore, err := logstore.Open(logstore.Config{Dir: filepath.Join(dataDir, "cwlogs")})
+	logStore, err := logstore.Open(logstore.Config{Dir: filepath.Join(d.dataDir, "cwlogs")})
 	if err != nil {
 		return err
 	}
-	defer logStore.Close()
-	sched, err := app.New(app.Config{Etcd: local, Region: cfg.Region, Logger: log.With("service", "scheduler"), Dev: true,
-		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps, Registry: registry, Logs: logStore, Keyring: keyring,
+	d.onClose(func() { _ = logStore.Close() })
+	d.sched, err = app.New(app.Config{Etcd: d.local, Region: d.cfg.Region, Logger: d.log.With("service", "scheduler"), Dev: true,
+		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps, Registry: d.registry, Logs: logStore, Keyring: keyring,
 		TaskSubnetPool: cli.Env("BERTH_TASK_SUBNET_POOL", ""), TaskCredentialsLifetime: credsLifetime})
 	if err != nil {
 		return err
 	}
 	// A data dir from a build without regions: its state moves into BERTH_REGION.
-	if err := sched.MigrateLayout(ctx); err != nil {
-		return err
-	}
+	return d.sched.MigrateLayout(ctx)
+}
+
+// startControlPlane starts the scheduler (its Connect server on a loopback port and its
+// loops), seeds the dev account, then starts the gateway in front of it and the load
+// balancer's data plane. It returns the gateway's endpoint.
+func (d *devStack) startControlPlane(ctx context.Context, parts *devParts) (string, error) {
+	cfg := d.cfg
 	schedLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return err
+		return "", err
 	}
-	done := make(chan error, 8)
-	running := 0
-	start := func(name string, run func() error) {
-		running++
-		go func() {
-			err := run()
-			if err != nil && ctx.Err() == nil {
-				err = fmt.Errorf("%s: %w", name, err)
-			} else {
-				err = nil
-			}
-			done <- err
-		}()
+	parts.start("scheduler listener", func() error { return h2c.Serve(ctx, schedLn, d.sched.Handler()) })
+	parts.start("scheduler", func() error { return d.sched.Run(ctx) })
+	if err := seedDevAccount(ctx, d.sched, cfg); err != nil {
+		return "", err
 	}
-	start("scheduler listener", func() error { return h2c.Serve(ctx, schedLn, sched.Handler()) })
-	start("scheduler", func() error { return sched.Run(ctx) })
-
-	if err := seedDevAccount(ctx, sched, cfg); err != nil {
-		cancel()
-		return err
-	}
-
 	regions, err := devRegions(cfg)
 	if err != nil {
-		cancel()
-		return err
+		return "", err
 	}
-	health := func(ctx context.Context) (any, bool) { return devHealth(ctx, etcd, sched, cfg) }
+	health := func(ctx context.Context) (any, bool) { return devHealth(ctx, d.etcd, d.sched, cfg) }
 	// The console reads a task's logs from its agent's berth.log-endpoint (the dev
 	// agent's BERTH_AGENT_LOG_ADDR), as it does outside `berth dev`.
 	consoleCfg := &gateway.ConsoleConfig{DefaultRegion: cfg.Region}
 	gw, err := gateway.New(gateway.Config{
 		SchedulerURL: "http://" + schedLn.Addr().String(),
 		Regions:      regions,
-		Logger:       log.With("service", "gateway"),
+		Logger:       d.log.With("service", "gateway"),
 		Dev:          true,
 		Health:       health,
-		Registry:     registry,
+		Registry:     d.registry,
 		ServeMetrics: true,
 		Console:      consoleCfg,
 	})
 	if err != nil {
-		cancel()
-		return err
+		return "", err
 	}
 	gwLn, err := net.Listen("tcp", cfg.GatewayAddr)
 	if err != nil {
-		cancel()
-		return fmt.Errorf("gateway address %s: %w", cfg.GatewayAddr, err)
+		return "", fmt.Errorf("gateway address %s: %w", cfg.GatewayAddr, err)
 	}
-	endpoint := "http://" + gwLn.Addr().String()
-	start("gateway", func() error { return h2c.Serve(ctx, gwLn, gw) })
+	parts.start("gateway", func() error { return h2c.Serve(ctx, gwLn, gw) })
 	// The load balancer data plane: listeners bind on BERTH_LB_LISTEN_HOST.
-	start("lb", func() error {
-		return lb.Run(ctx, local, lb.Config{ListenHost: cfg.LBListenHost, Logger: log.With("service", "lb")})
+	parts.start("lb", func() error {
+		return lb.Run(ctx, d.local, lb.Config{ListenHost: cfg.LBListenHost, Logger: d.log.With("service", "lb")})
 	})
+	return "http://" + gwLn.Addr().String(), nil
+}
 
-	// The Cloud Map DNS server of the dev account and region (docs/service-discovery.md).
-	dnsTarget := ""
-	if cfg.DNSAddr != "off" {
-		dnsSrv, err := cloudmapdns.Listen(cloudmapdns.Config{
-			Addr: cfg.DNSAddr, Scopes: []keys.Scope{{Account: cfg.AccountID, Region: cfg.Region}}, Logger: log.With("service", "dns"),
-		})
-		if err != nil {
-			cancel()
-			return fmt.Errorf("cloud map dns at %s (set BERTH_DNS_ADDR, or off to disable): %w", cfg.DNSAddr, err)
-		}
-		defer dnsSrv.Close()
-		dnsTarget = dnsSrv.Addr()
-		start("dns", func() error {
-			if err := dnsSrv.Follow(ctx, local); err != nil && ctx.Err() == nil {
-				return err
-			}
-			return nil
-		})
+// startDNS starts the Cloud Map DNS server of the dev account and region
+// (docs/service-discovery.md), unless BERTH_DNS_ADDR is off. It returns its address
+// ("" when off), which the agent points its tasks' DNS at.
+func (d *devStack) startDNS(ctx context.Context, parts *devParts) (string, error) {
+	if d.cfg.DNSAddr == "off" {
+		return "", nil
 	}
-
-	if cfg.RegistryAddr != "" {
-		reg, err := ociregistry.Serve(ctx, cfg.RegistryAddr)
-		if err != nil {
-			cancel()
-			return fmt.Errorf("registry at %s (set BERTH_REGISTRY_ADDR, or empty to disable): %w", cfg.RegistryAddr, err)
-		}
-		defer reg.Close()
+	dnsSrv, err := cloudmapdns.Listen(cloudmapdns.Config{
+		Addr: d.cfg.DNSAddr, Scopes: []keys.Scope{{Account: d.cfg.AccountID, Region: d.cfg.Region}}, Logger: d.log.With("service", "dns"),
+	})
+	if err != nil {
+		return "", fmt.Errorf("cloud map dns at %s (set BERTH_DNS_ADDR, or off to disable): %w", d.cfg.DNSAddr, err)
 	}
+	d.onClose(func() { _ = dnsSrv.Close() })
+	parts.start("dns", func() error {
+		if err := dnsSrv.Follow(ctx, d.local); err != nil && ctx.Err() == nil {
+			return err
+		}
+		return nil
+	})
+	return dnsSrv.Addr(), nil
+}
 
+// startRegistry serves the embedded OCI registry, unless BERTH_REGISTRY_ADDR is empty.
+func (d *devStack) startRegistry(ctx context.Context) error {
+	if d.cfg.RegistryAddr == "" {
+		return nil
+	}
+	reg, err := ociregistry.Serve(ctx, d.cfg.RegistryAddr)
+	if err != nil {
+		return fmt.Errorf("registry at %s (set BERTH_REGISTRY_ADDR, or empty to disable): %w", d.cfg.RegistryAddr, err)
+	}
+	d.onClose(func() { _ = reg.Close() })
+	return nil
+}
+
+// startAgent starts this host's agent against the gateway at endpoint, signing as the
+// dev account, on the containerd devContainerd finds; BERTH_CLUSTER is created first
+// unless it is default (which the agent's registration creates, as the ECS agent's does).
+func (d *devStack) startAgent(ctx context.Context, parts *devParts, endpoint, dnsTarget string) (*agent.Agent, error) {
+	cfg := d.cfg
 	netCfg := network.Config{
 		PluginDirs:   cli.SplitList(cli.Env("BERTH_CNI_PLUGIN_DIR", network.DefaultPluginDir+",/opt/cni/bin")),
 		BridgeSubnet: cli.Env("BERTH_BRIDGE_SUBNET", ""),
 		TaskSubnet:   cli.Env("BERTH_TASK_SUBNET", ""),
-		StateDir:     filepath.Join(dataDir, "agent", "network"),
+		StateDir:     filepath.Join(d.dataDir, "agent", "network"),
 		DNSTarget:    dnsTarget,
 	}
-	ctrd, snapshotter, runcRoot, stopContainerd := devContainerd(ctx, log, dataDir, cfg.ContainerdAddress)
-	defer stopContainerd()
+	ctrd, snapshotter, runcRoot, stopContainerd := devContainerd(ctx, d.log, d.dataDir, cfg.ContainerdAddress)
+	d.onClose(stopContainerd)
 
 	if cfg.Cluster != "default" {
 		ictx := caller.With(ctx, caller.Identity{Account: cfg.AccountID, Region: cfg.Region})
-		if _, err := sched.ECS().CreateCluster(ictx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String(cfg.Cluster)})); err != nil {
-			cancel()
-			return fmt.Errorf("create cluster %s: %w", cfg.Cluster, err)
+		if _, err := d.sched.ECS().CreateCluster(ictx, connect.NewRequest(&ecsv1.CreateClusterRequest{ClusterName: proto.String(cfg.Cluster)})); err != nil {
+			return nil, fmt.Errorf("create cluster %s: %w", cfg.Cluster, err)
 		}
 	}
 
@@ -327,7 +418,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		ControlPlaneURL:    endpoint,
 		HTTPClient:         h2c,
 		Cluster:            cfg.Cluster,
-		DataDir:            filepath.Join(dataDir, "agent"),
+		DataDir:            filepath.Join(d.dataDir, "agent"),
 		ContainerdAddress:  ctrd,
 		Snapshotter:        snapshotter,
 		RuncRoot:           runcRoot,
@@ -335,27 +426,44 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		LogAddr:            cfg.AgentLogAddr,
 		EndpointAddr:       cfg.AgentEndpointAddr,
 		Network:            netCfg,
-		Logger:             log.With("service", "agent"),
-		Registry:           registry,
+		Logger:             d.log.With("service", "agent"),
+		Registry:           d.registry,
 	})
 	if err != nil {
-		cancel()
-		return err
+		return nil, err
 	}
-	start("agent", func() error { return ag.Run(ctx) })
+	parts.start("agent", func() error { return ag.Run(ctx) })
+	return ag, nil
+}
 
+// devParts runs the stack's long-lived parts, each in a goroutine, and waits for them.
+type devParts struct {
+	ctx     context.Context
+	done    chan error // one value per part when it ends; room for every part
+	running int
+}
+
+// start runs part name. Its error counts unless ctx had ended by then: a part that stops
+// because the stack is stopping has not failed.
+func (p *devParts) start(name string, run func() error) {
+	p.running++
 	go func() {
-		if err := waitRegistered(ctx, sched, cfg, ag.HostID()); err != nil {
-			return
+		err := run()
+		if err != nil && p.ctx.Err() == nil {
+			err = fmt.Errorf("%s: %w", name, err)
+		} else {
+			err = nil
 		}
-		fmt.Fprintf(out, "berth dev: plain HTTP, no TLS and an open AdminService: for this machine only (see docs/security.md for a deployment)\n")
-		fmt.Fprintf(out, "berth dev ready: endpoint %s region %s access key %s secret %s cluster %s\n",
-			endpoint, cfg.Region, cfg.AccessKeyID, cfg.SecretAccessKey, cfg.Cluster)
+		p.done <- err
 	}()
+}
 
+// wait waits for every part to end and returns the first error. The first part to end,
+// failed or not, ends the others (cancel): `berth dev` is whole or stops.
+func (p *devParts) wait(cancel context.CancelFunc) error {
 	var firstErr error
-	for i := 0; i < running; i++ {
-		if err := <-done; err != nil && firstErr == nil {
+	for i := 0; i < p.running; i++ {
+		if err := <-p.done; err != nil && firstErr == nil {
 			firstErr = err
 			cancel()
 		}

@@ -14,11 +14,25 @@ import (
 // created, in the words of the ECS agent's Docker awslogs driver.
 const reasonLogger = "ResourceInitializationError: failed to validate logger args: create stream has been retried 1 times: failed to create Cloudwatch log stream: "
 
-// ensureLogStreams creates the log streams of the awslogs containers among ctrs and
-// records each destination beside the container's log, where the shipper finds it. If
-// one fails, the task stops before any container starts (TaskFailedToStart), as ECS
+// logsHook creates the awslogs streams of the containers to create before they are
+// (ensureLogStreams). A stream that cannot be created fails the task's start, as ECS
 // stops a task whose log group is missing without awslogs-create-group.
-func (t *task) ensureLogStreams(ctx context.Context, ctrs []*ctrState) {
+type logsHook struct{ t *task }
+
+func (h *logsHook) name() string { return "logs" }
+
+func (h *logsHook) prestart(ctx context.Context, ts *taskStart) error {
+	if len(ts.missing) == 0 || ctx.Err() != nil {
+		return nil
+	}
+	return h.t.ensureLogStreams(ctx, ts.missing)
+}
+
+// ensureLogStreams creates the log streams of the awslogs containers among ctrs and
+// records each destination beside the container's log, where the shipper finds it. The
+// first that fails is returned as a startFailure (with the ECS agent's wording); one that
+// fails because ctx ended is not.
+func (t *task) ensureLogStreams(ctx context.Context, ctrs []*ctrState) error {
 	for _, c := range ctrs {
 		lc := c.Def.GetLogConfiguration()
 		if lc.GetLogDriver() != "awslogs" || c.Status == state.Stopped {
@@ -28,18 +42,10 @@ func (t *task) ensureLogStreams(ctx context.Context, ctrs []*ctrState) {
 		if err == nil || ctx.Err() != nil {
 			continue
 		}
-		t.m.log.Warn("awslogs stream not created; stopping task", "task", t.arn, "container", c.Name, "err", err)
-		reason := reasonLogger + err.Error() + " : exit status 1"
-		t.mu.Lock()
-		for _, o := range ctrs {
-			if o.Status != state.Stopped {
-				t.st.MarkStopped(o.Container, nil, reason, true)
-			}
-		}
-		t.beginStopLocked(StopCodeTaskFailedToStart, reason)
-		t.mu.Unlock()
-		return
+		t.m.log.Warn("awslogs stream not created", "task", t.arn, "container", c.Name, "err", err)
+		return &startFailure{reason: reasonLogger + err.Error() + " : exit status 1"}
 	}
+	return nil
 }
 
 func (t *task) ensureLogStream(ctx context.Context, c *ctrState) error {

@@ -248,3 +248,44 @@ func systemCPUNanos() uint64 {
 	}
 	return 0
 }
+
+// endpointsHook readies the task's credentials and metadata endpoints (prepareEndpoints)
+// before its containers are created, and releases them once the task is STOPPED and when
+// run returns.
+type endpointsHook struct{ t *task }
+
+func (h *endpointsHook) name() string { return "endpoints" }
+
+func (h *endpointsHook) prestart(ctx context.Context, ts *taskStart) error {
+	t := h.t
+	t.mu.Lock()
+	stopping := t.st.Stopping
+	t.mu.Unlock()
+	if stopping {
+		return nil // the task failed before its start: no credentials to fetch
+	}
+	err := t.prepareEndpoints(ctx)
+	if err == nil || ctx.Err() != nil {
+		// With ctx ended the agent is stopping: run's supervision ends with ctx.
+		return nil
+	}
+	if ts.adopted != nil && len(ts.missing) == 0 {
+		// Every container of this adopted task already runs: an agent restart does not
+		// stop a running task over its endpoints, so the failure is only logged.
+		t.m.log.Warn("adopted task: its endpoints failed", "task", t.arn, "err", err)
+		return nil
+	}
+	return &startFailure{reason: reasonCredentials + err.Error()}
+}
+
+// stop releases the endpoints before STOPPED is reported, so whoever sees STOPPED finds
+// the task's credentials gone.
+func (h *endpointsHook) stop(context.Context) { h.release() }
+
+func (h *endpointsHook) exit() { h.release() }
+
+func (h *endpointsHook) release() {
+	if ep := h.t.m.cfg.Endpoints; ep != nil {
+		ep.Release(h.t.arn)
+	}
+}

@@ -145,6 +145,13 @@ func (m *Manager) forgetStats(t *task) {
 	}
 }
 
+// statsHook drops the task's stats samples when run returns.
+type statsHook struct{ t *task }
+
+func (h *statsHook) name() string { return "stats" }
+
+func (h *statsHook) exit() { h.t.m.forgetStats(h.t) }
+
 // pullLock returns the lock that serialises pulls of one image reference:
 // concurrent tasks of the same image wait for one pull and unpack instead
 // of racing (as the ECS agent's image manager serialises them).

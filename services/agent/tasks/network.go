@@ -371,3 +371,29 @@ func onlyLoopback(resolv string) bool {
 // netDir returns the directory of the task's hosts and resolv.conf files, beside its
 // volume directory and removed with the task (removeTaskResources).
 func (m *Manager) netDir(arn string) string { return m.volumeDir(arn) + ".net" }
+
+// networkHook gives the task its network before its containers are created (an adopted
+// task gets back the one it has) and releases it once the task is STOPPED. A network
+// that cannot be set up fails the start of the whole task, adopted containers included:
+// they all share it.
+type networkHook struct{ t *task }
+
+func (h *networkHook) name() string { return "network" }
+
+func (h *networkHook) prestart(ctx context.Context, ts *taskStart) error {
+	if h.t.isStopping() {
+		return nil
+	}
+	err := h.t.setupNetwork(ctx, len(ts.missing) == 0)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return errAgentStopping
+	}
+	return &startFailure{reason: reasonNetwork + err.Error(), all: true}
+}
+
+// stop releases the network before STOPPED is reported, so the report carries an awsvpc
+// task's ENI DELETED.
+func (h *networkHook) stop(ctx context.Context) { h.t.teardownNetwork(ctx) }

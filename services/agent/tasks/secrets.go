@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"context"
 	"maps"
 	"strings"
 
@@ -82,4 +83,16 @@ func (t *task) pullConfig(container, ref string) runtime.PullConfig {
 	creds[host] = cred
 	cfg.Credentials = creds
 	return cfg
+}
+
+// secretsHook fails the task's start when its secrets are unavailable (secretsFailure).
+type secretsHook struct{ t *task }
+
+func (h *secretsHook) name() string { return "secrets" }
+
+func (h *secretsHook) prestart(_ context.Context, ts *taskStart) error {
+	if reason := h.t.secretsFailure(len(ts.missing) > 0); reason != "" {
+		return &startFailure{reason: reason}
+	}
+	return nil
 }

@@ -150,8 +150,12 @@ func (t *task) override(name string) *ecsv1.ContainerOverride {
 
 // run drives the task to STOPPED. adopted holds containers found running
 // or stopped at agent start (nil for a new task).
+//
+// Its features are hooks (hooks.go): run settles what adoption found, lets the prestart
+// hooks ready the task (one failing fails its start), starts the containers, then
+// supervises the task until it is STOPPED, calling the poststart, stop and exit hooks on
+// the way.
 func (t *task) run(ctx context.Context, adopted map[string]containerd.Container) {
-	log := t.m.log.With("task", t.arn)
 	// run's end waits for a report still being stored, so none outlives the manager.
 	defer func() { t.reportMu.Lock(); t.reportMu.Unlock() }() //nolint:staticcheck // a barrier
 	if adopted == nil {
@@ -159,139 +163,70 @@ func (t *task) run(ctx context.Context, adopted map[string]containerd.Container)
 		// created, not before: the first report is off the path to RUNNING.
 		t.reportAsync()
 	}
+	ts := &taskStart{adopted: adopted, missing: t.toCreate(adopted), images: map[string]containerd.Image{}}
+	hooks := t.taskHooks()
+	defer exit(hooks)
+	if !t.prestart(ctx, hooks, ts) {
+		return
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	t.startContainers(ctx, &wg, ts)
+	if !t.supervise(ctx, hooks, &wg) {
+		return
+	}
+	t.m.log.Info("task stopped", "task", t.arn)
+	wg.Wait()
+	t.scheduleCleanup(ctx)
+}
+
+// toCreate returns the containers run must create: every container of a new task; of an
+// adopted task, those the runtime does not have. At agent start, a container an earlier
+// agent ran that the runtime no longer has is settled from its stored report, never
+// created again: a task must not run twice. Only containers no agent started yet are
+// still to be created.
+func (t *task) toCreate(adopted map[string]containerd.Container) []*ctrState {
 	var missing []*ctrState
 	for _, c := range t.ctrs {
 		if _, ok := adopted[c.ID]; !ok {
 			missing = append(missing, c)
 		}
 	}
-	if adopted != nil && t.runtimeListed {
-		// At agent start, a container an earlier agent ran that the runtime no longer has
-		// is settled from its stored report, never created again: a task must not run
-		// twice. Only containers no agent started yet are still to be created.
-		t.mu.Lock()
-		toCreate := missing[:0]
-		for _, c := range missing {
-			if t.st.MarkVanished(c.Container) {
-				log.Warn("reconcile: container gone from the runtime; not starting it again", "container", c.Name)
-				continue
-			}
-			toCreate = append(toCreate, c)
-		}
-		missing = toCreate
-		t.mu.Unlock()
-	}
-	// A fresh assignment's start is traced under the RunTask that placed it, when that
-	// was traced (Assignment.trace_parent): "agent StartTask" until the task is RUNNING
-	// or STOPPED, with the image pulls as a child span.
-	var span trace.Span
-	if adopted == nil {
-		span = t.startSpan(ctx)
-	}
-	defer func() {
-		if span != nil {
-			span.End()
-		}
-	}()
-	images := map[string]containerd.Image{}
-	if reason := t.secretsFailure(len(missing) > 0); reason != "" {
-		log.Warn("task secrets unavailable", "reason", reason)
-		t.mu.Lock()
-		for _, c := range missing {
-			t.st.MarkStopped(c.Container, nil, reason, true) // c.done is closed below
-		}
-		t.beginStopLocked(StopCodeTaskFailedToStart, reason)
-		t.mu.Unlock()
-		missing = nil
-	}
-	if len(missing) > 0 {
-		var err error
-		pctx := ctx
-		var pull trace.Span
-		if span != nil {
-			pctx, pull = otel.Tracer(TracerName).Start(trace.ContextWithSpan(ctx, span), "agent pull images",
-				trace.WithAttributes(attribute.Int("berth.containers", len(missing))))
-		}
-		images, err = t.pull(pctx, missing)
-		if pull != nil {
-			if err != nil {
-				pull.SetStatus(codes.Error, err.Error())
-			}
-			pull.End()
-		}
-		log.Debug("images ready", "err", err)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			log.Warn("image pull failed", "err", err)
-			t.mu.Lock()
-			reason := reasonCannotPull + err.Error()
-			for _, c := range missing {
-				t.st.MarkStopped(c.Container, nil, reason, true) // c.done is closed below
-			}
-			t.beginStopLocked(StopCodeTaskFailedToStart, reason)
-			t.mu.Unlock()
-		}
-	}
-
-	if len(missing) > 0 && ctx.Err() == nil {
-		t.ensureLogStreams(ctx, missing)
-	}
-	if !t.isStopping() {
-		if err := t.setupNetwork(ctx, len(missing) == 0); err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			log.Warn("network set-up failed", "err", err)
-			t.mu.Lock()
-			reason := reasonNetwork + err.Error()
-			for _, c := range t.ctrs {
-				if c.Status != state.Stopped {
-					t.st.MarkStopped(c.Container, nil, reason, true)
-				}
-			}
-			t.beginStopLocked(StopCodeTaskFailedToStart, reason)
-			t.mu.Unlock()
-		}
+	if adopted == nil || !t.runtimeListed {
+		return missing
 	}
 	t.mu.Lock()
-	stopping := t.st.Stopping
-	t.mu.Unlock()
-	if stopping {
-		// the task failed before its start: no credentials to fetch
-	} else if err := t.prepareEndpoints(ctx); err != nil && ctx.Err() == nil {
-		if adopted == nil || len(missing) > 0 {
-			log.Warn("task endpoints failed", "err", err)
-			t.mu.Lock()
-			reason := reasonCredentials + err.Error()
-			for _, c := range missing {
-				if c.Status != state.Stopped {
-					t.st.MarkStopped(c.Container, nil, reason, true) // c.done is closed below
-				}
-			}
-			t.beginStopLocked(StopCodeTaskFailedToStart, reason)
-			t.mu.Unlock()
-		} else {
-			log.Warn("adopted task: its endpoints failed", "err", err)
+	defer t.mu.Unlock()
+	toCreate := missing[:0]
+	for _, c := range missing {
+		if t.st.MarkVanished(c.Container) {
+			t.m.log.Warn("reconcile: container gone from the runtime; not starting it again", "task", t.arn, "container", c.Name)
+			continue
 		}
+		toCreate = append(toCreate, c)
 	}
-	if ep := t.m.cfg.Endpoints; ep != nil {
-		defer ep.Release(t.arn)
-	}
-	defer t.m.forgetStats(t)
+	return toCreate
+}
 
-	var wg sync.WaitGroup
+// startContainers starts one goroutine per container not STOPPED (created, or adopted and
+// watched again: runContainer); a STOPPED one, which never ran or was settled at
+// adoption, is done.
+func (t *task) startContainers(ctx context.Context, wg *sync.WaitGroup, ts *taskStart) {
 	for _, c := range t.ctrs {
 		if c.Status == state.Stopped {
 			close(c.done)
 			continue
 		}
-		wg.Go(func() { t.runContainer(ctx, c, images[c.Name], adopted[c.ID]) })
+		wg.Go(func() { t.runContainer(ctx, c, ts.images[c.Name], ts.adopted[c.ID]) })
 	}
-	defer wg.Wait()
+}
 
-	stopSent := false
+// supervise follows the task until it is STOPPED, reporting each change: it derives the
+// task's status from its containers, runs the poststart hooks once its start is over and
+// the stop hooks once it is STOPPED, and stops every container once the task is
+// stopping. It returns false when ctx ended first.
+func (t *task) supervise(ctx context.Context, hooks []taskHook, wg *sync.WaitGroup) bool {
+	stopSent, started := false, false
 	for {
 		t.mu.Lock()
 		ch := t.changed
@@ -299,24 +234,15 @@ func (t *task) run(ctx context.Context, adopted map[string]containerd.Container)
 		stopping, status := t.st.Stopping, t.st.Status
 		t.mu.Unlock()
 		if status == state.Stopped {
-			// Released before STOPPED is reported, so the report carries the ENI DELETED
-			// and whoever sees STOPPED finds the task's credentials gone.
-			t.teardownNetwork(ctx)
-			if ep := t.m.cfg.Endpoints; ep != nil {
-				ep.Release(t.arn)
-			}
+			stop(ctx, hooks)
 		}
 		t.report()
-		if span != nil && (status == state.Running || status == state.Stopped) {
-			span.SetAttributes(attribute.String("ecs.task.last_status", string(status)))
-			if status == state.Stopped {
-				span.SetStatus(codes.Error, "task stopped before RUNNING")
-			}
-			span.End()
-			span = nil
+		if !started && (status == state.Running || status == state.Stopped) {
+			started = true
+			poststart(hooks, status)
 		}
 		if status == state.Stopped {
-			break
+			return true
 		}
 		if stopping && !stopSent {
 			stopSent = true
@@ -326,13 +252,46 @@ func (t *task) run(ctx context.Context, adopted map[string]containerd.Container)
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-ch:
 		}
 	}
-	log.Info("task stopped")
-	wg.Wait()
-	t.scheduleCleanup(ctx)
+}
+
+// traceHook traces a fresh assignment's start under the RunTask that placed it, when
+// that was traced (Assignment.trace_parent): "agent StartTask" until the task is RUNNING
+// or STOPPED, with the image pulls as a child span (imagesHook). An adopted task's start
+// is not traced again.
+type traceHook struct {
+	t    *task
+	span trace.Span // nil when not traced, or ended
+}
+
+func (h *traceHook) name() string { return "trace" }
+
+func (h *traceHook) prestart(ctx context.Context, ts *taskStart) error {
+	if ts.adopted == nil {
+		h.span = h.t.startSpan(ctx)
+	}
+	return nil
+}
+
+func (h *traceHook) poststart(status string) {
+	if h.span == nil {
+		return
+	}
+	h.span.SetAttributes(attribute.String("ecs.task.last_status", status))
+	if status == state.Stopped {
+		h.span.SetStatus(codes.Error, "task stopped before RUNNING")
+	}
+	h.span.End()
+	h.span = nil
+}
+
+func (h *traceHook) exit() {
+	if h.span != nil {
+		h.span.End()
+	}
 }
 
 // report stores the task's state in the outbox when it differs from the
@@ -376,6 +335,43 @@ func (t *task) change() *agentv1.TaskStateChange {
 		t.reportedRun = true
 	}
 	return c
+}
+
+// imagesHook pulls the images of the containers to create. A failed pull fails the
+// task's start with CannotPullContainerError.
+type imagesHook struct {
+	t     *task
+	trace *traceHook // the pulls' span is a child of its span
+}
+
+func (h *imagesHook) name() string { return "images" }
+
+func (h *imagesHook) prestart(ctx context.Context, ts *taskStart) error {
+	if len(ts.missing) == 0 {
+		return nil
+	}
+	pctx := ctx
+	var pull trace.Span
+	if span := h.trace.span; span != nil {
+		pctx, pull = otel.Tracer(TracerName).Start(trace.ContextWithSpan(ctx, span), "agent pull images",
+			trace.WithAttributes(attribute.Int("berth.containers", len(ts.missing))))
+	}
+	images, err := h.t.pull(pctx, ts.missing)
+	if pull != nil {
+		if err != nil {
+			pull.SetStatus(codes.Error, err.Error())
+		}
+		pull.End()
+	}
+	h.t.m.log.Debug("images ready", "task", h.t.arn, "err", err)
+	if ctx.Err() != nil {
+		return errAgentStopping
+	}
+	if err != nil {
+		return &startFailure{reason: reasonCannotPull + err.Error()}
+	}
+	ts.images = images
+	return nil
 }
 
 // pull makes every container's image available.

@@ -27,28 +27,84 @@ const maxContainers = 10
 // buildTaskDefinition validates a RegisterTaskDefinition request as ECS does and returns
 // the task definition with AWS's defaults filled in (revision, ARN, status and times are
 // set by the caller). Errors are ClientException naming the field, as AWS answers.
+//
+// The phases run in the order AWS reports problems in: the request's shape, the
+// task-level settings, the volumes, each container in turn, then what the containers
+// say about each other. Each returns the first problem it finds.
 func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDefinition, error) {
+	if err := checkRegisterRequest(m); err != nil {
+		return nil, err
+	}
+	td := newTaskDefinition(m)
+	mode, err := resolveTaskModes(td, m)
+	if err != nil {
+		return nil, err
+	}
+	taskMem, err := resolveTaskSize(td, m)
+	if err != nil {
+		return nil, err
+	}
+	if err := resolveCompatibilities(td, m, mode); err != nil {
+		return nil, err
+	}
+	volumes, err := checkVolumes(td.Volumes)
+	if err != nil {
+		return nil, err
+	}
+	cs := &containerSet{
+		mode: mode, ipcMode: m.GetIpcMode(), volumes: volumes,
+		taskMem: taskMem, taskMemSet: td.Memory != nil,
+		names: map[string]bool{}, hostPorts: map[string]bool{},
+	}
+	for i, in := range m.GetContainerDefinitions() {
+		c, err := cs.add(i, in)
+		if err != nil {
+			return nil, err
+		}
+		td.ContainerDefinitions = append(td.ContainerDefinitions, c)
+	}
+	if err := checkContainerReferences(mode, td.ContainerDefinitions, cs.names); err != nil {
+		return nil, err
+	}
+	if !cs.essential {
+		return nil, awserr.Clientf("Task definition does not have any essential container.")
+	}
+	if err := checkTaskMemorySum(ClientErr, cs.memSum, taskMem); err != nil {
+		return nil, err
+	}
+	return td, nil
+}
+
+// checkRegisterRequest checks what a RegisterTaskDefinition request must have before
+// anything in it is read: a valid family, 1 to maxContainers containers, valid tags and
+// a size AWS accepts.
+func checkRegisterRequest(m *ecsv1.RegisterTaskDefinitionRequest) error {
 	family := m.GetFamily()
 	if family == "" {
-		return nil, awserr.Clientf("Family should not be null or empty.")
+		return awserr.Clientf("Family should not be null or empty.")
 	}
 	if !ecsapi.ValidName(family) {
-		return nil, awserr.Clientf("Family can have up to 255 characters. Valid characters are letters (uppercase and lowercase), numbers, underscores, and hyphens.")
+		return awserr.Clientf("Family can have up to 255 characters. Valid characters are letters (uppercase and lowercase), numbers, underscores, and hyphens.")
 	}
 	if len(m.GetContainerDefinitions()) == 0 {
-		return nil, awserr.Clientf("Container list cannot be empty.")
+		return awserr.Clientf("Container list cannot be empty.")
 	}
 	if len(m.GetContainerDefinitions()) > maxContainers {
-		return nil, awserr.Clientf("Too many containers: a task definition can have at most %d container definitions.", maxContainers)
+		return awserr.Clientf("Too many containers: a task definition can have at most %d container definitions.", maxContainers)
 	}
 	if err := ecsapi.ValidateTags(m.GetTags()); err != nil {
-		return nil, err
+		return err
 	}
-	if err := checkTaskDefinitionSize(m); err != nil {
-		return nil, err
-	}
+	return checkTaskDefinitionSize(m)
+}
+
+// newTaskDefinition copies the request's task-level settings into a task definition,
+// with the empty lists AWS always shows (volumes, placementConstraints,
+// requiresAttributes). Its containers, cpu, memory and compatibilities are set by the
+// phases after it.
+func newTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) *ecsv1.TaskDefinition {
 	td := &ecsv1.TaskDefinition{
-		Family:                  proto.String(family),
+		Family:                  proto.String(m.GetFamily()),
 		TaskRoleArn:             optionalString(m.TaskRoleArn),
 		ExecutionRoleArn:        optionalString(m.ExecutionRoleArn),
 		NetworkMode:             m.NetworkMode,
@@ -70,29 +126,42 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 	if td.PlacementConstraints == nil {
 		td.PlacementConstraints = []*ecsv1.TaskDefinitionPlacementConstraint{}
 	}
+	return td
+}
+
+// resolveTaskModes checks the task's networkMode (defaulting it to bridge, the EC2
+// default, on td), pidMode, ipcMode and requiresCompatibilities, and returns the network
+// mode.
+func resolveTaskModes(td *ecsv1.TaskDefinition, m *ecsv1.RegisterTaskDefinitionRequest) (string, error) {
 	mode := m.GetNetworkMode()
 	if m.NetworkMode == nil {
 		mode = "bridge"
 		td.NetworkMode = proto.String(mode)
 	}
 	if !oneOf(mode, "bridge", "host", "awsvpc", "none") {
-		return nil, awserr.Clientf("Invalid networkMode %q: valid values are bridge, host, awsvpc and none.", mode)
+		return "", awserr.Clientf("Invalid networkMode %q: valid values are bridge, host, awsvpc and none.", mode)
 	}
 	if m.PidMode != nil && !oneOf(m.GetPidMode(), "host", "task") {
-		return nil, awserr.Clientf("Invalid pidMode %q: valid values are host and task.", m.GetPidMode())
+		return "", awserr.Clientf("Invalid pidMode %q: valid values are host and task.", m.GetPidMode())
 	}
 	if m.IpcMode != nil && !oneOf(m.GetIpcMode(), "host", "task", "none") {
-		return nil, awserr.Clientf("Invalid ipcMode %q: valid values are host, task and none.", m.GetIpcMode())
+		return "", awserr.Clientf("Invalid ipcMode %q: valid values are host, task and none.", m.GetIpcMode())
 	}
 	for _, c := range m.GetRequiresCompatibilities() {
 		if !oneOf(c, "EC2", "FARGATE", "EXTERNAL", "MANAGED_INSTANCES") {
-			return nil, awserr.Clientf("Invalid requiresCompatibilities value %q.", c)
+			return "", awserr.Clientf("Invalid requiresCompatibilities value %q.", c)
 		}
 	}
+	return mode, nil
+}
+
+// resolveTaskSize checks the task-level cpu and memory and sets them on td in AWS's
+// normal form (units and MiB); it returns the task's memory in MiB, 0 when unset.
+func resolveTaskSize(td *ecsv1.TaskDefinition, m *ecsv1.RegisterTaskDefinitionRequest) (int, error) {
 	if m.Cpu != nil {
 		v, ok := normalizeCPU(m.GetCpu())
 		if !ok {
-			return nil, taskCPUError()
+			return 0, taskCPUError()
 		}
 		td.Cpu = proto.String(v)
 	}
@@ -100,39 +169,49 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 	if m.Memory != nil {
 		v, ok := normalizeMemory(m.GetMemory())
 		if !ok {
-			return nil, taskMemoryError(m.GetMemory())
+			return 0, taskMemoryError(m.GetMemory())
 		}
 		td.Memory = proto.String(v)
 		taskMem, _ = strconv.Atoi(v)
 	}
+	return taskMem, nil
+}
+
+// resolveCompatibilities sets td's compatibilities. They list FARGATE when the definition
+// meets Fargate's rules, whether or not it requires them (as AWS computes it); requiring
+// FARGATE of one that does not is refused with the rule it breaks.
+func resolveCompatibilities(td *ecsv1.TaskDefinition, m *ecsv1.RegisterTaskDefinitionRequest, mode string) error {
 	fargate := oneOf("FARGATE", m.GetRequiresCompatibilities()...)
 	if fargate {
 		if mode != "awsvpc" {
-			return nil, awserr.Clientf("Fargate only supports network mode 'awsvpc'.")
+			return awserr.Clientf("Fargate only supports network mode 'awsvpc'.")
 		}
 		if td.Cpu == nil {
-			return nil, awserr.Clientf("Fargate requires that 'cpu' be defined at the task level.")
+			return awserr.Clientf("Fargate requires that 'cpu' be defined at the task level.")
 		}
 		if td.Memory == nil {
-			return nil, awserr.Clientf("Fargate requires that 'memory' be defined at the task level.")
+			return awserr.Clientf("Fargate requires that 'memory' be defined at the task level.")
 		}
 	}
-	// compatibilities lists FARGATE when the definition meets Fargate's rules, whether or
-	// not it requires them (as AWS computes it); requiring FARGATE of one that does not
-	// is refused with the rule it breaks.
 	td.Compatibilities = []string{"EC2", "EXTERNAL"}
 	why, err := fargateIncompatibility(td, m.GetContainerDefinitions())
 	switch {
 	case err != nil && fargate:
-		return nil, err
+		return err
 	case why != "" && fargate:
-		return nil, awserr.Clientf("%s", why)
+		return awserr.Clientf("%s", why)
 	case err == nil && why == "":
 		td.Compatibilities = []string{"EC2", "EXTERNAL", "FARGATE"}
 	}
+	return nil
+}
 
+// checkVolumes checks the task's volumes (unique names; host or
+// dockerVolumeConfiguration, not both, each valid) and returns their names, which the
+// containers' mountPoints must name.
+func checkVolumes(vols []*ecsv1.Volume) (map[string]bool, error) {
 	volumes := map[string]bool{}
-	for _, v := range td.Volumes {
+	for _, v := range vols {
 		if v == nil || v.GetName() == "" {
 			return nil, awserr.Clientf("Volume name should not be null or empty.")
 		}
@@ -158,165 +237,235 @@ func buildTaskDefinition(m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.TaskDef
 			return nil, awserr.Clientf("Invalid 'host.sourcePath' setting for volume '%s'. The source path must be an absolute path on the container instance.", v.GetName())
 		}
 	}
+	return volumes, nil
+}
 
-	names := map[string]bool{}
-	hostPorts := map[string]bool{}
-	essential := false
-	memSum := 0
-	for i, in := range m.GetContainerDefinitions() {
-		if in == nil {
-			return nil, awserr.Clientf("Container definition %d is empty.", i)
-		}
-		c := proto.Clone(in).(*ecsv1.ContainerDefinition)
-		name := c.GetName()
-		if name == "" {
-			return nil, awserr.Clientf("Container.name should not be null or empty.")
-		}
-		if !ecsapi.ValidName(name) {
-			return nil, awserr.Clientf("Container name can have up to 255 characters. Valid characters are letters (uppercase and lowercase), numbers, underscores, and hyphens: %q.", name)
-		}
-		if names[name] {
-			return nil, awserr.Clientf("Container names must be unique within a task definition: %q is used twice.", name)
-		}
-		names[name] = true
-		if strings.TrimSpace(c.GetImage()) == "" {
-			return nil, awserr.Clientf("Container.image should not be null or empty.")
-		}
-		if c.Essential == nil {
-			c.Essential = proto.Bool(true)
-		}
-		essential = essential || c.GetEssential()
-		if c.GetCpu() < 0 {
-			return nil, awserr.Clientf("Invalid 'cpu' setting for container '%s'.", name)
-		}
-		if c.Memory == nil && c.MemoryReservation == nil && td.Memory == nil {
-			return nil, awserr.Clientf("Invalid setting for container '%s'. At least one of 'memory' or 'memoryReservation' must be specified.", name)
-		}
-		if c.Memory != nil && c.GetMemory() < 6 {
-			return nil, awserr.Clientf("Invalid 'memory' setting for container '%s'. The minimum is 6 MiB.", name)
-		}
-		if c.MemoryReservation != nil && c.GetMemoryReservation() < 6 {
-			return nil, awserr.Clientf("Invalid 'memoryReservation' setting for container '%s'. The minimum is 6 MiB.", name)
-		}
-		if err := checkContainerMemory(ClientErr, name, c.Memory, c.MemoryReservation, taskMem); err != nil {
-			return nil, err
-		}
-		memSum += containerMemoryMiB(c.Memory, c.MemoryReservation)
-		if err := checkPortRanges(name, mode, c.GetPortMappings()); err != nil {
-			return nil, err
-		}
-		for _, pm := range c.GetPortMappings() {
-			if pm == nil {
-				return nil, awserr.Clientf("Invalid port mapping for container '%s'.", name)
-			}
-			if pm.Protocol == nil {
-				pm.Protocol = proto.String("tcp")
-			}
-			if !oneOf(pm.GetProtocol(), "tcp", "udp") {
-				return nil, awserr.Clientf("Invalid protocol %q for container '%s': valid values are tcp and udp.", pm.GetProtocol(), name)
-			}
-			if pm.ContainerPort == nil && pm.ContainerPortRange == nil {
-				return nil, awserr.Clientf("Invalid port mapping for container '%s': containerPort or containerPortRange is required.", name)
-			}
-			if pm.ContainerPort != nil && (pm.GetContainerPort() < 1 || pm.GetContainerPort() > 65535) {
-				return nil, awserr.Clientf("Invalid containerPort %d for container '%s': ports are 1-65535.", pm.GetContainerPort(), name)
-			}
-			if pm.GetHostPort() < 0 || pm.GetHostPort() > 65535 {
-				return nil, awserr.Clientf("Invalid hostPort %d for container '%s': ports are 0-65535.", pm.GetHostPort(), name)
-			}
-			if (mode == "awsvpc" || mode == "host") && pm.ContainerPort != nil {
-				if pm.HostPort != nil && pm.GetHostPort() != pm.GetContainerPort() {
-					return nil, awserr.Clientf("When networkMode=%s, the host ports and container ports in port mappings must match.", mode)
-				}
-				pm.HostPort = proto.Int32(pm.GetContainerPort())
-			}
-			if mode == "none" {
-				return nil, awserr.Clientf("Port mappings are not allowed when networkMode=none.")
-			}
-			if hp := pm.GetHostPort(); hp > 0 {
-				k := pm.GetProtocol() + "/" + strconv.Itoa(int(hp))
-				if hostPorts[k] {
-					return nil, awserr.Clientf("Invalid port mappings: host port %d/%s is used twice in the task definition.", hp, pm.GetProtocol())
-				}
-				hostPorts[k] = true
-			}
-		}
-		for _, mp := range c.GetMountPoints() {
-			if mp.GetSourceVolume() == "" {
-				return nil, awserr.Clientf("Invalid 'mountPoints' setting for container '%s'. sourceVolume should not be null or empty.", name)
-			}
-			if !volumes[mp.GetSourceVolume()] {
-				return nil, awserr.Clientf("Invalid 'mountPoints' setting for container '%s'. Unknown volume '%s'.", name, mp.GetSourceVolume())
-			}
-			if !strings.HasPrefix(mp.GetContainerPath(), "/") {
-				return nil, awserr.Clientf("Invalid 'mountPoints' setting for container '%s'. containerPath must be an absolute path: %q.", name, mp.GetContainerPath())
-			}
-		}
-		if c.StartTimeout != nil && c.GetStartTimeout() < 0 {
-			return nil, awserr.Clientf("Invalid 'startTimeout' setting for container '%s'. The value must be 0 or more seconds.", name)
-		}
-		if err := validateLinuxParameters(name, c.Memory != nil, c.GetLinuxParameters()); err != nil {
-			return nil, err
-		}
-		if err := validateSystemControls(name, m.GetIpcMode(), mode, c.GetSystemControls()); err != nil {
-			return nil, err
-		}
-		if rp := c.GetRestartPolicy(); rp != nil {
-			if rp.Enabled == nil {
-				return nil, awserr.Clientf("Invalid 'restartPolicy' setting for container '%s'. enabled is required.", name)
-			}
-			if rp.RestartAttemptPeriod != nil && (rp.GetRestartAttemptPeriod() < 60 || rp.GetRestartAttemptPeriod() > 1800) {
-				return nil, awserr.Clientf("Invalid 'restartPolicy' setting for container '%s'. restartAttemptPeriod must be between 60 and 1800 seconds.", name)
-			}
-			if len(rp.GetIgnoredExitCodes()) > 50 {
-				return nil, awserr.Clientf("Invalid 'restartPolicy' setting for container '%s'. ignoredExitCodes can hold at most 50 exit codes.", name)
-			}
-		}
-		if err := validateResourceRequirements(ClientErr, "container '"+name+"'", c.GetResourceRequirements()); err != nil {
-			return nil, err
-		}
-		if c.PortMappings == nil {
-			c.PortMappings = []*ecsv1.PortMapping{}
-		}
-		if c.Environment == nil {
-			c.Environment = []*ecsv1.KeyValuePair{}
-		}
-		if c.MountPoints == nil {
-			c.MountPoints = []*ecsv1.MountPoint{}
-		}
-		if c.VolumesFrom == nil {
-			c.VolumesFrom = []*ecsv1.VolumeFrom{}
-		}
-		if c.SystemControls == nil {
-			c.SystemControls = []*ecsv1.SystemControl{}
-		}
-		td.ContainerDefinitions = append(td.ContainerDefinitions, c)
+// containerSet checks a task definition's containers one at a time, in the request's
+// order, keeping what a container's checks need from the task and from the containers
+// before it: names and host ports must be unique across the task, and the task needs an
+// essential container and room for the containers' memory.
+type containerSet struct {
+	mode, ipcMode string          // the task's networkMode (resolved) and ipcMode
+	volumes       map[string]bool // the task's volume names
+	taskMem       int             // the task's memory in MiB (0 when unset)
+	taskMemSet    bool            // the task sets memory
+	names         map[string]bool // the containers' names so far
+	hostPorts     map[string]bool // "protocol/port" of the host ports so far
+	essential     bool            // some container so far is essential
+	memSum        int             // the containers' memory so far, MiB
+}
+
+// add checks the i-th container definition of the request and returns a copy with AWS's
+// defaults filled in (essential true; the empty lists AWS always shows; port mappings'
+// protocol, and their host port where the network mode fixes it).
+func (cs *containerSet) add(i int, in *ecsv1.ContainerDefinition) (*ecsv1.ContainerDefinition, error) {
+	if in == nil {
+		return nil, awserr.Clientf("Container definition %d is empty.", i)
 	}
-	for _, c := range td.ContainerDefinitions {
-		if err := checkNetworkFields(mode, c, names); err != nil {
+	c := proto.Clone(in).(*ecsv1.ContainerDefinition)
+	name := c.GetName()
+	if err := cs.checkName(name); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(c.GetImage()) == "" {
+		return nil, awserr.Clientf("Container.image should not be null or empty.")
+	}
+	if c.Essential == nil {
+		c.Essential = proto.Bool(true)
+	}
+	cs.essential = cs.essential || c.GetEssential()
+	if err := cs.checkResources(c); err != nil {
+		return nil, err
+	}
+	if err := checkPortRanges(name, cs.mode, c.GetPortMappings()); err != nil {
+		return nil, err
+	}
+	for _, pm := range c.GetPortMappings() {
+		if err := cs.checkPortMapping(name, pm); err != nil {
 			return nil, err
+		}
+	}
+	if err := cs.checkMountPoints(name, c.GetMountPoints()); err != nil {
+		return nil, err
+	}
+	if c.StartTimeout != nil && c.GetStartTimeout() < 0 {
+		return nil, awserr.Clientf("Invalid 'startTimeout' setting for container '%s'. The value must be 0 or more seconds.", name)
+	}
+	if err := validateLinuxParameters(name, c.Memory != nil, c.GetLinuxParameters()); err != nil {
+		return nil, err
+	}
+	if err := validateSystemControls(name, cs.ipcMode, cs.mode, c.GetSystemControls()); err != nil {
+		return nil, err
+	}
+	if err := checkRestartPolicy(name, c.GetRestartPolicy()); err != nil {
+		return nil, err
+	}
+	if err := validateResourceRequirements(ClientErr, "container '"+name+"'", c.GetResourceRequirements()); err != nil {
+		return nil, err
+	}
+	fillContainerLists(c)
+	return c, nil
+}
+
+// checkName checks a container's name: set, valid and not used by a container before it.
+func (cs *containerSet) checkName(name string) error {
+	if name == "" {
+		return awserr.Clientf("Container.name should not be null or empty.")
+	}
+	if !ecsapi.ValidName(name) {
+		return awserr.Clientf("Container name can have up to 255 characters. Valid characters are letters (uppercase and lowercase), numbers, underscores, and hyphens: %q.", name)
+	}
+	if cs.names[name] {
+		return awserr.Clientf("Container names must be unique within a task definition: %q is used twice.", name)
+	}
+	cs.names[name] = true
+	return nil
+}
+
+// checkResources checks a container's cpu and memory settings, on their own and against
+// the task's memory, and counts its memory towards the task's.
+func (cs *containerSet) checkResources(c *ecsv1.ContainerDefinition) error {
+	name := c.GetName()
+	if c.GetCpu() < 0 {
+		return awserr.Clientf("Invalid 'cpu' setting for container '%s'.", name)
+	}
+	if c.Memory == nil && c.MemoryReservation == nil && !cs.taskMemSet {
+		return awserr.Clientf("Invalid setting for container '%s'. At least one of 'memory' or 'memoryReservation' must be specified.", name)
+	}
+	if c.Memory != nil && c.GetMemory() < 6 {
+		return awserr.Clientf("Invalid 'memory' setting for container '%s'. The minimum is 6 MiB.", name)
+	}
+	if c.MemoryReservation != nil && c.GetMemoryReservation() < 6 {
+		return awserr.Clientf("Invalid 'memoryReservation' setting for container '%s'. The minimum is 6 MiB.", name)
+	}
+	if err := checkContainerMemory(ClientErr, name, c.Memory, c.MemoryReservation, cs.taskMem); err != nil {
+		return err
+	}
+	cs.memSum += containerMemoryMiB(c.Memory, c.MemoryReservation)
+	return nil
+}
+
+// checkPortMapping checks one port mapping of container name and fills its defaults in
+// place: protocol tcp, and (awsvpc and host, where the container's port is the host's)
+// the host port. A host port may be mapped once per protocol in the whole task.
+func (cs *containerSet) checkPortMapping(name string, pm *ecsv1.PortMapping) error {
+	mode := cs.mode
+	if pm == nil {
+		return awserr.Clientf("Invalid port mapping for container '%s'.", name)
+	}
+	if pm.Protocol == nil {
+		pm.Protocol = proto.String("tcp")
+	}
+	if !oneOf(pm.GetProtocol(), "tcp", "udp") {
+		return awserr.Clientf("Invalid protocol %q for container '%s': valid values are tcp and udp.", pm.GetProtocol(), name)
+	}
+	if pm.ContainerPort == nil && pm.ContainerPortRange == nil {
+		return awserr.Clientf("Invalid port mapping for container '%s': containerPort or containerPortRange is required.", name)
+	}
+	if pm.ContainerPort != nil && (pm.GetContainerPort() < 1 || pm.GetContainerPort() > 65535) {
+		return awserr.Clientf("Invalid containerPort %d for container '%s': ports are 1-65535.", pm.GetContainerPort(), name)
+	}
+	if pm.GetHostPort() < 0 || pm.GetHostPort() > 65535 {
+		return awserr.Clientf("Invalid hostPort %d for container '%s': ports are 0-65535.", pm.GetHostPort(), name)
+	}
+	if (mode == "awsvpc" || mode == "host") && pm.ContainerPort != nil {
+		if pm.HostPort != nil && pm.GetHostPort() != pm.GetContainerPort() {
+			return awserr.Clientf("When networkMode=%s, the host ports and container ports in port mappings must match.", mode)
+		}
+		pm.HostPort = proto.Int32(pm.GetContainerPort())
+	}
+	if mode == "none" {
+		return awserr.Clientf("Port mappings are not allowed when networkMode=none.")
+	}
+	if hp := pm.GetHostPort(); hp > 0 {
+		k := pm.GetProtocol() + "/" + strconv.Itoa(int(hp))
+		if cs.hostPorts[k] {
+			return awserr.Clientf("Invalid port mappings: host port %d/%s is used twice in the task definition.", hp, pm.GetProtocol())
+		}
+		cs.hostPorts[k] = true
+	}
+	return nil
+}
+
+// checkMountPoints checks that container name's mount points name volumes of the task
+// and mount them at absolute paths.
+func (cs *containerSet) checkMountPoints(name string, mps []*ecsv1.MountPoint) error {
+	for _, mp := range mps {
+		if mp.GetSourceVolume() == "" {
+			return awserr.Clientf("Invalid 'mountPoints' setting for container '%s'. sourceVolume should not be null or empty.", name)
+		}
+		if !cs.volumes[mp.GetSourceVolume()] {
+			return awserr.Clientf("Invalid 'mountPoints' setting for container '%s'. Unknown volume '%s'.", name, mp.GetSourceVolume())
+		}
+		if !strings.HasPrefix(mp.GetContainerPath(), "/") {
+			return awserr.Clientf("Invalid 'mountPoints' setting for container '%s'. containerPath must be an absolute path: %q.", name, mp.GetContainerPath())
+		}
+	}
+	return nil
+}
+
+// checkRestartPolicy checks container name's restartPolicy (nil for none) against ECS's
+// bounds.
+func checkRestartPolicy(name string, rp *ecsv1.ContainerRestartPolicy) error {
+	if rp == nil {
+		return nil
+	}
+	if rp.Enabled == nil {
+		return awserr.Clientf("Invalid 'restartPolicy' setting for container '%s'. enabled is required.", name)
+	}
+	if rp.RestartAttemptPeriod != nil && (rp.GetRestartAttemptPeriod() < 60 || rp.GetRestartAttemptPeriod() > 1800) {
+		return awserr.Clientf("Invalid 'restartPolicy' setting for container '%s'. restartAttemptPeriod must be between 60 and 1800 seconds.", name)
+	}
+	if len(rp.GetIgnoredExitCodes()) > 50 {
+		return awserr.Clientf("Invalid 'restartPolicy' setting for container '%s'. ignoredExitCodes can hold at most 50 exit codes.", name)
+	}
+	return nil
+}
+
+// fillContainerLists sets the lists a registered container definition holds even when
+// empty, as AWS shows them: portMappings, environment, mountPoints, volumesFrom and
+// systemControls.
+func fillContainerLists(c *ecsv1.ContainerDefinition) {
+	if c.PortMappings == nil {
+		c.PortMappings = []*ecsv1.PortMapping{}
+	}
+	if c.Environment == nil {
+		c.Environment = []*ecsv1.KeyValuePair{}
+	}
+	if c.MountPoints == nil {
+		c.MountPoints = []*ecsv1.MountPoint{}
+	}
+	if c.VolumesFrom == nil {
+		c.VolumesFrom = []*ecsv1.VolumeFrom{}
+	}
+	if c.SystemControls == nil {
+		c.SystemControls = []*ecsv1.SystemControl{}
+	}
+}
+
+// checkContainerReferences checks what containers say about each other, once all are
+// known: links and the other network fields (checkNetworkFields), volumesFrom and
+// dependsOn name other containers of the task.
+func checkContainerReferences(mode string, ctrs []*ecsv1.ContainerDefinition, names map[string]bool) error {
+	for _, c := range ctrs {
+		if err := checkNetworkFields(mode, c, names); err != nil {
+			return err
 		}
 		for _, vf := range c.GetVolumesFrom() {
 			if src := vf.GetSourceContainer(); !names[src] || src == c.GetName() {
-				return nil, awserr.Clientf("Invalid 'volumesFrom' setting for container '%s'. Unknown source container '%s'.", c.GetName(), src)
+				return awserr.Clientf("Invalid 'volumesFrom' setting for container '%s'. Unknown source container '%s'.", c.GetName(), src)
 			}
 		}
 		for _, d := range c.GetDependsOn() {
 			if !names[d.GetContainerName()] {
-				return nil, awserr.Clientf("Invalid 'dependsOn' setting for container '%s'. Unknown container '%s'.", c.GetName(), d.GetContainerName())
+				return awserr.Clientf("Invalid 'dependsOn' setting for container '%s'. Unknown container '%s'.", c.GetName(), d.GetContainerName())
 			}
 			if !oneOf(d.GetCondition(), "START", "COMPLETE", "SUCCESS", "HEALTHY") {
-				return nil, awserr.Clientf("Invalid 'dependsOn' condition %q for container '%s'.", d.GetCondition(), c.GetName())
+				return awserr.Clientf("Invalid 'dependsOn' condition %q for container '%s'.", d.GetCondition(), c.GetName())
 			}
 		}
 	}
-	if !essential {
-		return nil, awserr.Clientf("Task definition does not have any essential container.")
-	}
-	if err := checkTaskMemorySum(ClientErr, memSum, taskMem); err != nil {
-		return nil, err
-	}
-	return td, nil
+	return nil
 }
 
 // RegisterTaskDefinition validates a task definition, fills AWS's defaults and registers

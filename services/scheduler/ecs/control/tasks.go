@@ -174,34 +174,21 @@ func checkSpec(sp *taskSpec, td *ecsv1.TaskDefinition) error {
 }
 
 // newTasks builds n pending task records for a cluster; long says whether their ARNs
-// take the long format (the account's SettingTaskLongARN).
-func (s *Server) newTasks(account keys.Scope, cluster string, long bool, td *ecsv1.TaskDefinition, tdTags []*ecsv1.Tag, sp *taskSpec, n int) []*storev1.TaskRecord {
-	group := sp.group
-	if group == "" {
-		group = "family:" + td.GetFamily()
-	}
+// take the long format (the account's SettingTaskLongARN). clientToken is RunTask's
+// ("" for none).
+func (s *Server) newTasks(account keys.Scope, cluster string, long bool, td *ecsv1.TaskDefinition, tdTags []*ecsv1.Tag, sp *taskSpec, n int, clientToken string) []*storev1.TaskRecord {
 	launch := sp.launchType
 	if launch == "" {
 		launch = "EC2"
-	}
-	tags := []*ecsv1.Tag{}
-	if sp.propagateTags == "TASK_DEFINITION" {
-		tags = mergeTags(tags, tdTags)
-	}
-	tags = mergeTags(tags, sp.tags)
-	if sp.managedTags {
-		tags = mergeTags(tags, []*ecsv1.Tag{
-			{Key: proto.String("aws:ecs:clusterName"), Value: proto.String(cluster)},
-			{Key: proto.String("aws:ecs:taskDefinitionFamily"), Value: proto.String(td.GetFamily())},
-		})
 	}
 	now := s.now()
 	out := make([]*storev1.TaskRecord, 0, n)
 	for i := range n {
 		tt := task.Template{
 			Region: account.Region, Account: account.Account, Cluster: cluster, LongARN: long, NewID: s.newID, Now: now,
-			TaskDefinition: td, Overrides: sp.overrides, Group: group, LaunchType: launch, StartedBy: sp.startedBy,
-			Tags: tags, EnableExecuteCommand: sp.execCommand, NetworkConfiguration: sp.network,
+			TaskDefinition: td, Overrides: sp.overrides, Group: sp.group, LaunchType: launch, StartedBy: sp.startedBy,
+			Tags: sp.tags, PropagateTags: sp.propagateTags, TaskDefinitionTags: tdTags, ManagedTags: sp.managedTags,
+			EnableExecuteCommand: sp.execCommand, NetworkConfiguration: sp.network, ClientToken: clientToken,
 		}
 		if i < len(sp.providers) {
 			tt.CapacityProviderName = sp.providers[i]
@@ -348,10 +335,7 @@ func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTask
 		if err != nil {
 			return nil, err
 		}
-		tasks := s.newTasks(account, name, long, td, tdTags, sp, int(count))
-		for _, t := range tasks {
-			t.ClientToken = m.GetClientToken()
-		}
+		tasks := s.newTasks(account, name, long, td, tdTags, sp, int(count), m.GetClientToken())
 		res, err := s.placeByProvider(ctx, placeRequest{
 			account: account, cluster: name, tasks: tasks, td: td,
 			constraints: m.GetPlacementConstraints(), strategy: m.GetPlacementStrategy(),
@@ -449,7 +433,7 @@ func (s *Server) StartTask(ctx context.Context, req *connect.Request[ecsv1.Start
 			if err != nil {
 				return nil, err
 			}
-			tasks := s.newTasks(account, name, long, td, tdTags, sp, len(ids))
+			tasks := s.newTasks(account, name, long, td, tdTags, sp, len(ids), "")
 			res, err := s.place(ctx, placeRequest{account: account, cluster: name, tasks: tasks, td: td, instanceIDs: ids})
 			if err != nil {
 				return nil, err

@@ -42,206 +42,296 @@ const msgDaemonDesiredCount = "The daemon scheduling strategy does not support a
 // service; ClientException "TaskDefinition is inactive". AWS reference: CreateService.
 func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.CreateServiceRequest]) (*connect.Response[ecsv1.CreateServiceResponse], error) {
 	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.CreateServiceRequest) (*ecsv1.CreateServiceResponse, error) {
-		name := m.GetServiceName()
-		if name == "" {
-			return nil, awserr.InvalidParameterf("serviceName is required.")
-		}
-		if !ecsapi.ValidName(name) {
-			return nil, awserr.InvalidParameterf("Service names can have up to 255 letters (uppercase and lowercase), numbers, underscores, and hyphens.")
-		}
-		strategy := m.GetSchedulingStrategy()
-		if strategy == "" {
-			strategy = StrategyReplica
-		}
-		if strategy != StrategyReplica && strategy != StrategyDaemon {
-			return nil, awserr.InvalidParameterf("Invalid schedulingStrategy %q: valid values are REPLICA and DAEMON.", strategy)
-		}
-		desired := m.GetDesiredCount()
-		switch {
-		case strategy == StrategyReplica && m.DesiredCount == nil:
-			return nil, awserr.InvalidParameterf("Desired count must be specified for the REPLICA scheduling strategy.")
-		case strategy == StrategyDaemon && m.DesiredCount != nil:
-			return nil, awserr.InvalidParameterf("%s", msgDaemonDesiredCount)
-		case desired < 0:
-			return nil, awserr.InvalidParameterf("Desired count must be greater than or equal to 0.")
-		case strategy == StrategyDaemon:
-			desired = 0 // the reconciler sets it to the number of eligible instances
-		}
-		controller := cmp.Or(m.GetDeploymentController().GetType(), "ECS")
-		switch controller {
-		case "ECS":
-		case ControllerExternal:
-			if strategy == StrategyDaemon {
-				return nil, awserr.InvalidParameterf("The DAEMON scheduling strategy is not supported with the EXTERNAL deployment controller.")
-			}
-			if m.TaskDefinition != nil {
-				return nil, awserr.InvalidParameterf("taskDefinition cannot be specified for a service that uses the EXTERNAL deployment controller; give it to CreateTaskSet.")
-			}
-		default:
-			return nil, awserr.New("UnsupportedFeatureException", "The deployment controller type %s is not supported: Berth runs ECS (rolling update) and EXTERNAL (task sets) deployments.", controller)
-		}
-		launch := m.GetLaunchType()
-		if launch == "MANAGED_INSTANCES" {
-			return nil, awserr.New("UnsupportedFeatureException", "The launch type %s is not supported.", launch)
-		}
-		if m.LaunchType != nil && launch != "EC2" && launch != "EXTERNAL" && launch != "FARGATE" {
-			return nil, awserr.InvalidParameterf("Invalid launchType %q.", launch)
-		}
-		if len(m.GetCapacityProviderStrategy()) > 0 && m.LaunchType != nil {
-			return nil, awserr.InvalidParameterf("Specifying both a launch type and capacity provider strategy is not supported.")
-		}
-		if err := control.CheckFields(control.InvalidParamErr, m); err != nil {
-			return nil, err
-		}
-		if err := validateGracePeriod(m.HealthCheckGracePeriodSeconds); err != nil {
-			return nil, err
-		}
-		dc := deploymentConfig(strategy, m.GetDeploymentConfiguration())
-		if err := validateDeploymentConfig(strategy, dc); err != nil {
-			return nil, err
-		}
-		if err := validatePlacement(strategy, m.GetPlacementConstraints(), m.GetPlacementStrategy()); err != nil {
-			return nil, err
-		}
-		if err := ecsapi.ValidateTags(m.GetTags()); err != nil {
-			return nil, err
-		}
-		if p := m.GetPropagateTags(); p != "" && p != "TASK_DEFINITION" && p != "SERVICE" && p != "NONE" {
-			return nil, awserr.InvalidParameterf("Invalid propagateTags %q: valid values are TASK_DEFINITION, SERVICE and NONE.", p)
-		}
-		cluster, clusterRec, _, err := control.ActiveCluster(ctx, h.kv, account, m.GetCluster())
+		ns, err := checkCreateService(m)
 		if err != nil {
 			return nil, err
 		}
-		td := &ecsv1.TaskDefinition{}
-		if controller != ControllerExternal {
-			tdRec, err := taskDefinition(ctx, h.kv, account, m.GetTaskDefinition())
-			if err != nil {
-				return nil, err
-			}
-			td = tdRec.GetTaskDefinition()
-			if err := control.CheckTaskDefinitionFields(td); err != nil {
-				return nil, err
-			}
-		}
-		capStrategy, err := control.RunStrategy(ctx, h.kv, account, clusterRec.GetCluster(), m.GetCapacityProviderStrategy(), m.LaunchType)
-		if err != nil {
+		if err := h.resolveCreateService(ctx, account, m, ns); err != nil {
 			return nil, err
 		}
-		switch {
-		case capStrategy != nil && strategy == StrategyDaemon:
-			return nil, awserr.InvalidParameterf("Capacity provider strategies are not supported for services using the DAEMON scheduling strategy.")
-		case capStrategy != nil:
-			launch = control.StrategyLaunchType(capStrategy)
-		case launch == "":
-			launch = "EC2"
-		}
-		platform, err := control.CheckServiceLaunch(td, launch, m.PlatformVersion, m.GetNetworkConfiguration())
-		if err != nil {
-			return nil, err
-		}
-		if launch == "FARGATE" && (len(m.GetPlacementConstraints()) > 0 || len(m.GetPlacementStrategy()) > 0) {
-			return nil, awserr.InvalidParameterf("Task placement constraints and strategies are not supported for the Fargate launch type.")
-		}
-		if len(m.GetLoadBalancers()) > 0 {
-			if err := validateLoadBalancers(ctx, h.kv, account, m.GetLoadBalancers(), td); err != nil {
-				return nil, err
-			}
-		}
-		if len(m.GetServiceRegistries()) > 0 {
-			if err := validateServiceRegistries(ctx, h.kv, account, m.GetServiceRegistries(), td); err != nil {
-				return nil, err
-			}
-		}
-		now := h.now()
-		depID := NewDeploymentID()
-		propagate := m.GetPropagateTags()
-		if propagate == "" {
-			propagate = "NONE"
-		}
-		svc := &ecsv1.Service{
-			ServiceArn:                    proto.String(arn.ServiceARN(account.Region, account.Account, cluster, name, true)),
-			ServiceName:                   proto.String(name),
-			ClusterArn:                    proto.String(arn.ClusterARN(account.Region, account.Account, cluster)),
-			LoadBalancers:                 nonNil(m.GetLoadBalancers()),
-			ServiceRegistries:             nonNil(m.GetServiceRegistries()),
-			Status:                        proto.String(StatusActive),
-			DesiredCount:                  desired,
-			LaunchType:                    proto.String(launch),
-			TaskDefinition:                td.TaskDefinitionArn,
-			DeploymentConfiguration:       dc,
-			RoleArn:                       m.Role,
-			Events:                        []*ecsv1.ServiceEvent{},
-			CreatedAt:                     proto.Float64(awsapi.Epoch(now)),
-			PlacementConstraints:          nonNil(m.GetPlacementConstraints()),
-			PlacementStrategy:             nonNil(m.GetPlacementStrategy()),
-			NetworkConfiguration:          m.GetNetworkConfiguration(),
-			HealthCheckGracePeriodSeconds: m.HealthCheckGracePeriodSeconds,
-			SchedulingStrategy:            proto.String(strategy),
-			DeploymentController:          &ecsv1.DeploymentController{Type: proto.String(controller)},
-			Tags:                          nonNil(m.GetTags()),
-			CreatedBy:                     proto.String("arn:aws:iam::" + account.Account + ":root"),
-			EnableEcsManagedTags:          m.GetEnableEcsManagedTags(),
-			PropagateTags:                 proto.String(propagate),
-			EnableExecuteCommand:          m.GetEnableExecuteCommand(),
-			CurrentServiceDeployment:      proto.String(serviceDeploymentARN(account.Region, account.Account, cluster, name, depID)),
-		}
-		if capStrategy != nil {
-			svc.CapacityProviderStrategy, svc.LaunchType = capStrategy, nil
-		}
-		if launch == "FARGATE" {
-			svc.PlatformVersion, svc.PlatformFamily = proto.String("LATEST"), proto.String(task.FargatePlatformFamily)
-			if m.PlatformVersion != nil {
-				svc.PlatformVersion = m.PlatformVersion
-			}
-		}
-		d := newDeployment(depID, td.GetTaskDefinitionArn(), desired, launch, m.GetNetworkConfiguration(), now)
-		deploymentLaunch(d, svc, platform)
-		svc.Deployments = []*ecsv1.Deployment{d}
-		rec := &storev1.ServiceRecord{
-			Service:     svc,
-			ClusterName: cluster,
-			Deployments: []*storev1.DeploymentRecord{{Id: depID}},
-		}
-		if controller == ControllerExternal {
-			// Its tasks belong to the task sets the caller creates, not to deployments.
-			svc.Deployments, svc.TaskSets, rec.Deployments = []*ecsv1.Deployment{}, []*ecsv1.TaskSet{}, nil
-			svc.CurrentServiceDeployment = nil
-		}
-		key := keys.Service(account, cluster, name)
-		err = awsapi.Retry(ctx, func() error {
-			old, oldRev, err := get[*storev1.ServiceRecord](ctx, h.kv, key)
-			if err != nil {
-				return fmt.Errorf("service: read %s: %w", name, err)
-			}
-			switch old.GetService().GetStatus() {
-			case StatusActive:
-				return awserr.InvalidParameterf("Creation of service was not idempotent.")
-			case StatusDraining:
-				return awserr.InvalidParameterf("Unable to Start a service that is still Draining.")
-			}
-			crec, crev, err := get[*storev1.ClusterRecord](ctx, h.kv, keys.Cluster(account, cluster))
-			if err != nil {
-				return fmt.Errorf("service: read cluster %s: %w", cluster, err)
-			}
-			if crec == nil || crec.GetCluster().GetStatus() != StatusActive {
-				return awserr.ClusterNotFoundError()
-			}
-			crec.Cluster.ActiveServicesCount++
-			txn := store.NewTxn(h.kv).Update(keys.Cluster(account, cluster), crev, crec)
-			if old == nil {
-				txn.Create(key, rec)
-			} else {
-				txn.Update(key, oldRev, rec) // replaces an INACTIVE service of that name
-			}
-			_, err = txn.Commit(ctx)
-			return err
-		})
-		if err != nil {
+		rec := newServiceRecord(account, m, ns, h.now())
+		if err := h.writeNewService(ctx, account, ns.cluster, ns.name, rec); err != nil {
 			return nil, err
 		}
 		h.kick.Kick()
 		return &ecsv1.CreateServiceResponse{Service: describe(rec, true)}, nil
+	})
+}
+
+// newService is a CreateService request as its phases resolve it: checkCreateService
+// fills the request's own settings, resolveCreateService what the store decides.
+type newService struct {
+	name, strategy, controller string
+	// desired is the desired count (0 for DAEMON, which the reconciler sets).
+	desired int32
+	// launch is the launch type: the request's, then (resolveCreateService) the
+	// capacity provider strategy's, or EC2.
+	launch string
+	dc     *ecsv1.DeploymentConfiguration
+
+	cluster     string
+	clusterRec  *storev1.ClusterRecord
+	td          *ecsv1.TaskDefinition // empty for the EXTERNAL controller
+	capStrategy []*ecsv1.CapacityProviderStrategyItem
+	platform    string // the resolved Fargate platform version; "" for other launch types
+}
+
+// checkCreateService checks what a CreateService request says on its own, before
+// anything is read from the store, and returns the settings it resolves.
+func checkCreateService(m *ecsv1.CreateServiceRequest) (*newService, error) {
+	ns := &newService{name: m.GetServiceName()}
+	if ns.name == "" {
+		return nil, awserr.InvalidParameterf("serviceName is required.")
+	}
+	if !ecsapi.ValidName(ns.name) {
+		return nil, awserr.InvalidParameterf("Service names can have up to 255 letters (uppercase and lowercase), numbers, underscores, and hyphens.")
+	}
+	var err error
+	if ns.strategy, ns.desired, err = createScheduling(m); err != nil {
+		return nil, err
+	}
+	if ns.controller, err = createController(m, ns.strategy); err != nil {
+		return nil, err
+	}
+	if ns.launch, err = createLaunchType(m); err != nil {
+		return nil, err
+	}
+	if err := control.CheckFields(control.InvalidParamErr, m); err != nil {
+		return nil, err
+	}
+	if err := validateGracePeriod(m.HealthCheckGracePeriodSeconds); err != nil {
+		return nil, err
+	}
+	ns.dc = deploymentConfig(ns.strategy, m.GetDeploymentConfiguration())
+	if err := validateDeploymentConfig(ns.strategy, ns.dc); err != nil {
+		return nil, err
+	}
+	if err := validatePlacement(ns.strategy, m.GetPlacementConstraints(), m.GetPlacementStrategy()); err != nil {
+		return nil, err
+	}
+	if err := ecsapi.ValidateTags(m.GetTags()); err != nil {
+		return nil, err
+	}
+	if err := checkPropagateTags(m.GetPropagateTags()); err != nil {
+		return nil, err
+	}
+	return ns, nil
+}
+
+// createScheduling returns the service's scheduling strategy (REPLICA by default) and
+// desired count: required for REPLICA, refused for DAEMON, whose count the reconciler
+// sets to the number of eligible instances (0 until then).
+func createScheduling(m *ecsv1.CreateServiceRequest) (string, int32, error) {
+	strategy := m.GetSchedulingStrategy()
+	if strategy == "" {
+		strategy = StrategyReplica
+	}
+	if strategy != StrategyReplica && strategy != StrategyDaemon {
+		return "", 0, awserr.InvalidParameterf("Invalid schedulingStrategy %q: valid values are REPLICA and DAEMON.", strategy)
+	}
+	desired := m.GetDesiredCount()
+	switch {
+	case strategy == StrategyReplica && m.DesiredCount == nil:
+		return "", 0, awserr.InvalidParameterf("Desired count must be specified for the REPLICA scheduling strategy.")
+	case strategy == StrategyDaemon && m.DesiredCount != nil:
+		return "", 0, awserr.InvalidParameterf("%s", msgDaemonDesiredCount)
+	case desired < 0:
+		return "", 0, awserr.InvalidParameterf("Desired count must be greater than or equal to 0.")
+	case strategy == StrategyDaemon:
+		desired = 0
+	}
+	return strategy, desired, nil
+}
+
+// createController returns the service's deployment controller: ECS (the default) or
+// EXTERNAL, whose task definition comes with each task set rather than the service.
+func createController(m *ecsv1.CreateServiceRequest, strategy string) (string, error) {
+	controller := cmp.Or(m.GetDeploymentController().GetType(), "ECS")
+	switch controller {
+	case "ECS":
+	case ControllerExternal:
+		if strategy == StrategyDaemon {
+			return "", awserr.InvalidParameterf("The DAEMON scheduling strategy is not supported with the EXTERNAL deployment controller.")
+		}
+		if m.TaskDefinition != nil {
+			return "", awserr.InvalidParameterf("taskDefinition cannot be specified for a service that uses the EXTERNAL deployment controller; give it to CreateTaskSet.")
+		}
+	default:
+		return "", awserr.New("UnsupportedFeatureException", "The deployment controller type %s is not supported: Berth runs ECS (rolling update) and EXTERNAL (task sets) deployments.", controller)
+	}
+	return controller, nil
+}
+
+// createLaunchType returns the request's launch type ("" when absent) once checked: a
+// known one, and not with a capacity provider strategy.
+func createLaunchType(m *ecsv1.CreateServiceRequest) (string, error) {
+	launch := m.GetLaunchType()
+	if launch == "MANAGED_INSTANCES" {
+		return "", awserr.New("UnsupportedFeatureException", "The launch type %s is not supported.", launch)
+	}
+	if m.LaunchType != nil && launch != "EC2" && launch != "EXTERNAL" && launch != "FARGATE" {
+		return "", awserr.InvalidParameterf("Invalid launchType %q.", launch)
+	}
+	if len(m.GetCapacityProviderStrategy()) > 0 && m.LaunchType != nil {
+		return "", awserr.InvalidParameterf("Specifying both a launch type and capacity provider strategy is not supported.")
+	}
+	return launch, nil
+}
+
+// checkPropagateTags checks a service's propagateTags ("" when not sent).
+func checkPropagateTags(p string) error {
+	if p != "" && p != "TASK_DEFINITION" && p != "SERVICE" && p != "NONE" {
+		return awserr.InvalidParameterf("Invalid propagateTags %q: valid values are TASK_DEFINITION, SERVICE and NONE.", p)
+	}
+	return nil
+}
+
+// resolveCreateService resolves what a new service depends on in the store and checks
+// the request against it: the ACTIVE cluster, the task definition (unless EXTERNAL),
+// the capacity provider strategy and the launch type it gives, the launch's platform and
+// network configuration, and the load balancers' and registries' targets.
+func (h *Handler) resolveCreateService(ctx context.Context, account keys.Scope, m *ecsv1.CreateServiceRequest, ns *newService) error {
+	var err error
+	ns.cluster, ns.clusterRec, _, err = control.ActiveCluster(ctx, h.kv, account, m.GetCluster())
+	if err != nil {
+		return err
+	}
+	ns.td = &ecsv1.TaskDefinition{}
+	if ns.controller != ControllerExternal {
+		tdRec, err := taskDefinition(ctx, h.kv, account, m.GetTaskDefinition())
+		if err != nil {
+			return err
+		}
+		ns.td = tdRec.GetTaskDefinition()
+		if err := control.CheckTaskDefinitionFields(ns.td); err != nil {
+			return err
+		}
+	}
+	ns.capStrategy, err = control.RunStrategy(ctx, h.kv, account, ns.clusterRec.GetCluster(), m.GetCapacityProviderStrategy(), m.LaunchType)
+	if err != nil {
+		return err
+	}
+	switch {
+	case ns.capStrategy != nil && ns.strategy == StrategyDaemon:
+		return awserr.InvalidParameterf("Capacity provider strategies are not supported for services using the DAEMON scheduling strategy.")
+	case ns.capStrategy != nil:
+		ns.launch = control.StrategyLaunchType(ns.capStrategy)
+	case ns.launch == "":
+		ns.launch = "EC2"
+	}
+	ns.platform, err = control.CheckServiceLaunch(ns.td, ns.launch, m.PlatformVersion, m.GetNetworkConfiguration())
+	if err != nil {
+		return err
+	}
+	if ns.launch == "FARGATE" && (len(m.GetPlacementConstraints()) > 0 || len(m.GetPlacementStrategy()) > 0) {
+		return awserr.InvalidParameterf("Task placement constraints and strategies are not supported for the Fargate launch type.")
+	}
+	if len(m.GetLoadBalancers()) > 0 {
+		if err := validateLoadBalancers(ctx, h.kv, account, m.GetLoadBalancers(), ns.td); err != nil {
+			return err
+		}
+	}
+	if len(m.GetServiceRegistries()) > 0 {
+		if err := validateServiceRegistries(ctx, h.kv, account, m.GetServiceRegistries(), ns.td); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newServiceRecord builds the record of a new ACTIVE service with its first PRIMARY
+// deployment (none for the EXTERNAL controller, whose tasks belong to the task sets the
+// caller creates).
+func newServiceRecord(account keys.Scope, m *ecsv1.CreateServiceRequest, ns *newService, now time.Time) *storev1.ServiceRecord {
+	depID := NewDeploymentID()
+	propagate := m.GetPropagateTags()
+	if propagate == "" {
+		propagate = "NONE"
+	}
+	svc := &ecsv1.Service{
+		ServiceArn:                    proto.String(arn.ServiceARN(account.Region, account.Account, ns.cluster, ns.name, true)),
+		ServiceName:                   proto.String(ns.name),
+		ClusterArn:                    proto.String(arn.ClusterARN(account.Region, account.Account, ns.cluster)),
+		LoadBalancers:                 nonNil(m.GetLoadBalancers()),
+		ServiceRegistries:             nonNil(m.GetServiceRegistries()),
+		Status:                        proto.String(StatusActive),
+		DesiredCount:                  ns.desired,
+		LaunchType:                    proto.String(ns.launch),
+		TaskDefinition:                ns.td.TaskDefinitionArn,
+		DeploymentConfiguration:       ns.dc,
+		RoleArn:                       m.Role,
+		Events:                        []*ecsv1.ServiceEvent{},
+		CreatedAt:                     proto.Float64(awsapi.Epoch(now)),
+		PlacementConstraints:          nonNil(m.GetPlacementConstraints()),
+		PlacementStrategy:             nonNil(m.GetPlacementStrategy()),
+		NetworkConfiguration:          m.GetNetworkConfiguration(),
+		HealthCheckGracePeriodSeconds: m.HealthCheckGracePeriodSeconds,
+		SchedulingStrategy:            proto.String(ns.strategy),
+		DeploymentController:          &ecsv1.DeploymentController{Type: proto.String(ns.controller)},
+		Tags:                          nonNil(m.GetTags()),
+		CreatedBy:                     proto.String("arn:aws:iam::" + account.Account + ":root"),
+		EnableEcsManagedTags:          m.GetEnableEcsManagedTags(),
+		PropagateTags:                 proto.String(propagate),
+		EnableExecuteCommand:          m.GetEnableExecuteCommand(),
+		CurrentServiceDeployment:      proto.String(serviceDeploymentARN(account.Region, account.Account, ns.cluster, ns.name, depID)),
+	}
+	if ns.capStrategy != nil {
+		svc.CapacityProviderStrategy, svc.LaunchType = ns.capStrategy, nil
+	}
+	if ns.launch == "FARGATE" {
+		svc.PlatformVersion, svc.PlatformFamily = proto.String("LATEST"), proto.String(task.FargatePlatformFamily)
+		if m.PlatformVersion != nil {
+			svc.PlatformVersion = m.PlatformVersion
+		}
+	}
+	d := newDeployment(depID, ns.td.GetTaskDefinitionArn(), ns.desired, ns.launch, m.GetNetworkConfiguration(), now)
+	deploymentLaunch(d, svc, ns.platform)
+	svc.Deployments = []*ecsv1.Deployment{d}
+	rec := &storev1.ServiceRecord{
+		Service:     svc,
+		ClusterName: ns.cluster,
+		Deployments: []*storev1.DeploymentRecord{{Id: depID}},
+	}
+	if ns.controller == ControllerExternal {
+		svc.Deployments, svc.TaskSets, rec.Deployments = []*ecsv1.Deployment{}, []*ecsv1.TaskSet{}, nil
+		svc.CurrentServiceDeployment = nil
+	}
+	return rec
+}
+
+// writeNewService stores rec as service name of cluster and counts it in the cluster's
+// activeServicesCount, in one transaction retried on conflict. An INACTIVE service of
+// that name is replaced; an ACTIVE or DRAINING one is InvalidParameterException, and a
+// cluster gone or no longer ACTIVE ClusterNotFoundException.
+func (h *Handler) writeNewService(ctx context.Context, account keys.Scope, cluster, name string, rec *storev1.ServiceRecord) error {
+	key := keys.Service(account, cluster, name)
+	return awsapi.Retry(ctx, func() error {
+		old, oldRev, err := get[*storev1.ServiceRecord](ctx, h.kv, key)
+		if err != nil {
+			return fmt.Errorf("service: read %s: %w", name, err)
+		}
+		switch old.GetService().GetStatus() {
+		case StatusActive:
+			return awserr.InvalidParameterf("Creation of service was not idempotent.")
+		case StatusDraining:
+			return awserr.InvalidParameterf("Unable to Start a service that is still Draining.")
+		}
+		crec, crev, err := get[*storev1.ClusterRecord](ctx, h.kv, keys.Cluster(account, cluster))
+		if err != nil {
+			return fmt.Errorf("service: read cluster %s: %w", cluster, err)
+		}
+		if crec == nil || crec.GetCluster().GetStatus() != StatusActive {
+			return awserr.ClusterNotFoundError()
+		}
+		crec.Cluster.ActiveServicesCount++
+		txn := store.NewTxn(h.kv).Update(keys.Cluster(account, cluster), crev, crec)
+		if old == nil {
+			txn.Create(key, rec)
+		} else {
+			txn.Update(key, oldRev, rec)
+		}
+		_, err = txn.Commit(ctx)
+		return err
 	})
 }
 
@@ -376,195 +466,25 @@ func (h *Handler) readService(ctx context.Context, key, name string) (*storev1.S
 // reference: UpdateService.
 func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.UpdateServiceRequest]) (*connect.Response[ecsv1.UpdateServiceResponse], error) {
 	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateServiceRequest) (*ecsv1.UpdateServiceResponse, error) {
-		cluster, name, err := h.loadService(ctx, account, m.GetCluster(), m.GetService())
+		u, err := h.checkUpdateService(ctx, account, m)
 		if err != nil {
 			return nil, err
 		}
-		if m.DesiredCount != nil && m.GetDesiredCount() < 0 {
-			return nil, awserr.InvalidParameterf("Desired count must be greater than or equal to 0.")
-		}
-		if err := control.CheckFields(control.InvalidParamErr, m); err != nil {
-			return nil, err
-		}
-		var capStrategy []*ecsv1.CapacityProviderStrategyItem
-		if len(m.GetCapacityProviderStrategy()) > 0 {
-			_, clusterRec, _, err := control.ActiveCluster(ctx, h.kv, account, cluster)
-			if err != nil {
-				return nil, err
-			}
-			if capStrategy, err = control.RunStrategy(ctx, h.kv, account, clusterRec.GetCluster(), m.GetCapacityProviderStrategy(), nil); err != nil {
-				return nil, err
-			}
-		}
-		if err := validateGracePeriod(m.HealthCheckGracePeriodSeconds); err != nil {
-			return nil, err
-		}
-		if p := m.GetPropagateTags(); p != "" && p != "TASK_DEFINITION" && p != "SERVICE" && p != "NONE" {
-			return nil, awserr.InvalidParameterf("Invalid propagateTags %q: valid values are TASK_DEFINITION, SERVICE and NONE.", p)
-		}
-		var td *ecsv1.TaskDefinition
-		if m.TaskDefinition != nil {
-			rec, err := taskDefinition(ctx, h.kv, account, m.GetTaskDefinition())
-			if err != nil {
-				return nil, err
-			}
-			td = rec.GetTaskDefinition()
-			if err := control.CheckTaskDefinitionFields(td); err != nil {
-				return nil, err
-			}
-		}
-		key := keys.Service(account, cluster, name)
+		key := keys.Service(account, u.cluster, u.name)
 		var out *storev1.ServiceRecord
 		err = awsapi.Retry(ctx, func() error {
 			rec, rev, err := get[*storev1.ServiceRecord](ctx, h.kv, key)
 			if err != nil {
-				return fmt.Errorf("service: read %s: %w", name, err)
+				return fmt.Errorf("service: read %s: %w", u.name, err)
 			}
 			if rec == nil {
 				return awserr.ServiceNotFoundError()
 			}
-			s := rec.GetService()
-			if s.GetStatus() != StatusActive {
+			if rec.GetService().GetStatus() != StatusActive {
 				return awserr.New("ServiceNotActiveException", "Service was not ACTIVE.")
 			}
-			strategy := s.GetSchedulingStrategy()
-			if external(s) {
-				// The task sets hold the task definition, network configuration and the
-				// tasks' rollout; the service keeps the rest.
-				switch {
-				case m.TaskDefinition != nil:
-					return awserr.InvalidParameterf("taskDefinition cannot be updated for a service that uses the EXTERNAL deployment controller; create a task set instead.")
-				case m.GetForceNewDeployment():
-					return awserr.InvalidParameterf("forceNewDeployment is not supported for a service that uses the EXTERNAL deployment controller; create a task set instead.")
-				case m.NetworkConfiguration != nil:
-					return awserr.InvalidParameterf("networkConfiguration cannot be updated for a service that uses the EXTERNAL deployment controller; give it to CreateTaskSet.")
-				}
-			}
-			if m.DesiredCount != nil && strategy == StrategyDaemon {
-				return awserr.InvalidParameterf("%s", msgDaemonDesiredCount)
-			}
-			if m.DesiredCount != nil {
-				s.DesiredCount = m.GetDesiredCount()
-			}
-			if m.DeploymentConfiguration != nil {
-				dc := deploymentConfig(strategy, m.GetDeploymentConfiguration())
-				if err := validateDeploymentConfig(strategy, dc); err != nil {
-					return err
-				}
-				s.DeploymentConfiguration = dc
-			}
-			redeploy := m.GetForceNewDeployment()
-			if td != nil && td.GetTaskDefinitionArn() != s.GetTaskDefinition() {
-				redeploy = true
-				s.TaskDefinition = td.TaskDefinitionArn
-			}
-			if m.PlacementConstraints != nil || m.PlacementStrategy != nil {
-				cons, strat := s.GetPlacementConstraints(), s.GetPlacementStrategy()
-				if m.PlacementConstraints != nil {
-					cons = m.GetPlacementConstraints()
-				}
-				if m.PlacementStrategy != nil {
-					strat = m.GetPlacementStrategy()
-				}
-				if err := validatePlacement(strategy, cons, strat); err != nil {
-					return err
-				}
-				if !protoSliceEqual(cons, s.GetPlacementConstraints()) || !protoSliceEqual(strat, s.GetPlacementStrategy()) {
-					redeploy = true
-				}
-				s.PlacementConstraints, s.PlacementStrategy = nonNil(cons), nonNil(strat)
-			}
-			if m.NetworkConfiguration != nil && !proto.Equal(m.GetNetworkConfiguration(), s.GetNetworkConfiguration()) {
-				s.NetworkConfiguration = m.GetNetworkConfiguration()
-				redeploy = true
-			}
-			if capStrategy != nil {
-				if strategy == StrategyDaemon {
-					return awserr.InvalidParameterf("Capacity provider strategies are not supported for services using the DAEMON scheduling strategy.")
-				}
-				if !protoSliceEqual(capStrategy, s.GetCapacityProviderStrategy()) {
-					s.CapacityProviderStrategy, s.LaunchType = capStrategy, nil
-					redeploy = true
-				}
-			}
-			launch := s.GetLaunchType()
-			if st := s.GetCapacityProviderStrategy(); len(st) > 0 {
-				launch = control.StrategyLaunchType(st)
-			}
-			if launch == "FARGATE" {
-				s.PlatformFamily = proto.String(task.FargatePlatformFamily)
-				if m.PlatformVersion != nil && m.GetPlatformVersion() != s.GetPlatformVersion() {
-					s.PlatformVersion, redeploy = m.PlatformVersion, true
-				} else if s.PlatformVersion == nil {
-					s.PlatformVersion = proto.String("LATEST")
-				}
-			} else {
-				s.PlatformVersion, s.PlatformFamily = nil, nil
-			}
-			// curTD is the task definition the service runs after this update: the launch
-			// (CheckServiceLaunch, networkConfiguration included) and the target groups are
-			// checked against it, read once.
-			curTD := td
-			if curTD == nil {
-				rec, err := taskDefinition(ctx, h.kv, account, s.GetTaskDefinition())
-				if err != nil {
-					return err
-				}
-				curTD = rec.GetTaskDefinition()
-			}
-			pv := m.PlatformVersion // refused by CheckServiceLaunch for a non-Fargate service
-			if launch == "FARGATE" && pv == nil {
-				pv = s.PlatformVersion
-			}
-			if _, err := control.CheckServiceLaunch(curTD, launch, pv, s.GetNetworkConfiguration()); err != nil {
+			if err := h.applyUpdate(ctx, account, m, u, rec); err != nil {
 				return err
-			}
-			if launch == "FARGATE" && (len(s.GetPlacementConstraints()) > 0 || len(s.GetPlacementStrategy()) > 0) {
-				return awserr.InvalidParameterf("Task placement constraints and strategies are not supported for the Fargate launch type.")
-			}
-			// The target groups and registries are checked against the task definition
-			// the service runs after this update.
-			lbs, changed, err := updateList(m.GetLoadBalancers(), s.GetLoadBalancers(), td != nil, func(l []*ecsv1.LoadBalancer) error {
-				return validateLoadBalancers(ctx, h.kv, account, l, curTD)
-			})
-			if err != nil {
-				return err
-			}
-			s.LoadBalancers, redeploy = lbs, redeploy || changed
-			regs, changed, err := updateList(m.GetServiceRegistries(), s.GetServiceRegistries(), td != nil, func(l []*ecsv1.ServiceRegistry) error {
-				return validateServiceRegistries(ctx, h.kv, account, l, curTD)
-			})
-			if err != nil {
-				return err
-			}
-			s.ServiceRegistries, redeploy = regs, redeploy || changed
-			if m.PropagateTags != nil {
-				s.PropagateTags = m.PropagateTags
-			}
-			if m.EnableEcsManagedTags != nil {
-				s.EnableEcsManagedTags = m.GetEnableEcsManagedTags()
-			}
-			if m.EnableExecuteCommand != nil {
-				s.EnableExecuteCommand = m.GetEnableExecuteCommand()
-			}
-			if m.HealthCheckGracePeriodSeconds != nil {
-				s.HealthCheckGracePeriodSeconds = m.HealthCheckGracePeriodSeconds
-			}
-			now := h.now()
-			if external(s) {
-				// Each task set's computedDesiredCount follows the new desired count.
-				redeploy = false
-				for _, set := range s.GetTaskSets() {
-					if set.GetStatus() != TaskSetDraining {
-						set.ComputedDesiredCount = ComputedDesiredCount(s.GetDesiredCount(), set.GetScale().GetValue())
-					}
-				}
-			}
-			if redeploy {
-				startDeployment(rec, account, s.GetTaskDefinition(), false, now)
-			} else if p := primary(s); p != nil && strategy == StrategyReplica {
-				p.DesiredCount = s.GetDesiredCount()
-				p.UpdatedAt = proto.Float64(awsapi.Epoch(now))
 			}
 			out = rec
 			_, err = store.Update(ctx, h.kv, key, rev, rec)
@@ -576,6 +496,277 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 		h.kick.Kick()
 		return &ecsv1.UpdateServiceResponse{Service: h.describeLive(ctx, account, out)}, nil
 	})
+}
+
+// serviceUpdate is an UpdateService request as checkUpdateService resolves it, before the
+// service's record is read.
+type serviceUpdate struct {
+	cluster, name string
+	// capStrategy is the capacity provider strategy sent, resolved; nil when none was.
+	capStrategy []*ecsv1.CapacityProviderStrategyItem
+	// td is the task definition sent, resolved; nil when none was.
+	td *ecsv1.TaskDefinition
+}
+
+// checkUpdateService checks what an UpdateService request says on its own and resolves
+// the service's name, the capacity provider strategy and the task definition it sends.
+func (h *Handler) checkUpdateService(ctx context.Context, account keys.Scope, m *ecsv1.UpdateServiceRequest) (*serviceUpdate, error) {
+	cluster, name, err := h.loadService(ctx, account, m.GetCluster(), m.GetService())
+	if err != nil {
+		return nil, err
+	}
+	u := &serviceUpdate{cluster: cluster, name: name}
+	if m.DesiredCount != nil && m.GetDesiredCount() < 0 {
+		return nil, awserr.InvalidParameterf("Desired count must be greater than or equal to 0.")
+	}
+	if err := control.CheckFields(control.InvalidParamErr, m); err != nil {
+		return nil, err
+	}
+	if len(m.GetCapacityProviderStrategy()) > 0 {
+		_, clusterRec, _, err := control.ActiveCluster(ctx, h.kv, account, cluster)
+		if err != nil {
+			return nil, err
+		}
+		if u.capStrategy, err = control.RunStrategy(ctx, h.kv, account, clusterRec.GetCluster(), m.GetCapacityProviderStrategy(), nil); err != nil {
+			return nil, err
+		}
+	}
+	if err := validateGracePeriod(m.HealthCheckGracePeriodSeconds); err != nil {
+		return nil, err
+	}
+	if err := checkPropagateTags(m.GetPropagateTags()); err != nil {
+		return nil, err
+	}
+	if m.TaskDefinition != nil {
+		rec, err := taskDefinition(ctx, h.kv, account, m.GetTaskDefinition())
+		if err != nil {
+			return nil, err
+		}
+		u.td = rec.GetTaskDefinition()
+		if err := control.CheckTaskDefinitionFields(u.td); err != nil {
+			return nil, err
+		}
+	}
+	return u, nil
+}
+
+// applyUpdate applies an UpdateService request to rec, the ACTIVE service's record as
+// read for the write, and checks the service it makes. What changes how the tasks run
+// (task definition, placement, network configuration, capacity provider strategy,
+// platform version, load balancers, registries, forceNewDeployment) starts a new PRIMARY
+// deployment; a desired count alone resizes the PRIMARY one. An error leaves rec half
+// changed: the caller drops it.
+func (h *Handler) applyUpdate(ctx context.Context, account keys.Scope, m *ecsv1.UpdateServiceRequest, u *serviceUpdate, rec *storev1.ServiceRecord) error {
+	s := rec.GetService()
+	if err := checkExternalUpdate(m, s); err != nil {
+		return err
+	}
+	if err := applyScaling(m, s); err != nil {
+		return err
+	}
+	redeploy, err := applyPlacementChanges(m, u, s)
+	if err != nil {
+		return err
+	}
+	launch, platformChanged := applyPlatform(m, s)
+	redeploy = redeploy || platformChanged
+	// curTD is the task definition the service runs after this update: the launch
+	// (CheckServiceLaunch, networkConfiguration included) and the target groups are
+	// checked against it, read once.
+	curTD := u.td
+	if curTD == nil {
+		rec, err := taskDefinition(ctx, h.kv, account, s.GetTaskDefinition())
+		if err != nil {
+			return err
+		}
+		curTD = rec.GetTaskDefinition()
+	}
+	if err := checkUpdatedLaunch(m, s, curTD, launch); err != nil {
+		return err
+	}
+	targetsChanged, err := h.applyTargets(ctx, account, m, s, curTD, u.td != nil)
+	if err != nil {
+		return err
+	}
+	redeploy = redeploy || targetsChanged
+	applySettings(m, s)
+	now := h.now()
+	if external(s) {
+		// Each task set's computedDesiredCount follows the new desired count.
+		redeploy = false
+		for _, set := range s.GetTaskSets() {
+			if set.GetStatus() != TaskSetDraining {
+				set.ComputedDesiredCount = ComputedDesiredCount(s.GetDesiredCount(), set.GetScale().GetValue())
+			}
+		}
+	}
+	if redeploy {
+		startDeployment(rec, account, s.GetTaskDefinition(), false, now)
+	} else if p := primary(s); p != nil && s.GetSchedulingStrategy() == StrategyReplica {
+		p.DesiredCount = s.GetDesiredCount()
+		p.UpdatedAt = proto.Float64(awsapi.Epoch(now))
+	}
+	return nil
+}
+
+// checkExternalUpdate refuses, for a service of the EXTERNAL deployment controller, the
+// changes its task sets hold: the task definition, network configuration and the tasks'
+// rollout. The service keeps the rest.
+func checkExternalUpdate(m *ecsv1.UpdateServiceRequest, s *ecsv1.Service) error {
+	if !external(s) {
+		return nil
+	}
+	switch {
+	case m.TaskDefinition != nil:
+		return awserr.InvalidParameterf("taskDefinition cannot be updated for a service that uses the EXTERNAL deployment controller; create a task set instead.")
+	case m.GetForceNewDeployment():
+		return awserr.InvalidParameterf("forceNewDeployment is not supported for a service that uses the EXTERNAL deployment controller; create a task set instead.")
+	case m.NetworkConfiguration != nil:
+		return awserr.InvalidParameterf("networkConfiguration cannot be updated for a service that uses the EXTERNAL deployment controller; give it to CreateTaskSet.")
+	}
+	return nil
+}
+
+// applyScaling applies the desired count (refused for DAEMON) and the deployment
+// configuration sent.
+func applyScaling(m *ecsv1.UpdateServiceRequest, s *ecsv1.Service) error {
+	strategy := s.GetSchedulingStrategy()
+	if m.DesiredCount != nil && strategy == StrategyDaemon {
+		return awserr.InvalidParameterf("%s", msgDaemonDesiredCount)
+	}
+	if m.DesiredCount != nil {
+		s.DesiredCount = m.GetDesiredCount()
+	}
+	if m.DeploymentConfiguration != nil {
+		dc := deploymentConfig(strategy, m.GetDeploymentConfiguration())
+		if err := validateDeploymentConfig(strategy, dc); err != nil {
+			return err
+		}
+		s.DeploymentConfiguration = dc
+	}
+	return nil
+}
+
+// applyPlacementChanges applies what decides where and how the tasks run: the task
+// definition, placement constraints and strategy, network configuration and capacity
+// provider strategy. It reports whether they need a new deployment (so does
+// forceNewDeployment): whether any of them differs from the service's.
+func applyPlacementChanges(m *ecsv1.UpdateServiceRequest, u *serviceUpdate, s *ecsv1.Service) (bool, error) {
+	strategy := s.GetSchedulingStrategy()
+	redeploy := m.GetForceNewDeployment()
+	if u.td != nil && u.td.GetTaskDefinitionArn() != s.GetTaskDefinition() {
+		redeploy = true
+		s.TaskDefinition = u.td.TaskDefinitionArn
+	}
+	if m.PlacementConstraints != nil || m.PlacementStrategy != nil {
+		cons, strat := s.GetPlacementConstraints(), s.GetPlacementStrategy()
+		if m.PlacementConstraints != nil {
+			cons = m.GetPlacementConstraints()
+		}
+		if m.PlacementStrategy != nil {
+			strat = m.GetPlacementStrategy()
+		}
+		if err := validatePlacement(strategy, cons, strat); err != nil {
+			return false, err
+		}
+		if !protoSliceEqual(cons, s.GetPlacementConstraints()) || !protoSliceEqual(strat, s.GetPlacementStrategy()) {
+			redeploy = true
+		}
+		s.PlacementConstraints, s.PlacementStrategy = nonNil(cons), nonNil(strat)
+	}
+	if m.NetworkConfiguration != nil && !proto.Equal(m.GetNetworkConfiguration(), s.GetNetworkConfiguration()) {
+		s.NetworkConfiguration = m.GetNetworkConfiguration()
+		redeploy = true
+	}
+	if u.capStrategy != nil {
+		if strategy == StrategyDaemon {
+			return false, awserr.InvalidParameterf("Capacity provider strategies are not supported for services using the DAEMON scheduling strategy.")
+		}
+		if !protoSliceEqual(u.capStrategy, s.GetCapacityProviderStrategy()) {
+			s.CapacityProviderStrategy, s.LaunchType = u.capStrategy, nil
+			redeploy = true
+		}
+	}
+	return redeploy, nil
+}
+
+// applyPlatform returns the launch type the service's tasks get (its capacity provider
+// strategy's, else its launchType) and sets its Fargate platform version and family: a
+// new platformVersion (which needs a new deployment, reported), LATEST by default, none
+// for a launch type other than FARGATE.
+func applyPlatform(m *ecsv1.UpdateServiceRequest, s *ecsv1.Service) (launch string, changed bool) {
+	launch = s.GetLaunchType()
+	if st := s.GetCapacityProviderStrategy(); len(st) > 0 {
+		launch = control.StrategyLaunchType(st)
+	}
+	if launch == "FARGATE" {
+		s.PlatformFamily = proto.String(task.FargatePlatformFamily)
+		if m.PlatformVersion != nil && m.GetPlatformVersion() != s.GetPlatformVersion() {
+			s.PlatformVersion, changed = m.PlatformVersion, true
+		} else if s.PlatformVersion == nil {
+			s.PlatformVersion = proto.String("LATEST")
+		}
+	} else {
+		s.PlatformVersion, s.PlatformFamily = nil, nil
+	}
+	return launch, changed
+}
+
+// checkUpdatedLaunch checks the updated service's launch against td, the task definition
+// it runs after the update: platform version and network configuration
+// (control.CheckServiceLaunch), and no placement for Fargate.
+func checkUpdatedLaunch(m *ecsv1.UpdateServiceRequest, s *ecsv1.Service, td *ecsv1.TaskDefinition, launch string) error {
+	pv := m.PlatformVersion // refused by CheckServiceLaunch for a non-Fargate service
+	if launch == "FARGATE" && pv == nil {
+		pv = s.PlatformVersion
+	}
+	if _, err := control.CheckServiceLaunch(td, launch, pv, s.GetNetworkConfiguration()); err != nil {
+		return err
+	}
+	if launch == "FARGATE" && (len(s.GetPlacementConstraints()) > 0 || len(s.GetPlacementStrategy()) > 0) {
+		return awserr.InvalidParameterf("Task placement constraints and strategies are not supported for the Fargate launch type.")
+	}
+	return nil
+}
+
+// applyTargets applies the load balancers and service registries sent (updateList),
+// checked against td, the task definition the service runs after this update
+// (tdChanged: the update sends one). It reports whether either list changed, which needs
+// a new deployment.
+func (h *Handler) applyTargets(ctx context.Context, account keys.Scope, m *ecsv1.UpdateServiceRequest, s *ecsv1.Service, td *ecsv1.TaskDefinition, tdChanged bool) (bool, error) {
+	lbs, lbsChanged, err := updateList(m.GetLoadBalancers(), s.GetLoadBalancers(), tdChanged, func(l []*ecsv1.LoadBalancer) error {
+		return validateLoadBalancers(ctx, h.kv, account, l, td)
+	})
+	if err != nil {
+		return false, err
+	}
+	s.LoadBalancers = lbs
+	regs, regsChanged, err := updateList(m.GetServiceRegistries(), s.GetServiceRegistries(), tdChanged, func(l []*ecsv1.ServiceRegistry) error {
+		return validateServiceRegistries(ctx, h.kv, account, l, td)
+	})
+	if err != nil {
+		return false, err
+	}
+	s.ServiceRegistries = regs
+	return lbsChanged || regsChanged, nil
+}
+
+// applySettings applies the settings that change no task: propagateTags,
+// enableECSManagedTags, enableExecuteCommand and healthCheckGracePeriodSeconds (each only
+// when sent).
+func applySettings(m *ecsv1.UpdateServiceRequest, s *ecsv1.Service) {
+	if m.PropagateTags != nil {
+		s.PropagateTags = m.PropagateTags
+	}
+	if m.EnableEcsManagedTags != nil {
+		s.EnableEcsManagedTags = m.GetEnableEcsManagedTags()
+	}
+	if m.EnableExecuteCommand != nil {
+		s.EnableExecuteCommand = m.GetEnableExecuteCommand()
+	}
+	if m.HealthCheckGracePeriodSeconds != nil {
+		s.HealthCheckGracePeriodSeconds = m.HealthCheckGracePeriodSeconds
+	}
 }
 
 // startDeployment adds a new PRIMARY deployment of tdARN to rec; the previous PRIMARY

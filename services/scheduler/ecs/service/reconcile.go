@@ -1038,9 +1038,10 @@ func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev
 	return ids, n, res.Failures, nil
 }
 
-// newTask builds a PENDING service task record (not yet placed): startedBy and
-// deployment_id the launch's deployment or task set, the launch's launch type, group "service:<name>", tags propagated as the service
-// says, reservations from the task definition.
+// newTask builds a PENDING service task record (not yet placed) with task.NewRecord:
+// startedBy and deployment_id the launch's deployment or task set, the launch's launch
+// type, group "service:<name>", tags propagated as the service says (task.Tags),
+// reservations from the task definition.
 func (r *Reconciler) newTask(account keys.Scope, cluster string, rec *storev1.ServiceRecord, tdRec *storev1.TaskDefinitionRecord, l Launch, provider string) *storev1.TaskRecord {
 	s := rec.GetService()
 	depID := l.Deployment
@@ -1056,26 +1057,14 @@ func (r *Reconciler) newTask(account keys.Scope, cluster string, rec *storev1.Se
 	if d := findDeployment(s, depID); d != nil && d.PlatformVersion != nil {
 		platform = d.PlatformVersion
 	}
-	var tags []*ecsv1.Tag
-	switch s.GetPropagateTags() {
-	case "SERVICE":
-		tags = append(tags, s.GetTags()...)
-	case "TASK_DEFINITION":
-		tags = append(tags, tdRec.GetTags()...)
-	}
-	if s.GetEnableEcsManagedTags() {
-		tags = append(tags,
-			&ecsv1.Tag{Key: proto.String("aws:ecs:clusterName"), Value: proto.String(cluster)},
-			&ecsv1.Tag{Key: proto.String("aws:ecs:serviceName"), Value: proto.String(s.GetServiceName())})
-	}
-	t := task.NewRecord(task.Template{
+	return task.NewRecord(task.Template{
 		Region: account.Region, Account: account.Account, Cluster: cluster, LongARN: true, NewID: r.cfg.NewID, Now: r.cfg.Now(),
-		TaskDefinition: tdRec.GetTaskDefinition(), Group: "service:" + s.GetServiceName(), LaunchType: launch,
-		StartedBy: depID, Tags: tags, EnableExecuteCommand: s.GetEnableExecuteCommand(),
-		CapacityProviderName: provider, PlatformVersion: platform, NetworkConfiguration: deploymentNetwork(s, depID),
+		TaskDefinition: tdRec.GetTaskDefinition(), LaunchType: launch, StartedBy: depID,
+		PropagateTags: s.GetPropagateTags(), TaskDefinitionTags: tdRec.GetTags(), ServiceTags: s.GetTags(),
+		ManagedTags: s.GetEnableEcsManagedTags(), ServiceName: s.GetServiceName(), DeploymentID: depID,
+		EnableExecuteCommand: s.GetEnableExecuteCommand(), CapacityProviderName: provider, PlatformVersion: platform,
+		NetworkConfiguration: deploymentNetwork(s, depID),
 	})
-	t.ServiceName, t.DeploymentId = s.GetServiceName(), depID
-	return t
 }
 
 // stopTask stops a task as control's StopTask does (task.StopTxn: desiredStatus

@@ -1,5 +1,6 @@
 // Package task is the task domain below the control plane's packages: how a task record
-// is built (NewRecord), its index keys and the transaction builders that write it
+// is built, for RunTask and StartTask as for a service (NewRecord, with its tags: Tags),
+// its index keys and the transaction builders that write it
 // (WriteTxn, PlaceTxn, StopTxn), its pending/running counters, and its state transitions
 // as pure functions (ApplyStateChange), so they are table-tested without etcd.
 //

@@ -14,7 +14,8 @@ import (
 )
 
 // Template is what NewRecord builds a task from: RunTask's and StartTask's request
-// (control) or a service's launch (service), resolved and validated by the caller.
+// (control) or a service's launch (service), resolved and validated by the caller. What
+// tells the two apart is ServiceName: set for a service's task.
 type Template struct {
 	// Region, Account and Cluster name where the task runs (its ARNs').
 	Region, Account, Cluster string
@@ -28,9 +29,27 @@ type Template struct {
 	TaskDefinition *ecsv1.TaskDefinition
 	// Overrides are the task's overrides (cloned); nil for none.
 	Overrides *ecsv1.TaskOverride
-	// Group, LaunchType, StartedBy ("" for none) and Tags are written as given.
-	Group, LaunchType, StartedBy string
-	Tags                         []*ecsv1.Tag
+	// Group is the task's group; "" gives ECS's default, "service:<ServiceName>" for a
+	// service's task and "family:<family>" for another.
+	Group string
+	// LaunchType and StartedBy ("" for none) are written as given.
+	LaunchType, StartedBy string
+	// Tags are the task's own tags (RunTask's and StartTask's tags; a service's task has
+	// none), put over the propagated ones; PropagateTags, TaskDefinitionTags, ServiceTags
+	// and ManagedTags say which others it gets (tags.go).
+	Tags []*ecsv1.Tag
+	// PropagateTags is the propagateTags in force: TASK_DEFINITION copies
+	// TaskDefinitionTags, SERVICE (a service's task) ServiceTags; NONE or "" none.
+	PropagateTags                   string
+	TaskDefinitionTags, ServiceTags []*ecsv1.Tag
+	// ManagedTags is enableECSManagedTags: the task gets aws:ecs:clusterName and
+	// aws:ecs:serviceName (a service's task) or aws:ecs:taskDefinitionFamily.
+	ManagedTags bool
+	// ServiceName and DeploymentID name the service and the deployment or task set that
+	// launch the task ("" for RunTask's and StartTask's), written on the record.
+	ServiceName, DeploymentID string
+	// ClientToken is RunTask's clientToken, written on the record ("" for none).
+	ClientToken string
 	// EnableExecuteCommand is written as given (AWS's enableExecuteCommand).
 	EnableExecuteCommand bool
 	// CapacityProviderName is the provider the task is placed through ("" for none).
@@ -65,12 +84,14 @@ func containerOverridesOf(td *ecsv1.TaskDefinition, given []*ecsv1.ContainerOver
 	return out
 }
 
-// NewRecord builds a PENDING task record, not yet placed, as RunTask writes it and
-// the service scheduler launches it (AWS's Task shape): its ARN and its containers' from
-// tt.NewID, its containers PENDING with the task definition's cpu and memory (overridden
-// per container), one containerOverrides entry per container, a FARGATE task's platform
-// version and family, an awsvpc task's PRECREATED ENI attachment, and its demand from
-// placement.DemandOf stored on it. It cannot fail: tt is the caller's to validate.
+// NewRecord builds a PENDING task record, not yet placed, as RunTask and StartTask write
+// it and the service scheduler launches it (AWS's Task shape): its ARN and its
+// containers' from tt.NewID, its group and tags (Tags), its containers PENDING with the
+// task definition's cpu and memory (overridden per container), one containerOverrides
+// entry per container, a FARGATE task's platform version and family, an awsvpc task's
+// PRECREATED ENI attachment, the service, deployment and client token it was started
+// with, and its demand from placement.DemandOf stored on it. It cannot fail: tt is the
+// caller's to validate.
 func NewRecord(tt Template) *storev1.TaskRecord {
 	td := tt.TaskDefinition
 	ov := tt.Overrides
@@ -82,9 +103,14 @@ func NewRecord(tt Template) *storev1.TaskRecord {
 	if ov.InferenceAcceleratorOverrides == nil {
 		ov.InferenceAcceleratorOverrides = []*ecsv1.InferenceAcceleratorOverride{}
 	}
-	tags := tt.Tags
-	if tags == nil {
-		tags = []*ecsv1.Tag{}
+	tags := Tags(tt)
+	group := tt.Group
+	switch {
+	case group != "":
+	case tt.ServiceName != "":
+		group = "service:" + tt.ServiceName
+	default:
+		group = "family:" + td.GetFamily()
 	}
 	// The one demand computation (placement.DemandOf), stored on the record for the
 	// task's life. Callers validated the definition and the overrides (control's checkSpec, or
@@ -102,7 +128,7 @@ func NewRecord(tt Template) *storev1.TaskRecord {
 		LastStatus:            proto.String("PENDING"),
 		DesiredStatus:         proto.String(DesiredRunning),
 		CreatedAt:             proto.Float64(awsapi.Epoch(tt.Now)),
-		Group:                 proto.String(tt.Group),
+		Group:                 proto.String(group),
 		LaunchType:            proto.String(tt.LaunchType),
 		Version:               1,
 		Tags:                  tags,
@@ -163,7 +189,8 @@ func NewRecord(tt Template) *storev1.TaskRecord {
 		}
 		t.Containers = append(t.Containers, ct)
 	}
-	rec := &storev1.TaskRecord{Task: t, ClusterName: tt.Cluster}
+	rec := &storev1.TaskRecord{Task: t, ClusterName: tt.Cluster, ClientToken: tt.ClientToken,
+		ServiceName: tt.ServiceName, DeploymentId: tt.DeploymentID}
 	placement.SetDemand(rec, demand)
 	return rec
 }

@@ -167,8 +167,9 @@ type App struct {
 }
 
 // ecsHandler serves the ECS API: service actions from service.Handler, everything else
-// from control.Server (whose own service methods answer UnsupportedFeatureException and
-// are shadowed here, being one embedding level deeper).
+// from control.Server; the actions neither implements fall to control.Server's embedded
+// UnimplementedEcsServiceHandler (one embedding level deeper), which control.NewHandler
+// answers with UnsupportedFeatureException.
 type ecsHandler struct {
 	*control.Server
 	*service.Handler
@@ -246,7 +247,7 @@ func New(cfg Config) (*App, error) {
 	identity := connect.WithInterceptors(caller.Interceptor{RequireGateway: cfg.PeerOf != nil}, tracing{}, rpcLog{log: cfg.Logger.With("component", "rpc")})
 	gzip := gzipOption(cfg.GzipMinBytes)
 	mux := http.NewServeMux()
-	mux.Handle(ecsv1connect.NewEcsServiceHandler(ecsHandler{a.control, a.services}, identity, gzip))
+	mux.Handle(control.NewHandler(ecsHandler{a.control, a.services}, identity, gzip))
 	mux.Handle(agentv1connect.NewAgentServiceHandler(a.sessions, identity, gzip))
 	// The other AWS services the gateway routes to (gateway.Services): one handler each.
 	mux.Handle(stsv1connect.NewStsServiceHandler(&sts.Handler{Roles: creds}, identity, gzip))
@@ -319,7 +320,9 @@ func gzipOption(minBytes int) connect.HandlerOption {
 func (a *App) Handler() http.Handler { return a.handler }
 
 // ECS returns the replica's ECS API handler, for in-process callers such as `berth dev`
-// (calls need an identity in the context: caller.With).
+// (calls need an identity in the context: caller.With). It is the bare handler, without
+// Handler's interceptors: an action Berth does not implement answers CodeUnimplemented
+// here, UnsupportedFeatureException through Handler (control.NewHandler).
 func (a *App) ECS() ecsv1connect.EcsServiceHandler { return ecsHandler{a.control, a.services} }
 
 // Admin returns the replica's admin service, for in-process callers such as `berth dev`.

@@ -222,7 +222,9 @@ func New(cfg Config) (*App, error) {
 		Kick:   a.kick,
 	})
 	a.secrets = secretsmanager.New(a.kv, cfg.Keyring, nil)
+	a.secrets.Logger = cfg.Logger.With("component", "secretsmanager")
 	a.params = ssm.New(a.kv, cfg.Keyring, nil)
+	a.params.Logger = cfg.Logger.With("component", "ssm")
 	a.cloudMap = cloudmap.NewRegistry(a.kv, nil)
 	creds := taskcreds.New(taskcreds.Config{KV: a.kv, Lease: cfg.Etcd, Keyring: cfg.Keyring, Lifetime: cfg.TaskCredentialsLifetime})
 	a.sessions = agentsession.New(agentsession.Config{
@@ -250,7 +252,7 @@ func New(cfg Config) (*App, error) {
 	mux.Handle(control.NewHandler(ecsHandler{a.control, a.services}, identity, gzip))
 	mux.Handle(agentv1connect.NewAgentServiceHandler(a.sessions, identity, gzip))
 	// The other AWS services the gateway routes to (gateway.Services): one handler each.
-	mux.Handle(stsv1connect.NewStsServiceHandler(&sts.Handler{Roles: creds}, identity, gzip))
+	mux.Handle(stsv1connect.NewStsServiceHandler(&sts.Handler{Roles: creds, Logger: cfg.Logger.With("component", "sts")}, identity, gzip))
 	mux.Handle(secretsmanagerv1connect.NewSecretsManagerServiceHandler(a.secrets, identity, gzip))
 	mux.Handle(ssmv1connect.NewSsmServiceHandler(a.params, identity, gzip))
 	if cfg.Logs != nil && cfg.LogPeerURL != "" {
@@ -269,8 +271,12 @@ func New(cfg Config) (*App, error) {
 	} else {
 		mux.Handle(logsv1connect.NewLogsServiceHandler(logsv1connect.UnimplementedLogsServiceHandler{}, identity, gzip))
 	}
-	mux.Handle(elbv2v1connect.NewElbv2ServiceHandler(elbapi.New(a.kv, elbapi.InstanceHost(a.kv)), identity, gzip))
-	mux.Handle(servicediscoveryv1connect.NewServicediscoveryServiceHandler(cloudmap.NewHandler(a.cloudMap), identity, gzip))
+	elbHandler := elbapi.New(a.kv, elbapi.InstanceHost(a.kv))
+	elbHandler.Logger = cfg.Logger.With("component", "elbv2")
+	mux.Handle(elbv2v1connect.NewElbv2ServiceHandler(elbHandler, identity, gzip))
+	cloudMapHandler := cloudmap.NewHandler(a.cloudMap)
+	cloudMapHandler.Logger = cfg.Logger.With("component", "cloudmap")
+	mux.Handle(servicediscoveryv1connect.NewServicediscoveryServiceHandler(cloudMapHandler, identity, gzip))
 	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip, connect.WithInterceptors(admin.Guard{Open: cfg.Dev})))
 	mux.Handle(consolev1connect.NewConsoleServiceHandler(changefeed.New(cfg.Etcd, a.kv, cfg.Logger.With("component", "changefeed")), identity, gzip))
 	a.handleIntrospection(mux)

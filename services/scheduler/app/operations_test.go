@@ -12,12 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"connectrpc.com/connect"
-
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
 	"github.com/berthhq/berth/services/scheduler/ecs/control"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
-	"github.com/berthhq/berth/services/scheduler/platform/caller"
 	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
 )
 
@@ -61,14 +58,7 @@ func servedUnsupported(t *testing.T) map[string]bool {
 	}
 	srv := httptest.NewServer(a.Handler())
 	t.Cleanup(srv.Close)
-	identity := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			req.Header().Set(caller.AccountHeader, "123456789012")
-			req.Header().Set(caller.RegionHeader, "us-east-1")
-			return next(ctx, req)
-		}
-	})
-	client := reflect.ValueOf(ecsv1connect.NewEcsServiceClient(srv.Client(), srv.URL, connect.WithInterceptors(identity)))
+	client := reflect.ValueOf(ecsv1connect.NewEcsServiceClient(srv.Client(), srv.URL, identityHeaders("123456789012", "us-east-1", nil)))
 	ops := reflect.TypeFor[ecsv1connect.EcsServiceHandler]()
 	out := map[string]bool{}
 	for i := range ops.NumMethod() {

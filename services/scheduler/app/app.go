@@ -167,8 +167,9 @@ type App struct {
 }
 
 // ecsHandler serves the ECS API: service actions from service.Handler, everything else
-// from control.Server (whose own service methods answer UnsupportedFeatureException and
-// are shadowed here, being one embedding level deeper).
+// from control.Server; the actions neither implements fall to control.Server's embedded
+// UnimplementedEcsServiceHandler (one embedding level deeper), which control.NewHandler
+// answers with UnsupportedFeatureException.
 type ecsHandler struct {
 	*control.Server
 	*service.Handler
@@ -221,7 +222,9 @@ func New(cfg Config) (*App, error) {
 		Kick:   a.kick,
 	})
 	a.secrets = secretsmanager.New(a.kv, cfg.Keyring, nil)
+	a.secrets.Logger = cfg.Logger.With("component", "secretsmanager")
 	a.params = ssm.New(a.kv, cfg.Keyring, nil)
+	a.params.Logger = cfg.Logger.With("component", "ssm")
 	a.cloudMap = cloudmap.NewRegistry(a.kv, nil)
 	creds := taskcreds.New(taskcreds.Config{KV: a.kv, Lease: cfg.Etcd, Keyring: cfg.Keyring, Lifetime: cfg.TaskCredentialsLifetime})
 	a.sessions = agentsession.New(agentsession.Config{
@@ -246,10 +249,10 @@ func New(cfg Config) (*App, error) {
 	identity := connect.WithInterceptors(caller.Interceptor{RequireGateway: cfg.PeerOf != nil}, tracing{}, rpcLog{log: cfg.Logger.With("component", "rpc")})
 	gzip := gzipOption(cfg.GzipMinBytes)
 	mux := http.NewServeMux()
-	mux.Handle(ecsv1connect.NewEcsServiceHandler(ecsHandler{a.control, a.services}, identity, gzip))
+	mux.Handle(control.NewHandler(ecsHandler{a.control, a.services}, identity, gzip))
 	mux.Handle(agentv1connect.NewAgentServiceHandler(a.sessions, identity, gzip))
 	// The other AWS services the gateway routes to (gateway.Services): one handler each.
-	mux.Handle(stsv1connect.NewStsServiceHandler(&sts.Handler{Roles: creds}, identity, gzip))
+	mux.Handle(stsv1connect.NewStsServiceHandler(&sts.Handler{Roles: creds, Logger: cfg.Logger.With("component", "sts")}, identity, gzip))
 	mux.Handle(secretsmanagerv1connect.NewSecretsManagerServiceHandler(a.secrets, identity, gzip))
 	mux.Handle(ssmv1connect.NewSsmServiceHandler(a.params, identity, gzip))
 	if cfg.Logs != nil && cfg.LogPeerURL != "" {
@@ -268,8 +271,12 @@ func New(cfg Config) (*App, error) {
 	} else {
 		mux.Handle(logsv1connect.NewLogsServiceHandler(logsv1connect.UnimplementedLogsServiceHandler{}, identity, gzip))
 	}
-	mux.Handle(elbv2v1connect.NewElbv2ServiceHandler(elbapi.New(a.kv, elbapi.InstanceHost(a.kv)), identity, gzip))
-	mux.Handle(servicediscoveryv1connect.NewServicediscoveryServiceHandler(cloudmap.NewHandler(a.cloudMap), identity, gzip))
+	elbHandler := elbapi.New(a.kv, elbapi.InstanceHost(a.kv))
+	elbHandler.Logger = cfg.Logger.With("component", "elbv2")
+	mux.Handle(elbv2v1connect.NewElbv2ServiceHandler(elbHandler, identity, gzip))
+	cloudMapHandler := cloudmap.NewHandler(a.cloudMap)
+	cloudMapHandler.Logger = cfg.Logger.With("component", "cloudmap")
+	mux.Handle(servicediscoveryv1connect.NewServicediscoveryServiceHandler(cloudMapHandler, identity, gzip))
 	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip, connect.WithInterceptors(admin.Guard{Open: cfg.Dev})))
 	mux.Handle(consolev1connect.NewConsoleServiceHandler(changefeed.New(cfg.Etcd, a.kv, cfg.Logger.With("component", "changefeed")), identity, gzip))
 	a.handleIntrospection(mux)
@@ -319,7 +326,9 @@ func gzipOption(minBytes int) connect.HandlerOption {
 func (a *App) Handler() http.Handler { return a.handler }
 
 // ECS returns the replica's ECS API handler, for in-process callers such as `berth dev`
-// (calls need an identity in the context: caller.With).
+// (calls need an identity in the context: caller.With). It is the bare handler, without
+// Handler's interceptors: an action Berth does not implement answers CodeUnimplemented
+// here, UnsupportedFeatureException through Handler (control.NewHandler).
 func (a *App) ECS() ecsv1connect.EcsServiceHandler { return ecsHandler{a.control, a.services} }
 
 // Admin returns the replica's admin service, for in-process callers such as `berth dev`.

@@ -5,15 +5,16 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
 	"github.com/berthhq/berth/services/scheduler/ecs/control"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
-	"github.com/berthhq/berth/services/scheduler/platform/caller"
 	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 )
 
@@ -45,8 +46,9 @@ func modelOperations(t *testing.T) []string {
 	return out
 }
 
-// servedUnsupported calls every operation of the replica's ECS handler with an empty
-// request and returns those that answer UnsupportedFeatureException with the message
+// servedUnsupported calls every operation of the replica's ECS API with an empty request,
+// through its Connect handler (App.Handler, over HTTP, with the gateway's identity
+// headers), and returns those that answer UnsupportedFeatureException with the message
 // control.UnsupportedMessage builds for them.
 func servedUnsupported(t *testing.T) map[string]bool {
 	t.Helper()
@@ -54,21 +56,17 @@ func servedUnsupported(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := caller.With(context.Background(), caller.Identity{Account: "123456789012", Region: "us-east-1"})
-	h := reflect.ValueOf(a.ECS())
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(srv.Close)
+	client := reflect.ValueOf(ecsv1connect.NewEcsServiceClient(srv.Client(), srv.URL, identityHeaders("123456789012", "us-east-1", nil)))
+	ops := reflect.TypeFor[ecsv1connect.EcsServiceHandler]()
 	out := map[string]bool{}
-	for i := range h.NumMethod() {
-		m := h.Type().Method(i)
-		if m.Type.NumIn() != 3 {
-			continue
-		}
-		reqType := m.Type.In(2)
-		if reqType.Kind() != reflect.Pointer || !strings.HasPrefix(reqType.Elem().Name(), "Request[") {
-			continue
-		}
+	for i := range ops.NumMethod() {
+		m := ops.Method(i)
+		reqType := m.Type.In(1) // *connect.Request[X]
 		req := reflect.New(reqType.Elem())
 		req.Elem().Field(0).Set(reflect.New(reqType.Elem().Field(0).Type.Elem()))
-		res := h.Method(i).Call([]reflect.Value{reflect.ValueOf(ctx), req})
+		res := client.MethodByName(m.Name).Call([]reflect.Value{reflect.ValueOf(context.Background()), req})
 		if e, ok := res[1].Interface().(error); ok && e != nil {
 			if ee, ok := awserr.FromConnect(e); ok && ee.Type == "UnsupportedFeatureException" && ee.Message == control.UnsupportedMessage(m.Name) {
 				out[m.Name] = true

@@ -3,18 +3,20 @@ package cloudmap
 import (
 	"context"
 	"encoding/base64"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	sdv1 "github.com/berthhq/berth/gen/berth/servicediscovery/v1"
 	"github.com/berthhq/berth/gen/berth/servicediscovery/v1/servicediscoveryv1connect"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
-	"github.com/berthhq/berth/services/scheduler/platform/caller"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 )
 
@@ -25,25 +27,15 @@ import (
 // UnsupportedOperationException.
 type Handler struct {
 	servicediscoveryv1connect.UnimplementedServicediscoveryServiceHandler
+	// Logger receives the internal faults of its actions (errors that are not AWS
+	// exceptions, which the client sees as ServerException); nil discards them.
+	Logger *slog.Logger
+
 	reg *Registry
 }
 
 // NewHandler returns the Cloud Map API over reg.
 func NewHandler(reg *Registry) *Handler { return &Handler{reg: reg} }
-
-func ptr[T any](v T) *T { return &v }
-
-func serve[Req, Res any](ctx context.Context, req *connect.Request[Req], fn func(keys.Scope, *Req) (*Res, error)) (*connect.Response[Res], error) {
-	id, ok := caller.From(ctx)
-	if !ok {
-		return nil, awserr.ToConnect(awserr.New("AccessDeniedException", "The request carries no account."))
-	}
-	res, err := fn(id.Scope(), req.Msg)
-	if err != nil {
-		return nil, awserr.ToConnect(err)
-	}
-	return connect.NewResponse(res), nil
-}
 
 func tagsIn(in []*sdv1.Tag) []*storev1.CloudMapTag {
 	out := make([]*storev1.CloudMapTag, 0, len(in))
@@ -56,7 +48,7 @@ func tagsIn(in []*sdv1.Tag) []*storev1.CloudMapTag {
 func tagsOut(in []*storev1.CloudMapTag) []*sdv1.Tag {
 	out := make([]*sdv1.Tag, 0, len(in))
 	for _, t := range in {
-		out = append(out, &sdv1.Tag{Key: ptr(t.GetKey()), Value: ptr(t.GetValue())})
+		out = append(out, &sdv1.Tag{Key: proto.String(t.GetKey()), Value: proto.String(t.GetValue())})
 	}
 	return out
 }
@@ -70,16 +62,16 @@ func dnsIn(in []*sdv1.DnsRecord) []*storev1.CloudMapDnsRecord {
 }
 
 func namespaceProps(ns *storev1.CloudMapNamespaceRecord) *sdv1.NamespaceProperties {
-	p := &sdv1.NamespaceProperties{HttpProperties: &sdv1.HttpProperties{HttpName: ptr(ns.GetName())}}
+	p := &sdv1.NamespaceProperties{HttpProperties: &sdv1.HttpProperties{HttpName: proto.String(ns.GetName())}}
 	if ns.GetType() == TypeDNSPrivate {
-		p.DnsProperties = &sdv1.DnsProperties{HostedZoneId: ptr(ns.GetHostedZoneId()), Soa: &sdv1.SOA{Ttl: ns.GetSoaTtl()}}
+		p.DnsProperties = &sdv1.DnsProperties{HostedZoneId: proto.String(ns.GetHostedZoneId()), Soa: &sdv1.SOA{Ttl: ns.GetSoaTtl()}}
 	}
 	return p
 }
 
 // CreatePrivateDnsNamespace creates a private DNS namespace that the DNS role serves.
 func (h *Handler) CreatePrivateDnsNamespace(ctx context.Context, req *connect.Request[sdv1.CreatePrivateDnsNamespaceRequest]) (*connect.Response[sdv1.CreatePrivateDnsNamespaceResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.CreatePrivateDnsNamespaceRequest) (*sdv1.CreatePrivateDnsNamespaceResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.CreatePrivateDnsNamespaceRequest) (*sdv1.CreatePrivateDnsNamespaceResponse, error) {
 		op, err := h.reg.CreateNamespace(ctx, sc, CreateNamespaceInput{
 			Type: TypeDNSPrivate, Name: in.GetName(), Description: in.GetDescription(), CreatorRequestID: in.GetCreatorRequestId(),
 			Vpc: in.GetVpc(), SOATTL: in.GetProperties().GetDnsProperties().GetSoa().GetTtl(), Tags: tagsIn(in.GetTags()),
@@ -87,26 +79,26 @@ func (h *Handler) CreatePrivateDnsNamespace(ctx context.Context, req *connect.Re
 		if err != nil {
 			return nil, err
 		}
-		return &sdv1.CreatePrivateDnsNamespaceResponse{OperationId: ptr(op)}, nil
+		return &sdv1.CreatePrivateDnsNamespaceResponse{OperationId: proto.String(op)}, nil
 	})
 }
 
 // CreateHttpNamespace creates an HTTP namespace (discoverable through the API only).
 func (h *Handler) CreateHttpNamespace(ctx context.Context, req *connect.Request[sdv1.CreateHttpNamespaceRequest]) (*connect.Response[sdv1.CreateHttpNamespaceResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.CreateHttpNamespaceRequest) (*sdv1.CreateHttpNamespaceResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.CreateHttpNamespaceRequest) (*sdv1.CreateHttpNamespaceResponse, error) {
 		op, err := h.reg.CreateNamespace(ctx, sc, CreateNamespaceInput{
 			Type: TypeHTTP, Name: in.GetName(), Description: in.GetDescription(), CreatorRequestID: in.GetCreatorRequestId(), Tags: tagsIn(in.GetTags()),
 		})
 		if err != nil {
 			return nil, err
 		}
-		return &sdv1.CreateHttpNamespaceResponse{OperationId: ptr(op)}, nil
+		return &sdv1.CreateHttpNamespaceResponse{OperationId: proto.String(op)}, nil
 	})
 }
 
 // CreatePublicDnsNamespace is refused: Berth serves no public DNS.
 func (h *Handler) CreatePublicDnsNamespace(ctx context.Context, req *connect.Request[sdv1.CreatePublicDnsNamespaceRequest]) (*connect.Response[sdv1.CreatePublicDnsNamespaceResponse], error) {
-	return serve(ctx, req, func(keys.Scope, *sdv1.CreatePublicDnsNamespaceRequest) (*sdv1.CreatePublicDnsNamespaceResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(context.Context, keys.Scope, *sdv1.CreatePublicDnsNamespaceRequest) (*sdv1.CreatePublicDnsNamespaceResponse, error) {
 		return nil, invalid("Public DNS namespaces are not supported by Berth: it serves no public DNS zone. Use CreatePrivateDnsNamespace or CreateHttpNamespace.")
 	})
 }
@@ -125,7 +117,7 @@ func (h *Handler) countServices(ctx context.Context, sc keys.Scope) (map[string]
 
 // GetNamespace returns one namespace.
 func (h *Handler) GetNamespace(ctx context.Context, req *connect.Request[sdv1.GetNamespaceRequest]) (*connect.Response[sdv1.GetNamespaceResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.GetNamespaceRequest) (*sdv1.GetNamespaceResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.GetNamespaceRequest) (*sdv1.GetNamespaceResponse, error) {
 		ns, _, err := h.reg.Namespace(ctx, sc, in.GetId())
 		if err != nil {
 			return nil, err
@@ -135,9 +127,9 @@ func (h *Handler) GetNamespace(ctx context.Context, req *connect.Request[sdv1.Ge
 			return nil, err
 		}
 		return &sdv1.GetNamespaceResponse{Namespace: &sdv1.Namespace{
-			Arn: ptr(ns.GetArn()), CreateDate: ptr(ns.GetCreateDate()), CreatorRequestId: ptr(ns.GetCreatorRequestId()),
-			Description: ptr(ns.GetDescription()), Id: ptr(ns.GetId()), Name: ptr(ns.GetName()), Properties: namespaceProps(ns),
-			ResourceOwner: ptr(sc.Account), ServiceCount: counts[ns.GetId()], Type: ptr(ns.GetType()),
+			Arn: proto.String(ns.GetArn()), CreateDate: proto.Float64(ns.GetCreateDate()), CreatorRequestId: proto.String(ns.GetCreatorRequestId()),
+			Description: proto.String(ns.GetDescription()), Id: proto.String(ns.GetId()), Name: proto.String(ns.GetName()), Properties: namespaceProps(ns),
+			ResourceOwner: proto.String(sc.Account), ServiceCount: counts[ns.GetId()], Type: proto.String(ns.GetType()),
 		}}, nil
 	})
 }
@@ -162,7 +154,7 @@ func page[T any](items []T, id func(T) string, token string, max int32) ([]T, *s
 		return items, nil, nil
 	}
 	items = items[:max]
-	return items, ptr(base64.RawURLEncoding.EncodeToString([]byte(id(items[len(items)-1])))), nil
+	return items, proto.String(base64.RawURLEncoding.EncodeToString([]byte(id(items[len(items)-1])))), nil
 }
 
 // filterMatch applies one EQ / IN / BEGINS_WITH filter condition to a value.
@@ -195,7 +187,7 @@ func filterMatch(cond string, values []string, v string, allowed ...string) (boo
 
 // ListNamespaces lists the scope's namespaces, filtered by TYPE, NAME or HTTP_NAME.
 func (h *Handler) ListNamespaces(ctx context.Context, req *connect.Request[sdv1.ListNamespacesRequest]) (*connect.Response[sdv1.ListNamespacesResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.ListNamespacesRequest) (*sdv1.ListNamespacesResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.ListNamespacesRequest) (*sdv1.ListNamespacesResponse, error) {
 		nss, err := h.reg.Namespaces(ctx, sc)
 		if err != nil {
 			return nil, err
@@ -237,9 +229,9 @@ func (h *Handler) ListNamespaces(ctx context.Context, req *connect.Request[sdv1.
 		out := &sdv1.ListNamespacesResponse{Namespaces: []*sdv1.NamespaceSummary{}, NextToken: next}
 		for _, ns := range kept {
 			out.Namespaces = append(out.Namespaces, &sdv1.NamespaceSummary{
-				Arn: ptr(ns.GetArn()), CreateDate: ptr(ns.GetCreateDate()), Description: ptr(ns.GetDescription()), Id: ptr(ns.GetId()),
-				Name: ptr(ns.GetName()), Properties: namespaceProps(ns), ResourceOwner: ptr(sc.Account), ServiceCount: counts[ns.GetId()],
-				Type: ptr(ns.GetType()),
+				Arn: proto.String(ns.GetArn()), CreateDate: proto.Float64(ns.GetCreateDate()), Description: proto.String(ns.GetDescription()), Id: proto.String(ns.GetId()),
+				Name: proto.String(ns.GetName()), Properties: namespaceProps(ns), ResourceOwner: proto.String(sc.Account), ServiceCount: counts[ns.GetId()],
+				Type: proto.String(ns.GetType()),
 			})
 		}
 		return out, nil
@@ -248,12 +240,12 @@ func (h *Handler) ListNamespaces(ctx context.Context, req *connect.Request[sdv1.
 
 // DeleteNamespace deletes a namespace without services.
 func (h *Handler) DeleteNamespace(ctx context.Context, req *connect.Request[sdv1.DeleteNamespaceRequest]) (*connect.Response[sdv1.DeleteNamespaceResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.DeleteNamespaceRequest) (*sdv1.DeleteNamespaceResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.DeleteNamespaceRequest) (*sdv1.DeleteNamespaceResponse, error) {
 		op, err := h.reg.DeleteNamespace(ctx, sc, in.GetId())
 		if err != nil {
 			return nil, err
 		}
-		return &sdv1.DeleteNamespaceResponse{OperationId: ptr(op)}, nil
+		return &sdv1.DeleteNamespaceResponse{OperationId: proto.String(op)}, nil
 	})
 }
 
@@ -263,14 +255,14 @@ func (h *Handler) serviceOut(ctx context.Context, sc keys.Scope, s *storev1.Clou
 		return nil, err
 	}
 	out := &sdv1.Service{
-		Arn: ptr(s.GetArn()), CreateDate: ptr(s.GetCreateDate()), CreatedByAccount: ptr(sc.Account), CreatorRequestId: ptr(s.GetCreatorRequestId()),
-		Description: ptr(s.GetDescription()), Id: ptr(s.GetId()), InstanceCount: int32(len(insts)), Name: ptr(s.GetName()),
-		NamespaceId: ptr(s.GetNamespaceId()), ResourceOwner: ptr(sc.Account), Type: ptr(s.GetType()),
+		Arn: proto.String(s.GetArn()), CreateDate: proto.Float64(s.GetCreateDate()), CreatedByAccount: proto.String(sc.Account), CreatorRequestId: proto.String(s.GetCreatorRequestId()),
+		Description: proto.String(s.GetDescription()), Id: proto.String(s.GetId()), InstanceCount: int32(len(insts)), Name: proto.String(s.GetName()),
+		NamespaceId: proto.String(s.GetNamespaceId()), ResourceOwner: proto.String(sc.Account), Type: proto.String(s.GetType()),
 	}
 	if s.GetType() == ServiceDNSHTTP {
-		out.DnsConfig = &sdv1.DnsConfig{NamespaceId: ptr(s.GetNamespaceId()), RoutingPolicy: ptr(s.GetRoutingPolicy()), DnsRecords: []*sdv1.DnsRecord{}}
+		out.DnsConfig = &sdv1.DnsConfig{NamespaceId: proto.String(s.GetNamespaceId()), RoutingPolicy: proto.String(s.GetRoutingPolicy()), DnsRecords: []*sdv1.DnsRecord{}}
 		for _, d := range s.GetDnsRecords() {
-			out.DnsConfig.DnsRecords = append(out.DnsConfig.DnsRecords, &sdv1.DnsRecord{Type: ptr(d.GetType()), Ttl: d.GetTtl()})
+			out.DnsConfig.DnsRecords = append(out.DnsConfig.DnsRecords, &sdv1.DnsRecord{Type: proto.String(d.GetType()), Ttl: d.GetTtl()})
 		}
 	}
 	if s.GetCustomHealth() {
@@ -281,7 +273,7 @@ func (h *Handler) serviceOut(ctx context.Context, sc keys.Scope, s *storev1.Clou
 
 // CreateService creates a service in a namespace.
 func (h *Handler) CreateService(ctx context.Context, req *connect.Request[sdv1.CreateServiceRequest]) (*connect.Response[sdv1.CreateServiceResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.CreateServiceRequest) (*sdv1.CreateServiceResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.CreateServiceRequest) (*sdv1.CreateServiceResponse, error) {
 		nsID := in.GetNamespaceId()
 		if nsID == "" {
 			nsID = in.GetDnsConfig().GetNamespaceId()
@@ -305,7 +297,7 @@ func (h *Handler) CreateService(ctx context.Context, req *connect.Request[sdv1.C
 
 // GetService returns one service.
 func (h *Handler) GetService(ctx context.Context, req *connect.Request[sdv1.GetServiceRequest]) (*connect.Response[sdv1.GetServiceResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.GetServiceRequest) (*sdv1.GetServiceResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.GetServiceRequest) (*sdv1.GetServiceResponse, error) {
 		rec, _, err := h.reg.Service(ctx, sc, in.GetId())
 		if err != nil {
 			return nil, err
@@ -320,7 +312,7 @@ func (h *Handler) GetService(ctx context.Context, req *connect.Request[sdv1.GetS
 
 // ListServices lists the scope's services, filtered by NAMESPACE_ID.
 func (h *Handler) ListServices(ctx context.Context, req *connect.Request[sdv1.ListServicesRequest]) (*connect.Response[sdv1.ListServicesResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.ListServicesRequest) (*sdv1.ListServicesResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.ListServicesRequest) (*sdv1.ListServicesResponse, error) {
 		svcs, err := h.reg.Services(ctx, sc)
 		if err != nil {
 			return nil, err
@@ -364,7 +356,7 @@ func (h *Handler) ListServices(ctx context.Context, req *connect.Request[sdv1.Li
 
 // UpdateService changes a service's description and DNS record TTLs.
 func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[sdv1.UpdateServiceRequest]) (*connect.Response[sdv1.UpdateServiceResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.UpdateServiceRequest) (*sdv1.UpdateServiceResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.UpdateServiceRequest) (*sdv1.UpdateServiceResponse, error) {
 		ch := in.GetService()
 		if ch == nil {
 			return nil, invalid("Service is required.")
@@ -376,13 +368,13 @@ func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[sdv1.U
 		if err != nil {
 			return nil, err
 		}
-		return &sdv1.UpdateServiceResponse{OperationId: ptr(op)}, nil
+		return &sdv1.UpdateServiceResponse{OperationId: proto.String(op)}, nil
 	})
 }
 
 // DeleteService deletes a service without instances.
 func (h *Handler) DeleteService(ctx context.Context, req *connect.Request[sdv1.DeleteServiceRequest]) (*connect.Response[sdv1.DeleteServiceResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.DeleteServiceRequest) (*sdv1.DeleteServiceResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.DeleteServiceRequest) (*sdv1.DeleteServiceResponse, error) {
 		if err := h.reg.DeleteService(ctx, sc, in.GetId()); err != nil {
 			return nil, err
 		}
@@ -392,36 +384,36 @@ func (h *Handler) DeleteService(ctx context.Context, req *connect.Request[sdv1.D
 
 // RegisterInstance registers (or replaces) an instance of a service.
 func (h *Handler) RegisterInstance(ctx context.Context, req *connect.Request[sdv1.RegisterInstanceRequest]) (*connect.Response[sdv1.RegisterInstanceResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.RegisterInstanceRequest) (*sdv1.RegisterInstanceResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.RegisterInstanceRequest) (*sdv1.RegisterInstanceResponse, error) {
 		op, err := h.reg.RegisterInstance(ctx, sc, in.GetServiceId(), in.GetInstanceId(), in.GetCreatorRequestId(), in.GetAttributes())
 		if err != nil {
 			return nil, err
 		}
-		return &sdv1.RegisterInstanceResponse{OperationId: ptr(op)}, nil
+		return &sdv1.RegisterInstanceResponse{OperationId: proto.String(op)}, nil
 	})
 }
 
 // DeregisterInstance removes an instance of a service.
 func (h *Handler) DeregisterInstance(ctx context.Context, req *connect.Request[sdv1.DeregisterInstanceRequest]) (*connect.Response[sdv1.DeregisterInstanceResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.DeregisterInstanceRequest) (*sdv1.DeregisterInstanceResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.DeregisterInstanceRequest) (*sdv1.DeregisterInstanceResponse, error) {
 		op, err := h.reg.DeregisterInstance(ctx, sc, in.GetServiceId(), in.GetInstanceId())
 		if err != nil {
 			return nil, err
 		}
-		return &sdv1.DeregisterInstanceResponse{OperationId: ptr(op)}, nil
+		return &sdv1.DeregisterInstanceResponse{OperationId: proto.String(op)}, nil
 	})
 }
 
 // GetInstance returns one instance.
 func (h *Handler) GetInstance(ctx context.Context, req *connect.Request[sdv1.GetInstanceRequest]) (*connect.Response[sdv1.GetInstanceResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.GetInstanceRequest) (*sdv1.GetInstanceResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.GetInstanceRequest) (*sdv1.GetInstanceResponse, error) {
 		rec, _, err := h.reg.Instance(ctx, sc, in.GetServiceId(), in.GetInstanceId())
 		if err != nil {
 			return nil, err
 		}
-		return &sdv1.GetInstanceResponse{ResourceOwner: ptr(sc.Account), Instance: &sdv1.Instance{
-			Id: ptr(rec.GetId()), Attributes: nonNilMap(rec.GetAttributes()), CreatorRequestId: ptr(rec.GetCreatorRequestId()),
-			CreatedByAccount: ptr(rec.GetCreatedByAccount()),
+		return &sdv1.GetInstanceResponse{ResourceOwner: proto.String(sc.Account), Instance: &sdv1.Instance{
+			Id: proto.String(rec.GetId()), Attributes: nonNilMap(rec.GetAttributes()), CreatorRequestId: proto.String(rec.GetCreatorRequestId()),
+			CreatedByAccount: proto.String(rec.GetCreatedByAccount()),
 		}}, nil
 	})
 }
@@ -435,7 +427,7 @@ func nonNilMap(m map[string]string) map[string]string {
 
 // ListInstances lists the instances of a service.
 func (h *Handler) ListInstances(ctx context.Context, req *connect.Request[sdv1.ListInstancesRequest]) (*connect.Response[sdv1.ListInstancesResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.ListInstancesRequest) (*sdv1.ListInstancesResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.ListInstancesRequest) (*sdv1.ListInstancesResponse, error) {
 		if _, _, err := h.reg.Service(ctx, sc, in.GetServiceId()); err != nil {
 			return nil, err
 		}
@@ -448,9 +440,9 @@ func (h *Handler) ListInstances(ctx context.Context, req *connect.Request[sdv1.L
 		if err != nil {
 			return nil, err
 		}
-		out := &sdv1.ListInstancesResponse{Instances: []*sdv1.InstanceSummary{}, NextToken: next, ResourceOwner: ptr(sc.Account)}
+		out := &sdv1.ListInstancesResponse{Instances: []*sdv1.InstanceSummary{}, NextToken: next, ResourceOwner: proto.String(sc.Account)}
 		for _, i := range insts {
-			out.Instances = append(out.Instances, &sdv1.InstanceSummary{Id: ptr(i.GetId()), Attributes: nonNilMap(i.GetAttributes()), CreatedByAccount: ptr(i.GetCreatedByAccount())})
+			out.Instances = append(out.Instances, &sdv1.InstanceSummary{Id: proto.String(i.GetId()), Attributes: nonNilMap(i.GetAttributes()), CreatedByAccount: proto.String(i.GetCreatedByAccount())})
 		}
 		return out, nil
 	})
@@ -486,7 +478,7 @@ func (h *Handler) discover(ctx context.Context, sc keys.Scope, nsName, svcName s
 // filtered by health and by QueryParameters (OptionalParameters narrow further when
 // any instance matches them, as on AWS).
 func (h *Handler) DiscoverInstances(ctx context.Context, req *connect.Request[sdv1.DiscoverInstancesRequest]) (*connect.Response[sdv1.DiscoverInstancesResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.DiscoverInstancesRequest) (*sdv1.DiscoverInstancesResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.DiscoverInstancesRequest) (*sdv1.DiscoverInstancesResponse, error) {
 		if in.OwnerAccount != nil && in.GetOwnerAccount() != sc.Account {
 			return nil, awserr.New("NamespaceNotFound", "Namespace not found: %s (shared namespaces are not supported by Berth)", in.GetNamespaceName())
 		}
@@ -564,8 +556,8 @@ func (h *Handler) DiscoverInstances(ctx context.Context, req *connect.Request[sd
 		}
 		for _, i := range kept {
 			out.Instances = append(out.Instances, &sdv1.HttpInstanceSummary{
-				InstanceId: ptr(i.GetId()), Attributes: nonNilMap(i.GetAttributes()), HealthStatus: ptr(health(i)),
-				NamespaceName: ptr(ns.GetName()), ServiceName: ptr(svc.GetName()),
+				InstanceId: proto.String(i.GetId()), Attributes: nonNilMap(i.GetAttributes()), HealthStatus: proto.String(health(i)),
+				NamespaceName: proto.String(ns.GetName()), ServiceName: proto.String(svc.GetName()),
 			})
 		}
 		return out, nil
@@ -575,7 +567,7 @@ func (h *Handler) DiscoverInstances(ctx context.Context, req *connect.Request[sd
 // DiscoverInstancesRevision returns the revision of a service's instances: it changes
 // whenever an instance is registered, changed or deregistered.
 func (h *Handler) DiscoverInstancesRevision(ctx context.Context, req *connect.Request[sdv1.DiscoverInstancesRevisionRequest]) (*connect.Response[sdv1.DiscoverInstancesRevisionResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.DiscoverInstancesRevisionRequest) (*sdv1.DiscoverInstancesRevisionResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.DiscoverInstancesRevisionRequest) (*sdv1.DiscoverInstancesRevisionResponse, error) {
 		svc, _, err := h.discover(ctx, sc, in.GetNamespaceName(), in.GetServiceName())
 		if err != nil {
 			return nil, err
@@ -591,7 +583,7 @@ func (h *Handler) DiscoverInstancesRevision(ctx context.Context, req *connect.Re
 // GetInstancesHealthStatus returns the health of a service's instances (all, or the
 // named ones): UNKNOWN for a service without a health check.
 func (h *Handler) GetInstancesHealthStatus(ctx context.Context, req *connect.Request[sdv1.GetInstancesHealthStatusRequest]) (*connect.Response[sdv1.GetInstancesHealthStatusResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.GetInstancesHealthStatusRequest) (*sdv1.GetInstancesHealthStatusResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.GetInstancesHealthStatusRequest) (*sdv1.GetInstancesHealthStatusResponse, error) {
 		svc, _, err := h.reg.Service(ctx, sc, in.GetServiceId())
 		if err != nil {
 			return nil, err
@@ -624,7 +616,7 @@ func (h *Handler) GetInstancesHealthStatus(ctx context.Context, req *connect.Req
 
 // UpdateInstanceCustomHealthStatus sets an instance's custom health.
 func (h *Handler) UpdateInstanceCustomHealthStatus(ctx context.Context, req *connect.Request[sdv1.UpdateInstanceCustomHealthStatusRequest]) (*connect.Response[sdv1.UpdateInstanceCustomHealthStatusResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.UpdateInstanceCustomHealthStatusRequest) (*sdv1.UpdateInstanceCustomHealthStatusResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.UpdateInstanceCustomHealthStatusRequest) (*sdv1.UpdateInstanceCustomHealthStatusResponse, error) {
 		if err := h.reg.SetCustomHealth(ctx, sc, in.GetServiceId(), in.GetInstanceId(), in.GetStatus()); err != nil {
 			return nil, err
 		}
@@ -634,18 +626,18 @@ func (h *Handler) UpdateInstanceCustomHealthStatus(ctx context.Context, req *con
 
 func opOut(op *storev1.CloudMapOperationRecord) *sdv1.Operation {
 	out := &sdv1.Operation{
-		Id: ptr(op.GetId()), Type: ptr(op.GetType()), Status: ptr(op.GetStatus()), CreateDate: ptr(op.GetCreateDate()),
-		UpdateDate: ptr(op.GetUpdateDate()), Targets: maps.Clone(nonNilMap(op.GetTargets())), OwnerAccount: ptr(op.GetOwnerAccount()),
+		Id: proto.String(op.GetId()), Type: proto.String(op.GetType()), Status: proto.String(op.GetStatus()), CreateDate: proto.Float64(op.GetCreateDate()),
+		UpdateDate: proto.Float64(op.GetUpdateDate()), Targets: maps.Clone(nonNilMap(op.GetTargets())), OwnerAccount: proto.String(op.GetOwnerAccount()),
 	}
 	if op.GetErrorCode() != "" {
-		out.ErrorCode, out.ErrorMessage = ptr(op.GetErrorCode()), ptr(op.GetErrorMessage())
+		out.ErrorCode, out.ErrorMessage = proto.String(op.GetErrorCode()), proto.String(op.GetErrorMessage())
 	}
 	return out
 }
 
 // GetOperation returns one operation.
 func (h *Handler) GetOperation(ctx context.Context, req *connect.Request[sdv1.GetOperationRequest]) (*connect.Response[sdv1.GetOperationResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.GetOperationRequest) (*sdv1.GetOperationResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.GetOperationRequest) (*sdv1.GetOperationResponse, error) {
 		op, err := h.reg.Operation(ctx, sc, in.GetOperationId())
 		if err != nil {
 			return nil, err
@@ -657,7 +649,7 @@ func (h *Handler) GetOperation(ctx context.Context, req *connect.Request[sdv1.Ge
 // ListOperations lists operations, filtered by NAMESPACE_ID, SERVICE_ID, STATUS, TYPE or
 // UPDATE_DATE (BETWEEN two epoch seconds).
 func (h *Handler) ListOperations(ctx context.Context, req *connect.Request[sdv1.ListOperationsRequest]) (*connect.Response[sdv1.ListOperationsResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.ListOperationsRequest) (*sdv1.ListOperationsResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.ListOperationsRequest) (*sdv1.ListOperationsResponse, error) {
 		ops, err := h.reg.Operations(ctx, sc)
 		if err != nil {
 			return nil, err
@@ -704,7 +696,7 @@ func (h *Handler) ListOperations(ctx context.Context, req *connect.Request[sdv1.
 		}
 		out := &sdv1.ListOperationsResponse{Operations: []*sdv1.OperationSummary{}, NextToken: next}
 		for _, op := range kept {
-			out.Operations = append(out.Operations, &sdv1.OperationSummary{Id: ptr(op.GetId()), Status: ptr(op.GetStatus())})
+			out.Operations = append(out.Operations, &sdv1.OperationSummary{Id: proto.String(op.GetId()), Status: proto.String(op.GetStatus())})
 		}
 		return out, nil
 	})
@@ -712,7 +704,7 @@ func (h *Handler) ListOperations(ctx context.Context, req *connect.Request[sdv1.
 
 // ListTagsForResource returns a namespace's or service's tags.
 func (h *Handler) ListTagsForResource(ctx context.Context, req *connect.Request[sdv1.ListTagsForResourceRequest]) (*connect.Response[sdv1.ListTagsForResourceResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.ListTagsForResourceRequest) (*sdv1.ListTagsForResourceResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.ListTagsForResourceRequest) (*sdv1.ListTagsForResourceResponse, error) {
 		tags, err := h.reg.Tags(ctx, sc, in.GetResourceArn())
 		if err != nil {
 			return nil, err
@@ -723,7 +715,7 @@ func (h *Handler) ListTagsForResource(ctx context.Context, req *connect.Request[
 
 // TagResource adds or replaces tags of a namespace or service.
 func (h *Handler) TagResource(ctx context.Context, req *connect.Request[sdv1.TagResourceRequest]) (*connect.Response[sdv1.TagResourceResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.TagResourceRequest) (*sdv1.TagResourceResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.TagResourceRequest) (*sdv1.TagResourceResponse, error) {
 		add := tagsIn(in.GetTags())
 		if err := checkTags(add); err != nil {
 			return nil, err
@@ -747,7 +739,7 @@ func (h *Handler) TagResource(ctx context.Context, req *connect.Request[sdv1.Tag
 
 // UntagResource removes tags of a namespace or service.
 func (h *Handler) UntagResource(ctx context.Context, req *connect.Request[sdv1.UntagResourceRequest]) (*connect.Response[sdv1.UntagResourceResponse], error) {
-	return serve(ctx, req, func(sc keys.Scope, in *sdv1.UntagResourceRequest) (*sdv1.UntagResourceResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, in *sdv1.UntagResourceRequest) (*sdv1.UntagResourceResponse, error) {
 		err := h.reg.Retag(ctx, sc, in.GetResourceArn(), func(cur []*storev1.CloudMapTag) []*storev1.CloudMapTag {
 			return slices.DeleteFunc(cur, func(c *storev1.CloudMapTag) bool { return slices.Contains(in.GetTagKeys(), c.GetKey()) })
 		})
@@ -760,14 +752,14 @@ func (h *Handler) UntagResource(ctx context.Context, req *connect.Request[sdv1.U
 
 // UpdatePrivateDnsNamespace is refused: namespace updates are not served by Berth.
 func (h *Handler) UpdatePrivateDnsNamespace(ctx context.Context, req *connect.Request[sdv1.UpdatePrivateDnsNamespaceRequest]) (*connect.Response[sdv1.UpdatePrivateDnsNamespaceResponse], error) {
-	return serve(ctx, req, func(keys.Scope, *sdv1.UpdatePrivateDnsNamespaceRequest) (*sdv1.UpdatePrivateDnsNamespaceResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(context.Context, keys.Scope, *sdv1.UpdatePrivateDnsNamespaceRequest) (*sdv1.UpdatePrivateDnsNamespaceResponse, error) {
 		return nil, invalid("UpdatePrivateDnsNamespace is not supported by Berth: delete and recreate the namespace to change it.")
 	})
 }
 
 // UpdatePublicDnsNamespace is refused: Berth serves no public DNS.
 func (h *Handler) UpdatePublicDnsNamespace(ctx context.Context, req *connect.Request[sdv1.UpdatePublicDnsNamespaceRequest]) (*connect.Response[sdv1.UpdatePublicDnsNamespaceResponse], error) {
-	return serve(ctx, req, func(keys.Scope, *sdv1.UpdatePublicDnsNamespaceRequest) (*sdv1.UpdatePublicDnsNamespaceResponse, error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(context.Context, keys.Scope, *sdv1.UpdatePublicDnsNamespaceRequest) (*sdv1.UpdatePublicDnsNamespaceResponse, error) {
 		return nil, invalid("Public DNS namespaces are not supported by Berth.")
 	})
 }

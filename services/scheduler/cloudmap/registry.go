@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
@@ -78,8 +79,6 @@ func invalid(format string, args ...any) *awserr.Error {
 	return awserr.New("InvalidInput", format, args...)
 }
 
-func epoch(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
-
 const idAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 // randomID returns n random lowercase alphanumerics.
@@ -118,7 +117,7 @@ func ServiceIDFromARN(sc keys.Scope, arn string) (string, bool) {
 // recordOp writes a SUCCESS operation into t and returns its id.
 func (r *Registry) recordOp(t *store.Txn, sc keys.Scope, typ string, targets map[string]string) string {
 	id := randomID(32) + "-" + randomID(8)
-	now := epoch(r.now())
+	now := awsapi.Epoch(r.now())
 	t.Create(keys.CloudMapOperation(sc, id), &storev1.CloudMapOperationRecord{
 		Id: id, Type: typ, Status: "SUCCESS", CreateDate: now, UpdateDate: now, Targets: targets, OwnerAccount: sc.Account,
 	})
@@ -234,7 +233,7 @@ func (r *Registry) CreateNamespace(ctx context.Context, sc keys.Scope, in Create
 	id := "ns-" + randomID(16)
 	rec := &storev1.CloudMapNamespaceRecord{
 		Id: id, Arn: ARN(sc, "namespace", id), Name: in.Name, Type: in.Type, Description: in.Description,
-		CreatorRequestId: in.CreatorRequestID, CreateDate: epoch(r.now()), Vpc: in.Vpc, Tags: in.Tags,
+		CreatorRequestId: in.CreatorRequestID, CreateDate: awsapi.Epoch(r.now()), Vpc: in.Vpc, Tags: in.Tags,
 	}
 	if in.Type == TypeDNSPrivate {
 		rec.HostedZoneId = "Z" + strings.ToUpper(randomID(20))
@@ -413,7 +412,7 @@ func (r *Registry) CreateService(ctx context.Context, sc keys.Scope, in CreateSe
 	id := "srv-" + randomID(16)
 	rec := &storev1.CloudMapServiceRecord{
 		Id: id, Arn: ARN(sc, "service", id), Name: in.Name, NamespaceId: ns.GetId(), Description: in.Description,
-		CreatorRequestId: in.CreatorRequestID, CreateDate: epoch(r.now()), Type: typ, DnsRecords: in.DNSRecords,
+		CreatorRequestId: in.CreatorRequestID, CreateDate: awsapi.Epoch(r.now()), Type: typ, DnsRecords: in.DNSRecords,
 		RoutingPolicy: in.RoutingPolicy, CustomHealth: in.HasCustomHealth, CustomFailureThreshold: in.CustomFailureThreshold,
 		Tags: in.Tags,
 	}

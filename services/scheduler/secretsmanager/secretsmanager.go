@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"regexp"
 	"slices"
@@ -18,12 +19,13 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 
 	smv1 "github.com/berthhq/berth/gen/berth/secretsmanager/v1"
 	"github.com/berthhq/berth/gen/berth/secretsmanager/v1/secretsmanagerv1connect"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
-	"github.com/berthhq/berth/services/scheduler/platform/caller"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/seal"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
@@ -43,6 +45,10 @@ const maxVersions = 100
 // Handler implements secretsmanagerv1connect.SecretsManagerServiceHandler.
 type Handler struct {
 	secretsmanagerv1connect.UnimplementedSecretsManagerServiceHandler
+	// Logger receives the internal faults of its actions (errors that are not AWS
+	// exceptions, which the client sees as ServerException); nil discards them.
+	Logger *slog.Logger
+
 	kv   clientv3.KV
 	ring *seal.Keyring
 	now  func() time.Time
@@ -79,32 +85,10 @@ func markedForDeletion() *awserr.Error {
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9/_+=.@!-]{1,512}$`)
 
-func scope(ctx context.Context) (keys.Scope, error) {
-	id, ok := caller.From(ctx)
-	if !ok {
-		return keys.Scope{}, awserr.New("AccessDeniedException", "The request carries no account.")
-	}
-	return id.Scope(), nil
-}
-
-func epoch(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
-
-func ptr[T any](v T) *T { return &v }
-
-// serve runs fn with the caller's scope and converts its error for the RPC boundary.
-func serve[Req, Res any](ctx context.Context, h *Handler, req *connect.Request[Req], fn func(keys.Scope, *Req) (*Res, error)) (*connect.Response[Res], error) {
-	s, err := scope(ctx)
-	if err != nil {
-		return nil, awserr.ToConnect(err)
-	}
-	if h.ring == nil {
-		return nil, awserr.ToConnect(ErrNoKeyring)
-	}
-	res, err := fn(s, req.Msg)
-	if err != nil {
-		return nil, awserr.ToConnect(err)
-	}
-	return connect.NewResponse(res), nil
+// handle runs a Secrets Manager action through awsapi.Handle; without the keyring every
+// action answers ErrNoKeyring.
+func handle[Req, Res any](ctx context.Context, h *Handler, req *connect.Request[Req], fn func(context.Context, keys.Scope, *Req) (*Res, error)) (*connect.Response[Res], error) {
+	return awsapi.Handle(ctx, h.Logger, req, awsapi.Requires(h.ring != nil, ErrNoKeyring, fn))
 }
 
 const suffixChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -170,7 +154,7 @@ func (h *Handler) lookup(ctx context.Context, s keys.Scope, id string) (found, e
 		if full && i == 0 && rec.GetArn() != id {
 			continue
 		}
-		if rec.GetDeletedDate() != 0 && epoch(h.now()) >= rec.GetDeleteAfter() {
+		if rec.GetDeletedDate() != 0 && awsapi.Epoch(h.now()) >= rec.GetDeleteAfter() {
 			if err := h.purge(ctx, s, rec, rev); err != nil {
 				return found{}, err
 			}
@@ -262,7 +246,7 @@ func mergeTags(have, add []*storev1.SecretTag) ([]*storev1.SecretTag, error) {
 
 // CreateSecret creates a secret, with a first version (AWSCURRENT) when a value is given.
 func (h *Handler) CreateSecret(ctx context.Context, req *connect.Request[smv1.CreateSecretRequest]) (*connect.Response[smv1.CreateSecretResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, in *smv1.CreateSecretRequest) (*smv1.CreateSecretResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *smv1.CreateSecretRequest) (*smv1.CreateSecretResponse, error) {
 		name := in.GetName()
 		if !namePattern.MatchString(name) {
 			return nil, invalidParam("Invalid name. Must be a valid name containing alphanumeric characters, or any of the following: -/_+=.@!")
@@ -297,17 +281,17 @@ func (h *Handler) CreateSecret(ctx context.Context, req *connect.Request[smv1.Cr
 		} else if !errors.Is(err, &awserr.Error{Type: "ResourceNotFoundException"}) {
 			return nil, err
 		}
-		now := epoch(h.now())
+		now := awsapi.Epoch(h.now())
 		rec := &storev1.SecretRecord{
 			Name: name, Arn: newARN(s, name), Description: in.GetDescription(), KmsKeyId: in.GetKmsKeyId(),
 			Tags: tags, CreatedDate: now, LastChangedDate: now,
 		}
 		t := store.NewTxn(h.kv)
-		out := &smv1.CreateSecretResponse{Arn: ptr(rec.Arn), Name: ptr(name)}
+		out := &smv1.CreateSecretResponse{Arn: proto.String(rec.Arn), Name: proto.String(name)}
 		if v.set {
 			rec.Versions = []*storev1.SecretVersionMeta{{VersionId: vid, Stages: []string{Current}, CreatedDate: now}}
 			t.Create(keys.SecretValue(s, name, vid), &storev1.SecretValueRecord{Sealed: h.ring.Seal(v.data, ad(s, name, vid)), Binary: v.binary})
-			out.VersionId = ptr(vid)
+			out.VersionId = proto.String(vid)
 		}
 		t.Create(keys.Secret(s, name), rec)
 		if _, err := t.Commit(ctx); err != nil {
@@ -323,19 +307,19 @@ func (h *Handler) CreateSecret(ctx context.Context, req *connect.Request[smv1.Cr
 
 // GetSecretValue returns a version's value: VersionId, else VersionStage, else AWSCURRENT.
 func (h *Handler) GetSecretValue(ctx context.Context, req *connect.Request[smv1.GetSecretValueRequest]) (*connect.Response[smv1.GetSecretValueResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, in *smv1.GetSecretValueRequest) (*smv1.GetSecretValueResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *smv1.GetSecretValueRequest) (*smv1.GetSecretValueResponse, error) {
 		sv, err := h.Get(ctx, s, in.GetSecretId(), in.GetVersionId(), in.GetVersionStage())
 		if err != nil {
 			return nil, err
 		}
 		out := &smv1.GetSecretValueResponse{
-			Arn: ptr(sv.ARN), Name: ptr(sv.Name), VersionId: ptr(sv.VersionID), VersionStages: sv.Stages,
-			CreatedDate: ptr(sv.CreatedDate),
+			Arn: proto.String(sv.ARN), Name: proto.String(sv.Name), VersionId: proto.String(sv.VersionID), VersionStages: sv.Stages,
+			CreatedDate: proto.Float64(sv.CreatedDate),
 		}
 		if sv.Binary {
 			out.SecretBinary = sv.Value
 		} else {
-			out.SecretString = ptr(string(sv.Value))
+			out.SecretString = proto.String(string(sv.Value))
 		}
 		return out, nil
 	})
@@ -423,7 +407,7 @@ func notFoundf(format string, args ...any) *awserr.Error {
 // touch records LastAccessedDate (midnight UTC of today, as AWS rounds it) on the secret and
 // the version when the day changed; a failure is ignored (it is bookkeeping).
 func (h *Handler) touch(ctx context.Context, s keys.Scope, f found, versionID string) {
-	day := epoch(h.now().UTC().Truncate(24 * time.Hour))
+	day := awsapi.Epoch(h.now().UTC().Truncate(24 * time.Hour))
 	if f.rec.GetLastAccessedDate() == day {
 		return
 	}
@@ -462,7 +446,7 @@ func (h *Handler) addVersion(ctx context.Context, s keys.Scope, rec *storev1.Sec
 	if len(stages) > 20 {
 		return false, nil, invalidParam("A version can have at most 20 staging labels.")
 	}
-	now := epoch(h.now())
+	now := awsapi.Epoch(h.now())
 	moveCurrent := slices.Contains(stages, Current)
 	for _, have := range rec.GetVersions() {
 		wasCurrent := slices.Contains(have.GetStages(), Current)
@@ -490,7 +474,7 @@ func (h *Handler) addVersion(ctx context.Context, s keys.Scope, rec *storev1.Sec
 
 // PutSecretValue adds a version with a new value.
 func (h *Handler) PutSecretValue(ctx context.Context, req *connect.Request[smv1.PutSecretValueRequest]) (*connect.Response[smv1.PutSecretValueResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, in *smv1.PutSecretValueRequest) (*smv1.PutSecretValueResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *smv1.PutSecretValueRequest) (*smv1.PutSecretValueResponse, error) {
 		if in.RotationToken != nil {
 			return nil, invalidParam("Berth does not rotate secrets: RotationToken is not supported.")
 		}
@@ -508,7 +492,7 @@ func (h *Handler) PutSecretValue(ctx context.Context, req *connect.Request[smv1.
 		var out *smv1.PutSecretValueResponse
 		err = h.update(ctx, s, in.GetSecretId(), func(rec *storev1.SecretRecord, t *store.Txn) (bool, error) {
 			changed, stages, err := h.addVersion(ctx, s, rec, t, vid, v, in.GetVersionStages())
-			out = &smv1.PutSecretValueResponse{Arn: ptr(rec.GetArn()), Name: ptr(rec.GetName()), VersionId: ptr(vid), VersionStages: stages}
+			out = &smv1.PutSecretValueResponse{Arn: proto.String(rec.GetArn()), Name: proto.String(rec.GetName()), VersionId: proto.String(vid), VersionStages: stages}
 			return changed, err
 		})
 		return out, err
@@ -544,7 +528,7 @@ func (h *Handler) update(ctx context.Context, s keys.Scope, id string, fn func(*
 
 // UpdateSecret changes the description or KMS key id and, with a value, adds a version.
 func (h *Handler) UpdateSecret(ctx context.Context, req *connect.Request[smv1.UpdateSecretRequest]) (*connect.Response[smv1.UpdateSecretResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, in *smv1.UpdateSecretRequest) (*smv1.UpdateSecretResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *smv1.UpdateSecretRequest) (*smv1.UpdateSecretResponse, error) {
 		if in.Type != nil {
 			return nil, invalidParam("Berth does not support managed external secrets: Type is not supported.")
 		}
@@ -558,7 +542,7 @@ func (h *Handler) UpdateSecret(ctx context.Context, req *connect.Request[smv1.Up
 		}
 		out := &smv1.UpdateSecretResponse{}
 		err = h.update(ctx, s, in.GetSecretId(), func(rec *storev1.SecretRecord, t *store.Txn) (bool, error) {
-			out.Arn, out.Name, out.VersionId = ptr(rec.GetArn()), ptr(rec.GetName()), nil
+			out.Arn, out.Name, out.VersionId = proto.String(rec.GetArn()), proto.String(rec.GetName()), nil
 			changed := false
 			if in.Description != nil && in.GetDescription() != rec.GetDescription() {
 				rec.Description, changed = in.GetDescription(), true
@@ -567,14 +551,14 @@ func (h *Handler) UpdateSecret(ctx context.Context, req *connect.Request[smv1.Up
 				rec.KmsKeyId, changed = in.GetKmsKeyId(), true
 			}
 			if changed {
-				rec.LastChangedDate = epoch(h.now())
+				rec.LastChangedDate = awsapi.Epoch(h.now())
 			}
 			if v.set {
 				added, _, err := h.addVersion(ctx, s, rec, t, vid, v, nil)
 				if err != nil {
 					return false, err
 				}
-				out.VersionId = ptr(vid)
+				out.VersionId = proto.String(vid)
 				changed = changed || added
 			}
 			return changed, nil
@@ -585,27 +569,27 @@ func (h *Handler) UpdateSecret(ctx context.Context, req *connect.Request[smv1.Up
 
 func describe(rec *storev1.SecretRecord, entry bool) *smv1.DescribeSecretResponse {
 	out := &smv1.DescribeSecretResponse{
-		Arn: ptr(rec.GetArn()), Name: ptr(rec.GetName()), CreatedDate: ptr(rec.GetCreatedDate()),
-		LastChangedDate: ptr(rec.GetLastChangedDate()), RotationEnabled: false,
+		Arn: proto.String(rec.GetArn()), Name: proto.String(rec.GetName()), CreatedDate: proto.Float64(rec.GetCreatedDate()),
+		LastChangedDate: proto.Float64(rec.GetLastChangedDate()), RotationEnabled: false,
 		VersionIdsToStages: map[string]*smv1.SecretVersionStagesType{},
 	}
 	if rec.GetDescription() != "" {
-		out.Description = ptr(rec.GetDescription())
+		out.Description = proto.String(rec.GetDescription())
 	}
 	if rec.GetKmsKeyId() != "" {
-		out.KmsKeyId = ptr(rec.GetKmsKeyId())
+		out.KmsKeyId = proto.String(rec.GetKmsKeyId())
 	}
 	if rec.GetLastAccessedDate() != 0 {
-		out.LastAccessedDate = ptr(rec.GetLastAccessedDate())
+		out.LastAccessedDate = proto.Float64(rec.GetLastAccessedDate())
 	}
 	if rec.GetDeletedDate() != 0 {
-		out.DeletedDate = ptr(rec.GetDeletedDate())
+		out.DeletedDate = proto.Float64(rec.GetDeletedDate())
 	}
 	if len(rec.GetTags()) > 0 || !entry {
 		out.Tags = []*smv1.Tag{}
 	}
 	for _, t := range rec.GetTags() {
-		out.Tags = append(out.Tags, &smv1.Tag{Key: ptr(t.GetKey()), Value: ptr(t.GetValue())})
+		out.Tags = append(out.Tags, &smv1.Tag{Key: proto.String(t.GetKey()), Value: proto.String(t.GetValue())})
 	}
 	for _, v := range rec.GetVersions() {
 		if len(v.GetStages()) > 0 {
@@ -617,7 +601,7 @@ func describe(rec *storev1.SecretRecord, entry bool) *smv1.DescribeSecretRespons
 
 // DescribeSecret returns a secret's metadata (no value).
 func (h *Handler) DescribeSecret(ctx context.Context, req *connect.Request[smv1.DescribeSecretRequest]) (*connect.Response[smv1.DescribeSecretResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, in *smv1.DescribeSecretRequest) (*smv1.DescribeSecretResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *smv1.DescribeSecretRequest) (*smv1.DescribeSecretResponse, error) {
 		f, err := h.lookup(ctx, s, in.GetSecretId())
 		if err != nil {
 			return nil, err
@@ -636,7 +620,7 @@ func (h *Handler) all(ctx context.Context, s keys.Scope) ([]*storev1.SecretRecor
 			return nil, err
 		}
 		for _, it := range items {
-			if it.Value.GetDeletedDate() != 0 && epoch(h.now()) >= it.Value.GetDeleteAfter() {
+			if it.Value.GetDeletedDate() != 0 && awsapi.Epoch(h.now()) >= it.Value.GetDeleteAfter() {
 				if err := h.purge(ctx, s, it.Value, it.ModRevision); err != nil {
 					return nil, err
 				}
@@ -691,7 +675,7 @@ func matches(rec *storev1.SecretRecord, f *smv1.Filter) (bool, error) {
 
 // ListSecrets lists the scope's secrets (without values), filtered, sorted and paged.
 func (h *Handler) ListSecrets(ctx context.Context, req *connect.Request[smv1.ListSecretsRequest]) (*connect.Response[smv1.ListSecretsResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, in *smv1.ListSecretsRequest) (*smv1.ListSecretsResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *smv1.ListSecretsRequest) (*smv1.ListSecretsResponse, error) {
 		limit := 100
 		if in.GetMaxResults() != 0 {
 			if in.GetMaxResults() < 1 || in.GetMaxResults() > 100 {
@@ -754,7 +738,7 @@ func (h *Handler) ListSecrets(ctx context.Context, req *connect.Request[smv1.Lis
 			})
 		}
 		if offset+limit < len(list) {
-			out.NextToken = ptr(base64.RawURLEncoding.EncodeToString([]byte("o:" + strconv.Itoa(offset+limit))))
+			out.NextToken = proto.String(base64.RawURLEncoding.EncodeToString([]byte("o:" + strconv.Itoa(offset+limit))))
 		}
 		return out, nil
 	})
@@ -763,7 +747,7 @@ func (h *Handler) ListSecrets(ctx context.Context, req *connect.Request[smv1.Lis
 // ListSecretVersionIds lists a secret's versions (with staging labels, or all with
 // IncludeDeprecated).
 func (h *Handler) ListSecretVersionIds(ctx context.Context, req *connect.Request[smv1.ListSecretVersionIdsRequest]) (*connect.Response[smv1.ListSecretVersionIdsResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, in *smv1.ListSecretVersionIdsRequest) (*smv1.ListSecretVersionIdsResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *smv1.ListSecretVersionIdsRequest) (*smv1.ListSecretVersionIdsResponse, error) {
 		if in.NextToken != nil || in.GetMaxResults() != 0 {
 			// One page holds every version (at most maxVersions).
 			if in.GetMaxResults() != 0 && (in.GetMaxResults() < 1 || in.GetMaxResults() > 100) {
@@ -777,14 +761,14 @@ func (h *Handler) ListSecretVersionIds(ctx context.Context, req *connect.Request
 		if err != nil {
 			return nil, err
 		}
-		out := &smv1.ListSecretVersionIdsResponse{Arn: ptr(f.rec.GetArn()), Name: ptr(f.rec.GetName()), Versions: []*smv1.SecretVersionsListEntry{}}
+		out := &smv1.ListSecretVersionIdsResponse{Arn: proto.String(f.rec.GetArn()), Name: proto.String(f.rec.GetName()), Versions: []*smv1.SecretVersionsListEntry{}}
 		for _, v := range slices.Backward(f.rec.GetVersions()) {
 			if len(v.GetStages()) == 0 && !in.GetIncludeDeprecated() {
 				continue
 			}
-			e := &smv1.SecretVersionsListEntry{VersionId: ptr(v.GetVersionId()), VersionStages: slices.Clone(v.GetStages()), CreatedDate: ptr(v.GetCreatedDate())}
+			e := &smv1.SecretVersionsListEntry{VersionId: proto.String(v.GetVersionId()), VersionStages: slices.Clone(v.GetStages()), CreatedDate: proto.Float64(v.GetCreatedDate())}
 			if v.GetLastAccessedDate() != 0 {
-				e.LastAccessedDate = ptr(v.GetLastAccessedDate())
+				e.LastAccessedDate = proto.Float64(v.GetLastAccessedDate())
 			}
 			out.Versions = append(out.Versions, e)
 		}
@@ -798,7 +782,7 @@ func (h *Handler) ListSecretVersionIds(ctx context.Context, req *connect.Request
 // DeleteSecret schedules the deletion after RecoveryWindowInDays (7-30, default 30), or
 // deletes at once with ForceDeleteWithoutRecovery.
 func (h *Handler) DeleteSecret(ctx context.Context, req *connect.Request[smv1.DeleteSecretRequest]) (*connect.Response[smv1.DeleteSecretResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, in *smv1.DeleteSecretRequest) (*smv1.DeleteSecretResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *smv1.DeleteSecretRequest) (*smv1.DeleteSecretResponse, error) {
 		if in.GetRecoveryWindowInDays() != 0 && in.GetForceDeleteWithoutRecovery() {
 			return nil, invalidParam("You can't use ForceDeleteWithoutRecovery in conjunction with RecoveryWindowInDays.")
 		}
@@ -818,29 +802,29 @@ func (h *Handler) DeleteSecret(ctx context.Context, req *connect.Request[smv1.De
 			if err := h.purge(ctx, s, f.rec, f.rev); err != nil {
 				return nil, err
 			}
-			return &smv1.DeleteSecretResponse{Arn: ptr(f.rec.GetArn()), Name: ptr(f.rec.GetName()), DeletionDate: ptr(epoch(now))}, nil
+			return &smv1.DeleteSecretResponse{Arn: proto.String(f.rec.GetArn()), Name: proto.String(f.rec.GetName()), DeletionDate: proto.Float64(awsapi.Epoch(now))}, nil
 		}
 		if f.rec.GetDeletedDate() != 0 {
 			return nil, markedForDeletion()
 		}
-		f.rec.DeletedDate = epoch(now)
-		f.rec.DeleteAfter = epoch(now.Add(time.Duration(days) * 24 * time.Hour))
+		f.rec.DeletedDate = awsapi.Epoch(now)
+		f.rec.DeleteAfter = awsapi.Epoch(now.Add(time.Duration(days) * 24 * time.Hour))
 		if _, err := store.Update(ctx, h.kv, keys.Secret(s, f.rec.GetName()), f.rev, f.rec); err != nil {
 			if errors.Is(err, store.ErrConflict) {
 				return nil, invalidRequest("The secret was changed while it was being deleted; try again.")
 			}
 			return nil, err
 		}
-		return &smv1.DeleteSecretResponse{Arn: ptr(f.rec.GetArn()), Name: ptr(f.rec.GetName()), DeletionDate: ptr(f.rec.GetDeleteAfter())}, nil
+		return &smv1.DeleteSecretResponse{Arn: proto.String(f.rec.GetArn()), Name: proto.String(f.rec.GetName()), DeletionDate: proto.Float64(f.rec.GetDeleteAfter())}, nil
 	})
 }
 
 // RestoreSecret cancels a scheduled deletion.
 func (h *Handler) RestoreSecret(ctx context.Context, req *connect.Request[smv1.RestoreSecretRequest]) (*connect.Response[smv1.RestoreSecretResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, in *smv1.RestoreSecretRequest) (*smv1.RestoreSecretResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *smv1.RestoreSecretRequest) (*smv1.RestoreSecretResponse, error) {
 		var out *smv1.RestoreSecretResponse
 		_, _, err := h.mutateAny(ctx, s, in.GetSecretId(), func(r *storev1.SecretRecord) error {
-			out = &smv1.RestoreSecretResponse{Arn: ptr(r.GetArn()), Name: ptr(r.GetName())}
+			out = &smv1.RestoreSecretResponse{Arn: proto.String(r.GetArn()), Name: proto.String(r.GetName())}
 			r.DeletedDate, r.DeleteAfter = 0, 0
 			return nil
 		})
@@ -864,7 +848,7 @@ func (h *Handler) mutateAny(ctx context.Context, s keys.Scope, id string, fn fun
 
 // TagResource adds or overwrites tags.
 func (h *Handler) TagResource(ctx context.Context, req *connect.Request[smv1.TagResourceRequest]) (*connect.Response[smv1.TagResourceResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, in *smv1.TagResourceRequest) (*smv1.TagResourceResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *smv1.TagResourceRequest) (*smv1.TagResourceResponse, error) {
 		tags, err := tagsOf(in.GetTags())
 		if err != nil {
 			return nil, err
@@ -880,7 +864,7 @@ func (h *Handler) TagResource(ctx context.Context, req *connect.Request[smv1.Tag
 
 // UntagResource removes tags by key.
 func (h *Handler) UntagResource(ctx context.Context, req *connect.Request[smv1.UntagResourceRequest]) (*connect.Response[smv1.UntagResourceResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, in *smv1.UntagResourceRequest) (*smv1.UntagResourceResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *smv1.UntagResourceRequest) (*smv1.UntagResourceResponse, error) {
 		_, _, err := h.mutateAny(ctx, s, in.GetSecretId(), func(r *storev1.SecretRecord) error {
 			r.Tags = slices.DeleteFunc(r.Tags, func(t *storev1.SecretTag) bool { return slices.Contains(in.GetTagKeys(), t.GetKey()) })
 			return nil

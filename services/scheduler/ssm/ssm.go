@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"slices"
 	"strconv"
@@ -13,10 +14,12 @@ import (
 
 	"connectrpc.com/connect"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 
 	ssmv1 "github.com/berthhq/berth/gen/berth/ssm/v1"
 	"github.com/berthhq/berth/gen/berth/ssm/v1/ssmv1connect"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
 	"github.com/berthhq/berth/services/scheduler/platform/caller"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
@@ -41,6 +44,10 @@ const (
 // Handler implements ssmv1connect.SsmServiceHandler.
 type Handler struct {
 	ssmv1connect.UnimplementedSsmServiceHandler
+	// Logger receives the internal faults of its actions (errors that are not AWS
+	// exceptions, which the client sees as ServerException); nil discards them.
+	Logger *slog.Logger
+
 	kv   clientv3.KV
 	ring *seal.Keyring
 	now  func() time.Time
@@ -66,27 +73,10 @@ func notFound(name string) *awserr.Error {
 	return awserr.New("ParameterNotFound", "Parameter %s not found.", name)
 }
 
-func ptr[T any](v T) *T { return &v }
-
-func epoch(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
-
-func serve[Req, Res any](ctx context.Context, h *Handler, req *connect.Request[Req], fn func(keys.Scope, string, *Req) (*Res, error)) (*connect.Response[Res], error) {
-	id, ok := caller.From(ctx)
-	if !ok {
-		return nil, awserr.ToConnect(awserr.New("AccessDeniedException", "The request carries no account."))
-	}
-	if h.ring == nil {
-		return nil, awserr.ToConnect(ErrNoKeyring)
-	}
-	user := id.PrincipalARN
-	if user == "" {
-		user = "arn:aws:iam::" + id.Account + ":root"
-	}
-	res, err := fn(id.Scope(), user, req.Msg)
-	if err != nil {
-		return nil, awserr.ToConnect(err)
-	}
-	return connect.NewResponse(res), nil
+// handle runs an SSM action through awsapi.Handle; without the keyring every action
+// answers ErrNoKeyring.
+func handle[Req, Res any](ctx context.Context, h *Handler, req *connect.Request[Req], fn func(context.Context, keys.Scope, *Req) (*Res, error)) (*connect.Response[Res], error) {
+	return awsapi.Handle(ctx, h.Logger, req, awsapi.Requires(h.ring != nil, ErrNoKeyring, fn))
 }
 
 var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_.\-/]+$`)
@@ -166,7 +156,9 @@ func (h *Handler) get(ctx context.Context, s keys.Scope, id string) (*storev1.Pa
 
 // PutParameter creates a parameter or, with Overwrite, adds a version.
 func (h *Handler) PutParameter(ctx context.Context, req *connect.Request[ssmv1.PutParameterRequest]) (*connect.Response[ssmv1.PutParameterResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, user string, in *ssmv1.PutParameterRequest) (*ssmv1.PutParameterResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *ssmv1.PutParameterRequest) (*ssmv1.PutParameterResponse, error) {
+		id, _ := caller.From(ctx) // present: Handle refuses a call without one
+		user, _ := id.Principal()
 		name := in.GetName()
 		if err := checkName(name); err != nil {
 			return nil, err
@@ -270,7 +262,7 @@ func (h *Handler) PutParameter(ctx context.Context, req *connect.Request[ssmv1.P
 			v := &storev1.ParameterVersion{
 				Version: version, Sealed: h.ring.Seal([]byte(value), ad(s, name, version)),
 				Description: in.GetDescription(), AllowedPattern: in.GetAllowedPattern(),
-				LastModifiedDate: epoch(h.now()), LastModifiedUser: user,
+				LastModifiedDate: awsapi.Epoch(h.now()), LastModifiedUser: user,
 			}
 			if exists && in.Description == nil {
 				v.Description = rec.Versions[len(rec.Versions)-1].GetDescription()
@@ -288,7 +280,7 @@ func (h *Handler) PutParameter(ctx context.Context, req *connect.Request[ssmv1.P
 			_, err = t.Commit(ctx)
 			switch {
 			case err == nil:
-				return &ssmv1.PutParameterResponse{Version: version, Tier: ptr(rec.GetTier())}, nil
+				return &ssmv1.PutParameterResponse{Version: version, Tier: proto.String(rec.GetTier())}, nil
 			case !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrExists):
 				return nil, err
 			case attempt >= 5:
@@ -372,11 +364,11 @@ func (h *Handler) parameter(s keys.Scope, rec *storev1.ParameterRecord, v *store
 		return nil, err
 	}
 	p := &ssmv1.Parameter{
-		Name: ptr(rec.GetName()), Type: ptr(rec.GetType()), Value: ptr(val), Version: v.GetVersion(),
-		LastModifiedDate: ptr(v.GetLastModifiedDate()), Arn: ptr(ARN(s, rec.GetName())), DataType: ptr(rec.GetDataType()),
+		Name: proto.String(rec.GetName()), Type: proto.String(rec.GetType()), Value: proto.String(val), Version: v.GetVersion(),
+		LastModifiedDate: proto.Float64(v.GetLastModifiedDate()), Arn: proto.String(ARN(s, rec.GetName())), DataType: proto.String(rec.GetDataType()),
 	}
 	if sel != "" {
-		p.Selector = ptr(":" + sel)
+		p.Selector = proto.String(":" + sel)
 	}
 	return p, nil
 }
@@ -402,7 +394,7 @@ func (h *Handler) Resolve(ctx context.Context, s keys.Scope, id string) (string,
 // GetParameter returns one parameter (latest version, or the version or label its
 // selector names).
 func (h *Handler) GetParameter(ctx context.Context, req *connect.Request[ssmv1.GetParameterRequest]) (*connect.Response[ssmv1.GetParameterResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, _ string, in *ssmv1.GetParameterRequest) (*ssmv1.GetParameterResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *ssmv1.GetParameterRequest) (*ssmv1.GetParameterResponse, error) {
 		name, sel := selector(in.GetName())
 		rec, _, err := h.get(ctx, s, name)
 		if err != nil {
@@ -423,7 +415,7 @@ func (h *Handler) GetParameter(ctx context.Context, req *connect.Request[ssmv1.G
 // GetParameters returns up to 10 parameters; names not found are listed in
 // InvalidParameters.
 func (h *Handler) GetParameters(ctx context.Context, req *connect.Request[ssmv1.GetParametersRequest]) (*connect.Response[ssmv1.GetParametersResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, _ string, in *ssmv1.GetParametersRequest) (*ssmv1.GetParametersResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *ssmv1.GetParametersRequest) (*ssmv1.GetParametersResponse, error) {
 		if n := len(in.GetNames()); n < 1 || n > 10 {
 			return nil, validation("1 validation error detected: Value at 'names' failed to satisfy constraint: Member must have length less than or equal to 10")
 		}
@@ -506,7 +498,7 @@ func nextToken(offset, limit, total int) *string {
 	if offset+limit >= total {
 		return nil
 	}
-	return ptr(base64.RawURLEncoding.EncodeToString([]byte("o:" + strconv.Itoa(offset+limit))))
+	return proto.String(base64.RawURLEncoding.EncodeToString([]byte("o:" + strconv.Itoa(offset+limit))))
 }
 
 // filter is one ParameterStringFilter, checked once.
@@ -612,7 +604,7 @@ func underPath(name, path string, recursive bool) bool {
 // GetParametersByPath returns the parameters under Path (one level, or all with
 // Recursive), filtered and paged (MaxResults up to 10).
 func (h *Handler) GetParametersByPath(ctx context.Context, req *connect.Request[ssmv1.GetParametersByPathRequest]) (*connect.Response[ssmv1.GetParametersByPathResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, _ string, in *ssmv1.GetParametersByPathRequest) (*ssmv1.GetParametersByPathResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *ssmv1.GetParametersByPathRequest) (*ssmv1.GetParametersByPathResponse, error) {
 		path := in.GetPath()
 		if !strings.HasPrefix(path, "/") {
 			return nil, validation("The parameter doesn't meet the parameter name requirements. The parameter name must begin with a forward slash \"/\".")
@@ -661,7 +653,7 @@ func (h *Handler) GetParametersByPath(ctx context.Context, req *connect.Request[
 
 // DeleteParameter deletes a parameter and all its versions.
 func (h *Handler) DeleteParameter(ctx context.Context, req *connect.Request[ssmv1.DeleteParameterRequest]) (*connect.Response[ssmv1.DeleteParameterResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, _ string, in *ssmv1.DeleteParameterRequest) (*ssmv1.DeleteParameterResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *ssmv1.DeleteParameterRequest) (*ssmv1.DeleteParameterResponse, error) {
 		return &ssmv1.DeleteParameterResponse{}, h.delete(ctx, s, in.GetName())
 	})
 }
@@ -685,7 +677,7 @@ func (h *Handler) delete(ctx context.Context, s keys.Scope, id string) error {
 
 // DeleteParameters deletes up to 10 parameters; names not found are InvalidParameters.
 func (h *Handler) DeleteParameters(ctx context.Context, req *connect.Request[ssmv1.DeleteParametersRequest]) (*connect.Response[ssmv1.DeleteParametersResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, _ string, in *ssmv1.DeleteParametersRequest) (*ssmv1.DeleteParametersResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *ssmv1.DeleteParametersRequest) (*ssmv1.DeleteParametersResponse, error) {
 		if n := len(in.GetNames()); n < 1 || n > 10 {
 			return nil, validation("1 validation error detected: Value at 'names' failed to satisfy constraint: Member must have length less than or equal to 10")
 		}
@@ -708,7 +700,7 @@ func (h *Handler) DeleteParameters(ctx context.Context, req *connect.Request[ssm
 // DescribeParameters lists parameter metadata (no values), filtered and paged (MaxResults
 // up to 50).
 func (h *Handler) DescribeParameters(ctx context.Context, req *connect.Request[ssmv1.DescribeParametersRequest]) (*connect.Response[ssmv1.DescribeParametersResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, _ string, in *ssmv1.DescribeParametersRequest) (*ssmv1.DescribeParametersResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *ssmv1.DescribeParametersRequest) (*ssmv1.DescribeParametersResponse, error) {
 		if in.GetShared() {
 			return nil, validation("Berth does not share parameters across accounts: Shared is not supported.")
 		}
@@ -751,18 +743,18 @@ func (h *Handler) DescribeParameters(ctx context.Context, req *connect.Request[s
 			r := match[i]
 			v := r.Versions[len(r.Versions)-1]
 			m := &ssmv1.ParameterMetadata{
-				Name: ptr(r.GetName()), Arn: ptr(ARN(s, r.GetName())), Type: ptr(r.GetType()), Version: v.GetVersion(),
-				LastModifiedDate: ptr(v.GetLastModifiedDate()), LastModifiedUser: ptr(v.GetLastModifiedUser()),
-				Tier: ptr(r.GetTier()), DataType: ptr(r.GetDataType()), Policies: []*ssmv1.ParameterInlinePolicy{},
+				Name: proto.String(r.GetName()), Arn: proto.String(ARN(s, r.GetName())), Type: proto.String(r.GetType()), Version: v.GetVersion(),
+				LastModifiedDate: proto.Float64(v.GetLastModifiedDate()), LastModifiedUser: proto.String(v.GetLastModifiedUser()),
+				Tier: proto.String(r.GetTier()), DataType: proto.String(r.GetDataType()), Policies: []*ssmv1.ParameterInlinePolicy{},
 			}
 			if r.GetKeyId() != "" {
-				m.KeyId = ptr(r.GetKeyId())
+				m.KeyId = proto.String(r.GetKeyId())
 			}
 			if v.GetDescription() != "" {
-				m.Description = ptr(v.GetDescription())
+				m.Description = proto.String(v.GetDescription())
 			}
 			if v.GetAllowedPattern() != "" {
-				m.AllowedPattern = ptr(v.GetAllowedPattern())
+				m.AllowedPattern = proto.String(v.GetAllowedPattern())
 			}
 			out.Parameters = append(out.Parameters, m)
 		}
@@ -773,7 +765,7 @@ func (h *Handler) DescribeParameters(ctx context.Context, req *connect.Request[s
 // GetParameterHistory lists every version of a parameter, oldest first (MaxResults up to
 // 50).
 func (h *Handler) GetParameterHistory(ctx context.Context, req *connect.Request[ssmv1.GetParameterHistoryRequest]) (*connect.Response[ssmv1.GetParameterHistoryResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, _ string, in *ssmv1.GetParameterHistoryRequest) (*ssmv1.GetParameterHistoryResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *ssmv1.GetParameterHistoryRequest) (*ssmv1.GetParameterHistoryResponse, error) {
 		rec, _, err := h.get(ctx, s, in.GetName())
 		if err != nil {
 			return nil, err
@@ -791,22 +783,22 @@ func (h *Handler) GetParameterHistory(ctx context.Context, req *connect.Request[
 				return nil, err
 			}
 			p := &ssmv1.ParameterHistory{
-				Name: ptr(rec.GetName()), Type: ptr(rec.GetType()), Value: ptr(val), Version: v.GetVersion(),
-				LastModifiedDate: ptr(v.GetLastModifiedDate()), LastModifiedUser: ptr(v.GetLastModifiedUser()),
-				Labels: slices.Clone(v.GetLabels()), Tier: ptr(rec.GetTier()), DataType: ptr(rec.GetDataType()),
+				Name: proto.String(rec.GetName()), Type: proto.String(rec.GetType()), Value: proto.String(val), Version: v.GetVersion(),
+				LastModifiedDate: proto.Float64(v.GetLastModifiedDate()), LastModifiedUser: proto.String(v.GetLastModifiedUser()),
+				Labels: slices.Clone(v.GetLabels()), Tier: proto.String(rec.GetTier()), DataType: proto.String(rec.GetDataType()),
 				Policies: []*ssmv1.ParameterInlinePolicy{},
 			}
 			if p.Labels == nil {
 				p.Labels = []string{}
 			}
 			if rec.GetKeyId() != "" {
-				p.KeyId = ptr(rec.GetKeyId())
+				p.KeyId = proto.String(rec.GetKeyId())
 			}
 			if v.GetDescription() != "" {
-				p.Description = ptr(v.GetDescription())
+				p.Description = proto.String(v.GetDescription())
 			}
 			if v.GetAllowedPattern() != "" {
-				p.AllowedPattern = ptr(v.GetAllowedPattern())
+				p.AllowedPattern = proto.String(v.GetAllowedPattern())
 			}
 			out.Parameters = append(out.Parameters, p)
 		}
@@ -827,7 +819,7 @@ func validLabel(l string) bool {
 // LabelParameterVersion attaches labels to a version (the latest when ParameterVersion is
 // absent), moving each from the version that had it; invalid labels are returned.
 func (h *Handler) LabelParameterVersion(ctx context.Context, req *connect.Request[ssmv1.LabelParameterVersionRequest]) (*connect.Response[ssmv1.LabelParameterVersionResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, _ string, in *ssmv1.LabelParameterVersionRequest) (*ssmv1.LabelParameterVersionResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *ssmv1.LabelParameterVersionRequest) (*ssmv1.LabelParameterVersionResponse, error) {
 		if n := len(in.GetLabels()); n < 1 || n > maxLabels {
 			return nil, validation("1 validation error detected: Value at 'labels' failed to satisfy constraint: Member must have length between 1 and 10")
 		}
@@ -871,7 +863,7 @@ func (h *Handler) LabelParameterVersion(ctx context.Context, req *connect.Reques
 
 // UnlabelParameterVersion removes labels from a version.
 func (h *Handler) UnlabelParameterVersion(ctx context.Context, req *connect.Request[ssmv1.UnlabelParameterVersionRequest]) (*connect.Response[ssmv1.UnlabelParameterVersionResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, _ string, in *ssmv1.UnlabelParameterVersionRequest) (*ssmv1.UnlabelParameterVersionResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *ssmv1.UnlabelParameterVersionRequest) (*ssmv1.UnlabelParameterVersionResponse, error) {
 		rec, _, err := h.get(ctx, s, in.GetName())
 		if err != nil {
 			return nil, err
@@ -917,7 +909,7 @@ func (h *Handler) tagged(ctx context.Context, s keys.Scope, typ, id string, fn f
 
 // AddTagsToResource adds or overwrites tags of a parameter.
 func (h *Handler) AddTagsToResource(ctx context.Context, req *connect.Request[ssmv1.AddTagsToResourceRequest]) (*connect.Response[ssmv1.AddTagsToResourceResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, _ string, in *ssmv1.AddTagsToResourceRequest) (*ssmv1.AddTagsToResourceResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *ssmv1.AddTagsToResourceRequest) (*ssmv1.AddTagsToResourceResponse, error) {
 		tags, err := tagsOf(in.GetTags())
 		if err != nil {
 			return nil, err
@@ -941,7 +933,7 @@ func (h *Handler) AddTagsToResource(ctx context.Context, req *connect.Request[ss
 
 // RemoveTagsFromResource removes tags of a parameter by key.
 func (h *Handler) RemoveTagsFromResource(ctx context.Context, req *connect.Request[ssmv1.RemoveTagsFromResourceRequest]) (*connect.Response[ssmv1.RemoveTagsFromResourceResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, _ string, in *ssmv1.RemoveTagsFromResourceRequest) (*ssmv1.RemoveTagsFromResourceResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *ssmv1.RemoveTagsFromResourceRequest) (*ssmv1.RemoveTagsFromResourceResponse, error) {
 		err := h.tagged(ctx, s, in.GetResourceType(), in.GetResourceId(), func(r *storev1.ParameterRecord) error {
 			r.Tags = slices.DeleteFunc(r.Tags, func(t *storev1.SecretTag) bool { return slices.Contains(in.GetTagKeys(), t.GetKey()) })
 			return nil
@@ -952,12 +944,12 @@ func (h *Handler) RemoveTagsFromResource(ctx context.Context, req *connect.Reque
 
 // ListTagsForResource lists a parameter's tags.
 func (h *Handler) ListTagsForResource(ctx context.Context, req *connect.Request[ssmv1.ListTagsForResourceRequest]) (*connect.Response[ssmv1.ListTagsForResourceResponse], error) {
-	return serve(ctx, h, req, func(s keys.Scope, _ string, in *ssmv1.ListTagsForResourceRequest) (*ssmv1.ListTagsForResourceResponse, error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *ssmv1.ListTagsForResourceRequest) (*ssmv1.ListTagsForResourceResponse, error) {
 		out := &ssmv1.ListTagsForResourceResponse{TagList: []*ssmv1.Tag{}}
 		err := h.tagged(ctx, s, in.GetResourceType(), in.GetResourceId(), func(r *storev1.ParameterRecord) error {
 			out.TagList = out.TagList[:0]
 			for _, t := range r.GetTags() {
-				out.TagList = append(out.TagList, &ssmv1.Tag{Key: ptr(t.GetKey()), Value: ptr(t.GetValue())})
+				out.TagList = append(out.TagList, &ssmv1.Tag{Key: proto.String(t.GetKey()), Value: proto.String(t.GetValue())})
 			}
 			return store.ErrNoChange
 		})

@@ -9,22 +9,30 @@ package sts
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"regexp"
 	"strings"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	stsv1 "github.com/berthhq/berth/gen/berth/sts/v1"
 	"github.com/berthhq/berth/gen/berth/sts/v1/stsv1connect"
+	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
 	"github.com/berthhq/berth/services/scheduler/platform/caller"
+	"github.com/berthhq/berth/services/scheduler/platform/keys"
 )
 
 // Handler implements stsv1connect.StsServiceHandler.
 type Handler struct {
 	stsv1connect.UnimplementedStsServiceHandler
+	// Logger receives the internal faults of its actions (errors that are not AWS
+	// exceptions, which the client sees as ServerException; AssumeRole's issuer can
+	// fail so); nil discards them.
+	Logger *slog.Logger
 	// Roles issues AssumeRole's session credentials (package taskcreds); nil leaves
 	// AssumeRole unsupported.
 	Roles RoleIssuer
@@ -50,56 +58,50 @@ func (h *Handler) AssumeRole(ctx context.Context, req *connect.Request[stsv1.Ass
 	if h.Roles == nil {
 		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("AssumeRole"))
 	}
-	id, ok := caller.From(ctx)
-	if !ok {
-		return nil, awserr.ToConnect(awserr.New("AccessDenied", "The request carries no account."))
-	}
-	m := req.Msg
-	invalid := func(format string, args ...any) (*connect.Response[stsv1.AssumeRoleResponse], error) {
-		return nil, awserr.ToConnect(awserr.New("ValidationError", format, args...))
-	}
-	for name, set := range map[string]bool{
-		"Policy": m.Policy != nil, "PolicyArns": len(m.GetPolicyArns()) > 0, "Tags": len(m.GetTags()) > 0,
-		"TransitiveTagKeys": len(m.GetTransitiveTagKeys()) > 0, "ExternalId": m.ExternalId != nil,
-		"SerialNumber": m.SerialNumber != nil, "TokenCode": m.TokenCode != nil, "SourceIdentity": m.SourceIdentity != nil,
-		"ProvidedContexts": len(m.GetProvidedContexts()) > 0,
-	} {
-		if set {
-			return invalid("%s is not supported by Berth: it has no IAM policies, tags or MFA; leave it out.", name)
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, _ keys.Scope, m *stsv1.AssumeRoleRequest) (*stsv1.AssumeRoleResponse, error) {
+		id, _ := caller.From(ctx) // present: Handle refuses a call without one
+		invalid := func(format string, args ...any) (*stsv1.AssumeRoleResponse, error) {
+			return nil, awserr.New("ValidationError", format, args...)
 		}
-	}
-	role, session := m.GetRoleArn(), m.GetRoleSessionName()
-	if !sessionName.MatchString(session) {
-		return invalid("1 validation error detected: Value '%s' at 'roleSessionName' failed to satisfy constraint: Member must satisfy regular expression pattern: [\\w+=,.@-]* and have length between 2 and 64", session)
-	}
-	parts := strings.SplitN(role, ":", 6)
-	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "iam" || !strings.HasPrefix(parts[5], "role/") || len(parts[5]) <= len("role/") {
-		return invalid("%s is invalid", role)
-	}
-	if parts[4] != id.Account {
-		principal := id.PrincipalARN
-		if principal == "" {
-			principal = "arn:aws:iam::" + id.Account + ":root"
+		for name, set := range map[string]bool{
+			"Policy": m.Policy != nil, "PolicyArns": len(m.GetPolicyArns()) > 0, "Tags": len(m.GetTags()) > 0,
+			"TransitiveTagKeys": len(m.GetTransitiveTagKeys()) > 0, "ExternalId": m.ExternalId != nil,
+			"SerialNumber": m.SerialNumber != nil, "TokenCode": m.TokenCode != nil, "SourceIdentity": m.SourceIdentity != nil,
+			"ProvidedContexts": len(m.GetProvidedContexts()) > 0,
+		} {
+			if set {
+				return invalid("%s is not supported by Berth: it has no IAM policies, tags or MFA; leave it out.", name)
+			}
 		}
-		return nil, awserr.ToConnect(awserr.New("AccessDenied", "User: %s is not authorized to perform: sts:AssumeRole on resource: %s", principal, role))
-	}
-	secs := m.GetDurationSeconds()
-	if secs == 0 {
-		secs = 3600
-	}
-	if secs < 900 || secs > 43200 {
-		return invalid("1 validation error detected: Value '%d' at 'durationSeconds' failed to satisfy constraint: Member must have value between 900 and 43200", secs)
-	}
-	c, arn, uid, err := h.Roles.AssumeRole(ctx, id, role, session, time.Duration(secs)*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	exp := float64(c.GetExpiration().AsTime().Unix())
-	return connect.NewResponse(&stsv1.AssumeRoleResponse{
-		AssumedRoleUser: &stsv1.AssumedRoleUser{Arn: &arn, AssumedRoleId: &uid},
-		Credentials: &stsv1.Credentials{AccessKeyId: &c.AccessKeyId, SecretAccessKey: &c.SecretAccessKey,
-			SessionToken: &c.SessionToken, Expiration: &exp},
-	}), nil
+		role, session := m.GetRoleArn(), m.GetRoleSessionName()
+		if !sessionName.MatchString(session) {
+			return invalid("1 validation error detected: Value '%s' at 'roleSessionName' failed to satisfy constraint: Member must satisfy regular expression pattern: [\\w+=,.@-]* and have length between 2 and 64", session)
+		}
+		parts := strings.SplitN(role, ":", 6)
+		if len(parts) != 6 || parts[0] != "arn" || parts[2] != "iam" || !strings.HasPrefix(parts[5], "role/") || len(parts[5]) <= len("role/") {
+			return invalid("%s is invalid", role)
+		}
+		if parts[4] != id.Account {
+			principal, _ := id.Principal()
+			return nil, awserr.New("AccessDenied", "User: %s is not authorized to perform: sts:AssumeRole on resource: %s", principal, role)
+		}
+		secs := m.GetDurationSeconds()
+		if secs == 0 {
+			secs = 3600
+		}
+		if secs < 900 || secs > 43200 {
+			return invalid("1 validation error detected: Value '%d' at 'durationSeconds' failed to satisfy constraint: Member must have value between 900 and 43200", secs)
+		}
+		c, arn, uid, err := h.Roles.AssumeRole(ctx, id, role, session, time.Duration(secs)*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		return &stsv1.AssumeRoleResponse{
+			AssumedRoleUser: &stsv1.AssumedRoleUser{Arn: proto.String(arn), AssumedRoleId: proto.String(uid)},
+			Credentials: &stsv1.Credentials{AccessKeyId: proto.String(c.GetAccessKeyId()), SecretAccessKey: proto.String(c.GetSecretAccessKey()),
+				SessionToken: proto.String(c.GetSessionToken()), Expiration: proto.Float64(float64(c.GetExpiration().AsTime().Unix()))},
+		}, nil
+	})
 }
 
 // New returns the STS handler; it keeps no state.
@@ -107,17 +109,12 @@ func New() *Handler { return &Handler{} }
 
 // GetCallerIdentity answers Account, Arn and UserId of the caller, as AWS's
 // GetCallerIdentity: for an account access key the root user (arn:aws:iam::{account}:root,
-// UserId the account id). It needs the identity the caller interceptor reads; without one
-// it answers AccessDenied.
-func (*Handler) GetCallerIdentity(ctx context.Context, _ *connect.Request[stsv1.GetCallerIdentityRequest]) (*connect.Response[stsv1.GetCallerIdentityResponse], error) {
-	id, ok := caller.From(ctx)
-	if !ok {
-		return nil, awserr.ToConnect(awserr.New("AccessDenied", "The request carries no account."))
-	}
-	arn, uid := id.PrincipalARN, id.PrincipalID
-	if arn == "" {
-		arn, uid = "arn:aws:iam::"+id.Account+":root", id.Account
-	}
-	account := id.Account
-	return connect.NewResponse(&stsv1.GetCallerIdentityResponse{Account: &account, Arn: &arn, UserId: &uid}), nil
+// UserId the account id). It needs the identity the caller interceptor reads; a call
+// without one (in process: the interceptor refuses it first) answers AccessDeniedException.
+func (h *Handler) GetCallerIdentity(ctx context.Context, req *connect.Request[stsv1.GetCallerIdentityRequest]) (*connect.Response[stsv1.GetCallerIdentityResponse], error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, _ *stsv1.GetCallerIdentityRequest) (*stsv1.GetCallerIdentityResponse, error) {
+		id, _ := caller.From(ctx) // present: Handle refuses a call without one
+		arn, uid := id.Principal()
+		return &stsv1.GetCallerIdentityResponse{Account: proto.String(sc.Account), Arn: proto.String(arn), UserId: proto.String(uid)}, nil
+	})
 }

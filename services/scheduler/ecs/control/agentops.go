@@ -94,7 +94,7 @@ func containerState(name, runtimeID, status, reason string, exit *int32, binding
 // InvalidParameterException (unknown task or status), AccessDeniedException (the task is
 // not on the caller's instance). AWS reference: SubmitTaskStateChange.
 func (s *Server) SubmitTaskStateChange(ctx context.Context, req *connect.Request[ecsv1.SubmitTaskStateChangeRequest]) (*connect.Response[ecsv1.SubmitTaskStateChangeResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.SubmitTaskStateChangeRequest) (*ecsv1.SubmitTaskStateChangeResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.SubmitTaskStateChangeRequest) (*ecsv1.SubmitTaskStateChangeResponse, error) {
 		if len(m.GetManagedAgents()) > 0 {
 			return nil, awserr.InvalidParameterf("managedAgents are not supported by Berth: it has no ECS Exec agent; leave them out.")
 		}
@@ -141,7 +141,7 @@ func (s *Server) SubmitTaskStateChange(ctx context.Context, req *connect.Request
 // status), AccessDeniedException (the task is not on the caller's instance). AWS
 // reference: SubmitContainerStateChange.
 func (s *Server) SubmitContainerStateChange(ctx context.Context, req *connect.Request[ecsv1.SubmitContainerStateChangeRequest]) (*connect.Response[ecsv1.SubmitContainerStateChangeResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.SubmitContainerStateChangeRequest) (*ecsv1.SubmitContainerStateChangeResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.SubmitContainerStateChangeRequest) (*ecsv1.SubmitContainerStateChangeResponse, error) {
 		if m.GetContainerName() == "" {
 			return nil, awserr.InvalidParameterf("containerName is required.")
 		}
@@ -178,7 +178,7 @@ func (s *Server) SubmitContainerStateChange(ctx context.Context, req *connect.Re
 // acknowledgment "ACK". Errors: ClusterNotFoundException, InvalidParameterException for
 // an attachment no task of the cluster has. AWS reference: SubmitAttachmentStateChanges.
 func (s *Server) SubmitAttachmentStateChanges(ctx context.Context, req *connect.Request[ecsv1.SubmitAttachmentStateChangesRequest]) (*connect.Response[ecsv1.SubmitAttachmentStateChangesResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.SubmitAttachmentStateChangesRequest) (*ecsv1.SubmitAttachmentStateChangesResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.SubmitAttachmentStateChangesRequest) (*ecsv1.SubmitAttachmentStateChangesResponse, error) {
 		if len(m.GetAttachments()) == 0 {
 			return nil, awserr.InvalidParameterf("attachments is required.")
 		}
@@ -281,7 +281,7 @@ func attachmentARN(account keys.Scope, id string) string {
 // instance-scoped credential does not own is AccessDeniedException; an unknown cluster
 // ClientException. AWS reference: DiscoverPollEndpoint.
 func (s *Server) DiscoverPollEndpoint(ctx context.Context, req *connect.Request[ecsv1.DiscoverPollEndpointRequest]) (*connect.Response[ecsv1.DiscoverPollEndpointResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DiscoverPollEndpointRequest) (*ecsv1.DiscoverPollEndpointResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DiscoverPollEndpointRequest) (*ecsv1.DiscoverPollEndpointResponse, error) {
 		who, _ := caller.From(ctx)
 		if ci := m.GetContainerInstance(); ci != "" && who.ContainerInstanceARN != "" && ci != who.ContainerInstanceARN &&
 			!strings.HasSuffix(who.ContainerInstanceARN, "/"+ci) {
@@ -307,7 +307,7 @@ func (s *Server) DiscoverPollEndpoint(ctx context.Context, req *connect.Request[
 // Errors: ClusterNotFoundException, InvalidParameterException (containerInstance missing
 // or not registered in the cluster). AWS reference: UpdateContainerAgent.
 func (s *Server) UpdateContainerAgent(ctx context.Context, req *connect.Request[ecsv1.UpdateContainerAgentRequest]) (*connect.Response[ecsv1.UpdateContainerAgentResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateContainerAgentRequest) (*ecsv1.UpdateContainerAgentResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateContainerAgentRequest) (*ecsv1.UpdateContainerAgentResponse, error) {
 		if m.GetContainerInstance() == "" {
 			return nil, awserr.InvalidParameterf("containerInstance is required.")
 		}

@@ -11,6 +11,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/platform/arn"
+	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
@@ -110,7 +111,7 @@ func (s *Server) mutateAttributes(ctx context.Context, account keys.Scope, clust
 // Errors: ClusterNotFoundException, TargetNotFoundException, AttributeLimitExceededException,
 // InvalidParameterException. AWS reference: PutAttributes.
 func (s *Server) PutAttributes(ctx context.Context, req *connect.Request[ecsv1.PutAttributesRequest]) (*connect.Response[ecsv1.PutAttributesResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.PutAttributesRequest) (*ecsv1.PutAttributesResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.PutAttributesRequest) (*ecsv1.PutAttributesResponse, error) {
 		err := s.mutateAttributes(ctx, account, m.GetCluster(), m.GetAttributes(), true, func(cur, add []*ecsv1.Attribute) ([]*ecsv1.Attribute, error) {
 			attrs := mergeAttributeValues(cur, add)
 			n := 0
@@ -152,7 +153,7 @@ func mergeAttributeValues(cur, add []*ecsv1.Attribute) []*ecsv1.Attribute {
 // DeleteAttributes removes custom attributes from container instances and returns the
 // attributes deleted. Errors as PutAttributes. AWS reference: DeleteAttributes.
 func (s *Server) DeleteAttributes(ctx context.Context, req *connect.Request[ecsv1.DeleteAttributesRequest]) (*connect.Response[ecsv1.DeleteAttributesResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteAttributesRequest) (*ecsv1.DeleteAttributesResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteAttributesRequest) (*ecsv1.DeleteAttributesResponse, error) {
 		err := s.mutateAttributes(ctx, account, m.GetCluster(), m.GetAttributes(), false, func(cur, del []*ecsv1.Attribute) ([]*ecsv1.Attribute, error) {
 			var kept []*ecsv1.Attribute
 			for _, a := range cur {
@@ -182,7 +183,7 @@ func (s *Server) DeleteAttributes(ctx context.Context, req *connect.Request[ecsv
 // nextToken continues. Errors: ClusterNotFoundException, InvalidParameterException.
 // AWS reference: ListAttributes.
 func (s *Server) ListAttributes(ctx context.Context, req *connect.Request[ecsv1.ListAttributesRequest]) (*connect.Response[ecsv1.ListAttributesResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListAttributesRequest) (*ecsv1.ListAttributesResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListAttributesRequest) (*ecsv1.ListAttributesResponse, error) {
 		if m.GetTargetType() != targetContainerInstance {
 			return nil, awserr.InvalidParameterf("targetType must be container-instance.")
 		}

@@ -270,7 +270,7 @@ func (s *Server) checkProviderCluster(ctx context.Context, account keys.Scope, r
 // does not run), ClientException (the name is taken, the group is another provider's),
 // LimitExceededException (more than 100 providers). AWS reference: CreateCapacityProvider.
 func (s *Server) CreateCapacityProvider(ctx context.Context, req *connect.Request[ecsv1.CreateCapacityProviderRequest]) (*connect.Response[ecsv1.CreateCapacityProviderResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.CreateCapacityProviderRequest) (*ecsv1.CreateCapacityProviderResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.CreateCapacityProviderRequest) (*ecsv1.CreateCapacityProviderResponse, error) {
 		name := m.GetName()
 		if m.Name == nil {
 			return nil, awserr.InvalidParameterf("name is required.")
@@ -375,7 +375,7 @@ func (s *Server) CreateCapacityProvider(ctx context.Context, req *connect.Reques
 // InvalidParameterException, ClusterNotFoundException.
 // AWS reference: DescribeCapacityProviders.
 func (s *Server) DescribeCapacityProviders(ctx context.Context, req *connect.Request[ecsv1.DescribeCapacityProvidersRequest]) (*connect.Response[ecsv1.DescribeCapacityProvidersResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeCapacityProvidersRequest) (*ecsv1.DescribeCapacityProvidersResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeCapacityProvidersRequest) (*ecsv1.DescribeCapacityProvidersResponse, error) {
 		for _, inc := range m.GetInclude() {
 			if inc != "TAGS" {
 				return nil, awserr.InvalidParameterf("Invalid include value %q: the only valid value is TAGS.", inc)
@@ -464,7 +464,7 @@ func (s *Server) DescribeCapacityProviders(ctx context.Context, req *connect.Req
 // InvalidParameterException (ranges), ClusterNotFoundException.
 // AWS reference: UpdateCapacityProvider.
 func (s *Server) UpdateCapacityProvider(ctx context.Context, req *connect.Request[ecsv1.UpdateCapacityProviderRequest]) (*connect.Response[ecsv1.UpdateCapacityProviderResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateCapacityProviderRequest) (*ecsv1.UpdateCapacityProviderResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateCapacityProviderRequest) (*ecsv1.UpdateCapacityProviderResponse, error) {
 		if m.Name == nil {
 			return nil, awserr.InvalidParameterf("name is required.")
 		}
@@ -515,7 +515,7 @@ func (s *Server) UpdateCapacityProvider(ctx context.Context, req *connect.Reques
 // a built-in one, or one still associated with a cluster), ClusterNotFoundException.
 // AWS reference: DeleteCapacityProvider.
 func (s *Server) DeleteCapacityProvider(ctx context.Context, req *connect.Request[ecsv1.DeleteCapacityProviderRequest]) (*connect.Response[ecsv1.DeleteCapacityProviderResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteCapacityProviderRequest) (*ecsv1.DeleteCapacityProviderResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteCapacityProviderRequest) (*ecsv1.DeleteCapacityProviderResponse, error) {
 		if m.CapacityProvider == nil {
 			return nil, awserr.InvalidParameterf("capacityProvider is required.")
 		}

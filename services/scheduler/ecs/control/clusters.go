@@ -57,7 +57,7 @@ func mergeClusterSettings(cur, settings []*ecsv1.ClusterSetting) []*ecsv1.Cluste
 // created afresh. Errors: InvalidParameterException for a bad name, tags or settings.
 // AWS reference: CreateCluster.
 func (s *Server) CreateCluster(ctx context.Context, req *connect.Request[ecsv1.CreateClusterRequest]) (*connect.Response[ecsv1.CreateClusterResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.CreateClusterRequest) (*ecsv1.CreateClusterResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.CreateClusterRequest) (*ecsv1.CreateClusterResponse, error) {
 		name := m.GetClusterName()
 		if m.ClusterName == nil {
 			name = DefaultCluster
@@ -216,7 +216,7 @@ func (s *Server) taskCounts(ctx context.Context, account keys.Scope, cluster str
 // clusters are described; unknown ones come back in failures with reason MISSING.
 // AWS reference: DescribeClusters.
 func (s *Server) DescribeClusters(ctx context.Context, req *connect.Request[ecsv1.DescribeClustersRequest]) (*connect.Response[ecsv1.DescribeClustersResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeClustersRequest) (*ecsv1.DescribeClustersResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeClustersRequest) (*ecsv1.DescribeClustersResponse, error) {
 		refs := m.GetClusters()
 		if len(refs) == 0 {
 			refs = []string{DefaultCluster}
@@ -333,7 +333,7 @@ func missing(a string) *ecsv1.Failure {
 // (1–100, default 100) per page with an opaque nextToken; a page costs O(maxResults).
 // AWS reference: ListClusters.
 func (s *Server) ListClusters(ctx context.Context, req *connect.Request[ecsv1.ListClustersRequest]) (*connect.Response[ecsv1.ListClustersResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListClustersRequest) (*ecsv1.ListClustersResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListClustersRequest) (*ecsv1.ListClustersResponse, error) {
 		limit, err := maxResults(m.MaxResults)
 		if err != nil {
 			return nil, err
@@ -359,7 +359,7 @@ func (s *Server) ListClusters(ctx context.Context, req *connect.Request[ecsv1.Li
 // ClusterContainsTasksException while tasks are pending or running; an unknown or
 // INACTIVE cluster is ClusterNotFoundException. AWS reference: DeleteCluster.
 func (s *Server) DeleteCluster(ctx context.Context, req *connect.Request[ecsv1.DeleteClusterRequest]) (*connect.Response[ecsv1.DeleteClusterResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteClusterRequest) (*ecsv1.DeleteClusterResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteClusterRequest) (*ecsv1.DeleteClusterResponse, error) {
 		if m.GetCluster() == "" {
 			return nil, awserr.InvalidParameterf("cluster is required.")
 		}
@@ -431,7 +431,7 @@ func (s *Server) mutateCluster(ctx context.Context, account keys.Scope, ref stri
 // and returns it. Errors: ClusterNotFoundException, InvalidParameterException.
 // AWS reference: UpdateCluster.
 func (s *Server) UpdateCluster(ctx context.Context, req *connect.Request[ecsv1.UpdateClusterRequest]) (*connect.Response[ecsv1.UpdateClusterResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateClusterRequest) (*ecsv1.UpdateClusterResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateClusterRequest) (*ecsv1.UpdateClusterResponse, error) {
 		if m.GetCluster() == "" {
 			return nil, awserr.InvalidParameterf("cluster is required.")
 		}
@@ -463,7 +463,7 @@ func (s *Server) UpdateCluster(ctx context.Context, req *connect.Request[ecsv1.U
 // cluster. Errors: ClusterNotFoundException, InvalidParameterException.
 // AWS reference: UpdateClusterSettings.
 func (s *Server) UpdateClusterSettings(ctx context.Context, req *connect.Request[ecsv1.UpdateClusterSettingsRequest]) (*connect.Response[ecsv1.UpdateClusterSettingsResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateClusterSettingsRequest) (*ecsv1.UpdateClusterSettingsResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateClusterSettingsRequest) (*ecsv1.UpdateClusterSettingsResponse, error) {
 		if m.GetCluster() == "" {
 			return nil, awserr.InvalidParameterf("cluster is required.")
 		}
@@ -496,7 +496,7 @@ func (s *Server) UpdateClusterSettings(ctx context.Context, req *connect.Request
 // ClusterNotFoundException, InvalidParameterException, ResourceInUseException.
 // AWS reference: PutClusterCapacityProviders.
 func (s *Server) PutClusterCapacityProviders(ctx context.Context, req *connect.Request[ecsv1.PutClusterCapacityProvidersRequest]) (*connect.Response[ecsv1.PutClusterCapacityProvidersResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.PutClusterCapacityProvidersRequest) (*ecsv1.PutClusterCapacityProvidersResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.PutClusterCapacityProvidersRequest) (*ecsv1.PutClusterCapacityProvidersResponse, error) {
 		if m.GetCluster() == "" {
 			return nil, awserr.InvalidParameterf("cluster is required.")
 		}

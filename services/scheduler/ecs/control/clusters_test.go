@@ -3,9 +3,13 @@ package control
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/berthhq/berth/pkg/identity"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
@@ -15,6 +19,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
+	"github.com/berthhq/berth/services/scheduler/platform/caller"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
@@ -260,13 +265,14 @@ func errorsIsType(err error, typ string) bool {
 	return ok && e.Type == typ
 }
 
-// TestEveryActionAnswersECSError calls every ECS action with an empty request and checks
-// the answer is a response or an ECS error (never a bare Connect error, never a panic);
-// actions Berth lacks answer UnsupportedFeatureException naming the action.
+// TestEveryActionAnswersECSError calls every ECS action with an empty request through the
+// Connect handler NewHandler builds (behind caller.Interceptor, as app serves it) and
+// checks the answer is a response or an ECS error (never a bare Connect error, never a
+// panic); actions Berth lacks answer UnsupportedFeatureException with UnsupportedMessage,
+// which names the action.
 func TestEveryActionAnswersECSError(t *testing.T) {
 	e := newEnv(t)
-	var h ecsv1connect.EcsServiceHandler = e.s
-	v := reflect.ValueOf(h)
+	v := reflect.ValueOf(e.client(t, true))
 	it := reflect.TypeOf((*ecsv1connect.EcsServiceHandler)(nil)).Elem()
 	for i := range it.NumMethod() {
 		m := it.Method(i)
@@ -291,8 +297,22 @@ func TestEveryActionAnswersECSError(t *testing.T) {
 			}
 		})
 	}
-	// Without an account every call is refused with an ECS error.
-	_, err := e.s.ListClusters(context.Background(), connect.NewRequest(&ecsv1.ListClustersRequest{}))
+	// An action the Server lacks (a service action, served by package service) is the
+	// generated handler's CodeUnimplemented on the bare Server, and
+	// UnsupportedFeatureException with UnsupportedMessage through NewHandler.
+	if _, err := e.s.CreateService(e.ctx, connect.NewRequest(&ecsv1.CreateServiceRequest{})); connect.CodeOf(err) != connect.CodeUnimplemented {
+		t.Fatalf("bare CreateService: %v, want CodeUnimplemented", err)
+	}
+	_, err := e.client(t, true).CreateService(e.ctx, connect.NewRequest(&ecsv1.CreateServiceRequest{}))
+	if ee, ok := awserr.FromConnect(err); !ok || ee.Type != "UnsupportedFeatureException" || ee.Message != UnsupportedMessage("CreateService") {
+		t.Fatalf("CreateService through NewHandler: %v, want UnsupportedFeatureException %q", err, UnsupportedMessage("CreateService"))
+	}
+	// Without an account every call is refused: through Connect by caller.Interceptor,
+	// in process (no interceptor) with an ECS error by awsapi.Handle.
+	if _, err := e.client(t, false).ListClusters(e.ctx, connect.NewRequest(&ecsv1.ListClustersRequest{})); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Fatalf("no identity headers: %v, want CodeUnauthenticated", err)
+	}
+	_, err = e.s.ListClusters(context.Background(), connect.NewRequest(&ecsv1.ListClustersRequest{}))
 	if ee, ok := awserr.FromConnect(err); !ok || ee.Type != "AccessDeniedException" {
 		t.Fatalf("no account: %v", err)
 	}
@@ -300,6 +320,28 @@ func TestEveryActionAnswersECSError(t *testing.T) {
 	if _, err := e.s.ListClusters(e.ctx, &connect.Request[ecsv1.ListClustersRequest]{}); err != nil {
 		t.Fatalf("nil message: %v", err)
 	}
+}
+
+// client serves e's Server through NewHandler behind caller.Interceptor, as app does,
+// and returns a Connect client of it that sends e's account and region as the gateway
+// does (no identity headers when identify is false).
+func (e *env) client(t *testing.T, identify bool) ecsv1connect.EcsServiceClient {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle(NewHandler(e.s, connect.WithInterceptors(caller.Interceptor{})))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	var opts []connect.ClientOption
+	if identify {
+		opts = append(opts, connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+			return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+				req.Header().Set(identity.AccountHeader, e.sc.Account)
+				req.Header().Set(identity.RegionHeader, e.sc.Region)
+				return next(ctx, req)
+			}
+		})))
+	}
+	return ecsv1connect.NewEcsServiceClient(srv.Client(), srv.URL, opts...)
 }
 
 // TestClusterTaskCountsAreInstanceSums: placing tasks and the agents' state changes leave

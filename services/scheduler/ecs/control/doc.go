@@ -4,9 +4,11 @@
 // Amazon ECS API reference documents for each action
 // (https://docs.aws.amazon.com/AmazonECS/latest/APIReference/).
 //
-// Server implements ecsv1connect.EcsServiceHandler: every handler takes the caller's
-// (account, region) scope from package caller, validates its request as AWS does, and
-// returns errors as awserr exceptions converted with awserr.ToConnect. Each region is
+// Server implements ecsv1connect.EcsServiceHandler: every handler runs through
+// awsapi.Handle, which gives it the caller's (account, region) scope from package caller
+// and converts the awserr exceptions it returns; it validates its request as AWS does.
+// NewHandler serves it (with package service's actions) over Connect, the actions Berth
+// lacks answering UnsupportedFeatureException (UnsupportedMessage). Each region is
 // served on its own, as on AWS: keys and ARNs are the scope's, and an ARN naming another
 // account or region names a resource that does not exist here. Server also exports the entry points
 // the agent session server calls (RegisterInstance, ApplyTaskStateChange,

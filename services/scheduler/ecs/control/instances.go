@@ -398,7 +398,7 @@ func parseIdentityDocument(doc string) (identityDocument, bool, error) {
 // versionInfo and tags are taken. Errors: ClusterNotFoundException, InvalidParameterException.
 // AWS reference: RegisterContainerInstance.
 func (s *Server) RegisterContainerInstance(ctx context.Context, req *connect.Request[ecsv1.RegisterContainerInstanceRequest]) (*connect.Response[ecsv1.RegisterContainerInstanceResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.RegisterContainerInstanceRequest) (*ecsv1.RegisterContainerInstanceResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.RegisterContainerInstanceRequest) (*ecsv1.RegisterContainerInstanceResponse, error) {
 		if err := ecsapi.ValidateTags(m.GetTags()); err != nil {
 			return nil, err
 		}
@@ -526,7 +526,7 @@ func (s *Server) instanceFailureARN(ctx context.Context, account keys.Scope, clu
 // with reason MISSING. Errors: ClusterNotFoundException.
 // AWS reference: DescribeContainerInstances.
 func (s *Server) DescribeContainerInstances(ctx context.Context, req *connect.Request[ecsv1.DescribeContainerInstancesRequest]) (*connect.Response[ecsv1.DescribeContainerInstancesResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeContainerInstancesRequest) (*ecsv1.DescribeContainerInstancesResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeContainerInstancesRequest) (*ecsv1.DescribeContainerInstancesResponse, error) {
 		if len(m.GetContainerInstances()) == 0 || len(m.GetContainerInstances()) > 100 {
 			return nil, awserr.InvalidParameterf("containerInstances must list between 1 and 100 container instances.")
 		}
@@ -564,7 +564,7 @@ func (s *Server) DescribeContainerInstances(ctx context.Context, req *connect.Re
 // Errors: ClusterNotFoundException, InvalidParameterException for a bad filter.
 // AWS reference: ListContainerInstances.
 func (s *Server) ListContainerInstances(ctx context.Context, req *connect.Request[ecsv1.ListContainerInstancesRequest]) (*connect.Response[ecsv1.ListContainerInstancesResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListContainerInstancesRequest) (*ecsv1.ListContainerInstancesResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListContainerInstancesRequest) (*ecsv1.ListContainerInstancesResponse, error) {
 		limit, err := maxResults(m.MaxResults)
 		if err != nil {
 			return nil, err
@@ -612,7 +612,7 @@ func (s *Server) ListContainerInstances(ctx context.Context, req *connect.Reques
 // Errors: ClusterNotFoundException, InvalidParameterException.
 // AWS reference: DeregisterContainerInstance.
 func (s *Server) DeregisterContainerInstance(ctx context.Context, req *connect.Request[ecsv1.DeregisterContainerInstanceRequest]) (*connect.Response[ecsv1.DeregisterContainerInstanceResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeregisterContainerInstanceRequest) (*ecsv1.DeregisterContainerInstanceResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeregisterContainerInstanceRequest) (*ecsv1.DeregisterContainerInstanceResponse, error) {
 		if m.GetContainerInstance() == "" {
 			return nil, awserr.InvalidParameterf("containerInstance is required.")
 		}
@@ -681,7 +681,7 @@ func (s *Server) DeregisterContainerInstance(ctx context.Context, req *connect.R
 // instances is the service scheduler's work. Errors: ClusterNotFoundException,
 // InvalidParameterException. AWS reference: UpdateContainerInstancesState.
 func (s *Server) UpdateContainerInstancesState(ctx context.Context, req *connect.Request[ecsv1.UpdateContainerInstancesStateRequest]) (*connect.Response[ecsv1.UpdateContainerInstancesStateResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateContainerInstancesStateRequest) (*ecsv1.UpdateContainerInstancesStateResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateContainerInstancesStateRequest) (*ecsv1.UpdateContainerInstancesStateResponse, error) {
 		if !oneOf(m.GetStatus(), statusActive, statusDraining) {
 			return nil, awserr.InvalidParameterf("Container instance status must be ACTIVE or DRAINING.")
 		}

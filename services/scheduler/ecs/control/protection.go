@@ -72,7 +72,7 @@ func (s *Server) protectionTargets(ctx context.Context, account keys.Scope, clus
 // Errors: ClusterNotFoundException, InvalidParameterException.
 // AWS reference: UpdateTaskProtection.
 func (s *Server) UpdateTaskProtection(ctx context.Context, req *connect.Request[ecsv1.UpdateTaskProtectionRequest]) (*connect.Response[ecsv1.UpdateTaskProtectionResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateTaskProtectionRequest) (*ecsv1.UpdateTaskProtectionResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateTaskProtectionRequest) (*ecsv1.UpdateTaskProtectionResponse, error) {
 		if len(m.GetTasks()) == 0 || len(m.GetTasks()) > 10 {
 			return nil, awserr.InvalidParameterf("tasks must list between 1 and 10 tasks.")
 		}
@@ -122,7 +122,7 @@ func (s *Server) UpdateTaskProtection(ctx context.Context, req *connect.Request[
 // Errors: ClusterNotFoundException, InvalidParameterException.
 // AWS reference: GetTaskProtection.
 func (s *Server) GetTaskProtection(ctx context.Context, req *connect.Request[ecsv1.GetTaskProtectionRequest]) (*connect.Response[ecsv1.GetTaskProtectionResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.GetTaskProtectionRequest) (*ecsv1.GetTaskProtectionResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.GetTaskProtectionRequest) (*ecsv1.GetTaskProtectionResponse, error) {
 		if len(m.GetTasks()) == 0 || len(m.GetTasks()) > 100 {
 			return nil, awserr.InvalidParameterf("tasks must list between 1 and 100 tasks.")
 		}

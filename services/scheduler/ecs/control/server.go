@@ -2,11 +2,11 @@ package control
 
 import (
 	"cmp"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
@@ -16,7 +16,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
 	"github.com/berthhq/berth/services/scheduler/ecs/placement"
 	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
-	"github.com/berthhq/berth/services/scheduler/platform/keys"
+	"github.com/berthhq/berth/services/scheduler/platform/awserr"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
 
@@ -58,10 +58,11 @@ type Config struct {
 
 // Server implements the ECS API (ecsv1connect.EcsServiceHandler) over etcd, and the
 // entry points of the agent session server. It holds no per-request state; one Server
-// serves any number of concurrent calls. Operations Berth does not implement answer
+// serves any number of concurrent calls. The actions it does not implement are the
+// generated UnimplementedEcsServiceHandler's, which NewHandler answers with
 // UnsupportedFeatureException naming the action.
 type Server struct {
-	unsupported
+	ecsv1connect.UnimplementedEcsServiceHandler
 
 	kv      clientv3.KV
 	log     *slog.Logger
@@ -75,6 +76,23 @@ type Server struct {
 }
 
 var _ ecsv1connect.EcsServiceHandler = (*Server)(nil)
+
+// NewHandler is ecsv1connect.NewEcsServiceHandler with one interceptor after opts': the
+// actions ecs lacks (the generated UnimplementedEcsServiceHandler's CodeUnimplemented)
+// answer UnsupportedFeatureException with UnsupportedMessage, which names the action,
+// why Berth lacks it and what it supports instead. Serve the ECS API through it; a bare
+// handler (App.ECS) answers those actions CodeUnimplemented.
+func NewHandler(ecs ecsv1connect.EcsServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	return ecsv1connect.NewEcsServiceHandler(ecs, append(opts[:len(opts):len(opts)], connect.WithInterceptors(unsupported))...)
+}
+
+// unsupported is NewHandler's interceptor.
+var unsupported = awsapi.Unsupported{
+	Service: ecsv1connect.EcsServiceName,
+	Answer: func(action string) *awserr.Error {
+		return awserr.New("UnsupportedFeatureException", "%s", UnsupportedMessage(action))
+	},
+}
 
 // New returns a Server for cfg. It does not touch etcd.
 func New(cfg Config) *Server {
@@ -140,11 +158,6 @@ func NewID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// handle is awsapi.Handle with the server's logger.
-func handle[Req, Resp any](ctx context.Context, s *Server, req *connect.Request[Req], fn func(ctx context.Context, account keys.Scope, msg *Req) (*Resp, error)) (*connect.Response[Resp], error) {
-	return awsapi.Handle(ctx, s.log, req, fn)
 }
 
 // nowEpoch is the server's clock as an ECS timestamp (awsapi.Epoch).

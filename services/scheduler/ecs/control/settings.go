@@ -178,7 +178,7 @@ func settingPrincipal(account keys.Scope, principalArn string) (string, error) {
 // switch the format of ARNs issued afterwards. Errors: InvalidParameterException for an
 // unknown name, a bad value or another principal. AWS reference: PutAccountSetting.
 func (s *Server) PutAccountSetting(ctx context.Context, req *connect.Request[ecsv1.PutAccountSettingRequest]) (*connect.Response[ecsv1.PutAccountSettingResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.PutAccountSettingRequest) (*ecsv1.PutAccountSettingResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.PutAccountSettingRequest) (*ecsv1.PutAccountSettingResponse, error) {
 		if err := checkSetting(m.GetName(), m.GetValue()); err != nil {
 			return nil, err
 		}
@@ -199,7 +199,7 @@ func (s *Server) PutAccountSetting(ctx context.Context, req *connect.Request[ecs
 // PutAccountSettingDefault sets an account setting's default for every principal of the
 // account. Errors as PutAccountSetting. AWS reference: PutAccountSettingDefault.
 func (s *Server) PutAccountSettingDefault(ctx context.Context, req *connect.Request[ecsv1.PutAccountSettingDefaultRequest]) (*connect.Response[ecsv1.PutAccountSettingDefaultResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.PutAccountSettingDefaultRequest) (*ecsv1.PutAccountSettingDefaultResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.PutAccountSettingDefaultRequest) (*ecsv1.PutAccountSettingDefaultResponse, error) {
 		if err := checkSetting(m.GetName(), m.GetValue()); err != nil {
 			return nil, err
 		}
@@ -216,7 +216,7 @@ func (s *Server) PutAccountSettingDefault(ctx context.Context, req *connect.Requ
 // DeleteAccountSetting removes a principal's setting, so the account default (or AWS's)
 // applies again, and returns the setting removed. AWS reference: DeleteAccountSetting.
 func (s *Server) DeleteAccountSetting(ctx context.Context, req *connect.Request[ecsv1.DeleteAccountSettingRequest]) (*connect.Response[ecsv1.DeleteAccountSettingResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteAccountSettingRequest) (*ecsv1.DeleteAccountSettingResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteAccountSettingRequest) (*ecsv1.DeleteAccountSettingResponse, error) {
 		name := m.GetName()
 		if _, ok := settingDefaults[name]; !ok {
 			return nil, awserr.InvalidParameterf("Invalid setting name %q.", name)
@@ -260,7 +260,7 @@ func (s *Server) DeleteAccountSetting(ctx context.Context, req *connect.Request[
 // force for every setting; otherwise those explicitly set. name, value and principalArn
 // filter; maxResults is 1–10 (0, the unset value, means 10) and nextToken pages. AWS reference: ListAccountSettings.
 func (s *Server) ListAccountSettings(ctx context.Context, req *connect.Request[ecsv1.ListAccountSettingsRequest]) (*connect.Response[ecsv1.ListAccountSettingsResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListAccountSettingsRequest) (*ecsv1.ListAccountSettingsResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListAccountSettingsRequest) (*ecsv1.ListAccountSettingsResponse, error) {
 		limit := 10
 		if m.GetMaxResults() != 0 {
 			if m.GetMaxResults() < 1 || m.GetMaxResults() > 10 {

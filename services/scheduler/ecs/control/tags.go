@@ -11,6 +11,7 @@ import (
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/ecs/ecsapi"
 	"github.com/berthhq/berth/services/scheduler/platform/arn"
+	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
@@ -145,7 +146,7 @@ func (s *Server) mutateTags(ctx context.Context, account keys.Scope, resourceARN
 // InvalidParameterException, ClusterNotFoundException, ResourceNotFoundException.
 // AWS reference: TagResource.
 func (s *Server) TagResource(ctx context.Context, req *connect.Request[ecsv1.TagResourceRequest]) (*connect.Response[ecsv1.TagResourceResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.TagResourceRequest) (*ecsv1.TagResourceResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.TagResourceRequest) (*ecsv1.TagResourceResponse, error) {
 		if len(m.GetTags()) == 0 {
 			return nil, awserr.InvalidParameterf("tags is required.")
 		}
@@ -169,7 +170,7 @@ func (s *Server) TagResource(ctx context.Context, req *connect.Request[ecsv1.Tag
 // UntagResource removes tags by key from a resource; absent keys are ignored. Errors as
 // TagResource. AWS reference: UntagResource.
 func (s *Server) UntagResource(ctx context.Context, req *connect.Request[ecsv1.UntagResourceRequest]) (*connect.Response[ecsv1.UntagResourceResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UntagResourceRequest) (*ecsv1.UntagResourceResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UntagResourceRequest) (*ecsv1.UntagResourceResponse, error) {
 		if len(m.GetTagKeys()) == 0 {
 			return nil, awserr.InvalidParameterf("tagKeys is required.")
 		}
@@ -190,7 +191,7 @@ func (s *Server) UntagResource(ctx context.Context, req *connect.Request[ecsv1.U
 // InvalidParameterException and ServerException), so an SDK could not type it.
 // AWS reference: ListTagsForResource.
 func (s *Server) ListTagsForResource(ctx context.Context, req *connect.Request[ecsv1.ListTagsForResourceRequest]) (*connect.Response[ecsv1.ListTagsForResourceResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListTagsForResourceRequest) (*ecsv1.ListTagsForResourceResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListTagsForResourceRequest) (*ecsv1.ListTagsForResourceResponse, error) {
 		tags, err := s.mutateTags(ctx, account, m.GetResourceArn(), func(cur []*ecsv1.Tag) ([]*ecsv1.Tag, error) {
 			return cur, store.ErrNoChange
 		})

@@ -475,7 +475,7 @@ func checkContainerReferences(mode string, ctrs []*ecsv1.ContainerDefinition, na
 // invalid definition, InvalidParameterException for bad tags.
 // AWS reference: RegisterTaskDefinition.
 func (s *Server) RegisterTaskDefinition(ctx context.Context, req *connect.Request[ecsv1.RegisterTaskDefinitionRequest]) (*connect.Response[ecsv1.RegisterTaskDefinitionResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.RegisterTaskDefinitionResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.RegisterTaskDefinitionRequest) (*ecsv1.RegisterTaskDefinitionResponse, error) {
 		td, err := buildTaskDefinition(m)
 		if err != nil {
 			return nil, err
@@ -636,7 +636,7 @@ func checkRunnable(rec *storev1.TaskDefinitionRecord) error {
 // described too. include TAGS adds its tags. Errors: ClientException "Unable to describe
 // task definition." for an unknown one. AWS reference: DescribeTaskDefinition.
 func (s *Server) DescribeTaskDefinition(ctx context.Context, req *connect.Request[ecsv1.DescribeTaskDefinitionRequest]) (*connect.Response[ecsv1.DescribeTaskDefinitionResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeTaskDefinitionRequest) (*ecsv1.DescribeTaskDefinitionResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeTaskDefinitionRequest) (*ecsv1.DescribeTaskDefinitionResponse, error) {
 		if m.GetTaskDefinition() == "" {
 			return nil, awserr.Clientf("taskDefinition is required.")
 		}
@@ -663,7 +663,7 @@ func (s *Server) DescribeTaskDefinition(ctx context.Context, req *connect.Reques
 // returns it unchanged. Errors: ClientException for a missing revision number or an
 // unknown revision. AWS reference: DeregisterTaskDefinition.
 func (s *Server) DeregisterTaskDefinition(ctx context.Context, req *connect.Request[ecsv1.DeregisterTaskDefinitionRequest]) (*connect.Response[ecsv1.DeregisterTaskDefinitionResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeregisterTaskDefinitionRequest) (*ecsv1.DeregisterTaskDefinitionResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeregisterTaskDefinitionRequest) (*ecsv1.DeregisterTaskDefinitionResponse, error) {
 		family, rev, ok := parseTaskDefRef(account, m.GetTaskDefinition())
 		if !ok {
 			return nil, awserr.Clientf("The specified task definition does not exist.")
@@ -718,7 +718,7 @@ func (s *Server) DeregisterTaskDefinition(ctx context.Context, req *connect.Requ
 // returns them; ACTIVE or unknown ones come back in failures. A revision in
 // DELETE_IN_PROGRESS is returned again. AWS reference: DeleteTaskDefinitions.
 func (s *Server) DeleteTaskDefinitions(ctx context.Context, req *connect.Request[ecsv1.DeleteTaskDefinitionsRequest]) (*connect.Response[ecsv1.DeleteTaskDefinitionsResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteTaskDefinitionsRequest) (*ecsv1.DeleteTaskDefinitionsResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteTaskDefinitionsRequest) (*ecsv1.DeleteTaskDefinitionsResponse, error) {
 		if len(m.GetTaskDefinitions()) == 0 || len(m.GetTaskDefinitions()) > 10 {
 			return nil, awserr.InvalidParameterf("taskDefinitions must list between 1 and 10 task definitions.")
 		}
@@ -784,7 +784,7 @@ func (s *Server) DeleteTaskDefinitions(ctx context.Context, req *connect.Request
 // keys ("family/revision"), so a family that extends another with '-' (web-api) lists
 // before it (web), where AWS sorts web first. AWS reference: ListTaskDefinitions.
 func (s *Server) ListTaskDefinitions(ctx context.Context, req *connect.Request[ecsv1.ListTaskDefinitionsRequest]) (*connect.Response[ecsv1.ListTaskDefinitionsResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListTaskDefinitionsRequest) (*ecsv1.ListTaskDefinitionsResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListTaskDefinitionsRequest) (*ecsv1.ListTaskDefinitionsResponse, error) {
 		limit, err := maxResults(m.MaxResults)
 		if err != nil {
 			return nil, err
@@ -828,7 +828,7 @@ func (s *Server) ListTaskDefinitions(ctx context.Context, req *connect.Request[e
 // default), in name order; maxResults 1–100 and nextToken page in O(maxResults).
 // AWS reference: ListTaskDefinitionFamilies.
 func (s *Server) ListTaskDefinitionFamilies(ctx context.Context, req *connect.Request[ecsv1.ListTaskDefinitionFamiliesRequest]) (*connect.Response[ecsv1.ListTaskDefinitionFamiliesResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListTaskDefinitionFamiliesRequest) (*ecsv1.ListTaskDefinitionFamiliesResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListTaskDefinitionFamiliesRequest) (*ecsv1.ListTaskDefinitionFamiliesResponse, error) {
 		limit, err := maxResults(m.MaxResults)
 		if err != nil {
 			return nil, err

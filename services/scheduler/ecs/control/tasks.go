@@ -18,6 +18,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ecs/placement"
 	"github.com/berthhq/berth/services/scheduler/ecs/task"
 	"github.com/berthhq/berth/services/scheduler/platform/arn"
+	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 )
@@ -235,7 +236,7 @@ func describeOwned(t *ecsv1.Task, withTags bool) *ecsv1.Task {
 // definition, override of an unknown container, no container instances), ClientException
 // (unknown task definition). AWS reference: RunTask.
 func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTaskRequest]) (*connect.Response[ecsv1.RunTaskResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.RunTaskRequest) (*ecsv1.RunTaskResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.RunTaskRequest) (*ecsv1.RunTaskResponse, error) {
 		count := int32(1)
 		if m.Count != nil {
 			count = m.GetCount()
@@ -390,7 +391,7 @@ func (s *Server) tasksForToken(ctx context.Context, account keys.Scope, cluster,
 // short of resources yields a failure instead. Errors as RunTask.
 // AWS reference: StartTask.
 func (s *Server) StartTask(ctx context.Context, req *connect.Request[ecsv1.StartTaskRequest]) (*connect.Response[ecsv1.StartTaskResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.StartTaskRequest) (*ecsv1.StartTaskResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.StartTaskRequest) (*ecsv1.StartTaskResponse, error) {
 		if len(m.GetContainerInstances()) == 0 || len(m.GetContainerInstances()) > maxRunCount {
 			return nil, awserr.InvalidParameterf("containerInstances must list between 1 and %d container instances.", maxRunCount)
 		}
@@ -471,7 +472,7 @@ func (s *Server) taskKey(ctx context.Context, account keys.Scope, cluster, ref s
 // ClusterNotFoundException, InvalidParameterException "The referenced task was not found.".
 // AWS reference: StopTask.
 func (s *Server) StopTask(ctx context.Context, req *connect.Request[ecsv1.StopTaskRequest]) (*connect.Response[ecsv1.StopTaskResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.StopTaskRequest) (*ecsv1.StopTaskResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.StopTaskRequest) (*ecsv1.StopTaskResponse, error) {
 		if m.GetTask() == "" {
 			return nil, awserr.InvalidParameterf("task is required.")
 		}
@@ -524,7 +525,7 @@ func (s *Server) stopTask(ctx context.Context, account keys.Scope, key, stopCode
 // Errors: ClusterNotFoundException, InvalidParameterException for an empty or too long
 // list. AWS reference: DescribeTasks.
 func (s *Server) DescribeTasks(ctx context.Context, req *connect.Request[ecsv1.DescribeTasksRequest]) (*connect.Response[ecsv1.DescribeTasksResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeTasksRequest) (*ecsv1.DescribeTasksResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeTasksRequest) (*ecsv1.DescribeTasksResponse, error) {
 		if len(m.GetTasks()) == 0 {
 			return nil, awserr.InvalidParameterf("Tasks cannot be empty.")
 		}
@@ -621,7 +622,7 @@ func (s *Server) describeTasks(ctx context.Context, account keys.Scope, name str
 // ServiceNotFoundException (serviceName names no service of the cluster),
 // InvalidParameterException. AWS reference: ListTasks.
 func (s *Server) ListTasks(ctx context.Context, req *connect.Request[ecsv1.ListTasksRequest]) (*connect.Response[ecsv1.ListTasksResponse], error) {
-	return handle(ctx, s, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListTasksRequest) (*ecsv1.ListTasksResponse, error) {
+	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListTasksRequest) (*ecsv1.ListTasksResponse, error) {
 		limit, err := maxResults(m.MaxResults)
 		if err != nil {
 			return nil, err

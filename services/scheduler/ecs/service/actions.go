@@ -41,7 +41,7 @@ const msgDaemonDesiredCount = "The daemon scheduling strategy does not support a
 // already used by an ACTIVE ("Creation of service was not idempotent.") or DRAINING
 // service; ClientException "TaskDefinition is inactive". AWS reference: CreateService.
 func (h *Handler) CreateService(ctx context.Context, req *connect.Request[ecsv1.CreateServiceRequest]) (*connect.Response[ecsv1.CreateServiceResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.CreateServiceRequest) (*ecsv1.CreateServiceResponse, error) {
+	return awsapi.Handle(ctx, h.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.CreateServiceRequest) (*ecsv1.CreateServiceResponse, error) {
 		ns, err := checkCreateService(m)
 		if err != nil {
 			return nil, err
@@ -465,7 +465,7 @@ func (h *Handler) readService(ctx context.Context, key, name string) (*storev1.S
 // ("Service was not ACTIVE."), InvalidParameterException, ClientException. AWS
 // reference: UpdateService.
 func (h *Handler) UpdateService(ctx context.Context, req *connect.Request[ecsv1.UpdateServiceRequest]) (*connect.Response[ecsv1.UpdateServiceResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateServiceRequest) (*ecsv1.UpdateServiceResponse, error) {
+	return awsapi.Handle(ctx, h.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateServiceRequest) (*ecsv1.UpdateServiceResponse, error) {
 		u, err := h.checkUpdateService(ctx, account, m)
 		if err != nil {
 			return nil, err
@@ -899,7 +899,7 @@ func deploymentRecord(rec *storev1.ServiceRecord, id string) *storev1.Deployment
 // ServiceNotFoundException as on AWS. Errors: ClusterNotFoundException,
 // ServiceNotFoundException. AWS reference: DeleteService.
 func (h *Handler) DeleteService(ctx context.Context, req *connect.Request[ecsv1.DeleteServiceRequest]) (*connect.Response[ecsv1.DeleteServiceResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteServiceRequest) (*ecsv1.DeleteServiceResponse, error) {
+	return awsapi.Handle(ctx, h.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteServiceRequest) (*ecsv1.DeleteServiceResponse, error) {
 		cluster, name, err := h.loadService(ctx, account, m.GetCluster(), m.GetService())
 		if err != nil {
 			return nil, err
@@ -954,7 +954,7 @@ func (h *Handler) DeleteService(ctx context.Context, req *connect.Request[ecsv1.
 // InvalidParameterException for an empty or too long list. AWS reference:
 // DescribeServices.
 func (h *Handler) DescribeServices(ctx context.Context, req *connect.Request[ecsv1.DescribeServicesRequest]) (*connect.Response[ecsv1.DescribeServicesResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeServicesRequest) (*ecsv1.DescribeServicesResponse, error) {
+	return awsapi.Handle(ctx, h.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeServicesRequest) (*ecsv1.DescribeServicesResponse, error) {
 		if len(m.GetServices()) == 0 {
 			return nil, awserr.InvalidParameterf("Services cannot be empty.")
 		}
@@ -1033,7 +1033,7 @@ func maxResults(v *int32, def int) (int, error) {
 // last. Errors: ClusterNotFoundException, InvalidParameterException. AWS reference:
 // ListServices.
 func (h *Handler) ListServices(ctx context.Context, req *connect.Request[ecsv1.ListServicesRequest]) (*connect.Response[ecsv1.ListServicesResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListServicesRequest) (*ecsv1.ListServicesResponse, error) {
+	return awsapi.Handle(ctx, h.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListServicesRequest) (*ecsv1.ListServicesResponse, error) {
 		limit, err := maxResults(m.MaxResults, 10)
 		if err != nil {
 			return nil, err
@@ -1088,7 +1088,7 @@ func (h *Handler) ListServices(ctx context.Context, req *connect.Request[ecsv1.L
 // does not exist answers NamespaceNotFoundException. AWS reference:
 // ListServicesByNamespace.
 func (h *Handler) ListServicesByNamespace(ctx context.Context, req *connect.Request[ecsv1.ListServicesByNamespaceRequest]) (*connect.Response[ecsv1.ListServicesByNamespaceResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListServicesByNamespaceRequest) (*ecsv1.ListServicesByNamespaceResponse, error) {
+	return awsapi.Handle(ctx, h.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListServicesByNamespaceRequest) (*ecsv1.ListServicesByNamespaceResponse, error) {
 		if m.GetNamespace() == "" {
 			return nil, awserr.InvalidParameterf("namespace is required.")
 		}
@@ -1191,7 +1191,7 @@ func deploymentStatus(d *ecsv1.Deployment, dr *storev1.DeploymentRecord) (string
 // with a nextToken. Errors: ClusterNotFoundException, ServiceNotFoundException,
 // InvalidParameterException. AWS reference: ListServiceDeployments.
 func (h *Handler) ListServiceDeployments(ctx context.Context, req *connect.Request[ecsv1.ListServiceDeploymentsRequest]) (*connect.Response[ecsv1.ListServiceDeploymentsResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListServiceDeploymentsRequest) (*ecsv1.ListServiceDeploymentsResponse, error) {
+	return awsapi.Handle(ctx, h.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ListServiceDeploymentsRequest) (*ecsv1.ListServiceDeploymentsResponse, error) {
 		limit, err := maxResults(m.MaxResults, 20)
 		if err != nil {
 			return nil, err
@@ -1283,7 +1283,7 @@ func (h *Handler) lookupChild(ctx context.Context, account keys.Scope, kind, a s
 // in failures[] with reason MISSING. The circuit breaker section reports the failed task
 // count and AWS's threshold. AWS reference: DescribeServiceDeployments.
 func (h *Handler) DescribeServiceDeployments(ctx context.Context, req *connect.Request[ecsv1.DescribeServiceDeploymentsRequest]) (*connect.Response[ecsv1.DescribeServiceDeploymentsResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeServiceDeploymentsRequest) (*ecsv1.DescribeServiceDeploymentsResponse, error) {
+	return awsapi.Handle(ctx, h.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeServiceDeploymentsRequest) (*ecsv1.DescribeServiceDeploymentsResponse, error) {
 		if n := len(m.GetServiceDeploymentArns()); n == 0 || n > 20 {
 			return nil, awserr.InvalidParameterf("serviceDeploymentArns must have 1 to 20 items.")
 		}
@@ -1365,7 +1365,7 @@ func (h *Handler) serviceDeployment(account keys.Scope, rec *storev1.ServiceReco
 // registries of the service. Unknown ones come back in failures[] with reason MISSING.
 // AWS reference: DescribeServiceRevisions.
 func (h *Handler) DescribeServiceRevisions(ctx context.Context, req *connect.Request[ecsv1.DescribeServiceRevisionsRequest]) (*connect.Response[ecsv1.DescribeServiceRevisionsResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeServiceRevisionsRequest) (*ecsv1.DescribeServiceRevisionsResponse, error) {
+	return awsapi.Handle(ctx, h.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeServiceRevisionsRequest) (*ecsv1.DescribeServiceRevisionsResponse, error) {
 		if n := len(m.GetServiceRevisionArns()); n == 0 || n > 20 {
 			return nil, awserr.InvalidParameterf("serviceRevisionArns must have 1 to 20 items.")
 		}

@@ -40,7 +40,7 @@ const msgDeploymentNotFound = "The service deployment does not exist."
 // deployment has finished, or ROLLBACK finds no COMPLETED deployment to return to),
 // InvalidParameterException (bad stopType). AWS reference: StopServiceDeployment.
 func (h *Handler) StopServiceDeployment(ctx context.Context, req *connect.Request[ecsv1.StopServiceDeploymentRequest]) (*connect.Response[ecsv1.StopServiceDeploymentResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.StopServiceDeploymentRequest) (*ecsv1.StopServiceDeploymentResponse, error) {
+	return awsapi.Handle(ctx, h.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.StopServiceDeploymentRequest) (*ecsv1.StopServiceDeploymentResponse, error) {
 		a := m.GetServiceDeploymentArn()
 		if a == "" {
 			return nil, awserr.InvalidParameterf("serviceDeploymentArn is required.")
@@ -119,7 +119,7 @@ func (h *Handler) StopServiceDeployment(ctx context.Context, req *connect.Reques
 // deployment is stopped or rolled back. Errors: ServiceDeploymentNotFoundException,
 // InvalidParameterException. AWS reference: ContinueServiceDeployment.
 func (h *Handler) ContinueServiceDeployment(ctx context.Context, req *connect.Request[ecsv1.ContinueServiceDeploymentRequest]) (*connect.Response[ecsv1.ContinueServiceDeploymentResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ContinueServiceDeploymentRequest) (*ecsv1.ContinueServiceDeploymentResponse, error) {
+	return awsapi.Handle(ctx, h.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ContinueServiceDeploymentRequest) (*ecsv1.ContinueServiceDeploymentResponse, error) {
 		a := m.GetServiceDeploymentArn()
 		if a == "" || m.GetHookId() == "" {
 			return nil, awserr.InvalidParameterf("serviceDeploymentArn and hookId are required.")

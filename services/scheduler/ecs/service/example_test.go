@@ -20,7 +20,7 @@ func Example() {
 	placer := placement.NewPlacer(cli, log)
 	kick := service.NewKicker()
 	handler := service.NewHandler(service.Config{KV: cli, Logger: log, Kick: kick})
-	_ = handler // mux.Handle(ecsv1connect.NewEcsServiceHandler(struct{*control.Server; *service.Handler}{...}))
+	_ = handler // mux.Handle(control.NewHandler(struct{*control.Server; *service.Handler}{...}))
 
 	elector := leader.New(leader.Config{Client: cli, Identity: "replica-1"})
 	_ = elector.Run(context.Background(), func(ctx context.Context, term leader.Term) {

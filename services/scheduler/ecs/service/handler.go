@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -65,8 +64,9 @@ type Config struct {
 }
 
 // Handler serves the ECS service actions over etcd. Its methods have the
-// ecsv1connect.EcsServiceHandler signatures; embed it beside *control.Server (which
-// answers UnsupportedFeatureException for these actions) so that these take precedence.
+// ecsv1connect.EcsServiceHandler signatures; embed it beside *control.Server, whose
+// embedded UnimplementedEcsServiceHandler lacks these actions, so that these take
+// precedence (control.NewHandler serves the pair).
 // A Handler holds no per-request state and is safe for concurrent use.
 type Handler struct {
 	kv   clientv3.KV
@@ -111,11 +111,6 @@ func (k *Kicker) C() <-chan struct{} {
 		return nil
 	}
 	return k.ch
-}
-
-// handle is awsapi.Handle with the handler's logger.
-func handle[Req, Resp any](ctx context.Context, h *Handler, req *connect.Request[Req], fn func(ctx context.Context, account keys.Scope, msg *Req) (*Resp, error)) (*connect.Response[Resp], error) {
-	return awsapi.Handle(ctx, h.log, req, fn)
 }
 
 // nowEpoch is the handler's clock as an ECS timestamp (awsapi.Epoch).

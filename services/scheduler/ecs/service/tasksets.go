@@ -116,7 +116,7 @@ func describeTaskSet(set *ecsv1.TaskSet, withTags bool) *ecsv1.TaskSet {
 // platformVersion and clientToken are refused naming the field. AWS reference:
 // CreateTaskSet.
 func (h *Handler) CreateTaskSet(ctx context.Context, req *connect.Request[ecsv1.CreateTaskSetRequest]) (*connect.Response[ecsv1.CreateTaskSetResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.CreateTaskSetRequest) (*ecsv1.CreateTaskSetResponse, error) {
+	return awsapi.Handle(ctx, h.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.CreateTaskSetRequest) (*ecsv1.CreateTaskSetResponse, error) {
 		if m.GetTaskDefinition() == "" {
 			return nil, awserr.InvalidParameterf("taskDefinition is required.")
 		}
@@ -195,7 +195,7 @@ func (h *Handler) CreateTaskSet(ctx context.Context, req *connect.Request[ecsv1.
 // ClusterNotFoundException, ServiceNotFoundException, InvalidParameterException (service
 // not EXTERNAL, bad include). AWS reference: DescribeTaskSets.
 func (h *Handler) DescribeTaskSets(ctx context.Context, req *connect.Request[ecsv1.DescribeTaskSetsRequest]) (*connect.Response[ecsv1.DescribeTaskSetsResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeTaskSetsRequest) (*ecsv1.DescribeTaskSetsResponse, error) {
+	return awsapi.Handle(ctx, h.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DescribeTaskSetsRequest) (*ecsv1.DescribeTaskSetsResponse, error) {
 		if m.GetCluster() == "" {
 			return nil, awserr.InvalidParameterf("cluster is required.")
 		}
@@ -248,7 +248,7 @@ func (h *Handler) DescribeTaskSets(ctx context.Context, req *connect.Request[ecs
 // TaskSetNotFoundException (unknown or DRAINING), InvalidParameterException. AWS
 // reference: UpdateTaskSet.
 func (h *Handler) UpdateTaskSet(ctx context.Context, req *connect.Request[ecsv1.UpdateTaskSetRequest]) (*connect.Response[ecsv1.UpdateTaskSetResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateTaskSetRequest) (*ecsv1.UpdateTaskSetResponse, error) {
+	return awsapi.Handle(ctx, h.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateTaskSetRequest) (*ecsv1.UpdateTaskSetResponse, error) {
 		if m.GetTaskSet() == "" {
 			return nil, awserr.InvalidParameterf("taskSet is required.")
 		}
@@ -286,7 +286,7 @@ func (h *Handler) UpdateTaskSet(ctx context.Context, req *connect.Request[ecsv1.
 // TaskSetNotFoundException (unknown or DRAINING), InvalidParameterException. AWS
 // reference: UpdateServicePrimaryTaskSet.
 func (h *Handler) UpdateServicePrimaryTaskSet(ctx context.Context, req *connect.Request[ecsv1.UpdateServicePrimaryTaskSetRequest]) (*connect.Response[ecsv1.UpdateServicePrimaryTaskSetResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateServicePrimaryTaskSetRequest) (*ecsv1.UpdateServicePrimaryTaskSetResponse, error) {
+	return awsapi.Handle(ctx, h.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateServicePrimaryTaskSetRequest) (*ecsv1.UpdateServicePrimaryTaskSetResponse, error) {
 		if m.GetPrimaryTaskSet() == "" {
 			return nil, awserr.InvalidParameterf("primaryTaskSet is required.")
 		}
@@ -326,7 +326,7 @@ func (h *Handler) UpdateServicePrimaryTaskSet(ctx context.Context, req *connect.
 // it. Errors: ClusterNotFoundException, ServiceNotFoundException, ServiceNotActiveException,
 // TaskSetNotFoundException, InvalidParameterException. AWS reference: DeleteTaskSet.
 func (h *Handler) DeleteTaskSet(ctx context.Context, req *connect.Request[ecsv1.DeleteTaskSetRequest]) (*connect.Response[ecsv1.DeleteTaskSetResponse], error) {
-	return handle(ctx, h, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteTaskSetRequest) (*ecsv1.DeleteTaskSetResponse, error) {
+	return awsapi.Handle(ctx, h.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.DeleteTaskSetRequest) (*ecsv1.DeleteTaskSetResponse, error) {
 		if m.GetTaskSet() == "" {
 			return nil, awserr.InvalidParameterf("taskSet is required.")
 		}

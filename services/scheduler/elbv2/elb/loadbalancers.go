@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
@@ -85,7 +86,7 @@ func (s *Service) CreateLoadBalancer(ctx context.Context, sc keys.Scope, in Crea
 		Scheme:           scheme,
 		DnsName:          dns,
 		State:            "active",
-		CreatedTime:      float64(s.now().UnixMilli()) / 1000,
+		CreatedTime:      awsapi.Epoch(s.now()),
 		IpAddressType:    ipType,
 		VpcId:            defaultVPC,
 		Tags:             tags,

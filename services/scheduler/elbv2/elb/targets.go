@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
@@ -99,7 +100,7 @@ func (s *Service) RegisterTargets(ctx context.Context, sc keys.Scope, arn string
 			added++
 			txn.Create(key, &storev1.TargetRecord{
 				Id: t.ID, Port: port, AvailabilityZone: t.AvailabilityZone, Address: addr,
-				RegisteredAt: float64(s.now().UnixMilli()) / 1000, TaskArn: t.TaskArn,
+				RegisteredAt: awsapi.Epoch(s.now()), TaskArn: t.TaskArn,
 			})
 		default:
 			return err
@@ -161,7 +162,7 @@ func (s *Service) DeregisterTargets(ctx context.Context, sc keys.Scope, arn stri
 		if cur.GetDeregisteredAt() != 0 {
 			continue
 		}
-		cur.DeregisteredAt = float64(s.now().UnixMilli()) / 1000
+		cur.DeregisteredAt = awsapi.Epoch(s.now())
 		txn.Update(key, crev, cur)
 	}
 	_, err = txn.Commit(ctx)

@@ -9,6 +9,7 @@ package elbapi
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strconv"
 
@@ -20,8 +21,8 @@ import (
 	"github.com/berthhq/berth/gen/berth/elbv2/v1/elbv2v1connect"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/elbv2/elb"
+	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
-	"github.com/berthhq/berth/services/scheduler/platform/caller"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
@@ -29,6 +30,10 @@ import (
 // Handler implements elbv2v1connect.Elbv2ServiceHandler over an elb.Service.
 type Handler struct {
 	elbv2v1connect.UnimplementedElbv2ServiceHandler
+	// Logger receives the internal faults of its actions (errors that are not AWS
+	// exceptions, which the client sees as ServerException); nil discards them.
+	Logger *slog.Logger
+
 	svc *elb.Service
 }
 
@@ -38,23 +43,18 @@ func New(kv clientv3.KV, host elb.InstanceHost) *Handler {
 	return &Handler{svc: elb.New(kv).WithInstanceHost(host)}
 }
 
-// scope returns the caller's account and region.
-func scope(ctx context.Context) (keys.Scope, error) {
-	id, ok := caller.From(ctx)
-	if !ok {
-		return keys.Scope{}, awserr.ToConnect(awserr.New("AccessDenied", "The request carries no account."))
-	}
-	return id.Scope(), nil
-}
-
-// fail converts an elb error into the Connect error the gateway renders as AWS's XML
-// error with the query code.
-func fail(err error) error {
-	var e *elb.Error
-	if errors.As(err, &e) {
-		return awserr.ToConnect(awserr.New(e.Code, "%s", e.Message))
-	}
-	return err
+// handle runs an ELBv2 action through awsapi.Handle: the model's errors (*elb.Error)
+// leave as the AWS exceptions of their query codes, which the gateway writes as AWS's
+// XML error.
+func handle[Req, Resp any](ctx context.Context, h *Handler, req *connect.Request[Req], fn func(context.Context, keys.Scope, *Req) (*Resp, error)) (*connect.Response[Resp], error) {
+	return awsapi.Handle(ctx, h.Logger, req, func(ctx context.Context, sc keys.Scope, m *Req) (*Resp, error) {
+		resp, err := fn(ctx, sc, m)
+		var e *elb.Error
+		if errors.As(err, &e) {
+			return nil, awserr.New(e.Code, "%s", e.Message)
+		}
+		return resp, err
+	})
 }
 
 func tagsIn(in []*elbv2.Tag) []elb.Tag {
@@ -72,12 +72,12 @@ func page(n int, marker string, pageSize int32) (int, int, *string, error) {
 	if marker != "" {
 		v, err := strconv.Atoi(marker)
 		if err != nil || v < 0 || v > n {
-			return 0, 0, nil, awserr.ToConnect(awserr.New(elb.CodeValidation, "The marker '%s' is not valid", marker))
+			return 0, 0, nil, awserr.New(elb.CodeValidation, "The marker '%s' is not valid", marker)
 		}
 		start = v
 	}
 	if pageSize < 0 || pageSize > 400 {
-		return 0, 0, nil, awserr.ToConnect(awserr.New(elb.CodeValidation, "Page size must be between 1 and 400"))
+		return 0, 0, nil, awserr.New(elb.CodeValidation, "Page size must be between 1 and 400")
 	}
 	size := 400
 	if pageSize > 0 {
@@ -304,134 +304,117 @@ func tgInput(enabled bool, interval, timeout, healthy, unhealthy int32, path, po
 
 // CreateLoadBalancer implements the action.
 func (h *Handler) CreateLoadBalancer(ctx context.Context, req *connect.Request[elbv2.CreateLoadBalancerRequest]) (*connect.Response[elbv2.CreateLoadBalancerResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	m := req.Msg
-	if len(m.GetSubnetMappings()) > 0 || m.CustomerOwnedIpv4Pool != nil || m.IpamPools != nil || m.EnablePrefixForIpv6SourceNat != nil {
-		return nil, fail(&elb.Error{Code: elb.CodeInvalidConfigurationRequest, Message: "SubnetMappings, CustomerOwnedIpv4Pool, IpamPools and EnablePrefixForIpv6SourceNat are not supported by Berth"})
-	}
-	r, err := h.svc.CreateLoadBalancer(ctx, sc, elb.CreateLoadBalancerInput{
-		Name: m.GetName(), Type: m.GetType(), Scheme: m.GetScheme(), IPAddressType: m.GetIpAddressType(),
-		Subnets: m.GetSubnets(), SecurityGroups: m.GetSecurityGroups(), Tags: tagsIn(m.GetTags()),
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.CreateLoadBalancerRequest) (*elbv2.CreateLoadBalancerResponse, error) {
+		if len(m.GetSubnetMappings()) > 0 || m.CustomerOwnedIpv4Pool != nil || m.IpamPools != nil || m.EnablePrefixForIpv6SourceNat != nil {
+			return nil, &elb.Error{Code: elb.CodeInvalidConfigurationRequest, Message: "SubnetMappings, CustomerOwnedIpv4Pool, IpamPools and EnablePrefixForIpv6SourceNat are not supported by Berth"}
+		}
+		r, err := h.svc.CreateLoadBalancer(ctx, sc, elb.CreateLoadBalancerInput{
+			Name: m.GetName(), Type: m.GetType(), Scheme: m.GetScheme(), IPAddressType: m.GetIpAddressType(),
+			Subnets: m.GetSubnets(), SecurityGroups: m.GetSecurityGroups(), Tags: tagsIn(m.GetTags()),
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &elbv2.CreateLoadBalancerResponse{LoadBalancers: []*elbv2.LoadBalancer{lbOut(r)}}, nil
 	})
-	if err != nil {
-		return nil, fail(err)
-	}
-	return connect.NewResponse(&elbv2.CreateLoadBalancerResponse{LoadBalancers: []*elbv2.LoadBalancer{lbOut(r)}}), nil
 }
 
 // DescribeLoadBalancers implements the action.
 func (h *Handler) DescribeLoadBalancers(ctx context.Context, req *connect.Request[elbv2.DescribeLoadBalancersRequest]) (*connect.Response[elbv2.DescribeLoadBalancersResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rs, err := h.svc.DescribeLoadBalancers(ctx, sc, req.Msg.GetLoadBalancerArns(), req.Msg.GetNames())
-	if err != nil {
-		return nil, fail(err)
-	}
-	start, end, next, err := page(len(rs), req.Msg.GetMarker(), req.Msg.GetPageSize())
-	if err != nil {
-		return nil, err
-	}
-	out := &elbv2.DescribeLoadBalancersResponse{LoadBalancers: []*elbv2.LoadBalancer{}, NextMarker: next}
-	for _, r := range rs[start:end] {
-		out.LoadBalancers = append(out.LoadBalancers, lbOut(r))
-	}
-	return connect.NewResponse(out), nil
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.DescribeLoadBalancersRequest) (*elbv2.DescribeLoadBalancersResponse, error) {
+		rs, err := h.svc.DescribeLoadBalancers(ctx, sc, m.GetLoadBalancerArns(), m.GetNames())
+		if err != nil {
+			return nil, err
+		}
+		start, end, next, err := page(len(rs), m.GetMarker(), m.GetPageSize())
+		if err != nil {
+			return nil, err
+		}
+		out := &elbv2.DescribeLoadBalancersResponse{LoadBalancers: []*elbv2.LoadBalancer{}, NextMarker: next}
+		for _, r := range rs[start:end] {
+			out.LoadBalancers = append(out.LoadBalancers, lbOut(r))
+		}
+		return out, nil
+	})
 }
 
 // DeleteLoadBalancer implements the action.
 func (h *Handler) DeleteLoadBalancer(ctx context.Context, req *connect.Request[elbv2.DeleteLoadBalancerRequest]) (*connect.Response[elbv2.DeleteLoadBalancerResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.svc.DeleteLoadBalancer(ctx, sc, req.Msg.GetLoadBalancerArn()); err != nil {
-		return nil, fail(err)
-	}
-	return connect.NewResponse(&elbv2.DeleteLoadBalancerResponse{}), nil
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.DeleteLoadBalancerRequest) (*elbv2.DeleteLoadBalancerResponse, error) {
+		if err := h.svc.DeleteLoadBalancer(ctx, sc, m.GetLoadBalancerArn()); err != nil {
+			return nil, err
+		}
+		return &elbv2.DeleteLoadBalancerResponse{}, nil
+	})
 }
 
 // CreateTargetGroup implements the action.
 func (h *Handler) CreateTargetGroup(ctx context.Context, req *connect.Request[elbv2.CreateTargetGroupRequest]) (*connect.Response[elbv2.CreateTargetGroupResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	m := req.Msg
-	if m.GetTargetControlPort() != 0 {
-		return nil, fail(&elb.Error{Code: elb.CodeInvalidConfigurationRequest, Message: "TargetControlPort is not supported by Berth"})
-	}
-	in := tgInput(m.GetHealthCheckEnabled(), m.GetHealthCheckIntervalSeconds(), m.GetHealthCheckTimeoutSeconds(), m.GetHealthyThresholdCount(),
-		m.GetUnhealthyThresholdCount(), m.HealthCheckPath, m.HealthCheckPort, m.HealthCheckProtocol, m.GetMatcher())
-	in.Name, in.Protocol, in.TargetType, in.VpcID = m.GetName(), m.GetProtocol(), m.GetTargetType(), m.GetVpcId()
-	in.ProtocolVersion, in.IPAddressType, in.Tags = m.GetProtocolVersion(), m.GetIpAddressType(), tagsIn(m.GetTags())
-	if m.GetPort() != 0 {
-		p := m.GetPort()
-		in.Port = &p
-	}
-	r, err := h.svc.CreateTargetGroup(ctx, sc, in)
-	if err != nil {
-		return nil, fail(err)
-	}
-	return connect.NewResponse(&elbv2.CreateTargetGroupResponse{TargetGroups: []*elbv2.TargetGroup{tgOut(r)}}), nil
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.CreateTargetGroupRequest) (*elbv2.CreateTargetGroupResponse, error) {
+		if m.GetTargetControlPort() != 0 {
+			return nil, &elb.Error{Code: elb.CodeInvalidConfigurationRequest, Message: "TargetControlPort is not supported by Berth"}
+		}
+		in := tgInput(m.GetHealthCheckEnabled(), m.GetHealthCheckIntervalSeconds(), m.GetHealthCheckTimeoutSeconds(), m.GetHealthyThresholdCount(),
+			m.GetUnhealthyThresholdCount(), m.HealthCheckPath, m.HealthCheckPort, m.HealthCheckProtocol, m.GetMatcher())
+		in.Name, in.Protocol, in.TargetType, in.VpcID = m.GetName(), m.GetProtocol(), m.GetTargetType(), m.GetVpcId()
+		in.ProtocolVersion, in.IPAddressType, in.Tags = m.GetProtocolVersion(), m.GetIpAddressType(), tagsIn(m.GetTags())
+		if m.GetPort() != 0 {
+			p := m.GetPort()
+			in.Port = &p
+		}
+		r, err := h.svc.CreateTargetGroup(ctx, sc, in)
+		if err != nil {
+			return nil, err
+		}
+		return &elbv2.CreateTargetGroupResponse{TargetGroups: []*elbv2.TargetGroup{tgOut(r)}}, nil
+	})
 }
 
 // DescribeTargetGroups implements the action.
 func (h *Handler) DescribeTargetGroups(ctx context.Context, req *connect.Request[elbv2.DescribeTargetGroupsRequest]) (*connect.Response[elbv2.DescribeTargetGroupsResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rs, err := h.svc.DescribeTargetGroups(ctx, sc, req.Msg.GetLoadBalancerArn(), req.Msg.GetTargetGroupArns(), req.Msg.GetNames())
-	if err != nil {
-		return nil, fail(err)
-	}
-	start, end, next, err := page(len(rs), req.Msg.GetMarker(), req.Msg.GetPageSize())
-	if err != nil {
-		return nil, err
-	}
-	out := &elbv2.DescribeTargetGroupsResponse{TargetGroups: []*elbv2.TargetGroup{}, NextMarker: next}
-	for _, r := range rs[start:end] {
-		out.TargetGroups = append(out.TargetGroups, tgOut(r))
-	}
-	return connect.NewResponse(out), nil
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.DescribeTargetGroupsRequest) (*elbv2.DescribeTargetGroupsResponse, error) {
+		rs, err := h.svc.DescribeTargetGroups(ctx, sc, m.GetLoadBalancerArn(), m.GetTargetGroupArns(), m.GetNames())
+		if err != nil {
+			return nil, err
+		}
+		start, end, next, err := page(len(rs), m.GetMarker(), m.GetPageSize())
+		if err != nil {
+			return nil, err
+		}
+		out := &elbv2.DescribeTargetGroupsResponse{TargetGroups: []*elbv2.TargetGroup{}, NextMarker: next}
+		for _, r := range rs[start:end] {
+			out.TargetGroups = append(out.TargetGroups, tgOut(r))
+		}
+		return out, nil
+	})
 }
 
 // ModifyTargetGroup implements the action.
 func (h *Handler) ModifyTargetGroup(ctx context.Context, req *connect.Request[elbv2.ModifyTargetGroupRequest]) (*connect.Response[elbv2.ModifyTargetGroupResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	m := req.Msg
-	in := tgInput(m.GetHealthCheckEnabled(), m.GetHealthCheckIntervalSeconds(), m.GetHealthCheckTimeoutSeconds(), m.GetHealthyThresholdCount(),
-		m.GetUnhealthyThresholdCount(), m.HealthCheckPath, m.HealthCheckPort, m.HealthCheckProtocol, m.GetMatcher())
-	r, err := h.svc.ModifyTargetGroup(ctx, sc, m.GetTargetGroupArn(), in)
-	if err != nil {
-		return nil, fail(err)
-	}
-	return connect.NewResponse(&elbv2.ModifyTargetGroupResponse{TargetGroups: []*elbv2.TargetGroup{tgOut(r)}}), nil
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.ModifyTargetGroupRequest) (*elbv2.ModifyTargetGroupResponse, error) {
+		in := tgInput(m.GetHealthCheckEnabled(), m.GetHealthCheckIntervalSeconds(), m.GetHealthCheckTimeoutSeconds(), m.GetHealthyThresholdCount(),
+			m.GetUnhealthyThresholdCount(), m.HealthCheckPath, m.HealthCheckPort, m.HealthCheckProtocol, m.GetMatcher())
+		r, err := h.svc.ModifyTargetGroup(ctx, sc, m.GetTargetGroupArn(), in)
+		if err != nil {
+			return nil, err
+		}
+		return &elbv2.ModifyTargetGroupResponse{TargetGroups: []*elbv2.TargetGroup{tgOut(r)}}, nil
+	})
 }
 
 // DeleteTargetGroup implements the action.
 func (h *Handler) DeleteTargetGroup(ctx context.Context, req *connect.Request[elbv2.DeleteTargetGroupRequest]) (*connect.Response[elbv2.DeleteTargetGroupResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.svc.DeleteTargetGroup(ctx, sc, req.Msg.GetTargetGroupArn()); err != nil {
-		return nil, fail(err)
-	}
-	return connect.NewResponse(&elbv2.DeleteTargetGroupResponse{}), nil
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.DeleteTargetGroupRequest) (*elbv2.DeleteTargetGroupResponse, error) {
+		if err := h.svc.DeleteTargetGroup(ctx, sc, m.GetTargetGroupArn()); err != nil {
+			return nil, err
+		}
+		return &elbv2.DeleteTargetGroupResponse{}, nil
+	})
 }
 
 func listenerIn(lbArn string, protocol *string, port int32, acts []*elbv2.Action, certs []*elbv2.Certificate, ssl *string, alpn []string, mtls *elbv2.MutualAuthenticationAttributes, tags []*elbv2.Tag) (elb.ListenerInput, error) {
 	if mtls != nil {
-		return elb.ListenerInput{}, fail(&elb.Error{Code: elb.CodeInvalidConfigurationRequest, Message: "MutualAuthentication is not supported by Berth"})
+		return elb.ListenerInput{}, &elb.Error{Code: elb.CodeInvalidConfigurationRequest, Message: "MutualAuthentication is not supported by Berth"}
 	}
 	in := elb.ListenerInput{LoadBalancerArn: lbArn, Protocol: protoString(protocol), SslPolicy: protoString(ssl), AlpnPolicy: alpn, Tags: tagsIn(tags)}
 	if acts != nil {
@@ -455,278 +438,245 @@ func protoString(s *string) string {
 
 // CreateListener implements the action.
 func (h *Handler) CreateListener(ctx context.Context, req *connect.Request[elbv2.CreateListenerRequest]) (*connect.Response[elbv2.CreateListenerResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	m := req.Msg
-	in, err := listenerIn(m.GetLoadBalancerArn(), m.Protocol, m.GetPort(), m.GetDefaultActions(), m.GetCertificates(), m.SslPolicy, m.GetAlpnPolicy(), m.GetMutualAuthentication(), m.GetTags())
-	if err != nil {
-		return nil, err
-	}
-	r, err := h.svc.CreateListener(ctx, sc, in)
-	if err != nil {
-		return nil, fail(err)
-	}
-	return connect.NewResponse(&elbv2.CreateListenerResponse{Listeners: []*elbv2.Listener{listenerOut(r)}}), nil
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.CreateListenerRequest) (*elbv2.CreateListenerResponse, error) {
+		in, err := listenerIn(m.GetLoadBalancerArn(), m.Protocol, m.GetPort(), m.GetDefaultActions(), m.GetCertificates(), m.SslPolicy, m.GetAlpnPolicy(), m.GetMutualAuthentication(), m.GetTags())
+		if err != nil {
+			return nil, err
+		}
+		r, err := h.svc.CreateListener(ctx, sc, in)
+		if err != nil {
+			return nil, err
+		}
+		return &elbv2.CreateListenerResponse{Listeners: []*elbv2.Listener{listenerOut(r)}}, nil
+	})
 }
 
 // DescribeListeners implements the action.
 func (h *Handler) DescribeListeners(ctx context.Context, req *connect.Request[elbv2.DescribeListenersRequest]) (*connect.Response[elbv2.DescribeListenersResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rs, err := h.svc.DescribeListeners(ctx, sc, req.Msg.GetLoadBalancerArn(), req.Msg.GetListenerArns())
-	if err != nil {
-		return nil, fail(err)
-	}
-	start, end, next, err := page(len(rs), req.Msg.GetMarker(), req.Msg.GetPageSize())
-	if err != nil {
-		return nil, err
-	}
-	out := &elbv2.DescribeListenersResponse{Listeners: []*elbv2.Listener{}, NextMarker: next}
-	for _, r := range rs[start:end] {
-		out.Listeners = append(out.Listeners, listenerOut(r))
-	}
-	return connect.NewResponse(out), nil
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.DescribeListenersRequest) (*elbv2.DescribeListenersResponse, error) {
+		rs, err := h.svc.DescribeListeners(ctx, sc, m.GetLoadBalancerArn(), m.GetListenerArns())
+		if err != nil {
+			return nil, err
+		}
+		start, end, next, err := page(len(rs), m.GetMarker(), m.GetPageSize())
+		if err != nil {
+			return nil, err
+		}
+		out := &elbv2.DescribeListenersResponse{Listeners: []*elbv2.Listener{}, NextMarker: next}
+		for _, r := range rs[start:end] {
+			out.Listeners = append(out.Listeners, listenerOut(r))
+		}
+		return out, nil
+	})
 }
 
 // ModifyListener implements the action.
 func (h *Handler) ModifyListener(ctx context.Context, req *connect.Request[elbv2.ModifyListenerRequest]) (*connect.Response[elbv2.ModifyListenerResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	m := req.Msg
-	in, err := listenerIn("", m.Protocol, m.GetPort(), m.GetDefaultActions(), m.GetCertificates(), m.SslPolicy, m.GetAlpnPolicy(), m.GetMutualAuthentication(), nil)
-	if err != nil {
-		return nil, err
-	}
-	r, err := h.svc.ModifyListener(ctx, sc, m.GetListenerArn(), in)
-	if err != nil {
-		return nil, fail(err)
-	}
-	return connect.NewResponse(&elbv2.ModifyListenerResponse{Listeners: []*elbv2.Listener{listenerOut(r)}}), nil
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.ModifyListenerRequest) (*elbv2.ModifyListenerResponse, error) {
+		in, err := listenerIn("", m.Protocol, m.GetPort(), m.GetDefaultActions(), m.GetCertificates(), m.SslPolicy, m.GetAlpnPolicy(), m.GetMutualAuthentication(), nil)
+		if err != nil {
+			return nil, err
+		}
+		r, err := h.svc.ModifyListener(ctx, sc, m.GetListenerArn(), in)
+		if err != nil {
+			return nil, err
+		}
+		return &elbv2.ModifyListenerResponse{Listeners: []*elbv2.Listener{listenerOut(r)}}, nil
+	})
 }
 
 // DeleteListener implements the action.
 func (h *Handler) DeleteListener(ctx context.Context, req *connect.Request[elbv2.DeleteListenerRequest]) (*connect.Response[elbv2.DeleteListenerResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.svc.DeleteListener(ctx, sc, req.Msg.GetListenerArn()); err != nil {
-		return nil, fail(err)
-	}
-	return connect.NewResponse(&elbv2.DeleteListenerResponse{}), nil
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.DeleteListenerRequest) (*elbv2.DeleteListenerResponse, error) {
+		if err := h.svc.DeleteListener(ctx, sc, m.GetListenerArn()); err != nil {
+			return nil, err
+		}
+		return &elbv2.DeleteListenerResponse{}, nil
+	})
 }
 
 // CreateRule implements the action.
 func (h *Handler) CreateRule(ctx context.Context, req *connect.Request[elbv2.CreateRuleRequest]) (*connect.Response[elbv2.CreateRuleResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	m := req.Msg
-	if len(m.GetTransforms()) > 0 {
-		return nil, fail(&elb.Error{Code: elb.CodeInvalidConfigurationRequest, Message: "Rule transforms are not supported by Berth"})
-	}
-	in := elb.RuleInput{ListenerArn: m.GetListenerArn(), Priority: m.GetPriority(), Actions: actionsIn(m.GetActions()), Tags: tagsIn(m.GetTags())}
-	for _, c := range m.GetConditions() {
-		ci := elb.ConditionInput{Field: c.GetField(), Values: c.GetValues()}
-		switch {
-		case c.GetPathPatternConfig() != nil:
-			ci.Values = append(ci.Values, c.GetPathPatternConfig().GetValues()...)
-			if len(c.GetPathPatternConfig().GetRegexValues()) > 0 {
-				ci.Other = "path-pattern regex values"
-			}
-		case c.GetHostHeaderConfig() != nil:
-			ci.Values = append(ci.Values, c.GetHostHeaderConfig().GetValues()...)
-			if len(c.GetHostHeaderConfig().GetRegexValues()) > 0 {
-				ci.Other = "host-header regex values"
-			}
-		case c.HttpHeaderConfig != nil, c.HttpRequestMethodConfig != nil, c.QueryStringConfig != nil, c.SourceIpConfig != nil, len(c.GetRegexValues()) > 0:
-			ci.Other = "http-header, http-request-method, query-string, source-ip and regex"
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.CreateRuleRequest) (*elbv2.CreateRuleResponse, error) {
+		if len(m.GetTransforms()) > 0 {
+			return nil, &elb.Error{Code: elb.CodeInvalidConfigurationRequest, Message: "Rule transforms are not supported by Berth"}
 		}
-		in.Conditions = append(in.Conditions, ci)
-	}
-	r, err := h.svc.CreateRule(ctx, sc, in)
-	if err != nil {
-		return nil, fail(err)
-	}
-	return connect.NewResponse(&elbv2.CreateRuleResponse{Rules: []*elbv2.Rule{ruleOut(elb.Rule{Record: r})}}), nil
+		in := elb.RuleInput{ListenerArn: m.GetListenerArn(), Priority: m.GetPriority(), Actions: actionsIn(m.GetActions()), Tags: tagsIn(m.GetTags())}
+		for _, c := range m.GetConditions() {
+			ci := elb.ConditionInput{Field: c.GetField(), Values: c.GetValues()}
+			switch {
+			case c.GetPathPatternConfig() != nil:
+				ci.Values = append(ci.Values, c.GetPathPatternConfig().GetValues()...)
+				if len(c.GetPathPatternConfig().GetRegexValues()) > 0 {
+					ci.Other = "path-pattern regex values"
+				}
+			case c.GetHostHeaderConfig() != nil:
+				ci.Values = append(ci.Values, c.GetHostHeaderConfig().GetValues()...)
+				if len(c.GetHostHeaderConfig().GetRegexValues()) > 0 {
+					ci.Other = "host-header regex values"
+				}
+			case c.HttpHeaderConfig != nil, c.HttpRequestMethodConfig != nil, c.QueryStringConfig != nil, c.SourceIpConfig != nil, len(c.GetRegexValues()) > 0:
+				ci.Other = "http-header, http-request-method, query-string, source-ip and regex"
+			}
+			in.Conditions = append(in.Conditions, ci)
+		}
+		r, err := h.svc.CreateRule(ctx, sc, in)
+		if err != nil {
+			return nil, err
+		}
+		return &elbv2.CreateRuleResponse{Rules: []*elbv2.Rule{ruleOut(elb.Rule{Record: r})}}, nil
+	})
 }
 
 // DescribeRules implements the action.
 func (h *Handler) DescribeRules(ctx context.Context, req *connect.Request[elbv2.DescribeRulesRequest]) (*connect.Response[elbv2.DescribeRulesResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rs, err := h.svc.DescribeRules(ctx, sc, req.Msg.GetListenerArn(), req.Msg.GetRuleArns())
-	if err != nil {
-		return nil, fail(err)
-	}
-	start, end, next, err := page(len(rs), req.Msg.GetMarker(), req.Msg.GetPageSize())
-	if err != nil {
-		return nil, err
-	}
-	out := &elbv2.DescribeRulesResponse{Rules: []*elbv2.Rule{}, NextMarker: next}
-	for _, r := range rs[start:end] {
-		out.Rules = append(out.Rules, ruleOut(r))
-	}
-	return connect.NewResponse(out), nil
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.DescribeRulesRequest) (*elbv2.DescribeRulesResponse, error) {
+		rs, err := h.svc.DescribeRules(ctx, sc, m.GetListenerArn(), m.GetRuleArns())
+		if err != nil {
+			return nil, err
+		}
+		start, end, next, err := page(len(rs), m.GetMarker(), m.GetPageSize())
+		if err != nil {
+			return nil, err
+		}
+		out := &elbv2.DescribeRulesResponse{Rules: []*elbv2.Rule{}, NextMarker: next}
+		for _, r := range rs[start:end] {
+			out.Rules = append(out.Rules, ruleOut(r))
+		}
+		return out, nil
+	})
 }
 
 // DeleteRule implements the action.
 func (h *Handler) DeleteRule(ctx context.Context, req *connect.Request[elbv2.DeleteRuleRequest]) (*connect.Response[elbv2.DeleteRuleResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.svc.DeleteRule(ctx, sc, req.Msg.GetRuleArn()); err != nil {
-		return nil, fail(err)
-	}
-	return connect.NewResponse(&elbv2.DeleteRuleResponse{}), nil
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.DeleteRuleRequest) (*elbv2.DeleteRuleResponse, error) {
+		if err := h.svc.DeleteRule(ctx, sc, m.GetRuleArn()); err != nil {
+			return nil, err
+		}
+		return &elbv2.DeleteRuleResponse{}, nil
+	})
 }
 
 // RegisterTargets implements the action.
 func (h *Handler) RegisterTargets(ctx context.Context, req *connect.Request[elbv2.RegisterTargetsRequest]) (*connect.Response[elbv2.RegisterTargetsResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, t := range req.Msg.GetTargets() {
-		if t.QuicServerId != nil {
-			return nil, fail(&elb.Error{Code: elb.CodeInvalidTarget, Message: "QuicServerId is not supported by Berth"})
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.RegisterTargetsRequest) (*elbv2.RegisterTargetsResponse, error) {
+		for _, t := range m.GetTargets() {
+			if t.QuicServerId != nil {
+				return nil, &elb.Error{Code: elb.CodeInvalidTarget, Message: "QuicServerId is not supported by Berth"}
+			}
 		}
-	}
-	if err := h.svc.RegisterTargets(ctx, sc, req.Msg.GetTargetGroupArn(), targetsIn(req.Msg.GetTargets())); err != nil {
-		return nil, fail(err)
-	}
-	return connect.NewResponse(&elbv2.RegisterTargetsResponse{}), nil
+		if err := h.svc.RegisterTargets(ctx, sc, m.GetTargetGroupArn(), targetsIn(m.GetTargets())); err != nil {
+			return nil, err
+		}
+		return &elbv2.RegisterTargetsResponse{}, nil
+	})
 }
 
 // DeregisterTargets implements the action.
 func (h *Handler) DeregisterTargets(ctx context.Context, req *connect.Request[elbv2.DeregisterTargetsRequest]) (*connect.Response[elbv2.DeregisterTargetsResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.svc.DeregisterTargets(ctx, sc, req.Msg.GetTargetGroupArn(), targetsIn(req.Msg.GetTargets())); err != nil {
-		return nil, fail(err)
-	}
-	return connect.NewResponse(&elbv2.DeregisterTargetsResponse{}), nil
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.DeregisterTargetsRequest) (*elbv2.DeregisterTargetsResponse, error) {
+		if err := h.svc.DeregisterTargets(ctx, sc, m.GetTargetGroupArn(), targetsIn(m.GetTargets())); err != nil {
+			return nil, err
+		}
+		return &elbv2.DeregisterTargetsResponse{}, nil
+	})
 }
 
 // DescribeTargetHealth implements the action.
 func (h *Handler) DescribeTargetHealth(ctx context.Context, req *connect.Request[elbv2.DescribeTargetHealthRequest]) (*connect.Response[elbv2.DescribeTargetHealthResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, inc := range req.Msg.GetInclude() {
-		if inc != "All" && inc != "AnomalyDetection" {
-			return nil, fail(&elb.Error{Code: elb.CodeValidation, Message: "Include value '" + inc + "' is not valid"})
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.DescribeTargetHealthRequest) (*elbv2.DescribeTargetHealthResponse, error) {
+		for _, inc := range m.GetInclude() {
+			if inc != "All" && inc != "AnomalyDetection" {
+				return nil, &elb.Error{Code: elb.CodeValidation, Message: "Include value '" + inc + "' is not valid"}
+			}
 		}
-	}
-	hs, err := h.svc.DescribeTargetHealth(ctx, sc, req.Msg.GetTargetGroupArn(), targetsIn(req.Msg.GetTargets()))
-	if err != nil {
-		return nil, fail(err)
-	}
-	out := &elbv2.DescribeTargetHealthResponse{TargetHealthDescriptions: []*elbv2.TargetHealthDescription{}}
-	for _, th := range hs {
-		d := &elbv2.TargetHealthDescription{
-			Target:          &elbv2.TargetDescription{Id: proto.String(th.ID), Port: th.Port},
-			HealthCheckPort: proto.String(th.HealthCheckPort),
-			TargetHealth:    &elbv2.TargetHealth{State: proto.String(th.State)},
+		hs, err := h.svc.DescribeTargetHealth(ctx, sc, m.GetTargetGroupArn(), targetsIn(m.GetTargets()))
+		if err != nil {
+			return nil, err
 		}
-		if th.AvailabilityZone != "" {
-			d.Target.AvailabilityZone = proto.String(th.AvailabilityZone)
+		out := &elbv2.DescribeTargetHealthResponse{TargetHealthDescriptions: []*elbv2.TargetHealthDescription{}}
+		for _, th := range hs {
+			d := &elbv2.TargetHealthDescription{
+				Target:          &elbv2.TargetDescription{Id: proto.String(th.ID), Port: th.Port},
+				HealthCheckPort: proto.String(th.HealthCheckPort),
+				TargetHealth:    &elbv2.TargetHealth{State: proto.String(th.State)},
+			}
+			if th.AvailabilityZone != "" {
+				d.Target.AvailabilityZone = proto.String(th.AvailabilityZone)
+			}
+			if th.Reason != "" {
+				d.TargetHealth.Reason = proto.String(th.Reason)
+				d.TargetHealth.Description = proto.String(th.Description)
+			}
+			out.TargetHealthDescriptions = append(out.TargetHealthDescriptions, d)
 		}
-		if th.Reason != "" {
-			d.TargetHealth.Reason = proto.String(th.Reason)
-			d.TargetHealth.Description = proto.String(th.Description)
-		}
-		out.TargetHealthDescriptions = append(out.TargetHealthDescriptions, d)
-	}
-	return connect.NewResponse(out), nil
+		return out, nil
+	})
 }
 
 // DescribeTargetGroupAttributes implements the action.
 func (h *Handler) DescribeTargetGroupAttributes(ctx context.Context, req *connect.Request[elbv2.DescribeTargetGroupAttributesRequest]) (*connect.Response[elbv2.DescribeTargetGroupAttributesResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	attrs, err := h.svc.DescribeTargetGroupAttributes(ctx, sc, req.Msg.GetTargetGroupArn())
-	if err != nil {
-		return nil, fail(err)
-	}
-	return connect.NewResponse(&elbv2.DescribeTargetGroupAttributesResponse{Attributes: attrsOut(attrs)}), nil
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.DescribeTargetGroupAttributesRequest) (*elbv2.DescribeTargetGroupAttributesResponse, error) {
+		attrs, err := h.svc.DescribeTargetGroupAttributes(ctx, sc, m.GetTargetGroupArn())
+		if err != nil {
+			return nil, err
+		}
+		return &elbv2.DescribeTargetGroupAttributesResponse{Attributes: attrsOut(attrs)}, nil
+	})
 }
 
 // ModifyTargetGroupAttributes implements the action.
 func (h *Handler) ModifyTargetGroupAttributes(ctx context.Context, req *connect.Request[elbv2.ModifyTargetGroupAttributesRequest]) (*connect.Response[elbv2.ModifyTargetGroupAttributesResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var in []elb.Tag
-	for _, a := range req.Msg.GetAttributes() {
-		in = append(in, elb.Tag{Key: a.GetKey(), Value: a.GetValue()})
-	}
-	attrs, err := h.svc.ModifyTargetGroupAttributes(ctx, sc, req.Msg.GetTargetGroupArn(), in)
-	if err != nil {
-		return nil, fail(err)
-	}
-	return connect.NewResponse(&elbv2.ModifyTargetGroupAttributesResponse{Attributes: attrsOut(attrs)}), nil
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.ModifyTargetGroupAttributesRequest) (*elbv2.ModifyTargetGroupAttributesResponse, error) {
+		var in []elb.Tag
+		for _, a := range m.GetAttributes() {
+			in = append(in, elb.Tag{Key: a.GetKey(), Value: a.GetValue()})
+		}
+		attrs, err := h.svc.ModifyTargetGroupAttributes(ctx, sc, m.GetTargetGroupArn(), in)
+		if err != nil {
+			return nil, err
+		}
+		return &elbv2.ModifyTargetGroupAttributesResponse{Attributes: attrsOut(attrs)}, nil
+	})
 }
 
 // AddTags implements the action.
 func (h *Handler) AddTags(ctx context.Context, req *connect.Request[elbv2.AddTagsRequest]) (*connect.Response[elbv2.AddTagsResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.svc.AddTags(ctx, sc, req.Msg.GetResourceArns(), tagsIn(req.Msg.GetTags())); err != nil {
-		return nil, fail(err)
-	}
-	return connect.NewResponse(&elbv2.AddTagsResponse{}), nil
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.AddTagsRequest) (*elbv2.AddTagsResponse, error) {
+		if err := h.svc.AddTags(ctx, sc, m.GetResourceArns(), tagsIn(m.GetTags())); err != nil {
+			return nil, err
+		}
+		return &elbv2.AddTagsResponse{}, nil
+	})
 }
 
 // RemoveTags implements the action.
 func (h *Handler) RemoveTags(ctx context.Context, req *connect.Request[elbv2.RemoveTagsRequest]) (*connect.Response[elbv2.RemoveTagsResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.svc.RemoveTags(ctx, sc, req.Msg.GetResourceArns(), req.Msg.GetTagKeys()); err != nil {
-		return nil, fail(err)
-	}
-	return connect.NewResponse(&elbv2.RemoveTagsResponse{}), nil
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.RemoveTagsRequest) (*elbv2.RemoveTagsResponse, error) {
+		if err := h.svc.RemoveTags(ctx, sc, m.GetResourceArns(), m.GetTagKeys()); err != nil {
+			return nil, err
+		}
+		return &elbv2.RemoveTagsResponse{}, nil
+	})
 }
 
 // DescribeTags implements the action.
 func (h *Handler) DescribeTags(ctx context.Context, req *connect.Request[elbv2.DescribeTagsRequest]) (*connect.Response[elbv2.DescribeTagsResponse], error) {
-	sc, err := scope(ctx)
-	if err != nil {
-		return nil, err
-	}
-	tags, err := h.svc.DescribeTags(ctx, sc, req.Msg.GetResourceArns())
-	if err != nil {
-		return nil, fail(err)
-	}
-	out := &elbv2.DescribeTagsResponse{TagDescriptions: []*elbv2.TagDescription{}}
-	for _, arn := range req.Msg.GetResourceArns() {
-		td := &elbv2.TagDescription{ResourceArn: proto.String(arn), Tags: []*elbv2.Tag{}}
-		for _, t := range tags[arn] {
-			td.Tags = append(td.Tags, &elbv2.Tag{Key: proto.String(t.Key), Value: proto.String(t.Value)})
+	return handle(ctx, h, req, func(ctx context.Context, sc keys.Scope, m *elbv2.DescribeTagsRequest) (*elbv2.DescribeTagsResponse, error) {
+		tags, err := h.svc.DescribeTags(ctx, sc, m.GetResourceArns())
+		if err != nil {
+			return nil, err
 		}
-		out.TagDescriptions = append(out.TagDescriptions, td)
-	}
-	return connect.NewResponse(out), nil
+		out := &elbv2.DescribeTagsResponse{TagDescriptions: []*elbv2.TagDescription{}}
+		for _, arn := range m.GetResourceArns() {
+			td := &elbv2.TagDescription{ResourceArn: proto.String(arn), Tags: []*elbv2.Tag{}}
+			for _, t := range tags[arn] {
+				td.Tags = append(td.Tags, &elbv2.Tag{Key: proto.String(t.Key), Value: proto.String(t.Value)})
+			}
+			out.TagDescriptions = append(out.TagDescriptions, td)
+		}
+		return out, nil
+	})
 }
 
 // InstanceHost resolves an instance target's id — the ec2InstanceId of a container

@@ -52,4 +52,24 @@ func TestHandle(t *testing.T) {
 	if _, err := Handle(who, log, nil, fault); err == nil || !strings.Contains(logs.String(), "disk on fire") {
 		t.Fatalf("internal error: %v, logged %q; want it returned and logged", err, logs.String())
 	}
+	if e, ok := awserr.FromConnect(func() error { _, err := Handle(who, nil, nil, fault); return err }()); !ok || e.Type != "ServerException" {
+		t.Fatalf("internal error without a logger: %v, want ServerException", e)
+	}
+}
+
+func TestRequires(t *testing.T) {
+	who := caller.With(context.Background(), caller.Identity{Account: "123456789012", Region: "eu-west-1"})
+	ran := false
+	fn := func(context.Context, keys.Scope, *ecsv1.ListClustersRequest) (*ecsv1.ListClustersResponse, error) {
+		ran = true
+		return &ecsv1.ListClustersResponse{}, nil
+	}
+	off := awserr.New("InternalServiceError", "no key")
+	_, err := Handle(who, nil, nil, Requires(false, off, fn))
+	if e, ok := awserr.FromConnect(err); !ok || e.Type != "InternalServiceError" || e.Message != "no key" || ran {
+		t.Fatalf("failed precondition: %v (ran %v), want its exception and fn not run", err, ran)
+	}
+	if _, err := Handle(who, nil, nil, Requires(true, off, fn)); err != nil || !ran {
+		t.Fatalf("met precondition: %v (ran %v), want fn's answer", err, ran)
+	}
 }

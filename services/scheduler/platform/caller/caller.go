@@ -64,6 +64,17 @@ func ValidRegion(r string) bool { return len(r) <= 32 && regionPattern.MatchStri
 // Scope returns the (account, region) the identity's calls are served in.
 func (id Identity) Scope() keys.Scope { return keys.Scope{Account: id.Account, Region: id.Region} }
 
+// Principal returns the ARN and unique id of the principal the call acts as: those the
+// gateway sent (PrincipalARNHeader), or, when it sent none (an account access key), the
+// account's root user, arn:aws:iam::{account}:root, whose unique id is the account id —
+// as STS GetCallerIdentity answers them.
+func (id Identity) Principal() (arn, uniqueID string) {
+	if id.PrincipalARN != "" {
+		return id.PrincipalARN, id.PrincipalID
+	}
+	return "arn:aws:iam::" + id.Account + ":root", id.Account
+}
+
 // ErrNoAccount is returned by the interceptor when a call carries no valid account.
 var ErrNoAccount = errors.New("missing or invalid " + identity.AccountHeader + " header")
 

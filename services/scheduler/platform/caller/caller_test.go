@@ -38,3 +38,19 @@ func TestIdentityNeedsRegion(t *testing.T) {
 		}
 	}
 }
+
+// TestPrincipal: the principal the gateway sent, else the account's root user.
+func TestPrincipal(t *testing.T) {
+	for _, tc := range []struct {
+		id            Identity
+		arn, uniqueID string
+	}{
+		{Identity{Account: "123456789012"}, "arn:aws:iam::123456789012:root", "123456789012"},
+		{Identity{Account: "123456789012", PrincipalARN: "arn:aws:sts::123456789012:assumed-role/r/s", PrincipalID: "AROAX:s"},
+			"arn:aws:sts::123456789012:assumed-role/r/s", "AROAX:s"},
+	} {
+		if arn, uid := tc.id.Principal(); arn != tc.arn || uid != tc.uniqueID {
+			t.Errorf("%+v: Principal() = %q, %q; want %q, %q", tc.id, arn, uid, tc.arn, tc.uniqueID)
+		}
+	}
+}

@@ -267,7 +267,7 @@ func New(cfg Config) (*App, error) {
 		mux.Handle(logpeers.ShardPath, h)
 	}
 	if cfg.Logs != nil {
-		mux.Handle(logsv1connect.NewLogsServiceHandler(logsapi.NewService(cfg.Logs), identity, gzip))
+		mux.Handle(logsv1connect.NewLogsServiceHandler(logsapi.NewService(cfg.Logs, cfg.Logger.With("component", "logs")), identity, gzip))
 	} else {
 		mux.Handle(logsv1connect.NewLogsServiceHandler(logsv1connect.UnimplementedLogsServiceHandler{}, identity, gzip))
 	}

@@ -39,9 +39,12 @@ type Service struct {
 var _ logsv1connect.LogsServiceHandler = (*Service)(nil)
 
 // NewService returns the service over store. A failure that is not an AWS exception
-// (a disk error, say) is logged to slog.Default and answered as ServerException.
-func NewService(store *logstore.Store) *Service {
-	return &Service{store: store, log: slog.Default().With("component", "logsapi")}
+// (a disk error, say) is logged to log (nil discards) and answered as ServerException.
+func NewService(store *logstore.Store, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{store: store, log: log}
 }
 
 // handle is awsapi.Handle with the caller's scope as a logstore.Scope: fn gets the

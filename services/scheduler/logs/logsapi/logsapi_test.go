@@ -32,7 +32,7 @@ func newTestService(t *testing.T) (*Service, *logstore.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return NewService(st), st
+	return NewService(st, nil), st
 }
 
 // call runs method f of s for who with m and returns the response message.

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berthhq/berth/services/scheduler/ecs/capacity"
+
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
@@ -28,10 +30,10 @@ func (e *env) registerPoolHost(cluster, host, provider string, noFargate bool, c
 	e.t.Helper()
 	attrs := []*ecsv1.Attribute{{Name: proto.String("ecs.os-type"), Value: proto.String("linux")}}
 	if provider != "" {
-		attrs = append(attrs, &ecsv1.Attribute{Name: proto.String(PoolAttribute), Value: proto.String(provider)})
+		attrs = append(attrs, &ecsv1.Attribute{Name: proto.String(capacity.PoolAttribute), Value: proto.String(provider)})
 	}
 	if noFargate {
-		attrs = append(attrs, &ecsv1.Attribute{Name: proto.String(FargateAttribute), Value: proto.String("false")})
+		attrs = append(attrs, &ecsv1.Attribute{Name: proto.String(capacity.FargateAttribute), Value: proto.String("false")})
 	}
 	resp, err := e.s.RegisterInstance(e.ctx, e.sc, &agentv1.RegisterRequest{
 		Cluster: cluster, HostId: host, RuntimeReady: true, Resources: Resources(cpu, memory, []string{"22"}, nil), Attributes: attrs,
@@ -132,30 +134,6 @@ func TestCapacityProviderLifecycle(t *testing.T) {
 		t.Fatalf("deleted provider still listed: %v", d)
 	}
 	e.createProvider("pool-a") // the name can be used again
-}
-
-func TestDistribute(t *testing.T) {
-	st := []*ecsv1.CapacityProviderStrategyItem{
-		{CapacityProvider: proto.String("a"), Base: 1, Weight: 1},
-		{CapacityProvider: proto.String("b"), Weight: 3},
-	}
-	count := func(ps []string) map[string]int {
-		m := map[string]int{}
-		for _, p := range ps {
-			m[p]++
-		}
-		return m
-	}
-	if c := count(Distribute(st, nil, 9)); c["a"] != 3 || c["b"] != 6 {
-		t.Fatalf("9 tasks: %v", c)
-	}
-	if c := count(Distribute(st, nil, 1)); c["a"] != 1 {
-		t.Fatalf("1 task: %v", c)
-	}
-	// Growing a service from a:3 b:6 (1 + 2:6) by 4 keeps 1 + 1:3 of the rest.
-	if c := count(Distribute(st, map[string]int{"a": 3, "b": 6}, 4)); c["a"] != 1 || c["b"] != 3 {
-		t.Fatalf("grow: %v", c)
-	}
 }
 
 // TestRunTaskCapacityProviderStrategy places base 1 / weights 1:3 over two pools and

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/berthhq/berth/services/scheduler/ecs/capacity"
+
 	"connectrpc.com/connect"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
@@ -295,7 +297,7 @@ func (s *Server) splitFargateStatistics(ctx context.Context, account keys.Scope,
 		}
 		for _, it := range items {
 			svc := it.Value.GetService()
-			if svc.GetStatus() == statusActive && (svc.GetLaunchType() == "FARGATE" || (len(svc.GetCapacityProviderStrategy()) > 0 && StrategyLaunchType(svc.GetCapacityProviderStrategy()) == "FARGATE")) {
+			if svc.GetStatus() == statusActive && (svc.GetLaunchType() == "FARGATE" || (len(svc.GetCapacityProviderStrategy()) > 0 && capacity.StrategyLaunchType(svc.GetCapacityProviderStrategy()) == "FARGATE")) {
 				services++
 			}
 		}
@@ -538,7 +540,7 @@ func (s *Server) PutClusterCapacityProviders(ctx context.Context, req *connect.R
 func providerNames(account keys.Scope, refs []string) []string {
 	out := make([]string, 0, len(refs))
 	for _, r := range refs {
-		if n, ok := providerRefName(account, r); ok {
+		if n, ok := capacity.RefName(account, r); ok {
 			r = n
 		}
 		out = append(out, r)

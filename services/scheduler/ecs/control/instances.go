@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/berthhq/berth/services/scheduler/ecs/capacity"
+
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -470,12 +472,12 @@ func (s *Server) RegisterContainerInstance(ctx context.Context, req *connect.Req
 }
 
 // describeInstance returns the instance as DescribeContainerInstances shows it, with
-// capacityProviderName from its berth.capacity-provider attribute (PoolAttribute).
+// capacityProviderName from its berth.capacity-provider attribute (capacity.PoolAttribute).
 func describeInstance(r *storev1.ContainerInstanceRecord, include []string) *ecsv1.ContainerInstance {
 	ci := proto.Clone(r.GetContainerInstance()).(*ecsv1.ContainerInstance)
 	ci.Tags = nil
 	for _, a := range ci.GetAttributes() {
-		if a.GetName() == PoolAttribute && a.GetValue() != "" {
+		if a.GetName() == capacity.PoolAttribute && a.GetValue() != "" {
 			ci.CapacityProviderName = proto.String(a.GetValue())
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/berthhq/berth/services/scheduler/ecs/capacity"
+
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
@@ -91,7 +93,7 @@ type placeRequest struct {
 	// clientToken, when set, is recorded with the placed tasks (RunTask idempotency).
 	clientToken string
 	// pool, when set, is the capacity provider whose pool the tasks are placed in
-	// (PoolConstraint); failures then name it.
+	// (capacity.PoolConstraint); failures then name it.
 	pool string
 }
 
@@ -245,7 +247,7 @@ func engineRequest(req placeRequest, instances []string) placement.Request {
 	cons := append(placement.ConstraintsFrom(req.constraints, req.td.GetPlacementConstraints()),
 		placement.RequiresAttributes(req.td)...)
 	if req.pool != "" {
-		cons = append(cons, PoolConstraint(req.pool))
+		cons = append(cons, capacity.PoolConstraint(req.pool))
 	}
 	return placement.Request{
 		Demand:      placement.TaskDemand(t0),

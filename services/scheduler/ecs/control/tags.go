@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/berthhq/berth/services/scheduler/ecs/capacity"
+
 	"connectrpc.com/connect"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
@@ -98,11 +100,11 @@ func (s *Server) mutateTags(ctx context.Context, account keys.Scope, resourceARN
 			return err
 		}, store.MaxAttempts(64))
 	case arn.CapacityProvider:
-		if !providerNamePattern.MatchString(a.Name) || IsFargateProvider(a.Name) {
+		if !capacity.ValidName(a.Name) || capacity.IsFargateProvider(a.Name) {
 			return nil, notFound
 		}
 		_, _, err = store.Mutate(ctx, s.kv, keys.CapacityProvider(account, a.Name), func(r *ecsv1.CapacityProvider) error {
-			if r.GetStatus() != cpActive {
+			if r.GetStatus() != capacity.StatusActive {
 				return notFound
 			}
 			t, err := fn(r.GetTags())

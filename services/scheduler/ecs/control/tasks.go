@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/berthhq/berth/services/scheduler/ecs/capacity"
+
 	"connectrpc.com/connect"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
@@ -41,7 +43,7 @@ type taskSpec struct {
 	platformVersion *string
 	// network is the launch's networkConfiguration (CheckNetworkConfiguration).
 	network *ecsv1.NetworkConfiguration
-	// providers, when set, names the capacity provider of each task to build (Distribute);
+	// providers, when set, names the capacity provider of each task to build (capacity.Distribute);
 	// nil for none (launchType without a strategy, other than FARGATE).
 	providers []string
 }
@@ -283,7 +285,7 @@ func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTask
 		if err := CheckTaskDefinitionFields(td); err != nil {
 			return nil, err
 		}
-		strategy, err := RunStrategy(ctx, s.kv, account, crec.GetCluster(), m.GetCapacityProviderStrategy(), m.LaunchType)
+		strategy, err := capacity.RunStrategy(ctx, s.kv, account, crec.GetCluster(), m.GetCapacityProviderStrategy(), m.LaunchType)
 		if err != nil {
 			return nil, err
 		}
@@ -291,12 +293,12 @@ func (s *Server) RunTask(ctx context.Context, req *connect.Request[ecsv1.RunTask
 		var providers []string
 		switch {
 		case strategy != nil:
-			launch = StrategyLaunchType(strategy)
-			providers = Distribute(strategy, nil, int(count))
+			launch = capacity.StrategyLaunchType(strategy)
+			providers = capacity.Distribute(strategy, nil, int(count))
 		case launch == "FARGATE":
 			providers = make([]string, count)
 			for i := range providers {
-				providers[i] = ProviderFargate
+				providers[i] = capacity.ProviderFargate
 			}
 		}
 		sp := &taskSpec{overrides: m.GetOverrides(), startedBy: m.GetStartedBy(), group: m.GetGroup(), tags: m.GetTags(),

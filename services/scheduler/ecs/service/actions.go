@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthhq/berth/services/scheduler/ecs/capacity"
+
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
@@ -207,7 +209,7 @@ func (h *Handler) resolveCreateService(ctx context.Context, account keys.Scope, 
 			return err
 		}
 	}
-	ns.capStrategy, err = control.RunStrategy(ctx, h.kv, account, ns.clusterRec.GetCluster(), m.GetCapacityProviderStrategy(), m.LaunchType)
+	ns.capStrategy, err = capacity.RunStrategy(ctx, h.kv, account, ns.clusterRec.GetCluster(), m.GetCapacityProviderStrategy(), m.LaunchType)
 	if err != nil {
 		return err
 	}
@@ -215,7 +217,7 @@ func (h *Handler) resolveCreateService(ctx context.Context, account keys.Scope, 
 	case ns.capStrategy != nil && ns.strategy == StrategyDaemon:
 		return awserr.InvalidParameterf("Capacity provider strategies are not supported for services using the DAEMON scheduling strategy.")
 	case ns.capStrategy != nil:
-		ns.launch = control.StrategyLaunchType(ns.capStrategy)
+		ns.launch = capacity.StrategyLaunchType(ns.capStrategy)
 	case ns.launch == "":
 		ns.launch = "EC2"
 	}
@@ -527,7 +529,7 @@ func (h *Handler) checkUpdateService(ctx context.Context, account keys.Scope, m 
 		if err != nil {
 			return nil, err
 		}
-		if u.capStrategy, err = control.RunStrategy(ctx, h.kv, account, clusterRec.GetCluster(), m.GetCapacityProviderStrategy(), nil); err != nil {
+		if u.capStrategy, err = capacity.RunStrategy(ctx, h.kv, account, clusterRec.GetCluster(), m.GetCapacityProviderStrategy(), nil); err != nil {
 			return nil, err
 		}
 	}
@@ -697,7 +699,7 @@ func applyPlacementChanges(m *ecsv1.UpdateServiceRequest, u *serviceUpdate, s *e
 func applyPlatform(m *ecsv1.UpdateServiceRequest, s *ecsv1.Service) (launch string, changed bool) {
 	launch = s.GetLaunchType()
 	if st := s.GetCapacityProviderStrategy(); len(st) > 0 {
-		launch = control.StrategyLaunchType(st)
+		launch = capacity.StrategyLaunchType(st)
 	}
 	if launch == "FARGATE" {
 		s.PlatformFamily = proto.String(task.FargatePlatformFamily)

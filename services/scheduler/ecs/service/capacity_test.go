@@ -5,14 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthhq/berth/services/scheduler/ecs/capacity"
+
 	"google.golang.org/protobuf/proto"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
-	"github.com/berthhq/berth/services/scheduler/ecs/control"
 )
 
 func poolAttr(p string) *ecsv1.Attribute {
-	return &ecsv1.Attribute{Name: proto.String(control.PoolAttribute), Value: proto.String(p)}
+	return &ecsv1.Attribute{Name: proto.String(capacity.PoolAttribute), Value: proto.String(p)}
 }
 
 // A service with base 1 / weights 1:3 over two pools runs 1 + 3:1 of the rest, counted
@@ -100,7 +101,7 @@ func ecsLaunch(s string) *string { return &s }
 // survives scale-in until its protection expires.
 func TestFargateServiceAndProtection(t *testing.T) {
 	e := newEnv(t, ReconcilerConfig{})
-	e.host("out", 4096, 8192, &ecsv1.Attribute{Name: proto.String(control.FargateAttribute), Value: proto.String("false")})
+	e.host("out", 4096, 8192, &ecsv1.Attribute{Name: proto.String(capacity.FargateAttribute), Value: proto.String("false")})
 	in := e.host("in", 4096, 8192)
 	td := must(e, e.ctl.RegisterTaskDefinition, &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("fg"), RequiresCompatibilities: []string{"FARGATE"},
 		NetworkMode: proto.String("awsvpc"), Cpu: proto.String("256"), Memory: proto.String("512"),

@@ -7,11 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berthhq/berth/services/scheduler/ecs/capacity"
+
 	"google.golang.org/protobuf/proto"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/ecs/control"
 	"github.com/berthhq/berth/services/scheduler/ecs/task"
 	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
@@ -123,7 +124,7 @@ type Launch struct {
 	// placement choose.
 	Instances []string
 	// Providers names, for a service with a capacity provider strategy, the capacity
-	// provider of each task to start (control.Distribute over the PRIMARY deployment's
+	// provider of each task to start (capacity.Distribute over the PRIMARY deployment's
 	// live tasks by provider); nil without a strategy.
 	Providers []string
 	// LaunchType is the tasks' launch type when it is not the service's (a task set's);
@@ -613,7 +614,7 @@ func (d *decision) launch(keep []*view) {
 					counts[v.item.Value.GetTask().GetCapacityProviderName()]++
 				}
 			}
-			d.plan.Launch.Providers = control.Distribute(st, counts, n)
+			d.plan.Launch.Providers = capacity.Distribute(st, counts, n)
 		}
 	}
 }

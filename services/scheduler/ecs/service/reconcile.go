@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/berthhq/berth/services/scheduler/ecs/capacity"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -969,12 +971,12 @@ func (r *Reconciler) eligibleInstances(cs *clusterState, s *ecsv1.Service, td *e
 // placed, how many it tried (n capped to one txn's worth) and the placement failures.
 //
 // provider, when set, is the capacity provider the tasks are placed through: they are
-// placed in its pool (control.PoolConstraint) and show it as capacityProviderName.
+// placed in its pool (capacity.PoolConstraint) and show it as capacityProviderName.
 func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev1.ServiceRecord, tdRec *storev1.TaskDefinitionRecord, l Launch, n int, instances []string, provider string) ([]string, int, []placement.Failure, error) {
 	td := tdRec.GetTaskDefinition()
 	s := rec.GetService()
 	if provider == "" && s.GetLaunchType() == "FARGATE" {
-		provider = control.ProviderFargate // launchType FARGATE places on the Fargate pool
+		provider = capacity.ProviderFargate // launchType FARGATE places on the Fargate pool
 	}
 	// One task as it would be written gives the demand (computed once, by task.NewRecord)
 	// and the size of a task in the txn. At most one txn's worth of tasks per pass (etcd's
@@ -996,7 +998,7 @@ func (r *Reconciler) launch(ctx context.Context, account keys.Scope, rec *storev
 		Strategy:    placement.StrategiesFrom(s.GetPlacementStrategy()),
 	}
 	if provider != "" {
-		req.Constraints = append(req.Constraints, control.PoolConstraint(provider))
+		req.Constraints = append(req.Constraints, capacity.PoolConstraint(provider))
 	}
 	if len(instances) > 0 {
 		req.Instances = instances
@@ -1047,11 +1049,11 @@ func (r *Reconciler) newTask(account keys.Scope, cluster string, rec *storev1.Se
 	depID := l.Deployment
 	launch := s.GetLaunchType()
 	if st := s.GetCapacityProviderStrategy(); len(st) > 0 {
-		launch = control.StrategyLaunchType(st)
+		launch = capacity.StrategyLaunchType(st)
 	}
 	launch = cmp.Or(l.LaunchType, launch) // a task set's own launch type wins
 	if launch == "FARGATE" && provider == "" {
-		provider = control.ProviderFargate
+		provider = capacity.ProviderFargate
 	}
 	var platform *string
 	if d := findDeployment(s, depID); d != nil && d.PlatformVersion != nil {

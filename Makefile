@@ -21,16 +21,16 @@ $(BUF): tools/go.mod tools/go.sum
 	cd tools && GOWORK=off go build -o $(TOOLS)/ tool
 	@touch $(BUF)
 
-## generate: regenerate proto/berth/<svc>/v1 from each AWS model in api/ (one ecsgen line
+## generate: regenerate proto/berth/<svc>/v1 from each AWS model in api/ (one awsgen line
 ## per service the gateway serves), then gen/ from proto/.
 generate: tools
-	cd tools && GOWORK=off go run ./ecsgen -model ../api/ecs/ecs-2014-11-13.json -out ../proto/berth/ecs/v1
-	cd tools && GOWORK=off go run ./ecsgen -model ../api/secretsmanager/secretsmanager-2017-10-17.json -out ../proto/berth/secretsmanager/v1 -package berth.secretsmanager.v1 -service SecretsManagerService -title "Secrets Manager"
-	cd tools && GOWORK=off go run ./ecsgen -model ../api/ssm/ssm-2014-11-06.json -out ../proto/berth/ssm/v1 -package berth.ssm.v1 -service SsmService -title SSM
-	cd tools && GOWORK=off go run ./ecsgen -model ../api/sts/sts-2011-06-15.json -out ../proto/berth/sts/v1 -package berth.sts.v1 -service StsService -title STS
-	cd tools && GOWORK=off go run ./ecsgen -model ../api/logs/logs-2014-03-28.json -out ../proto/berth/logs/v1 -package berth.logs.v1 -service LogsService -title "CloudWatch Logs"
-	cd tools && GOWORK=off go run ./ecsgen -model ../api/elbv2/elbv2-2015-12-01.json -out ../proto/berth/elbv2/v1 -package berth.elbv2.v1 -service Elbv2Service -title "Elastic Load Balancing v2"
-	cd tools && GOWORK=off go run ./ecsgen -model ../api/servicediscovery/servicediscovery-2017-03-14.json -out ../proto/berth/servicediscovery/v1 -package berth.servicediscovery.v1 -service ServicediscoveryService -title "Cloud Map"
+	cd tools && GOWORK=off go run ./awsgen -model ../api/ecs/ecs-2014-11-13.json -out ../proto/berth/ecs/v1
+	cd tools && GOWORK=off go run ./awsgen -model ../api/secretsmanager/secretsmanager-2017-10-17.json -out ../proto/berth/secretsmanager/v1 -package berth.secretsmanager.v1 -service SecretsManagerService -title "Secrets Manager"
+	cd tools && GOWORK=off go run ./awsgen -model ../api/ssm/ssm-2014-11-06.json -out ../proto/berth/ssm/v1 -package berth.ssm.v1 -service SsmService -title SSM
+	cd tools && GOWORK=off go run ./awsgen -model ../api/sts/sts-2011-06-15.json -out ../proto/berth/sts/v1 -package berth.sts.v1 -service StsService -title STS
+	cd tools && GOWORK=off go run ./awsgen -model ../api/logs/logs-2014-03-28.json -out ../proto/berth/logs/v1 -package berth.logs.v1 -service LogsService -title "CloudWatch Logs"
+	cd tools && GOWORK=off go run ./awsgen -model ../api/elbv2/elbv2-2015-12-01.json -out ../proto/berth/elbv2/v1 -package berth.elbv2.v1 -service Elbv2Service -title "Elastic Load Balancing v2"
+	cd tools && GOWORK=off go run ./awsgen -model ../api/servicediscovery/servicediscovery-2017-03-14.json -out ../proto/berth/servicediscovery/v1 -package berth.servicediscovery.v1 -service ServicediscoveryService -title "Cloud Map"
 	$(BUF) format -w
 	rm -rf gen/berth
 	PATH="$(TOOLS):$$PATH" $(BUF) generate
@@ -47,7 +47,7 @@ lint: checkgenerate tidy
 	$(BUF) lint
 	$(BUF) format --diff --exit-code
 	go vet $(PACKAGES)
-	cd tools && GOWORK=off go vet ./ecsgen
+	cd tools && GOWORK=off go vet ./awsgen
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 

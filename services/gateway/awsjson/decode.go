@@ -236,7 +236,7 @@ func (d *decoder) value(raw json.RawMessage, msg protoreflect.Message, path stri
 }
 
 // isWrapper reports whether md is a wrapper message: the list or map a model nests in
-// another collection (see tools/ecsgen), written on the wire as the bare collection.
+// another collection (see tools/awsgen), written on the wire as the bare collection.
 func isWrapper(md protoreflect.MessageDescriptor) bool {
 	if w, ok := wrapperCache.Load(md.FullName()); ok {
 		return w.(bool)

@@ -41,9 +41,10 @@ checkgenerate: generate
 		echo "make generate changed proto/ or gen/; commit the result:"; \
 		git status --porcelain -- proto gen; git diff --stat -- proto gen; exit 1; fi
 
-## lint: buf lint, buf format check, go vet, gofmt, the generate drift check, and
-## `go mod tidy -diff` for every module (each builds on its own with GOWORK=off).
-lint: checkgenerate tidy
+## lint: buf lint, buf format check, go vet, gofmt, the generate drift check,
+## `go mod tidy -diff` for every module (each builds on its own with GOWORK=off), and
+## buf breaking against the commit before HEAD.
+lint: checkgenerate tidy breaking
 	$(BUF) lint
 	$(BUF) format --diff --exit-code
 	go vet $(PACKAGES)
@@ -57,9 +58,15 @@ tidy:
 		(cd $$m && GOWORK=off go mod tidy -diff) || { echo "go mod tidy changes $$m: run it there and commit"; exit 1; }; \
 	done
 
-## breaking: buf breaking against main in the local .git.
+## breaking: buf breaking (WIRE_JSON, buf.yaml) of proto/ against BREAKING_AGAINST: by
+## default the commit before HEAD, so lint checks each landing's last step; before you
+## commit, `make breaking BREAKING_AGAINST='.git#branch=main'` checks all of your change.
+## A checkout without that commit (a shallow clone) says so and checks nothing.
+BREAKING_AGAINST ?= .git\#ref=HEAD~1
 breaking: tools
-	$(BUF) breaking --against '.git#branch=main'
+	@if [ "$(BREAKING_AGAINST)" = '.git#ref=HEAD~1' ] && ! git rev-parse -q --verify HEAD~1 >/dev/null; then \
+		echo "breaking: no commit before HEAD in this checkout (shallow?); wire compatibility not checked"; \
+	else $(BUF) breaking --against '$(BREAKING_AGAINST)'; fi
 
 ## test: every check and every test, as CI runs it.
 test: lint unit

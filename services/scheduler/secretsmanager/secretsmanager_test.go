@@ -592,7 +592,10 @@ func TestForceDelete(t *testing.T) {
 func listNames(t *testing.T, e env, req *smv1.ListSecretsRequest) []string {
 	t.Helper()
 	var out []string
-	for {
+	for page := 0; ; page++ {
+		if page == 100 {
+			t.Fatal("paging does not end")
+		}
 		res, err := e.h.ListSecrets(e.ctx, connect.NewRequest(req))
 		if err != nil {
 			t.Fatal(err)
@@ -658,7 +661,10 @@ func TestListSecrets(t *testing.T) {
 	var pages int
 	req := &smv1.ListSecretsRequest{MaxResults: 3, SortBy: str("name"), SortOrder: str("asc")}
 	var names []string
-	for {
+	for page := 0; ; page++ {
+		if page == 100 {
+			t.Fatal("paging does not end")
+		}
 		res, err := e.h.ListSecrets(e.ctx, connect.NewRequest(req))
 		if err != nil {
 			t.Fatal(err)

@@ -97,7 +97,10 @@ func (e env) history(t *testing.T, name string, decrypt bool) []*ssmv1.Parameter
 	t.Helper()
 	var out []*ssmv1.ParameterHistory
 	var token *string
-	for {
+	for page := 0; ; page++ {
+		if page == 100 {
+			t.Fatal("paging does not end")
+		}
 		res, err := e.h.GetParameterHistory(e.ctx, connect.NewRequest(&ssmv1.GetParameterHistoryRequest{Name: str(name), WithDecryption: decrypt, NextToken: token}))
 		if err != nil {
 			t.Fatalf("GetParameterHistory %s: %v", name, err)
@@ -460,7 +463,10 @@ func TestGetParametersByPath(t *testing.T) {
 		t.Helper()
 		var names []string
 		pages := 0
-		for {
+		for page := 0; ; page++ {
+			if page == 100 {
+				t.Fatal("paging does not end")
+			}
 			res, err := e.h.GetParametersByPath(e.ctx, connect.NewRequest(req))
 			if err != nil {
 				t.Fatal(err)
@@ -544,7 +550,10 @@ func TestDescribeParameters(t *testing.T) {
 		t.Helper()
 		var out []*ssmv1.ParameterMetadata
 		pages := 0
-		for {
+		for page := 0; ; page++ {
+			if page == 100 {
+				t.Fatal("paging does not end")
+			}
 			res, err := e.h.DescribeParameters(e.ctx, connect.NewRequest(req))
 			if err != nil {
 				t.Fatal(err)

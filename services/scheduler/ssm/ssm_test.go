@@ -454,7 +454,7 @@ func TestGetParametersByPath(t *testing.T) {
 	for _, n := range []string{"/app/a", "/app/b", "/app/sub/c", "/app/sub/deep/d", "/apple", "/other/x"} {
 		e.put(t, putReq(n, "v"+n, ssm.String))
 	}
-	e.put(t, &ssmv1.PutParameterRequest{Name: str("/app/s"), Value: str("secret"), Type: str(ssm.SecureString), Tags: []*ssmv1.Tag{tag("team", "red")}})
+	e.put(t, putReq("/app/s", "secret", ssm.SecureString))
 	if _, err := e.h.LabelParameterVersion(e.ctx, connect.NewRequest(&ssmv1.LabelParameterVersionRequest{Name: str("/app/b"), Labels: []string{"live"}})); err != nil {
 		t.Fatal(err)
 	}
@@ -496,8 +496,6 @@ func TestGetParametersByPath(t *testing.T) {
 		{"paged", &ssmv1.GetParametersByPathRequest{Path: str("/app"), Recursive: true, MaxResults: 1}, []string{"/app/a", "/app/b", "/app/s", "/app/sub/c", "/app/sub/deep/d"}},
 		{"root", &ssmv1.GetParametersByPathRequest{Path: str("/")}, []string{"/apple"}},
 		{"type", &ssmv1.GetParametersByPathRequest{Path: str("/app"), ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Type", "Equals", ssm.SecureString)}}, []string{"/app/s"}},
-		{"tag", &ssmv1.GetParametersByPathRequest{Path: str("/app"), ParameterFilters: []*ssmv1.ParameterStringFilter{filter("tag:team", "", "red")}}, []string{"/app/s"}},
-		{"tag key only", &ssmv1.GetParametersByPathRequest{Path: str("/app"), ParameterFilters: []*ssmv1.ParameterStringFilter{filter("tag:team", "")}}, []string{"/app/s"}},
 		{"label", &ssmv1.GetParametersByPathRequest{Path: str("/app"), ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Label", "", "live")}}, []string{"/app/b"}},
 		{"no match", &ssmv1.GetParametersByPathRequest{Path: str("/none")}, nil},
 	} {
@@ -542,7 +540,7 @@ func TestDescribeParameters(t *testing.T) {
 	e := newEnv(t)
 	e.put(t, &ssmv1.PutParameterRequest{Name: str("/svc/api/url"), Value: str("u"), Type: str(ssm.String), Description: str("the url"), AllowedPattern: str(".*")})
 	e.put(t, &ssmv1.PutParameterRequest{Name: str("/svc/api/key"), Value: str("k"), Type: str(ssm.SecureString), Tier: str("Advanced")})
-	e.put(t, putReq("/svc/web", "w", ssm.StringList))
+	e.put(t, &ssmv1.PutParameterRequest{Name: str("/svc/web"), Value: str("w"), Type: str(ssm.StringList), Tags: []*ssmv1.Tag{tag("team", "red")}})
 	e.put(t, putReq("plain", "p", ssm.String))
 	e.put(t, &ssmv1.PutParameterRequest{Name: str("plain"), Value: str("p2"), Overwrite: true})
 
@@ -585,6 +583,7 @@ func TestDescribeParameters(t *testing.T) {
 		{"type", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Type", "", ssm.StringList, ssm.SecureString)}}, []string{"/svc/api/key", "/svc/web"}},
 		{"tier", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Tier", "", "Advanced")}}, []string{"/svc/api/key"}},
 		{"key id", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("KeyId", "", "alias/aws/ssm")}}, []string{"/svc/api/key"}},
+		{"tag", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("tag:team", "", "red")}}, []string{"/svc/web"}},
 		{"path one level", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Path", "OneLevel", "/svc")}}, []string{"/svc/web"}},
 		{"path recursive", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Path", "Recursive", "/svc")}}, []string{"/svc/api/key", "/svc/api/url", "/svc/web"}},
 		{"two filters AND", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Path", "Recursive", "/svc"), filter("Type", "", ssm.String)}}, []string{"/svc/api/url"}},

@@ -33,13 +33,15 @@ func port(p int32) *int32 { return &p }
 
 func ptr[T any](v T) *T { return &v }
 
-// wantCode fails unless err is an *elb.Error of code whose message contains msg.
+// wantCode fails unless err is an *elb.Error of code whose message contains msg. An
+// empty code accepts any: for refusals whose code Berth chose outside the model's list
+// for the operation, which the tests do not pin.
 func wantCode(t *testing.T, err error, code, msg string) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("no error, want %s", code)
 	}
-	if got := elb.CodeOf(err); got != code {
+	if got := elb.CodeOf(err); got == "" || (code != "" && got != code) {
 		t.Fatalf("error = %v (code %q), want %s", err, got, code)
 	}
 	if !strings.Contains(err.Error(), msg) {

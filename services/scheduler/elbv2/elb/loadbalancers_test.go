@@ -135,8 +135,13 @@ func TestTagRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := e.s.CreateLoadBalancer(t.Context(), scope, elb.CreateLoadBalancerInput{Name: "lb", Tags: tc.tags})
 			wantCode(t, err, tc.code, tc.msg)
+			// CreateTargetGroup's model lists TooManyTags but not DuplicateTagKeys.
+			code := tc.code
+			if code == elb.CodeDuplicateTagKeys {
+				code = ""
+			}
 			_, err = e.s.CreateTargetGroup(t.Context(), scope, elb.TargetGroupInput{Name: "tg", Protocol: "HTTP", Port: port(80), Tags: tc.tags})
-			wantCode(t, err, tc.code, tc.msg)
+			wantCode(t, err, code, tc.msg)
 		})
 	}
 	r, err := e.s.CreateLoadBalancer(t.Context(), scope, elb.CreateLoadBalancerInput{Name: "lb", Tags: append(tags(49), elb.Tag{Key: strings.Repeat("k", 128), Value: strings.Repeat("v", 256)})})

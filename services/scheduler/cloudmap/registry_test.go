@@ -11,7 +11,7 @@ import (
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/cloudmap"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 )
 
@@ -29,7 +29,7 @@ func epoch(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
 func newRegistry(t *testing.T) (*cloudmap.Registry, *time.Time) {
 	t.Helper()
 	now := clock
-	return cloudmap.NewRegistry(etcdembed.StartForTest(t), func() time.Time { return now }), &now
+	return cloudmap.NewRegistry(etcdtest.Start(t), func() time.Time { return now }), &now
 }
 
 // wantErr fails unless err is the AWS error typ (a domain *awserr.Error or one carried

@@ -16,7 +16,7 @@ import (
 	smv1 "github.com/berthhq/berth/gen/berth/secretsmanager/v1"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
 	"github.com/berthhq/berth/services/scheduler/platform/caller"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/seal"
 	"github.com/berthhq/berth/services/scheduler/secretsmanager"
@@ -53,7 +53,7 @@ func newRing(t *testing.T) *seal.Keyring {
 func newEnv(t *testing.T) env {
 	t.Helper()
 	now := start
-	h := secretsmanager.New(etcdembed.StartForTest(t), newRing(t), func() time.Time { return now })
+	h := secretsmanager.New(etcdtest.Start(t), newRing(t), func() time.Time { return now })
 	return env{h: h, ctx: caller.With(t.Context(), caller.Identity{Account: scope.Account, Region: scope.Region}), now: &now}
 }
 
@@ -811,7 +811,7 @@ func TestTags(t *testing.T) {
 }
 
 func TestKeyring(t *testing.T) {
-	kv := etcdembed.StartForTest(t)
+	kv := etcdtest.Start(t)
 	ctx := caller.With(t.Context(), caller.Identity{Account: account, Region: scope.Region})
 	writer, reader := secretsmanager.New(kv, newRing(t), nil), secretsmanager.New(kv, newRing(t), nil)
 	if _, err := writer.CreateSecret(ctx, connect.NewRequest(&smv1.CreateSecretRequest{Name: str("s"), SecretString: str("v")})); err != nil {

@@ -15,7 +15,7 @@ import (
 	ssmv1 "github.com/berthhq/berth/gen/berth/ssm/v1"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
 	"github.com/berthhq/berth/services/scheduler/platform/caller"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/seal"
 	"github.com/berthhq/berth/services/scheduler/ssm"
@@ -48,7 +48,7 @@ func newRing(t *testing.T) *seal.Keyring {
 // carrying the caller identity of scope's account root.
 func newEnv(t *testing.T) env {
 	t.Helper()
-	h := ssm.New(etcdembed.StartForTest(t), newRing(t), func() time.Time { return clock })
+	h := ssm.New(etcdtest.Start(t), newRing(t), func() time.Time { return clock })
 	return env{h: h, ctx: caller.With(t.Context(), caller.Identity{Account: scope.Account, Region: scope.Region})}
 }
 
@@ -831,7 +831,7 @@ func TestTags(t *testing.T) {
 }
 
 func TestWithoutKeyring(t *testing.T) {
-	h := ssm.New(etcdembed.StartForTest(t), nil, nil)
+	h := ssm.New(etcdtest.Start(t), nil, nil)
 	ctx := caller.With(t.Context(), caller.Identity{Account: account, Region: scope.Region})
 	_, err := h.PutParameter(ctx, connect.NewRequest(putReq("p", "v", ssm.String)))
 	wantErr(t, err, "InternalServerError", "no secrets key")
@@ -857,7 +857,7 @@ func TestUnservedActionsAreUnimplemented(t *testing.T) {
 }
 
 func TestValueSealedWithAnotherKeyring(t *testing.T) {
-	kv := etcdembed.StartForTest(t)
+	kv := etcdtest.Start(t)
 	ctx := caller.With(t.Context(), caller.Identity{Account: account, Region: scope.Region})
 	writer, reader := ssm.New(kv, newRing(t), nil), ssm.New(kv, newRing(t), nil)
 	if _, err := writer.PutParameter(ctx, connect.NewRequest(putReq("/s", "secret", ssm.SecureString))); err != nil {

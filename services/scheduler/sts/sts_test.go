@@ -71,7 +71,8 @@ func TestGetCallerIdentity(t *testing.T) {
 
 	t.Run("no identity", func(t *testing.T) {
 		_, err := h.GetCallerIdentity(t.Context(), connect.NewRequest(&stsv1.GetCallerIdentityRequest{}))
-		wantAWSError(t, err, "AccessDenied", "")
+		// In process, awsapi.Handle refuses it; through Connect, caller.Interceptor does first.
+		wantAWSError(t, err, "AccessDeniedException", "The request carries no account.")
 	})
 }
 
@@ -266,7 +267,8 @@ func TestAssumeRole(t *testing.T) {
 	t.Run("no identity", func(t *testing.T) {
 		iss := &issuer{}
 		_, err := (&sts.Handler{Roles: iss}).AssumeRole(t.Context(), connect.NewRequest(assume(role, "s1")))
-		wantAWSError(t, err, "AccessDenied", "")
+		// In process, awsapi.Handle refuses it; through Connect, caller.Interceptor does first.
+		wantAWSError(t, err, "AccessDeniedException", "The request carries no account.")
 		if iss.calls != 0 {
 			t.Error("issuer called without an identity")
 		}

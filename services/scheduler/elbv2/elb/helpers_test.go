@@ -6,7 +6,7 @@ import (
 
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/elbv2/elb"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -25,7 +25,7 @@ type env struct {
 
 func newEnv(t *testing.T) env {
 	t.Helper()
-	kv := etcdembed.StartForTest(t)
+	kv := etcdtest.Start(t)
 	return env{s: elb.New(kv), kv: kv}
 }
 

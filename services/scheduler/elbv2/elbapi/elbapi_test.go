@@ -16,7 +16,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/elbv2/elbapi"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
 	"github.com/berthhq/berth/services/scheduler/platform/caller"
-	"github.com/berthhq/berth/services/scheduler/platform/etcdembed"
+	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
@@ -33,7 +33,7 @@ type env struct {
 
 func newEnv(t *testing.T) env {
 	t.Helper()
-	kv := etcdembed.StartForTest(t)
+	kv := etcdtest.Start(t)
 	return env{h: elbapi.New(kv, elbapi.InstanceHost(kv)), kv: kv, ctx: caller.With(t.Context(), caller.Identity{Account: account, Region: scope.Region})}
 }
 

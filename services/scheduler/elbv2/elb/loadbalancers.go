@@ -146,8 +146,13 @@ func (s *Service) DescribeLoadBalancers(ctx context.Context, sc keys.Scope, arns
 		}
 	case len(names) > 0:
 		for _, n := range names {
+			// A name no key can hold ("", "a/b") names nothing: not found, as on AWS
+			// (keys.ElbLoadBalancer panics on it).
+			if n == "" || strings.Contains(n, "/") {
+				return nil, errorf(CodeLoadBalancerNotFound, "Load balancers '[%s]' not found", n)
+			}
 			rec, _, err := store.Get[*storev1.LoadBalancerRecord](ctx, s.kv, keys.ElbLoadBalancer(sc, n))
-			if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidKey) {
+			if errors.Is(err, store.ErrNotFound) {
 				return nil, errorf(CodeLoadBalancerNotFound, "Load balancers '[%s]' not found", n)
 			}
 			if err != nil {

@@ -192,6 +192,7 @@ func TestDescribeLoadBalancers(t *testing.T) {
 		{"both", []string{a.GetLoadBalancerArn()}, []string{"a"}, elb.CodeValidation, "Load balancer names and load balancer ARNs cannot be specified at the same time"},
 		{"missing name", nil, []string{"a", "zzz"}, elb.CodeLoadBalancerNotFound, "Load balancers '[zzz]' not found"},
 		{"empty name", nil, []string{""}, elb.CodeLoadBalancerNotFound, "Load balancers '[]' not found"},
+		{"name with a slash", nil, []string{"a/b"}, elb.CodeLoadBalancerNotFound, "Load balancers '[a/b]' not found"},
 		{"id of no load balancer", []string{wrongID}, nil, elb.CodeLoadBalancerNotFound, "Load balancer '" + wrongID + "' not found"},
 		{"other region", []string{strings.Replace(a.GetLoadBalancerArn(), "us-east-1", "eu-west-1", 1)}, nil, elb.CodeLoadBalancerNotFound, ""},
 		{"target group ARN", []string{arnPrefix + "targetgroup/a/0123456789abcdef"}, nil, elb.CodeLoadBalancerNotFound, ""},

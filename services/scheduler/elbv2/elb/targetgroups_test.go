@@ -270,6 +270,7 @@ func TestDescribeAndDeleteTargetGroups(t *testing.T) {
 	}{
 		{"two selectors", lb.GetLoadBalancerArn(), nil, []string{"used"}, elb.CodeValidation, "Only one of load balancer ARN, target group ARNs and target group names can be specified"},
 		{"missing name", "", nil, []string{"nope"}, elb.CodeTargetGroupNotFound, "Target groups '[nope]' not found"},
+		{"name with a slash", "", nil, []string{"a/b"}, elb.CodeTargetGroupNotFound, "Target groups '[a/b]' not found"},
 		{"missing ARN", "", []string{arnPrefix + "targetgroup/used/0123456789abcdef"}, nil, elb.CodeTargetGroupNotFound, ""},
 		{"missing load balancer", arnPrefix + "loadbalancer/app/nope/0123456789abcdef", nil, nil, elb.CodeLoadBalancerNotFound, ""},
 	} {

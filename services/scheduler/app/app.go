@@ -1,6 +1,8 @@
-// Package app assembles one scheduler replica: the ECS domain (control + service), the
-// agent session server, the admin service and the placement engine, served over Connect
-// on one h2c handler; and the leader loops (reaper, service reconciler) that run while this
+// Package app assembles one scheduler replica: the handler of every AWS service the
+// scheduler serves (ECS's control + service, STS, Secrets Manager, SSM, CloudWatch Logs
+// with its replication between replicas, ELBv2, Cloud Map), the agent session server,
+// the admin service, the console's change feed and the placement engine, served over
+// Connect on one h2c handler behind caller.Interceptor; and the leader loops (reaper, service reconciler) that run while this
 // replica holds the etcd election. `berth scheduler` and `berth dev` both build on it.
 package app
 

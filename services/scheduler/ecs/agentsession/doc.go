@@ -1,7 +1,9 @@
 // Package agentsession serves the agent side of the control plane
-// (agentv1connect.AgentServiceHandler): Register, relayed to the ECS domain, and one
+// (agentv1connect.AgentServiceHandler): Register, relayed to the ECS domain; one
 // bidirectional Session stream per agent that carries heartbeats, task state changes and
-// acks up, and expected-task lists, assignments, stop orders and state acks down.
+// acks up, and expected-task lists, assignments, stop orders and state acks down;
+// EnsureLogStream and ShipLogs, which put the agents' awslogs output into the CloudWatch
+// Logs model (logs/logstore; docs/logs.md); and GetTaskCredentials (taskcreds).
 //
 // Heartbeats stay in memory on the replica that holds the stream: each message from the
 // agent stamps the session, and a watchdog drops a session silent for HeartbeatTimeout.

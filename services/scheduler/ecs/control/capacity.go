@@ -14,7 +14,7 @@ import (
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/ecs/ecsapi"
+	"github.com/berthhq/berth/services/scheduler/ecs/ecsrules"
 	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
@@ -111,7 +111,7 @@ func (s *Server) CreateCapacityProvider(ctx context.Context, req *connect.Reques
 		if err := capacity.ValidateASGSettings(asg.ManagedTerminationProtection, asg.ManagedDraining, asg.GetManagedScaling()); err != nil {
 			return nil, err
 		}
-		if err := ecsapi.ValidateTags(m.GetTags()); err != nil {
+		if err := ecsrules.ValidateTags(m.GetTags()); err != nil {
 			return nil, err
 		}
 		stored := &ecsv1.AutoScalingGroupProvider{

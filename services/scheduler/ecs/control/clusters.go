@@ -13,7 +13,7 @@ import (
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/ecs/ecsapi"
+	"github.com/berthhq/berth/services/scheduler/ecs/ecsrules"
 	"github.com/berthhq/berth/services/scheduler/ecs/task"
 	"github.com/berthhq/berth/services/scheduler/platform/arn"
 	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
@@ -64,10 +64,10 @@ func (s *Server) CreateCluster(ctx context.Context, req *connect.Request[ecsv1.C
 		if m.ClusterName == nil {
 			name = DefaultCluster
 		}
-		if !ecsapi.ValidName(name) {
+		if !ecsrules.ValidName(name) {
 			return nil, awserr.InvalidParameterf("Cluster name can have up to 255 characters. Valid characters are letters (uppercase and lowercase), numbers, underscores, and hyphens.")
 		}
-		if err := ecsapi.ValidateTags(m.GetTags()); err != nil {
+		if err := ecsrules.ValidateTags(m.GetTags()); err != nil {
 			return nil, err
 		}
 		if err := validateClusterSettings(m.GetSettings()); err != nil {

@@ -20,7 +20,7 @@ import (
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/ecs/ecsapi"
+	"github.com/berthhq/berth/services/scheduler/ecs/ecsrules"
 	"github.com/berthhq/berth/services/scheduler/ecs/task"
 	"github.com/berthhq/berth/services/scheduler/platform/arn"
 	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
@@ -401,7 +401,7 @@ func parseIdentityDocument(doc string) (identityDocument, bool, error) {
 // AWS reference: RegisterContainerInstance.
 func (s *Server) RegisterContainerInstance(ctx context.Context, req *connect.Request[ecsv1.RegisterContainerInstanceRequest]) (*connect.Response[ecsv1.RegisterContainerInstanceResponse], error) {
 	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.RegisterContainerInstanceRequest) (*ecsv1.RegisterContainerInstanceResponse, error) {
-		if err := ecsapi.ValidateTags(m.GetTags()); err != nil {
+		if err := ecsrules.ValidateTags(m.GetTags()); err != nil {
 			return nil, err
 		}
 		name, err := ClusterName(account, m.GetCluster())

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/ecs/ecsapi"
+	"github.com/berthhq/berth/services/scheduler/ecs/ecsrules"
 	"github.com/berthhq/berth/services/scheduler/platform/arn"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
@@ -43,7 +43,7 @@ func ClusterName(account keys.Scope, ref string) (string, error) {
 		}
 		ref = a.Name
 	}
-	if !ecsapi.ValidName(ref) {
+	if !ecsrules.ValidName(ref) {
 		return "", awserr.ClusterNotFoundError()
 	}
 	return ref, nil
@@ -144,7 +144,7 @@ func (s *Server) locate(ctx context.Context, account keys.Scope, kind, ref strin
 		return "", "", false, nil
 	}
 	if a.Cluster != "" {
-		return a.Cluster, a.Name, ecsapi.ValidName(a.Cluster), nil
+		return a.Cluster, a.Name, ecsrules.ValidName(a.Cluster), nil
 	}
 	c, err := s.clusterOfID(ctx, account, kind, a.Name)
 	return c, a.Name, c != "", err

@@ -11,7 +11,7 @@ import (
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/ecs/ecsapi"
+	"github.com/berthhq/berth/services/scheduler/ecs/ecsrules"
 	"github.com/berthhq/berth/services/scheduler/platform/arn"
 	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
@@ -43,7 +43,7 @@ func (s *Server) mutateTags(ctx context.Context, account keys.Scope, resourceARN
 	var tags []*ecsv1.Tag
 	switch a.Type {
 	case arn.Cluster:
-		if !ecsapi.ValidName(a.Name) {
+		if !ecsrules.ValidName(a.Name) {
 			return nil, awserr.ClusterNotFoundError()
 		}
 		_, _, err = store.Mutate(ctx, s.kv, keys.Cluster(account, a.Name), func(r *storev1.ClusterRecord) error {
@@ -58,7 +58,7 @@ func (s *Server) mutateTags(ctx context.Context, account keys.Scope, resourceARN
 			return nil, awserr.ClusterNotFoundError()
 		}
 	case arn.TaskDefinition:
-		if !ecsapi.ValidName(a.Name) {
+		if !ecsrules.ValidName(a.Name) {
 			return nil, notFound
 		}
 		_, _, err = store.Mutate(ctx, s.kv, keys.TaskDefinition(account, a.Name, a.Revision), func(r *storev1.TaskDefinitionRecord) error {
@@ -88,7 +88,7 @@ func (s *Server) mutateTags(ctx context.Context, account keys.Scope, resourceARN
 			}, store.MaxAttempts(64))
 		}
 	case arn.Service:
-		if a.Cluster == "" || !ecsapi.ValidName(a.Cluster) || !ecsapi.ValidName(a.Name) {
+		if a.Cluster == "" || !ecsrules.ValidName(a.Cluster) || !ecsrules.ValidName(a.Name) {
 			return nil, notFound
 		}
 		_, _, err = store.Mutate(ctx, s.kv, keys.Service(account, a.Cluster, a.Name), func(r *storev1.ServiceRecord) error {
@@ -114,7 +114,7 @@ func (s *Server) mutateTags(ctx context.Context, account keys.Scope, resourceARN
 	case arn.TaskSet:
 		// Name is {service}/{task set id}; the task set lives in its service's record.
 		svc, id, ok := strings.Cut(a.Name, "/")
-		if a.Cluster == "" || !ok || !ecsapi.ValidName(a.Cluster) || !ecsapi.ValidName(svc) {
+		if a.Cluster == "" || !ok || !ecsrules.ValidName(a.Cluster) || !ecsrules.ValidName(svc) {
 			return nil, notFound
 		}
 		_, _, err = store.Mutate(ctx, s.kv, keys.Service(account, a.Cluster, svc), func(r *storev1.ServiceRecord) error {
@@ -152,13 +152,13 @@ func (s *Server) TagResource(ctx context.Context, req *connect.Request[ecsv1.Tag
 		if len(m.GetTags()) == 0 {
 			return nil, awserr.InvalidParameterf("tags is required.")
 		}
-		if err := ecsapi.ValidateTags(m.GetTags()); err != nil {
+		if err := ecsrules.ValidateTags(m.GetTags()); err != nil {
 			return nil, err
 		}
 		_, err := s.mutateTags(ctx, account, m.GetResourceArn(), func(cur []*ecsv1.Tag) ([]*ecsv1.Tag, error) {
 			out := mergeTags(cur, m.GetTags())
-			if len(out) > ecsapi.MaxTags {
-				return nil, awserr.InvalidParameterf("The number of tags exceeds the limit of %d.", ecsapi.MaxTags)
+			if len(out) > ecsrules.MaxTags {
+				return nil, awserr.InvalidParameterf("The number of tags exceeds the limit of %d.", ecsrules.MaxTags)
 			}
 			return out, nil
 		})

@@ -13,7 +13,7 @@ import (
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/ecs/ecsapi"
+	"github.com/berthhq/berth/services/scheduler/ecs/ecsrules"
 	"github.com/berthhq/berth/services/scheduler/platform/arn"
 	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
@@ -83,7 +83,7 @@ func checkRegisterRequest(m *ecsv1.RegisterTaskDefinitionRequest) error {
 	if family == "" {
 		return awserr.Clientf("Family should not be null or empty.")
 	}
-	if !ecsapi.ValidName(family) {
+	if !ecsrules.ValidName(family) {
 		return awserr.Clientf("Family can have up to 255 characters. Valid characters are letters (uppercase and lowercase), numbers, underscores, and hyphens.")
 	}
 	if len(m.GetContainerDefinitions()) == 0 {
@@ -92,7 +92,7 @@ func checkRegisterRequest(m *ecsv1.RegisterTaskDefinitionRequest) error {
 	if len(m.GetContainerDefinitions()) > maxContainers {
 		return awserr.Clientf("Too many containers: a task definition can have at most %d container definitions.", maxContainers)
 	}
-	if err := ecsapi.ValidateTags(m.GetTags()); err != nil {
+	if err := ecsrules.ValidateTags(m.GetTags()); err != nil {
 		return err
 	}
 	return checkTaskDefinitionSize(m)
@@ -312,7 +312,7 @@ func (cs *containerSet) checkName(name string) error {
 	if name == "" {
 		return awserr.Clientf("Container.name should not be null or empty.")
 	}
-	if !ecsapi.ValidName(name) {
+	if !ecsrules.ValidName(name) {
 		return awserr.Clientf("Container name can have up to 255 characters. Valid characters are letters (uppercase and lowercase), numbers, underscores, and hyphens: %q.", name)
 	}
 	if cs.names[name] {
@@ -539,10 +539,10 @@ func parseTaskDefRef(account keys.Scope, ref string) (family string, revision in
 		if err != nil || a.Type != arn.TaskDefinition || !account.Owns(a.Partition, a.Account, a.Region) {
 			return "", 0, false
 		}
-		return a.Name, a.Revision, ecsapi.ValidName(a.Name)
+		return a.Name, a.Revision, ecsrules.ValidName(a.Name)
 	}
 	family, rev, hasRev := strings.Cut(ref, ":")
-	if !ecsapi.ValidName(family) {
+	if !ecsrules.ValidName(family) {
 		return "", 0, false
 	}
 	if !hasRev {
@@ -802,7 +802,7 @@ func (s *Server) ListTaskDefinitions(ctx context.Context, req *connect.Request[e
 		resp := &ecsv1.ListTaskDefinitionsResponse{TaskDefinitionArns: []string{}}
 		prefix := keys.TaskDefinitionByStatus(account, status, "", 0)
 		if fam := m.GetFamilyPrefix(); fam != "" {
-			if !ecsapi.ValidName(fam) {
+			if !ecsrules.ValidName(fam) {
 				return resp, nil
 			}
 			prefix = keys.TaskDefinitionByStatus(account, status, fam, 0)

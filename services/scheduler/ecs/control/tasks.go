@@ -16,7 +16,7 @@ import (
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/ecs/ecsapi"
+	"github.com/berthhq/berth/services/scheduler/ecs/ecsrules"
 	"github.com/berthhq/berth/services/scheduler/ecs/placement"
 	"github.com/berthhq/berth/services/scheduler/ecs/task"
 	"github.com/berthhq/berth/services/scheduler/platform/arn"
@@ -141,7 +141,7 @@ func checkSpec(sp *taskSpec, td *ecsv1.TaskDefinition) error {
 	if len(sp.group) > 255 {
 		return awserr.InvalidParameterf("group can be at most 255 characters.")
 	}
-	if err := ecsapi.ValidateTags(sp.tags); err != nil {
+	if err := ecsrules.ValidateTags(sp.tags); err != nil {
 		return err
 	}
 	if sp.propagateTags != "" && !oneOf(sp.propagateTags, "TASK_DEFINITION", "SERVICE", "NONE") {
@@ -667,7 +667,7 @@ func (s *Server) ListTasks(ctx context.Context, req *connect.Request[ecsv1.ListT
 			if err != nil {
 				return nil, err
 			}
-			if !ecsapi.ValidName(svcName) || n.Count == 0 {
+			if !ecsrules.ValidName(svcName) || n.Count == 0 {
 				return nil, awserr.ServiceNotFoundError()
 			}
 		}
@@ -703,7 +703,7 @@ func (s *Server) ListTasks(ctx context.Context, req *connect.Request[ecsv1.ListT
 				dim, val = f.dim, f.val
 			}
 		}
-		if (dim == keys.DimFamily || dim == keys.DimService) && !ecsapi.ValidName(val) {
+		if (dim == keys.DimFamily || dim == keys.DimService) && !ecsrules.ValidName(val) {
 			return resp, nil
 		}
 		ks, next, err := pageIDKeys(ctx, s.kv, keys.TaskList(account, name, desired, dim, val, ""), limit, m.GetNextToken())

@@ -19,7 +19,7 @@ import (
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/cloudmap"
 	"github.com/berthhq/berth/services/scheduler/ecs/control"
-	"github.com/berthhq/berth/services/scheduler/ecs/ecsapi"
+	"github.com/berthhq/berth/services/scheduler/ecs/ecsrules"
 	"github.com/berthhq/berth/services/scheduler/ecs/task"
 	"github.com/berthhq/berth/services/scheduler/platform/arn"
 	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
@@ -85,7 +85,7 @@ func checkCreateService(m *ecsv1.CreateServiceRequest) (*newService, error) {
 	if ns.name == "" {
 		return nil, awserr.InvalidParameterf("serviceName is required.")
 	}
-	if !ecsapi.ValidName(ns.name) {
+	if !ecsrules.ValidName(ns.name) {
 		return nil, awserr.InvalidParameterf("Service names can have up to 255 letters (uppercase and lowercase), numbers, underscores, and hyphens.")
 	}
 	var err error
@@ -111,7 +111,7 @@ func checkCreateService(m *ecsv1.CreateServiceRequest) (*newService, error) {
 	if err := validatePlacement(ns.strategy, m.GetPlacementConstraints(), m.GetPlacementStrategy()); err != nil {
 		return nil, err
 	}
-	if err := ecsapi.ValidateTags(m.GetTags()); err != nil {
+	if err := ecsrules.ValidateTags(m.GetTags()); err != nil {
 		return nil, err
 	}
 	if err := checkPropagateTags(m.GetPropagateTags()); err != nil {
@@ -1269,7 +1269,7 @@ func parseChildARN(kind, a string) (account keys.Scope, cluster, svc, num string
 // ARN names; ok is false when there is none for the caller.
 func (h *Handler) lookupChild(ctx context.Context, account keys.Scope, kind, a string) (*storev1.ServiceRecord, *ecsv1.Deployment, bool, error) {
 	acc, cluster, svc, num, ok := parseChildARN(kind, a)
-	if !ok || acc != account || !ecsapi.ValidName(cluster) || !ecsapi.ValidName(svc) {
+	if !ok || acc != account || !ecsrules.ValidName(cluster) || !ecsrules.ValidName(svc) {
 		return nil, nil, false, nil
 	}
 	rec, _, err := get[*storev1.ServiceRecord](ctx, h.kv, keys.Service(account, cluster, svc))

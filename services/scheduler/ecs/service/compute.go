@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/services/scheduler/ecs/capacity"
+	"github.com/berthhq/berth/services/scheduler/elbv2/elb"
 
 	"google.golang.org/protobuf/proto"
 
@@ -221,13 +222,13 @@ func classify(st State, pol Policy, svc *ecsv1.Service) ([]*view, error) {
 				checked = true
 				v.targets = st.Targets[t.GetTaskArn()]
 				switch v.targets.State {
-				case "healthy":
-				case "draining":
+				case elb.StateHealthy:
+				case elb.StateDraining:
 					// Deregistered on its way out (its stop waits for the drain): it is
 					// not kept, whatever the pass that decided its stop saw.
 					v.healthy = false
 					v.drainingTargets = true
-				case "unhealthy":
+				case elb.StateUnhealthy:
 					v.healthy = false
 					v.unhealthy = grace <= 0 || t.StartedAt == nil || !now.Before(awsapi.FromEpoch(t.GetStartedAt()).Add(grace))
 				default:
@@ -522,7 +523,7 @@ func (d *decision) stop(surplus []*view) {
 		// drain): it no longer counts, so it goes freely.
 		free := !v.running || v.unhealthy || v.drainingTargets
 		switch {
-		case v.unhealthy && v.targets.State == "unhealthy":
+		case v.unhealthy && v.targets.State == elb.StateUnhealthy:
 			reason = fmt.Sprintf(ReasonELBUnhealthy, v.targets.TargetGroupArn)
 			d.ev.add(unhealthyEvent(d.name, v.targets))
 		case v.unhealthy:

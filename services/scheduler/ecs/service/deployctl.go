@@ -9,7 +9,7 @@ import (
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/ecs/ecsapi"
+	"github.com/berthhq/berth/services/scheduler/ecs/ecsrules"
 	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
@@ -53,7 +53,7 @@ func (h *Handler) StopServiceDeployment(ctx context.Context, req *connect.Reques
 			return nil, awserr.InvalidParameterf("Invalid stopType %q: valid values are ROLLBACK and ABORT.", stopType)
 		}
 		acc, cluster, svc, num, ok := parseChildARN("service-deployment", a)
-		if !ok || acc != account || !ecsapi.ValidName(cluster) || !ecsapi.ValidName(svc) {
+		if !ok || acc != account || !ecsrules.ValidName(cluster) || !ecsrules.ValidName(svc) {
 			return nil, awserr.New("ServiceDeploymentNotFoundException", msgDeploymentNotFound)
 		}
 		key := keys.Service(account, cluster, svc)

@@ -18,7 +18,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/ecs/control"
-	"github.com/berthhq/berth/services/scheduler/ecs/ecsapi"
+	"github.com/berthhq/berth/services/scheduler/ecs/ecsrules"
 	"github.com/berthhq/berth/services/scheduler/ecs/placement"
 	"github.com/berthhq/berth/services/scheduler/platform/arn"
 	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
@@ -137,7 +137,7 @@ func serviceName(account keys.Scope, cluster, ref string) (string, bool) {
 		}
 		ref = a.Name
 	}
-	return ref, ecsapi.ValidName(ref)
+	return ref, ecsrules.ValidName(ref)
 }
 
 // taskDefinition resolves a task definition reference (control.LookupTaskDefinition) to

@@ -11,7 +11,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/ecs/control"
-	"github.com/berthhq/berth/services/scheduler/ecs/ecsapi"
+	"github.com/berthhq/berth/services/scheduler/ecs/ecsrules"
 	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
@@ -138,7 +138,7 @@ func (h *Handler) CreateTaskSet(ctx context.Context, req *connect.Request[ecsv1.
 		if err != nil {
 			return nil, err
 		}
-		if err := ecsapi.ValidateTags(m.GetTags()); err != nil {
+		if err := ecsrules.ValidateTags(m.GetTags()); err != nil {
 			return nil, err
 		}
 		if lt := m.GetLaunchType(); lt != "" && lt != "EC2" && lt != "EXTERNAL" {

@@ -5,6 +5,6 @@
 // as pure functions (ApplyStateChange), so they are table-tested without etcd.
 //
 // control, service, reaper and agentsession build on it; it imports none of them (nor
-// app), only the lower packages (keys, store, placement, ecsapi, awserr, arn), which a
+// app), only the lower packages (placement, and platform's keys, store, awsapi, awserr and arn), which a
 // test checks.
 package task

@@ -19,7 +19,7 @@ import (
 //   - with ManagedTags, aws:ecs:clusterName, then aws:ecs:serviceName for a service's
 //     task or aws:ecs:taskDefinitionFamily for another.
 //
-// Never nil. It enforces no count: each source of user tags was held to ecsapi.MaxTags
+// Never nil. It enforces no count: each source of user tags was held to ecsrules.MaxTags
 // where it was given, though a task's own tags and its task definition's can together
 // exceed it (AWS documents no rule for that); the "aws:" tags do not count against the
 // limit, as on AWS.

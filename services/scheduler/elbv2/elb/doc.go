@@ -1,4 +1,4 @@
-// Package elb is the control plane of Elastic Load Balancing v2 (API version
+// Package elb is the model of Elastic Load Balancing v2 (API version
 // 2015-12-01) as Berth serves it: load balancers (application and network), target
 // groups (instance and ip targets, HTTP and TCP), listeners (HTTP and TCP, forward and
 // weighted forward), listener rules (path-pattern and host-header), target registration
@@ -7,5 +7,7 @@
 // records under keys.ElbConfig that the lb role (package lb) serves; target health is
 // what the lb role observed, read from the elb-health records.
 //
-// The wire protocol (query in, XML out) is the gateway's; this package knows none of it.
+// The target health states and reasons (State*, Reason*) are ELBv2's vocabulary and live
+// here; the lb role imports them. The wire protocol (query in, XML out) is the gateway's,
+// and the Connect handler is package elbapi; this package knows neither.
 package elb

@@ -43,7 +43,8 @@ var TopLevel = append([]string{"platform", "admin", "app", "internal"}, Services
 var Models = []string{"elbv2/elb", "cloudmap", "logs/logstore", "secretsmanager", "ssm"}
 
 // DataPlanes are the packages that serve traffic or data outside the control plane's
-// API: the load balancer's proxy, Cloud Map's DNS server, the log store's peer reads.
+// API: the load balancer's proxy, Cloud Map's DNS server, the log store's replication
+// between replicas.
 // Only app (and the commands outside this module) wire them.
 var DataPlanes = []string{"elbv2/lb", "cloudmap/cloudmapdns", "logs/logpeers"}
 

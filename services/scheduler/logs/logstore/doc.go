@@ -1,4 +1,4 @@
-// Package logstore is the CloudWatch Logs data plane of the scheduler tier: log groups,
+// Package logstore is the CloudWatch Logs model of the scheduler tier, and its storage: log groups,
 // log streams and their events, kept on the scheduler's disk in bbolt files (never in
 // etcd), sharded by log group. It applies CloudWatch Logs' rules — names, PutLogEvents
 // batch limits and ordering, rejected too-old/too-new events, retention honoured by

@@ -1,7 +1,7 @@
-// Package caller carries the identity of an ECS call's caller through the scheduler. The
-// gateway authenticates the request (SigV4) and sends the account and the region of the
-// credential scope, and for an agent's
-// instance-scoped credential the container instance, in the headers named here. With TLS
+// Package caller carries the identity of the caller of any AWS service's call (and of an
+// agent's) through the scheduler. The gateway authenticates the request (SigV4) and sends
+// the account and the region of the credential scope, and for an agent's instance-scoped
+// credential the container instance, in the headers pkg/identity names. With TLS
 // the scheduler believes them only from a peer that presented a gateway certificate
 // (Interceptor.RequireGateway, Peer); without TLS (`berth dev`, a loopback listener) it
 // trusts whoever reaches its internal listener.

@@ -1,4 +1,4 @@
-package ecsapi
+package ecsrules
 
 import (
 	"regexp"

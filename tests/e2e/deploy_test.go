@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 )
 
 // awsCLI runs `aws ecs ARGS... --output json` with env and decodes its output.
@@ -218,5 +222,86 @@ func TestDeployToolLoop(t *testing.T) {
 	awsCLI(t, ctx, env, "stop-task", "--task", taskARN)
 	for _, s := range []string{"deploy-aws-cli", "deploy-boto3"} {
 		awsCLI(t, ctx, env, "delete-service", "--service", s, "--force")
+	}
+}
+
+// TestDescribedServiceRoundTripWithSDK is the Go deploy tool's half of TestDeployToolLoop
+// (issue 35): describe a service with the AWS SDK for Go v2 and create a copy from what
+// was described, with the SDK's own input validation on. The SDK refuses an input that
+// lacks a member the model marks required ("missing required field,
+// CreateServiceInput.DeploymentConfiguration.Alarms.AlarmNames"), so every nested
+// required member of the described service must come back, even empty: AWS answers
+// "alarms": {"alarmNames": [], "enable": false, "rollback": false} for a service without
+// alarms (DescribeServices API reference, DeploymentAlarms: alarmNames, enable and
+// rollback are required).
+func TestDescribedServiceRoundTripWithSDK(t *testing.T) {
+	t.Parallel() // see main_test.go
+	s := startAPIStack(t, "000000000000")
+	c := s.clients["000000000000"]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.CreateCluster(ctx, &ecs.CreateClusterInput{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RegisterTaskDefinition(ctx, &ecs.RegisterTaskDefinitionInput{
+		Family: aws.String("copied"),
+		ContainerDefinitions: []ecstypes.ContainerDefinition{{
+			Name: aws.String("app"), Image: aws.String("img"), Memory: aws.Int32(32),
+			HealthCheck: &ecstypes.HealthCheck{Command: []string{"CMD", "true"}},
+		}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []*ecs.CreateServiceInput{
+		// No deploymentConfiguration: AWS answers its defaults, alarms disabled.
+		{ServiceName: aws.String("plain")},
+		{ServiceName: aws.String("percents"), DeploymentConfiguration: &ecstypes.DeploymentConfiguration{
+			MaximumPercent: aws.Int32(150), MinimumHealthyPercent: aws.Int32(50),
+			DeploymentCircuitBreaker: &ecstypes.DeploymentCircuitBreaker{Enable: true, Rollback: true},
+		}},
+		{ServiceName: aws.String("no-alarms"), DeploymentConfiguration: &ecstypes.DeploymentConfiguration{
+			Alarms: &ecstypes.DeploymentAlarms{AlarmNames: []string{}},
+		}},
+	} {
+		name := aws.ToString(in.ServiceName)
+		in.TaskDefinition, in.DesiredCount = aws.String("copied"), aws.Int32(0)
+		if _, err := c.CreateService(ctx, in); err != nil {
+			t.Fatalf("CreateService %s: %v", name, err)
+		}
+		d, err := c.DescribeServices(ctx, &ecs.DescribeServicesInput{Services: []string{name}})
+		if err != nil || len(d.Services) != 1 {
+			t.Fatalf("DescribeServices %s: %+v %v", name, d, err)
+		}
+		svc := d.Services[0]
+		if a := svc.DeploymentConfiguration.Alarms; a == nil || a.AlarmNames == nil || a.Enable || a.Rollback {
+			t.Errorf("%s: deploymentConfiguration.alarms = %+v, want alarmNames [] and both false", name, a)
+		}
+		copyIn := &ecs.CreateServiceInput{
+			ServiceName: aws.String(name + "-copy"), TaskDefinition: svc.TaskDefinition, DesiredCount: aws.Int32(svc.DesiredCount),
+			DeploymentConfiguration: svc.DeploymentConfiguration, DeploymentController: svc.DeploymentController,
+			PlacementConstraints: svc.PlacementConstraints, PlacementStrategy: svc.PlacementStrategy,
+			LoadBalancers: svc.LoadBalancers, ServiceRegistries: svc.ServiceRegistries,
+			NetworkConfiguration: svc.NetworkConfiguration, CapacityProviderStrategy: svc.CapacityProviderStrategy,
+			SchedulingStrategy: svc.SchedulingStrategy, PropagateTags: svc.PropagateTags,
+			EnableECSManagedTags: svc.EnableECSManagedTags,
+		}
+		if _, err := c.CreateService(ctx, copyIn); err != nil {
+			t.Errorf("CreateService from the described %s: %v", name, err)
+		}
+		if _, err := c.UpdateService(ctx, &ecs.UpdateServiceInput{Service: aws.String(name), DeploymentConfiguration: svc.DeploymentConfiguration}); err != nil {
+			t.Errorf("UpdateService with the described %s's deploymentConfiguration: %v", name, err)
+		}
+	}
+	// The described task definition's nested required members come back too
+	// (healthCheck.command), so a copy of it registers.
+	td, err := c.DescribeTaskDefinition(ctx, &ecs.DescribeTaskDefinitionInput{TaskDefinition: aws.String("copied")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RegisterTaskDefinition(ctx, &ecs.RegisterTaskDefinitionInput{
+		Family: td.TaskDefinition.Family, ContainerDefinitions: td.TaskDefinition.ContainerDefinitions,
+		Volumes: td.TaskDefinition.Volumes, PlacementConstraints: td.TaskDefinition.PlacementConstraints,
+	}); err != nil {
+		t.Errorf("RegisterTaskDefinition from the described copy: %v", err)
 	}
 }

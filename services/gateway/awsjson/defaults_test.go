@@ -197,3 +197,47 @@ func TestMarshalResultsDoNotShareBuffers(t *testing.T) {
 		t.Errorf("first body changed to %s", first)
 	}
 }
+
+// TestEveryRequiredMemberWrittenWhenEmpty walks every structure of the ECS model (each
+// berth.ecs.v1 shape, at any depth of any response) and checks that an empty one is
+// written with each member the model marks required that Marshal can supply: every
+// required list as [] and every unboxed required scalar (alarms' enable and rollback).
+// Required strings and structures have no empty value an SDK would accept; handlers set
+// them. An AWS SDK refuses to send back a copied structure that lacks a required member
+// (issue 35: "missing required field,
+// CreateServiceInput.DeploymentConfiguration.Alarms.AlarmNames").
+func TestEveryRequiredMemberWrittenWhenEmpty(t *testing.T) {
+	msgs := ecsv1.File_berth_ecs_v1_shapes_proto.Messages()
+	checked := 0
+	for i := 0; i < msgs.Len(); i++ {
+		md := msgs.Get(i)
+		mt, err := protoregistry.GlobalTypes.FindMessageByName(md.FullName())
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := nested(t, mt.New().Interface())
+		fields := md.Fields()
+		for j := 0; j < fields.Len(); j++ {
+			fd := fields.Get(j)
+			if !proto.GetExtension(fd.Options(), ecsv1.E_Required).(bool) {
+				continue
+			}
+			switch {
+			case fd.IsList():
+				if string(obj[fd.JSONName()]) != "[]" {
+					t.Errorf("empty %s: required list %s = %s, want []", md.Name(), fd.JSONName(), obj[fd.JSONName()])
+				}
+			case !fd.HasPresence() && !fd.IsMap() && fd.Kind() != protoreflect.MessageKind:
+				if _, ok := obj[fd.JSONName()]; !ok {
+					t.Errorf("empty %s: required scalar %s missing", md.Name(), fd.JSONName())
+				}
+			default:
+				continue
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no required member checked")
+	}
+}

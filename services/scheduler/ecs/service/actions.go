@@ -952,7 +952,8 @@ func (h *Handler) DeleteService(ctx context.Context, req *connect.Request[ecsv1.
 // DescribeServices describes up to 10 services of a cluster by name or ARN, INACTIVE ones
 // included; include TAGS adds their tags. runningCount and pendingCount (of the service
 // and of each deployment) are counted from the task records at the time of the call. Unknown services come back in failures[] with
-// reason MISSING and the service's ARN. Errors: ClusterNotFoundException,
+// reason MISSING and the ARN given, or for a name arn:…:service/NAME (no cluster), as AWS
+// answers it. Errors: ClusterNotFoundException,
 // InvalidParameterException for an empty or too long list. AWS reference:
 // DescribeServices.
 func (h *Handler) DescribeServices(ctx context.Context, req *connect.Request[ecsv1.DescribeServicesRequest]) (*connect.Response[ecsv1.DescribeServicesResponse], error) {
@@ -994,7 +995,9 @@ func (h *Handler) DescribeServices(ctx context.Context, req *connect.Request[ecs
 			if it.Value == nil {
 				a := refs[i]
 				if !arn.IsARN(a) {
-					a = arn.ServiceARN(account.Region, account.Account, cluster, a, true)
+					// AWS names a service it did not find by name without the cluster
+					// (service/NAME); one given by ARN keeps the ARN given.
+					a = arn.ServiceARN(account.Region, account.Account, cluster, a, false)
 				}
 				resp.Failures = append(resp.Failures, missing(a))
 				continue

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 )
 
 // The AWS parity leftovers of issue 35, each through the real gateway with the AWS SDK
@@ -42,5 +43,51 @@ func TestDescribeServicesMissingARN(t *testing.T) {
 		if aws.ToString(f.Arn) != want[i] || aws.ToString(f.Reason) != "MISSING" {
 			t.Errorf("failures[%d] = %s %s, want %s MISSING", i, aws.ToString(f.Arn), aws.ToString(f.Reason), want[i])
 		}
+	}
+}
+
+// TestDeletedClusterDescribedInactive: a deleted cluster stays describable with status
+// INACTIVE, by name or ARN and with include, while ListClusters no longer lists it
+// (DescribeClusters API reference: "INACTIVE clusters may remain discoverable";
+// DeleteCluster: the cluster "transitions to INACTIVE").
+func TestDeletedClusterDescribedInactive(t *testing.T) {
+	t.Parallel() // see main_test.go
+	const acct = "000000000000"
+	s := startAPIStack(t, acct)
+	c := s.clients[acct]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, name := range []string{"kept", "gone"} {
+		if _, err := c.CreateCluster(ctx, &ecs.CreateClusterInput{ClusterName: aws.String(name),
+			Tags: []ecstypes.Tag{{Key: aws.String("k"), Value: aws.String("v")}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del, err := c.DeleteCluster(ctx, &ecs.DeleteClusterInput{Cluster: aws.String("gone")})
+	if err != nil || aws.ToString(del.Cluster.Status) != "INACTIVE" {
+		t.Fatalf("DeleteCluster: %+v %v", del, err)
+	}
+	gone := "arn:aws:ecs:us-east-1:" + acct + ":cluster/gone"
+	d, err := c.DescribeClusters(ctx, &ecs.DescribeClustersInput{Clusters: []string{"gone", gone},
+		Include: []ecstypes.ClusterField{ecstypes.ClusterFieldTags, ecstypes.ClusterFieldStatistics, ecstypes.ClusterFieldSettings}})
+	if err != nil || len(d.Failures) != 0 || len(d.Clusters) != 2 {
+		t.Fatalf("DescribeClusters of the deleted cluster: %+v %v", d, err)
+	}
+	for _, cl := range d.Clusters {
+		if aws.ToString(cl.ClusterArn) != gone || aws.ToString(cl.Status) != "INACTIVE" {
+			t.Errorf("deleted cluster described as %s %s, want %s INACTIVE", aws.ToString(cl.ClusterArn), aws.ToString(cl.Status), gone)
+		}
+	}
+	l, err := c.ListClusters(ctx, &ecs.ListClustersInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range l.ClusterArns {
+		if a == gone {
+			t.Errorf("ListClusters lists the deleted cluster: %v", l.ClusterArns)
+		}
+	}
+	if len(l.ClusterArns) != 1 {
+		t.Errorf("ListClusters = %v, want only kept", l.ClusterArns)
 	}
 }

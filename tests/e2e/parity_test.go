@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
+	"github.com/aws/smithy-go"
 )
 
 // The AWS parity leftovers of issue 35, each through the real gateway with the AWS SDK
@@ -90,4 +92,55 @@ func TestDeletedClusterDescribedInactive(t *testing.T) {
 	if len(l.ClusterArns) != 1 {
 		t.Errorf("ListClusters = %v, want only kept", l.ClusterArns)
 	}
+}
+
+// TestFargatePidIpcModeMessages: RegisterTaskDefinition of a Fargate task definition with
+// pidMode host or an ipcMode is refused with AWS's ClientException texts
+// (RegisterTaskDefinition API reference: pidMode "On Fargate for Linux containers, the
+// only valid value is task"; ipcMode "not supported for ... tasks run on Fargate"; AWS's
+// answer quoted in aws/aws-cdk#29995).
+func TestFargatePidIpcModeMessages(t *testing.T) {
+	t.Parallel() // see main_test.go
+	const acct = "000000000000"
+	s := startAPIStack(t, acct)
+	c := s.clients[acct]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	in := func(mod func(*ecs.RegisterTaskDefinitionInput)) *ecs.RegisterTaskDefinitionInput {
+		in := &ecs.RegisterTaskDefinitionInput{
+			Family: aws.String("fg"), NetworkMode: ecstypes.NetworkModeAwsvpc, Cpu: aws.String("256"), Memory: aws.String("512"),
+			RequiresCompatibilities: []ecstypes.Compatibility{ecstypes.CompatibilityFargate},
+			ContainerDefinitions:    []ecstypes.ContainerDefinition{{Name: aws.String("app"), Image: aws.String("img")}},
+		}
+		mod(in)
+		return in
+	}
+	for _, tc := range []struct {
+		name string
+		in   *ecs.RegisterTaskDefinitionInput
+		want string
+	}{
+		{"pidMode host", in(func(in *ecs.RegisterTaskDefinitionInput) { in.PidMode = ecstypes.PidModeHost }),
+			"Tasks using the Fargate launch type do not support pidMode 'host'. The supported value for pidMode is 'task'."},
+		{"ipcMode task", in(func(in *ecs.RegisterTaskDefinitionInput) { in.IpcMode = ecstypes.IpcModeTask }),
+			"Tasks using the Fargate launch type do not support ipcMode."},
+	} {
+		_, err := c.RegisterTaskDefinition(ctx, tc.in)
+		if code := apiErrorCode(err); code != "ClientException" || errorMessage(err) != tc.want {
+			t.Errorf("%s: %v (code %q), want ClientException %q", tc.name, err, code, tc.want)
+		}
+	}
+	// pidMode task is Fargate's one pidMode.
+	if _, err := c.RegisterTaskDefinition(ctx, in(func(in *ecs.RegisterTaskDefinitionInput) { in.PidMode = ecstypes.PidModeTask })); err != nil {
+		t.Errorf("Fargate task definition with pidMode task: %v", err)
+	}
+}
+
+// errorMessage returns the message of an AWS API error, "" for another error.
+func errorMessage(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorMessage()
+	}
+	return ""
 }

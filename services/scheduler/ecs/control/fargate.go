@@ -72,11 +72,13 @@ func fargateIncompatibility(td *ecsv1.TaskDefinition, containers []*ecsv1.Contai
 	if len(td.GetPlacementConstraints()) > 0 {
 		return "Task definition placement constraints are not supported for the Fargate launch type.", nil
 	}
+	// AWS's texts (RegisterTaskDefinition API reference: pidMode on Fargate is task
+	// only; ipcMode is not supported on Fargate).
 	if td.IpcMode != nil {
-		return "ipcMode is not supported for the Fargate launch type.", nil
+		return "Tasks using the Fargate launch type do not support ipcMode.", nil
 	}
 	if td.GetPidMode() == "host" {
-		return "pidMode 'host' is not supported for the Fargate launch type.", nil
+		return "Tasks using the Fargate launch type do not support pidMode 'host'. The supported value for pidMode is 'task'.", nil
 	}
 	for _, v := range td.GetVolumes() {
 		if v.GetHost().GetSourcePath() != "" {

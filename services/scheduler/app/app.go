@@ -14,6 +14,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/logs/logpeers"
 	"github.com/berthhq/berth/services/scheduler/logs/logsapi"
 	"github.com/berthhq/berth/services/scheduler/logs/logstore"
+	"github.com/berthhq/berth/services/scheduler/platform/awserr"
 	"github.com/berthhq/berth/services/scheduler/platform/caller"
 	"github.com/berthhq/berth/services/scheduler/platform/changefeed"
 	"github.com/berthhq/berth/services/scheduler/platform/etcdmetrics"
@@ -248,7 +250,9 @@ func New(cfg Config) (*App, error) {
 		Logger:   cfg.Logger.With("component", "leader"),
 	})
 
-	identity := connect.WithInterceptors(caller.Interceptor{RequireGateway: cfg.PeerOf != nil}, tracing{}, rpcLog{log: cfg.Logger.With("component", "rpc")})
+	identity := connect.WithHandlerOptions(
+		connect.WithInterceptors(caller.Interceptor{RequireGateway: cfg.PeerOf != nil}, tracing{}, rpcLog{log: cfg.Logger.With("component", "rpc")}),
+		recoverOption(cfg.Logger.With("component", "rpc")))
 	gzip := gzipOption(cfg.GzipMinBytes)
 	mux := http.NewServeMux()
 	mux.Handle(control.NewHandler(ecsHandler{a.control, a.services}, identity, gzip))
@@ -309,6 +313,17 @@ func (a *App) authenticate(next http.Handler) http.Handler {
 // print a generated token once, to the operator, never to a log.
 func (a *App) Bootstrap(ctx context.Context, token string) (string, bool, error) {
 	return admin.Bootstrap(ctx, a.kv, token)
+}
+
+// recoverOption turns a handler's panic into ServerException ("An internal error
+// occurred.") and logs it with its stack at error level, so that a client whose input
+// trips a bug gets an AWS error instead of a reset stream, and the replica keeps serving.
+// A panic is still a bug to fix; the log line names the procedure.
+func recoverOption(log *slog.Logger) connect.HandlerOption {
+	return connect.WithRecover(func(ctx context.Context, spec connect.Spec, _ http.Header, p any) error {
+		log.ErrorContext(ctx, "handler panicked", "procedure", spec.Procedure, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		return awserr.ToConnect(fmt.Errorf("panic in %s: %v", spec.Procedure, p))
+	})
 }
 
 // gzipOption is the handlers' response compression: gzip for messages of at least

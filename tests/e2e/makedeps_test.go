@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/berthhq/berth/services/agent/network"
 )
 
 // TestMakeDeps runs tools/deps.sh (make deps, the first step of make run and make test)
@@ -37,7 +39,15 @@ func TestMakeDeps(t *testing.T) {
 	// apt-get records its arguments: the install path must not fix anything, so the
 	// check after it still fails.
 	stub(bin, "apt-get", `echo "$*" >>`+aptLog)
-	for _, p := range []string{"bridge", "host-local", "portmap", "firewall", "loopback"} {
+	// The script checks the plugins the agent runs.
+	src, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "for p in " + strings.Join(network.PluginsNeeded(), " ") + "; do"; !strings.Contains(string(src), want) {
+		t.Errorf("tools/deps.sh does not check the CNI plugins the agent runs: no line %q", want)
+	}
+	for _, p := range network.PluginsNeeded() {
 		stub(cni, p, "exit 0")
 	}
 	run := func(t *testing.T, what string, env ...string) (lines []string, code int) {

@@ -21,7 +21,7 @@ all: build
 ## command that installs it, and fail. Nothing missing: nothing done (tools/deps.sh).
 DEPS ?= test
 deps:
-	@tools/deps.sh $(DEPS)
+	@bash tools/deps.sh $(DEPS)
 
 tools: $(BUF)
 

@@ -11,9 +11,17 @@ MODULES := $(shell sed -n 's/^[[:space:]]*\.\/\(.*\)$$/\1/p' go.work) tools
 GO_TEST_FLAGS ?= -count=1 -timeout 40m -parallel 4
 export CGO_ENABLED ?= 0
 
-.PHONY: all tools generate checkgenerate tidy lint breaking test unit build run bench clean
+.PHONY: all deps tools generate checkgenerate tidy lint breaking test unit build run bench clean
 
 all: build
+
+## deps: install what this machine lacks for `make test` (`make run` asks only for its own
+## part: containerd, runc, the CNI plugins, iptables, tini) with apt-get when run as root;
+## otherwise, or with BERTH_NO_INSTALL=1, print one line per missing piece naming the
+## command that installs it, and fail. Nothing missing: nothing done (tools/deps.sh).
+DEPS ?= test
+deps:
+	@bash tools/deps.sh $(DEPS)
 
 tools: $(BUF)
 
@@ -68,10 +76,11 @@ breaking: tools
 		echo "breaking: no commit before HEAD in this checkout (shallow?); wire compatibility not checked"; \
 	else $(BUF) breaking --against '$(BREAKING_AGAINST)'; fi
 
-## test: every check and every test, as CI runs it.
-test: lint unit
+## test: install what the machine lacks (deps), then every check and every test, as CI
+## runs it.
+test: deps lint unit
 
-unit: build
+unit: deps build
 	go test $(GO_TEST_FLAGS) $(PACKAGES)
 
 ## build: static binaries into bin/: the all-in-one berth, and berth-agent and
@@ -82,8 +91,10 @@ build:
 	go build -trimpath -o bin/berth-gateway ./cmd/berth/berth-gateway
 	go build -trimpath -o bin/berth-testimage ./testkit/testimage/cmd/berth-testimage
 
-## run: build and run `berth dev` in the foreground.
-run: build
+## run: install what the machine lacks to run tasks (deps), build and run `berth dev` in
+## the foreground.
+run: DEPS = run
+run: deps build
 	./bin/berth dev
 
 ## bench: one run of the figures users compare, printed as a table and written to

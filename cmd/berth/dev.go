@@ -152,7 +152,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	if err != nil {
 		return err
 	}
-	d := &devStack{cfg: cfg, log: log}
+	d := &devStack{cfg: cfg, log: log, logw: logw}
 	defer d.close()
 	if err := d.openDataDir(); err != nil {
 		return err
@@ -221,7 +221,8 @@ func devDurations(cfg devConfig) (stableAfter, credsLifetime time.Duration, err 
 type devStack struct {
 	cfg     devConfig
 	log     *slog.Logger
-	dataDir string // absolute
+	logw    io.Writer // where log writes: CheckHost's lines go there too
+	dataDir string    // absolute
 	// undo holds what to close when runDev returns (runDev's context's cancel among it),
 	// in the order it was opened; close runs it backwards, as defers would.
 	undo     []func()
@@ -404,6 +405,10 @@ func (d *devStack) startAgent(ctx context.Context, parts *devParts, endpoint, dn
 	}
 	ctrd, snapshotter, runcRoot, stopContainerd := devContainerd(ctx, d.log, d.dataDir, cfg.ContainerdAddress)
 	d.onClose(stopContainerd)
+	// One line per piece of the runtime this host lacks; the agent runs with the rest.
+	for _, l := range agent.CheckHost(ctrd, netCfg.PluginDirs) {
+		fmt.Fprintln(d.logw, "berth dev: "+l)
+	}
 
 	if cfg.Cluster != "default" {
 		ictx := caller.With(ctx, caller.Identity{Account: cfg.AccountID, Region: cfg.Region})

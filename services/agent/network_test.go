@@ -30,7 +30,7 @@ var netSeq = func() func() int {
 }()
 
 // netConfig returns cfg with CNI networking on a bridge and subnets of its own, or skips
-// when the machine cannot run CNI (not root, or no plugins: .ci/run installs
+// when the machine cannot run CNI (not root, or no plugins: make deps installs
 // containernetworking-plugins).
 func netConfig(t *testing.T, cfg agent.Config) agent.Config {
 	t.Helper()
@@ -38,7 +38,7 @@ func netConfig(t *testing.T, cfg agent.Config) agent.Config {
 		t.Skip("CNI networking needs root")
 	}
 	if _, err := os.Stat(filepath.Join(network.DefaultPluginDir, "bridge")); err != nil {
-		t.Skip("containernetworking-plugins not installed in /usr/lib/cni (.ci/run installs it)")
+		t.Skip("containernetworking-plugins not installed in /usr/lib/cni (make deps installs it)")
 	}
 	k := netSeq()
 	cfg.Network = network.Config{

@@ -187,7 +187,7 @@ func TestCapacityProvidersWithSDK(t *testing.T) {
 func TestCapacityProvidersWithCLI(t *testing.T) {
 	t.Parallel() // see main_test.go
 	if _, err := exec.LookPath("aws"); err != nil {
-		t.Skip("the AWS CLI (aws) is not installed; .ci/run installs awscli")
+		t.Skip("the AWS CLI (aws) is not installed; make deps installs awscli")
 	}
 	st := startAPIStack(t, cpAccount)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -76,7 +77,7 @@ func dig(v any, path ...any) any {
 // the service's task definition, copy it, change the image and the environment, register
 // the copy, update the service, wait for services-stable — once as a bash tool on the AWS
 // CLI + jq does (testdata/deploy_cli.sh) and once as a Python tool on boto3 does
-// (testdata/deploy_boto3.py), against a real `bin/berth dev` (gateway, scheduler, agent,
+// (testdata/deploy_boto3.py, run by boto3Python), against a real `bin/berth dev` (gateway, scheduler, agent,
 // private containerd, registry). Every answer passes the ECS model's required-member check
 // (devEnv's proxy). It also checks, in the CLI's raw JSON, that the members AWS returns
 // empty are there and the optional ones AWS leaves out are not. On a gateway that omits
@@ -85,14 +86,10 @@ func TestDeployToolLoop(t *testing.T) {
 	t.Parallel() // see main_test.go
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
-	for _, bin := range []string{"jq", "python3"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s not found in PATH (apt-get install jq python3)", bin)
-		}
+	if _, err := exec.LookPath("jq"); err != nil {
+		t.Skip("jq not found in PATH (apt-get install jq; make test installs it)")
 	}
-	if err := exec.Command("python3", "-c", "import boto3").Run(); err != nil {
-		t.Skip("boto3 is not importable by python3 (pip install boto3)")
-	}
+	python := boto3Python(t)
 	dir := t.TempDir()
 	env := devEnv(t, filepath.Join(dir, "data"))
 	startDev(t, root, env, filepath.Join(dir, "dev.log"))
@@ -114,7 +111,7 @@ func TestDeployToolLoop(t *testing.T) {
 		command []string
 	}{
 		{"aws-cli+jq", []string{"bash", "testdata/deploy_cli.sh"}},
-		{"boto3", []string{"python3", "testdata/deploy_boto3.py"}},
+		{"boto3", []string{python, "testdata/deploy_boto3.py"}},
 	} {
 		t.Run(tool.name, func(t *testing.T) {
 			service := "deploy-" + strings.TrimSuffix(strings.ReplaceAll(tool.name, "+", "-"), "-jq")
@@ -304,4 +301,31 @@ func TestDescribedServiceRoundTripWithSDK(t *testing.T) {
 	}); err != nil {
 		t.Errorf("RegisterTaskDefinition from the described copy: %v", err)
 	}
+}
+
+// boto3Python returns the python3 the deploy loop runs: python3 on PATH if its boto3
+// reaches Berth through AWS_ENDPOINT_URL, else Debian's /usr/bin/python3 if its does —
+// Debian's python3-boto3 (which make deps installs) lives in Debian's python3, which a
+// python3 earlier on PATH (pyenv) does not see. A boto3 older than 1.28 ignores
+// AWS_ENDPOINT_URL and would call AWS itself: the test skips saying so.
+func boto3Python(t *testing.T) string {
+	t.Helper()
+	const probe = `import boto3, sys; print(boto3.__version__); sys.exit(0 if boto3.client("ecs").meta.endpoint_url == "http://127.0.0.1:9" else 3)`
+	var old []string
+	for _, py := range []string{"python3", "/usr/bin/python3"} {
+		cmd := exec.Command(py, "-c", probe)
+		cmd.Env = append(os.Environ(), "AWS_ENDPOINT_URL=http://127.0.0.1:9", "AWS_DEFAULT_REGION=us-east-1")
+		out, err := cmd.Output()
+		if err == nil {
+			return py
+		}
+		if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 3 {
+			old = append(old, py+" has boto3 "+strings.TrimSpace(string(out)))
+		}
+	}
+	if len(old) > 0 {
+		t.Skipf("no python3 with a boto3 that honours AWS_ENDPOINT_URL (1.28 or later): %s", strings.Join(old, "; "))
+	}
+	t.Skip("boto3 is not importable by python3 or /usr/bin/python3 (apt-get install python3-boto3; make test installs it)")
+	return ""
 }

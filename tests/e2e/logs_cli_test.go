@@ -52,7 +52,7 @@ func cliEnv(stack *apiStack, acct string) []string {
 func TestLogsWithAWSCLI(t *testing.T) {
 	t.Parallel() // see main_test.go
 	if _, err := exec.LookPath("aws"); err != nil {
-		t.Skip("the AWS CLI (`aws`) is not installed; .ci/run installs it")
+		t.Skip("the AWS CLI (`aws`) is not installed; make deps installs it")
 	}
 	ctx := t.Context()
 	c, stack := newLogsClient(t)
@@ -111,7 +111,7 @@ func TestLogsWithAWSCLI(t *testing.T) {
 
 	v2 := awsCLIv2()
 	if v2 == "" {
-		t.Skip("`aws logs tail` needs AWS CLI version 2 (Debian's awscli package; .ci/run installs it); get-log-events and filter-log-events passed")
+		t.Skip("`aws logs tail` needs AWS CLI version 2 (Debian's awscli package; make deps installs it); get-log-events and filter-log-events passed")
 	}
 	if out := run(v2, "logs", "tail", g, "--since", "1h", "--format", "short"); !strings.Contains(out, "user bob logged out") {
 		t.Fatalf("aws logs tail: %q", out)

@@ -336,7 +336,7 @@ func TestECSServiceRegistriesValidation(t *testing.T) {
 func TestCloudMapWithAWSCLI(t *testing.T) {
 	t.Parallel() // see main_test.go
 	if _, err := exec.LookPath("aws"); err != nil {
-		t.Skip("the AWS CLI (`aws`) is not installed; .ci/run installs it")
+		t.Skip("the AWS CLI (`aws`) is not installed; make deps installs it")
 	}
 	const acct = "777777777777"
 	stack := startAPIStack(t, acct)

@@ -248,7 +248,7 @@ func TestTaskRoleCredentialsBridgeDev(t *testing.T) {
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
-		t.Skip("containernetworking-plugins not installed in /usr/lib/cni (.ci/run installs it)")
+		t.Skip("containernetworking-plugins not installed in /usr/lib/cni (make deps installs it)")
 	}
 	dir := t.TempDir()
 	// The gateway stays on loopback: the task reaches Berth through the agent's relay on

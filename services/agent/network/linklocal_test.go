@@ -39,7 +39,7 @@ func linkLocalRules(t *testing.T, n *Network) (dnat, guard int) {
 func TestRouteLinkLocal(t *testing.T) {
 	n := newTestNetwork(t)
 	if _, err := exec.LookPath("iptables-save"); err != nil {
-		t.Skip("iptables not installed (.ci/run installs it)")
+		t.Skip("iptables not installed (make deps installs it)")
 	}
 	t.Cleanup(func() { _ = n.UnrouteLinkLocal() })
 	for _, bad := range []string{"", "127.0.0.1", "[::1]:80", "localhost:80", "127.0.0.1:0"} {

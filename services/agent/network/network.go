@@ -238,7 +238,7 @@ func New(cfg Config) (*Network, error) {
 	if cfg.PortRange[0] < 1024 || cfg.PortRange[1] > 65535 || cfg.PortRange[0] > cfg.PortRange[1] {
 		return nil, fmt.Errorf("network: invalid dynamic port range %d-%d", cfg.PortRange[0], cfg.PortRange[1])
 	}
-	for _, p := range []string{"bridge", "host-local", "portmap", "firewall", "loopback"} {
+	for _, p := range PluginsNeeded() {
 		if findPlugin(cfg.PluginDirs, p) == "" {
 			return nil, fmt.Errorf("network: CNI plugin %q not found in %s (install containernetworking-plugins, then restart the agent: it looks for them when it starts)", p, strings.Join(cfg.PluginDirs, ", "))
 		}

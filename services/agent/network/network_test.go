@@ -16,7 +16,7 @@ import (
 )
 
 // newTestNetwork returns a Network on a bridge and subnets of its own, or skips when the
-// machine cannot run CNI (not root, or no plugins: .ci/run installs
+// machine cannot run CNI (not root, or no plugins: make deps installs
 // containernetworking-plugins).
 func newTestNetwork(t *testing.T) *Network {
 	t.Helper()
@@ -24,7 +24,7 @@ func newTestNetwork(t *testing.T) *Network {
 		t.Skip("CNI needs root")
 	}
 	if findPlugin([]string{DefaultPluginDir, "/opt/cni/bin"}, "bridge") == "" {
-		t.Skip("containernetworking-plugins not installed (.ci/run installs it)")
+		t.Skip("containernetworking-plugins not installed (make deps installs it)")
 	}
 	dir := t.TempDir()
 	k := os.Getpid() % 200

@@ -41,7 +41,7 @@ func newTwoHosts(t *testing.T) *twoHosts {
 		t.Skip("network namespaces and routes need root")
 	}
 	if _, err := exec.LookPath("iptables"); err != nil {
-		t.Skip("iptables not installed (.ci/run installs it)")
+		t.Skip("iptables not installed (make deps installs it)")
 	}
 	dir := t.TempDir()
 	w := &twoHosts{}

@@ -102,6 +102,10 @@ func Command(use string) *cobra.Command {
 					runcRoot = inst.RuncRoot() // its containers' runc state beside it, as under berth dev
 				}
 			}
+			// One line per piece of the runtime this host lacks; the agent runs with the rest.
+			for _, l := range agent.CheckHost(containerdAddr, netCfg.PluginDirs) {
+				fmt.Fprintln(cmd.ErrOrStderr(), exampleName(use)+": "+l)
+			}
 			// With TLS material the log service is mTLS too: only client, admin and
 			// gateway certificates read the host's task output (docs/security.md).
 			var logTLS *tls.Config

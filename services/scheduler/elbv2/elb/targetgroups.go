@@ -321,8 +321,9 @@ func (s *Service) ModifyTargetGroup(ctx context.Context, sc keys.Scope, arn stri
 	return rec, nil
 }
 
-// DeleteTargetGroup deletes a target group and its targets. A group a listener or rule
-// forwards to is ResourceInUse, as on AWS; one that does not exist is deleted already.
+// DeleteTargetGroup deletes a target group and its targets, in one transaction. A group
+// a listener or rule forwards to is ResourceInUse, as on AWS; one that does not exist is
+// deleted already.
 func (s *Service) DeleteTargetGroup(ctx context.Context, sc keys.Scope, arn string) error {
 	cur, rev, err := s.targetGroupByARN(ctx, sc, arn)
 	if CodeOf(err) == CodeTargetGroupNotFound {
@@ -339,19 +340,15 @@ func (s *Service) DeleteTargetGroup(ctx context.Context, sc keys.Scope, arn stri
 		return errorf(CodeResourceInUse, "Target group '%s' is currently in use by a listener or a rule", arn)
 	}
 	name := cur.GetTargetGroupName()
-	txn := store.NewTxn(s.kv).IfModRevision(keys.ElbTargetGroup(sc, name), rev).Delete(keys.ElbTargetGroup(sc, name))
-	ts, _, err := store.ListKeys(ctx, s.kv, keys.ElbTarget(sc, name, "", 0), store.MaxListLimit, "")
-	if err != nil {
-		return err
+	// The group, its targets and the lb role's health records of them go in one txn
+	// whatever their number (range deletes: deleteWith).
+	err = s.deleteWith(ctx, keys.ElbTargetGroup(sc, name), rev, keys.ElbTarget(sc, name, "", 0), keys.ElbTargetHealth(sc, name, "", 0))
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return s.DeleteTargetGroup(ctx, sc, arn) // changed meanwhile (tags, health check): again
+	case errors.Is(err, store.ErrNotFound):
+		return nil // deleted meanwhile
 	}
-	hs, _, err := store.ListKeys(ctx, s.kv, keys.ElbTargetHealth(sc, name, "", 0), store.MaxListLimit, "")
-	if err != nil {
-		return err
-	}
-	for _, k := range slices.Concat(ts, hs) {
-		txn.Delete(k)
-	}
-	_, err = txn.Commit(ctx)
 	return err
 }
 

@@ -745,26 +745,54 @@ func (h *Handler) ListSecrets(ctx context.Context, req *connect.Request[smv1.Lis
 }
 
 // ListSecretVersionIds lists a secret's versions (with staging labels, or all with
-// IncludeDeprecated).
+// IncludeDeprecated), newest first, MaxResults (1-100) a page; as on AWS a NextToken
+// comes back while more versions are available. The token names the last version
+// returned (its creation date and id): the next page starts after it, or, when it was
+// removed meanwhile (past maxVersions), with the versions created before it.
 func (h *Handler) ListSecretVersionIds(ctx context.Context, req *connect.Request[smv1.ListSecretVersionIdsRequest]) (*connect.Response[smv1.ListSecretVersionIdsResponse], error) {
 	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *smv1.ListSecretVersionIdsRequest) (*smv1.ListSecretVersionIdsResponse, error) {
-		if in.NextToken != nil || in.GetMaxResults() != 0 {
-			// One page holds every version (at most maxVersions).
-			if in.GetMaxResults() != 0 && (in.GetMaxResults() < 1 || in.GetMaxResults() > 100) {
+		limit := maxVersions
+		if in.GetMaxResults() != 0 {
+			if in.GetMaxResults() < 1 || in.GetMaxResults() > 100 {
 				return nil, invalidParam("MaxResults must be between 1 and 100.")
 			}
-			if in.NextToken != nil {
+			limit = int(in.GetMaxResults())
+		}
+		var after *versionToken
+		if in.NextToken != nil {
+			t, ok := parseVersionToken(in.GetNextToken())
+			if !ok {
 				return nil, awserr.New("InvalidNextTokenException", "The NextToken value is invalid.")
 			}
+			after = &t
 		}
 		f, err := h.lookup(ctx, s, in.GetSecretId())
 		if err != nil {
 			return nil, err
 		}
+		versions := f.rec.GetVersions() // oldest first
+		end := len(versions)            // the page starts at end-1 and goes backward
+		if after != nil {
+			i := slices.IndexFunc(versions, func(v *storev1.SecretVersionMeta) bool { return v.GetVersionId() == after.id })
+			if i < 0 {
+				i = slices.IndexFunc(versions, func(v *storev1.SecretVersionMeta) bool { return v.GetCreatedDate() >= after.created })
+				if i < 0 {
+					i = len(versions)
+				}
+			}
+			end = i
+		}
 		out := &smv1.ListSecretVersionIdsResponse{Arn: proto.String(f.rec.GetArn()), Name: proto.String(f.rec.GetName()), Versions: []*smv1.SecretVersionsListEntry{}}
-		for _, v := range slices.Backward(f.rec.GetVersions()) {
+		for i := end - 1; i >= 0; i-- {
+			v := versions[i]
 			if len(v.GetStages()) == 0 && !in.GetIncludeDeprecated() {
 				continue
+			}
+			if len(out.Versions) == limit {
+				// More is available: the token names the last version returned.
+				last := out.Versions[len(out.Versions)-1]
+				out.NextToken = proto.String(versionToken{created: last.GetCreatedDate(), id: last.GetVersionId()}.String())
+				break
 			}
 			e := &smv1.SecretVersionsListEntry{VersionId: proto.String(v.GetVersionId()), VersionStages: slices.Clone(v.GetStages()), CreatedDate: proto.Float64(v.GetCreatedDate())}
 			if v.GetLastAccessedDate() != 0 {
@@ -772,11 +800,32 @@ func (h *Handler) ListSecretVersionIds(ctx context.Context, req *connect.Request
 			}
 			out.Versions = append(out.Versions, e)
 		}
-		if in.GetMaxResults() != 0 && len(out.Versions) > int(in.GetMaxResults()) {
-			out.Versions = out.Versions[:in.GetMaxResults()]
-		}
 		return out, nil
 	})
+}
+
+// versionToken is ListSecretVersionIds' NextToken: the last version a page returned.
+type versionToken struct {
+	created float64
+	id      string
+}
+
+func (t versionToken) String() string {
+	return base64.RawURLEncoding.EncodeToString([]byte("v:" + strconv.FormatFloat(t.created, 'f', -1, 64) + ":" + t.id))
+}
+
+func parseVersionToken(s string) (versionToken, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return versionToken{}, false
+	}
+	rest, ok := strings.CutPrefix(string(raw), "v:")
+	created, id, ok2 := strings.Cut(rest, ":")
+	c, cerr := strconv.ParseFloat(created, 64)
+	if !ok || !ok2 || cerr != nil || id == "" {
+		return versionToken{}, false
+	}
+	return versionToken{created: c, id: id}, true
 }
 
 // DeleteSecret schedules the deletion after RecoveryWindowInDays (7-30, default 30), or

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
@@ -635,15 +636,20 @@ func (h *Handler) all(ctx context.Context, s keys.Scope) ([]*storev1.SecretRecor
 	}
 }
 
-// matches applies one ListSecrets filter: each value is a prefix (case-sensitive, as
-// AWS), a leading '!' negates it; any value of the filter may match.
+// matches applies one ListSecrets filter as AWS's Filter reference says: description is
+// a prefix match, not case-sensitive; name, tag-key and tag-value are prefix matches,
+// case-sensitive; all breaks the value into words and searches every attribute (name,
+// description, tag keys and values) for them, not case-sensitive. A leading '!' negates
+// a value; any value of the filter may match.
 func matches(rec *storev1.SecretRecord, f *smv1.Filter) (bool, error) {
 	var fields []string
+	match := strings.HasPrefix
 	switch f.GetKey() {
 	case "name":
 		fields = []string{rec.GetName()}
 	case "description":
 		fields = []string{rec.GetDescription()}
+		match = func(s, v string) bool { return strings.HasPrefix(strings.ToLower(s), strings.ToLower(v)) }
 	case "tag-key":
 		for _, t := range rec.GetTags() {
 			fields = append(fields, t.GetKey())
@@ -655,9 +661,16 @@ func matches(rec *storev1.SecretRecord, f *smv1.Filter) (bool, error) {
 	case "primary-region", "owning-service":
 		return false, nil // Berth's secrets are not replicated or owned by a service
 	case "all":
-		fields = []string{rec.GetName(), rec.GetDescription()}
+		attrs := []string{rec.GetName(), rec.GetDescription()}
 		for _, t := range rec.GetTags() {
-			fields = append(fields, t.GetKey(), t.GetValue())
+			attrs = append(attrs, t.GetKey(), t.GetValue())
+		}
+		for _, a := range attrs {
+			fields = append(fields, searchWords(a)...)
+		}
+		// Some word of the value begins some word of an attribute.
+		match = func(word, v string) bool {
+			return slices.ContainsFunc(searchWords(v), func(w string) bool { return strings.HasPrefix(word, w) })
 		}
 	default:
 		return false, invalidParam("Invalid filter key %s.", f.GetKey())
@@ -665,12 +678,42 @@ func matches(rec *storev1.SecretRecord, f *smv1.Filter) (bool, error) {
 	for _, v := range f.GetValues() {
 		neg := strings.HasPrefix(v, "!")
 		v = strings.TrimPrefix(v, "!")
-		hit := slices.ContainsFunc(fields, func(s string) bool { return strings.HasPrefix(s, v) })
+		hit := slices.ContainsFunc(fields, func(s string) bool { return match(s, v) })
 		if hit != neg {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// searchWords breaks s into the lower-cased words the all filter searches, as Secrets
+// Manager's search does: letters and digits only (space, '/', '_', '=', '#', … separate
+// words), and a new word at each change from a lower-case letter to an upper-case one
+// and between letters and digits ("credsDatabase#892" is creds, database, 892).
+func searchWords(s string) []string {
+	var words []string
+	var cur []rune
+	flush := func() {
+		if len(cur) > 0 {
+			words = append(words, strings.ToLower(string(cur)))
+			cur = cur[:0]
+		}
+	}
+	var prev rune
+	for _, r := range s {
+		switch {
+		case !unicode.IsLetter(r) && !unicode.IsDigit(r):
+			flush()
+		case len(cur) > 0 && (unicode.IsLower(prev) && unicode.IsUpper(r) || unicode.IsDigit(prev) != unicode.IsDigit(r)):
+			flush()
+			cur = append(cur, r)
+		default:
+			cur = append(cur, r)
+		}
+		prev = r
+	}
+	flush()
+	return words
 }
 
 // ListSecrets lists the scope's secrets (without values), filtered, sorted and paged.

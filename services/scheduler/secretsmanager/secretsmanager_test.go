@@ -648,6 +648,17 @@ func TestListSecrets(t *testing.T) {
 		{"tag value", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("tag-value", "dev")}}, []string{"dev/db"}},
 		{"description prefix", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("description", "database")}, SortBy: str("name"), SortOrder: str("asc")}, []string{"dev/db", "prod/db"}},
 		{"all", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("all", "data")}, SortBy: str("name"), SortOrder: str("asc")}, []string{"dev/db", "prod/db"}},
+		// AWS's Filter reference: description is a prefix match, not case-sensitive; name,
+		// tag-key and tag-value are case-sensitive prefixes; all breaks the value into
+		// words and searches every attribute for them, not case-sensitive.
+		{"description prefix is not case-sensitive", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("description", "DataBase P")}, SortBy: str("name"), SortOrder: str("asc")}, []string{"dev/db", "prod/db"}},
+		{"description is a prefix, not a word", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("description", "password")}}, nil},
+		{"tag key is case-sensitive", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("tag-key", "Env")}}, nil},
+		{"tag value is case-sensitive", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("tag-value", "Dev")}}, nil},
+		{"all is not case-sensitive", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("all", "PROD")}, SortBy: str("name"), SortOrder: str("asc")}, []string{"Prod/legacy", "prod/api", "prod/db"}},
+		{"all matches words inside attributes", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("all", "key")}}, []string{"prod/api"}},
+		{"all breaks the value into words", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("all", "oldPassword")}, SortBy: str("name"), SortOrder: str("asc")}, []string{"Prod/legacy", "dev/db", "prod/db"}},
+		{"all negated", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("all", "!prod")}}, []string{"dev/db"}},
 		{"primary region: nothing is replicated", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("primary-region", "us-east-1")}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -134,11 +134,15 @@ func (h *Handler) GetNamespace(ctx context.Context, req *connect.Request[sdv1.Ge
 	})
 }
 
-// page cuts a sorted list after the token's id, at most max (default 100) items.
+// page sorts items by id and cuts the list after the token's id, at most max (default
+// 100) items. It sorts them itself because the token is an id: the registry lists in
+// etcd key order, which is not id order where keys escape an id ('/' is %2F, so "a/1"
+// sorts before "a-1"), and a page cut in one order and resumed in the other skips items.
 func page[T any](items []T, id func(T) string, token string, max int32) ([]T, *string, error) {
 	if max <= 0 || max > 100 {
 		max = 100
 	}
+	slices.SortStableFunc(items, func(a, b T) int { return strings.Compare(id(a), id(b)) })
 	if token != "" {
 		after, err := base64.RawURLEncoding.DecodeString(token)
 		if err != nil {
@@ -435,7 +439,6 @@ func (h *Handler) ListInstances(ctx context.Context, req *connect.Request[sdv1.L
 		if err != nil {
 			return nil, err
 		}
-		slices.SortFunc(insts, func(a, b *storev1.CloudMapInstanceRecord) int { return strings.Compare(a.GetId(), b.GetId()) })
 		insts, next, err := page(insts, (*storev1.CloudMapInstanceRecord).GetId, in.GetNextToken(), in.GetMaxResults())
 		if err != nil {
 			return nil, err

@@ -599,3 +599,51 @@ func TestAPIScope(t *testing.T) {
 		t.Fatalf("GetServiceAttributes err = %v, want CodeUnimplemented", err)
 	}
 }
+
+// Instance ids may hold '/', which the registry's keys escape (%2F), so its key order is
+// not id order: paging must still return every instance once, as ListInstances does.
+func TestInstancesPagingWithSlashes(t *testing.T) {
+	a := newAPI(t)
+	nsID := a.httpNS(t, "apps")
+	svc := a.service(t, &sdv1.CreateServiceRequest{Name: str("checked"), NamespaceId: str(nsID), HealthCheckCustomConfig: &sdv1.HealthCheckCustomConfig{}})
+	ids := []string{"a-1", "a/1", "b", "a:1", "a.1"}
+	for _, id := range ids {
+		a.register(t, svc.GetId(), id, map[string]string{"k": "v"})
+	}
+	var health, listed []string
+	req := &sdv1.GetInstancesHealthStatusRequest{ServiceId: str(svc.GetId()), MaxResults: 1}
+	for page := 0; ; page++ {
+		if page == 100 {
+			t.Fatal("GetInstancesHealthStatus paging does not end")
+		}
+		res := call(t, a, a.h.GetInstancesHealthStatus, req)
+		for id := range res.GetStatus() {
+			health = append(health, id)
+		}
+		if res.NextToken == nil {
+			break
+		}
+		req.NextToken = res.NextToken
+	}
+	lreq := &sdv1.ListInstancesRequest{ServiceId: str(svc.GetId()), MaxResults: 1}
+	for page := 0; ; page++ {
+		if page == 100 {
+			t.Fatal("ListInstances paging does not end")
+		}
+		res := call(t, a, a.h.ListInstances, lreq)
+		for _, i := range res.GetInstances() {
+			listed = append(listed, i.GetId())
+		}
+		if res.NextToken == nil {
+			break
+		}
+		lreq.NextToken = res.NextToken
+	}
+	want := slices.Sorted(slices.Values(ids))
+	if !slices.Equal(health, want) {
+		t.Errorf("GetInstancesHealthStatus pages = %v, want %v", health, want)
+	}
+	if !slices.Equal(listed, want) {
+		t.Errorf("ListInstances pages = %v, want %v", listed, want)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
@@ -635,15 +636,20 @@ func (h *Handler) all(ctx context.Context, s keys.Scope) ([]*storev1.SecretRecor
 	}
 }
 
-// matches applies one ListSecrets filter: each value is a prefix (case-sensitive, as
-// AWS), a leading '!' negates it; any value of the filter may match.
+// matches applies one ListSecrets filter as AWS's Filter reference says: description is
+// a prefix match, not case-sensitive; name, tag-key and tag-value are prefix matches,
+// case-sensitive; all breaks the value into words and searches every attribute (name,
+// description, tag keys and values) for them, not case-sensitive. A leading '!' negates
+// a value; any value of the filter may match.
 func matches(rec *storev1.SecretRecord, f *smv1.Filter) (bool, error) {
 	var fields []string
+	match := strings.HasPrefix
 	switch f.GetKey() {
 	case "name":
 		fields = []string{rec.GetName()}
 	case "description":
 		fields = []string{rec.GetDescription()}
+		match = func(s, v string) bool { return strings.HasPrefix(strings.ToLower(s), strings.ToLower(v)) }
 	case "tag-key":
 		for _, t := range rec.GetTags() {
 			fields = append(fields, t.GetKey())
@@ -655,9 +661,16 @@ func matches(rec *storev1.SecretRecord, f *smv1.Filter) (bool, error) {
 	case "primary-region", "owning-service":
 		return false, nil // Berth's secrets are not replicated or owned by a service
 	case "all":
-		fields = []string{rec.GetName(), rec.GetDescription()}
+		attrs := []string{rec.GetName(), rec.GetDescription()}
 		for _, t := range rec.GetTags() {
-			fields = append(fields, t.GetKey(), t.GetValue())
+			attrs = append(attrs, t.GetKey(), t.GetValue())
+		}
+		for _, a := range attrs {
+			fields = append(fields, searchWords(a)...)
+		}
+		// Some word of the value begins some word of an attribute.
+		match = func(word, v string) bool {
+			return slices.ContainsFunc(searchWords(v), func(w string) bool { return strings.HasPrefix(word, w) })
 		}
 	default:
 		return false, invalidParam("Invalid filter key %s.", f.GetKey())
@@ -665,12 +678,42 @@ func matches(rec *storev1.SecretRecord, f *smv1.Filter) (bool, error) {
 	for _, v := range f.GetValues() {
 		neg := strings.HasPrefix(v, "!")
 		v = strings.TrimPrefix(v, "!")
-		hit := slices.ContainsFunc(fields, func(s string) bool { return strings.HasPrefix(s, v) })
+		hit := slices.ContainsFunc(fields, func(s string) bool { return match(s, v) })
 		if hit != neg {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// searchWords breaks s into the lower-cased words the all filter searches, as Secrets
+// Manager's search does: letters and digits only (space, '/', '_', '=', '#', … separate
+// words), and a new word at each change from a lower-case letter to an upper-case one
+// and between letters and digits ("credsDatabase#892" is creds, database, 892).
+func searchWords(s string) []string {
+	var words []string
+	var cur []rune
+	flush := func() {
+		if len(cur) > 0 {
+			words = append(words, strings.ToLower(string(cur)))
+			cur = cur[:0]
+		}
+	}
+	var prev rune
+	for _, r := range s {
+		switch {
+		case !unicode.IsLetter(r) && !unicode.IsDigit(r):
+			flush()
+		case len(cur) > 0 && (unicode.IsLower(prev) && unicode.IsUpper(r) || unicode.IsDigit(prev) != unicode.IsDigit(r)):
+			flush()
+			cur = append(cur, r)
+		default:
+			cur = append(cur, r)
+		}
+		prev = r
+	}
+	flush()
+	return words
 }
 
 // ListSecrets lists the scope's secrets (without values), filtered, sorted and paged.
@@ -745,26 +788,54 @@ func (h *Handler) ListSecrets(ctx context.Context, req *connect.Request[smv1.Lis
 }
 
 // ListSecretVersionIds lists a secret's versions (with staging labels, or all with
-// IncludeDeprecated).
+// IncludeDeprecated), newest first, MaxResults (1-100) a page; as on AWS a NextToken
+// comes back while more versions are available. The token names the last version
+// returned (its creation date and id): the next page starts after it, or, when it was
+// removed meanwhile (past maxVersions), with the versions created before it.
 func (h *Handler) ListSecretVersionIds(ctx context.Context, req *connect.Request[smv1.ListSecretVersionIdsRequest]) (*connect.Response[smv1.ListSecretVersionIdsResponse], error) {
 	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *smv1.ListSecretVersionIdsRequest) (*smv1.ListSecretVersionIdsResponse, error) {
-		if in.NextToken != nil || in.GetMaxResults() != 0 {
-			// One page holds every version (at most maxVersions).
-			if in.GetMaxResults() != 0 && (in.GetMaxResults() < 1 || in.GetMaxResults() > 100) {
+		limit := maxVersions
+		if in.GetMaxResults() != 0 {
+			if in.GetMaxResults() < 1 || in.GetMaxResults() > 100 {
 				return nil, invalidParam("MaxResults must be between 1 and 100.")
 			}
-			if in.NextToken != nil {
+			limit = int(in.GetMaxResults())
+		}
+		var after *versionToken
+		if in.NextToken != nil {
+			t, ok := parseVersionToken(in.GetNextToken())
+			if !ok {
 				return nil, awserr.New("InvalidNextTokenException", "The NextToken value is invalid.")
 			}
+			after = &t
 		}
 		f, err := h.lookup(ctx, s, in.GetSecretId())
 		if err != nil {
 			return nil, err
 		}
+		versions := f.rec.GetVersions() // oldest first
+		end := len(versions)            // the page starts at end-1 and goes backward
+		if after != nil {
+			i := slices.IndexFunc(versions, func(v *storev1.SecretVersionMeta) bool { return v.GetVersionId() == after.id })
+			if i < 0 {
+				i = slices.IndexFunc(versions, func(v *storev1.SecretVersionMeta) bool { return v.GetCreatedDate() >= after.created })
+				if i < 0 {
+					i = len(versions)
+				}
+			}
+			end = i
+		}
 		out := &smv1.ListSecretVersionIdsResponse{Arn: proto.String(f.rec.GetArn()), Name: proto.String(f.rec.GetName()), Versions: []*smv1.SecretVersionsListEntry{}}
-		for _, v := range slices.Backward(f.rec.GetVersions()) {
+		for i := end - 1; i >= 0; i-- {
+			v := versions[i]
 			if len(v.GetStages()) == 0 && !in.GetIncludeDeprecated() {
 				continue
+			}
+			if len(out.Versions) == limit {
+				// More is available: the token names the last version returned.
+				last := out.Versions[len(out.Versions)-1]
+				out.NextToken = proto.String(versionToken{created: last.GetCreatedDate(), id: last.GetVersionId()}.String())
+				break
 			}
 			e := &smv1.SecretVersionsListEntry{VersionId: proto.String(v.GetVersionId()), VersionStages: slices.Clone(v.GetStages()), CreatedDate: proto.Float64(v.GetCreatedDate())}
 			if v.GetLastAccessedDate() != 0 {
@@ -772,11 +843,32 @@ func (h *Handler) ListSecretVersionIds(ctx context.Context, req *connect.Request
 			}
 			out.Versions = append(out.Versions, e)
 		}
-		if in.GetMaxResults() != 0 && len(out.Versions) > int(in.GetMaxResults()) {
-			out.Versions = out.Versions[:in.GetMaxResults()]
-		}
 		return out, nil
 	})
+}
+
+// versionToken is ListSecretVersionIds' NextToken: the last version a page returned.
+type versionToken struct {
+	created float64
+	id      string
+}
+
+func (t versionToken) String() string {
+	return base64.RawURLEncoding.EncodeToString([]byte("v:" + strconv.FormatFloat(t.created, 'f', -1, 64) + ":" + t.id))
+}
+
+func parseVersionToken(s string) (versionToken, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return versionToken{}, false
+	}
+	rest, ok := strings.CutPrefix(string(raw), "v:")
+	created, id, ok2 := strings.Cut(rest, ":")
+	c, cerr := strconv.ParseFloat(created, 64)
+	if !ok || !ok2 || cerr != nil || id == "" {
+		return versionToken{}, false
+	}
+	return versionToken{created: c, id: id}, true
 }
 
 // DeleteSecret schedules the deletion after RecoveryWindowInDays (7-30, default 30), or

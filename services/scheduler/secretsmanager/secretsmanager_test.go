@@ -648,6 +648,17 @@ func TestListSecrets(t *testing.T) {
 		{"tag value", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("tag-value", "dev")}}, []string{"dev/db"}},
 		{"description prefix", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("description", "database")}, SortBy: str("name"), SortOrder: str("asc")}, []string{"dev/db", "prod/db"}},
 		{"all", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("all", "data")}, SortBy: str("name"), SortOrder: str("asc")}, []string{"dev/db", "prod/db"}},
+		// AWS's Filter reference: description is a prefix match, not case-sensitive; name,
+		// tag-key and tag-value are case-sensitive prefixes; all breaks the value into
+		// words and searches every attribute for them, not case-sensitive.
+		{"description prefix is not case-sensitive", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("description", "DataBase P")}, SortBy: str("name"), SortOrder: str("asc")}, []string{"dev/db", "prod/db"}},
+		{"description is a prefix, not a word", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("description", "password")}}, nil},
+		{"tag key is case-sensitive", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("tag-key", "Env")}}, nil},
+		{"tag value is case-sensitive", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("tag-value", "Dev")}}, nil},
+		{"all is not case-sensitive", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("all", "PROD")}, SortBy: str("name"), SortOrder: str("asc")}, []string{"Prod/legacy", "prod/api", "prod/db"}},
+		{"all matches words inside attributes", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("all", "key")}}, []string{"prod/api"}},
+		{"all breaks the value into words", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("all", "oldPassword")}, SortBy: str("name"), SortOrder: str("asc")}, []string{"Prod/legacy", "dev/db", "prod/db"}},
+		{"all negated", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("all", "!prod")}}, []string{"dev/db"}},
 		{"primary region: nothing is replicated", &smv1.ListSecretsRequest{Filters: []*smv1.Filter{filter("primary-region", "us-east-1")}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -728,6 +739,53 @@ func TestListSecretVersionIdsPaging(t *testing.T) {
 	if !arnPattern("s").MatchString(res.Msg.GetArn()) || res.Msg.GetName() != "s" {
 		t.Errorf("Arn, Name = %s, %s", res.Msg.GetArn(), res.Msg.GetName())
 	}
+	if res.Msg.NextToken == nil {
+		t.Fatal("MaxResults 1 of 2 versions: no NextToken")
+	}
+
+	// Paging goes through every version once, newest first, as one unpaged list does.
+	for i := 3; i <= 7; i++ {
+		e.put(t, &smv1.PutSecretValueRequest{SecretId: str("s"), SecretString: str(fmt.Sprint(i))})
+	}
+	all, err := e.h.ListSecretVersionIds(e.ctx, connect.NewRequest(&smv1.ListSecretVersionIdsRequest{SecretId: str("s"), IncludeDeprecated: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all.Msg.NextToken != nil || len(all.Msg.GetVersions()) != 7 {
+		t.Fatalf("unpaged: %d versions, NextToken %v; want 7 and none", len(all.Msg.GetVersions()), all.Msg.NextToken)
+	}
+	var want, got []string
+	for _, v := range all.Msg.GetVersions() {
+		want = append(want, v.GetVersionId())
+	}
+	req := &smv1.ListSecretVersionIdsRequest{SecretId: str("s"), IncludeDeprecated: true, MaxResults: 3}
+	var sizes []int
+	for page := 0; ; page++ {
+		if page == 10 {
+			t.Fatal("paging does not end")
+		}
+		res, err := e.h.ListSecretVersionIds(e.ctx, connect.NewRequest(req))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, len(res.Msg.GetVersions()))
+		for _, v := range res.Msg.GetVersions() {
+			got = append(got, v.GetVersionId())
+		}
+		if res.Msg.NextToken == nil {
+			break
+		}
+		req.NextToken = res.Msg.NextToken
+	}
+	if !slices.Equal(got, want) || !slices.Equal(sizes, []int{3, 3, 1}) {
+		t.Fatalf("pages of 3 = %v (sizes %v), want %v", got, sizes, want)
+	}
+	// A page that ends exactly at the last version has no NextToken.
+	res, err = e.h.ListSecretVersionIds(e.ctx, connect.NewRequest(&smv1.ListSecretVersionIdsRequest{SecretId: str("s"), IncludeDeprecated: true, MaxResults: 7}))
+	if err != nil || res.Msg.NextToken != nil || len(res.Msg.GetVersions()) != 7 {
+		t.Fatalf("MaxResults 7 of 7: %v", err)
+	}
+
 	_, err = e.h.ListSecretVersionIds(e.ctx, connect.NewRequest(&smv1.ListSecretVersionIdsRequest{SecretId: str("s"), MaxResults: 101}))
 	wantErr(t, err, "InvalidParameterException", "MaxResults must be between 1 and 100.")
 	_, err = e.h.ListSecretVersionIds(e.ctx, connect.NewRequest(&smv1.ListSecretVersionIdsRequest{SecretId: str("s"), NextToken: str("x")}))

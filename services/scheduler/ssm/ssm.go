@@ -507,26 +507,38 @@ type filter struct {
 	values      []string
 }
 
+// filtersOf checks ParameterFilters against AWS's ParameterStringFilter reference:
+// DescribeParameters takes every key but Label, with Equals and BeginsWith (Name also
+// Contains; Path takes Recursive or OneLevel); GetParametersByPath (byPath) takes only
+// Type, KeyId and Label (no tag, DataType, Name, Path or Tier), with Equals and
+// BeginsWith (Label only Equals). The first option listed is the default.
 func filtersOf(in []*ssmv1.ParameterStringFilter, byPath bool) ([]filter, error) {
 	var out []filter
 	for _, f := range in {
 		key, option := f.GetKey(), f.GetOption()
-		allowed := map[string][]string{
-			"Name": {"Equals", "BeginsWith", "Contains"}, "Type": {"Equals"}, "KeyId": {"Equals"},
-			"Path": {"Recursive", "OneLevel"}, "Label": {"Equals"}, "Tier": {"Equals"}, "DataType": {"Equals"},
+		var allowed map[string][]string
+		keyList := "[Path, Name, Type, KeyId, Tier, DataType, tag:]"
+		if byPath {
+			allowed = map[string][]string{"Type": {"Equals", "BeginsWith"}, "KeyId": {"Equals", "BeginsWith"}, "Label": {"Equals"}}
+			keyList = "[Type, KeyId, Label]"
+		} else {
+			allowed = map[string][]string{
+				"Name": {"Equals", "BeginsWith", "Contains"}, "Path": {"Recursive", "OneLevel"},
+				"Type": {"Equals", "BeginsWith"}, "KeyId": {"Equals", "BeginsWith"}, "Tier": {"Equals", "BeginsWith"}, "DataType": {"Equals", "BeginsWith"},
+			}
 		}
 		opts, ok := allowed[key]
-		if strings.HasPrefix(key, "tag:") {
-			opts, ok = []string{"Equals"}, true
+		if strings.HasPrefix(key, "tag:") && !byPath {
+			opts, ok = []string{"Equals", "BeginsWith"}, true
 		}
-		if !ok || (byPath && (key == "Name" || key == "Path" || key == "Tier")) {
-			return nil, awserr.New("InvalidFilterKey", "The filter key %s is not valid here.", key)
+		if !ok {
+			return nil, awserr.New("InvalidFilterKey", "The following filter key is not valid: %s. Valid filter keys include: %s.", key, keyList)
 		}
 		if option == "" {
 			option = opts[0]
 		}
 		if !slices.Contains(opts, option) {
-			return nil, awserr.New("InvalidFilterOption", "The filter option %s is not valid for key %s. Valid options: %s.", option, key, strings.Join(opts, ", "))
+			return nil, awserr.New("InvalidFilterOption", "The following filter option is not valid: %s. Valid options include: [%s].", option, strings.Join(opts, ", "))
 		}
 		if len(f.GetValues()) == 0 && !strings.HasPrefix(key, "tag:") {
 			return nil, awserr.New("InvalidFilterValue", "The filter %s needs at least one value.", key)
@@ -563,7 +575,12 @@ func (f filter) match(rec *storev1.ParameterRecord) bool {
 	case strings.HasPrefix(f.key, "tag:"):
 		k := strings.TrimPrefix(f.key, "tag:")
 		for _, t := range rec.GetTags() {
-			if t.GetKey() == k && (len(f.values) == 0 || slices.Contains(f.values, t.GetValue())) {
+			if t.GetKey() != k {
+				continue
+			}
+			if len(f.values) == 0 || slices.ContainsFunc(f.values, func(v string) bool {
+				return t.GetValue() == v || f.option == "BeginsWith" && strings.HasPrefix(t.GetValue(), v)
+			}) {
 				return true
 			}
 		}

@@ -501,6 +501,7 @@ func TestGetParametersByPath(t *testing.T) {
 		{"root", &ssmv1.GetParametersByPathRequest{Path: str("/")}, []string{"/apple"}},
 		{"type", &ssmv1.GetParametersByPathRequest{Path: str("/app"), ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Type", "Equals", ssm.SecureString)}}, []string{"/app/s"}},
 		{"label", &ssmv1.GetParametersByPathRequest{Path: str("/app"), ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Label", "", "live")}}, []string{"/app/b"}},
+		{"type begins with", &ssmv1.GetParametersByPathRequest{Path: str("/app"), ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Type", "BeginsWith", "Secure")}}, []string{"/app/s"}},
 		{"no match", &ssmv1.GetParametersByPathRequest{Path: str("/none")}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -526,7 +527,12 @@ func TestGetParametersByPath(t *testing.T) {
 		{"Path filter", &ssmv1.GetParametersByPathRequest{Path: str("/app"), ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Path", "", "/app")}}, "InvalidFilterKey", "Path"},
 		{"Tier filter", &ssmv1.GetParametersByPathRequest{Path: str("/app"), ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Tier", "", "Standard")}}, "InvalidFilterKey", "Tier"},
 		{"unknown key", &ssmv1.GetParametersByPathRequest{Path: str("/app"), ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Color", "", "red")}}, "InvalidFilterKey", "Color"},
-		{"bad option", &ssmv1.GetParametersByPathRequest{Path: str("/app"), ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Label", "BeginsWith", "l")}}, "InvalidFilterOption", "Valid options: Equals"},
+		{"bad option", &ssmv1.GetParametersByPathRequest{Path: str("/app"), ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Label", "BeginsWith", "l")}}, "InvalidFilterOption", "The following filter option is not valid: BeginsWith. Valid options include: [Equals]."},
+		// AWS's ParameterStringFilter reference: GetParametersByPath takes no tag, DataType,
+		// Name, Path or Tier key.
+		{"tag filter", &ssmv1.GetParametersByPathRequest{Path: str("/app"), ParameterFilters: []*ssmv1.ParameterStringFilter{filter("tag:team", "", "red")}}, "InvalidFilterKey", "The following filter key is not valid: tag:team. Valid filter keys include: [Type, KeyId, Label]."},
+		{"DataType filter", &ssmv1.GetParametersByPathRequest{Path: str("/app"), ParameterFilters: []*ssmv1.ParameterStringFilter{filter("DataType", "", "text")}}, "InvalidFilterKey", "The following filter key is not valid: DataType."},
+		{"Contains option", &ssmv1.GetParametersByPathRequest{Path: str("/app"), ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Type", "Contains", "S")}}, "InvalidFilterOption", "Valid options include: [Equals, BeginsWith]."},
 		{"no values", &ssmv1.GetParametersByPathRequest{Path: str("/app"), ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Type", "")}}, "InvalidFilterValue", ""},
 		{"max results", &ssmv1.GetParametersByPathRequest{Path: str("/app"), MaxResults: 11}, "ValidationException", "Member must have value between 1 and 10"},
 		{"negative max results", &ssmv1.GetParametersByPathRequest{Path: str("/app"), MaxResults: -1}, "ValidationException", "Member must have value between 1 and 10"},
@@ -588,6 +594,12 @@ func TestDescribeParameters(t *testing.T) {
 		{"tier", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Tier", "", "Advanced")}}, []string{"/svc/api/key"}},
 		{"key id", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("KeyId", "", "alias/aws/ssm")}}, []string{"/svc/api/key"}},
 		{"tag", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("tag:team", "", "red")}}, []string{"/svc/web"}},
+		// BeginsWith is valid for every key but Path (AWS's ParameterStringFilter reference).
+		{"tag begins with", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("tag:team", "BeginsWith", "r")}}, []string{"/svc/web"}},
+		{"type begins with", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Type", "BeginsWith", "Secure")}}, []string{"/svc/api/key"}},
+		{"tier begins with", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Tier", "BeginsWith", "Adv")}}, []string{"/svc/api/key"}},
+		{"key id begins with", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("KeyId", "BeginsWith", "alias/")}}, []string{"/svc/api/key"}},
+		{"data type begins with", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("DataType", "BeginsWith", "te")}}, []string{"/svc/api/key", "/svc/api/url", "/svc/web", "plain"}},
 		{"path one level", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Path", "OneLevel", "/svc")}}, []string{"/svc/web"}},
 		{"path recursive", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Path", "Recursive", "/svc")}}, []string{"/svc/api/key", "/svc/api/url", "/svc/web"}},
 		{"two filters AND", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Path", "Recursive", "/svc"), filter("Type", "", ssm.String)}}, []string{"/svc/api/url"}},
@@ -627,7 +639,8 @@ func TestDescribeParameters(t *testing.T) {
 		{"both filter kinds", &ssmv1.DescribeParametersRequest{Filters: []*ssmv1.ParametersFilter{{Key: str("Name"), Values: []string{"x"}}}, ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Type", "", ssm.String)}}, "ValidationException", "either Filters or ParameterFilters"},
 		{"shared", &ssmv1.DescribeParametersRequest{Shared: true}, "ValidationException", "Shared is not supported"},
 		{"path option", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Path", "Equals", "/svc")}}, "InvalidFilterOption", "Recursive, OneLevel"},
-		{"type option", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Type", "Contains", "S")}}, "InvalidFilterOption", ""},
+		{"type option", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Type", "Contains", "S")}}, "InvalidFilterOption", "The following filter option is not valid: Contains. Valid options include: [Equals, BeginsWith]."},
+		{"label", &ssmv1.DescribeParametersRequest{ParameterFilters: []*ssmv1.ParameterStringFilter{filter("Label", "", "live")}}, "InvalidFilterKey", "The following filter key is not valid: Label. Valid filter keys include: [Path, Name, Type, KeyId, Tier, DataType, tag:]."},
 		{"max results", &ssmv1.DescribeParametersRequest{MaxResults: 51}, "ValidationException", "between 1 and 50"},
 		{"token", &ssmv1.DescribeParametersRequest{NextToken: str("!!")}, "InvalidNextToken", ""},
 	} {

@@ -369,15 +369,10 @@ func (s *Service) DeleteListener(ctx context.Context, sc keys.Scope, arn string)
 	}
 	p, _ := parseARN(sc, arn)
 	key := keys.ElbListener(sc, lbName, p.segs[3])
-	txn := store.NewTxn(s.kv).IfModRevision(key, rev).Delete(key)
-	rs, _, err := store.ListKeys(ctx, s.kv, keys.ElbRule(sc, lbName, p.segs[3], ""), store.MaxListLimit, "")
-	if err != nil {
-		return err
+	err = s.deleteWith(ctx, key, rev, keys.ElbRule(sc, lbName, p.segs[3], ""))
+	if errors.Is(err, store.ErrConflict) {
+		return s.DeleteListener(ctx, sc, arn) // changed meanwhile (a rule added): again
 	}
-	for _, k := range rs {
-		txn.Delete(k)
-	}
-	_, err = txn.Commit(ctx)
 	if errors.Is(err, store.ErrNotFound) {
 		return errorf(CodeListenerNotFound, "Listener '%s' not found", arn)
 	}

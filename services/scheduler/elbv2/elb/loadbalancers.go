@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -190,20 +189,46 @@ func (s *Service) DeleteLoadBalancer(ctx context.Context, sc keys.Scope, arn str
 		return errorf(CodeOperationNotPermitted, "Load balancer '%s' cannot be deleted because deletion protection is enabled", arn)
 	}
 	name := rec.GetLoadBalancerName()
-	txn := store.NewTxn(s.kv).IfModRevision(keys.ElbLoadBalancer(sc, name), rev).Delete(keys.ElbLoadBalancer(sc, name))
-	ls, _, err := store.ListKeys(ctx, s.kv, keys.ElbListener(sc, name, ""), store.MaxListLimit, "")
-	if err != nil {
-		return err
+	err = s.deleteWith(ctx, keys.ElbLoadBalancer(sc, name), rev, keys.ElbListener(sc, name, ""), keys.ElbRule(sc, name, "", ""))
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return s.DeleteLoadBalancer(ctx, sc, arn) // changed meanwhile (tags, attributes): again
+	case errors.Is(err, store.ErrNotFound):
+		return nil // deleted meanwhile
 	}
-	rs, _, err := store.ListKeys(ctx, s.kv, keys.ElbRule(sc, name, "", ""), store.MaxListLimit, "")
-	if err != nil {
-		return err
-	}
-	for _, k := range slices.Concat(ls, rs) {
-		txn.Delete(k)
-	}
-	_, err = txn.Commit(ctx)
 	return err
+}
+
+// deleteWith deletes the record at key, if its ModRevision is still rev, together with
+// every key under prefixes (the records that hang off it), in one etcd txn. A prefix is
+// one range delete, one of etcd's --max-txn-ops (128 by default) however many keys it
+// holds, so the record and its dependents go atomically at any size (50 listeners of 100
+// rules, 1,000 targets and their health). It fails wrapping store.ErrNotFound when the
+// record is gone and store.ErrConflict when it changed; nothing is deleted then.
+func (s *Service) deleteWith(ctx context.Context, key string, rev int64, prefixes ...string) error {
+	ops := []clientv3.Op{clientv3.OpDelete(key)}
+	for _, p := range prefixes {
+		elbOwn := strings.HasPrefix(p, keys.ElbConfig()) || strings.HasPrefix(p, keys.ElbHealthAll())
+		if !elbOwn || !strings.HasSuffix(p, "/") {
+			return fmt.Errorf("elb: delete %s: %q is not a key prefix of ELBv2's", key, p)
+		}
+		ops = append(ops, clientv3.OpDelete(p, clientv3.WithPrefix()))
+	}
+	resp, err := s.kv.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+		Then(ops...).
+		Else(clientv3.OpGet(key, clientv3.WithCountOnly())).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("elb: delete %s: %w", key, err)
+	}
+	if resp.Succeeded {
+		return nil
+	}
+	if len(resp.Responses) == 1 && resp.Responses[0].GetResponseRange().GetCount() == 0 {
+		return fmt.Errorf("elb: delete %s: %w", key, store.ErrNotFound)
+	}
+	return fmt.Errorf("elb: delete %s: %w", key, store.ErrConflict)
 }
 
 func cmpOr(v, def string) string {

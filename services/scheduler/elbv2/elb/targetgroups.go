@@ -32,6 +32,36 @@ var tgName = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,30}[a-zA-Z0-9])?$
 
 var matcherRE = regexp.MustCompile(`^[0-9]{3}(-[0-9]{3})?(,[0-9]{3}(-[0-9]{3})?)*$`)
 
+// matcherMax is the highest HTTP code a health check matcher may name (AWS's Matcher
+// reference): 499 for Application Load Balancers (HTTP target groups), 599 for Network
+// Load Balancers (TCP target groups checking over HTTP). The lowest is 200 for both.
+func matcherMax(protocol string) int {
+	if protocol == "TCP" {
+		return 599
+	}
+	return 499
+}
+
+// matcherOK reports whether m is codes ("200,202") and ascending ranges ("200-299"), each
+// from 200 to hi.
+func matcherOK(m string, hi int) bool {
+	if !matcherRE.MatchString(m) {
+		return false
+	}
+	for part := range strings.SplitSeq(m, ",") {
+		from, to, isRange := strings.Cut(part, "-")
+		if !isRange {
+			to = from
+		}
+		a, _ := strconv.Atoi(from)
+		b, _ := strconv.Atoi(to)
+		if a < 200 || b > hi || a > b {
+			return false
+		}
+	}
+	return true
+}
+
 // CreateTargetGroup creates a target group (target type instance or ip; protocol HTTP or
 // TCP) with AWS's health check defaults for its protocol. It is idempotent for the same
 // name and settings, as on AWS.
@@ -144,7 +174,11 @@ func applyHealthCheck(rec *storev1.TargetGroupRecord, in TargetGroupInput) error
 		}
 		rec.HealthCheckProtocol = *in.HealthCheckProtocol
 		if rec.HealthCheckProtocol == "HTTP" && rec.HealthCheckPath == "" {
+			// AWS's default matcher: 200 for an ALB's groups, 200-399 for an NLB's.
 			rec.HealthCheckPath, rec.MatcherHttpCode = "/", "200"
+			if rec.GetProtocol() == "TCP" {
+				rec.MatcherHttpCode = "200-399"
+			}
 		}
 	}
 	if in.HealthCheckPort != nil {
@@ -169,8 +203,8 @@ func applyHealthCheck(rec *storev1.TargetGroupRecord, in TargetGroupInput) error
 	}
 	if in.MatcherHTTPCode != nil {
 		m := *in.MatcherHTTPCode
-		if !matcherRE.MatchString(m) {
-			return validation("Health check matcher HTTP code '%s' must be codes from 200 to 499 such as 200, 200,202 or 200-299", m)
+		if hi := matcherMax(rec.GetProtocol()); !matcherOK(m, hi) {
+			return validation("Health check matcher HTTP code '%s' must be codes from 200 to %d such as 200, 200,202 or 200-299", m, hi)
 		}
 		if rec.HealthCheckProtocol == "TCP" {
 			return errorf(CodeInvalidConfigurationRequest, "A health check matcher cannot be set with the TCP health check protocol")
@@ -321,8 +355,9 @@ func (s *Service) ModifyTargetGroup(ctx context.Context, sc keys.Scope, arn stri
 	return rec, nil
 }
 
-// DeleteTargetGroup deletes a target group and its targets. A group a listener or rule
-// forwards to is ResourceInUse, as on AWS; one that does not exist is deleted already.
+// DeleteTargetGroup deletes a target group and its targets, in one transaction. A group
+// a listener or rule forwards to is ResourceInUse, as on AWS; one that does not exist is
+// deleted already.
 func (s *Service) DeleteTargetGroup(ctx context.Context, sc keys.Scope, arn string) error {
 	cur, rev, err := s.targetGroupByARN(ctx, sc, arn)
 	if CodeOf(err) == CodeTargetGroupNotFound {
@@ -339,19 +374,15 @@ func (s *Service) DeleteTargetGroup(ctx context.Context, sc keys.Scope, arn stri
 		return errorf(CodeResourceInUse, "Target group '%s' is currently in use by a listener or a rule", arn)
 	}
 	name := cur.GetTargetGroupName()
-	txn := store.NewTxn(s.kv).IfModRevision(keys.ElbTargetGroup(sc, name), rev).Delete(keys.ElbTargetGroup(sc, name))
-	ts, _, err := store.ListKeys(ctx, s.kv, keys.ElbTarget(sc, name, "", 0), store.MaxListLimit, "")
-	if err != nil {
-		return err
+	// The group, its targets and the lb role's health records of them go in one txn
+	// whatever their number (range deletes: deleteWith).
+	err = s.deleteWith(ctx, keys.ElbTargetGroup(sc, name), rev, keys.ElbTarget(sc, name, "", 0), keys.ElbTargetHealth(sc, name, "", 0))
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return s.DeleteTargetGroup(ctx, sc, arn) // changed meanwhile (tags, health check): again
+	case errors.Is(err, store.ErrNotFound):
+		return nil // deleted meanwhile
 	}
-	hs, _, err := store.ListKeys(ctx, s.kv, keys.ElbTargetHealth(sc, name, "", 0), store.MaxListLimit, "")
-	if err != nil {
-		return err
-	}
-	for _, k := range slices.Concat(ts, hs) {
-		txn.Delete(k)
-	}
-	_, err = txn.Commit(ctx)
 	return err
 }
 

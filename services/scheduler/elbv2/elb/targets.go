@@ -43,9 +43,23 @@ func (s *Service) WithInstanceHost(f InstanceHost) *Service {
 // maxTargets is AWS's limit of targets per target group.
 const maxTargets = 1000
 
+// targetsPerTxn is how many targets one etcd txn of RegisterTargets or DeregisterTargets
+// writes: each target is a compare and a write, beside the group's compare, and etcd
+// refuses a txn of more than --max-txn-ops (128 by default, which `berth scheduler`
+// keeps) compares or writes. A call of AWS's largest size (1,000 targets) is so several
+// txns.
+const targetsPerTxn = 100
+
 // RegisterTargets registers targets with a target group. A target that is draining is
 // registered again (its drain ends); one already registered is left as it is. Ports
 // default to the group's.
+//
+// The targets are written targetsPerTxn at a time, each txn on the condition that the
+// group is unchanged; a call that fails midway (the group deleted, etcd gone) may leave
+// the earlier chunks registered. That is acceptable because RegisterTargets is
+// idempotent per target, on AWS as here: registering a registered target changes
+// nothing, so the caller's retry registers the rest. A conflict with another write
+// starts the call over, which skips what is registered already.
 func (s *Service) RegisterTargets(ctx context.Context, sc keys.Scope, arn string, targets []TargetInput) error {
 	tg, rev, err := s.targetGroupByARN(ctx, sc, arn)
 	if err != nil {
@@ -55,12 +69,14 @@ func (s *Service) RegisterTargets(ctx context.Context, sc keys.Scope, arn string
 		return validation("At least one target must be specified")
 	}
 	name := tg.GetTargetGroupName()
-	have, _, err := store.ListKeys(ctx, s.kv, keys.ElbTarget(sc, name, "", 0), maxTargets+1, "")
-	if err != nil {
-		return err
+	type want struct {
+		key  string
+		in   TargetInput
+		port int32
+		addr string
 	}
-	txn := store.NewTxn(s.kv).IfModRevision(keys.ElbTargetGroup(sc, name), rev)
-	added := 0
+	var wants []want
+	seen := map[string]bool{}
 	for _, t := range targets {
 		port, err := targetPort(tg, t)
 		if err != nil {
@@ -86,37 +102,67 @@ func (s *Service) RegisterTargets(ctx context.Context, sc keys.Scope, arn string
 			addr = net.JoinHostPort(host, strconv.Itoa(int(port)))
 		}
 		key := keys.ElbTarget(sc, name, t.ID, port)
-		cur, crev, err := store.Get[*storev1.TargetRecord](ctx, s.kv, key)
-		switch {
-		case err == nil:
-			if cur.GetDeregisteredAt() == 0 && cur.GetAddress() == addr {
-				continue
-			}
-			cur.DeregisteredAt = 0
-			cur.Address = addr
-			cur.TaskArn = t.TaskArn
-			txn.Update(key, crev, cur)
-		case errors.Is(err, store.ErrNotFound):
-			added++
-			txn.Create(key, &storev1.TargetRecord{
-				Id: t.ID, Port: port, AvailabilityZone: t.AvailabilityZone, Address: addr,
-				RegisteredAt: awsapi.Epoch(s.now()), TaskArn: t.TaskArn,
-			})
-		default:
-			return err
+		if seen[key] {
+			continue // named twice: registered once
 		}
+		seen[key] = true
+		wants = append(wants, want{key: key, in: t, port: port, addr: addr})
+	}
+	have, _, err := store.ListKeys(ctx, s.kv, keys.ElbTarget(sc, name, "", 0), maxTargets+1, "")
+	if err != nil {
+		return err
+	}
+	ks := make([]string, len(wants))
+	for i, w := range wants {
+		ks[i] = w.key
+	}
+	curs, err := store.GetMany[*storev1.TargetRecord](ctx, s.kv, ks)
+	if err != nil {
+		return err
+	}
+	var txns []*store.Txn
+	var txn *store.Txn
+	added, inTxn := 0, 0
+	for i, w := range wants {
+		cur := curs[i]
+		if cur.ModRevision != 0 && cur.Value.GetDeregisteredAt() == 0 && cur.Value.GetAddress() == w.addr {
+			continue
+		}
+		if txn == nil || inTxn == targetsPerTxn {
+			txn = store.NewTxn(s.kv).IfModRevision(keys.ElbTargetGroup(sc, name), rev)
+			txns, inTxn = append(txns, txn), 0
+		}
+		inTxn++
+		if cur.ModRevision != 0 {
+			rec := cur.Value
+			rec.DeregisteredAt = 0
+			rec.Address = w.addr
+			rec.TaskArn = w.in.TaskArn
+			txn.Update(w.key, cur.ModRevision, rec)
+			continue
+		}
+		added++
+		txn.Create(w.key, &storev1.TargetRecord{
+			Id: w.in.ID, Port: w.port, AvailabilityZone: w.in.AvailabilityZone, Address: w.addr,
+			RegisteredAt: awsapi.Epoch(s.now()), TaskArn: w.in.TaskArn,
+		})
 	}
 	if len(have)+added > maxTargets {
 		return errorf(CodeTooManyTargets, "You've reached the limit on the number of targets per target group (%d)", maxTargets)
 	}
-	_, err = txn.Commit(ctx)
-	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) {
-		return s.RegisterTargets(ctx, sc, arn, targets) // raced with another change: again
+	for _, txn := range txns {
+		_, err = txn.Commit(ctx)
+		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) {
+			return s.RegisterTargets(ctx, sc, arn, targets) // raced with another change: again
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			return errorf(CodeTargetGroupNotFound, "Target groups '%s' not found", arn)
+		}
+		if err != nil {
+			return err
+		}
 	}
-	if errors.Is(err, store.ErrNotFound) {
-		return errorf(CodeTargetGroupNotFound, "Target groups '%s' not found", arn)
-	}
-	return err
+	return nil
 }
 
 func targetPort(tg *storev1.TargetGroupRecord, t TargetInput) (int32, error) {
@@ -136,7 +182,8 @@ func targetPort(tg *storev1.TargetGroupRecord, t TargetInput) (int32, error) {
 // DeregisterTargets starts the drain of registered targets: the lb role stops sending
 // them new requests and removes them once nothing is in flight or the group's
 // deregistration delay has passed. A target that is not registered is InvalidTarget,
-// as on AWS.
+// as on AWS. Targets are written targetsPerTxn at a time (see RegisterTargets): the
+// call is idempotent per target, a target draining already is left as it is.
 func (s *Service) DeregisterTargets(ctx context.Context, sc keys.Scope, arn string, targets []TargetInput) error {
 	tg, _, err := s.targetGroupByARN(ctx, sc, arn)
 	if err != nil {
@@ -145,34 +192,56 @@ func (s *Service) DeregisterTargets(ctx context.Context, sc keys.Scope, arn stri
 	if len(targets) == 0 {
 		return validation("At least one target must be specified")
 	}
-	txn := store.NewTxn(s.kv)
+	var ks []string
+	var given []TargetInput // ks[i]'s target, its port set
+	seen := map[string]bool{}
 	for _, t := range targets {
 		port, err := targetPort(tg, t)
 		if err != nil {
 			return err
 		}
 		key := keys.ElbTarget(sc, tg.GetTargetGroupName(), t.ID, port)
-		cur, crev, err := store.Get[*storev1.TargetRecord](ctx, s.kv, key)
+		if !seen[key] {
+			seen[key] = true
+			ks = append(ks, key)
+			given = append(given, TargetInput{ID: t.ID, Port: &port})
+		}
+	}
+	curs, err := store.GetMany[*storev1.TargetRecord](ctx, s.kv, ks)
+	if err != nil {
+		return err
+	}
+	var txns []*store.Txn
+	var txn *store.Txn
+	inTxn := 0
+	for i, cur := range curs {
+		if cur.ModRevision == 0 {
+			return errorf(CodeInvalidTarget, "The following targets are not registered in target group '%s': 'Id=%s,Port=%d'", arn, given[i].ID, *given[i].Port)
+		}
+		if cur.Value.GetDeregisteredAt() != 0 {
+			continue
+		}
+		if txn == nil || inTxn == targetsPerTxn {
+			txn = store.NewTxn(s.kv)
+			txns, inTxn = append(txns, txn), 0
+		}
+		inTxn++
+		cur.Value.DeregisteredAt = awsapi.Epoch(s.now())
+		txn.Update(cur.Key, cur.ModRevision, cur.Value)
+	}
+	for _, txn := range txns {
+		_, err = txn.Commit(ctx)
+		if errors.Is(err, store.ErrConflict) {
+			return s.DeregisterTargets(ctx, sc, arn, targets)
+		}
 		if errors.Is(err, store.ErrNotFound) {
-			return errorf(CodeInvalidTarget, "The following targets are not registered in target group '%s': 'Id=%s,Port=%d'", arn, t.ID, port)
+			return errorf(CodeInvalidTarget, "The following targets are not registered in target group '%s'", arn)
 		}
 		if err != nil {
 			return err
 		}
-		if cur.GetDeregisteredAt() != 0 {
-			continue
-		}
-		cur.DeregisteredAt = awsapi.Epoch(s.now())
-		txn.Update(key, crev, cur)
 	}
-	_, err = txn.Commit(ctx)
-	if errors.Is(err, store.ErrConflict) {
-		return s.DeregisterTargets(ctx, sc, arn, targets)
-	}
-	if errors.Is(err, store.ErrNotFound) {
-		return errorf(CodeInvalidTarget, "The following targets are not registered in target group '%s'", arn)
-	}
-	return err
+	return nil
 }
 
 // TargetHealth is one TargetHealthDescription.

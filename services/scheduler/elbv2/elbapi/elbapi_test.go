@@ -498,3 +498,23 @@ func TestCallerAndUnservedActions(t *testing.T) {
 		t.Fatalf("DescribeLoadBalancerAttributes err = %v, want CodeUnimplemented", err)
 	}
 }
+
+// failingKV is an etcd whose reads fail with an error text that must not reach clients.
+type failingKV struct{ clientv3.KV }
+
+func (failingKV) Get(context.Context, string, ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	return nil, fmt.Errorf("etcdserver: too many operations in txn request (internal detail)")
+}
+
+// A fault that is not an ELBv2 error leaves as the internal error (ServerException, which
+// the gateway's query protocol writes as InternalFailure, HTTP 500) with a generic
+// message: no Go error text reaches the client.
+func TestInternalErrorsDoNotLeak(t *testing.T) {
+	e := newEnv(t)
+	h := elbapi.New(failingKV{e.kv}, nil)
+	_, err := h.DescribeLoadBalancers(e.ctx, connect.NewRequest(&elbv2.DescribeLoadBalancersRequest{}))
+	wantErr(t, err, "ServerException", "An internal error occurred.")
+	if strings.Contains(err.Error(), "etcdserver") || strings.Contains(err.Error(), "internal detail") {
+		t.Fatalf("error %q leaks the internal fault", err)
+	}
+}

@@ -110,7 +110,7 @@ var supGPU = honoured("Type GPU: the agent registers the host's NVIDIA GPUs (ids
 var FieldRules = map[string]FieldRule{
 	// RegisterTaskDefinition (AWS reference: RegisterTaskDefinition).
 	"RegisterTaskDefinitionRequest.containerDefinitions":    honoured(""),
-	"RegisterTaskDefinitionRequest.cpu":                     honoured("Reserved at placement; shares of the task's cgroup, which holds all its containers."),
+	"RegisterTaskDefinitionRequest.cpu":                     honoured("Reserved at placement; the task's cgroup, which holds all its containers, gets it as cpu shares and, as the ECS agent on Linux sets, a CFS quota of cpu/1024 CPUs (cpu.cfs_quota_us 25000 of a 100000 µs period for 256 units; cgroup v2 cpu.max), so the task uses at most that much CPU time; a container's own cpu stays shares only."),
 	"RegisterTaskDefinitionRequest.enableFaultInjection":    refusedBut(0, "Berth has no fault injection endpoints; only false is supported.", isFalse),
 	"RegisterTaskDefinitionRequest.ephemeralStorage":        refused(0, supNoEphem),
 	"RegisterTaskDefinitionRequest.executionRoleArn":        stored("AWS uses it to pull from ECR and fetch secrets or logs; Berth reads a task's secrets with the task's own account, whatever the role."),

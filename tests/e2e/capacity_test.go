@@ -152,6 +152,24 @@ func TestCapacityProvidersWithSDK(t *testing.T) {
 	if _, err := c.RunTask(ctx, &ecs.RunTaskInput{Cluster: aws.String("cp"), TaskDefinition: aws.String("cpweb"), LaunchType: ecstypes.LaunchTypeFargate}); !errors.As(err, &ipe) {
 		t.Fatalf("EC2-only definition on FARGATE: %v", err)
 	}
+	// assignPublicIp ENABLED: AWS gives a Fargate task a public address; Berth has none to
+	// give, so it refuses it, for FARGATE as for EC2, rather than ignore it.
+	public := &ecstypes.NetworkConfiguration{AwsvpcConfiguration: &ecstypes.AwsVpcConfiguration{Subnets: []string{"subnet-0abc"}, AssignPublicIp: ecstypes.AssignPublicIpEnabled}}
+	for what, call := range map[string]func() error{
+		"RunTask FARGATE": func() error {
+			_, err := c.RunTask(ctx, &ecs.RunTaskInput{Cluster: aws.String("cp"), TaskDefinition: aws.String("fg"), LaunchType: ecstypes.LaunchTypeFargate, NetworkConfiguration: public})
+			return err
+		},
+		"CreateService FARGATE": func() error {
+			_, err := c.CreateService(ctx, &ecs.CreateServiceInput{Cluster: aws.String("cp"), ServiceName: aws.String("fgpublic"), TaskDefinition: aws.String("fg"),
+				DesiredCount: aws.Int32(1), LaunchType: ecstypes.LaunchTypeFargate, NetworkConfiguration: public})
+			return err
+		},
+	} {
+		if err := call(); !errors.As(err, &ipe) || !strings.Contains(aws.ToString(ipe.Message), "assignPublicIp ENABLED is not supported by Berth, for FARGATE tasks either") {
+			t.Errorf("%s with assignPublicIp ENABLED: %v", what, err)
+		}
+	}
 	fr, err := c.RunTask(ctx, &ecs.RunTaskInput{Cluster: aws.String("cp"), TaskDefinition: aws.String("fg"), LaunchType: ecstypes.LaunchTypeFargate, NetworkConfiguration: net})
 	if err != nil || len(fr.Tasks) != 1 {
 		t.Fatalf("FARGATE RunTask: %v %+v", err, fr)

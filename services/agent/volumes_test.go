@@ -212,7 +212,8 @@ func TestTaskVolumes(t *testing.T) {
 
 	t.Run("task_cpu_cgroup", func(t *testing.T) {
 		t.Parallel()
-		// Both containers are in the task's cgroup, whose cpu.shares is the task's cpu.
+		// Both containers are in the task's cgroup, whose cpu.shares is the task's cpu and
+		// whose CFS quota is cpu/1024 CPUs.
 		td := taskDef("taskcpu", nonEssential(containerDef("a", w.image, "cat", "/proc/self/cgroup")), containerDef("b", w.image, "sleep", "600"))
 		td.Cpu = proto.String("256")
 		cp := newControlPlane(t)
@@ -229,6 +230,16 @@ func TestTaskVolumes(t *testing.T) {
 		}
 		if got := strings.TrimSpace(string(b)); err != nil || (got != "256" && got != "10") { // v1 shares, v2 weight of 256 shares
 			t.Errorf("task cgroup cpu: %q, %v; want 256 shares", got, err)
+		}
+		// And a CFS quota of 256/1024 CPUs, as the ECS agent sets from task-level cpu.
+		b, err = os.ReadFile(filepath.Join("/sys/fs/cgroup/cpu", parent, "cpu.cfs_quota_us"))
+		want := "25000"
+		if err != nil {
+			b, err = os.ReadFile(filepath.Join("/sys/fs/cgroup", parent, "cpu.max"))
+			want = "25000 100000"
+		}
+		if got := strings.TrimSpace(string(b)); err != nil || got != want {
+			t.Errorf("task cgroup cpu quota: %q, %v; want %s", got, err, want)
 		}
 		deadline := time.Now().Add(30 * time.Second)
 		var lines []string

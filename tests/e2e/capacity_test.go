@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -151,6 +152,24 @@ func TestCapacityProvidersWithSDK(t *testing.T) {
 	if _, err := c.RunTask(ctx, &ecs.RunTaskInput{Cluster: aws.String("cp"), TaskDefinition: aws.String("cpweb"), LaunchType: ecstypes.LaunchTypeFargate}); !errors.As(err, &ipe) {
 		t.Fatalf("EC2-only definition on FARGATE: %v", err)
 	}
+	// assignPublicIp ENABLED: AWS gives a Fargate task a public address; Berth has none to
+	// give, so it refuses it, for FARGATE as for EC2, rather than ignore it.
+	public := &ecstypes.NetworkConfiguration{AwsvpcConfiguration: &ecstypes.AwsVpcConfiguration{Subnets: []string{"subnet-0abc"}, AssignPublicIp: ecstypes.AssignPublicIpEnabled}}
+	for what, call := range map[string]func() error{
+		"RunTask FARGATE": func() error {
+			_, err := c.RunTask(ctx, &ecs.RunTaskInput{Cluster: aws.String("cp"), TaskDefinition: aws.String("fg"), LaunchType: ecstypes.LaunchTypeFargate, NetworkConfiguration: public})
+			return err
+		},
+		"CreateService FARGATE": func() error {
+			_, err := c.CreateService(ctx, &ecs.CreateServiceInput{Cluster: aws.String("cp"), ServiceName: aws.String("fgpublic"), TaskDefinition: aws.String("fg"),
+				DesiredCount: aws.Int32(1), LaunchType: ecstypes.LaunchTypeFargate, NetworkConfiguration: public})
+			return err
+		},
+	} {
+		if err := call(); !errors.As(err, &ipe) || !strings.Contains(aws.ToString(ipe.Message), "assignPublicIp ENABLED is not supported by Berth, for FARGATE tasks either") {
+			t.Errorf("%s with assignPublicIp ENABLED: %v", what, err)
+		}
+	}
 	fr, err := c.RunTask(ctx, &ecs.RunTaskInput{Cluster: aws.String("cp"), TaskDefinition: aws.String("fg"), LaunchType: ecstypes.LaunchTypeFargate, NetworkConfiguration: net})
 	if err != nil || len(fr.Tasks) != 1 {
 		t.Fatalf("FARGATE RunTask: %v %+v", err, fr)
@@ -226,4 +245,48 @@ func TestCapacityProvidersWithCLI(t *testing.T) {
 	awsCLI(t, ctx, env, "put-cluster-capacity-providers", "--cluster", "cli", "--capacity-providers", "FARGATE", "--default-capacity-provider-strategy", "[]")
 	del := awsCLI(t, ctx, env, "delete-capacity-provider", "--capacity-provider", "cli-pool")
 	requireMembers(t, "capacityProvider", del["capacityProvider"], map[string]string{"status": `"INACTIVE"`})
+}
+
+// TestCapacityProviderNamesWithSDK: through the gateway with the AWS SDK for Go v2, a
+// capacity provider name follows CreateCapacityProvider's reference (up to 255 letters,
+// digits, '_' and '-', not prefixed aws, ecs or fargate), while its Auto Scaling group,
+// given by name, may use any ASCII character 33 to 126 but ':' as CreateAutoScalingGroup
+// allows — '/' included, and described back as given (issue 35).
+func TestCapacityProviderNamesWithSDK(t *testing.T) {
+	t.Parallel() // see main_test.go
+	st := startAPIStack(t, cpAccount)
+	c := st.clients[cpAccount]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	create := func(name, asg string) (*ecs.CreateCapacityProviderOutput, error) {
+		return c.CreateCapacityProvider(ctx, &ecs.CreateCapacityProviderInput{Name: aws.String(name),
+			AutoScalingGroupProvider: &ecstypes.AutoScalingGroupProvider{AutoScalingGroupArn: aws.String(asg)}})
+	}
+	for i, asg := range []string{"web.asg/blue@2024+1", `!"#$%&'()*+,-./;<=>?@[\]^_{|}~`, strings.Repeat("g", 255), aws.ToString(cpASG("web.asg/2"))} {
+		name := fmt.Sprintf("pool-%d", i)
+		out, err := create(name, asg)
+		if err != nil {
+			t.Fatalf("CreateCapacityProvider with Auto Scaling group %q: %v", asg, err)
+		}
+		if got := aws.ToString(out.CapacityProvider.AutoScalingGroupProvider.AutoScalingGroupArn); got != asg {
+			t.Errorf("created with group %q, described %q", asg, got)
+		}
+		d, err := c.DescribeCapacityProviders(ctx, &ecs.DescribeCapacityProvidersInput{CapacityProviders: []string{name}})
+		if err != nil || len(d.CapacityProviders) != 1 || aws.ToString(d.CapacityProviders[0].AutoScalingGroupProvider.AutoScalingGroupArn) != asg {
+			t.Errorf("DescribeCapacityProviders %s: %v %+v", name, err, d)
+		}
+	}
+	if _, err := create(strings.Repeat("p", 255), "long-name-group"); err != nil {
+		t.Errorf("a 255-character provider name: %v", err)
+	}
+	var ipe *ecstypes.InvalidParameterException
+	for _, bad := range [][2]string{
+		{"web-pool", "web:asg"}, {"web-pool", "web asg"}, {"web-pool", "wéb"}, {"web-pool", strings.Repeat("g", 256)},
+		{"pool.a", "g1"}, {"pool/a", "g2"}, {"pool:a", "g3"}, {strings.Repeat("p", 256), "g4"},
+		{"aws-pool", "g5"}, {"ECSpool", "g6"}, {"fargate2", "g7"},
+	} {
+		if _, err := create(bad[0], bad[1]); !errors.As(err, &ipe) {
+			t.Errorf("CreateCapacityProvider name %q group %q: %v, want InvalidParameterException", bad[0], bad[1], err)
+		}
+	}
 }

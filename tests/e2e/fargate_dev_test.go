@@ -15,8 +15,9 @@ import (
 // TestFargateRunTaskDev runs a FARGATE task with the AWS CLI on `berth dev`'s own agent
 // (every host takes Fargate tasks by default) and waits for it to be RUNNING as a real
 // container: the answers show launchType FARGATE, capacityProviderName FARGATE,
-// platformVersion 1.4.0, platformFamily Linux and no containerInstanceArn. Until issue
-// 14's awsvpc networking lands on the agent, the task runs in the mode main gives awsvpc.
+// platformVersion 1.4.0, platformFamily Linux and no containerInstanceArn; it runs with
+// the agent's awsvpc networking, as any awsvpc task: an ElasticNetworkInterface attachment,
+// ATTACHED, whose private address the container's networkInterfaces show.
 func TestFargateRunTaskDev(t *testing.T) {
 	t.Parallel() // see main_test.go
 	root := repoRoot(t)
@@ -70,4 +71,23 @@ func TestFargateRunTaskDev(t *testing.T) {
 		}
 		return aws.ToString(tk.LastStatus), aws.ToString(tk.LastStatus) == "RUNNING"
 	})
+	d, err := c.DescribeTasks(ctx, &ecs.DescribeTasksInput{Tasks: []string{arn}})
+	if err != nil || len(d.Tasks) != 1 {
+		t.Fatalf("DescribeTasks: %v", err)
+	}
+	tk := d.Tasks[0]
+	ip := ""
+	for _, a := range tk.Attachments {
+		if aws.ToString(a.Type) != "ElasticNetworkInterface" || aws.ToString(a.Status) != "ATTACHED" {
+			continue
+		}
+		for _, kv := range a.Details {
+			if aws.ToString(kv.Name) == "privateIPv4Address" {
+				ip = aws.ToString(kv.Value)
+			}
+		}
+	}
+	if ip == "" || len(tk.Containers) != 1 || len(tk.Containers[0].NetworkInterfaces) != 1 || aws.ToString(tk.Containers[0].NetworkInterfaces[0].PrivateIpv4Address) != ip {
+		t.Errorf("FARGATE task's network: attachments %+v, containers %+v; want an ATTACHED ENI whose address the container shows", tk.Attachments, tk.Containers)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -124,6 +125,22 @@ func TestTaskSetsWithSDK(t *testing.T) {
 	desc, err := c.DescribeServices(ctx, &ecs.DescribeServicesInput{Cluster: aws.String("ts"), Services: []string{"web"}})
 	if err != nil || len(desc.Services[0].TaskSets) != 2 || aws.ToString(desc.Services[0].TaskDefinition) != green {
 		t.Fatalf("DescribeServices %+v %v", desc, err)
+	}
+
+	// What task sets do not take yet is refused naming it, for what it is: Berth has
+	// load balancers, Cloud Map and awsvpc networking, its task sets do not use them yet.
+	for what, in := range map[string]*ecs.CreateTaskSetInput{
+		"loadBalancers":        {LoadBalancers: []ecstypes.LoadBalancer{{TargetGroupArn: aws.String("arn:aws:elasticloadbalancing:us-east-1:" + acct + ":targetgroup/tg/0123456789abcdef"), ContainerName: aws.String("app"), ContainerPort: aws.Int32(80)}}},
+		"serviceRegistries":    {ServiceRegistries: []ecstypes.ServiceRegistry{{RegistryArn: aws.String("arn:aws:servicediscovery:us-east-1:" + acct + ":service/srv-0123456789abcdef")}}},
+		"networkConfiguration": {NetworkConfiguration: &ecstypes.NetworkConfiguration{AwsvpcConfiguration: &ecstypes.AwsVpcConfiguration{Subnets: []string{"subnet-1"}}}},
+	} {
+		in.Cluster, in.Service, in.TaskDefinition = aws.String("ts"), aws.String("web"), aws.String(blue)
+		_, err := c.CreateTaskSet(ctx, in)
+		var ipe *ecstypes.InvalidParameterException
+		if !errors.As(err, &ipe) || !strings.HasPrefix(ipe.ErrorMessage(), what+" is not supported for task sets by Berth yet") ||
+			strings.Contains(ipe.ErrorMessage(), "no load balancers") || strings.Contains(ipe.ErrorMessage(), "no service discovery") || strings.Contains(ipe.ErrorMessage(), "host's network") {
+			t.Errorf("CreateTaskSet with %s: %v", what, err)
+		}
 	}
 
 	// AWS's errors, as the SDK's typed errors.
@@ -545,4 +562,35 @@ func minimalRequest(shapes map[string]modelShape, shape string, depth int) any {
 		return 0
 	}
 	return nil
+}
+
+// TestExpressGatewayRefusedWithSDK: CreateExpressGatewayService answers
+// UnsupportedFeatureException with the reason that holds — Berth has Application Load
+// Balancers, but HTTP and TCP listeners only, no certificates and no Application Auto
+// Scaling — and what to run instead (issue 35).
+func TestExpressGatewayRefusedWithSDK(t *testing.T) {
+	t.Parallel() // see main_test.go
+	const acct = "111111111111"
+	stack := startAPIStack(t, acct)
+	c := stack.clients[acct]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := c.CreateExpressGatewayService(ctx, &ecs.CreateExpressGatewayServiceInput{
+		InfrastructureRoleArn: aws.String("arn:aws:iam::" + acct + ":role/express"),
+		ExecutionRoleArn:      aws.String("arn:aws:iam::" + acct + ":role/exec"),
+		PrimaryContainer:      &ecstypes.ExpressGatewayContainer{Image: aws.String("127.0.0.1:5000/app:1")},
+	})
+	var ufe *ecstypes.UnsupportedFeatureException
+	if !errors.As(err, &ufe) {
+		t.Fatalf("CreateExpressGatewayService: %v, want UnsupportedFeatureException", err)
+	}
+	msg := ufe.ErrorMessage()
+	for _, want := range []string{"Berth does not support CreateExpressGatewayService", "HTTPS Application Load Balancer", "Application Auto Scaling", "Berth Application Load Balancer"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q does not say %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "Application Load Balancer and managed TLS, which Berth does not have") {
+		t.Errorf("message %q says Berth has no Application Load Balancer", msg)
+	}
 }

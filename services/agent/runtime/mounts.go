@@ -59,16 +59,37 @@ func unifiedCgroups() bool {
 	return err == nil
 }
 
+// CPUPeriodUs is the CFS period of a task cgroup with task-level cpu, in microseconds:
+// the ECS agent's DefaultCPUPeriod (100 ms), the kernel's default period.
+const CPUPeriodUs = 100000
+
+// minCPUQuotaUs is the smallest CFS quota the kernel accepts (1 ms).
+const minCPUQuotaUs = 1000
+
+// TaskCPUQuota returns the CFS quota (microseconds per CPUPeriodUs) of a task with
+// cpuUnits of task-level cpu, as the ECS agent on Linux sets it on the task's cgroup:
+// cpuUnits/1024 vCPUs of every period (256 units: 25000 of 100000, a quarter of one CPU;
+// 2048: 200000, two CPUs), at least the kernel's 1 ms; -1 (no quota) for 0 units.
+func TaskCPUQuota(cpuUnits uint64) int64 {
+	if cpuUnits == 0 {
+		return -1
+	}
+	return max(int64(cpuUnits)*CPUPeriodUs/1024, minCPUQuotaUs)
+}
+
 // EnsureTaskCgroup creates the task cgroup parent (a cgroupfs path such as
 // "/berth/<task id>") with a hard memory limit of memoryMiB (0: none; swap is held to
-// the same limit where the kernel accounts it, so the limit is hard) and cpuShares
-// (cgroup v1 cpu.shares, CPU units as ECS counts them; 0: the default) — the containers
-// of the task are then created in it with WithCgroupParent and share the limits, as
-// ECS's task-level cpu and memory ask. It is idempotent (an agent that restarts sets the
-// same values). Errors name the file that could not be written.
-func EnsureTaskCgroup(parent string, memoryMiB int64, cpuShares uint64) error {
+// the same limit where the kernel accounts it, so the limit is hard) and cpuUnits (ECS's
+// task-level cpu; 0: none) as both cpu shares (cgroup v1 cpu.shares, v2 the cpu.weight
+// runc converts them to) and a CFS quota (TaskCPUQuota per CPUPeriodUs: cgroup v1
+// cpu.cfs_quota_us and cpu.cfs_period_us, v2 cpu.max), so the task uses at most
+// cpuUnits/1024 CPUs, as the ECS agent on Linux limits a task with task-level cpu — the
+// containers of the task are then created in it with WithCgroupParent and share the
+// limits (a container's own cpu stays shares only). It is idempotent (an agent that
+// restarts sets the same values). Errors name the file that could not be written.
+func EnsureTaskCgroup(parent string, memoryMiB int64, cpuUnits uint64) error {
 	if unifiedCgroups() {
-		return ensureTaskCgroupV2(parent, memoryMiB, cpuShares)
+		return ensureTaskCgroupV2(parent, memoryMiB, cpuUnits)
 	}
 	if memoryMiB > 0 {
 		dir := filepath.Join(cgroupRoot, "memory", parent)
@@ -86,19 +107,25 @@ func EnsureTaskCgroup(parent string, memoryMiB int64, cpuShares uint64) error {
 			}
 		}
 	}
-	if cpuShares > 0 {
+	if cpuUnits > 0 {
 		dir := filepath.Join(cgroupRoot, "cpu", parent)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("task cgroup: %w", err)
 		}
-		if err := writeCgroup(dir, "cpu.shares", strconv.FormatUint(max(cpuShares, 2), 10)); err != nil {
+		if err := writeCgroup(dir, "cpu.shares", strconv.FormatUint(max(cpuUnits, 2), 10)); err != nil {
+			return err
+		}
+		if err := writeCgroup(dir, "cpu.cfs_period_us", strconv.Itoa(CPUPeriodUs)); err != nil {
+			return err
+		}
+		if err := writeCgroup(dir, "cpu.cfs_quota_us", strconv.FormatInt(TaskCPUQuota(cpuUnits), 10)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func ensureTaskCgroupV2(parent string, memoryMiB int64, cpuShares uint64) error {
+func ensureTaskCgroupV2(parent string, memoryMiB int64, cpuUnits uint64) error {
 	// Controllers must be enabled in every ancestor for the task's cgroup to have them.
 	dir := cgroupRoot
 	for _, part := range strings.Split(strings.Trim(parent, "/"), "/") {
@@ -115,10 +142,13 @@ func ensureTaskCgroupV2(parent string, memoryMiB int64, cpuShares uint64) error 
 		}
 		_ = writeCgroup(dir, "memory.swap.max", "0")
 	}
-	if cpuShares > 0 {
+	if cpuUnits > 0 {
 		// runc's conversion of cpu.shares (2–262144) to cpu.weight (1–10000).
-		s := min(max(cpuShares, 2), 262144)
+		s := min(max(cpuUnits, 2), 262144)
 		if err := writeCgroup(dir, "cpu.weight", strconv.FormatUint(1+((s-2)*9999)/262142, 10)); err != nil {
+			return err
+		}
+		if err := writeCgroup(dir, "cpu.max", fmt.Sprintf("%d %d", TaskCPUQuota(cpuUnits), CPUPeriodUs)); err != nil {
 			return err
 		}
 	}

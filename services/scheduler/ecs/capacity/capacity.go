@@ -201,13 +201,13 @@ func ValidateASGSettings(mtp, draining *string, scaling *ecsv1.ManagedScaling) e
 }
 
 // ValidASGARN reports whether v is an Auto Scaling group ARN (or, as AWS also accepts,
-// a group name).
+// a group name: ValidASGName).
 func ValidASGARN(v string) bool {
 	if v == "" || len(v) > 1600 {
 		return false
 	}
 	if !strings.HasPrefix(v, "arn:") {
-		return namePattern.MatchString(v)
+		return ValidASGName(v)
 	}
 	parts := strings.SplitN(v, ":", 6)
 	return len(parts) == 6 && parts[2] == "autoscaling" && strings.HasPrefix(parts[5], "autoScalingGroup:")
@@ -362,6 +362,21 @@ func StrategyLaunchType(strategy []*ecsv1.CapacityProviderStrategyItem) string {
 		return "FARGATE"
 	}
 	return "EC2"
+}
+
+// ValidASGName reports whether v can name an Auto Scaling group (CreateAutoScalingGroup's
+// AutoScalingGroupName): 1–255 characters, each ASCII 33 to 126 except the colon. It is
+// recorded in the provider's record, never used in an etcd key, so '/' is safe.
+func ValidASGName(v string) bool {
+	if v == "" || len(v) > 255 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 33 || v[i] > 126 || v[i] == ':' {
+			return false
+		}
+	}
+	return true
 }
 
 // ValidName reports whether name can name a capacity provider: 1–255 letters, numbers,

@@ -125,3 +125,27 @@ func TestPoolConstraint(t *testing.T) {
 		t.Errorf("StrategyLaunchType(pool-a) = %s", got)
 	}
 }
+
+// TestNames: capacity provider names follow CreateCapacityProvider's rule (letters,
+// digits, '_' and '-', up to 255), Auto Scaling group names CreateAutoScalingGroup's
+// (ASCII 33–126 except ':', up to 255), given alone or in an ARN.
+func TestNames(t *testing.T) {
+	for name, want := range map[string]bool{
+		"pool-a_1": true, strings.Repeat("p", 255): true,
+		"": false, strings.Repeat("p", 256): false, "pool.a": false, "pool/a": false, "pool a": false, "pool:a": false,
+	} {
+		if got := ValidName(name); got != want {
+			t.Errorf("ValidName(%q) = %v, want %v", name, got, want)
+		}
+	}
+	for v, want := range map[string]bool{
+		"web-asg": true, "web.asg/blue@2024+1": true, `!"#$%&'()*+,-./;<=>?@[\]^_{|}~`: true, strings.Repeat("g", 255): true,
+		"arn:aws:autoscaling:us-east-1:111122223333:autoScalingGroup:1b2c3d4e-0000-0000-0000-000000000000:autoScalingGroupName/web.asg": true,
+		"": false, "web:asg": false, "web asg": false, "wéb": false, "web\tasg": false, strings.Repeat("g", 256): false,
+		"arn:aws:ecs:us-east-1:111122223333:cluster/x": false,
+	} {
+		if got := ValidASGARN(v); got != want {
+			t.Errorf("ValidASGARN(%q) = %v, want %v", v, got, want)
+		}
+	}
+}

@@ -106,7 +106,7 @@ func (s *Server) CreateCapacityProvider(ctx context.Context, req *connect.Reques
 			return nil, awserr.InvalidParameterf("autoScalingGroupProvider is required.")
 		}
 		if !capacity.ValidASGARN(asg.GetAutoScalingGroupArn()) {
-			return nil, awserr.InvalidParameterf("autoScalingGroupProvider.autoScalingGroupArn must be an Auto Scaling group ARN.")
+			return nil, awserr.InvalidParameterf("autoScalingGroupProvider.autoScalingGroupArn must be an Auto Scaling group ARN or name (1-255 ASCII characters 33 to 126, no colon).")
 		}
 		if err := capacity.ValidateASGSettings(asg.ManagedTerminationProtection, asg.ManagedDraining, asg.GetManagedScaling()); err != nil {
 			return nil, err

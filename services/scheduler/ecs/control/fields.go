@@ -82,7 +82,7 @@ func stringIn(allowed ...string) func(protoreflect.Value) bool {
 // Messages shared by several members.
 const (
 	supNoExec        = "Berth has no ECS Exec; set enableExecuteCommand to false or leave it out."
-	supNetConf       = "awsvpcConfiguration is required for networkMode awsvpc and refused for the other modes, as AWS does: subnets (1-16, required) name the task's subnet and are recorded on its ENI attachment, the address comes from the container instance's own task subnet; securityGroups (up to 5) are recorded, not enforced (Berth has no security groups); assignPublicIp ENABLED is refused (Berth has no public addresses). See docs/networking.md."
+	supNetConf       = "awsvpcConfiguration is required for networkMode awsvpc and refused for the other modes, as AWS does: subnets (1-16, required) name the task's subnet and are recorded on its ENI attachment, the address comes from the container instance's own task subnet; securityGroups (up to 5) are recorded, not enforced (Berth has no security groups); assignPublicIp ENABLED is refused, for FARGATE tasks too (Berth has no public addresses). See docs/networking.md."
 	supNoEphem       = "Berth does not size task storage; ephemeralStorage (a Fargate setting) is not supported."
 	supNoInfer       = "Berth has no Elastic Inference accelerators."
 	supTaskRole      = "Each container gets the agent's credentials endpoint: AWS_CONTAINER_CREDENTIALS_RELATIVE_URI on 169.254.170.2 in bridge and awsvpc tasks (the host redirects it to the agent, as on ECS), AWS_CONTAINER_CREDENTIALS_FULL_URI on the agent's loopback address in host tasks; session credentials of the task's account as arn:aws:sts::{account}:assumed-role/{role name}/{task id}, which the gateway accepts until the task stops; refreshed before they expire; AWS_ENDPOINT_URL (unless the container sets it) points at the same listener, which relays API calls to Berth, so bridge and awsvpc tasks reach Berth too. Berth has no IAM policies: the credentials act with the account's permissions."
@@ -110,7 +110,7 @@ var supGPU = honoured("Type GPU: the agent registers the host's NVIDIA GPUs (ids
 var FieldRules = map[string]FieldRule{
 	// RegisterTaskDefinition (AWS reference: RegisterTaskDefinition).
 	"RegisterTaskDefinitionRequest.containerDefinitions":    honoured(""),
-	"RegisterTaskDefinitionRequest.cpu":                     honoured("Reserved at placement; shares of the task's cgroup, which holds all its containers."),
+	"RegisterTaskDefinitionRequest.cpu":                     honoured("Reserved at placement; the task's cgroup, which holds all its containers, gets it as cpu shares and, as the ECS agent on Linux sets, a CFS quota of cpu/1024 CPUs (cpu.cfs_quota_us 25000 of a 100000 µs period for 256 units; cgroup v2 cpu.max), so the task uses at most that much CPU time; a container's own cpu stays shares only."),
 	"RegisterTaskDefinitionRequest.enableFaultInjection":    refusedBut(0, "Berth has no fault injection endpoints; only false is supported.", isFalse),
 	"RegisterTaskDefinitionRequest.ephemeralStorage":        refused(0, supNoEphem),
 	"RegisterTaskDefinitionRequest.executionRoleArn":        stored("AWS uses it to pull from ECR and fetch secrets or logs; Berth reads a task's secrets with the task's own account, whatever the role."),

@@ -121,8 +121,10 @@ var (
 // CheckNetworkConfiguration validates a RunTask, StartTask, CreateService or
 // UpdateService networkConfiguration against the task definition's networkMode as AWS
 // does: awsvpc requires awsvpcConfiguration with 1–16 subnets and at most 5 security
-// groups; the other modes refuse it. assignPublicIp ENABLED is refused (Berth has no
-// public addresses). Errors are InvalidParameterException.
+// groups; the other modes refuse it. assignPublicIp ENABLED is refused whatever the
+// launch type: AWS accepts it for Fargate tasks in a public subnet, but Berth has no
+// public addresses to give, and accepting it would ignore it. Errors are
+// InvalidParameterException.
 func CheckNetworkConfiguration(td *ecsv1.TaskDefinition, nc *ecsv1.NetworkConfiguration) error {
 	vpc := nc.GetAwsvpcConfiguration()
 	if td.GetNetworkMode() != "awsvpc" {
@@ -156,7 +158,7 @@ func CheckNetworkConfiguration(td *ecsv1.TaskDefinition, nc *ecsv1.NetworkConfig
 	switch vpc.GetAssignPublicIp() {
 	case "", "DISABLED":
 	case "ENABLED":
-		return awserr.InvalidParameterf("assignPublicIp ENABLED is not supported by Berth: task addresses come from the container instance's task subnet and are not public. Use DISABLED.")
+		return awserr.InvalidParameterf("assignPublicIp ENABLED is not supported by Berth, for FARGATE tasks either: Berth has no public addresses (a task's address comes from its container instance's task subnet). Use DISABLED, and reach the task through a Berth load balancer.")
 	default:
 		return awserr.InvalidParameterf("Invalid assignPublicIp %q: valid values are ENABLED and DISABLED.", vpc.GetAssignPublicIp())
 	}

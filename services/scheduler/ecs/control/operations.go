@@ -36,8 +36,8 @@ type OperationRule struct {
 const (
 	whyDaemons = "ECS daemons (the daemon API of ECS Managed Instances) are not part of Berth yet"
 	insDaemons = "run one task per host with a service whose schedulingStrategy is DAEMON (CreateService)."
-	whyExpress = "Express gateway services need an Application Load Balancer and managed TLS, which Berth does not have"
-	insExpress = "run the image with CreateService and publish its port with a portMapping on the host."
+	whyExpress = "Express gateway services need an HTTPS Application Load Balancer with a managed certificate and Application Auto Scaling; Berth's load balancers serve HTTP and TCP listeners without certificates, and Berth has no Application Auto Scaling"
+	insExpress = "run the image with CreateService behind a Berth Application Load Balancer (loadBalancers with an ELBv2 target group) or publish its port with a portMapping on the host."
 )
 
 // Operations is the one table of how Berth serves each of the ECS model's operations,

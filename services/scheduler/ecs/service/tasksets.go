@@ -112,7 +112,8 @@ func describeTaskSet(set *ecsv1.TaskSet, withTags bool) *ecsv1.TaskSet {
 // deployment's. Errors: ClusterNotFoundException, ServiceNotFoundException,
 // ServiceNotActiveException, InvalidParameterException (service not EXTERNAL, bad scale,
 // tags, launch type), ClientException for an unknown or inactive task definition;
-// networkConfiguration, loadBalancers, serviceRegistries, capacityProviderStrategy,
+// networkConfiguration, loadBalancers and serviceRegistries (which Berth's services of
+// the ECS deployment controller support, its task sets not yet), capacityProviderStrategy,
 // platformVersion and clientToken are refused naming the field. AWS reference:
 // CreateTaskSet.
 func (h *Handler) CreateTaskSet(ctx context.Context, req *connect.Request[ecsv1.CreateTaskSetRequest]) (*connect.Response[ecsv1.CreateTaskSetResponse], error) {
@@ -122,11 +123,11 @@ func (h *Handler) CreateTaskSet(ctx context.Context, req *connect.Request[ecsv1.
 		}
 		switch {
 		case m.NetworkConfiguration != nil:
-			return nil, awserr.InvalidParameterf("networkConfiguration is not supported by Berth: tasks run in the host's network namespace; leave it out.")
+			return nil, awserr.InvalidParameterf("networkConfiguration is not supported for task sets by Berth yet; leave it out (a service with the ECS deployment controller takes it for awsvpc tasks).")
 		case len(m.GetLoadBalancers()) > 0:
-			return nil, awserr.InvalidParameterf("loadBalancers is not supported by Berth: it has no load balancers yet; leave them out.")
+			return nil, awserr.InvalidParameterf("loadBalancers is not supported for task sets by Berth yet; leave them out (a service with the ECS deployment controller registers its tasks with ELBv2 target groups).")
 		case len(m.GetServiceRegistries()) > 0:
-			return nil, awserr.InvalidParameterf("serviceRegistries is not supported by Berth: it has no service discovery yet; leave them out.")
+			return nil, awserr.InvalidParameterf("serviceRegistries is not supported for task sets by Berth yet; leave them out (a service with the ECS deployment controller registers its tasks in Cloud Map).")
 		case len(m.GetCapacityProviderStrategy()) > 0:
 			return nil, awserr.InvalidParameterf("capacityProviderStrategy is not supported for task sets by Berth; use launchType EC2 or EXTERNAL.")
 		case m.PlatformVersion != nil:

@@ -50,7 +50,7 @@ func docCommands(t *testing.T, path string) []string {
 func TestLoadBalancingDocExampleWithCLI(t *testing.T) {
 	t.Parallel() // see main_test.go
 	if _, err := exec.LookPath("aws"); err != nil {
-		t.Skip("the AWS CLI (aws) is not installed; .ci/run installs awscli")
+		t.Skip("the AWS CLI (aws) is not installed; make deps installs awscli")
 	}
 	const acct = "111111111111"
 	st := startAPIStack(t, acct)

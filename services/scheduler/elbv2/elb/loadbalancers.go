@@ -9,6 +9,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
@@ -145,12 +146,7 @@ func (s *Service) DescribeLoadBalancers(ctx context.Context, sc keys.Scope, arns
 		}
 	case len(names) > 0:
 		for _, n := range names {
-			// A name no key can hold ("", "a/b") names nothing: not found, as on AWS
-			// (keys.ElbLoadBalancer panics on it).
-			if n == "" || strings.Contains(n, "/") {
-				return nil, errorf(CodeLoadBalancerNotFound, "Load balancers '[%s]' not found", n)
-			}
-			rec, _, err := store.Get[*storev1.LoadBalancerRecord](ctx, s.kv, keys.ElbLoadBalancer(sc, n))
+			rec, err := byName[*storev1.LoadBalancerRecord](ctx, s.kv, n, func(n string) string { return keys.ElbLoadBalancer(sc, n) })
 			if errors.Is(err, store.ErrNotFound) {
 				return nil, errorf(CodeLoadBalancerNotFound, "Load balancers '[%s]' not found", n)
 			}
@@ -260,4 +256,16 @@ func checkTags(in []Tag) ([]*storev1.ElbTag, error) {
 		out = append(out, &storev1.ElbTag{Key: t.Key, Value: t.Value})
 	}
 	return out, nil
+}
+
+// byName reads the record of a load balancer or target group given by name, whose key is
+// key(name). A name no key can hold ("", "a/b": the keys package panics on it) names
+// nothing and is store.ErrNotFound, as an unknown name is on AWS.
+func byName[T proto.Message](ctx context.Context, kv clientv3.KV, name string, key func(string) string) (T, error) {
+	if name == "" || strings.Contains(name, "/") {
+		var zero T
+		return zero, store.ErrNotFound
+	}
+	rec, _, err := store.Get[T](ctx, kv, key(name))
+	return rec, err
 }

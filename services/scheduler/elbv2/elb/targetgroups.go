@@ -296,12 +296,7 @@ func (s *Service) DescribeTargetGroups(ctx context.Context, sc keys.Scope, lbArn
 		}
 	case len(names) > 0:
 		for _, n := range names {
-			// A name no key can hold ("", "a/b") names nothing: not found, as on AWS
-			// (keys.ElbTargetGroup panics on it).
-			if n == "" || strings.Contains(n, "/") {
-				return nil, errorf(CodeTargetGroupNotFound, "Target groups '[%s]' not found", n)
-			}
-			rec, _, err := store.Get[*storev1.TargetGroupRecord](ctx, s.kv, keys.ElbTargetGroup(sc, n))
+			rec, err := byName[*storev1.TargetGroupRecord](ctx, s.kv, n, func(n string) string { return keys.ElbTargetGroup(sc, n) })
 			if errors.Is(err, store.ErrNotFound) {
 				return nil, errorf(CodeTargetGroupNotFound, "Target groups '[%s]' not found", n)
 			}

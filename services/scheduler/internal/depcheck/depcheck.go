@@ -17,9 +17,11 @@
 package depcheck
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -74,7 +76,7 @@ func List(t *testing.T, dir string) []Package {
 		t.Fatalf("go list %s/...: %v", dir, err)
 	}
 	var pkgs []Package
-	dec := json.NewDecoder(strings.NewReader(string(out)))
+	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var p struct {
 			ImportPath string
@@ -113,24 +115,6 @@ func Room(rel string) string {
 // within reports whether rel is pkg or a package below it.
 func within(rel, pkg string) bool { return rel == pkg || strings.HasPrefix(rel, pkg+"/") }
 
-func isService(room string) bool {
-	for _, s := range Services {
-		if s == room {
-			return true
-		}
-	}
-	return false
-}
-
-func inList(rel string, list []string) bool {
-	for _, p := range list {
-		if rel == p {
-			return true
-		}
-	}
-	return false
-}
-
 // Violations returns one line for each import of pkgs that breaks the rules of the
 // package doc, naming the importer, the imported package and the rule.
 func Violations(pkgs []Package) []string {
@@ -148,13 +132,13 @@ func Violations(pkgs []Package) []string {
 				bad = append(bad, p.Rel+" imports "+imp+": platform imports no service")
 			case from == "admin" && to != "platform" && to != "admin":
 				bad = append(bad, p.Rel+" imports "+imp+": admin builds on platform only")
-			case isService(from) && isService(to) && from != to && !inList(imp, Models):
+			case slices.Contains(Services, from) && slices.Contains(Services, to) && from != to && !slices.Contains(Models, imp):
 				bad = append(bad, p.Rel+" imports "+imp+": a service reaches another only through its model ("+strings.Join(Models, ", ")+")")
 			}
-			if inList(p.Rel, Models) && inList(imp, DataPlanes) {
+			if slices.Contains(Models, p.Rel) && slices.Contains(DataPlanes, imp) {
 				bad = append(bad, p.Rel+" imports "+imp+": a model never imports a data plane")
 			}
-			if inList(imp, DataPlanes) && from != "app" && !within(p.Rel, imp) {
+			if slices.Contains(DataPlanes, imp) && from != "app" && !within(p.Rel, imp) {
 				bad = append(bad, p.Rel+" imports "+imp+": only app wires a data plane")
 			}
 		}

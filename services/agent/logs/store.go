@@ -350,8 +350,13 @@ func (s *Store) Read(ctx context.Context, req ReadRequest, send func([]Line) err
 	var names []string
 	if req.Container != "" {
 		names = []string{req.Container}
-		if _, err := os.Stat(filepath.Join(dir, req.Container+".log")); err != nil {
-			return fmt.Errorf("%w %s container %s", ErrNoLogs, req.TaskARN, req.Container)
+		// A rotation renames the log to .1 before it creates the next: between the two,
+		// only the rotated file says the container has logs.
+		base := filepath.Join(dir, req.Container+".log")
+		if _, err := os.Stat(base); err != nil {
+			if _, err := os.Stat(base + ".1"); err != nil {
+				return fmt.Errorf("%w %s container %s", ErrNoLogs, req.TaskARN, req.Container)
+			}
 		}
 	} else {
 		ents, err := os.ReadDir(dir)

@@ -63,8 +63,9 @@ type CredentialsFunc func(ctx context.Context, taskARN, roleType string) (*agent
 // Source answers the metadata endpoint's questions about the tasks on this host.
 type Source interface {
 	// TaskMetadata returns the task's metadata (the /task answer), false when the agent
-	// does not hold the task.
-	TaskMetadata(taskARN string) (*Task, bool)
+	// does not hold the task. A container whose process is being started is answered
+	// once its start is recorded (the caller may be that very process), or when ctx ends.
+	TaskMetadata(ctx context.Context, taskARN string) (*Task, bool)
 	// ContainerStats returns one container's stats in the Docker stats shape; an error
 	// when the container has no running process.
 	ContainerStats(ctx context.Context, taskARN, containerName string) (*Stats, error)
@@ -383,7 +384,7 @@ func (s *Server) serveMetadata(task, stats bool) http.HandlerFunc {
 			writeJSON(w, http.StatusNotFound, map[string]string{"code": "InvalidIdInRequest", "message": "V4 metadata handler: unable to get task arn from request"})
 			return
 		}
-		md, ok := src.TaskMetadata(ref.taskARN)
+		md, ok := src.TaskMetadata(r.Context(), ref.taskARN)
 		if !ok {
 			writeJSON(w, http.StatusNotFound, map[string]string{"code": "InvalidIdInRequest", "message": "V4 metadata handler: task not found"})
 			return

@@ -22,7 +22,7 @@ import (
 
 type source struct{}
 
-func (source) TaskMetadata(arn string) (*endpoints.Task, bool) {
+func (source) TaskMetadata(_ context.Context, arn string) (*endpoints.Task, bool) {
 	return &endpoints.Task{TaskARN: arn, Family: "web", Revision: "1", KnownStatus: "RUNNING", LaunchType: "EC2",
 		Containers: []*endpoints.Container{{DockerID: "d1", Name: "app", KnownStatus: "RUNNING"}, {DockerID: "d2", Name: "side"}}}, true
 }

@@ -111,7 +111,14 @@ func (t *task) startProcess(ctx context.Context, c *ctrState, ctr containerd.Con
 		closeLogs()
 		return fmt.Errorf("%swait task: %w", reasonCannotStart, err)
 	}
+	t.mu.Lock()
+	c.starting = true
+	t.mu.Unlock()
 	if err := proc.Start(ctx); err != nil {
+		t.mu.Lock()
+		c.starting = false
+		t.broadcastLocked()
+		t.mu.Unlock()
 		_, _ = proc.Delete(context.WithoutCancel(ctx), containerd.WithProcessKill)
 		closeLogs()
 		t.m.containerEvent("start_failed")
@@ -123,6 +130,7 @@ func (t *task) startProcess(ctx context.Context, c *ctrState, ctr containerd.Con
 	c.ctr, c.proc, c.exitC = ctr, proc, exitC
 	c.closeLogs = closeLogs
 	c.Status, c.Started, c.RunningSince = state.Running, true, time.Now()
+	c.starting = false
 	t.broadcastLocked()
 	t.mu.Unlock()
 	return nil

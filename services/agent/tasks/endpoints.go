@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	goruntime "runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,13 +62,14 @@ func (t *task) prepareEndpoints(ctx context.Context) error {
 
 // TaskMetadata implements endpoints.Source: the task metadata endpoint's view of a task
 // this manager holds.
-func (m *Manager) TaskMetadata(taskARN string) (*endpoints.Task, bool) {
+func (m *Manager) TaskMetadata(ctx context.Context, taskARN string) (*endpoints.Task, bool) {
 	m.mu.Lock()
 	t := m.tasks[taskARN]
 	m.mu.Unlock()
 	if t == nil {
 		return nil, false
 	}
+	t.awaitStarts(ctx)
 	task, def := t.a.GetTask(), t.a.GetTaskDefinition()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -147,6 +149,33 @@ func timePtr(t time.Time) *time.Time {
 	return &u
 }
 
+// startWait bounds how long an endpoint request waits for a container start in flight.
+const startWait = 10 * time.Second
+
+// awaitStarts returns once no container of t is between its process's start and the
+// record of it (ctrState.starting), or after startWait or when ctx ends. A process asks
+// about itself the moment it runs, which on a loaded host can be before
+// containerd's Start call has returned to the agent: without the wait it would be told
+// it is PENDING, or that it has no stats because it is not running.
+func (t *task) awaitStarts(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, startWait)
+	defer cancel()
+	for {
+		t.mu.Lock()
+		starting := slices.ContainsFunc(t.ctrs, func(c *ctrState) bool { return c.starting })
+		ch := t.changed
+		t.mu.Unlock()
+		if !starting {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // ContainerStats implements endpoints.Source: the cgroup statistics of a container's
 // process in the Docker stats shape, with the previous sample as precpu_stats.
 func (m *Manager) ContainerStats(ctx context.Context, taskARN, name string) (*endpoints.Stats, error) {
@@ -156,6 +185,7 @@ func (m *Manager) ContainerStats(ctx context.Context, taskARN, name string) (*en
 	if t == nil {
 		return nil, errors.New("task not found")
 	}
+	t.awaitStarts(ctx)
 	var c *ctrState
 	t.mu.Lock()
 	for _, x := range t.ctrs {

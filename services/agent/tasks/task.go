@@ -35,6 +35,9 @@ type ctrState struct {
 	proc  containerd.Task
 	exitC <-chan containerd.ExitStatus // from proc.Wait, taken before proc.Start
 	done  chan struct{}                // closed when the container is STOPPED
+	// starting is set while startProcess runs: the process may already be running and
+	// asking the task's endpoints about itself before its start is recorded.
+	starting bool
 	// closeLogs closes the container's log files; nil when none are open.
 	closeLogs func() error
 }

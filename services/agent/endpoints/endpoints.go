@@ -54,6 +54,10 @@ const (
 	// the Berth endpoint through this listener (Config.API) unless their definition sets
 	// it.
 	EnvEndpointURL = "AWS_ENDPOINT_URL"
+	// EnvRegion and EnvDefaultRegion hold the task's region in every container, as
+	// Fargate sets them, unless the task definition or an override sets them.
+	EnvRegion        = "AWS_REGION"
+	EnvDefaultRegion = "AWS_DEFAULT_REGION"
 )
 
 // CredentialsFunc asks the control plane for session credentials of a task's role

@@ -515,6 +515,15 @@ func (t *task) containerSpec(c *ctrState, img containerd.Image) runtime.Containe
 		addEnv([]*ecsv1.KeyValuePair{{Name: &k, Value: &v}})
 	}
 	t.mu.Unlock()
+	// The task's region, as Fargate gives every container, so an AWS SDK in the task
+	// finds it; a value the definition or an override sets wins.
+	if region := regionOf(t.arn); region != "" {
+		for _, k := range []string{endpoints.EnvRegion, endpoints.EnvDefaultRegion} {
+			if _, set := env[k]; !set {
+				addEnv([]*ecsv1.KeyValuePair{{Name: &k, Value: &region}})
+			}
+		}
+	}
 	for _, k := range order {
 		spec.Env = append(spec.Env, k+"="+env[k])
 	}
@@ -523,6 +532,16 @@ func (t *task) containerSpec(c *ctrState, img containerd.Image) runtime.Containe
 	}
 	spec.Labels = t.labels(c)
 	return spec
+}
+
+// regionOf returns the region of an ARN (arn:partition:service:region:…), "" when it has
+// none.
+func regionOf(arn string) string {
+	parts := strings.SplitN(arn, ":", 5)
+	if len(parts) < 5 || parts[0] != "arn" {
+		return ""
+	}
+	return parts[3]
 }
 
 // labels returns the labels of c's container: its dockerLabels and Berth's own.

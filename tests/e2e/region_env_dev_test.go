@@ -11,7 +11,8 @@ import (
 // every container gets AWS_REGION and AWS_DEFAULT_REGION set to the task's region, as
 // Fargate sets them (Amazon ECS developer guide, "Fargate task environment variables" /
 // task definition parameters, environment), so an AWS SDK in the task finds its region;
-// a value the task definition sets wins (issue 35 item 5).
+// a value the task definition sets wins (issue 35 item 5). A task without a role gets
+// AWS_ENDPOINT_URL too.
 func TestDevTaskRegionEnv(t *testing.T) {
 	t.Parallel() // see main_test.go
 	root := repoRoot(t)
@@ -60,6 +61,17 @@ func TestDevTaskRegionEnv(t *testing.T) {
 		if vars[k] != region {
 			t.Errorf("%s = %q, want the task's region %q", k, vars[k], region)
 		}
+	}
+
+	// A task without a role reaches Berth too: AWS_ENDPOINT_URL is the listener it reaches
+	// its metadata on, when that is the link-local redirect (a bridge task cannot reach the
+	// agent's loopback listener, so without the redirect it gets none).
+	if strings.HasPrefix(vars["ECS_CONTAINER_METADATA_URI_V4"], "http://169.254.170.2/") {
+		if vars["AWS_ENDPOINT_URL"] != "http://169.254.170.2" {
+			t.Errorf("AWS_ENDPOINT_URL = %q, want http://169.254.170.2 for a bridge task without a role", vars["AWS_ENDPOINT_URL"])
+		}
+	} else if v, ok := vars["AWS_ENDPOINT_URL"]; ok {
+		t.Errorf("AWS_ENDPOINT_URL = %q for a bridge task with no route to the listener (metadata %q)", v, vars["ECS_CONTAINER_METADATA_URI_V4"])
 	}
 
 	// The task definition's own value wins.

@@ -50,9 +50,9 @@ const (
 	EnvMetadataV4             = "ECS_CONTAINER_METADATA_URI_V4"
 	EnvMetadataV3             = "ECS_CONTAINER_METADATA_URI"
 	EnvExecutionEnv           = "AWS_EXECUTION_ENV"
-	// EnvEndpointURL is the AWS SDKs' and CLI's endpoint override: tasks with a role get
-	// the Berth endpoint through this listener (Config.API) unless their definition sets
-	// it.
+	// EnvEndpointURL is the AWS SDKs' and CLI's endpoint override: every task that
+	// reaches this listener gets the Berth endpoint through it (Config.API) unless its
+	// definition sets it.
 	EnvEndpointURL = "AWS_ENDPOINT_URL"
 	// EnvRegion and EnvDefaultRegion hold the task's region in every container, as
 	// Fargate sets them, unless the task definition or an override sets them.
@@ -237,15 +237,19 @@ func (s *Server) Prepare(ctx context.Context, a *agentv1.Assignment, networkMode
 		} else {
 			credEnv = []string{EnvCredentialsFullURI + "=" + base + path}
 		}
-		if s.cfg.API != "" {
-			credEnv = append(credEnv, EnvEndpointURL+"="+base)
-		}
 		s.mu.Lock()
 		s.creds[e.credID] = &taskCreds{resp: resp}
 		rctx, cancel := context.WithCancel(s.base)
 		s.mu.Unlock()
 		e.cancel = cancel
 		go s.refresh(rctx, taskARN, e.credID, resp)
+	}
+	// Every task that reaches this listener gets the Berth endpoint as its AWS endpoint,
+	// with a role or without one (its SDK may be given keys another way). A bridge or
+	// awsvpc task without the link-local route does not reach 127.0.0.1 here.
+	reachable := networkMode == "" || networkMode == "host" || base == "http://"+LinkLocalAddr
+	if s.cfg.API != "" && reachable {
+		credEnv = append(credEnv, EnvEndpointURL+"="+base)
 	}
 	env := map[string][]string{}
 	for _, c := range a.GetTaskDefinition().GetContainerDefinitions() {

@@ -159,8 +159,9 @@ func TestLinkLocal(t *testing.T) {
 	}
 }
 
-// TestAPIRelay: with Config.API, a task with a role gets AWS_ENDPOINT_URL at the address
-// it reaches the endpoints on (169.254.170.2 for bridge and awsvpc), and POST / is
+// TestAPIRelay: with Config.API, every task (with a role or without) gets AWS_ENDPOINT_URL
+// at the address it reaches the endpoints on (169.254.170.2 for bridge and awsvpc, the
+// listener for host), and POST / is
 // relayed to Berth's gateway with the caller's Host header (which its SigV4 signature
 // covers), body and headers; the metadata routes are unchanged.
 func TestAPIRelay(t *testing.T) {
@@ -195,8 +196,16 @@ func TestAPIRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Release("arn:task/b")
-	if v := envOf(noRole["app"], endpoints.EnvEndpointURL); v != "" {
-		t.Errorf("a task without a role got %s=%q", endpoints.EnvEndpointURL, v)
+	if v := envOf(noRole["app"], endpoints.EnvEndpointURL); v != "http://169.254.170.2" {
+		t.Errorf("a task without a role got %s=%q, want http://169.254.170.2 too", endpoints.EnvEndpointURL, v)
+	}
+	host, err := s.Prepare(ctx, assignment("arn:task/c", ""), "host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release("arn:task/c")
+	if v := envOf(host["app"], endpoints.EnvEndpointURL); v != "http://"+s.Addr() {
+		t.Errorf("a host task got %s=%q, want the listener http://%s", endpoints.EnvEndpointURL, v, s.Addr())
 	}
 	req, _ := http.NewRequest(http.MethodPost, "http://"+s.Addr()+"/", strings.NewReader(`{}`))
 	req.Host = "169.254.170.2"

@@ -139,12 +139,15 @@ func Open(cfg Config) (*Store, error) {
 }
 
 // Close closes the shard files.
+//
+// The shards stay in place, closed: a call after Close (a request still in flight while
+// the scheduler stops) gets bolt's "database not open" error instead of a panic, and a
+// second Close is harmless.
 func (s *Store) Close() error {
 	var errs []error
 	for _, db := range s.shards {
 		errs = append(errs, db.Close())
 	}
-	s.shards = nil
 	return errors.Join(errs...)
 }
 

@@ -287,6 +287,30 @@ func TestReopenKeepsEvents(t *testing.T) {
 	}
 }
 
+// TestCallsAfterCloseFail: a call that reaches the store after Close (a request in
+// flight while the scheduler stops) gets an error, not a panic; Close twice is harmless.
+func TestCallsAfterCloseFail(t *testing.T) {
+	s, err := Open(Config{Dir: t.TempDir()})
+	must(t, err)
+	must(t, s.EnsureStream(sc, "g", "s", true))
+	must(t, s.Close())
+	if _, err := s.PutEvents(sc, "g", "s", []InputEvent{{time.Now().UnixMilli(), "late"}}); err == nil {
+		t.Error("PutEvents after Close succeeded")
+	}
+	if _, err := s.GetEvents(sc, GetEventsInput{Group: "g", Stream: "s"}); err == nil {
+		t.Error("GetEvents after Close succeeded")
+	}
+	if _, _, err := s.DescribeGroups(sc, DescribeGroupsInput{}); err == nil {
+		t.Error("DescribeGroups after Close succeeded")
+	}
+	if _, err := s.Sweep(time.Now()); err == nil {
+		t.Error("Sweep after Close succeeded")
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
 func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {

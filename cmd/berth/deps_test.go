@@ -22,7 +22,7 @@ var (
 	testkit    = "github.com/berthhq/berth/testkit/"
 	etcdTest   = "github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	// The gateway module: an agent only dials the gateway, with the client libraries of
-	// pkg/ (h2c, sigv4client, pki), which both sides import.
+	// pkg/ (h2c, sigv4client, failover, pki), which both sides import.
 	gatewayModule = "github.com/berthhq/berth/services/gateway"
 	// The scheduler module: neither the agent nor the gateway links the control plane.
 	schedulerModule = "github.com/berthhq/berth/services/scheduler"

@@ -17,7 +17,7 @@ import (
 	"github.com/berthhq/berth/pkg/h2c"
 	"github.com/berthhq/berth/pkg/pki"
 	"github.com/berthhq/berth/services/gateway/awsjson"
-	"github.com/berthhq/berth/services/gateway/failover"
+	"github.com/berthhq/berth/pkg/failover"
 	"github.com/berthhq/berth/services/gateway/sigv4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"

@@ -7,7 +7,9 @@ package agentcmd
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -18,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
+	"github.com/berthhq/berth/pkg/failover"
 	"github.com/berthhq/berth/pkg/pki"
 	"github.com/berthhq/berth/pkg/sigv4client"
 	"github.com/berthhq/berth/services/agent"
@@ -63,11 +66,21 @@ func Command(use string) *cobra.Command {
 				return err
 			}
 			setGCDefault()
-			client, err := cli.HTTPClient(gatewayURL, files)
+			gateways, err := gatewayURLs(gatewayURL)
+			if err != nil {
+				return err
+			}
+			client, err := cli.HTTPClient(gateways[0], files)
 			if err != nil {
 				return fmt.Errorf("--gateway: %w", err)
 			}
 			client.Transport = sigv4client.New(client.Transport, sigv4client.StaticCredentials(keyID, secret), region)
+			if len(gateways) > 1 {
+				// Over the signer, so each attempt is signed for the gateway it goes to.
+				if client.Transport, err = failover.New(client.Transport, gateways); err != nil {
+					return fmt.Errorf("--gateway: %w", err)
+				}
+			}
 			abs, err := filepath.Abs(dataDir)
 			if err != nil {
 				return err
@@ -117,7 +130,7 @@ func Command(use string) *cobra.Command {
 				logAuth = LogReader
 			}
 			ag, err := agent.New(agent.Config{
-				ControlPlaneURL:    gatewayURL,
+				ControlPlaneURL:    gateways[0],
 				HTTPClient:         client,
 				Cluster:            cluster,
 				DataDir:            abs,
@@ -143,7 +156,7 @@ func Command(use string) *cobra.Command {
 	}
 	f := cmd.Flags()
 	cli.AddTLSFlags(f, &files, "the agent presents to the gateway (role agent; mTLS with an https:// --gateway)")
-	f.StringVar(&gatewayURL, "gateway", cli.Env("BERTH_GATEWAY_URL", "http://127.0.0.1:4566"), "the gateway's URL")
+	f.StringVar(&gatewayURL, "gateway", cli.Env("BERTH_GATEWAY_URL", "http://127.0.0.1:4566"), "the gateway's URL, or several comma-separated (one scheme): the agent spreads its calls over them and moves to another when one cannot be reached")
 	f.StringVar(&cluster, "cluster", cli.Env("BERTH_CLUSTER", "default"), "cluster to join")
 	f.StringVar(&dataDir, "data-dir", cli.Env("BERTH_DATA_DIR", "./.berth/agent"), "agent state, logs and FIFOs")
 	f.StringVar(&containerdAddr, "containerd", cli.Env("BERTH_CONTAINERD_ADDRESS", "/run/containerd/containerd.sock"), "containerd socket")
@@ -210,4 +223,29 @@ func exampleName(use string) string {
 		return "berth agent"
 	}
 	return use
+}
+
+// gatewayURLs splits --gateway's comma-separated list of gateway base URLs. It fails on
+// an empty list, a URL without scheme or host, or a mix of http:// and https:// (one
+// HTTP client, with or without TLS, serves them all).
+func gatewayURLs(flag string) ([]string, error) {
+	var urls []string
+	for _, u := range strings.Split(flag, ",") {
+		u = strings.TrimSpace(u)
+		if u == "" {
+			continue
+		}
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return nil, fmt.Errorf("--gateway: %q: want http://host:port or https://host:port", u)
+		}
+		if len(urls) > 0 && !strings.HasPrefix(urls[0], p.Scheme+"://") {
+			return nil, fmt.Errorf("--gateway: %q and %q: every gateway URL needs the same scheme", urls[0], u)
+		}
+		urls = append(urls, u)
+	}
+	if len(urls) == 0 {
+		return nil, errors.New("--gateway: no URL")
+	}
+	return urls, nil
 }

@@ -1,11 +1,14 @@
-// Package failover spreads the gateway's calls over every scheduler replica: an
+// Package failover spreads a client's calls over every replica of a Berth role (the
+// gateway's calls over the scheduler replicas, an agent's over the gateways): an
 // http.RoundTripper that sends each request to the next healthy replica in turn, sets a
 // replica aside for a moment when a request to it fails at the connection, and sends
 // the request again to another replica when that cannot run it twice: always for
 // idempotent calls (Describe*, List*, Get*, ResolveAccessKey), and for any call whose
-// connection was never made (a refused dial). A non-idempotent call that dies in flight
-// with its replica fails, and the caller sees ServerException, as AWS answers when it
-// cannot say whether a write happened.
+// connection was never made (a refused dial, a name that no longer resolves). A
+// non-idempotent call that dies in flight with its replica fails, and the gateway's
+// caller sees ServerException, as AWS answers when it cannot say whether a write
+// happened. A signing transport (SigV4) goes under it, so each attempt is signed for the
+// replica it is sent to.
 package failover
 
 import (
@@ -49,10 +52,10 @@ type target struct {
 
 // New returns a Transport over base that sends every request, whatever its URL's host,
 // to one of replicas (base URLs such as "https://scheduler1:4567"; the request's path
-// is kept). It fails when replicas is empty or a URL has no scheme or host.
+// is kept, its Host header becomes the replica's). It fails when replicas is empty or a URL has no scheme or host.
 func New(base http.RoundTripper, replicas []string) (*Transport, error) {
 	if len(replicas) == 0 {
-		return nil, errors.New("failover: no scheduler replica")
+		return nil, errors.New("failover: no replica")
 	}
 	if base == nil {
 		base = http.DefaultTransport

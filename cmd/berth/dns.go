@@ -2,11 +2,8 @@ package main
 
 import (
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	"github.com/berthhq/berth/services/scheduler/cloudmap/cloudmapdns"
@@ -14,7 +11,8 @@ import (
 )
 
 func dnsCommand() *cobra.Command {
-	var endpoints, addr, account, region, upstreams string
+	var etcdf etcdFlags
+	var addr, account, region, upstreams string
 	cmd := &cobra.Command{
 		Use:   "dns",
 		Short: "Run the Cloud Map DNS server: answer one account's private DNS namespaces",
@@ -28,9 +26,9 @@ func dnsCommand() *cobra.Command {
 				return fmt.Errorf("--account and --region are required: a DNS question carries no account")
 			}
 			log := cli.JSONLogger(cmd)
-			etcd, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(endpoints, ","), DialTimeout: 5 * time.Second})
+			etcd, err := etcdf.dial(cmd.Context())
 			if err != nil {
-				return fmt.Errorf("etcd %s: %w", endpoints, err)
+				return err
 			}
 			defer etcd.Close()
 			cfg := cloudmapdns.Config{Addr: addr, Scopes: []keys.Scope{{Account: account, Region: region}}, Logger: log}
@@ -38,12 +36,12 @@ func dnsCommand() *cobra.Command {
 				cfg.Upstreams = cli.SplitList(upstreams)
 			}
 			return cloudmapdns.Run(cmd.Context(), etcd, cfg, func(a string) {
-				log.Info("dns answering", "addr", a, "account", account, "region", region, "etcd", endpoints)
+				log.Info("dns answering", "addr", a, "account", account, "region", region, "etcd", etcdf.endpoints)
 			})
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&endpoints, "etcd-endpoints", cli.Env("BERTH_ETCD_ENDPOINTS", "127.0.0.1:2379"), "etcd client endpoints, comma-separated")
+	etcdf.add(f)
 	f.StringVar(&addr, "listen", cli.Env("BERTH_DNS_ADDR", "127.0.0.1:5353"), "UDP and TCP address to answer on")
 	f.StringVar(&account, "account", cli.Env("BERTH_ACCOUNT_ID", ""), "account whose private DNS namespaces are answered")
 	f.StringVar(&region, "region", cli.Env("BERTH_REGION", ""), "region of those namespaces")

@@ -18,9 +18,11 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/berthhq/berth/pkg/pki"
+	"github.com/spf13/cobra"
 )
 
-// TestSchedulerEtcdClientTLS runs `berth scheduler` against an etcd member that serves
+// TestSchedulerEtcdClientTLS runs `berth scheduler` (then `berth dns` and `berth lb`, which
+// share its etcd flags) against an etcd member that serves
 // TLS and requires client certificates (etcd's --client-cert-auth): with --etcd-cacert,
 // --etcd-cert and --etcd-key it serves ECS calls (a cluster, a task definition and a
 // RunTask, whose records land in that etcd); without the client certificate it stops at
@@ -167,6 +169,44 @@ func TestSchedulerEtcdClientTLS(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("no record of cluster tls among %d keys in etcd", len(res.Kvs))
+		}
+	})
+
+	// `berth dns` and `berth lb` read the same etcd with the same flags: refused at once
+	// without the client certificate, answering with it.
+	t.Run("dns and lb", func(t *testing.T) {
+		start := func(ctx context.Context, cmd *cobra.Command, args ...string) (chan error, *lockedBuffer) {
+			logs := &lockedBuffer{}
+			cmd.SetArgs(append([]string{"--etcd-endpoints", clientURL.String(), "--etcd-cacert", path("ca.pem")}, args...))
+			cmd.SetOut(logs)
+			cmd.SetErr(logs)
+			done := make(chan error, 1)
+			go func() { done <- cmd.ExecuteContext(ctx) }()
+			return done, logs
+		}
+		dnsArgs := []string{"--account", "123456789012", "--region", "us-east-1", "--listen", freeAddr(t)}
+		for name, cmd := range map[string]*cobra.Command{"dns": dnsCommand(), "lb": lbCommand()} {
+			args := []string{"--listen-host", "127.0.0.1"}
+			if name == "dns" {
+				args = dnsArgs
+			}
+			done, logs := start(t.Context(), cmd, args...)
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), "refused the TLS handshake") {
+					t.Errorf("%s without an etcd client certificate: %v; want a TLS refusal", name, err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("%s without an etcd client certificate still running after 30 s:\n%s", name, logs.String())
+			}
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done, logs := start(ctx, dnsCommand(), append(dnsArgs[:len(dnsArgs):len(dnsArgs)], "--etcd-cert", path("client.pem"), "--etcd-key", path("client-key.pem"))...)
+		defer func() { cancel(); <-done }()
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logs.String(), "dns answering"); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("dns with the etcd client certificate never answered:\n%s", logs.String())
+			}
 		}
 	})
 }

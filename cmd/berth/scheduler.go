@@ -16,7 +16,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
@@ -46,13 +45,13 @@ func loadKeyring(path string) (*seal.Keyring, error) {
 }
 
 func schedulerCommand() *cobra.Command {
-	var endpoints, listen, region, replica, keyFile string
+	var listen, region, replica, keyFile string
+	var etcdf etcdFlags
 	var leaderTTL, stableAfter, credsLifetime time.Duration
 	var logDir, logPeerURL string
 	var maxTxnOps, gzipMinBytes int
 	var taskSubnetPool string
 	var files pki.Files
-	var etcdTLS transport.TLSInfo
 	cmd := &cobra.Command{
 		Use:   "scheduler",
 		Short: "Run a scheduler replica against an etcd cluster",
@@ -64,19 +63,6 @@ func schedulerCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := cli.JSONLogger(cmd)
-			etcdCfg := clientv3.Config{
-				Endpoints:   strings.Split(endpoints, ","),
-				DialTimeout: 5 * time.Second,
-			}
-			if !etcdTLS.Empty() || etcdTLS.TrustedCAFile != "" {
-				// etcd's own TLSInfo reads the client key pair at each handshake, so a
-				// rotated etcd client certificate is used without a restart.
-				c, err := etcdTLS.ClientConfig()
-				if err != nil {
-					return fmt.Errorf("etcd TLS: %w", err)
-				}
-				etcdCfg.TLS = c
-			}
 			var serverTLS *tls.Config
 			if files.Cert != "" || files.Key != "" || files.CA != "" {
 				if files.CA == "" {
@@ -87,15 +73,12 @@ func schedulerCommand() *cobra.Command {
 					return err
 				}
 			}
-			etcd, err := clientv3.New(etcdCfg)
+			etcd, err := etcdf.dial(cmd.Context())
 			if err != nil {
-				return fmt.Errorf("etcd %s: %w", endpoints, err)
-			}
-			defer etcd.Close()
-			if err := probeEtcdTLS(cmd.Context(), etcdCfg); err != nil {
 				return err
 			}
-			if err := probeEtcd(cmd.Context(), etcd, endpoints, log); err != nil {
+			defer etcd.Close()
+			if err := probeEtcd(cmd.Context(), etcd, etcdf.endpoints, log); err != nil {
 				return err
 			}
 			keyring, err := loadKeyring(keyFile)
@@ -151,11 +134,11 @@ func schedulerCommand() *cobra.Command {
 			ctx := cmd.Context()
 			errc := make(chan error, 2)
 			if serverTLS != nil {
-				log.Info("scheduler listening", "addr", ln.Addr().String(), "etcd", endpoints, "tls", true)
+				log.Info("scheduler listening", "addr", ln.Addr().String(), "etcd", etcdf.endpoints, "tls", true)
 				go func() { errc <- h2c.ServeTLS(ctx, ln, a.Handler(), serverTLS) }()
 			} else {
 				log.Warn("scheduler serving h2c without TLS: whoever reaches --listen can act for any account; keep it on loopback or a network only gateways reach", "addr", ln.Addr().String())
-				log.Info("scheduler listening", "addr", ln.Addr().String(), "etcd", endpoints, "tls", false)
+				log.Info("scheduler listening", "addr", ln.Addr().String(), "etcd", etcdf.endpoints, "tls", false)
 				go func() { errc <- h2c.Serve(ctx, ln, a.Handler()) }()
 			}
 			go func() { errc <- a.Run(ctx) }()
@@ -169,11 +152,8 @@ func schedulerCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&logDir, "log-dir", cli.Env("BERTH_LOG_DIR", "./.berth/cwlogs"), "directory of the CloudWatch Logs store (awslogs output and the logs API); on a disk that outlives the replica, see docs/logs.md")
 	f.StringVar(&logPeerURL, "log-peer-url", cli.Env("BERTH_LOG_PEER_URL", ""), "base URL the other scheduler replicas reach this one at for the replicated log store (default: http(s)://--listen, with the host name when it listens on all addresses); \"none\" keeps the log store to this replica (docs/logs.md)")
-	f.StringVar(&endpoints, "etcd-endpoints", cli.Env("BERTH_ETCD_ENDPOINTS", "127.0.0.1:2379"), "etcd client endpoints, comma-separated")
+	etcdf.add(f)
 	cli.AddTLSFlags(f, &files, "the scheduler serves with (role scheduler); client certificates are verified against --tls-ca, identity headers count only from gateway-role ones and AdminService needs an admin-role one or --token")
-	f.StringVar(&etcdTLS.TrustedCAFile, "etcd-cacert", cli.Env("BERTH_ETCD_CACERT", ""), "verify etcd's server certificate with this CA bundle (etcdctl's --cacert)")
-	f.StringVar(&etcdTLS.CertFile, "etcd-cert", cli.Env("BERTH_ETCD_CERT", ""), "client certificate for etcd (etcdctl's --cert)")
-	f.StringVar(&etcdTLS.KeyFile, "etcd-key", cli.Env("BERTH_ETCD_KEY", ""), "client key for etcd (etcdctl's --key)")
 	f.StringVar(&listen, "listen", cli.Env("BERTH_SCHEDULER_ADDR", "127.0.0.1:4567"), "address of the internal Connect listener (h2c)")
 	f.StringVar(&region, "region", cli.Env("BERTH_REGION", "us-east-1"), "default region: ECS state from builds without regions is moved into it once at start (requests are served in the region they are signed for)")
 	f.StringVar(&keyFile, "secrets-key-file", cli.Env("BERTH_SECRETS_KEY_FILE", ""), "key file sealing secret and parameter values at rest: lines {id}:{base64 of 32 bytes}, primary first (docs/secrets.md); BERTH_SECRETS_KEY may hold the same lines comma-separated instead")

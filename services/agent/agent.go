@@ -770,8 +770,8 @@ func (h *hostView) Registration() *agentv1.RegisterRequest {
 		attr(AttrCNIPluginVersion, st.version)
 		attr(AttrTaskENI, "")
 	} else {
-		missing[AttrCNIPluginVersion] = "networkModes bridge and none unavailable: " + st.missing
-		missing[AttrTaskENI] = "networkMode awsvpc unavailable: " + st.missing
+		missing[AttrCNIPluginVersion] = st.missing
+		missing[AttrTaskENI] = st.missing
 	}
 	if h.endpoints {
 		attr(AttrTaskIAMRole, "")

@@ -84,7 +84,7 @@ func TestCapabilitiesFollowCNI(t *testing.T) {
 	if !strings.Contains(why, `CNI plugins "bridge", "host-local", "portmap", "firewall", "loopback" not found in `+plugins) {
 		t.Errorf("missing %s: %q, want the plugins and %s named", agent.AttrCNIPluginVersion, why, plugins)
 	}
-	if why := first.GetMissingAttributes()[agent.AttrTaskENI]; !strings.HasPrefix(why, "networkMode awsvpc unavailable: CNI plugins") {
+	if why := first.GetMissingAttributes()[agent.AttrTaskENI]; !strings.HasPrefix(why, "CNI plugins") {
 		t.Errorf("missing %s: %q", agent.AttrTaskENI, why)
 	}
 	if why := first.GetMissingAttributes()[agent.AttrTaskIAMRole]; !strings.Contains(why, "task endpoints are off") {

@@ -145,7 +145,7 @@ func TestPlatformMatchingDev(t *testing.T) {
 	refused("foreign architecture", run("ecs", "run-task", "--task-definition", "plat-foreign"),
 		"ecs.cpu-architecture is "+nativeAttr, "needs "+strings.ToLower(foreign))
 	register("plat-windows", "host", "", "WINDOWS_SERVER_2019_FULL")
-	refused("windows", run("ecs", "run-task", "--task-definition", "plat-windows"), "ecs.os-type is linux", "WINDOWS_SERVER_2019_FULL needs windows")
+	refused("windows", run("ecs", "run-task", "--task-definition", "plat-windows"), "ecs.os-type is linux", "WINDOWS_SERVER_2019_FULL needs windows", "Linux containers only")
 
 	// A service of the bridge task places nothing and says why.
 	aws("ecs", "create-service", "--service-name", "plat-svc", "--task-definition", "plat-bridge", "--desired-count", "1")

@@ -322,7 +322,7 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 
 // noTaskSubnet is what an instance lacks for ecs.capability.task-eni when the scheduler
 // had no task subnet to give it.
-const noTaskSubnet = "networkMode awsvpc unavailable: no awsvpc task subnet left in the scheduler's task subnet pool for this instance (berth scheduler --task-subnet-pool)"
+const noTaskSubnet = "no awsvpc task subnet left in the scheduler's task subnet pool for this instance (berth scheduler --task-subnet-pool)"
 
 // setCapabilities records what the agent reported missing (RegisterRequest
 // missing_attributes) on rec, and withdraws ecs.capability.task-eni when the instance has

@@ -177,7 +177,11 @@ func (r *Requirement) Detail(in *Instance) string {
 		}
 		return d
 	}
-	return fmt.Sprintf("Attribute %s is %s; %s needs %s", r.Attribute, v, r.For, r.Value)
+	d := fmt.Sprintf("Attribute %s is %s; %s needs %s", r.Attribute, v, r.For, r.Value)
+	if r.Attribute == AttrOSType && r.Value == "windows" {
+		d += " (Berth's agents run Linux containers only: no instance registers ecs.os-type windows)"
+	}
+	return d
 }
 
 // Strategy is one placement strategy (the ECS PlacementStrategy shape).

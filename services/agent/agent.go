@@ -65,7 +65,6 @@ var Capabilities = []string{
 	"com.amazonaws.ecs.capability.docker-remote-api.1.22",
 	"com.amazonaws.ecs.capability.docker-remote-api.1.23",
 	"com.amazonaws.ecs.capability.docker-remote-api.1.24",
-	"com.amazonaws.ecs.capability.docker-remote-api.1.25",
 	"ecs.capability.container-health-check",
 	"ecs.capability.container-ordering",
 	"com.amazonaws.ecs.capability.privileged-container",
@@ -95,7 +94,20 @@ const (
 	// credentials (its task endpoints are on), to host mode tasks too.
 	AttrTaskIAMRole            = "com.amazonaws.ecs.capability.task-iam-role"
 	AttrTaskIAMRoleNetworkHost = "com.amazonaws.ecs.capability.task-iam-role-network-host"
+	// AttrInit is the Docker remote API level AWS requires of linuxParameters
+	// initProcessEnabled: registered when the host has a static init to run
+	// (tasks.InitBinary: docker-init or tini-static).
+	AttrInit = "com.amazonaws.ecs.capability.docker-remote-api.1.25"
 )
+
+// initMissing is what a host without a static init lacks for AttrInit.
+const initMissing = "docker-init or tini-static not found in PATH: initProcessEnabled cannot run (apt-get install tini)"
+
+// hasInit reports whether the host has a static init (tasks.InitBinary).
+func hasInit() bool {
+	_, err := tasks.InitBinary()
+	return err == nil
+}
 
 // DefaultNetworkRecheck is how often an agent whose host cannot set up task networking
 // looks again (Config.NetworkRecheckInterval).
@@ -204,10 +216,11 @@ type Config struct {
 	// When the host cannot do CNI (not root, plugins missing) the agent still runs, and
 	// tasks of those modes fail to start saying why.
 	Network network.Config
-	// NetworkRecheckInterval is how often the agent looks again for what task networking
-	// needs while the host lacks it (the CNI plugins, iptables); once found it sets the
-	// network up and registers again with ecs.capability.cni-plugin-version and
-	// ecs.capability.task-eni. Default DefaultNetworkRecheck.
+	// NetworkRecheckInterval is how often the agent looks again at what task networking
+	// needs (the CNI plugins, iptables) and for a static init: when the host gains or
+	// loses one it registers again (found plugins set the network up first, then
+	// ecs.capability.cni-plugin-version and ecs.capability.task-eni are registered; a
+	// found init registers AttrInit). Default DefaultNetworkRecheck.
 	NetworkRecheckInterval time.Duration
 	// Registry, when set, receives the agent's Prometheus metrics (containerd call
 	// latency, tasks by status), served at /metrics on the LogAddr listener. Nil
@@ -511,6 +524,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	view := &hostView{a: a, gate: gate, endpoints: ep != nil, reregister: make(chan struct{}, 1)}
 	view.net.Store(netSt)
+	view.init.Store(hasInit())
 	sess := session.New(session.Config{
 		BaseURL:           a.cfg.ControlPlaneURL,
 		HTTPClient:        a.cfg.HTTPClient,
@@ -555,6 +569,14 @@ func (a *Agent) Run(ctx context.Context) error {
 				return
 			case <-t.C:
 			}
+			if in := hasInit(); in != view.init.Load() {
+				view.init.Store(in)
+				a.log.Info("static init changed: registering again", "init", in)
+				select {
+				case view.reregister <- struct{}{}:
+				default:
+				}
+			}
 			cur := view.net.Load()
 			nw, err := cur.nw, error(nil)
 			if nw == nil {
@@ -562,7 +584,7 @@ func (a *Agent) Run(ctx context.Context) error {
 					nw = nil
 				}
 			}
-			next := checkNetwork(netCfg, nw, err)
+			next := recheckNetwork(netCfg, nw, err, cur)
 			if next.missing == cur.missing && next.version == cur.version && next.nw == cur.nw {
 				continue
 			}
@@ -637,6 +659,8 @@ type hostView struct {
 	net atomic.Pointer[netState]
 	// endpoints: the task credentials endpoints are on.
 	endpoints bool
+	// init: the host has a static init (hasInit), as last checked.
+	init atomic.Bool
 	// reregister is signalled when the host's capabilities changed.
 	reregister chan struct{}
 }
@@ -654,6 +678,12 @@ type netState struct {
 // checkNetwork returns the host's networking state: nw (nil when network.New failed with
 // newErr) and what network.Check finds missing in cfg's plugin directories.
 func checkNetwork(cfg network.Config, nw *network.Network, newErr error) *netState {
+	return recheckNetwork(cfg, nw, newErr, nil)
+}
+
+// recheckNetwork is checkNetwork, keeping prev's plugin version when the host had
+// everything then and still has (the version is probed only when the plugins appear).
+func recheckNetwork(cfg network.Config, nw *network.Network, newErr error, prev *netState) *netState {
 	st := &netState{nw: nw}
 	var plugins []string
 	var other []string
@@ -683,7 +713,11 @@ func checkNetwork(cfg network.Config, nw *network.Network, newErr error) *netSta
 	}
 	st.missing = strings.Join(lines, "; ")
 	if st.missing == "" {
-		st.version = pluginVersion(cfg.PluginDirs)
+		if prev != nil && prev.missing == "" && prev.nw != nil {
+			st.version = prev.version
+		} else {
+			st.version = pluginVersion(cfg.PluginDirs)
+		}
 	}
 	return st
 }
@@ -779,6 +813,11 @@ func (h *hostView) Registration() *agentv1.RegisterRequest {
 	} else {
 		const off = "task role credentials unavailable: the agent's task endpoints are off (EndpointAddr off)"
 		missing[AttrTaskIAMRole], missing[AttrTaskIAMRoleNetworkHost] = off, off
+	}
+	if h.init.Load() {
+		attr(AttrInit, "")
+	} else {
+		missing[AttrInit] = initMissing
 	}
 	req.MissingAttributes = missing
 	if addr := h.a.LogAddr(); addr != "" {

@@ -13,6 +13,7 @@ import (
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/services/agent"
 	"github.com/berthhq/berth/services/agent/network"
+	"github.com/berthhq/berth/services/agent/tasks"
 )
 
 // attrs returns a registration's attributes by name.
@@ -89,6 +90,15 @@ func TestCapabilitiesFollowCNI(t *testing.T) {
 	}
 	if why := first.GetMissingAttributes()[agent.AttrTaskIAMRole]; !strings.Contains(why, "task endpoints are off") {
 		t.Errorf("missing %s: %q", agent.AttrTaskIAMRole, why)
+	}
+
+	// initProcessEnabled's capability follows the host's static init.
+	if _, err := tasks.InitBinary(); err == nil {
+		if _, ok := got[agent.AttrInit]; !ok {
+			t.Errorf("host with a static init does not register %s", agent.AttrInit)
+		}
+	} else if why := first.GetMissingAttributes()[agent.AttrInit]; !strings.Contains(why, "tini-static not found") {
+		t.Errorf("host without a static init: missing %s %q", agent.AttrInit, why)
 	}
 
 	// The plugins are installed: executables of the names the network modes run.

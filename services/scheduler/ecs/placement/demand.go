@@ -508,6 +508,10 @@ const (
 	AttrTaskIAMRole = "com.amazonaws.ecs.capability.task-iam-role"
 	// AttrTaskIAMRoleNetworkHost says it serves them to networkMode host tasks too.
 	AttrTaskIAMRoleNetworkHost = "com.amazonaws.ecs.capability.task-iam-role-network-host"
+	// AttrDockerAPI125 is the Docker remote API level AWS requires of
+	// linuxParameters.initProcessEnabled; a Berth agent registers it when the host has
+	// a static init (docker-init or tini-static) to run.
+	AttrDockerAPI125 = "com.amazonaws.ecs.capability.docker-remote-api.1.25"
 )
 
 // PlatformRequirements returns what a task of td needs its container instance to have,
@@ -518,6 +522,7 @@ const (
 //   - networkMode bridge (the default) and none: ecs.capability.cni-plugin-version (Berth
 //     sets both up with the CNI plugins); awsvpc: ecs.capability.task-eni; host: nothing;
 //   - a container's logDriver: com.amazonaws.ecs.capability.logging-driver.{driver};
+//     linuxParameters.initProcessEnabled: com.amazonaws.ecs.capability.docker-remote-api.1.25;
 //   - taskRoleArn: com.amazonaws.ecs.capability.task-iam-role, and with networkMode host
 //     com.amazonaws.ecs.capability.task-iam-role-network-host.
 //
@@ -557,6 +562,9 @@ func PlatformRequirements(td *ecsv1.TaskDefinition) []Requirement {
 	for _, c := range td.GetContainerDefinitions() {
 		if d := c.GetLogConfiguration().GetLogDriver(); d != "" {
 			capability(AttrLoggingDriverPrefix+d, "logDriver "+d)
+		}
+		if c.GetLinuxParameters().GetInitProcessEnabled() {
+			capability(AttrDockerAPI125, "linuxParameters initProcessEnabled")
 		}
 	}
 	if td.GetTaskRoleArn() != "" {

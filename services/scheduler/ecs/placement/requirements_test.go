@@ -56,9 +56,9 @@ func TestPlatformRequirements(t *testing.T) {
 		{"awslogs twice, role in host mode", &ecsv1.TaskDefinition{NetworkMode: proto.String("host"), TaskRoleArn: proto.String("arn:aws:iam::000000000000:role/r"),
 			ContainerDefinitions: []*ecsv1.ContainerDefinition{
 				{LogConfiguration: &ecsv1.LogConfiguration{LogDriver: proto.String("awslogs")}},
-				{LogConfiguration: &ecsv1.LogConfiguration{LogDriver: proto.String("awslogs")}},
+				{LogConfiguration: &ecsv1.LogConfiguration{LogDriver: proto.String("awslogs")}, LinuxParameters: &ecsv1.LinuxParameters{InitProcessEnabled: proto.Bool(true)}},
 			}},
-			[]string{AttrLoggingDriverPrefix + "awslogs", AttrTaskIAMRole, AttrTaskIAMRoleNetworkHost}},
+			[]string{AttrLoggingDriverPrefix + "awslogs", AttrDockerAPI125, AttrTaskIAMRole, AttrTaskIAMRoleNetworkHost}},
 	} {
 		if got := names(tc.td); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)

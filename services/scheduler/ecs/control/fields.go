@@ -188,7 +188,7 @@ var FieldRules = map[string]FieldRule{
 	"VolumeFrom.sourceContainer":                       honoured(""),
 	"LinuxParameters.capabilities":                     honoured("Added to or dropped from containerd's default set, as Docker's --cap-add and --cap-drop (ALL included)."),
 	"LinuxParameters.devices":                          honoured("Host devices with cgroup permissions; see Device."),
-	"LinuxParameters.initProcessEnabled":               honoured("docker-init (tini) runs as PID 1, as Docker's --init; the instance needs docker-init or tini-static, else the container fails to start saying so."),
+	"LinuxParameters.initProcessEnabled":               honoured("docker-init (tini) runs as PID 1, as Docker's --init; the instance needs docker-init or tini-static: its agent then registers com.amazonaws.ecs.capability.docker-remote-api.1.25 (AWS's requirement for initProcessEnabled), and the task is placed only on such an instance, else RunTask answers failures[] ATTRIBUTE naming it."),
 	"LinuxParameters.maxSwap":                          honoured("Swap besides the container's memory (which it needs), as Docker's --memory-swap."),
 	"LinuxParameters.sharedMemorySize":                 honoured("Size of /dev/shm in MiB."),
 	"LinuxParameters.swappiness":                       honoured("0–100, with maxSwap (AWS ignores it without; Berth refuses that)."),

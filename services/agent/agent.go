@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -12,8 +13,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,10 +65,53 @@ var Capabilities = []string{
 	"com.amazonaws.ecs.capability.docker-remote-api.1.22",
 	"com.amazonaws.ecs.capability.docker-remote-api.1.23",
 	"com.amazonaws.ecs.capability.docker-remote-api.1.24",
-	"com.amazonaws.ecs.capability.docker-remote-api.1.25",
 	"ecs.capability.container-health-check",
 	"ecs.capability.container-ordering",
+	"com.amazonaws.ecs.capability.privileged-container",
+	"ecs.capability.task-cpu-mem-limit",
+	"ecs.capability.pid-ipc-namespace-sharing",
+	"ecs.capability.container-port-range",
+	"ecs.capability.secrets.asm.environment-variables",
+	"ecs.capability.secrets.ssm.environment-variables",
+	"ecs.capability.private-registry-authentication.secretsmanager",
+	// The log drivers the agent runs (logConfiguration).
+	"com.amazonaws.ecs.capability.logging-driver.json-file",
+	"com.amazonaws.ecs.capability.logging-driver.awslogs",
 }
+
+// Attributes the agent registers only when the host has what they need (the scheduler's
+// placement matches tasks against them; placement.PlatformRequirements); when it lacks
+// it, the agent reports the attribute in RegisterRequest.missing_attributes with what is
+// missing instead.
+const (
+	// AttrCNIPluginVersion: the CNI plugins of networkMode bridge and none (and iptables)
+	// are installed; its value is their version.
+	AttrCNIPluginVersion = "ecs.capability.cni-plugin-version"
+	// AttrTaskENI: networkMode awsvpc can be set up (the CNI plugins; the scheduler
+	// withdraws it when it has no task subnet for the instance).
+	AttrTaskENI = "ecs.capability.task-eni"
+	// AttrTaskIAMRole and AttrTaskIAMRoleNetworkHost: the agent serves task role
+	// credentials (its task endpoints are on), to host mode tasks too.
+	AttrTaskIAMRole            = "com.amazonaws.ecs.capability.task-iam-role"
+	AttrTaskIAMRoleNetworkHost = "com.amazonaws.ecs.capability.task-iam-role-network-host"
+	// AttrInit is the Docker remote API level AWS requires of linuxParameters
+	// initProcessEnabled: registered when the host has a static init to run
+	// (tasks.InitBinary: docker-init or tini-static).
+	AttrInit = "com.amazonaws.ecs.capability.docker-remote-api.1.25"
+)
+
+// initMissing is what a host without a static init lacks for AttrInit.
+const initMissing = "docker-init or tini-static not found in PATH: initProcessEnabled cannot run (apt-get install tini)"
+
+// hasInit reports whether the host has a static init (tasks.InitBinary).
+func hasInit() bool {
+	_, err := tasks.InitBinary()
+	return err == nil
+}
+
+// DefaultNetworkRecheck is how often an agent whose host cannot set up task networking
+// looks again (Config.NetworkRecheckInterval).
+const DefaultNetworkRecheck = 10 * time.Second
 
 // Config configures an agent. Zero values take the defaults named.
 type Config struct {
@@ -169,6 +216,12 @@ type Config struct {
 	// When the host cannot do CNI (not root, plugins missing) the agent still runs, and
 	// tasks of those modes fail to start saying why.
 	Network network.Config
+	// NetworkRecheckInterval is how often the agent looks again at what task networking
+	// needs (the CNI plugins, iptables) and for a static init: when the host gains or
+	// loses one it registers again (found plugins set the network up first, then
+	// ecs.capability.cni-plugin-version and ecs.capability.task-eni are registered; a
+	// found init registers AttrInit). Default DefaultNetworkRecheck.
+	NetworkRecheckInterval time.Duration
 	// Registry, when set, receives the agent's Prometheus metrics (containerd call
 	// latency, tasks by status), served at /metrics on the LogAddr listener. Nil
 	// records nothing.
@@ -404,10 +457,22 @@ func (a *Agent) Run(ctx context.Context) error {
 	nw, err := network.New(netCfg)
 	netErr := ""
 	if err != nil {
-		a.log.Warn("task networking unavailable: bridge, awsvpc and none tasks will fail to start", "err", err)
+		a.log.Warn("task networking unavailable: bridge, awsvpc and none tasks are not placed here until the agent finds what they need", "err", err)
 		nw, netErr = nil, err.Error()
 	}
-	if nw != nil && ep != nil {
+	netSt := checkNetwork(netCfg, nw, err)
+	// linkLocal installs the redirect of the task endpoints for nw (see below); release
+	// undoes it when Run returns.
+	var releaseLinkLocal []func()
+	defer func() {
+		for _, f := range releaseLinkLocal {
+			f()
+		}
+	}()
+	linkLocal := func(nw *network.Network) {
+		if nw == nil || ep == nil {
+			return
+		}
 		// Tasks in their own namespace (bridge, awsvpc) reach the endpoints on
 		// 169.254.170.2:80, as on ECS: the first such task network installs the host's
 		// redirect, removed when Run returns. Without it they keep the loopback URIs.
@@ -417,13 +482,14 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Warn("task endpoints not reachable from bridge and awsvpc tasks", "err", err)
 		} else {
 			ep.SetLinkLocal(true)
-			defer func() {
+			releaseLinkLocal = append(releaseLinkLocal, func() {
 				if err := nw.ReleaseLinkLocal(); err != nil {
 					a.log.Warn("removing the task endpoints redirect", "err", err)
 				}
-			}()
+			})
 		}
 	}
+	linkLocal(nw)
 	manager := tasks.New(tasks.Config{
 		Endpoints:    taskEndpoints,
 		OnContainer:  onContainer,
@@ -456,6 +522,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.cfg.Registry.MustRegister(taskCollector{manager})
 		defer a.cfg.Registry.Unregister(taskCollector{manager})
 	}
+	view := &hostView{a: a, gate: gate, endpoints: ep != nil, reregister: make(chan struct{}, 1)}
+	view.net.Store(netSt)
+	view.init.Store(hasInit())
 	sess := session.New(session.Config{
 		BaseURL:           a.cfg.ControlPlaneURL,
 		HTTPClient:        a.cfg.HTTPClient,
@@ -466,7 +535,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		BackoffMin:        a.cfg.BackoffMin,
 		BackoffMax:        a.cfg.BackoffMax,
 		Log:               a.log.With("component", "session"),
-	}, &hostView{a: a, gate: gate, nw: nw}, &handler{m: manager})
+	}, view, &handler{m: manager})
 
 	var wg sync.WaitGroup
 	if ep != nil {
@@ -487,6 +556,54 @@ func (a *Agent) Run(ctx context.Context) error {
 		stopGate()
 	})
 	wg.Go(func() { _ = shipper.Run(ctx) })
+	// A host that lacks what task networking needs is looked at again until it has it:
+	// the network is then set up and handed to the tasks, and the agent registers again
+	// with the capabilities it now has.
+	recheck := cmp.Or(a.cfg.NetworkRecheckInterval, DefaultNetworkRecheck)
+	wg.Go(func() {
+		t := time.NewTicker(recheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if in := hasInit(); in != view.init.Load() {
+				view.init.Store(in)
+				a.log.Info("static init changed: registering again", "init", in)
+				select {
+				case view.reregister <- struct{}{}:
+				default:
+				}
+			}
+			cur := view.net.Load()
+			nw, err := cur.nw, error(nil)
+			if nw == nil {
+				if nw, err = network.New(netCfg); err != nil {
+					nw = nil
+				}
+			}
+			next := recheckNetwork(netCfg, nw, err, cur)
+			if next.missing == cur.missing && next.version == cur.version && next.nw == cur.nw {
+				continue
+			}
+			if cur.nw == nil && nw != nil {
+				linkLocal(nw)
+				manager.SetNetwork(nw)
+			}
+			if next.missing == "" {
+				a.log.Info("task networking available: registering again with its capabilities", "cni_plugin_version", next.version)
+			} else {
+				a.log.Warn("task networking unavailable: registering again without its capabilities", "missing", next.missing)
+			}
+			view.net.Store(next)
+			select {
+			case view.reregister <- struct{}{}:
+			default:
+			}
+		}
+	})
 	wg.Go(func() {
 		select { // register with the runtime's real state
 		case <-gate.Probed():
@@ -538,8 +655,96 @@ func (a *Agent) Run(ctx context.Context) error {
 type hostView struct {
 	a    *Agent
 	gate *runtime.Gate
-	nw   *network.Network // nil without CNI
+	// net is task networking as last checked.
+	net atomic.Pointer[netState]
+	// endpoints: the task credentials endpoints are on.
+	endpoints bool
+	// init: the host has a static init (hasInit), as last checked.
+	init atomic.Bool
+	// reregister is signalled when the host's capabilities changed.
+	reregister chan struct{}
 }
+
+// netState is what the host has of task networking.
+type netState struct {
+	nw *network.Network // nil without CNI
+	// missing is what the host lacks for the network modes CNI sets up, one line for an
+	// operator ("" when it has everything).
+	missing string
+	// version is the CNI plugins' version ("" when unknown).
+	version string
+}
+
+// checkNetwork returns the host's networking state: nw (nil when network.New failed with
+// newErr) and what network.Check finds missing in cfg's plugin directories.
+func checkNetwork(cfg network.Config, nw *network.Network, newErr error) *netState {
+	return recheckNetwork(cfg, nw, newErr, nil)
+}
+
+// recheckNetwork is checkNetwork, keeping prev's plugin version when the host had
+// everything then and still has (the version is probed only when the plugins appear).
+func recheckNetwork(cfg network.Config, nw *network.Network, newErr error, prev *netState) *netState {
+	st := &netState{nw: nw}
+	var plugins []string
+	var other []string
+	where := ""
+	for _, m := range network.Check(cfg.PluginDirs) {
+		if name, ok := strings.CutPrefix(m.What, "CNI plugin "); ok {
+			plugins, where = append(plugins, name), m.Where
+			continue
+		}
+		other = append(other, fmt.Sprintf("%s not found in %s (apt-get install %s)", m.What, m.Where, m.Package))
+	}
+	var lines []string
+	switch len(plugins) {
+	case 0:
+	case 1:
+		lines = append(lines, fmt.Sprintf("CNI plugin %s not found in %s (apt-get install containernetworking-plugins)", plugins[0], where))
+	default:
+		lines = append(lines, fmt.Sprintf("CNI plugins %s not found in %s (apt-get install containernetworking-plugins)", strings.Join(plugins, ", "), where))
+	}
+	lines = append(lines, other...)
+	if len(lines) == 0 && nw == nil {
+		msg := "the agent could not set up task networking"
+		if newErr != nil {
+			msg = newErr.Error()
+		}
+		lines = append(lines, msg)
+	}
+	st.missing = strings.Join(lines, "; ")
+	if st.missing == "" {
+		if prev != nil && prev.missing == "" && prev.nw != nil {
+			st.version = prev.version
+		} else {
+			st.version = pluginVersion(cfg.PluginDirs)
+		}
+	}
+	return st
+}
+
+// pluginVersion is the version the CNI bridge plugin prints when run without a CNI
+// command ("CNI bridge plugin v1.1.1"), "" when it prints none.
+func pluginVersion(dirs []string) string {
+	if len(dirs) == 0 {
+		dirs = []string{network.DefaultPluginDir, "/opt/cni/bin"}
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, "bridge")
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		out, _ := exec.CommandContext(ctx, p).CombinedOutput()
+		cancel()
+		return pluginVersionRE.FindString(string(out))
+	}
+	return ""
+}
+
+var pluginVersionRE = regexp.MustCompile(`v[0-9]+\.[0-9]+\.[0-9]+`)
+
+// Reregister is signalled when what the host can run changed (session.Reregisterer).
+func (h *hostView) Reregister() <-chan struct{} { return h.reregister }
 
 func (h *hostView) capacity() (ready bool, reason string, cpu, mem int32) {
 	ready, reason, _ = h.gate.State()
@@ -570,8 +775,12 @@ func (h *hostView) Registration() *agentv1.RegisterRequest {
 		RuntimeReason: reason,
 		HostAddress:   h.a.hostAddress(),
 	}
-	if h.nw != nil {
-		req.TakenTaskSubnets = h.nw.TakenSubnets()
+	st := h.net.Load()
+	if st == nil {
+		st = &netState{missing: "the agent has not set up task networking"}
+	}
+	if st.nw != nil {
+		req.TakenTaskSubnets = st.nw.TakenSubnets()
 	}
 	// GPUs as the ECS agent registers them: resource "GPU", a STRINGSET of the GPU ids,
 	// only when the host has some.
@@ -590,6 +799,27 @@ func (h *hostView) Registration() *agentv1.RegisterRequest {
 	for _, c := range Capabilities {
 		attr(c, "")
 	}
+	missing := map[string]string{}
+	if st.nw != nil && st.missing == "" {
+		attr(AttrCNIPluginVersion, st.version)
+		attr(AttrTaskENI, "")
+	} else {
+		missing[AttrCNIPluginVersion] = st.missing
+		missing[AttrTaskENI] = st.missing
+	}
+	if h.endpoints {
+		attr(AttrTaskIAMRole, "")
+		attr(AttrTaskIAMRoleNetworkHost, "")
+	} else {
+		const off = "task role credentials unavailable: the agent's task endpoints are off (EndpointAddr off)"
+		missing[AttrTaskIAMRole], missing[AttrTaskIAMRoleNetworkHost] = off, off
+	}
+	if h.init.Load() {
+		attr(AttrInit, "")
+	} else {
+		missing[AttrInit] = initMissing
+	}
+	req.MissingAttributes = missing
 	if addr := h.a.LogAddr(); addr != "" {
 		scheme := "http://"
 		if h.a.cfg.LogTLS != nil {

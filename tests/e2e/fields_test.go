@@ -62,9 +62,6 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 			ctr(in).DockerSecurityOptions = []string{"no-new-privileges"}
 		}),
 			"containerDefinitions[0].dockerSecurityOptions is not supported by Berth. Berth does not apply SELinux, AppArmor or seccomp options yet"},
-		{"runtimePlatform", base(func(in *ecs.RegisterTaskDefinitionInput) {
-			in.RuntimePlatform = &ecstypes.RuntimePlatform{OperatingSystemFamily: ecstypes.OSFamilyLinux}
-		}), "runtimePlatform is not supported by Berth. Berth does not match tasks to an OS or CPU architecture yet"},
 		{"restartPolicy period", base(func(in *ecs.RegisterTaskDefinitionInput) {
 			ctr(in).RestartPolicy = &ecstypes.ContainerRestartPolicy{Enabled: aws.Bool(true), RestartAttemptPeriod: aws.Int32(30)}
 		}), "Invalid 'restartPolicy' setting for container 'app'. restartAttemptPeriod must be between 60 and 1800 seconds."},

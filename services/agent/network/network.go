@@ -240,7 +240,7 @@ func New(cfg Config) (*Network, error) {
 	}
 	for _, p := range PluginsNeeded() {
 		if findPlugin(cfg.PluginDirs, p) == "" {
-			return nil, fmt.Errorf("network: CNI plugin %q not found in %s (install containernetworking-plugins, then restart the agent: it looks for them when it starts)", p, strings.Join(cfg.PluginDirs, ", "))
+			return nil, fmt.Errorf("network: CNI plugin %q not found in %s (install containernetworking-plugins: a running agent looks for them again every few seconds)", p, strings.Join(cfg.PluginDirs, ", "))
 		}
 	}
 	if _, _, err := net.ParseCIDR(cfg.BridgeSubnet); err != nil {

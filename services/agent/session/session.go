@@ -45,6 +45,17 @@ type Handler interface {
 	Expected(ctx context.Context, e *agentv1.ExpectedTasks)
 }
 
+// Reregisterer is implemented by a Host whose registration can change while a session
+// is open (what the host can run: task networking found after the agent started).
+type Reregisterer interface {
+	// Reregister returns a channel signalled when the host must register again: the
+	// session then ends and the agent registers anew (same instance, its tasks kept).
+	Reregister() <-chan struct{}
+}
+
+// ErrReregister ends a session whose host asked to register again.
+var ErrReregister = errors.New("the host's capabilities changed: registering again")
+
 // RouteHandler is implemented by a Handler that keeps routes to the other instances'
 // awsvpc task subnets; a Handler without it ignores TaskSubnetRoutes.
 type RouteHandler interface {
@@ -239,6 +250,10 @@ func (s *Session) connect(ctx context.Context) (connected bool, err error) {
 	resendTick := time.NewTicker(s.cfg.ResendInterval)
 	defer resendTick.Stop()
 	capChanged := s.host.CapacityChanged()
+	var rereg <-chan struct{}
+	if r, ok := s.host.(Reregisterer); ok {
+		rereg = r.Reregister()
+	}
 	for {
 		var err error
 		select {
@@ -254,6 +269,8 @@ func (s *Session) connect(ctx context.Context) (connected bool, err error) {
 		case <-capChanged:
 			capChanged = s.host.CapacityChanged()
 			err = heartbeat()
+		case <-rereg:
+			return true, ErrReregister
 		case <-s.cfg.Reports:
 			err = flush(false)
 		case <-resendTick.C:

@@ -3,7 +3,6 @@ package tasks
 import (
 	"errors"
 	"os/exec"
-	"sync"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/agent/runtime"
@@ -56,14 +55,18 @@ func linuxOptions(td *ecsv1.TaskDefinition, def *ecsv1.ContainerDefinition) (run
 	return l, nil
 }
 
-// initBinary finds a static init for initProcessEnabled on this host: docker-init (as
-// Docker ships it) or tini-static. A dynamic tini is not used: images need not have a
-// libc.
-var initBinary = sync.OnceValues(func() (string, error) {
+// InitBinary finds a static init for initProcessEnabled on this host: docker-init (as
+// Docker ships it) or tini-static, looked up in PATH at each call (one installed while
+// the agent runs is found). A dynamic tini is not used: images need not have a libc. The
+// error says neither is in PATH.
+func InitBinary() (string, error) {
 	for _, name := range []string{"docker-init", "tini-static"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p, nil
 		}
 	}
 	return "", errors.New("initProcessEnabled needs docker-init or tini-static on the container instance; neither is in PATH")
-})
+}
+
+// initBinary is InitBinary (a seam for tests).
+var initBinary = InitBinary

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -134,6 +135,30 @@ type Manager struct {
 
 	statsMu   sync.Mutex
 	lastStats map[string]*endpoints.Stats // by container id: the previous stats sample
+
+	// nw is the task network: Config.Network until SetNetwork replaces it; nwErr is why
+	// it is nil (Config.NetworkError until then).
+	nw    atomic.Pointer[network.Network]
+	nwErr atomic.Pointer[string]
+}
+
+// network returns the task network, nil when the host has none.
+func (m *Manager) network() *network.Network { return m.nw.Load() }
+
+// networkError returns why the manager has no task network.
+func (m *Manager) networkError() string {
+	if p := m.nwErr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// SetNetwork gives the manager the task network the agent could set up after it
+// started (the CNI plugins installed since): tasks started from then on use it.
+func (m *Manager) SetNetwork(nw *network.Network) {
+	m.nw.Store(nw)
+	empty := ""
+	m.nwErr.Store(&empty)
 }
 
 // forgetStats drops the stats samples of t's containers.
@@ -178,7 +203,7 @@ func New(cfg Config) *Manager {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	cfg.Pull.Snapshotter = cmpOr(cfg.Pull.Snapshotter, "overlayfs")
-	return &Manager{
+	m := &Manager{
 		cfg: cfg, log: cfg.Log,
 		tasks:      map[string]*task{},
 		registered: make(chan struct{}),
@@ -186,6 +211,9 @@ func New(cfg Config) *Manager {
 		queue:      make(chan *task, 1024),
 		pullLocks:  map[string]*sync.Mutex{},
 	}
+	m.nw.Store(cfg.Network)
+	m.nwErr.Store(&cfg.NetworkError)
+	return m
 }
 
 func cmpOr(a, b string) string {
@@ -213,10 +241,10 @@ func (m *Manager) SetInstance(arn string) {
 // when another agent of the host holds that subnet (network.ErrSubnetTaken): the agent
 // then registers again, reporting it taken, and is given another.
 func (m *Manager) SetTaskSubnet(cidr string) error {
-	if m.cfg.Network == nil {
+	if m.network() == nil {
 		return nil
 	}
-	used, err := m.cfg.Network.SetTaskSubnet(cidr)
+	used, err := m.network().SetTaskSubnet(cidr)
 	if errors.Is(err, network.ErrSubnetTaken) {
 		return err
 	}
@@ -234,10 +262,10 @@ func (m *Manager) SetTaskSubnet(cidr string) error {
 // the network (network.Network.SyncPeerRoutes); failures are logged, the peers that could
 // be routed are.
 func (m *Manager) SyncPeerRoutes(peers []network.PeerRoute) {
-	if m.cfg.Network == nil {
+	if m.network() == nil {
 		return
 	}
-	if err := m.cfg.Network.SyncPeerRoutes(peers); err != nil {
+	if err := m.network().SyncPeerRoutes(peers); err != nil {
 		m.log.Warn("task subnet routes to peer hosts", "peers", len(peers), "err", err)
 		return
 	}

@@ -49,12 +49,12 @@ func (t *task) setupNetwork(ctx context.Context, allAdopted bool) error {
 	if mode == "host" {
 		return nil
 	}
-	nw := t.m.cfg.Network
+	nw := t.m.network()
 	if allAdopted && (nw == nil || nw.Lookup(t.taskID()) == nil) {
 		return nil
 	}
 	if nw == nil {
-		return fmt.Errorf("networkMode %s needs CNI on the container instance, which the agent could not set up: %s", mode, cmpOr(t.m.cfg.NetworkError, "no network configured"))
+		return fmt.Errorf("networkMode %s needs CNI on the container instance, which the agent could not set up: %s", mode, cmpOr(t.m.networkError(), "no network configured"))
 	}
 	var reqs []network.EndpointRequest
 	switch network.Mode(mode) {
@@ -126,7 +126,7 @@ func (t *task) setupNetwork(ctx context.Context, allAdopted bool) error {
 // teardownNetwork releases the task's network once it stopped; the ENI of an awsvpc
 // task is then DELETED in the task's next report.
 func (t *task) teardownNetwork(ctx context.Context) {
-	nw := t.m.cfg.Network
+	nw := t.m.network()
 	if nw == nil || t.networkMode() == "host" {
 		return
 	}
@@ -260,7 +260,7 @@ func (t *task) netSpec(c *ctrState, spec *runtime.ContainerSpec) error {
 		fmt.Fprintf(&hosts, "%s\t%s\n", h.GetIpAddress(), h.GetHostname())
 	}
 	servers := c.Def.GetDnsServers()
-	if r := t.m.cfg.Network.TaskResolver(); len(servers) == 0 && r != "" {
+	if r := t.m.network().TaskResolver(); len(servers) == 0 && r != "" {
 		// The Cloud Map DNS server: the account's private namespaces, the rest forwarded
 		// to the host's resolvers.
 		servers = []string{r}

@@ -105,7 +105,7 @@ func (m *Manager) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	// Networks a previous agent left for tasks it no longer runs (stopped, or killed
 	// between STOPPED and teardown) are released now; adopted tasks keep theirs.
-	if nw := m.cfg.Network; nw != nil {
+	if nw := m.network(); nw != nil {
 		m.mu.Lock()
 		keep := map[string]bool{}
 		for arn, t := range m.tasks {

@@ -358,8 +358,15 @@ type RegisterRequest struct {
 	// plane gives the instance an awsvpc task subnet overlapping none of them, and replaces
 	// a kept one that overlaps.
 	TakenTaskSubnets []string `protobuf:"bytes,1020,rep,name=taken_task_subnets,json=takenTaskSubnets,proto3" json:"taken_task_subnets,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// missing_attributes names the ecs.capability.* attributes this host could register
+	// if it had what it lacks, each with what it lacks in one line (e.g.
+	// "ecs.capability.cni-plugin-version" → `CNI plugin "bridge" not found in /usr/lib/cni
+	// (apt-get install containernetworking-plugins)`). Placement reports it in the
+	// failures[] detail of a task that needs the attribute; the agent registers again when
+	// the piece appears.
+	MissingAttributes map[string]string `protobuf:"bytes,1030,rep,name=missing_attributes,json=missingAttributes,proto3" json:"missing_attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RegisterRequest) Reset() {
@@ -451,6 +458,13 @@ func (x *RegisterRequest) GetHostAddress() string {
 func (x *RegisterRequest) GetTakenTaskSubnets() []string {
 	if x != nil {
 		return x.TakenTaskSubnets
+	}
+	return nil
+}
+
+func (x *RegisterRequest) GetMissingAttributes() map[string]string {
+	if x != nil {
+		return x.MissingAttributes
 	}
 	return nil
 }
@@ -1726,7 +1740,7 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\x10ShipLogsResponse\x12-\n" +
 	"\x13too_new_start_index\x18\x01 \x01(\x05R\x10tooNewStartIndex\x12)\n" +
 	"\x11too_old_end_index\x18\x02 \x01(\x05R\x0etooOldEndIndex\x12*\n" +
-	"\x11expired_end_index\x18\x03 \x01(\x05R\x0fexpiredEndIndex\"\x90\x03\n" +
+	"\x11expired_end_index\x18\x03 \x01(\x05R\x0fexpiredEndIndex\"\xbe\x04\n" +
 	"\x0fRegisterRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x17\n" +
 	"\ahost_id\x18\x02 \x01(\tR\x06hostId\x124\n" +
@@ -1738,7 +1752,11 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\rruntime_ready\x18\x06 \x01(\bR\fruntimeReady\x12%\n" +
 	"\x0eruntime_reason\x18\a \x01(\tR\rruntimeReason\x12\"\n" +
 	"\fhost_address\x18\xe8\a \x01(\tR\vhostAddress\x12-\n" +
-	"\x12taken_task_subnets\x18\xfc\a \x03(\tR\x10takenTaskSubnets\"\xa4\x01\n" +
+	"\x12taken_task_subnets\x18\xfc\a \x03(\tR\x10takenTaskSubnets\x12f\n" +
+	"\x12missing_attributes\x18\x86\b \x03(\v26.berth.agent.v1.RegisterRequest.MissingAttributesEntryR\x11missingAttributes\x1aD\n" +
+	"\x16MissingAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa4\x01\n" +
 	"\x10RegisterResponse\x12N\n" +
 	"\x12container_instance\x18\x01 \x01(\v2\x1f.berth.ecs.v1.ContainerInstanceR\x11containerInstance\x12\x1f\n" +
 	"\vcluster_arn\x18\x02 \x01(\tR\n" +
@@ -1859,7 +1877,7 @@ func file_berth_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_berth_agent_v1_agent_proto_rawDescData
 }
 
-var file_berth_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_berth_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_berth_agent_v1_agent_proto_goTypes = []any{
 	(*EnsureLogStreamRequest)(nil),     // 0: berth.agent.v1.EnsureLogStreamRequest
 	(*EnsureLogStreamResponse)(nil),    // 1: berth.agent.v1.EnsureLogStreamResponse
@@ -1882,64 +1900,66 @@ var file_berth_agent_v1_agent_proto_goTypes = []any{
 	(*ResolvedSecret)(nil),             // 18: berth.agent.v1.ResolvedSecret
 	(*StopOrder)(nil),                  // 19: berth.agent.v1.StopOrder
 	(*ExpectedTasks)(nil),              // 20: berth.agent.v1.ExpectedTasks
-	(*v1.Resource)(nil),                // 21: berth.ecs.v1.Resource
-	(*v1.Attribute)(nil),               // 22: berth.ecs.v1.Attribute
-	(*v1.VersionInfo)(nil),             // 23: berth.ecs.v1.VersionInfo
-	(*v1.ContainerInstance)(nil),       // 24: berth.ecs.v1.ContainerInstance
-	(*timestamppb.Timestamp)(nil),      // 25: google.protobuf.Timestamp
-	(*v1.Attachment)(nil),              // 26: berth.ecs.v1.Attachment
-	(*v1.NetworkBinding)(nil),          // 27: berth.ecs.v1.NetworkBinding
-	(*v1.NetworkInterface)(nil),        // 28: berth.ecs.v1.NetworkInterface
-	(*v1.Task)(nil),                    // 29: berth.ecs.v1.Task
-	(*v1.TaskDefinition)(nil),          // 30: berth.ecs.v1.TaskDefinition
-	(*GetTaskCredentialsRequest)(nil),  // 31: berth.agent.v1.GetTaskCredentialsRequest
-	(*GetTaskCredentialsResponse)(nil), // 32: berth.agent.v1.GetTaskCredentialsResponse
+	nil,                                // 21: berth.agent.v1.RegisterRequest.MissingAttributesEntry
+	(*v1.Resource)(nil),                // 22: berth.ecs.v1.Resource
+	(*v1.Attribute)(nil),               // 23: berth.ecs.v1.Attribute
+	(*v1.VersionInfo)(nil),             // 24: berth.ecs.v1.VersionInfo
+	(*v1.ContainerInstance)(nil),       // 25: berth.ecs.v1.ContainerInstance
+	(*timestamppb.Timestamp)(nil),      // 26: google.protobuf.Timestamp
+	(*v1.Attachment)(nil),              // 27: berth.ecs.v1.Attachment
+	(*v1.NetworkBinding)(nil),          // 28: berth.ecs.v1.NetworkBinding
+	(*v1.NetworkInterface)(nil),        // 29: berth.ecs.v1.NetworkInterface
+	(*v1.Task)(nil),                    // 30: berth.ecs.v1.Task
+	(*v1.TaskDefinition)(nil),          // 31: berth.ecs.v1.TaskDefinition
+	(*GetTaskCredentialsRequest)(nil),  // 32: berth.agent.v1.GetTaskCredentialsRequest
+	(*GetTaskCredentialsResponse)(nil), // 33: berth.agent.v1.GetTaskCredentialsResponse
 }
 var file_berth_agent_v1_agent_proto_depIdxs = []int32{
 	3,  // 0: berth.agent.v1.ShipLogsRequest.events:type_name -> berth.agent.v1.ShippedLogEvent
-	21, // 1: berth.agent.v1.RegisterRequest.resources:type_name -> berth.ecs.v1.Resource
-	22, // 2: berth.agent.v1.RegisterRequest.attributes:type_name -> berth.ecs.v1.Attribute
-	23, // 3: berth.agent.v1.RegisterRequest.version_info:type_name -> berth.ecs.v1.VersionInfo
-	24, // 4: berth.agent.v1.RegisterResponse.container_instance:type_name -> berth.ecs.v1.ContainerInstance
-	11, // 5: berth.agent.v1.SessionRequest.hello:type_name -> berth.agent.v1.Hello
-	12, // 6: berth.agent.v1.SessionRequest.heartbeat:type_name -> berth.agent.v1.Heartbeat
-	13, // 7: berth.agent.v1.SessionRequest.task_state:type_name -> berth.agent.v1.TaskStateChange
-	15, // 8: berth.agent.v1.SessionRequest.ack:type_name -> berth.agent.v1.Ack
-	17, // 9: berth.agent.v1.SessionResponse.assignment:type_name -> berth.agent.v1.Assignment
-	19, // 10: berth.agent.v1.SessionResponse.stop:type_name -> berth.agent.v1.StopOrder
-	16, // 11: berth.agent.v1.SessionResponse.state_ack:type_name -> berth.agent.v1.StateAck
-	20, // 12: berth.agent.v1.SessionResponse.expected_tasks:type_name -> berth.agent.v1.ExpectedTasks
-	9,  // 13: berth.agent.v1.SessionResponse.task_subnet_routes:type_name -> berth.agent.v1.TaskSubnetRoutes
-	10, // 14: berth.agent.v1.TaskSubnetRoutes.routes:type_name -> berth.agent.v1.TaskSubnetRoute
-	25, // 15: berth.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	14, // 16: berth.agent.v1.TaskStateChange.containers:type_name -> berth.agent.v1.ContainerState
-	25, // 17: berth.agent.v1.TaskStateChange.pull_started_at:type_name -> google.protobuf.Timestamp
-	25, // 18: berth.agent.v1.TaskStateChange.pull_stopped_at:type_name -> google.protobuf.Timestamp
-	25, // 19: berth.agent.v1.TaskStateChange.started_at:type_name -> google.protobuf.Timestamp
-	25, // 20: berth.agent.v1.TaskStateChange.stopping_at:type_name -> google.protobuf.Timestamp
-	25, // 21: berth.agent.v1.TaskStateChange.execution_stopped_at:type_name -> google.protobuf.Timestamp
-	25, // 22: berth.agent.v1.TaskStateChange.stopped_at:type_name -> google.protobuf.Timestamp
-	26, // 23: berth.agent.v1.TaskStateChange.attachments:type_name -> berth.ecs.v1.Attachment
-	27, // 24: berth.agent.v1.ContainerState.network_bindings:type_name -> berth.ecs.v1.NetworkBinding
-	28, // 25: berth.agent.v1.ContainerState.network_interfaces:type_name -> berth.ecs.v1.NetworkInterface
-	29, // 26: berth.agent.v1.Assignment.task:type_name -> berth.ecs.v1.Task
-	30, // 27: berth.agent.v1.Assignment.task_definition:type_name -> berth.ecs.v1.TaskDefinition
-	18, // 28: berth.agent.v1.Assignment.resolved_secrets:type_name -> berth.agent.v1.ResolvedSecret
-	5,  // 29: berth.agent.v1.AgentService.Register:input_type -> berth.agent.v1.RegisterRequest
-	7,  // 30: berth.agent.v1.AgentService.Session:input_type -> berth.agent.v1.SessionRequest
-	0,  // 31: berth.agent.v1.AgentService.EnsureLogStream:input_type -> berth.agent.v1.EnsureLogStreamRequest
-	2,  // 32: berth.agent.v1.AgentService.ShipLogs:input_type -> berth.agent.v1.ShipLogsRequest
-	31, // 33: berth.agent.v1.AgentService.GetTaskCredentials:input_type -> berth.agent.v1.GetTaskCredentialsRequest
-	6,  // 34: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
-	8,  // 35: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
-	1,  // 36: berth.agent.v1.AgentService.EnsureLogStream:output_type -> berth.agent.v1.EnsureLogStreamResponse
-	4,  // 37: berth.agent.v1.AgentService.ShipLogs:output_type -> berth.agent.v1.ShipLogsResponse
-	32, // 38: berth.agent.v1.AgentService.GetTaskCredentials:output_type -> berth.agent.v1.GetTaskCredentialsResponse
-	34, // [34:39] is the sub-list for method output_type
-	29, // [29:34] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	22, // 1: berth.agent.v1.RegisterRequest.resources:type_name -> berth.ecs.v1.Resource
+	23, // 2: berth.agent.v1.RegisterRequest.attributes:type_name -> berth.ecs.v1.Attribute
+	24, // 3: berth.agent.v1.RegisterRequest.version_info:type_name -> berth.ecs.v1.VersionInfo
+	21, // 4: berth.agent.v1.RegisterRequest.missing_attributes:type_name -> berth.agent.v1.RegisterRequest.MissingAttributesEntry
+	25, // 5: berth.agent.v1.RegisterResponse.container_instance:type_name -> berth.ecs.v1.ContainerInstance
+	11, // 6: berth.agent.v1.SessionRequest.hello:type_name -> berth.agent.v1.Hello
+	12, // 7: berth.agent.v1.SessionRequest.heartbeat:type_name -> berth.agent.v1.Heartbeat
+	13, // 8: berth.agent.v1.SessionRequest.task_state:type_name -> berth.agent.v1.TaskStateChange
+	15, // 9: berth.agent.v1.SessionRequest.ack:type_name -> berth.agent.v1.Ack
+	17, // 10: berth.agent.v1.SessionResponse.assignment:type_name -> berth.agent.v1.Assignment
+	19, // 11: berth.agent.v1.SessionResponse.stop:type_name -> berth.agent.v1.StopOrder
+	16, // 12: berth.agent.v1.SessionResponse.state_ack:type_name -> berth.agent.v1.StateAck
+	20, // 13: berth.agent.v1.SessionResponse.expected_tasks:type_name -> berth.agent.v1.ExpectedTasks
+	9,  // 14: berth.agent.v1.SessionResponse.task_subnet_routes:type_name -> berth.agent.v1.TaskSubnetRoutes
+	10, // 15: berth.agent.v1.TaskSubnetRoutes.routes:type_name -> berth.agent.v1.TaskSubnetRoute
+	26, // 16: berth.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	14, // 17: berth.agent.v1.TaskStateChange.containers:type_name -> berth.agent.v1.ContainerState
+	26, // 18: berth.agent.v1.TaskStateChange.pull_started_at:type_name -> google.protobuf.Timestamp
+	26, // 19: berth.agent.v1.TaskStateChange.pull_stopped_at:type_name -> google.protobuf.Timestamp
+	26, // 20: berth.agent.v1.TaskStateChange.started_at:type_name -> google.protobuf.Timestamp
+	26, // 21: berth.agent.v1.TaskStateChange.stopping_at:type_name -> google.protobuf.Timestamp
+	26, // 22: berth.agent.v1.TaskStateChange.execution_stopped_at:type_name -> google.protobuf.Timestamp
+	26, // 23: berth.agent.v1.TaskStateChange.stopped_at:type_name -> google.protobuf.Timestamp
+	27, // 24: berth.agent.v1.TaskStateChange.attachments:type_name -> berth.ecs.v1.Attachment
+	28, // 25: berth.agent.v1.ContainerState.network_bindings:type_name -> berth.ecs.v1.NetworkBinding
+	29, // 26: berth.agent.v1.ContainerState.network_interfaces:type_name -> berth.ecs.v1.NetworkInterface
+	30, // 27: berth.agent.v1.Assignment.task:type_name -> berth.ecs.v1.Task
+	31, // 28: berth.agent.v1.Assignment.task_definition:type_name -> berth.ecs.v1.TaskDefinition
+	18, // 29: berth.agent.v1.Assignment.resolved_secrets:type_name -> berth.agent.v1.ResolvedSecret
+	5,  // 30: berth.agent.v1.AgentService.Register:input_type -> berth.agent.v1.RegisterRequest
+	7,  // 31: berth.agent.v1.AgentService.Session:input_type -> berth.agent.v1.SessionRequest
+	0,  // 32: berth.agent.v1.AgentService.EnsureLogStream:input_type -> berth.agent.v1.EnsureLogStreamRequest
+	2,  // 33: berth.agent.v1.AgentService.ShipLogs:input_type -> berth.agent.v1.ShipLogsRequest
+	32, // 34: berth.agent.v1.AgentService.GetTaskCredentials:input_type -> berth.agent.v1.GetTaskCredentialsRequest
+	6,  // 35: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
+	8,  // 36: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
+	1,  // 37: berth.agent.v1.AgentService.EnsureLogStream:output_type -> berth.agent.v1.EnsureLogStreamResponse
+	4,  // 38: berth.agent.v1.AgentService.ShipLogs:output_type -> berth.agent.v1.ShipLogsResponse
+	33, // 39: berth.agent.v1.AgentService.GetTaskCredentials:output_type -> berth.agent.v1.GetTaskCredentialsResponse
+	35, // [35:40] is the sub-list for method output_type
+	30, // [30:35] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_berth_agent_v1_agent_proto_init() }
@@ -1968,7 +1988,7 @@ func file_berth_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_agent_v1_agent_proto_rawDesc), len(file_berth_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

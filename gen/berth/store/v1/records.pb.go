@@ -381,9 +381,14 @@ type ContainerInstanceRecord struct {
 	// host_address is the IPv4 address the agent registered with
 	// (RegisterRequest.host_address): the cluster's other hosts route task_subnet via it,
 	// and load balancer targets of the host's bridge and host mode tasks use it.
-	HostAddress   string `protobuf:"bytes,1000,opt,name=host_address,json=hostAddress,proto3" json:"host_address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HostAddress string `protobuf:"bytes,1000,opt,name=host_address,json=hostAddress,proto3" json:"host_address,omitempty"`
+	// missing_attributes are the attributes the instance's agent could register if the
+	// host had what it lacks, each with what it lacks (RegisterRequest.missing_attributes;
+	// the scheduler adds ecs.capability.task-eni when it has no task subnet to give).
+	// Placement names the missing piece in the failure of a task that needs one.
+	MissingAttributes map[string]string `protobuf:"bytes,1010,rep,name=missing_attributes,json=missingAttributes,proto3" json:"missing_attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ContainerInstanceRecord) Reset() {
@@ -491,6 +496,13 @@ func (x *ContainerInstanceRecord) GetHostAddress() string {
 		return x.HostAddress
 	}
 	return ""
+}
+
+func (x *ContainerInstanceRecord) GetMissingAttributes() map[string]string {
+	if x != nil {
+		return x.MissingAttributes
+	}
+	return nil
 }
 
 // TaskRecord is stored at /berth/v1/tasks/{account}/{cluster}/{id}.
@@ -904,7 +916,7 @@ const file_berth_store_v1_records_proto_rawDesc = "" +
 	"\fFamilyRecord\x12\x16\n" +
 	"\x06family\x18\x01 \x01(\tR\x06family\x12#\n" +
 	"\rlast_revision\x18\x02 \x01(\x05R\flastRevision\x12)\n" +
-	"\x10active_revisions\x18\x03 \x01(\x05R\x0factiveRevisions\"\xea\x03\n" +
+	"\x10active_revisions\x18\x03 \x01(\x05R\x0factiveRevisions\"\xa0\x05\n" +
 	"\x17ContainerInstanceRecord\x12N\n" +
 	"\x12container_instance\x18\x01 \x01(\v2\x1f.berth.ecs.v1.ContainerInstanceR\x11containerInstance\x12!\n" +
 	"\fcluster_name\x18\x02 \x01(\tR\vclusterName\x12\x17\n" +
@@ -917,7 +929,11 @@ const file_berth_store_v1_records_proto_rawDesc = "" +
 	"\factive_tasks\x18\t \x01(\x05R\vactiveTasks\x12\x1f\n" +
 	"\vtask_subnet\x18d \x01(\tR\n" +
 	"taskSubnet\x12\"\n" +
-	"\fhost_address\x18\xe8\a \x01(\tR\vhostAddress\"\xd5\x03\n" +
+	"\fhost_address\x18\xe8\a \x01(\tR\vhostAddress\x12n\n" +
+	"\x12missing_attributes\x18\xf2\a \x03(\v2>.berth.store.v1.ContainerInstanceRecord.MissingAttributesEntryR\x11missingAttributes\x1aD\n" +
+	"\x16MissingAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd5\x03\n" +
 	"\n" +
 	"TaskRecord\x12&\n" +
 	"\x04task\x18\x01 \x01(\v2\x12.berth.ecs.v1.TaskR\x04task\x12!\n" +
@@ -966,7 +982,7 @@ func file_berth_store_v1_records_proto_rawDescGZIP() []byte {
 	return file_berth_store_v1_records_proto_rawDescData
 }
 
-var file_berth_store_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_berth_store_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_berth_store_v1_records_proto_goTypes = []any{
 	(*AccountRecord)(nil),           // 0: berth.store.v1.AccountRecord
 	(*AccessKeyRecord)(nil),         // 1: berth.store.v1.AccessKeyRecord
@@ -978,37 +994,39 @@ var file_berth_store_v1_records_proto_goTypes = []any{
 	(*ServiceRecord)(nil),           // 7: berth.store.v1.ServiceRecord
 	(*DeploymentRecord)(nil),        // 8: berth.store.v1.DeploymentRecord
 	(*InboxEntry)(nil),              // 9: berth.store.v1.InboxEntry
-	(*timestamppb.Timestamp)(nil),   // 10: google.protobuf.Timestamp
-	(*v1.Cluster)(nil),              // 11: berth.ecs.v1.Cluster
-	(*v1.TaskDefinition)(nil),       // 12: berth.ecs.v1.TaskDefinition
-	(*v1.Tag)(nil),                  // 13: berth.ecs.v1.Tag
-	(*v1.ContainerInstance)(nil),    // 14: berth.ecs.v1.ContainerInstance
-	(*v1.Task)(nil),                 // 15: berth.ecs.v1.Task
-	(*v1.Service)(nil),              // 16: berth.ecs.v1.Service
-	(*v11.Assignment)(nil),          // 17: berth.agent.v1.Assignment
-	(*v11.StopOrder)(nil),           // 18: berth.agent.v1.StopOrder
+	nil,                             // 10: berth.store.v1.ContainerInstanceRecord.MissingAttributesEntry
+	(*timestamppb.Timestamp)(nil),   // 11: google.protobuf.Timestamp
+	(*v1.Cluster)(nil),              // 12: berth.ecs.v1.Cluster
+	(*v1.TaskDefinition)(nil),       // 13: berth.ecs.v1.TaskDefinition
+	(*v1.Tag)(nil),                  // 14: berth.ecs.v1.Tag
+	(*v1.ContainerInstance)(nil),    // 15: berth.ecs.v1.ContainerInstance
+	(*v1.Task)(nil),                 // 16: berth.ecs.v1.Task
+	(*v1.Service)(nil),              // 17: berth.ecs.v1.Service
+	(*v11.Assignment)(nil),          // 18: berth.agent.v1.Assignment
+	(*v11.StopOrder)(nil),           // 19: berth.agent.v1.StopOrder
 }
 var file_berth_store_v1_records_proto_depIdxs = []int32{
-	10, // 0: berth.store.v1.AccountRecord.created_at:type_name -> google.protobuf.Timestamp
-	10, // 1: berth.store.v1.AccessKeyRecord.created_at:type_name -> google.protobuf.Timestamp
-	11, // 2: berth.store.v1.ClusterRecord.cluster:type_name -> berth.ecs.v1.Cluster
-	12, // 3: berth.store.v1.TaskDefinitionRecord.task_definition:type_name -> berth.ecs.v1.TaskDefinition
-	13, // 4: berth.store.v1.TaskDefinitionRecord.tags:type_name -> berth.ecs.v1.Tag
-	14, // 5: berth.store.v1.ContainerInstanceRecord.container_instance:type_name -> berth.ecs.v1.ContainerInstance
-	10, // 6: berth.store.v1.ContainerInstanceRecord.last_seen:type_name -> google.protobuf.Timestamp
-	13, // 7: berth.store.v1.ContainerInstanceRecord.tags:type_name -> berth.ecs.v1.Tag
-	15, // 8: berth.store.v1.TaskRecord.task:type_name -> berth.ecs.v1.Task
-	16, // 9: berth.store.v1.ServiceRecord.service:type_name -> berth.ecs.v1.Service
-	8,  // 10: berth.store.v1.ServiceRecord.deployments:type_name -> berth.store.v1.DeploymentRecord
-	10, // 11: berth.store.v1.DeploymentRecord.next_launch_at:type_name -> google.protobuf.Timestamp
-	10, // 12: berth.store.v1.DeploymentRecord.finished_at:type_name -> google.protobuf.Timestamp
-	17, // 13: berth.store.v1.InboxEntry.assignment:type_name -> berth.agent.v1.Assignment
-	18, // 14: berth.store.v1.InboxEntry.stop:type_name -> berth.agent.v1.StopOrder
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	11, // 0: berth.store.v1.AccountRecord.created_at:type_name -> google.protobuf.Timestamp
+	11, // 1: berth.store.v1.AccessKeyRecord.created_at:type_name -> google.protobuf.Timestamp
+	12, // 2: berth.store.v1.ClusterRecord.cluster:type_name -> berth.ecs.v1.Cluster
+	13, // 3: berth.store.v1.TaskDefinitionRecord.task_definition:type_name -> berth.ecs.v1.TaskDefinition
+	14, // 4: berth.store.v1.TaskDefinitionRecord.tags:type_name -> berth.ecs.v1.Tag
+	15, // 5: berth.store.v1.ContainerInstanceRecord.container_instance:type_name -> berth.ecs.v1.ContainerInstance
+	11, // 6: berth.store.v1.ContainerInstanceRecord.last_seen:type_name -> google.protobuf.Timestamp
+	14, // 7: berth.store.v1.ContainerInstanceRecord.tags:type_name -> berth.ecs.v1.Tag
+	10, // 8: berth.store.v1.ContainerInstanceRecord.missing_attributes:type_name -> berth.store.v1.ContainerInstanceRecord.MissingAttributesEntry
+	16, // 9: berth.store.v1.TaskRecord.task:type_name -> berth.ecs.v1.Task
+	17, // 10: berth.store.v1.ServiceRecord.service:type_name -> berth.ecs.v1.Service
+	8,  // 11: berth.store.v1.ServiceRecord.deployments:type_name -> berth.store.v1.DeploymentRecord
+	11, // 12: berth.store.v1.DeploymentRecord.next_launch_at:type_name -> google.protobuf.Timestamp
+	11, // 13: berth.store.v1.DeploymentRecord.finished_at:type_name -> google.protobuf.Timestamp
+	18, // 14: berth.store.v1.InboxEntry.assignment:type_name -> berth.agent.v1.Assignment
+	19, // 15: berth.store.v1.InboxEntry.stop:type_name -> berth.agent.v1.StopOrder
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_berth_store_v1_records_proto_init() }
@@ -1026,7 +1044,7 @@ func file_berth_store_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_store_v1_records_proto_rawDesc), len(file_berth_store_v1_records_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

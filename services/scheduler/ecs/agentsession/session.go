@@ -531,6 +531,8 @@ func (ss *session) onCapacity(ctx context.Context, hb *agentv1.Heartbeat) {
 		VersionInfo:  ci.GetVersionInfo(),
 		RuntimeReady: hb.GetRuntimeReady(),
 		HostAddress:  ss.reg.GetHostAddress(),
+		// What the agent reported missing stays reported.
+		MissingAttributes: ss.reg.GetMissingAttributes(),
 	}
 	if !hb.GetRuntimeReady() {
 		req.RuntimeReason = "the agent reports its container runtime unavailable"

@@ -21,6 +21,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/ecs/ecsrules"
+	"github.com/berthhq/berth/services/scheduler/ecs/placement"
 	"github.com/berthhq/berth/services/scheduler/ecs/task"
 	"github.com/berthhq/berth/services/scheduler/platform/arn"
 	"github.com/berthhq/berth/services/scheduler/platform/awsapi"
@@ -267,6 +268,7 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 			if err := s.claimTaskSubnet(ctx, txn, rec, req.GetTakenTaskSubnets()); err != nil {
 				return err
 			}
+			setCapabilities(rec, req.GetMissingAttributes())
 			txn.Update(keys.Instance(account, name, instanceID(ci.GetContainerInstanceArn())), rev, rec)
 			_, err = txn.Commit(ctx)
 			outRec, subnet = rec, rec.GetTaskSubnet()
@@ -299,6 +301,7 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 		if err := s.claimTaskSubnet(ctx, txn, rec, req.GetTakenTaskSubnets()); err != nil {
 			return err
 		}
+		setCapabilities(rec, req.GetMissingAttributes())
 		txn.Put(hostKey, wrapperspb.String(id)).
 			Create(keys.Instance(account, name, id), rec).
 			Put(keys.IDCluster(account, arn.ContainerInstance, id), wrapperspb.String(name)).
@@ -315,6 +318,36 @@ func (s *Server) RegisterInstance(ctx context.Context, account keys.Scope, req *
 		return nil, err
 	}
 	return &agentv1.RegisterResponse{ContainerInstance: outRec.GetContainerInstance(), ClusterArn: arn.ClusterARN(account.Region, account.Account, name), TaskSubnet: subnet}, nil
+}
+
+// noTaskSubnet is what an instance lacks for ecs.capability.task-eni when the scheduler
+// had no task subnet to give it.
+const noTaskSubnet = "no awsvpc task subnet left in the scheduler's task subnet pool for this instance (berth scheduler --task-subnet-pool)"
+
+// setCapabilities records what the agent reported missing (RegisterRequest
+// missing_attributes) on rec, and withdraws ecs.capability.task-eni when the instance has
+// no task subnet (the pool is exhausted): its agent could set awsvpc up but has no
+// addresses to give, so placement must not send it awsvpc tasks.
+func setCapabilities(rec *storev1.ContainerInstanceRecord, missing map[string]string) {
+	rec.MissingAttributes = nil
+	if len(missing) > 0 {
+		rec.MissingAttributes = make(map[string]string, len(missing))
+		for k, v := range missing {
+			rec.MissingAttributes[k] = v
+		}
+	}
+	if rec.GetTaskSubnet() != "" {
+		return
+	}
+	ci := rec.GetContainerInstance()
+	n := len(ci.GetAttributes())
+	ci.Attributes = slices.DeleteFunc(ci.Attributes, func(a *ecsv1.Attribute) bool { return a.GetName() == placement.AttrTaskENI })
+	if len(ci.GetAttributes()) < n {
+		if rec.MissingAttributes == nil {
+			rec.MissingAttributes = map[string]string{}
+		}
+		rec.MissingAttributes[placement.AttrTaskENI] = noTaskSubnet
+	}
 }
 
 // instanceID returns the id part of a container instance ARN.

@@ -398,6 +398,7 @@ func fromRecord(id string, rec *storev1.ContainerInstanceRecord, rev int64, attr
 		AgentVersion:   ci.GetVersionInfo().GetAgentVersion(),
 		RunningTasks:   int(rec.GetActiveTasks()),
 		Attributes:     attrs,
+		Missing:        rec.GetMissingAttributes(),
 		Revision:       rev,
 	}
 	if rec.GetOperatorDrain() || rec.GetInvoluntaryDrain() {
@@ -467,16 +468,110 @@ func StrategiesFrom(req []*ecsv1.PlacementStrategy) []Strategy {
 }
 
 // RequiresAttributes turns the task definition's requiresAttributes into memberOf
-// constraints, so RunTask, StartTask, service launches and DAEMON eligibility check them
-// as the engine checks any other constraint.
+// constraints, and what the task needs of its host (PlatformRequirements) into
+// requirements, so RunTask, StartTask, service launches and DAEMON eligibility check
+// them as the engine checks any other constraint.
 func RequiresAttributes(td *ecsv1.TaskDefinition) []Constraint {
 	var out []Constraint
+	for _, r := range PlatformRequirements(td) {
+		out = append(out, Constraint{Require: &r})
+	}
 	for _, a := range td.GetRequiresAttributes() {
 		expr := "attribute:" + a.GetName() + " exists"
 		if a.Value != nil {
 			expr = "attribute:" + a.GetName() + " == '" + a.GetValue() + "'"
 		}
 		out = append(out, Constraint{Type: ConstraintMemberOf, Expression: expr})
+	}
+	return out
+}
+
+// Attributes a container instance's agent registers, with the names the ECS agent gives
+// them (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/ecs-agent-versions.html
+// and task-placement-constraints.html), which PlatformRequirements matches tasks against.
+const (
+	// AttrOSType is the instance's operating system: "linux" (AWS: also "windows").
+	AttrOSType = "ecs.os-type"
+	// AttrCPUArchitecture is the instance's CPU architecture: "x86_64" or "arm64".
+	AttrCPUArchitecture = "ecs.cpu-architecture"
+	// AttrCNIPluginVersion says the host has the CNI plugins Berth sets up networkMode
+	// bridge and none with (value: the plugins' version); the ECS agent registers it for
+	// its own CNI plugins.
+	AttrCNIPluginVersion = "ecs.capability.cni-plugin-version"
+	// AttrTaskENI says the instance can give a task its own network interface
+	// (networkMode awsvpc): the CNI plugins and a task subnet.
+	AttrTaskENI = "ecs.capability.task-eni"
+	// AttrLoggingDriverPrefix is followed by the log driver's name (json-file,
+	// awslogs).
+	AttrLoggingDriverPrefix = "com.amazonaws.ecs.capability.logging-driver."
+	// AttrTaskIAMRole says the agent serves task role credentials.
+	AttrTaskIAMRole = "com.amazonaws.ecs.capability.task-iam-role"
+	// AttrTaskIAMRoleNetworkHost says it serves them to networkMode host tasks too.
+	AttrTaskIAMRoleNetworkHost = "com.amazonaws.ecs.capability.task-iam-role-network-host"
+	// AttrDockerAPI125 is the Docker remote API level AWS requires of
+	// linuxParameters.initProcessEnabled; a Berth agent registers it when the host has
+	// a static init (docker-init or tini-static) to run.
+	AttrDockerAPI125 = "com.amazonaws.ecs.capability.docker-remote-api.1.25"
+)
+
+// PlatformRequirements returns what a task of td needs its container instance to have,
+// as ECS derives a task definition's required attributes from its fields:
+//   - runtimePlatform.cpuArchitecture X86_64 or ARM64: ecs.cpu-architecture x86_64 or
+//     arm64; runtimePlatform.operatingSystemFamily LINUX: ecs.os-type linux, WINDOWS_*:
+//     ecs.os-type windows (which no Berth agent registers);
+//   - networkMode bridge (the default) and none: ecs.capability.cni-plugin-version (Berth
+//     sets both up with the CNI plugins); awsvpc: ecs.capability.task-eni; host: nothing;
+//   - a container's logDriver: com.amazonaws.ecs.capability.logging-driver.{driver};
+//     linuxParameters.initProcessEnabled: com.amazonaws.ecs.capability.docker-remote-api.1.25;
+//   - taskRoleArn: com.amazonaws.ecs.capability.task-iam-role, and with networkMode host
+//     com.amazonaws.ecs.capability.task-iam-role-network-host.
+//
+// The platform requirements match positively; the others are capabilities
+// (Requirement.Capability).
+func PlatformRequirements(td *ecsv1.TaskDefinition) []Requirement {
+	var out []Requirement
+	rp := td.GetRuntimePlatform()
+	if a := rp.GetCpuArchitecture(); a != "" {
+		out = append(out, Requirement{Attribute: AttrCPUArchitecture, Value: strings.ToLower(a), For: "runtimePlatform cpuArchitecture " + a})
+	}
+	if f := rp.GetOperatingSystemFamily(); f != "" {
+		v := "linux"
+		if strings.HasPrefix(f, "WINDOWS") {
+			v = "windows"
+		}
+		out = append(out, Requirement{Attribute: AttrOSType, Value: v, For: "runtimePlatform operatingSystemFamily " + f})
+	}
+	capability := func(attr, what string) {
+		for _, r := range out {
+			if r.Attribute == attr {
+				return
+			}
+		}
+		out = append(out, Requirement{Attribute: attr, For: what, Capability: true})
+	}
+	mode := td.GetNetworkMode()
+	switch mode {
+	case "", "bridge", "none":
+		if mode == "" {
+			mode = "bridge"
+		}
+		capability(AttrCNIPluginVersion, "networkMode "+mode)
+	case "awsvpc":
+		capability(AttrTaskENI, "networkMode awsvpc")
+	}
+	for _, c := range td.GetContainerDefinitions() {
+		if d := c.GetLogConfiguration().GetLogDriver(); d != "" {
+			capability(AttrLoggingDriverPrefix+d, "logDriver "+d)
+		}
+		if c.GetLinuxParameters().GetInitProcessEnabled() {
+			capability(AttrDockerAPI125, "linuxParameters initProcessEnabled")
+		}
+	}
+	if td.GetTaskRoleArn() != "" {
+		capability(AttrTaskIAMRole, "taskRoleArn")
+		if mode == "host" {
+			capability(AttrTaskIAMRoleNetworkHost, "taskRoleArn with networkMode host")
+		}
 	}
 	return out
 }

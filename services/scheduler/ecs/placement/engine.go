@@ -59,6 +59,10 @@ type Instance struct {
 	AgentConnected bool
 	// Attributes are the instance's attributes by name (value "" for valueless ones).
 	Attributes map[string]string
+	// Missing are the capability attributes the instance's agent reported it cannot
+	// register, each with what the host lacks (ContainerInstanceRecord
+	// missing_attributes); never changed once built.
+	Missing map[string]string
 	// EC2InstanceID is the ec2InstanceId the agent reported, if any.
 	EC2InstanceID string
 	// AgentVersion is the agent's version, for agentVersion expressions.
@@ -116,12 +120,68 @@ func cloneSet(s map[int32]bool) map[int32]bool {
 }
 
 // Constraint is one placement constraint (the ECS PlacementConstraint shape, also
-// TaskDefinitionPlacementConstraint).
+// TaskDefinitionPlacementConstraint), or a requirement of the task's own (Require).
 type Constraint struct {
-	// Type is distinctInstance or memberOf.
+	// Type is distinctInstance or memberOf; unused when Require is set.
 	Type string
 	// Expression is the cluster query language expression of a memberOf constraint.
 	Expression string
+	// Require, when set, is an attribute the task needs (RequiresAttributes makes these
+	// from the task definition); no client's constraint sets it.
+	Require *Requirement
+}
+
+// Requirement is an attribute a task needs of its container instance, as ECS matches a
+// task definition's requiresAttributes: an instance that does not meet it fails the
+// task with ReasonAttribute, the detail naming the attribute and, when the instance's
+// agent said why it lacks it (Instance.Missing), the missing piece.
+type Requirement struct {
+	// Attribute is the attribute's name, e.g. "ecs.capability.task-eni".
+	Attribute string
+	// Value, when not "", is the value the attribute must have ("arm64").
+	Value string
+	// For names what in the task needs it, e.g. "networkMode awsvpc".
+	For string
+	// Capability marks an optional capability of the agent (ecs.capability.*,
+	// com.amazonaws.ecs.capability.*): an instance fails it only when its agent reported
+	// the attribute missing (Instance.Missing), so an instance registered by an agent
+	// that does not report its capabilities is taken to have them. A platform
+	// requirement (ecs.os-type, ecs.cpu-architecture) fails on any instance that does
+	// not have the attribute with the value.
+	Capability bool
+}
+
+// Met reports whether in meets r.
+func (r *Requirement) Met(in *Instance) bool {
+	v, ok := in.Attributes[r.Attribute]
+	if r.Capability {
+		if ok {
+			return true
+		}
+		_, missing := in.Missing[r.Attribute]
+		return !missing
+	}
+	return ok && (r.Value == "" || v == r.Value)
+}
+
+// Detail explains why in does not meet r, for failures[].
+func (r *Requirement) Detail(in *Instance) string {
+	v, ok := in.Attributes[r.Attribute]
+	if !ok {
+		d := fmt.Sprintf("Missing attribute %s, which %s needs", r.Attribute, r.For)
+		if r.Value != "" {
+			d = fmt.Sprintf("Missing attribute %s (%s), which %s needs", r.Attribute, r.Value, r.For)
+		}
+		if why := in.Missing[r.Attribute]; why != "" {
+			d += ": " + why
+		}
+		return d
+	}
+	d := fmt.Sprintf("Attribute %s is %s; %s needs %s", r.Attribute, v, r.For, r.Value)
+	if r.Attribute == AttrOSType && r.Value == "windows" {
+		d += " (Berth's agents run Linux containers only: no instance registers ecs.os-type windows)"
+	}
+	return d
 }
 
 // Strategy is one placement strategy (the ECS PlacementStrategy shape).
@@ -198,6 +258,7 @@ func NewEngine(rng *rand.Rand) *Engine { return &Engine{rng: rng} }
 type compiled struct {
 	distinct bool
 	memberOf []*cql.Expr
+	requires []*Requirement
 }
 
 // Compile parses the request's constraints and checks its strategies. It returns an error
@@ -213,6 +274,10 @@ var ErrInvalid = fmt.Errorf("invalid placement parameter")
 func compile(req Request) (compiled, error) {
 	var c compiled
 	for _, k := range req.Constraints {
+		if k.Require != nil {
+			c.requires = append(c.requires, k.Require)
+			continue
+		}
 		switch k.Type {
 		case ConstraintDistinctInstance:
 			if k.Expression != "" {
@@ -438,11 +503,12 @@ func reserve(in *Instance, d Demand, group string) {
 
 // eligible is instance eligibility, the one place it is written: the instance is ACTIVE
 // (FromRecord reports a draining one DRAINING), its agent is connected unless
-// ignoreAgent, and it satisfies every memberOf expression. It returns the failing reason
+// ignoreAgent, it satisfies every memberOf expression and meets every requirement of
+// the task (Requirement.Met). It returns the failing reason
 // and a detail, or "" when the instance is eligible. The engine's feasibility starts
 // with it; DaemonInstances uses it alone (a DAEMON service counts an instance whose
 // agent is away, as AWS does, and its task waits for the agent).
-func eligible(in *Instance, memberOf []*cql.Expr, ignoreAgent bool) (string, string) {
+func eligible(in *Instance, memberOf []*cql.Expr, requires []*Requirement, ignoreAgent bool) (string, string) {
 	if in.Status != "ACTIVE" {
 		return ReasonInactive, fmt.Sprintf("container instance is %s", in.Status)
 	}
@@ -452,6 +518,11 @@ func eligible(in *Instance, memberOf []*cql.Expr, ignoreAgent bool) (string, str
 	for _, m := range memberOf {
 		if !m.Match(in) {
 			return ReasonAttribute, "MemberOf placement constraint unsatisfied: " + m.String()
+		}
+	}
+	for _, r := range requires {
+		if !r.Met(in) {
+			return ReasonAttribute, r.Detail(in)
 		}
 	}
 	return "", ""
@@ -464,7 +535,12 @@ func eligible(in *Instance, memberOf []*cql.Expr, ignoreAgent bool) (string, str
 // wrapping ErrExpression for a memberOf expression that does not parse.
 func DaemonInstances(snapshot []*Instance, constraints []Constraint) ([]string, error) {
 	var memberOf []*cql.Expr
+	var requires []*Requirement
 	for _, c := range constraints {
+		if c.Require != nil {
+			requires = append(requires, c.Require)
+			continue
+		}
 		if c.Type != ConstraintMemberOf {
 			continue
 		}
@@ -476,7 +552,7 @@ func DaemonInstances(snapshot []*Instance, constraints []Constraint) ([]string, 
 	}
 	var out []string
 	for _, in := range snapshot {
-		if reason, _ := eligible(in, memberOf, true); reason == "" {
+		if reason, _ := eligible(in, memberOf, requires, true); reason == "" {
 			out = append(out, in.ID)
 		}
 	}
@@ -500,7 +576,12 @@ func (e *Engine) check(in *Instance, req Request, c compiled, used map[string]bo
 				return ReasonAttribute, ""
 			}
 		}
-	} else if reason, detail := eligible(in, c.memberOf, false); reason != "" {
+		for _, r := range c.requires {
+			if !r.Met(in) {
+				return ReasonAttribute, ""
+			}
+		}
+	} else if reason, detail := eligible(in, c.memberOf, c.requires, false); reason != "" {
 		return reason, detail
 	}
 	if c.distinct && (used[in.ID] || (req.Group != "" && in.Groups[req.Group] > 0)) {

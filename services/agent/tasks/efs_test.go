@@ -54,4 +54,16 @@ func TestEFSSource(t *testing.T) {
 	if !ok || !f.all || !strings.HasPrefix(f.reason, "ResourceInitializationError: failed to invoke EFS utils commands to set up EFS volumes: ") {
 		t.Errorf("efsHook.prestart = %#v", f)
 	}
+
+	// The NFS form: the mount is attempted for real; where it cannot succeed (no export,
+	// or no kernel NFS client) the task fails with the mount's error, code 32.
+	if os.Geteuid() != 0 {
+		t.Skip("mounting NFS needs root")
+	}
+	tk.m.cfg.EFS["fs-0000aaaa"] = "127.0.0.1:/no-such-export"
+	_, err = tk.efsSource(vol("fs-0000aaaa", "/sub"))
+	if err == nil || !strings.HasPrefix(err.Error(), reasonEFS+"mount.nfs4: mounting 127.0.0.1:/no-such-export/sub failed") || !strings.HasSuffix(err.Error(), reasonEFSEnd+"32") {
+		t.Errorf("NFS mount without a server: %v", err)
+	}
+	t.Logf("NFS mount without a server: %v", err)
 }

@@ -55,7 +55,7 @@ func devCommand() *cobra.Command {
 			"BERTH_ACCESS_KEY_ID, BERTH_SECRET_ACCESS_KEY, BERTH_CONTAINERD_ADDRESS,\n" +
 			"BERTH_REGISTRY_ADDR, BERTH_INSECURE_REGISTRIES, BERTH_AGENT_LOG_ADDR, BERTH_REGIONS,\n" +
 			"BERTH_CNI_PLUGIN_DIR, BERTH_BRIDGE_SUBNET, BERTH_TASK_SUBNET, BERTH_TASK_SUBNET_POOL,\n" +
-			"BERTH_AGENT_ENDPOINT_ADDR, BERTH_TASK_STABLE_AFTER, BERTH_LB_LISTEN_HOST). Prints a line containing \"ready\" once the agent has\n" +
+			"BERTH_AGENT_ENDPOINT_ADDR, BERTH_TASK_STABLE_AFTER, BERTH_LB_LISTEN_HOST, BERTH_EFS or --efs). Prints a line containing \"ready\" once the agent has\n" +
 			"registered. State persists in the data dir.\n\n" +
 			"The gateway's address also serves the web console at /console/ (sign in with the dev\n" +
 			"key) and Prometheus metrics of every part at /metrics; OTEL_EXPORTER_OTLP_ENDPOINT\n" +

@@ -21,6 +21,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/berthhq/berth/cmd/berth/internal/agentcmd"
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
@@ -30,6 +31,7 @@ import (
 	"github.com/berthhq/berth/services/agent/containerdproc"
 	"github.com/berthhq/berth/services/agent/network"
 	"github.com/berthhq/berth/services/agent/ociregistry"
+	"github.com/berthhq/berth/services/agent/tasks"
 	"github.com/berthhq/berth/services/gateway"
 	"github.com/berthhq/berth/services/gateway/sigv4"
 	"github.com/berthhq/berth/services/scheduler/app"
@@ -43,7 +45,8 @@ import (
 )
 
 func devCommand() *cobra.Command {
-	return &cobra.Command{
+	var efs []string
+	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run everything on this host: etcd, scheduler, gateway, one agent, a registry",
 		Long: "Runs embedded etcd, a scheduler, the gateway, one agent for this host and an OCI\n" +
@@ -52,7 +55,7 @@ func devCommand() *cobra.Command {
 			"BERTH_ACCESS_KEY_ID, BERTH_SECRET_ACCESS_KEY, BERTH_CONTAINERD_ADDRESS,\n" +
 			"BERTH_REGISTRY_ADDR, BERTH_INSECURE_REGISTRIES, BERTH_AGENT_LOG_ADDR, BERTH_REGIONS,\n" +
 			"BERTH_CNI_PLUGIN_DIR, BERTH_BRIDGE_SUBNET, BERTH_TASK_SUBNET, BERTH_TASK_SUBNET_POOL,\n" +
-			"BERTH_AGENT_ENDPOINT_ADDR, BERTH_TASK_STABLE_AFTER, BERTH_LB_LISTEN_HOST). Prints a line containing \"ready\" once the agent has\n" +
+			"BERTH_AGENT_ENDPOINT_ADDR, BERTH_TASK_STABLE_AFTER, BERTH_LB_LISTEN_HOST, BERTH_EFS or --efs). Prints a line containing \"ready\" once the agent has\n" +
 			"registered. State persists in the data dir.\n\n" +
 			"The gateway's address also serves the web console at /console/ (sign in with the dev\n" +
 			"key) and Prometheus metrics of every part at /metrics; OTEL_EXPORTER_OTLP_ENDPOINT\n" +
@@ -62,9 +65,16 @@ func devCommand() *cobra.Command {
 			"dev agent's region, where its tasks run, and the region of the ready line.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runDev(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), devConfigFromEnv())
+			cfg := devConfigFromEnv()
+			var err error
+			if cfg.EFS, err = tasks.ParseEFSMappings(efs); err != nil {
+				return err
+			}
+			return runDev(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), cfg)
 		},
 	}
+	cmd.Flags().StringSliceVar(&efs, "efs", cli.SplitList(cli.Env("BERTH_EFS", "")), agentcmd.EFSFlagUsage)
+	return cmd
 }
 
 // devConfig is `berth dev`'s configuration; see DESIGN.md's environment table.
@@ -94,6 +104,9 @@ type devConfig struct {
 	// long a service task without health checks must stay RUNNING before it counts toward
 	// minimumHealthyPercent and its rollout's completion; empty keeps AWS's 40 s.
 	TaskStableAfter string
+	// EFS maps EFS file system ids to NFS exports or local directories for the dev agent
+	// (--efs, BERTH_EFS; tasks.ParseEFSMappings).
+	EFS map[string]string
 	// TaskCredentialsLifetime (BERTH_TASK_CREDENTIALS_LIFETIME, a Go duration) is how long
 	// task role credentials are accepted; the agent refreshes them at half of it. Empty
 	// keeps 1 h (taskcreds.DefaultLifetime); tests shorten it to see expiry.
@@ -428,6 +441,7 @@ func (d *devStack) startAgent(ctx context.Context, parts *devParts, endpoint, dn
 		Snapshotter:        snapshotter,
 		RuncRoot:           runcRoot,
 		InsecureRegistries: cfg.InsecureRegistries,
+		EFS:                cfg.EFS,
 		LogAddr:            cfg.AgentLogAddr,
 		EndpointAddr:       cfg.AgentEndpointAddr,
 		Network:            netCfg,

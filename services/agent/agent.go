@@ -160,6 +160,10 @@ type Config struct {
 	InsecureRegistries []string
 	// RegistryCredentials maps registry host to credentials.
 	RegistryCredentials map[string]runtime.Credential
+	// EFS maps EFS file system ids to the NFS export ("HOST:/EXPORT") or local
+	// directory ("/PATH") the agent mounts for tasks' efsVolumeConfiguration volumes
+	// (tasks.ParseEFSMappings; berth agent --efs).
+	EFS map[string]string
 	// PullTimeout bounds one pull attempt; default 5 min.
 	PullTimeout time.Duration
 	// PullRetries is the number of retries after a failed pull; default 2
@@ -514,6 +518,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		HostID:      a.hostID,
 		FIFODir:     filepath.Join(a.cfg.DataDir, "fifo"),
 		VolumeDir:   filepath.Join(a.cfg.DataDir, "volumes"),
+		EFS:         a.cfg.EFS,
 		StopTimeout: a.cfg.StopTimeout,
 		CleanupWait: a.cfg.CleanupWait,
 		Log:         a.log.With("component", "tasks"),

@@ -82,9 +82,17 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 		{"containerPortRange overlap", base(func(in *ecs.RegisterTaskDefinitionInput) {
 			ctr(in).PortMappings = []ecstypes.PortMapping{{ContainerPortRange: aws.String("8000-8010")}, {ContainerPortRange: aws.String("8005-8020")}}
 		}), "Invalid port mappings for container 'app': container ports 8000-8010 and 8005-8020 overlap"},
-		{"efs", base(func(in *ecs.RegisterTaskDefinitionInput) {
-			in.Volumes = []ecstypes.Volume{{Name: aws.String("v"), EfsVolumeConfiguration: &ecstypes.EFSVolumeConfiguration{FileSystemId: aws.String("fs-1")}}}
-		}), "volumes[0].efsVolumeConfiguration is not supported by Berth. Berth has no EFS"},
+		{"efs transit encryption", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			in.Volumes = []ecstypes.Volume{{Name: aws.String("v"), EfsVolumeConfiguration: &ecstypes.EFSVolumeConfiguration{FileSystemId: aws.String("fs-1"), TransitEncryption: ecstypes.EFSTransitEncryptionEnabled}}}
+		}), `volumes[0].efsVolumeConfiguration.transitEncryption "ENABLED" is not supported by Berth. Berth mounts EFS volumes over plain NFS`},
+		{"efs access point", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			in.Volumes = []ecstypes.Volume{{Name: aws.String("v"), EfsVolumeConfiguration: &ecstypes.EFSVolumeConfiguration{FileSystemId: aws.String("fs-1"),
+				TransitEncryption: ecstypes.EFSTransitEncryptionEnabled, AuthorizationConfig: &ecstypes.EFSAuthorizationConfig{AccessPointId: aws.String("fsap-1")}}}}
+		}), `volumes[0].efsVolumeConfiguration.authorizationConfig.accessPointId "fsap-1" is not supported by Berth. Berth has no EFS access points`},
+		{"efs iam without transit encryption", base(func(in *ecs.RegisterTaskDefinitionInput) {
+			in.Volumes = []ecstypes.Volume{{Name: aws.String("v"), EfsVolumeConfiguration: &ecstypes.EFSVolumeConfiguration{FileSystemId: aws.String("fs-1"),
+				AuthorizationConfig: &ecstypes.EFSAuthorizationConfig{Iam: ecstypes.EFSAuthorizationConfigIAMEnabled}}}}
+		}), "Invalid request provided: Create TaskDefinition: Transit encryption must be enabled when using EFS IAM authorization (volume 'v')."},
 		{"over 64 KiB", base(func(in *ecs.RegisterTaskDefinitionInput) {
 			ctr(in).Environment = []ecstypes.KeyValuePair{{Name: aws.String("BIG"), Value: aws.String(strings.Repeat("x", 65536))}}
 		}), "Actual length: '"},

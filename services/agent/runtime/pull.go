@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/remotes"
 	"github.com/containerd/containerd/v2/core/remotes/docker"
 	"github.com/containerd/errdefs"
 	"github.com/distribution/reference"
@@ -47,7 +49,8 @@ type PullConfig struct {
 	// loopback hosts always are.
 	InsecureRegistries []string
 	// Credentials maps a registry host to its credentials; pulls from
-	// other hosts are anonymous.
+	// other hosts are anonymous. Docker Hub's may be filed under any of its
+	// names (docker.io, registry-1.docker.io, index.docker.io).
 	Credentials map[string]Credential
 	// Timeout bounds one pull attempt; default 5 min.
 	Timeout time.Duration
@@ -147,17 +150,51 @@ func Pull(ctx context.Context, client *containerd.Client, ref string, cfg PullCo
 	return img, true, nil
 }
 
-func pullWithRetry(ctx context.Context, client *containerd.Client, ref string, cfg PullConfig) (containerd.Image, error) {
-	authorizer := docker.NewDockerAuthorizer(docker.WithAuthCreds(func(host string) (string, string, error) {
-		c := cfg.Credentials[host]
-		return c.Username, c.Password, nil
-	}))
-	resolver := docker.NewResolver(docker.ResolverOptions{
+// dockerHubHosts are the names of Docker Hub's registry: image references say
+// "docker.io" (reference normalisation turns "index.docker.io" into it), while
+// containerd's resolver contacts, and asks credentials for, "registry-1.docker.io"
+// (docker.ConfigureDefaultRegistries). Docker's own config files file them under
+// "https://index.docker.io/v1/".
+var dockerHubHosts = []string{"docker.io", "registry-1.docker.io", "index.docker.io"}
+
+// credential returns the credentials for the registry host the resolver contacts: those
+// filed under host itself, else, for Docker Hub, those filed under any of its names.
+func (c PullConfig) credential(host string) Credential {
+	if cred, ok := c.Credentials[host]; ok {
+		return cred
+	}
+	if slices.Contains(dockerHubHosts, host) {
+		for _, h := range dockerHubHosts {
+			if cred, ok := c.Credentials[h]; ok {
+				return cred
+			}
+		}
+	}
+	return Credential{}
+}
+
+// newResolver returns the resolver pulls use: Docker Hub and other registries as
+// containerd names their hosts, plain HTTP for loopback and cfg.InsecureRegistries, and
+// cfg's credentials presented to the host each request goes to. client carries the
+// requests; nil is http.DefaultClient.
+func newResolver(cfg PullConfig, client *http.Client) remotes.Resolver {
+	authorizer := docker.NewDockerAuthorizer(
+		docker.WithAuthClient(client),
+		docker.WithAuthCreds(func(host string) (string, string, error) {
+			c := cfg.credential(host)
+			return c.Username, c.Password, nil
+		}))
+	return docker.NewResolver(docker.ResolverOptions{
 		Hosts: docker.ConfigureDefaultRegistries(
 			docker.WithPlainHTTP(func(host string) (bool, error) { return isPlainHTTP(host, cfg.InsecureRegistries), nil }),
 			docker.WithAuthorizer(authorizer),
+			docker.WithClient(client),
 		),
 	})
+}
+
+func pullWithRetry(ctx context.Context, client *containerd.Client, ref string, cfg PullConfig) (containerd.Image, error) {
+	resolver := newResolver(cfg, nil)
 	delay := cfg.RetryDelay
 	var lastErr error
 	for attempt := 0; attempt <= cfg.Retries; attempt++ {

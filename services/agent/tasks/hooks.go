@@ -88,6 +88,7 @@ func (t *task) taskHooks() []taskHook {
 	return []taskHook{
 		tr,
 		&secretsHook{t: t},
+		&efsHook{t: t},
 		&imagesHook{t: t, trace: tr},
 		&logsHook{t: t},
 		&networkHook{t: t},

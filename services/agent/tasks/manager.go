@@ -76,6 +76,11 @@ type Config struct {
 	// directory per task; it must survive agent restarts. Default: FIFODir's sibling
 	// "volumes".
 	VolumeDir string
+	// EFS maps EFS file system ids to what the agent mounts for a task's
+	// efsVolumeConfiguration volumes: "HOST:/EXPORT" (an NFS export) or "/PATH" (a local
+	// directory, bind-mounted); see ParseEFSMappings. A file system not in it fails the
+	// task's start with ResourceInitializationError.
+	EFS map[string]string
 	// StopTimeout is the time between the stop signal and SIGKILL for
 	// containers without stopTimeout; default 30 s (ECS_CONTAINER_STOP_TIMEOUT).
 	StopTimeout time.Duration

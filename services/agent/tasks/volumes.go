@@ -184,11 +184,14 @@ func (m *Manager) sharedVolumeDir(name string) string {
 	return filepath.Join(filepath.Dir(m.volumeDir("_")), "_shared", taskIDOf(name))
 }
 
-// volumeSource returns (creating it) the host directory of a volume: sourcePath for a
-// host bind; the task's own directory for an empty host or a task-scoped Docker volume;
+// volumeSource returns (creating it) the host directory of a volume: the mounted file
+// system of an EFS volume (efsSource); sourcePath for a host bind; the task's own directory for an empty host or a task-scoped Docker volume;
 // the named shared directory for a shared one, created only with autoprovision (without,
 // a missing one fails the container, as ECS does).
 func (t *task) volumeSource(v *ecsv1.Volume) (string, error) {
+	if v.GetEfsVolumeConfiguration() != nil {
+		return t.efsSource(v)
+	}
 	dir := filepath.Join(t.m.volumeDir(t.arn), taskIDOf(v.GetName()))
 	if p := v.GetHost().GetSourcePath(); p != "" {
 		dir = p

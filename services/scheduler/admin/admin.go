@@ -17,6 +17,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
+	"github.com/berthhq/berth/services/scheduler/platform/seal"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
@@ -36,6 +37,11 @@ type Options struct {
 	// Sessions resolves session credentials (access key ids starting "ASIA", a task role's:
 	// package taskcreds); nil means there are none.
 	Sessions SessionResolver
+	// Keyring seals access keys' secrets before they are written to etcd (the cluster's
+	// secrets keyring, as Secrets Manager values are sealed); ResolveAccessKey opens them.
+	// Nil stores new secrets in the clear (a scheduler started without a keyring) and
+	// logs a warning once per key created.
+	Keyring *seal.Keyring
 }
 
 // SessionResolver resolves session credentials for ResolveAccessKey; it answers NotFound
@@ -219,11 +225,16 @@ func (s *Service) CreateAccessKey(ctx context.Context, req *connect.Request[admi
 	}
 	rec := &storev1.AccessKeyRecord{
 		AccessKeyId:          id,
-		SecretAccessKey:      secret,
 		AccountId:            acct,
 		ContainerInstanceArn: m.GetContainerInstanceArn(),
 		Description:          m.GetDescription(),
 		CreatedAt:            timestamppb.New(s.opts.Now()),
+	}
+	if s.opts.Keyring != nil {
+		rec.SealedSecretAccessKey = s.opts.Keyring.Seal([]byte(secret), accessKeyAD(id))
+	} else {
+		rec.SecretAccessKey = secret
+		s.log.Warn("access key secret stored in the clear: the scheduler has no secrets keyring (--secrets-key-file or BERTH_SECRETS_KEY)", "access_key_id", id)
 	}
 	// The account must exist when the key is written.
 	guard := clientv3.Compare(clientv3.CreateRevision(keys.Account(acct)), ">", 0)
@@ -288,7 +299,76 @@ func (s *Service) ResolveAccessKey(ctx context.Context, req *connect.Request[adm
 	if err != nil {
 		return nil, storeError(err, "access key")
 	}
-	return connect.NewResponse(&adminv1.ResolveAccessKeyResponse{AccessKey: accessKey(rec), SecretAccessKey: rec.GetSecretAccessKey()}), nil
+	secret, err := s.secretOf(rec)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&adminv1.ResolveAccessKeyResponse{AccessKey: accessKey(rec), SecretAccessKey: secret}), nil
+}
+
+// accessKeyAD is the additional data an access key's secret is sealed with: a sealed
+// secret copied into another key's record does not open.
+func accessKeyAD(accessKeyID string) []byte { return []byte("access-key/" + accessKeyID) }
+
+// secretOf returns rec's secret: opened when sealed, else the clear field of records
+// written before sealing (or without a keyring). A sealed secret and no keyring, or one
+// that does not open, is an Internal error naming the key (never the secret).
+func (s *Service) secretOf(rec *storev1.AccessKeyRecord) (string, error) {
+	sealed := rec.GetSealedSecretAccessKey()
+	if len(sealed) == 0 {
+		return rec.GetSecretAccessKey(), nil
+	}
+	if s.opts.Keyring == nil {
+		s.log.Error("access key secret is sealed but the scheduler has no secrets keyring", "access_key_id", rec.GetAccessKeyId())
+		return "", connect.NewError(connect.CodeInternal, errors.New("access key secret is sealed and this scheduler has no secrets keyring"))
+	}
+	plain, err := s.opts.Keyring.Open(sealed, accessKeyAD(rec.GetAccessKeyId()))
+	if err != nil {
+		s.log.Error("access key secret does not open with the keyring", "access_key_id", rec.GetAccessKeyId(), "key_id", seal.KeyID(sealed))
+		return "", connect.NewError(connect.CodeInternal, fmt.Errorf("access key secret does not open with the keyring (sealed with key %q)", seal.KeyID(sealed)))
+	}
+	return string(plain), nil
+}
+
+// SealAccessKeys seals the secret of every access key stored in the clear (by builds
+// before sealing, or by a scheduler without a keyring) with keyring, each record by a CAS
+// write of its own, and returns how many it sealed. Run it at start, before serving; it
+// is idempotent and safe beside other replicas (a record changed meanwhile is read again).
+// The clear values stay in etcd's history until etcd compacts it (and its snapshots and
+// WAL files roll over); docs/secrets.md says how to hasten that.
+func SealAccessKeys(ctx context.Context, kv clientv3.KV, keyring *seal.Keyring) (int, error) {
+	if keyring == nil {
+		return 0, nil
+	}
+	items, err := store.ListAll[*storev1.AccessKeyRecord](ctx, kv, keys.AccessKeys())
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, it := range items {
+		if it.Value.GetSecretAccessKey() == "" {
+			continue
+		}
+		sealed := false
+		_, _, err := store.Mutate(ctx, kv, it.Key, func(rec *storev1.AccessKeyRecord) error {
+			sealed = false
+			if rec.GetSecretAccessKey() == "" {
+				return store.ErrNoChange
+			}
+			sealed = true
+			rec.SealedSecretAccessKey = keyring.Seal([]byte(rec.GetSecretAccessKey()), accessKeyAD(rec.GetAccessKeyId()))
+			rec.SecretAccessKey = ""
+			return nil
+		})
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return n, fmt.Errorf("seal access key %s: %w", it.Value.GetAccessKeyId(), err)
+		case sealed:
+			n++
+		}
+	}
+	return n, nil
 }
 
 // ResetState deletes every key under the reset prefixes (every account's ECS state) in

@@ -118,9 +118,10 @@ type Config struct {
 	LogPeerClient *http.Client
 	// LogSweepInterval is the time between retention sweeps of Logs; default 10 min.
 	LogSweepInterval time.Duration
-	// Keyring seals the values of Secrets Manager secrets and SSM parameters (see package
-	// seal; the key is never in etcd). Nil disables both services: their actions answer
-	// an error naming the missing key.
+	// Keyring seals the values of Secrets Manager secrets and SSM parameters and the
+	// secrets of access keys (see package seal; the key is never in etcd). Nil disables
+	// both services (their actions answer an error naming the missing key) and stores
+	// new access keys' secrets in the clear.
 	Keyring *seal.Keyring
 	// TaskSubnetPool is the IPv4 range container instances' awsvpc task subnets (one /24
 	// each) are allocated from; "" is control.DefaultTaskSubnetPool.
@@ -242,7 +243,7 @@ func New(cfg Config) (*App, error) {
 		Logs:             cfg.Logs,
 		Secrets:          tasksecrets.Resolver{Secrets: a.secrets, Parameters: a.params},
 	})
-	a.admin = admin.New(a.kv, cfg.Logger.With("component", "admin"), admin.Options{AllowReset: cfg.Dev, Sessions: creds})
+	a.admin = admin.New(a.kv, cfg.Logger.With("component", "admin"), admin.Options{AllowReset: cfg.Dev, Sessions: creds, Keyring: cfg.Keyring})
 	a.elector = leader.New(leader.Config{
 		Client:   cfg.Etcd,
 		Identity: cfg.Replica,
@@ -360,7 +361,8 @@ func (a *App) Sessions() int { return a.sessions.Sessions() }
 // MigrateLayout brings ECS state written by earlier builds to this build's layout, once:
 // state from builds without regions moves into the default region (Config.Region,
 // keys.MigrateLayout), then instances' task counts move out of their records
-// (task.MigrateCounts). Call it before serving. It logs what it changed.
+// (task.MigrateCounts), and access keys' secrets stored in the clear are sealed with the
+// keyring (admin.SealAccessKeys). Call it before serving. It logs what it changed.
 func (a *App) MigrateLayout(ctx context.Context) error {
 	n, err := keys.MigrateLayout(ctx, a.cfg.Etcd, a.cfg.Region)
 	if err != nil {
@@ -374,6 +376,12 @@ func (a *App) MigrateLayout(ctx context.Context) error {
 	}
 	if n > 0 {
 		a.log.Info("moved instances' task counts out of their records", "writes", n)
+	}
+	if n, err = admin.SealAccessKeys(ctx, a.cfg.Etcd, a.cfg.Keyring); err != nil {
+		return fmt.Errorf("app: seal access keys: %w", err)
+	}
+	if n > 0 {
+		a.log.Info("sealed access key secrets stored in the clear", "keys", n)
 	}
 	return nil
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/berthhq/berth/services/agent"
 	"github.com/berthhq/berth/services/agent/containerdproc"
 	"github.com/berthhq/berth/services/agent/network"
+	"github.com/berthhq/berth/services/agent/tasks"
 )
 
 // Command returns the agent command named use ("agent" under berth, "berth-agent" as a
@@ -34,7 +35,7 @@ import (
 // garbage collector at GOGC=50 (agentGCPercent).
 func Command(use string) *cobra.Command {
 	var gatewayURL, cluster, dataDir, containerdAddr, namespace, snapshotter, runcRoot, region, credsFile, logAddr string
-	var insecure, attrs []string
+	var insecure, attrs, efs []string
 	var runContainerd, writableProcSys bool
 	var hostAddress string
 	var netCfg network.Config
@@ -62,6 +63,10 @@ func Command(use string) *cobra.Command {
 				return fmt.Errorf("no credentials: set BERTH_ACCESS_KEY_ID and BERTH_SECRET_ACCESS_KEY or --credentials-file")
 			}
 			attributes, err := parseAttributes(attrs)
+			if err != nil {
+				return err
+			}
+			efsMap, err := tasks.ParseEFSMappings(efs)
 			if err != nil {
 				return err
 			}
@@ -139,6 +144,7 @@ func Command(use string) *cobra.Command {
 				Snapshotter:        snapshotter,
 				RuncRoot:           runcRoot,
 				InsecureRegistries: insecure,
+				EFS:                efsMap,
 				Attributes:         attributes,
 				HostAddress:        hostAddress,
 				LogAddr:            logAddr,
@@ -168,6 +174,7 @@ func Command(use string) *cobra.Command {
 	f.StringVar(&region, "region", cli.Env("BERTH_REGION", "us-east-1"), "region this host's agent registers and signs in; its tasks come from that region's clusters only")
 	f.StringVar(&credsFile, "credentials-file", cli.Env("BERTH_CREDENTIALS_FILE", ""), "file with BERTH_ACCESS_KEY_ID= and BERTH_SECRET_ACCESS_KEY= lines")
 	f.StringVar(&logAddr, "log-addr", cli.Env("BERTH_AGENT_LOG_ADDR", ""), "address of the agent's LogService (empty: loopback, any port); with --tls-cert it serves mTLS to client, admin and gateway certificates")
+	f.StringSliceVar(&efs, "efs", cli.SplitList(cli.Env("BERTH_EFS", "")), EFSFlagUsage)
 	f.StringSliceVar(&insecure, "insecure-registry", nil, "plain-HTTP registry host:port (repeatable); loopback ones always are")
 	var envAttrs []string
 	if v := cli.Env("BERTH_INSTANCE_ATTRIBUTES", ""); v != "" {
@@ -181,6 +188,9 @@ func Command(use string) *cobra.Command {
 	f.StringVar(&netCfg.DNSTarget, "dns-target", cli.Env("BERTH_DNS_TARGET", ""), "ipv4:port of the Cloud Map DNS server (berth dns) that bridge and awsvpc tasks reach on 169.254.169.253:53 (empty: tasks keep the host's resolvers)")
 	return cmd
 }
+
+// EFSFlagUsage documents --efs of `berth agent` and `berth dev`.
+const EFSFlagUsage = "EFS file system mapping, fs-ID=HOST:/EXPORT (an NFSv4.1 export the agent mounts for tasks' efsVolumeConfiguration volumes) or fs-ID=/PATH (a directory of this host, bind-mounted: the single-host form); repeatable (env BERTH_EFS, comma-separated). Tasks naming an unmapped file system fail with ResourceInitializationError (docs/efs.md)"
 
 // LogReader reports whether a connection to the agent's log service may read task output:
 // its client presented a verified certificate with the client, admin or gateway role

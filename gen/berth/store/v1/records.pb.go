@@ -93,7 +93,9 @@ type AccessKeyRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// access_key_id is the public half.
 	AccessKeyId string `protobuf:"bytes,1,opt,name=access_key_id,json=accessKeyId,proto3" json:"access_key_id,omitempty"`
-	// secret_access_key is the secret half; never logged.
+	// secret_access_key is the secret half in the clear, as builds before sealing stored
+	// it; never logged. Empty once sealed_secret_access_key is set: a scheduler with a
+	// keyring seals keys it creates and moves clear ones to the sealed field at start.
 	SecretAccessKey string `protobuf:"bytes,2,opt,name=secret_access_key,json=secretAccessKey,proto3" json:"secret_access_key,omitempty"`
 	// account_id is the account the key acts for.
 	AccountId string `protobuf:"bytes,3,opt,name=account_id,json=accountId,proto3" json:"account_id,omitempty"`
@@ -102,9 +104,13 @@ type AccessKeyRecord struct {
 	// description is a label for operators.
 	Description string `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
 	// created_at is when the key was issued.
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// sealed_secret_access_key is the secret half sealed (package seal, AES-256-GCM) with
+	// the scheduler's keyring, bound to the additional data "access-key/{access_key_id}";
+	// only ResolveAccessKey (for SigV4 verification) opens it.
+	SealedSecretAccessKey []byte `protobuf:"bytes,7,opt,name=sealed_secret_access_key,json=sealedSecretAccessKey,proto3" json:"sealed_secret_access_key,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *AccessKeyRecord) Reset() {
@@ -175,6 +181,13 @@ func (x *AccessKeyRecord) GetDescription() string {
 func (x *AccessKeyRecord) GetCreatedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *AccessKeyRecord) GetSealedSecretAccessKey() []byte {
+	if x != nil {
+		return x.SealedSecretAccessKey
 	}
 	return nil
 }
@@ -898,7 +911,7 @@ const file_berth_store_v1_records_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x129\n" +
 	"\n" +
-	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x93\x02\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xcc\x02\n" +
 	"\x0fAccessKeyRecord\x12\"\n" +
 	"\raccess_key_id\x18\x01 \x01(\tR\vaccessKeyId\x12*\n" +
 	"\x11secret_access_key\x18\x02 \x01(\tR\x0fsecretAccessKey\x12\x1d\n" +
@@ -907,7 +920,8 @@ const file_berth_store_v1_records_proto_rawDesc = "" +
 	"\x16container_instance_arn\x18\x04 \x01(\tR\x14containerInstanceArn\x12 \n" +
 	"\vdescription\x18\x05 \x01(\tR\vdescription\x129\n" +
 	"\n" +
-	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"@\n" +
+	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x127\n" +
+	"\x18sealed_secret_access_key\x18\a \x01(\fR\x15sealedSecretAccessKey\"@\n" +
 	"\rClusterRecord\x12/\n" +
 	"\acluster\x18\x01 \x01(\v2\x15.berth.ecs.v1.ClusterR\acluster\"\x84\x01\n" +
 	"\x14TaskDefinitionRecord\x12E\n" +

@@ -43,7 +43,7 @@ type FieldRule struct {
 // not listed is honoured or refused as a whole by its parent member.
 var fieldShapes = []string{
 	"RegisterTaskDefinitionRequest", "ContainerDefinition", "Volume", "HostVolumeProperties",
-	"DockerVolumeConfiguration", "MountPoint", "VolumeFrom", "PortMapping", "LogConfiguration",
+	"DockerVolumeConfiguration", "EFSVolumeConfiguration", "EFSAuthorizationConfig", "MountPoint", "VolumeFrom", "PortMapping", "LogConfiguration",
 	"LinuxParameters", "KernelCapabilities", "Device", "Tmpfs", "SystemControl",
 	"RunTaskRequest", "StartTaskRequest", "TaskOverride", "ContainerOverride",
 	"CreateServiceRequest", "UpdateServiceRequest",
@@ -175,7 +175,14 @@ var FieldRules = map[string]FieldRule{
 	// Volume and the nested shapes of volumes and mounts.
 	"Volume.configuredAtLaunch":                      refusedBut(0, supNoVolConf, isFalse),
 	"Volume.dockerVolumeConfiguration":               honoured("A directory on the instance: scope task is removed with the task, scope shared outlives tasks and is reused by name."),
-	"Volume.efsVolumeConfiguration":                  refused(0, "Berth has no EFS; use host volumes."),
+	"Volume.efsVolumeConfiguration":                  honoured("The agent mounts the file system the operator maps its fileSystemId to (berth agent --efs fs-ID=host:/export, an NFSv4.1 export; or fs-ID=/path, a directory of a single host, bind-mounted); a file system the instance has no mapping for, or that does not mount, stops the task with ResourceInitializationError (docs/efs.md)."),
+	"EFSVolumeConfiguration.fileSystemId":            honoured("Names the operator's --efs mapping on the container instance."),
+	"EFSVolumeConfiguration.rootDirectory":           honoured("A directory within the file system (default /); it must exist, else the task fails to start, as on AWS."),
+	"EFSVolumeConfiguration.transitEncryption":       refusedBut(0, "Berth mounts EFS volumes over plain NFS (no TLS stunnel as efs-utils runs); only DISABLED is supported.", stringIn("DISABLED")),
+	"EFSVolumeConfiguration.transitEncryptionPort":   refused(0, "It applies only with transit encryption, which Berth does not support."),
+	"EFSVolumeConfiguration.authorizationConfig":     honoured("See EFSAuthorizationConfig."),
+	"EFSAuthorizationConfig.accessPointId":           refused(0, "Berth has no EFS access points; name the directory with rootDirectory."),
+	"EFSAuthorizationConfig.iam":                     refusedBut(0, "Berth has no IAM authorization of NFS mounts; only DISABLED is supported.", stringIn("DISABLED")),
 	"Volume.fsxWindowsFileServerVolumeConfiguration": refused(0, "Berth runs Linux containers only; use host volumes."),
 	"Volume.host":                                      honoured("sourcePath is bind-mounted; an empty host is a scratch directory of the task, removed with it."),
 	"Volume.name":                                      honoured(""),

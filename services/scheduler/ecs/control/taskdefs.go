@@ -206,8 +206,49 @@ func resolveCompatibilities(td *ecsv1.TaskDefinition, m *ecsv1.RegisterTaskDefin
 	return nil
 }
 
-// checkVolumes checks the task's volumes (unique names; host or
-// dockerVolumeConfiguration, not both, each valid) and returns their names, which the
+// checkEFSVolume checks an efsVolumeConfiguration as RegisterTaskDefinition does (API
+// reference, EFSVolumeConfiguration and EFSAuthorizationConfig): a fileSystemId; with an
+// access point, rootDirectory omitted or "/" and transit encryption ENABLED; with IAM
+// authorization, transit encryption ENABLED; enum values; transitEncryptionPort a port.
+// Berth also refuses a rootDirectory with a ".." element, which would leave the export.
+// What Berth cannot honour (transit encryption, access points, IAM) is CheckFields'
+// (FieldRules), after these.
+func checkEFSVolume(name string, ev *ecsv1.EFSVolumeConfiguration) error {
+	if ev.GetFileSystemId() == "" {
+		return awserr.Clientf("Invalid 'efsVolumeConfiguration' setting for volume '%s'. fileSystemId should not be null or empty.", name)
+	}
+	if ev.TransitEncryption != nil && !oneOf(ev.GetTransitEncryption(), "ENABLED", "DISABLED") {
+		return awserr.Clientf("Invalid 'efsVolumeConfiguration.transitEncryption' setting for volume '%s': valid values are ENABLED and DISABLED.", name)
+	}
+	auth := ev.GetAuthorizationConfig()
+	if auth.GetIam() != "" && !oneOf(auth.GetIam(), "ENABLED", "DISABLED") {
+		return awserr.Clientf("Invalid 'efsVolumeConfiguration.authorizationConfig.iam' setting for volume '%s': valid values are ENABLED and DISABLED.", name)
+	}
+	encrypted := ev.GetTransitEncryption() == "ENABLED"
+	if auth.GetAccessPointId() != "" {
+		if ev.GetRootDirectory() != "" && ev.GetRootDirectory() != "/" {
+			return awserr.Clientf("Invalid request provided: Create TaskDefinition: When using an EFS access point, the root directory must either be set to \"/\" or be omitted (volume '%s').", name)
+		}
+		if !encrypted {
+			return awserr.Clientf("Invalid request provided: Create TaskDefinition: Transit encryption must be enabled when using an EFS access point (volume '%s').", name)
+		}
+	}
+	if auth.GetIam() == "ENABLED" && !encrypted {
+		return awserr.Clientf("Invalid request provided: Create TaskDefinition: Transit encryption must be enabled when using EFS IAM authorization (volume '%s').", name)
+	}
+	if ev.TransitEncryptionPort != nil && (ev.GetTransitEncryptionPort() < 1 || ev.GetTransitEncryptionPort() > 65535) {
+		return awserr.Clientf("Invalid 'efsVolumeConfiguration.transitEncryptionPort' setting for volume '%s': %d is not a port (1-65535).", name, ev.GetTransitEncryptionPort())
+	}
+	for _, elem := range strings.Split(ev.GetRootDirectory(), "/") {
+		if elem == ".." {
+			return awserr.Clientf("Invalid 'efsVolumeConfiguration.rootDirectory' setting for volume '%s'. The root directory must not contain \"..\": it names a directory within the file system.", name)
+		}
+	}
+	return nil
+}
+
+// checkVolumes checks the task's volumes (unique names; one of host,
+// dockerVolumeConfiguration and efsVolumeConfiguration, each valid) and returns their names, which the
 // containers' mountPoints must name.
 func checkVolumes(vols []*ecsv1.Volume) (map[string]bool, error) {
 	volumes := map[string]bool{}
@@ -230,6 +271,14 @@ func checkVolumes(vols []*ecsv1.Volume) (map[string]bool, error) {
 				return nil, awserr.Clientf("Invalid 'dockerVolumeConfiguration' setting for volume '%s'. Autoprovision can only be true when scope is shared.", v.GetName())
 			}
 			if err := validateDriverOpts(v.GetName(), dv.GetDriverOpts()); err != nil {
+				return nil, err
+			}
+		}
+		if ev := v.GetEfsVolumeConfiguration(); ev != nil {
+			if v.GetHost() != nil || v.GetDockerVolumeConfiguration() != nil {
+				return nil, awserr.Clientf("Invalid setting for volume '%s'. Specify only one of host, dockerVolumeConfiguration and efsVolumeConfiguration.", v.GetName())
+			}
+			if err := checkEFSVolume(v.GetName(), ev); err != nil {
 				return nil, err
 			}
 		}

@@ -102,6 +102,29 @@ func TestRegisterTaskDefinitionValidation(t *testing.T) {
 		{"autoprovision task scope", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Scope: proto.String("task"), Autoprovision: proto.Bool(true)}}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", "Autoprovision can only be true when scope is shared."},
 		{"bad scope", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Scope: proto.String("global")}}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", "valid values are task and shared"},
 		{"docker volume driver", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{{Name: proto.String("v"), DockerVolumeConfiguration: &ecsv1.DockerVolumeConfiguration{Driver: proto.String("rexray/ebs")}}}, ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a")}}, "ClientException", `volumes[0].dockerVolumeConfiguration.driver "rexray/ebs" is not supported by Berth.`},
+		{"efs access point with rootDirectory", efsReq(func(e *ecsv1.EFSVolumeConfiguration) {
+			e.RootDirectory, e.TransitEncryption = proto.String("/data"), proto.String("ENABLED")
+			e.AuthorizationConfig = &ecsv1.EFSAuthorizationConfig{AccessPointId: proto.String("fsap-1234")}
+		}), "ClientException", `When using an EFS access point, the root directory must either be set to "/" or be omitted`},
+		{"efs access point without transit encryption", efsReq(func(e *ecsv1.EFSVolumeConfiguration) {
+			e.AuthorizationConfig = &ecsv1.EFSAuthorizationConfig{AccessPointId: proto.String("fsap-1234")}
+		}), "ClientException", "Transit encryption must be enabled when using an EFS access point"},
+		{"efs iam without transit encryption", efsReq(func(e *ecsv1.EFSVolumeConfiguration) {
+			e.AuthorizationConfig = &ecsv1.EFSAuthorizationConfig{Iam: proto.String("ENABLED")}
+		}), "ClientException", "Transit encryption must be enabled when using EFS IAM authorization"},
+		{"efs bad transitEncryption", efsReq(func(e *ecsv1.EFSVolumeConfiguration) { e.TransitEncryption = proto.String("yes") }), "ClientException", "valid values are ENABLED and DISABLED"},
+		{"efs rootDirectory leaves the export", efsReq(func(e *ecsv1.EFSVolumeConfiguration) { e.RootDirectory = proto.String("/a/../../etc") }), "ClientException", `The root directory must not contain ".."`},
+		{"efs and host", efsReq(func(e *ecsv1.EFSVolumeConfiguration) {}, func(v *ecsv1.Volume) { v.Host = &ecsv1.HostVolumeProperties{} }), "ClientException", "Specify only one of host, dockerVolumeConfiguration and efsVolumeConfiguration."},
+		{"efs transit encryption refused", efsReq(func(e *ecsv1.EFSVolumeConfiguration) { e.TransitEncryption = proto.String("ENABLED") }), "ClientException", `volumes[0].efsVolumeConfiguration.transitEncryption "ENABLED" is not supported by Berth.`},
+		{"efs transit encryption port refused", efsReq(func(e *ecsv1.EFSVolumeConfiguration) { e.TransitEncryptionPort = proto.Int32(2999) }), "ClientException", "volumes[0].efsVolumeConfiguration.transitEncryptionPort is not supported by Berth."},
+		{"efs access point refused", efsReq(func(e *ecsv1.EFSVolumeConfiguration) {
+			e.TransitEncryption = proto.String("ENABLED")
+			e.AuthorizationConfig = &ecsv1.EFSAuthorizationConfig{AccessPointId: proto.String("fsap-1234")}
+		}), "ClientException", `volumes[0].efsVolumeConfiguration.authorizationConfig.accessPointId "fsap-1234" is not supported by Berth.`},
+		{"efs iam refused", efsReq(func(e *ecsv1.EFSVolumeConfiguration) {
+			e.TransitEncryption = proto.String("ENABLED")
+			e.AuthorizationConfig = &ecsv1.EFSAuthorizationConfig{Iam: proto.String("ENABLED")}
+		}), "ClientException", `volumes[0].efsVolumeConfiguration.authorizationConfig.iam "ENABLED" is not supported by Berth.`},
 		{"awsvpc host port remap", &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), NetworkMode: proto.String("awsvpc"), ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
 			c.PortMappings = []*ecsv1.PortMapping{{ContainerPort: proto.Int32(80), HostPort: proto.Int32(8081)}}
 		})}}, "ClientException", "When networkMode=awsvpc, the host ports and container ports in port mappings must match."},
@@ -352,4 +375,19 @@ func TestDriverOptsRegistration(t *testing.T) {
 			t.Errorf("driverOpts %v: %q, want %q naming the volume", tc.opts, err.Message, tc.want)
 		}
 	}
+}
+
+// efsReq is a task definition with one EFS volume (fs-12345678, mounted by container a),
+// changed by edit and then by each of vol.
+func efsReq(edit func(*ecsv1.EFSVolumeConfiguration), vol ...func(*ecsv1.Volume)) *ecsv1.RegisterTaskDefinitionRequest {
+	e := &ecsv1.EFSVolumeConfiguration{FileSystemId: proto.String("fs-12345678")}
+	edit(e)
+	v := &ecsv1.Volume{Name: proto.String("v"), EfsVolumeConfiguration: e}
+	for _, f := range vol {
+		f(v)
+	}
+	return &ecsv1.RegisterTaskDefinitionRequest{Family: proto.String("f"), Volumes: []*ecsv1.Volume{v},
+		ContainerDefinitions: []*ecsv1.ContainerDefinition{container("a", func(c *ecsv1.ContainerDefinition) {
+			c.MountPoints = []*ecsv1.MountPoint{{SourceVolume: proto.String("v"), ContainerPath: proto.String("/v")}}
+		})}}
 }

@@ -153,8 +153,10 @@ func TestAccountSettings(t *testing.T) {
 	if l := must(e, e.s.ListAccountSettings, &ecsv1.ListAccountSettingsRequest{}); len(l.GetSettings()) != 0 {
 		t.Fatalf("explicit settings before any put: %v", l)
 	}
-	must(e, e.s.PutAccountSettingDefault, &ecsv1.PutAccountSettingDefaultRequest{Name: proto.String("containerInsights"), Value: proto.String("enabled")})
-	if c := e.createCluster("ci"); c.GetSettings()[0].GetValue() != "enabled" {
+	_, err := call(e, e.s.PutAccountSettingDefault, &ecsv1.PutAccountSettingDefaultRequest{Name: proto.String("containerInsights"), Value: proto.String("enabled")})
+	wantErr(t, err, "InvalidParameterException")
+	must(e, e.s.PutAccountSettingDefault, &ecsv1.PutAccountSettingDefaultRequest{Name: proto.String("containerInsights"), Value: proto.String("disabled")})
+	if c := e.createCluster("ci"); c.GetSettings()[0].GetValue() != "disabled" {
 		t.Fatalf("cluster setting from account default: %v", c.GetSettings())
 	}
 	p := must(e, e.s.PutAccountSetting, &ecsv1.PutAccountSettingRequest{Name: proto.String("serviceLongArnFormat"), Value: proto.String("disabled")}).GetSetting()

@@ -225,3 +225,51 @@ func TestCapacityProviderManagedSettings(t *testing.T) {
 		t.Fatalf("UpdateCapacityProvider managedDraining ENABLED: %+v %v", u, err)
 	}
 }
+
+// TestAwsvpcSecurityGroups: Berth has one security group, sg-berthallowall, which allows
+// all traffic (Berth enforces no security group rules). RunTask, CreateService and
+// UpdateService accept it, or securityGroups left out; any other group is refused as a
+// group that does not exist (InvalidParameterException naming it and securityGroups),
+// rather than recorded and not enforced. The service describes back what it was given.
+func TestAwsvpcSecurityGroups(t *testing.T) {
+	t.Parallel() // see main_test.go
+	s := startAPIStack(t, cpAccount)
+	c := s.clients[cpAccount]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.CreateCluster(ctx, &ecs.CreateClusterInput{ClusterName: aws.String("sg")}); err != nil {
+		t.Fatal(err)
+	}
+	registerPoolInstance(t, ctx, c, "sg", "")
+	if _, err := c.RegisterTaskDefinition(ctx, &ecs.RegisterTaskDefinitionInput{Family: aws.String("vpc"), NetworkMode: ecstypes.NetworkModeAwsvpc,
+		ContainerDefinitions: []ecstypes.ContainerDefinition{{Name: aws.String("app"), Image: aws.String("img"), Memory: aws.Int32(32)}}}); err != nil {
+		t.Fatal(err)
+	}
+	vpc := func(groups ...string) *ecstypes.NetworkConfiguration {
+		return &ecstypes.NetworkConfiguration{AwsvpcConfiguration: &ecstypes.AwsVpcConfiguration{Subnets: []string{"subnet-0abc"}, SecurityGroups: groups}}
+	}
+	_, err := c.RunTask(ctx, &ecs.RunTaskInput{Cluster: aws.String("sg"), TaskDefinition: aws.String("vpc"), NetworkConfiguration: vpc("sg-0123456789abcdef0")})
+	wantRefused(t, "RunTask with sg-0123456789abcdef0", err, "sg-0123456789abcdef0", "does not exist", "securityGroups", "sg-berthallowall")
+	_, err = c.RunTask(ctx, &ecs.RunTaskInput{Cluster: aws.String("sg"), TaskDefinition: aws.String("vpc"), NetworkConfiguration: vpc("sg-berthallowall", "sg-0a")})
+	wantRefused(t, "RunTask with sg-berthallowall and sg-0a", err, "sg-0a")
+	_, err = c.CreateService(ctx, &ecs.CreateServiceInput{Cluster: aws.String("sg"), ServiceName: aws.String("bad"), TaskDefinition: aws.String("vpc"),
+		DesiredCount: aws.Int32(0), NetworkConfiguration: vpc("sg-0123456789abcdef0")})
+	wantRefused(t, "CreateService with sg-0123456789abcdef0", err, "sg-0123456789abcdef0", "securityGroups")
+
+	for _, nc := range []*ecstypes.NetworkConfiguration{vpc("sg-berthallowall"), vpc()} {
+		r, err := c.RunTask(ctx, &ecs.RunTaskInput{Cluster: aws.String("sg"), TaskDefinition: aws.String("vpc"), NetworkConfiguration: nc})
+		if err != nil || len(r.Tasks) != 1 {
+			t.Fatalf("RunTask with securityGroups %v: %v %+v", nc.AwsvpcConfiguration.SecurityGroups, err, r)
+		}
+	}
+	svc, err := c.CreateService(ctx, &ecs.CreateServiceInput{Cluster: aws.String("sg"), ServiceName: aws.String("ok"), TaskDefinition: aws.String("vpc"),
+		DesiredCount: aws.Int32(0), NetworkConfiguration: vpc("sg-berthallowall")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := svc.Service.NetworkConfiguration.AwsvpcConfiguration.SecurityGroups; len(g) != 1 || g[0] != "sg-berthallowall" {
+		t.Errorf("service securityGroups %v", g)
+	}
+	_, err = c.UpdateService(ctx, &ecs.UpdateServiceInput{Cluster: aws.String("sg"), Service: aws.String("ok"), NetworkConfiguration: vpc("sg-0b")})
+	wantRefused(t, "UpdateService with sg-0b", err, "sg-0b", "securityGroups")
+}

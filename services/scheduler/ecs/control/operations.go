@@ -52,7 +52,7 @@ var Operations = map[string]OperationRule{
 	"CreateDaemon":                  {Unsupported, whyDaemons, insDaemons},
 	"CreateExpressGatewayService":   {Unsupported, whyExpress, insExpress},
 	"CreateService":                 {Real, "REPLICA and DAEMON; deploymentController ECS (rolling updates) or EXTERNAL (task sets).", ""},
-	"CreateTaskSet":                 {Real, "Task sets of services under the EXTERNAL deployment controller, placed and reconciled like deployments.", ""},
+	"CreateTaskSet":                 {Real, "Task sets of services under the EXTERNAL deployment controller, placed and reconciled like deployments; each takes its own networkConfiguration (awsvpc), loadBalancers (its tasks register with the target groups) and serviceRegistries (Cloud Map). capacityProviderStrategy, platformVersion and clientToken are refused.", ""},
 	"DeleteAccountSetting":          {Real, "", ""},
 	"DeleteAttributes":              {Real, "", ""},
 	"DeleteCapacityProvider":        {Real, "", ""},

@@ -77,11 +77,15 @@ func (s *Server) settings(ctx context.Context, account keys.Scope) ([]*ecsv1.Set
 }
 
 // effective returns the value of setting name for the account's root principal: its own
-// setting, else the account default, else AWS's default.
+// setting, else the account default, else AWS's default. A value Berth refuses
+// (settingRefusals; stored before Berth refused it) is not in force: AWS's default is.
 func effective(stored []*ecsv1.Setting, name string) string {
 	v, def := "", settingDefaults[name]
 	for _, st := range stored {
 		if st.GetName() != name {
+			continue
+		}
+		if _, refused := settingRefusals[name][st.GetValue()]; refused {
 			continue
 		}
 		if st.PrincipalArn == nil {

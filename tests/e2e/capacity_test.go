@@ -53,7 +53,7 @@ func TestCapacityProvidersWithSDK(t *testing.T) {
 	for _, n := range []string{"pool-a", "pool-b"} {
 		out, err := c.CreateCapacityProvider(ctx, &ecs.CreateCapacityProviderInput{Name: aws.String(n),
 			AutoScalingGroupProvider: &ecstypes.AutoScalingGroupProvider{AutoScalingGroupArn: cpASG(n),
-				ManagedScaling: &ecstypes.ManagedScaling{Status: ecstypes.ManagedScalingStatusEnabled, TargetCapacity: aws.Int32(90)}}})
+				ManagedScaling: &ecstypes.ManagedScaling{Status: ecstypes.ManagedScalingStatusDisabled, TargetCapacity: aws.Int32(90)}}})
 		if err != nil {
 			t.Fatalf("CreateCapacityProvider %s: %v", n, err)
 		}
@@ -216,7 +216,7 @@ func TestCapacityProvidersWithCLI(t *testing.T) {
 		"AWS_DEFAULT_REGION=us-east-1", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_PAGER=")
 
 	cp := awsCLI(t, ctx, env, "create-capacity-provider", "--name", "cli-pool",
-		"--auto-scaling-group-provider", "autoScalingGroupArn="+aws.ToString(cpASG("cli"))+",managedScaling={status=ENABLED,targetCapacity=75},managedTerminationProtection=ENABLED")
+		"--auto-scaling-group-provider", "autoScalingGroupArn="+aws.ToString(cpASG("cli"))+",managedScaling={status=DISABLED,targetCapacity=75},managedTerminationProtection=DISABLED")
 	requireMembers(t, "capacityProvider", cp["capacityProvider"], map[string]string{"name": `"cli-pool"`, "status": `"ACTIVE"`, "type": `"EC2_AUTOSCALING"`})
 	d := awsCLI(t, ctx, env, "describe-capacity-providers", "--capacity-providers", "cli-pool", "FARGATE", "nope", "--include", "TAGS")
 	if n := len(d["capacityProviders"].([]any)); n != 2 || len(d["failures"].([]any)) != 1 {

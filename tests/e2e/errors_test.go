@@ -125,11 +125,11 @@ func TestDocumentedErrorsWithSDK(t *testing.T) {
 			return err
 		}, isType[*ecstypes.ClusterNotFoundException], "Cluster not found."},
 		{"UpdateCluster", func() error {
-			_, err := c.UpdateCluster(ctx, &ecs.UpdateClusterInput{Cluster: aws.String(noCluster), Settings: []ecstypes.ClusterSetting{{Name: ecstypes.ClusterSettingNameContainerInsights, Value: aws.String("enabled")}}})
+			_, err := c.UpdateCluster(ctx, &ecs.UpdateClusterInput{Cluster: aws.String(noCluster), Settings: []ecstypes.ClusterSetting{{Name: ecstypes.ClusterSettingNameContainerInsights, Value: aws.String("disabled")}}})
 			return err
 		}, isType[*ecstypes.ClusterNotFoundException], "Cluster not found."},
 		{"UpdateClusterSettings", func() error {
-			_, err := c.UpdateClusterSettings(ctx, &ecs.UpdateClusterSettingsInput{Cluster: aws.String(noCluster), Settings: []ecstypes.ClusterSetting{{Name: ecstypes.ClusterSettingNameContainerInsights, Value: aws.String("enabled")}}})
+			_, err := c.UpdateClusterSettings(ctx, &ecs.UpdateClusterSettingsInput{Cluster: aws.String(noCluster), Settings: []ecstypes.ClusterSetting{{Name: ecstypes.ClusterSettingNameContainerInsights, Value: aws.String("disabled")}}})
 			return err
 		}, isType[*ecstypes.ClusterNotFoundException], "Cluster not found."},
 		{"PutClusterCapacityProviders", func() error {

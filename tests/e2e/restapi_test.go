@@ -127,19 +127,28 @@ func TestTaskSetsWithSDK(t *testing.T) {
 		t.Fatalf("DescribeServices %+v %v", desc, err)
 	}
 
-	// What task sets do not take yet is refused naming it, for what it is: Berth has
-	// load balancers, Cloud Map and awsvpc networking, its task sets do not use them yet.
-	for what, in := range map[string]*ecs.CreateTaskSetInput{
-		"loadBalancers":        {LoadBalancers: []ecstypes.LoadBalancer{{TargetGroupArn: aws.String("arn:aws:elasticloadbalancing:us-east-1:" + acct + ":targetgroup/tg/0123456789abcdef"), ContainerName: aws.String("app"), ContainerPort: aws.Int32(80)}}},
-		"serviceRegistries":    {ServiceRegistries: []ecstypes.ServiceRegistry{{RegistryArn: aws.String("arn:aws:servicediscovery:us-east-1:" + acct + ":service/srv-0123456789abcdef")}}},
-		"networkConfiguration": {NetworkConfiguration: &ecstypes.NetworkConfiguration{AwsvpcConfiguration: &ecstypes.AwsVpcConfiguration{Subnets: []string{"subnet-1"}}}},
+	// Task sets take loadBalancers, serviceRegistries and networkConfiguration, checked as
+	// CreateService checks them (TestTaskSetsBehindLoadBalancerOnDev runs them): a target
+	// group or Cloud Map service that does not exist, and a networkConfiguration for a
+	// bridge task definition, are refused naming them — with none of the old "not
+	// supported for task sets" wording.
+	for what, tc := range map[string]struct {
+		in   *ecs.CreateTaskSetInput
+		want string
+	}{
+		"loadBalancers": {&ecs.CreateTaskSetInput{LoadBalancers: []ecstypes.LoadBalancer{{TargetGroupArn: aws.String("arn:aws:elasticloadbalancing:us-east-1:" + acct + ":targetgroup/tg/0123456789abcdef"), ContainerName: aws.String("app"), ContainerPort: aws.Int32(80)}}},
+			"the target group does not exist"},
+		"serviceRegistries": {&ecs.CreateTaskSetInput{ServiceRegistries: []ecstypes.ServiceRegistry{{RegistryArn: aws.String("arn:aws:servicediscovery:us-east-1:" + acct + ":service/srv-0123456789abcdef")}}},
+			"the Cloud Map service does not exist"},
+		"networkConfiguration": {&ecs.CreateTaskSetInput{NetworkConfiguration: &ecstypes.NetworkConfiguration{AwsvpcConfiguration: &ecstypes.AwsVpcConfiguration{Subnets: []string{"subnet-1"}}}},
+			"Network Configuration is not valid for the given networkMode"},
 	} {
+		in := tc.in
 		in.Cluster, in.Service, in.TaskDefinition = aws.String("ts"), aws.String("web"), aws.String(blue)
 		_, err := c.CreateTaskSet(ctx, in)
 		var ipe *ecstypes.InvalidParameterException
-		if !errors.As(err, &ipe) || !strings.HasPrefix(ipe.ErrorMessage(), what+" is not supported for task sets by Berth yet") ||
-			strings.Contains(ipe.ErrorMessage(), "no load balancers") || strings.Contains(ipe.ErrorMessage(), "no service discovery") || strings.Contains(ipe.ErrorMessage(), "host's network") {
-			t.Errorf("CreateTaskSet with %s: %v", what, err)
+		if !errors.As(err, &ipe) || !strings.Contains(ipe.ErrorMessage(), tc.want) || strings.Contains(ipe.ErrorMessage(), "not supported for task sets") {
+			t.Errorf("CreateTaskSet with %s: %v, want InvalidParameterException %q", what, err, tc.want)
 		}
 	}
 

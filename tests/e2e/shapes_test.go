@@ -58,7 +58,7 @@ func TestResponseShapesTour(t *testing.T) {
 	must("DescribeClusters", err)
 	_, err = c.ListClusters(ctx, &ecs.ListClustersInput{})
 	must("ListClusters", err)
-	settings := []ecstypes.ClusterSetting{{Name: ecstypes.ClusterSettingNameContainerInsights, Value: aws.String("enabled")}}
+	settings := []ecstypes.ClusterSetting{{Name: ecstypes.ClusterSettingNameContainerInsights, Value: aws.String("disabled")}}
 	_, err = c.UpdateClusterSettings(ctx, &ecs.UpdateClusterSettingsInput{Cluster: aws.String("tour"), Settings: settings})
 	must("UpdateClusterSettings", err)
 	_, err = c.UpdateCluster(ctx, &ecs.UpdateClusterInput{Cluster: aws.String("tour"), Settings: settings})
@@ -66,7 +66,7 @@ func TestResponseShapesTour(t *testing.T) {
 	_, err = c.PutClusterCapacityProviders(ctx, &ecs.PutClusterCapacityProvidersInput{Cluster: aws.String("tour"),
 		CapacityProviders: []string{}, DefaultCapacityProviderStrategy: []ecstypes.CapacityProviderStrategyItem{}})
 	must("PutClusterCapacityProviders", err)
-	_, err = c.PutAccountSetting(ctx, &ecs.PutAccountSettingInput{Name: ecstypes.SettingNameContainerInsights, Value: aws.String("enabled")})
+	_, err = c.PutAccountSetting(ctx, &ecs.PutAccountSettingInput{Name: ecstypes.SettingNameContainerInsights, Value: aws.String("disabled")})
 	must("PutAccountSetting", err)
 	_, err = c.PutAccountSettingDefault(ctx, &ecs.PutAccountSettingDefaultInput{Name: ecstypes.SettingNameTaskLongArnFormat, Value: aws.String("enabled")})
 	must("PutAccountSettingDefault", err)

@@ -17,9 +17,9 @@
 //     ("berth.fargate") is "false".
 //
 // autoScalingGroupProvider.autoScalingGroupArn is recorded (one provider per Auto Scaling
-// group, as on AWS); managedScaling, managedTerminationProtection and managedDraining are
-// stored and described back — Berth launches no instances, so there is nothing for them
-// to scale.
+// group, as on AWS). Berth launches no instances, so managedScaling and
+// managedTerminationProtection are accepted only DISABLED (ValidateASGSettings refuses
+// ENABLED), and managedDraining either way: no instance is ever terminated by the group.
 package capacity
 
 import (
@@ -185,8 +185,13 @@ func ValidateManagedScaling(ms *ecsv1.ManagedScaling) error {
 	return nil
 }
 
-// ValidateASGSettings checks managedTerminationProtection and managedDraining, and that
-// managed termination protection comes with managed scaling, as AWS requires.
+// ValidateASGSettings checks managedTerminationProtection, managedDraining and
+// managedScaling (a managedScaling without status means ENABLED, as on AWS) and refuses,
+// with InvalidParameterException naming the member, what Berth cannot honour: managed
+// scaling ENABLED and managed termination protection ENABLED (Berth launches and
+// terminates no instances; AWS requires the second to come with the first). Both values
+// of managedDraining are accepted: it drains the instances an Auto Scaling group
+// terminates, and a Berth group terminates none, so either value holds.
 func ValidateASGSettings(mtp, draining *string, scaling *ecsv1.ManagedScaling) error {
 	if mtp != nil && !slices.Contains([]string{"ENABLED", "DISABLED"}, *mtp) {
 		return awserr.InvalidParameterf("managedTerminationProtection must be ENABLED or DISABLED.")
@@ -194,10 +199,16 @@ func ValidateASGSettings(mtp, draining *string, scaling *ecsv1.ManagedScaling) e
 	if draining != nil && !slices.Contains([]string{"ENABLED", "DISABLED"}, *draining) {
 		return awserr.InvalidParameterf("managedDraining must be ENABLED or DISABLED.")
 	}
-	if mtp != nil && *mtp == "ENABLED" && scaling.GetStatus() != "ENABLED" {
-		return awserr.InvalidParameterf("The managed termination protection setting for the capacity provider is invalid. To enable managed termination protection for a capacity provider, managed scaling must be enabled.")
+	if err := ValidateManagedScaling(scaling); err != nil {
+		return err
 	}
-	return ValidateManagedScaling(scaling)
+	if mtp != nil && *mtp == "ENABLED" {
+		return awserr.InvalidParameterf("managedTerminationProtection ENABLED is not supported by Berth: Berth launches and terminates no instances, so there is no Auto Scaling group scale-in to protect instances from; use DISABLED.")
+	}
+	if scaling != nil && scaling.GetStatus() != "DISABLED" {
+		return awserr.InvalidParameterf("managedScaling status ENABLED is not supported by Berth: Berth launches no instances, so there is no Auto Scaling group to scale; give managedScaling status DISABLED or leave managedScaling out.")
+	}
+	return nil
 }
 
 // ValidASGARN reports whether v is an Auto Scaling group ARN (or, as AWS also accepts,

@@ -79,7 +79,9 @@ func (s *Server) checkProviderCluster(ctx context.Context, account keys.Scope, r
 // of container instances (those with attribute berth.capacity-provider = name).
 // autoScalingGroupProvider (required) is recorded with AWS's defaults filled in; an Auto
 // Scaling group belongs to one provider. Errors: InvalidParameterException (bad name —
-// prefixed aws, ecs or fargate —, ranges, tags, a managedInstancesProvider, which Berth
+// prefixed aws, ecs or fargate —, ranges, tags, managedScaling or
+// managedTerminationProtection ENABLED, which Berth cannot honour: it launches no
+// instances; a managedInstancesProvider, which Berth
 // does not run), ClientException (the name is taken, the group is another provider's),
 // LimitExceededException (more than 100 providers). AWS reference: CreateCapacityProvider.
 func (s *Server) CreateCapacityProvider(ctx context.Context, req *connect.Request[ecsv1.CreateCapacityProviderRequest]) (*connect.Response[ecsv1.CreateCapacityProviderResponse], error) {

@@ -50,8 +50,8 @@ func TestCapacityProviderLifecycle(t *testing.T) {
 		Name: proto.String("pool-a"),
 		AutoScalingGroupProvider: &ecsv1.AutoScalingGroupProvider{
 			AutoScalingGroupArn:          proto.String(asgARN("a")),
-			ManagedScaling:               &ecsv1.ManagedScaling{Status: proto.String("ENABLED"), TargetCapacity: proto.Int32(80)},
-			ManagedTerminationProtection: proto.String("ENABLED"),
+			ManagedScaling:               &ecsv1.ManagedScaling{Status: proto.String("DISABLED"), TargetCapacity: proto.Int32(80)},
+			ManagedTerminationProtection: proto.String("DISABLED"),
 		},
 		Tags: []*ecsv1.Tag{{Key: proto.String("team"), Value: proto.String("x")}},
 	}).GetCapacityProvider()
@@ -74,6 +74,8 @@ func TestCapacityProviderLifecycle(t *testing.T) {
 		{Name: proto.String("bad-asg"), AutoScalingGroupProvider: &ecsv1.AutoScalingGroupProvider{AutoScalingGroupArn: proto.String("arn:aws:ec2:us-east-1:1:instance/i-1")}},
 		{Name: proto.String("mtp"), AutoScalingGroupProvider: &ecsv1.AutoScalingGroupProvider{AutoScalingGroupArn: proto.String(asgARN("m")), ManagedTerminationProtection: proto.String("ENABLED")}},
 		{Name: proto.String("tc"), AutoScalingGroupProvider: &ecsv1.AutoScalingGroupProvider{AutoScalingGroupArn: proto.String(asgARN("t")), ManagedScaling: &ecsv1.ManagedScaling{TargetCapacity: proto.Int32(101)}}},
+		// Berth scales no group: managed scaling ENABLED (also by default when managedScaling is given) is refused.
+		{Name: proto.String("ms"), AutoScalingGroupProvider: &ecsv1.AutoScalingGroupProvider{AutoScalingGroupArn: proto.String(asgARN("s")), ManagedScaling: &ecsv1.ManagedScaling{TargetCapacity: proto.Int32(90)}}},
 	} {
 		_, err := call(e, e.s.CreateCapacityProvider, bad)
 		wantErr(t, err, "InvalidParameterException")
@@ -106,7 +108,7 @@ func TestCapacityProviderLifecycle(t *testing.T) {
 	u := must(e, e.s.UpdateCapacityProvider, &ecsv1.UpdateCapacityProviderRequest{Name: proto.String("pool-a"),
 		AutoScalingGroupProvider: &ecsv1.AutoScalingGroupProviderUpdate{ManagedScaling: &ecsv1.ManagedScaling{TargetCapacity: proto.Int32(50)}, ManagedTerminationProtection: proto.String("DISABLED")}}).GetCapacityProvider()
 	if u.GetUpdateStatus() != "UPDATE_COMPLETE" || u.GetAutoScalingGroupProvider().GetManagedScaling().GetTargetCapacity() != 50 ||
-		u.GetAutoScalingGroupProvider().GetManagedScaling().GetStatus() != "ENABLED" || u.GetAutoScalingGroupProvider().GetManagedTerminationProtection() != "DISABLED" {
+		u.GetAutoScalingGroupProvider().GetManagedScaling().GetStatus() != "DISABLED" || u.GetAutoScalingGroupProvider().GetManagedTerminationProtection() != "DISABLED" {
 		t.Fatalf("updated %v", u)
 	}
 	_, err := call(e, e.s.UpdateCapacityProvider, &ecsv1.UpdateCapacityProviderRequest{Name: proto.String("FARGATE"), AutoScalingGroupProvider: &ecsv1.AutoScalingGroupProviderUpdate{}})

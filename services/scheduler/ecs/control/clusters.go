@@ -22,8 +22,10 @@ import (
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
 
-// validateClusterSettings accepts containerInsights = enabled | disabled | enhanced, the
-// only cluster setting ECS has.
+// validateClusterSettings accepts containerInsights, the only cluster setting ECS has,
+// with the values AWS knows (enabled, disabled, enhanced); Berth honours disabled only:
+// it has no Container Insights metrics yet, so enabled and enhanced are refused
+// (InvalidParameterException) rather than recorded.
 func validateClusterSettings(settings []*ecsv1.ClusterSetting) error {
 	for _, st := range settings {
 		if st.GetName() != SettingContainerInsights {
@@ -32,6 +34,44 @@ func validateClusterSettings(settings []*ecsv1.ClusterSetting) error {
 		if !oneOf(st.GetValue(), "enabled", "disabled", "enhanced") {
 			return awserr.InvalidParameterf("Invalid value %q for cluster setting containerInsights.", st.GetValue())
 		}
+		if st.GetValue() != "disabled" {
+			return awserr.InvalidParameterf("settings: containerInsights %s is not supported by Berth: Berth has no Container Insights metrics yet; use disabled.", st.GetValue())
+		}
+	}
+	return nil
+}
+
+// validateClusterConfiguration refuses what a cluster's configuration and Service
+// Connect defaults ask that Berth cannot do (InvalidParameterException naming the member):
+// executeCommandConfiguration beyond logging DEFAULT or NONE (Berth has no ECS Exec, so no
+// session is ever logged or encrypted; a KMS key, logging OVERRIDE or a logConfiguration
+// would name a destination that never gets anything), managedStorageConfiguration with a
+// KMS key (Berth has no KMS: task storage is not encrypted with a customer key) and a
+// serviceConnectDefaults namespace (Berth has no Service Connect yet). An empty
+// namespace, which clears the default, is accepted.
+func validateClusterConfiguration(conf *ecsv1.ClusterConfiguration, sc *ecsv1.ClusterServiceConnectDefaultsRequest) error {
+	if ec := conf.GetExecuteCommandConfiguration(); ec != nil {
+		switch {
+		case ec.KmsKeyId != nil:
+			return awserr.InvalidParameterf("configuration.executeCommandConfiguration.kmsKeyId is not supported by Berth: Berth has no ECS Exec and no KMS, so there is no session to encrypt.")
+		case ec.LogConfiguration != nil:
+			return awserr.InvalidParameterf("configuration.executeCommandConfiguration.logConfiguration is not supported by Berth: Berth has no ECS Exec, so no session would ever be logged there.")
+		case ec.Logging != nil && !oneOf(ec.GetLogging(), "DEFAULT", "NONE", "OVERRIDE"):
+			return awserr.InvalidParameterf("Invalid value %q for configuration.executeCommandConfiguration.logging: valid values are NONE, DEFAULT and OVERRIDE.", ec.GetLogging())
+		case ec.GetLogging() == "OVERRIDE":
+			return awserr.InvalidParameterf("configuration.executeCommandConfiguration.logging OVERRIDE is not supported by Berth: Berth has no ECS Exec, so no session would ever be logged; use DEFAULT or NONE.")
+		}
+	}
+	if ms := conf.GetManagedStorageConfiguration(); ms != nil {
+		if ms.KmsKeyId != nil {
+			return awserr.InvalidParameterf("configuration.managedStorageConfiguration.kmsKeyId is not supported by Berth: Berth has no KMS, and task storage is not encrypted with a customer key.")
+		}
+		if ms.FargateEphemeralStorageKmsKeyId != nil {
+			return awserr.InvalidParameterf("configuration.managedStorageConfiguration.fargateEphemeralStorageKmsKeyId is not supported by Berth: Berth has no KMS, and task storage is not encrypted with a customer key.")
+		}
+	}
+	if sc.GetNamespace() != "" {
+		return awserr.InvalidParameterf("serviceConnectDefaults.namespace is not supported by Berth: Berth has no Service Connect yet; leave serviceConnectDefaults out.")
 	}
 	return nil
 }
@@ -71,6 +111,9 @@ func (s *Server) CreateCluster(ctx context.Context, req *connect.Request[ecsv1.C
 			return nil, err
 		}
 		if err := validateClusterSettings(m.GetSettings()); err != nil {
+			return nil, err
+		}
+		if err := validateClusterConfiguration(m.GetConfiguration(), m.GetServiceConnectDefaults()); err != nil {
 			return nil, err
 		}
 		providers := providerNames(account, m.GetCapacityProviders())
@@ -438,6 +481,9 @@ func (s *Server) UpdateCluster(ctx context.Context, req *connect.Request[ecsv1.U
 			return nil, awserr.InvalidParameterf("cluster is required.")
 		}
 		if err := validateClusterSettings(m.GetSettings()); err != nil {
+			return nil, err
+		}
+		if err := validateClusterConfiguration(m.GetConfiguration(), m.GetServiceConnectDefaults()); err != nil {
 			return nil, err
 		}
 		c, err := s.mutateCluster(ctx, account, m.GetCluster(), func(c *ecsv1.Cluster) error {

@@ -46,12 +46,14 @@ func TestCreateCluster(t *testing.T) {
 		{"name with tags and settings", &ecsv1.CreateClusterRequest{
 			ClusterName: proto.String("prod_1-a"),
 			Tags:        []*ecsv1.Tag{{Key: proto.String("team"), Value: proto.String("core")}},
-			Settings:    []*ecsv1.ClusterSetting{{Name: proto.String("containerInsights"), Value: proto.String("enabled")}},
+			Settings:    []*ecsv1.ClusterSetting{{Name: proto.String("containerInsights"), Value: proto.String("disabled")}},
 		}, "", func(t *testing.T, c *ecsv1.Cluster) {
-			if len(c.GetTags()) != 1 || c.GetSettings()[0].GetValue() != "enabled" {
+			if len(c.GetTags()) != 1 || c.GetSettings()[0].GetValue() != "disabled" {
 				t.Fatalf("tags %v settings %v", c.GetTags(), c.GetSettings())
 			}
 		}},
+		{"containerInsights enabled", &ecsv1.CreateClusterRequest{ClusterName: proto.String("ci"),
+			Settings: []*ecsv1.ClusterSetting{{Name: proto.String("containerInsights"), Value: proto.String("enabled")}}}, "InvalidParameterException", nil},
 		{"bad characters", &ecsv1.CreateClusterRequest{ClusterName: proto.String("a b")}, "InvalidParameterException", nil},
 		{"slash", &ecsv1.CreateClusterRequest{ClusterName: proto.String("a/b")}, "InvalidParameterException", nil},
 		{"too long", &ecsv1.CreateClusterRequest{ClusterName: proto.String(strings.Repeat("a", 256))}, "InvalidParameterException", nil},
@@ -205,11 +207,13 @@ func TestDeleteCluster(t *testing.T) {
 func TestUpdateClusterAndCapacityProviders(t *testing.T) {
 	e := newEnv(t)
 	e.createCluster("u")
-	c := must(e, e.s.UpdateClusterSettings, &ecsv1.UpdateClusterSettingsRequest{Cluster: proto.String("u"), Settings: []*ecsv1.ClusterSetting{{Name: proto.String("containerInsights"), Value: proto.String("enhanced")}}}).GetCluster()
-	if c.GetSettings()[0].GetValue() != "enhanced" {
+	_, err := call(e, e.s.UpdateClusterSettings, &ecsv1.UpdateClusterSettingsRequest{Cluster: proto.String("u"), Settings: []*ecsv1.ClusterSetting{{Name: proto.String("containerInsights"), Value: proto.String("enhanced")}}})
+	wantErr(t, err, "InvalidParameterException")
+	c := must(e, e.s.UpdateClusterSettings, &ecsv1.UpdateClusterSettingsRequest{Cluster: proto.String("u"), Settings: []*ecsv1.ClusterSetting{{Name: proto.String("containerInsights"), Value: proto.String("disabled")}}}).GetCluster()
+	if c.GetSettings()[0].GetValue() != "disabled" {
 		t.Fatalf("settings %v", c.GetSettings())
 	}
-	_, err := call(e, e.s.UpdateClusterSettings, &ecsv1.UpdateClusterSettingsRequest{Cluster: proto.String("nope"), Settings: c.GetSettings()})
+	_, err = call(e, e.s.UpdateClusterSettings, &ecsv1.UpdateClusterSettingsRequest{Cluster: proto.String("nope"), Settings: c.GetSettings()})
 	wantErr(t, err, "ClusterNotFoundException")
 	must(e, e.s.UpdateCluster, &ecsv1.UpdateClusterRequest{Cluster: proto.String("u"), Configuration: &ecsv1.ClusterConfiguration{}})
 	p := must(e, e.s.PutClusterCapacityProviders, &ecsv1.PutClusterCapacityProvidersRequest{

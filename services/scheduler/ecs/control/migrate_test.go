@@ -32,7 +32,7 @@ func TestMigrateLayoutFromBuildsWithoutRegions(t *testing.T) {
 	if len(run.GetTasks()) != 1 {
 		t.Fatalf("RunTask: %v", run.GetFailures())
 	}
-	must(e, e.s.PutAccountSetting, &ecsv1.PutAccountSettingRequest{Name: proto.String("containerInsights"), Value: proto.String("enabled")})
+	must(e, e.s.PutAccountSetting, &ecsv1.PutAccountSettingRequest{Name: proto.String("tagResourceAuthorization"), Value: proto.String("off")})
 
 	// Layout 1: drop "/us-east-1" after the account (the inbox had no account either).
 	resp, err := cli.Get(ctx, store.Prefix, clientv3.WithPrefix())
@@ -79,7 +79,7 @@ func TestMigrateLayoutFromBuildsWithoutRegions(t *testing.T) {
 	if err != nil || entry.GetAssignment() == nil {
 		t.Errorf("the task's assignment was not migrated: %v %v", entry, err)
 	}
-	if s := must(e, e.s.ListAccountSettings, &ecsv1.ListAccountSettingsRequest{Name: proto.String("containerInsights")}); len(s.GetSettings()) != 1 || s.GetSettings()[0].GetValue() != "enabled" {
+	if s := must(e, e.s.ListAccountSettings, &ecsv1.ListAccountSettingsRequest{Name: proto.String("tagResourceAuthorization")}); len(s.GetSettings()) != 1 || s.GetSettings()[0].GetValue() != "off" {
 		t.Errorf("settings after migration: %v", s.GetSettings())
 	}
 	// Idempotent: a second run (another replica) moves nothing.

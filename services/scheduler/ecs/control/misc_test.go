@@ -153,8 +153,10 @@ func TestAccountSettings(t *testing.T) {
 	if l := must(e, e.s.ListAccountSettings, &ecsv1.ListAccountSettingsRequest{}); len(l.GetSettings()) != 0 {
 		t.Fatalf("explicit settings before any put: %v", l)
 	}
-	must(e, e.s.PutAccountSettingDefault, &ecsv1.PutAccountSettingDefaultRequest{Name: proto.String("containerInsights"), Value: proto.String("enabled")})
-	if c := e.createCluster("ci"); c.GetSettings()[0].GetValue() != "enabled" {
+	_, err := call(e, e.s.PutAccountSettingDefault, &ecsv1.PutAccountSettingDefaultRequest{Name: proto.String("containerInsights"), Value: proto.String("enabled")})
+	wantErr(t, err, "InvalidParameterException")
+	must(e, e.s.PutAccountSettingDefault, &ecsv1.PutAccountSettingDefaultRequest{Name: proto.String("containerInsights"), Value: proto.String("disabled")})
+	if c := e.createCluster("ci"); c.GetSettings()[0].GetValue() != "disabled" {
 		t.Fatalf("cluster setting from account default: %v", c.GetSettings())
 	}
 	p := must(e, e.s.PutAccountSetting, &ecsv1.PutAccountSettingRequest{Name: proto.String("serviceLongArnFormat"), Value: proto.String("disabled")}).GetSetting()
@@ -287,4 +289,25 @@ func TestNilEntries(t *testing.T) {
 	}
 	_ = e.s.ApplyTaskStateChange(e.ctx, e.sc, "", &agentv1.TaskStateChange{LastStatus: "RUNNING"})
 	_ = e.s.SetAgentConnected(e.ctx, e.sc, "", true)
+}
+
+// TestRefusedSettingStoredEarlierNotInForce: a setting value Berth now refuses (here
+// containerInsights enabled, stored before it was refused) is not in force: the effective
+// value and a new cluster's setting are AWS's default, disabled.
+func TestRefusedSettingStoredEarlierNotInForce(t *testing.T) {
+	e := newEnv(t)
+	rec := &ecsv1.ListAccountSettingsResponse{Settings: []*ecsv1.Setting{
+		{Name: proto.String("containerInsights"), Value: proto.String("enabled"), PrincipalArn: proto.String(rootARN(e.sc)), Type: proto.String("user")},
+		{Name: proto.String("containerInsights"), Value: proto.String("enhanced"), Type: proto.String("user")},
+	}}
+	if _, err := store.NewTxn(sharedEtcd).Create(keys.Settings(e.sc), rec).Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	eff := must(e, e.s.ListAccountSettings, &ecsv1.ListAccountSettingsRequest{EffectiveSettings: true, Name: proto.String("containerInsights")})
+	if len(eff.GetSettings()) != 1 || eff.GetSettings()[0].GetValue() != "disabled" {
+		t.Errorf("effective containerInsights %v, want disabled", eff.GetSettings())
+	}
+	if c := e.createCluster("ci"); c.GetSettings()[0].GetValue() != "disabled" {
+		t.Errorf("new cluster's containerInsights %v, want disabled", c.GetSettings())
+	}
 }

@@ -111,8 +111,16 @@ func (s *Server) claimTaskSubnet(ctx context.Context, txn *store.Txn, rec *store
 	return nil
 }
 
-// subnetID and securityGroupID are the shapes of EC2 ids AWS accepts; Berth records them
-// (docs/networking.md) and checks only their form.
+// DefaultSecurityGroup is the one security group Berth has: every awsvpc task is in it,
+// and it allows all inbound and all outbound traffic (Berth enforces no rules of its own;
+// what reaches a task is what its host's routes and the peer firewall chains let through,
+// docs/networking.md). An awsvpcConfiguration may name it or leave securityGroups out;
+// any other group does not exist on Berth and is refused, as AWS refuses a group that
+// does not exist.
+const DefaultSecurityGroup = "sg-berthallowall"
+
+// subnetID and securityGroupID are the shapes of EC2 ids AWS accepts; Berth records
+// subnets as labels (docs/networking.md) and checks only their form.
 var (
 	subnetID        = regexp.MustCompile(`^subnet-[0-9a-zA-Z]{1,32}$`)
 	securityGroupID = regexp.MustCompile(`^sg-[0-9a-zA-Z]{1,32}$`)
@@ -121,7 +129,8 @@ var (
 // CheckNetworkConfiguration validates a RunTask, StartTask, CreateService or
 // UpdateService networkConfiguration against the task definition's networkMode as AWS
 // does: awsvpc requires awsvpcConfiguration with 1–16 subnets and at most 5 security
-// groups; the other modes refuse it. assignPublicIp ENABLED is refused whatever the
+// groups, each of which must be DefaultSecurityGroup (the only group that exists on
+// Berth); the other modes refuse it. assignPublicIp ENABLED is refused whatever the
 // launch type: AWS accepts it for Fargate tasks in a public subnet, but Berth has no
 // public addresses to give, and accepting it would ignore it. Errors are
 // InvalidParameterException.
@@ -153,6 +162,11 @@ func CheckNetworkConfiguration(td *ecsv1.TaskDefinition, nc *ecsv1.NetworkConfig
 	for _, g := range vpc.GetSecurityGroups() {
 		if !securityGroupID.MatchString(g) {
 			return awserr.InvalidParameterf("Invalid security group id %q: security group ids look like sg-0123456789abcdef0.", g)
+		}
+	}
+	for _, g := range vpc.GetSecurityGroups() {
+		if g != DefaultSecurityGroup {
+			return awserr.InvalidParameterf("Error retrieving security group information for [%s]: the security group '%s' does not exist on Berth. awsvpcConfiguration.securityGroups can name only %s, Berth's one group, which allows all inbound and outbound traffic (Berth enforces no security group rules); give %s or leave securityGroups out. See docs/networking.md.", g, g, DefaultSecurityGroup, DefaultSecurityGroup)
 		}
 	}
 	switch vpc.GetAssignPublicIp() {

@@ -67,7 +67,7 @@ func TestTaskSubnetAllocation(t *testing.T) {
 		ContainerDefinitions: []*ecsv1.ContainerDefinition{{Name: proto.String("app"), Image: proto.String("busybox"), Memory: proto.Int32(32)}},
 	})
 	out := must(e, e.s.RunTask, &ecsv1.RunTaskRequest{Cluster: proto.String("c"), TaskDefinition: proto.String("vpc"),
-		NetworkConfiguration: &ecsv1.NetworkConfiguration{AwsvpcConfiguration: &ecsv1.AwsVpcConfiguration{Subnets: []string{"subnet-0abc", "subnet-0def"}, SecurityGroups: []string{"sg-01"}}}})
+		NetworkConfiguration: &ecsv1.NetworkConfiguration{AwsvpcConfiguration: &ecsv1.AwsVpcConfiguration{Subnets: []string{"subnet-0abc", "subnet-0def"}, SecurityGroups: []string{DefaultSecurityGroup}}}})
 	if len(out.GetTasks()) != 1 {
 		t.Fatalf("RunTask: %v", out.GetFailures())
 	}

@@ -112,16 +112,16 @@ func TestRegionsAreIndependent(t *testing.T) {
 func TestRegionsAccountSettingsAndTags(t *testing.T) {
 	use := newEnv(t)
 	euw := use.in("eu-west-1")
-	must(use, use.s.PutAccountSetting, &ecsv1.PutAccountSettingRequest{Name: proto.String("containerInsights"), Value: proto.String("enabled")})
+	must(use, use.s.PutAccountSetting, &ecsv1.PutAccountSettingRequest{Name: proto.String("tagResourceAuthorization"), Value: proto.String("off")})
 	get := func(e *env) string {
-		r := must(e, e.s.ListAccountSettings, &ecsv1.ListAccountSettingsRequest{Name: proto.String("containerInsights"), EffectiveSettings: true})
+		r := must(e, e.s.ListAccountSettings, &ecsv1.ListAccountSettingsRequest{Name: proto.String("tagResourceAuthorization"), EffectiveSettings: true})
 		if len(r.GetSettings()) != 1 {
 			t.Fatalf("%s: settings %v", e.sc.Region, r.GetSettings())
 		}
 		return r.GetSettings()[0].GetValue()
 	}
-	if us, eu := get(use), get(euw); us != "enabled" || eu == "enabled" {
-		t.Errorf("containerInsights us-east-1 %q, eu-west-1 %q; want enabled only in us-east-1", us, eu)
+	if us, eu := get(use), get(euw); us != "off" || eu == "off" {
+		t.Errorf("tagResourceAuthorization us-east-1 %q, eu-west-1 %q; want off only in us-east-1", us, eu)
 	}
 
 	a := use.createCluster("tagged").GetClusterArn()

@@ -77,11 +77,15 @@ func (s *Server) settings(ctx context.Context, account keys.Scope) ([]*ecsv1.Set
 }
 
 // effective returns the value of setting name for the account's root principal: its own
-// setting, else the account default, else AWS's default.
+// setting, else the account default, else AWS's default. A value Berth refuses
+// (settingRefusals; stored before Berth refused it) is not in force: AWS's default is.
 func effective(stored []*ecsv1.Setting, name string) string {
 	v, def := "", settingDefaults[name]
 	for _, st := range stored {
 		if st.GetName() != name {
+			continue
+		}
+		if _, refused := settingRefusals[name][st.GetValue()]; refused {
 			continue
 		}
 		if st.PrincipalArn == nil {
@@ -149,6 +153,35 @@ func (s *Server) putSetting(ctx context.Context, account keys.Scope, name, value
 	})
 }
 
+// settingRefusals are the values of account settings Berth cannot honour, by setting
+// name and value, each with the reason the InvalidParameterException gives. A value not
+// listed is honoured: the long-ARN formats change the ARNs Berth issues, and the others
+// accepted describe what Berth does — containerInsights disabled (Berth publishes no
+// Container Insights metrics), awsvpcTrunking enabled (Berth limits no awsvpc tasks by
+// network interfaces, which is what trunking lifts), dualStackIPv6 and fargateFIPSMode
+// disabled, defaultLogDriverMode non-blocking (the awslogs mode Berth's agent uses when a
+// container sets none), tagResourceAuthorization on or off (Berth has no IAM policies,
+// so tagging on create needs no further permission either way) and every
+// fargateTaskRetirementWaitPeriod (Berth never retires tasks for patching).
+var settingRefusals = map[string]map[string]string{
+	SettingContainerInsights: {
+		"enabled":  "Berth has no Container Insights metrics yet; use disabled.",
+		"enhanced": "Berth has no Container Insights metrics yet; use disabled.",
+	},
+	"awsvpcTrunking": {
+		"disabled": "Berth limits no awsvpc tasks by network interfaces: every instance places awsvpc tasks as with trunking enabled, which is the only value Berth honours.",
+	},
+	"dualStackIPv6": {
+		"enabled": "Berth gives tasks IPv4 addresses only; use disabled.",
+	},
+	"fargateFIPSMode": {
+		"enabled": "Berth runs no FIPS 140 validated cryptography for Fargate tasks; use disabled.",
+	},
+	"defaultLogDriverMode": {
+		"blocking": "Berth's awslogs driver defaults to non-blocking; set mode blocking in a container's logConfiguration.options instead.",
+	},
+}
+
 func checkSetting(name, value string) error {
 	if _, ok := settingDefaults[name]; !ok {
 		return awserr.InvalidParameterf("Invalid setting name %q.", name)
@@ -158,6 +191,9 @@ func checkSetting(name, value string) error {
 	}
 	if !validSettingValue(name, value) {
 		return awserr.InvalidParameterf("Invalid value %q for setting %s.", value, name)
+	}
+	if why, ok := settingRefusals[name][value]; ok {
+		return awserr.InvalidParameterf("The value %q of setting %s is not supported by Berth: %s", value, name, why)
 	}
 	return nil
 }
@@ -175,8 +211,9 @@ func settingPrincipal(account keys.Scope, principalArn string) (string, error) {
 
 // PutAccountSetting sets an account setting for a principal (the caller's root when
 // principalArn is omitted; Berth knows no other principal). The ARN-format settings
-// switch the format of ARNs issued afterwards. Errors: InvalidParameterException for an
-// unknown name, a bad value or another principal. AWS reference: PutAccountSetting.
+// switch the format of ARNs issued afterwards; a value Berth cannot honour
+// (settingRefusals) is refused rather than stored. Errors: InvalidParameterException for
+// an unknown name, a bad or unsupported value or another principal. AWS reference: PutAccountSetting.
 func (s *Server) PutAccountSetting(ctx context.Context, req *connect.Request[ecsv1.PutAccountSettingRequest]) (*connect.Response[ecsv1.PutAccountSettingResponse], error) {
 	return awsapi.Handle(ctx, s.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.PutAccountSettingRequest) (*ecsv1.PutAccountSettingResponse, error) {
 		if err := checkSetting(m.GetName(), m.GetValue()); err != nil {

@@ -1134,7 +1134,7 @@ func (h *Handler) ListServicesByNamespace(ctx context.Context, req *connect.Requ
 			}
 			for _, it := range items {
 				s := it.Value.GetService()
-				if s.GetStatus() == StatusActive && slices.ContainsFunc(s.GetServiceRegistries(), func(r *ecsv1.ServiceRegistry) bool { return inNS[r.GetRegistryArn()] }) {
+				if s.GetStatus() == StatusActive && slices.ContainsFunc(serviceRegistries(s), func(e regEntry) bool { return inNS[e.reg.GetRegistryArn()] }) {
 					arns = append(arns, s.GetServiceArn())
 				}
 			}

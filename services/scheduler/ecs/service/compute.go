@@ -216,7 +216,7 @@ func classify(st State, pol Policy, svc *ecsv1.Service) ([]*view, error) {
 			}
 			checked = len(hc) > 0
 			v.healthy = true
-			if len(svc.GetLoadBalancers()) > 0 {
+			if len(taskLBs(svc, it.Value)) > 0 {
 				// Healthy only once its targets pass the load balancer's health checks;
 				// an unhealthy target is ignored for the grace period, as AWS does.
 				checked = true

@@ -199,13 +199,15 @@ func taskTarget(t *storev1.TaskRecord, in store.Item[*storev1.ContainerInstanceR
 }
 
 // sync registers the service's RUNNING tasks (desired RUNNING) with every target group
-// of its loadBalancers and starts the drain of the targets of every other task, then
-// returns the health of each task's targets by task ARN. Errors of one target group are
-// logged and leave its tasks without health (not healthy).
+// of their loadBalancers (the service's, and a task set's for its own tasks) and starts
+// the drain of the targets of every other task, then returns the health of each task's
+// targets by task ARN. Errors of one target group are logged and leave its tasks without
+// health (not healthy).
 func (s *lbSync) sync(ctx context.Context, r *Reconciler, st State) map[string]TaskTargets {
 	svc := st.Service.Value.GetService()
 	out := map[string]TaskTargets{}
-	for _, l := range svc.GetLoadBalancers() {
+	for _, e := range serviceLBs(svc) {
+		l := e.lb
 		arn := l.GetTargetGroupArn()
 		tg, err := s.svc.TargetGroup(ctx, st.Account, arn)
 		if err != nil {
@@ -242,6 +244,9 @@ func (s *lbSync) sync(ctx context.Context, r *Reconciler, st State) map[string]T
 			}
 		}
 		for _, it := range st.Tasks {
+			if !e.covers(it.Value) {
+				continue // another task set's task: that task set's entry handles it
+			}
 			task := it.Value.GetTask()
 			tarn := task.GetTaskArn()
 			hs := byTask[tarn]
@@ -338,7 +343,7 @@ func (s *lbSync) drained(ctx context.Context, account keys.Scope, svc *ecsv1.Ser
 	}
 	s.mu.Unlock()
 	left := 0
-	for _, l := range svc.GetLoadBalancers() {
+	for _, l := range taskLBs(svc, task) {
 		health, err := s.svc.DescribeTargetHealth(ctx, account, l.GetTargetGroupArn(), nil)
 		if elb.CodeOf(err) == elb.CodeTargetGroupNotFound {
 			continue
@@ -385,4 +390,49 @@ func (s *lbSync) keepOnly(serviceArn string, stopping map[string]bool) {
 // unhealthyEvent is AWS's service event for a task whose target failed its health checks.
 func unhealthyEvent(service string, th TaskTargets) string {
 	return fmt.Sprintf("(service %s) (port %d) is unhealthy in (target-group %s) due to (reason %s).", service, th.Port, th.TargetGroupArn, th.Description)
+}
+
+// taskDeployment returns the deployment or task set id that started the service task t.
+func taskDeployment(t *storev1.TaskRecord) string {
+	if d := t.GetDeploymentId(); d != "" {
+		return d
+	}
+	return t.GetTask().GetStartedBy()
+}
+
+// lbEntry is one loadBalancers entry of a service or of one of its task sets, with the
+// deployment or task set whose tasks it applies to ("": every task of the service).
+type lbEntry struct {
+	lb  *ecsv1.LoadBalancer
+	dep string
+}
+
+// serviceLBs returns the load balancer entries of s: its own loadBalancers, for every
+// task, and each task set's (EXTERNAL deployment controller), for that task set's tasks.
+func serviceLBs(s *ecsv1.Service) []lbEntry {
+	var out []lbEntry
+	for _, l := range s.GetLoadBalancers() {
+		out = append(out, lbEntry{lb: l})
+	}
+	for _, ts := range s.GetTaskSets() {
+		for _, l := range ts.GetLoadBalancers() {
+			out = append(out, lbEntry{lb: l, dep: ts.GetId()})
+		}
+	}
+	return out
+}
+
+// covers reports whether the entry applies to task t.
+func (e lbEntry) covers(t *storev1.TaskRecord) bool { return e.dep == "" || taskDeployment(t) == e.dep }
+
+// taskLBs returns the loadBalancers entries task t of s registers with: the service's,
+// and those of the task set that started it.
+func taskLBs(s *ecsv1.Service, t *storev1.TaskRecord) []*ecsv1.LoadBalancer {
+	var out []*ecsv1.LoadBalancer
+	for _, e := range serviceLBs(s) {
+		if e.covers(t) {
+			out = append(out, e.lb)
+		}
+	}
+	return out
 }

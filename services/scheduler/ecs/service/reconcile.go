@@ -765,10 +765,10 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *clusterState, it service
 	if err != nil {
 		return err
 	}
-	if len(it.rec.GetService().GetLoadBalancers()) > 0 {
+	if len(serviceLBs(it.rec.GetService())) > 0 {
 		st.Targets = r.lbs.sync(ctx, r, st)
 	}
-	if len(it.rec.GetService().GetServiceRegistries()) > 0 {
+	if len(serviceRegistries(it.rec.GetService())) > 0 {
 		r.sds.sync(ctx, r, st)
 	}
 	plan, err := Compute(st, r.policy())
@@ -835,10 +835,10 @@ func (r *Reconciler) Apply(ctx context.Context, plan Plan) error {
 	if b := plan.Breaker; b != nil && b.NewID != "" {
 		r.log.InfoContext(ctx, "service deployment rolled back", "service", name, "failed", b.Failed, "to", b.RolledBackTo, "new", b.NewID)
 	}
-	hasLB := len(s.GetLoadBalancers()) > 0
+	hasLB := len(serviceLBs(s)) > 0
 	stopping := map[string]bool{}
 	for _, st := range plan.Stop {
-		if hasLB && st.Task.Value.GetTask().GetLastStatus() != "STOPPED" {
+		if len(taskLBs(s, st.Task.Value)) > 0 && st.Task.Value.GetTask().GetLastStatus() != "STOPPED" {
 			// Deregistered first: the task stops once its targets have drained (the
 			// requests in flight finished, or the deregistration delay passed). Until
 			// then the next passes find it again and wait.
@@ -852,7 +852,7 @@ func (r *Reconciler) Apply(ctx context.Context, plan Plan) error {
 			}
 			st.Reason = first
 		}
-		if len(s.GetServiceRegistries()) > 0 && st.Task.Value.GetTask().GetLastStatus() != "STOPPED" {
+		if len(taskRegistries(s, st.Task.Value)) > 0 && st.Task.Value.GetTask().GetLastStatus() != "STOPPED" {
 			// Out of DNS before its containers get SIGTERM, as ECS deregisters first.
 			r.sds.release(ctx, r, plan.Account, s, st.Task.Value)
 		}
@@ -1083,12 +1083,17 @@ func (r *Reconciler) stopTask(ctx context.Context, account keys.Scope, it store.
 	return nil
 }
 
-// deploymentNetwork returns the networkConfiguration of the service's deployment depID
-// (the one its tasks are started with), else the service's.
+// deploymentNetwork returns the networkConfiguration of the service's deployment or task
+// set depID (the one its tasks are started with), else the service's.
 func deploymentNetwork(s *ecsv1.Service, depID string) *ecsv1.NetworkConfiguration {
 	for _, d := range s.GetDeployments() {
 		if d.GetId() == depID && d.GetNetworkConfiguration() != nil {
 			return d.GetNetworkConfiguration()
+		}
+	}
+	for _, ts := range s.GetTaskSets() {
+		if ts.GetId() == depID && ts.GetNetworkConfiguration() != nil {
+			return ts.GetNetworkConfiguration()
 		}
 	}
 	return s.GetNetworkConfiguration()

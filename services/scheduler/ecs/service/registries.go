@@ -178,7 +178,8 @@ func clusterName(clusterArn string) string {
 // next pass tries again.
 func (s *sdSync) sync(ctx context.Context, r *Reconciler, st State) {
 	svc := st.Service.Value.GetService()
-	for _, reg := range svc.GetServiceRegistries() {
+	for _, e := range serviceRegistries(svc) {
+		reg := e.reg
 		id, ok := cloudmap.ServiceIDFromARN(st.Account, reg.GetRegistryArn())
 		if !ok {
 			continue
@@ -199,6 +200,9 @@ func (s *sdSync) sync(ctx context.Context, r *Reconciler, st State) {
 			task := it.Value.GetTask()
 			tid := taskID(task.GetTaskArn())
 			seen[tid] = true
+			if !e.covers(it.Value) {
+				continue // another task set's task: that task set's entry handles it
+			}
 			live := task.GetDesiredStatus() == "RUNNING" && task.GetLastStatus() == "RUNNING"
 			if !live {
 				if have[tid] != nil {
@@ -234,9 +238,10 @@ func (s *sdSync) deregister(ctx context.Context, r *Reconciler, account keys.Sco
 	}
 }
 
-// release deregisters a task from the service's registries before it is stopped.
+// release deregisters a task from its registries (the service's, or its task set's)
+// before it is stopped.
 func (s *sdSync) release(ctx context.Context, r *Reconciler, account keys.Scope, svc *ecsv1.Service, task *storev1.TaskRecord) {
-	for _, reg := range svc.GetServiceRegistries() {
+	for _, reg := range taskRegistries(svc, task) {
 		if id, ok := cloudmap.ServiceIDFromARN(account, reg.GetRegistryArn()); ok {
 			s.deregister(ctx, r, account, id, taskID(task.GetTask().GetTaskArn()))
 		}
@@ -248,4 +253,42 @@ func taskID(taskArn string) string {
 		return a.Name
 	}
 	return taskArn
+}
+
+// regEntry is one serviceRegistries entry of a service or of one of its task sets, with
+// the deployment or task set whose tasks it applies to ("": every task of the service).
+type regEntry struct {
+	reg *ecsv1.ServiceRegistry
+	dep string
+}
+
+// serviceRegistries returns the registry entries of s: its own serviceRegistries, for
+// every task, and each task set's (EXTERNAL deployment controller), for its own tasks.
+func serviceRegistries(s *ecsv1.Service) []regEntry {
+	var out []regEntry
+	for _, r := range s.GetServiceRegistries() {
+		out = append(out, regEntry{reg: r})
+	}
+	for _, ts := range s.GetTaskSets() {
+		for _, r := range ts.GetServiceRegistries() {
+			out = append(out, regEntry{reg: r, dep: ts.GetId()})
+		}
+	}
+	return out
+}
+
+// covers reports whether the entry applies to task t.
+func (e regEntry) covers(t *storev1.TaskRecord) bool {
+	return e.dep == "" || taskDeployment(t) == e.dep
+}
+
+// taskRegistries returns the serviceRegistries entries task t of s is registered in.
+func taskRegistries(s *ecsv1.Service, t *storev1.TaskRecord) []*ecsv1.ServiceRegistry {
+	var out []*ecsv1.ServiceRegistry
+	for _, e := range serviceRegistries(s) {
+		if e.covers(t) {
+			out = append(out, e.reg)
+		}
+	}
+	return out
 }

@@ -111,23 +111,19 @@ func describeTaskSet(set *ecsv1.TaskSet, withTags bool) *ecsv1.TaskSet {
 // scale%); the reconciler places its tasks (startedBy the task set id) like a
 // deployment's. Errors: ClusterNotFoundException, ServiceNotFoundException,
 // ServiceNotActiveException, InvalidParameterException (service not EXTERNAL, bad scale,
-// tags, launch type), ClientException for an unknown or inactive task definition;
-// networkConfiguration, loadBalancers and serviceRegistries (which Berth's services of
-// the ECS deployment controller support, its task sets not yet), capacityProviderStrategy,
-// platformVersion and clientToken are refused naming the field. AWS reference:
-// CreateTaskSet.
+// tags, launch type), ClientException for an unknown or inactive task definition.
+// networkConfiguration (required for awsvpc, refused otherwise: control.
+// CheckNetworkConfiguration), loadBalancers (the task set's RUNNING tasks register with
+// the target groups, drained before they stop) and serviceRegistries (its tasks register
+// in the Cloud Map service) are honoured and checked as CreateService checks them;
+// capacityProviderStrategy, platformVersion and clientToken are refused naming the field.
+// AWS reference: CreateTaskSet.
 func (h *Handler) CreateTaskSet(ctx context.Context, req *connect.Request[ecsv1.CreateTaskSetRequest]) (*connect.Response[ecsv1.CreateTaskSetResponse], error) {
 	return awsapi.Handle(ctx, h.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.CreateTaskSetRequest) (*ecsv1.CreateTaskSetResponse, error) {
 		if m.GetTaskDefinition() == "" {
 			return nil, awserr.InvalidParameterf("taskDefinition is required.")
 		}
 		switch {
-		case m.NetworkConfiguration != nil:
-			return nil, awserr.InvalidParameterf("networkConfiguration is not supported for task sets by Berth yet; leave it out (a service with the ECS deployment controller takes it for awsvpc tasks).")
-		case len(m.GetLoadBalancers()) > 0:
-			return nil, awserr.InvalidParameterf("loadBalancers is not supported for task sets by Berth yet; leave them out (a service with the ECS deployment controller registers its tasks with ELBv2 target groups).")
-		case len(m.GetServiceRegistries()) > 0:
-			return nil, awserr.InvalidParameterf("serviceRegistries is not supported for task sets by Berth yet; leave them out (a service with the ECS deployment controller registers its tasks in Cloud Map).")
 		case len(m.GetCapacityProviderStrategy()) > 0:
 			return nil, awserr.InvalidParameterf("capacityProviderStrategy is not supported for task sets by Berth; use launchType EC2 or EXTERNAL.")
 		case m.PlatformVersion != nil:
@@ -153,6 +149,22 @@ func (h *Handler) CreateTaskSet(ctx context.Context, req *connect.Request[ecsv1.
 		if err := control.CheckTaskDefinitionFields(td); err != nil {
 			return nil, err
 		}
+		// As for a service's deployment: awsvpc tasks need networkConfiguration, the
+		// other modes refuse it; loadBalancers name target groups the task set's tasks
+		// register with, serviceRegistries the Cloud Map service they register in.
+		if err := control.CheckNetworkConfiguration(td, m.GetNetworkConfiguration()); err != nil {
+			return nil, err
+		}
+		if len(m.GetLoadBalancers()) > 0 {
+			if err := validateLoadBalancers(ctx, h.kv, account, m.GetLoadBalancers(), td); err != nil {
+				return nil, err
+			}
+		}
+		if len(m.GetServiceRegistries()) > 0 {
+			if err := validateServiceRegistries(ctx, h.kv, account, m.GetServiceRegistries(), td); err != nil {
+				return nil, err
+			}
+		}
 		now := h.now()
 		var set *ecsv1.TaskSet
 		_, err = h.mutateExternal(ctx, account, m.GetCluster(), m.GetService(), func(rec *storev1.ServiceRecord) error {
@@ -171,8 +183,9 @@ func (h *Handler) CreateTaskSet(ctx context.Context, req *connect.Request[ecsv1.
 				UpdatedAt:                proto.Float64(awsapi.Epoch(now)),
 				LaunchType:               proto.String(cmp.Or(m.GetLaunchType(), s.GetLaunchType(), "EC2")),
 				CapacityProviderStrategy: []*ecsv1.CapacityProviderStrategyItem{},
-				LoadBalancers:            []*ecsv1.LoadBalancer{},
-				ServiceRegistries:        []*ecsv1.ServiceRegistry{},
+				LoadBalancers:            nonNil(m.GetLoadBalancers()),
+				ServiceRegistries:        nonNil(m.GetServiceRegistries()),
+				NetworkConfiguration:     m.GetNetworkConfiguration(),
 				Scale:                    scale,
 				StabilityStatus:          proto.String(StabilityStabilize),
 				StabilityStatusAt:        proto.Float64(awsapi.Epoch(now)),

@@ -60,22 +60,50 @@ done
 cp /etc/protocols "$root/etc/protocols" 2>/dev/null || true
 # The stack's TLS material (docs/security.md), made once and kept across builds: a private
 # CA and one certificate per role, in deploy/.build/tls (mounted read-only at /tls). The
-# gateway's names its service and loopback (agents and the AWS CLI reach it on the host);
-# the schedulers' names both replicas.
+# gateways' names both gateway services and loopback (agents and the AWS CLI reach them on
+# the host); the schedulers' names both replicas. etcd has a CA of its own, in
+# deploy/.build/etcd-tls (mounted at /etcd-tls only where etcd is read): its members'
+# certificate (peer and client TLS) and the one client certificate the roles that read
+# etcd present (schedulers, dns, lb). No agent, gateway or user certificate opens etcd.
 tls="$here/.build/tls"
-# .v2: agent certificates serve (the agents' log services are mTLS); older sets are made anew.
-if [ ! -f "$tls/berth-ca.pem" ] || [ ! -f "$tls/.v2" ]; then
+# .v3: two gateways and etcd's own CA; older sets are made anew.
+if [ ! -f "$tls/berth-ca.pem" ] || [ ! -f "$tls/.v3" ]; then
 	rm -rf "$tls"
 	mkdir -p "$tls"
 	b="$here/.build/berth"
 	"$b" tls ca create --dir "$tls"
 	"$b" tls cert create --dir "$tls" --ca "$tls/berth-ca.pem" --key "$tls/berth-ca-key.pem" --role scheduler --dns scheduler1 --dns scheduler2
-	"$b" tls cert create --dir "$tls" --ca "$tls/berth-ca.pem" --key "$tls/berth-ca-key.pem" --role gateway --dns gateway
+	"$b" tls cert create --dir "$tls" --ca "$tls/berth-ca.pem" --key "$tls/berth-ca-key.pem" --role gateway --dns gateway --dns gateway2
 	"$b" tls cert create --dir "$tls" --ca "$tls/berth-ca.pem" --key "$tls/berth-ca-key.pem" --role agent
 	"$b" tls cert create --dir "$tls" --ca "$tls/berth-ca.pem" --key "$tls/berth-ca-key.pem" --role admin
 	# The containers read the keys as whatever user they run as; the directory is the
 	# operator's own, under deploy/.build.
 	chmod 0644 "$tls"/*-key.pem
 	rm "$tls/berth-ca-key.pem" # nothing in the stack signs; make a new CA to add roles
-	touch "$tls/.v2"
+	e="$here/.build/etcd-tls"
+	rm -rf "$e"
+	mkdir -p "$e"
+	"$b" tls ca create --dir "$e"
+	# The members' certificate serves (and, between members, is a client too): a serving
+	# role's certificate names 127.0.0.1, where the lb role reaches etcd1.
+	"$b" tls cert create --dir "$e" --ca "$e/berth-ca.pem" --key "$e/berth-ca-key.pem" --role scheduler \
+		--common-name etcd --dns etcd1 --dns etcd2 --dns etcd3
+	mv "$e/berth-scheduler.pem" "$e/etcd-member.pem"
+	mv "$e/berth-scheduler-key.pem" "$e/etcd-member-key.pem"
+	"$b" tls cert create --dir "$e" --ca "$e/berth-ca.pem" --key "$e/berth-ca-key.pem" --role client --common-name etcd-client
+	mv "$e/berth-client.pem" "$e/etcd-client.pem"
+	mv "$e/berth-client-key.pem" "$e/etcd-client-key.pem"
+	mv "$e/berth-ca.pem" "$e/etcd-ca.pem"
+	rm "$e/berth-ca-key.pem"
+	chmod 0644 "$e"/*-key.pem
+	touch "$tls/.v3"
+fi
+
+# The schedulers' secrets keyring (docs/secrets.md): Secrets Manager, SSM SecureString and
+# access keys sealed at rest. Made once and kept, like the TLS material: a new key would
+# leave what the stack sealed unreadable.
+keyring="$here/.build/secrets.key"
+if [ ! -f "$keyring" ]; then
+	printf 'compose1:%s\n' "$(head -c 32 /dev/urandom | base64)" > "$keyring"
+	chmod 0644 "$keyring" # read by the scheduler containers' user; the directory is the operator's
 fi

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http"
 	"os/exec"
 	"slices"
@@ -30,6 +31,8 @@ type chaosRig struct {
 	dc    func(ctx context.Context, args ...string) (string, error)
 	ecs   *ecs.Client
 	roots *x509.CertPool
+	// etcdTLS is the client TLS of etcd's own CA (deploy/build.sh's etcd-tls).
+	etcdTLS *tls.Config
 	// family is a task definition whose task exits 0 at once; service is the running
 	// service (desiredCount) the faults must leave alone.
 	family, service string
@@ -125,10 +128,10 @@ func (r *chaosRig) etcdLeader() (string, error) {
 	var eps []string
 	for _, m := range []string{"etcd1", "etcd2", "etcd3"} {
 		if ip, err := r.containerIP(m); err == nil {
-			eps = append(eps, "http://"+ip+":2379")
+			eps = append(eps, "https://"+ip+":2379")
 		}
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 3 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 3 * time.Second, TLS: r.etcdTLS})
 	if err != nil {
 		return "", err
 	}
@@ -162,12 +165,12 @@ func (r *chaosRig) etcdHealthy() error {
 		if err != nil {
 			return err
 		}
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + ip + ":2379"}, DialTimeout: 2 * time.Second})
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"https://" + ip + ":2379"}, DialTimeout: 2 * time.Second, TLS: r.etcdTLS})
 		if err != nil {
 			return err
 		}
 		ctx, cancel := context.WithTimeout(r.ctx, 3*time.Second)
-		st, err := cli.Status(ctx, "http://"+ip+":2379")
+		st, err := cli.Status(ctx, "https://"+ip+":2379")
 		cancel()
 		cli.Close()
 		if err != nil {
@@ -436,18 +439,33 @@ func (r *chaosRig) table() string {
 	return b.String()
 }
 
-// chaosClient returns an ECS client of the gateway at url (HTTPS with roots) that does not
-// retry: every failed call is counted.
-func chaosClient(url string, roots *x509.CertPool, keyID, secret string) *ecs.Client {
-	return ecs.New(ecs.Options{Region: "us-east-1", BaseEndpoint: aws.String(url), RetryMaxAttempts: 1,
-		HTTPClient: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}},
+// chaosClient returns an ECS client of the gateways at addrs (host:port, HTTPS with roots)
+// that does not retry: every failed call is counted. It signs for the first and connects
+// to the first that accepts a connection, as a client of a DNS name with every gateway's
+// address does (Go's dialer, like most, tries the next address when one refuses): the
+// Host header, which SigV4 covers, stays the same whichever gateway answers.
+func chaosClient(addrs []string, roots *x509.CertPool, keyID, secret string) *ecs.Client {
+	d := &net.Dialer{Timeout: 3 * time.Second}
+	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var last error
+		for _, a := range addrs {
+			c, err := d.DialContext(ctx, network, a)
+			if err == nil {
+				return c, nil
+			}
+			last = err
+		}
+		return nil, last
+	}
+	return ecs.New(ecs.Options{Region: "us-east-1", BaseEndpoint: aws.String("https://" + addrs[0]), RetryMaxAttempts: 1,
+		HTTPClient: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, DialContext: dial}},
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 			return aws.Credentials{AccessKeyID: keyID, SecretAccessKey: secret}, nil
 		})})
 }
 
 // chaos runs the faults in turn: the scheduler leader killed, the etcd leader member
-// stopped, the gateway restarted, agent2 partitioned shorter and longer than the
+// stopped, the gateway restarted, the gateway killed (gateway2 serving), agent2 partitioned shorter and longer than the
 // heartbeat timeout.
 func (r *chaosRig) chaos() {
 	waitHealthy := func(what string, f func() error) error {
@@ -499,6 +517,18 @@ func (r *chaosRig) chaos() {
 		{name: "restart the gateway",
 			inject: func() error {
 				_, err := r.dc(r.ctx, "restart", "--timeout", "5", "gateway")
+				return err
+			}},
+		// Two gateways: one killed, clients connect to the other (chaosClient) and the
+		// agents' sessions move to it (--gateway lists both); recovery counts both agents
+		// connected again before the gateway comes back.
+		{name: "kill -9 the gateway, gateway2 serves",
+			inject: func() error {
+				_, err := r.dc(r.ctx, "kill", "-s", "SIGKILL", "gateway")
+				return err
+			},
+			heal: func() error {
+				_, err := r.dc(r.ctx, "start", "gateway")
 				return err
 			}},
 		// agent2 cut off from the stack's network for less than the heartbeat timeout

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/berthhq/berth/tests/e2e/harness"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // composeCmd returns the compose command this machine has: docker-compose, or the
@@ -39,9 +41,12 @@ func composeCmd(t *testing.T) []string {
 	return nil
 }
 
-// TestCompose brings up deploy/compose.yaml (3 etcd members, 2 schedulers, the gateway,
-// 2 agents each running its own containerd on the stack's network, the lb role), runs a
-// task to completion through the gateway with the AWS CLI, runs the chaos suite, issue
+// TestCompose brings up deploy/compose.yaml (3 etcd members with peer and client TLS, 2
+// schedulers, 2 gateways with console and metrics, the Cloud Map DNS server, 2 agents each
+// running its own containerd on the stack's network, the lb role), checks the second
+// gateway, the console, /metrics, the DNS server and that etcd refuses clients without its
+// CA's certificate, runs a task to completion through the gateway with the AWS CLI, runs
+// the chaos suite (a gateway killed among its faults), issue
 // 17's zero-failure load balancer test on a bridge service over both agents, stops one
 // agent container and sees its instance disconnect, and brings the stack down.
 func TestCompose(t *testing.T) {
@@ -76,7 +81,7 @@ func TestCompose(t *testing.T) {
 	defer cancel()
 
 	data := t.TempDir()
-	port, etcdPort := harness.FreePort(t), harness.FreePort(t)
+	port, port2, etcdPort := harness.FreePort(t), harness.FreePort(t), harness.FreePort(t)
 	regPort := harness.FreePort(t)
 	logPorts := [2]int{harness.FreePort(t), harness.FreePort(t)}
 	var b [4]byte
@@ -90,6 +95,7 @@ func TestCompose(t *testing.T) {
 	project := prefix + hex.EncodeToString(b[:])
 	env := append(os.Environ(),
 		"BERTH_GATEWAY_PORT="+strconv.Itoa(port),
+		"BERTH_GATEWAY2_PORT="+strconv.Itoa(port2),
 		"BERTH_ETCD_PORT="+strconv.Itoa(etcdPort),
 		"BERTH_LB_LISTEN_HOST=127.0.0.1",
 		"BERTH_COMPOSE_DATA="+data,
@@ -133,7 +139,7 @@ func TestCompose(t *testing.T) {
 	if _, err := dc(ctx, "build"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dc(ctx, "up", "-d", "registry", "etcd1", "etcd2", "etcd3", "scheduler1", "scheduler2", "gateway"); err != nil {
+	if _, err := dc(ctx, "up", "-d", "registry", "etcd1", "etcd2", "etcd3", "scheduler1", "scheduler2", "gateway", "gateway2", "dns"); err != nil {
 		t.Fatal(err)
 	}
 	// The task's image goes into the stack's own registry, as a user's would.
@@ -257,6 +263,59 @@ func TestCompose(t *testing.T) {
 		}
 		return err
 	})
+
+	// No single point of failure, and TLS everywhere: the second gateway answers the same
+	// endpoint; both serve the console and /metrics; the Cloud Map DNS server runs; etcd
+	// answers only TLS clients with a certificate of its own CA.
+	direct2 := exec.CommandContext(ctx, "aws", "--endpoint-url", "https://127.0.0.1:"+strconv.Itoa(port2), "--ca-bundle", caFile,
+		"--output", "json", "ecs", "list-container-instances", "--cluster", "default")
+	direct2.Env = direct.Env
+	if out, err := direct2.CombinedOutput(); err != nil || !strings.Contains(string(out), "container-instance/") {
+		t.Errorf("the second gateway: %v: %s", err, out)
+	}
+	https := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	for _, p := range []int{port, port2} {
+		for path, want := range map[string]string{"/metrics": "berth_", "/console/": "<html"} {
+			res, err := https.Get("https://127.0.0.1:" + strconv.Itoa(p) + path)
+			if err != nil {
+				t.Errorf("gateway on %d %s: %v", p, path, err)
+				continue
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK || !strings.Contains(strings.ToLower(string(body)), want) {
+				t.Errorf("gateway on %d %s: %d, no %q in %.200s", p, path, res.StatusCode, want, body)
+			}
+		}
+	}
+	retry(t, ctx, 60*time.Second, "the Cloud Map DNS server answering", func() error {
+		logs, err := dc(ctx, "logs", "--no-color", "dns")
+		if err == nil && !strings.Contains(logs, "dns answering") {
+			err = fmt.Errorf("dns logs: %s", logs)
+		}
+		return err
+	})
+	etcdCA := x509.NewCertPool()
+	if b, err := os.ReadFile(filepath.Join(deploy, ".build", "etcd-tls", "etcd-ca.pem")); err != nil || !etcdCA.AppendCertsFromPEM(b) {
+		t.Fatalf("etcd CA: %v", err)
+	}
+	for what, cfg := range map[string]clientv3.Config{
+		"plain HTTP":                {Endpoints: []string{"http://127.0.0.1:" + strconv.Itoa(etcdPort)}},
+		"TLS without a certificate": {Endpoints: []string{"https://127.0.0.1:" + strconv.Itoa(etcdPort)}, TLS: &tls.Config{RootCAs: etcdCA}},
+		"the gateway's certificate": {Endpoints: []string{"https://127.0.0.1:" + strconv.Itoa(etcdPort)}, TLS: clientTLS(t, etcdCA, filepath.Join(tlsDirOf(deploy), "berth-gateway.pem"), filepath.Join(tlsDirOf(deploy), "berth-gateway-key.pem"))},
+	} {
+		cfg.DialTimeout = 3 * time.Second
+		cli, err := clientv3.New(cfg)
+		if err == nil {
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err = cli.Get(sctx, "/berth/")
+			cancel()
+			cli.Close()
+		}
+		if err == nil {
+			t.Errorf("etcd answered a client with %s", what)
+		}
+	}
 
 	// A task to completion.
 	defs, _ := json.Marshal([]map[string]any{{"name": "main", "image": image, "command": []string{"exit", "0"}, "memory": 16, "essential": true}})
@@ -413,8 +472,13 @@ func TestCompose(t *testing.T) {
 	})
 	// The chaos suite: one fault at a time under a steady RunTask workload and the running
 	// service (compose_chaos_test.go), a table of the figures in the test log.
-	rig := &chaosRig{t: t, ctx: ctx, dc: dc, roots: roots, family: "compose", service: "web", desired: 4}
-	rig.ecs = chaosClient("https://127.0.0.1:"+strconv.Itoa(port), roots, keyID, secret)
+	etcdTLS, err := (transport.TLSInfo{CertFile: filepath.Join(deploy, ".build", "etcd-tls", "etcd-client.pem"),
+		KeyFile: filepath.Join(deploy, ".build", "etcd-tls", "etcd-client-key.pem"), TrustedCAFile: filepath.Join(deploy, ".build", "etcd-tls", "etcd-ca.pem")}).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rig := &chaosRig{t: t, ctx: ctx, dc: dc, roots: roots, etcdTLS: etcdTLS, family: "compose", service: "web", desired: 4}
+	rig.ecs = chaosClient([]string{"127.0.0.1:" + strconv.Itoa(port), "127.0.0.1:" + strconv.Itoa(port2)}, roots, keyID, secret)
 	rig.chaos()
 	t.Logf("chaos figures (%s):\n%s", time.Since(t0).Round(time.Second), rig.table())
 
@@ -566,4 +630,18 @@ func retry(t *testing.T, ctx context.Context, timeout time.Duration, what string
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// tlsDirOf is the stack's Berth TLS material (deploy/build.sh).
+func tlsDirOf(deploy string) string { return filepath.Join(deploy, ".build", "tls") }
+
+// clientTLS returns a TLS client configuration trusting roots and presenting the
+// certificate at certFile/keyFile.
+func clientTLS(t *testing.T, roots *x509.CertPool, certFile, keyFile string) *tls.Config {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cert}}
 }

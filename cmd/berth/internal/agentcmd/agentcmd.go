@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -121,6 +122,9 @@ func Command(use string) *cobra.Command {
 				}
 			}
 			// One line per piece of the runtime this host lacks; the agent runs with the rest.
+			if netCfg.DNSTarget, err = resolveDNSTarget(cmd.Context(), netCfg.DNSTarget); err != nil {
+				return err
+			}
 			for _, l := range agent.CheckHost(containerdAddr, netCfg.PluginDirs) {
 				fmt.Fprintln(cmd.ErrOrStderr(), exampleName(use)+": "+l)
 			}
@@ -185,7 +189,7 @@ func Command(use string) *cobra.Command {
 	f.StringVar(&netCfg.BridgeSubnet, "bridge-subnet", cli.Env("BERTH_BRIDGE_SUBNET", network.DefaultBridgeSubnet), "IPv4 subnet of networkMode bridge containers on this host")
 	f.StringVar(&hostAddress, "host-address", cli.Env("BERTH_HOST_ADDRESS", ""), "IPv4 address the cluster's other hosts reach this host at: they route its awsvpc task subnet through it and load balancers reach its bridge and host mode tasks there (default: the address this host reaches the gateway from; docs/networking.md)")
 	f.StringVar(&netCfg.TaskSubnet, "task-subnet", cli.Env("BERTH_TASK_SUBNET", ""), "IPv4 subnet of this host's awsvpc tasks (default: the /24 the control plane allocates at registration)")
-	f.StringVar(&netCfg.DNSTarget, "dns-target", cli.Env("BERTH_DNS_TARGET", ""), "ipv4:port of the Cloud Map DNS server (berth dns) that bridge and awsvpc tasks reach on 169.254.169.253:53 (empty: tasks keep the host's resolvers)")
+	f.StringVar(&netCfg.DNSTarget, "dns-target", cli.Env("BERTH_DNS_TARGET", ""), "host:port of the Cloud Map DNS server (berth dns) that bridge and awsvpc tasks reach on 169.254.169.253:53; a name is resolved to its IPv4 address once, at start (empty: tasks keep the host's resolvers)")
 	return cmd
 }
 
@@ -258,4 +262,34 @@ func gatewayURLs(flag string) ([]string, error) {
 		return nil, errors.New("--gateway: no URL")
 	}
 	return urls, nil
+}
+
+// resolveDNSTarget returns target ("host:port" of the Cloud Map DNS server) with its host
+// resolved to an IPv4 address, which the agent's iptables rules need. A name is looked up
+// for up to 30 s (under compose the DNS server's container may be starting); "" stays "".
+// The address is taken once: an agent whose DNS server moves is restarted.
+func resolveDNSTarget(ctx context.Context, target string) (string, error) {
+	if target == "" {
+		return "", nil
+	}
+	host, port, err := net.SplitHostPort(target)
+	if err != nil {
+		return "", fmt.Errorf("--dns-target %q: want host:port: %w", target, err)
+	}
+	if net.ParseIP(host) != nil {
+		return target, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		ips, err := net.DefaultResolver.LookupIP(ctx, "ip4", host)
+		if err == nil && len(ips) > 0 {
+			return net.JoinHostPort(ips[0].String(), port), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("--dns-target %q: %s does not resolve to an IPv4 address: %v", target, host, err)
+		case <-time.After(time.Second):
+		}
+	}
 }

@@ -214,6 +214,54 @@ func (r *chaosRig) serviceTasks(ctx context.Context) ([]string, error) {
 	return l.TaskArns, nil
 }
 
+// runOnEveryInstance starts a task of the rig's family on each container instance
+// (StartTask) and waits (with wait) until each has run to completion with exit code 0.
+func (r *chaosRig) runOnEveryInstance(wait func(what string, f func() error) error) error {
+	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
+	l, err := r.ecs.ListContainerInstances(ctx, &ecs.ListContainerInstancesInput{Cluster: aws.String("default")})
+	cancel()
+	if err != nil {
+		return err
+	}
+	if len(l.ContainerInstanceArns) < 2 {
+		return fmt.Errorf("%d container instances", len(l.ContainerInstanceArns))
+	}
+	var arns []string
+	for _, ci := range l.ContainerInstanceArns {
+		ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
+		out, err := r.ecs.StartTask(ctx, &ecs.StartTaskInput{Cluster: aws.String("default"), TaskDefinition: aws.String(r.family),
+			ContainerInstances: []string{ci}, StartedBy: aws.String("chaos-every-instance")})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("StartTask on %s: %w", ci, err)
+		}
+		if len(out.Failures) > 0 || len(out.Tasks) != 1 {
+			return fmt.Errorf("StartTask on %s: %d tasks, failures %v", ci, len(out.Tasks), out.Failures)
+		}
+		arns = append(arns, aws.ToString(out.Tasks[0].TaskArn))
+	}
+	return wait("a task run to completion on every instance", func() error {
+		ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
+		defer cancel()
+		d, err := r.ecs.DescribeTasks(ctx, &ecs.DescribeTasksInput{Cluster: aws.String("default"), Tasks: arns})
+		if err != nil {
+			return err
+		}
+		for _, t := range d.Tasks {
+			if aws.ToString(t.LastStatus) != "STOPPED" {
+				return fmt.Errorf("task %s is %s", aws.ToString(t.TaskArn), aws.ToString(t.LastStatus))
+			}
+			if len(t.Containers) != 1 || t.Containers[0].ExitCode == nil || *t.Containers[0].ExitCode != 0 {
+				return fmt.Errorf("task %s stopped: %s", aws.ToString(t.TaskArn), aws.ToString(t.StoppedReason))
+			}
+		}
+		if len(d.Tasks) != len(arns) {
+			return fmt.Errorf("%d of %d tasks described", len(d.Tasks), len(arns))
+		}
+		return nil
+	})
+}
+
 func (r *chaosRig) runTask(ctx context.Context, tag, token string) ([]string, error) {
 	out, err := r.ecs.RunTask(ctx, &ecs.RunTaskInput{Cluster: aws.String("default"), TaskDefinition: aws.String(r.family),
 		StartedBy: aws.String(tag), ClientToken: aws.String(token)})
@@ -465,7 +513,7 @@ func chaosClient(addrs []string, roots *x509.CertPool, keyID, secret string) *ec
 }
 
 // chaos runs the faults in turn: the scheduler leader killed, the etcd leader member
-// stopped, the gateway restarted, the gateway killed (gateway2 serving), agent2 partitioned shorter and longer than the
+// stopped, the gateway restarted, the schedulers restarted one at a time, the gateway killed (gateway2 serving), agent2 partitioned shorter and longer than the
 // heartbeat timeout.
 func (r *chaosRig) chaos() {
 	waitHealthy := func(what string, f func() error) error {
@@ -519,13 +567,38 @@ func (r *chaosRig) chaos() {
 				_, err := r.dc(r.ctx, "restart", "--timeout", "5", "gateway")
 				return err
 			}},
+		// An upgrade of the control plane, one replica at a time (docs/install.md): each
+		// scheduler restarted in turn (a new binary would be the same steps), the next only
+		// once the first answers again, under the workload.
+		{name: "rolling restart of scheduler1 then scheduler2",
+			inject: func() error {
+				for _, s := range []string{"scheduler1", "scheduler2"} {
+					if _, err := r.dc(r.ctx, "restart", "--timeout", "10", s); err != nil {
+						return err
+					}
+					if err := waitHealthy(s+" back", func() error {
+						if _, n := r.schedulerLeader(); n != 2 {
+							return fmt.Errorf("%d replicas answer", n)
+						}
+						return nil
+					}); err != nil {
+						return err
+					}
+				}
+				return nil
+			}},
 		// Two gateways: one killed, clients connect to the other (chaosClient) and the
 		// agents' sessions move to it (--gateway lists both); recovery counts both agents
 		// connected again before the gateway comes back.
 		{name: "kill -9 the gateway, gateway2 serves",
 			inject: func() error {
-				_, err := r.dc(r.ctx, "kill", "-s", "SIGKILL", "gateway")
-				return err
+				if _, err := r.dc(r.ctx, "kill", "-s", "SIGKILL", "gateway"); err != nil {
+					return err
+				}
+				// With the gateway dead, both agents still take and run tasks: a task
+				// pinned to each instance runs to completion, assigned and reported over
+				// sessions that can only go through gateway2.
+				return r.runOnEveryInstance(waitHealthy)
 			},
 			heal: func() error {
 				_, err := r.dc(r.ctx, "start", "gateway")

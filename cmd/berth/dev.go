@@ -285,7 +285,7 @@ func (d *devStack) startEtcd(ctx context.Context) error {
 func (d *devStack) newScheduler(ctx context.Context, stableAfter, credsLifetime time.Duration) error {
 	// One registry for every part of the stack, served at /metrics on the gateway's
 	// address (docs/observability.md).
-	d.registry = prometheus.NewRegistry()
+	d.registry = cli.NewRegistry()
 	d.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	// Secrets are sealed with a key file beside etcd's data, never in it (docs/secrets.md).

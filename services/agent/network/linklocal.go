@@ -266,6 +266,23 @@ func (n *Network) UnrouteLinkLocal() error {
 // deleteRules deletes the rules of the chains (table, chain) that this agent owns
 // (ownsRule) and match accepts.
 func (n *Network) deleteRules(chains [][2]string, match func(f []string) bool) error {
+	return deleteRulesWhere(chains, func(f []string) bool { return n.ownsRule(f) && match(f) })
+}
+
+// ruleCommentOf returns the comment of the fields of an iptables -S line ("" for none).
+func ruleCommentOf(f []string) string {
+	comment := ""
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "--comment" {
+			comment = strings.Trim(f[i+1], `"`)
+		}
+	}
+	return comment
+}
+
+// deleteRulesWhere deletes the rules of the chains (table, chain) whose fields (of
+// iptables -S, quotes removed) pred accepts.
+func deleteRulesWhere(chains [][2]string, pred func(f []string) bool) error {
 	var errs []error
 	for _, tc := range chains {
 		out, err := exec.Command("iptables", "-w", "-t", tc[0], "-S", tc[1]).Output()
@@ -275,7 +292,7 @@ func (n *Network) deleteRules(chains [][2]string, match func(f []string) bool) e
 		for _, line := range strings.Split(string(out), "\n") {
 			// iptables -S quotes some comments; -D wants them bare.
 			f := strings.Fields(strings.ReplaceAll(line, `"`, ""))
-			if len(f) < 2 || f[0] != "-A" || !n.ownsRule(f) || !match(f) {
+			if len(f) < 2 || f[0] != "-A" || !pred(f) {
 				continue
 			}
 			// A rule of this owner removed between the -S and the -D (a restarted agent's
@@ -292,13 +309,7 @@ func (n *Network) deleteRules(chains [][2]string, match func(f []string) bool) e
 // this agent: its comment carries this Network's owner tag, or it is an untagged rule
 // (from a build before the tags) on one of this network's bridges ("-i <bridge>").
 func (n *Network) ownsRule(f []string) bool {
-	comment := ""
-	for i := 0; i+1 < len(f); i++ {
-		if f[i] == "--comment" {
-			comment = strings.Trim(f[i+1], `"`)
-		}
-	}
-	switch comment {
+	switch ruleCommentOf(f) {
 	case n.ruleComment():
 		return true
 	case linkLocalComment:

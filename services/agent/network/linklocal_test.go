@@ -146,7 +146,8 @@ func dnatTargets(t *testing.T, n *Network, br string) map[string]string {
 // with its own awsvpc bridge and endpoints listener. Each routes 169.254.170.2 from its
 // own bridge tasks' addresses to its own listener; re-installing (RouteLinkLocal again,
 // as a restarted agent does) and releasing one agent's rules leave the other's in place,
-// and a task's teardown removes only that task's rule.
+// a task's teardown removes only that task's rule, and the rules of an agent that is gone
+// (its state dir removed) go with the other's Reap.
 func TestLinkLocalTwoAgents(t *testing.T) {
 	a := newTestNetwork(t)
 	if _, err := exec.LookPath("iptables-save"); err != nil {
@@ -230,5 +231,22 @@ func TestLinkLocalTwoAgents(t *testing.T) {
 	}
 	if d, g := linkLocalRules(t, b); d != 2 || g != 2 {
 		t.Errorf("after a released: b has %d DNAT and %d guard rules, want 2 (task, awsvpc bridge) and 2", d, g)
+	}
+
+	// b dies without releasing its rules, and its state dir goes: a's Reap removes them.
+	if err := b.Teardown(ctx, "twob"); err != nil {
+		t.Fatal(err)
+	}
+	if d, g := linkLocalRules(t, b); d != 1 || g != 2 {
+		t.Fatalf("after b's task's teardown: b has %d DNAT and %d guard rules, want 1 (awsvpc bridge) and 2", d, g)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Reap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d, g := linkLocalRules(t, b); d != 0 || g != 0 {
+		t.Errorf("after a reaped the gone agent b: b's %d DNAT and %d guard rules are left", d, g)
 	}
 }

@@ -28,8 +28,11 @@ missing=() # "package<TAB>what<TAB>why", one per missing piece
 
 need() { missing+=("$1	$2	$3"); }
 
+warnings=() # lines printed whatever else happens; they fail nothing
+
 check() {
 	missing=()
+	warnings=()
 	# berth dev runs tasks' containers through containerd (the system one, else a private
 	# one it starts) and its runc shim.
 	have containerd || need containerd "containerd" "berth dev runs tasks' containers through it"
@@ -62,6 +65,19 @@ check() {
 		local v
 		v=$(aws --version 2>&1) || v=
 		[[ $v == aws-cli/2* ]] || need awscli "AWS CLI version 2" "the e2e tests drive Berth with it (aws logs tail needs version 2)"
+	fi
+	# The README and the e2e tests point the CLI at Berth with AWS_ENDPOINT_URL, which the
+	# AWS CLI honours from 2.13 (v2) and 1.29 (v1) on: an older one (Debian 12's awscli is
+	# 2.9.19) sends every call to real AWS. No Debian package is newer: say so, don't fail.
+	if have aws; then
+		local av
+		av=$(aws --version 2>&1) || av=
+		if [[ $av =~ ^aws-cli/([0-9]+)\.([0-9]+) ]]; then
+			local major=${BASH_REMATCH[1]} minor=${BASH_REMATCH[2]}
+			if ((major < 1 || (major == 1 && minor < 29) || (major == 2 && minor < 13))); then
+				warnings+=("make $what: ${av%% *} (the aws first on PATH) ignores AWS_ENDPOINT_URL, honoured from AWS CLI 2.13 and 1.29: the README's and the tests' calls would go to real AWS; put a newer aws first on PATH (python3 -m pip install --user 'awscli>=1.29'), or pass --endpoint-url")
+			fi
+		fi
 	fi
 	have jq || need jq "jq" "the deploy-tool e2e test's shell loop parses the CLI's JSON with it"
 	# The README walkthrough reads the tasks' ports with curl.
@@ -98,6 +114,7 @@ packages() {
 }
 
 check
+for w in "${warnings[@]}"; do echo "$w" >&2; done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "${BERTH_NO_INSTALL:-}" = 1 ]; then

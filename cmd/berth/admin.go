@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"text/tabwriter"
 
 	"connectrpc.com/connect"
@@ -16,9 +17,10 @@ import (
 
 // adminCommand manages accounts and access keys through a scheduler's AdminService.
 func adminCommand() *cobra.Command {
-	var schedulerURL, token string
+	var schedulerURL, token, dataDir string
 	var files pki.Files
 	client := func() adminv1connect.AdminServiceClient {
+		schedulerURL, token := adminTarget(schedulerURL, token, dataDir)
 		hc, err := cli.HTTPClient(schedulerURL, files)
 		if err != nil {
 			hc = &http.Client{Transport: failing{err}}
@@ -31,8 +33,9 @@ func adminCommand() *cobra.Command {
 		Use:   "admin",
 		Short: "Manage accounts and access keys (talks to a scheduler's internal listener)",
 	}
-	cmd.PersistentFlags().StringVar(&schedulerURL, "scheduler-url", cli.Env("BERTH_SCHEDULER_URL", "http://127.0.0.1:4567"), "base URL of a scheduler replica (https:// with --tls-*)")
-	cmd.PersistentFlags().StringVar(&token, "token", cli.Env("BERTH_ADMIN_TOKEN", ""), "the admin bootstrap token the scheduler printed at its first start (or use an admin-role --tls-cert)")
+	cmd.PersistentFlags().StringVar(&schedulerURL, "scheduler-url", cli.Env("BERTH_SCHEDULER_URL", ""), "base URL of a scheduler replica (https:// with --tls-*); default: the `berth dev` running on --data-dir, else "+defaultSchedulerURL)
+	cmd.PersistentFlags().StringVar(&token, "token", cli.Env("BERTH_ADMIN_TOKEN", ""), "the admin bootstrap token the scheduler printed at its first start (or use an admin-role --tls-cert); default: the dev admin token of --data-dir when talking to that `berth dev`")
+	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", cli.Env("BERTH_DATA_DIR", "./.berth"), "data dir of a running `berth dev`, whose internal listener URL and admin token (0600) `berth admin` uses")
 	cli.AddTLSFlags(cmd.PersistentFlags(), &files, "presented to the scheduler (role admin authorizes without --token)")
 
 	account := &cobra.Command{Use: "account", Short: "Create, list and delete accounts"}
@@ -137,6 +140,28 @@ func adminCommand() *cobra.Command {
 	key.AddCommand(createKey, listKeys, deleteKey)
 	cmd.AddCommand(account, key)
 	return cmd
+}
+
+// defaultSchedulerURL is the scheduler's internal listener on this host
+// (`berth scheduler`'s default --listen).
+const defaultSchedulerURL = "http://127.0.0.1:4567"
+
+// adminTarget is the scheduler URL and token `berth admin` uses: those given, with the
+// running `berth dev` of dataDir filling in what is missing: its URL when none is given,
+// its admin token when the URL is its own and no token is given. The dev token is never
+// sent to another scheduler.
+func adminTarget(schedulerURL, token, dataDir string) (string, string) {
+	devURL, devToken, ok := devAdminTarget(dataDir)
+	if schedulerURL == "" {
+		if !ok {
+			return defaultSchedulerURL, token
+		}
+		schedulerURL = devURL
+	}
+	if ok && token == "" && strings.TrimRight(schedulerURL, "/") == devURL {
+		token = devToken
+	}
+	return schedulerURL, token
 }
 
 // bearer adds "Authorization: Bearer <token>" to every request.

@@ -203,7 +203,7 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		if err := waitRegistered(ctx, d.sched, cfg, ag.HostID()); err != nil {
 			return
 		}
-		fmt.Fprintf(out, "berth dev: plain HTTP, no TLS and an open AdminService: for this machine only (see docs/security.md for a deployment)\n")
+		fmt.Fprintf(out, "berth dev: plain HTTP and no TLS, for this machine only; `berth admin` uses the admin token in %s (see docs/security.md for a deployment)\n", filepath.Join(d.dataDir, devAdminTokenFile))
 		fmt.Fprintf(out, "berth dev ready: endpoint %s region %s access key %s secret %s cluster %s\n",
 			endpoint, cfg.Region, cfg.AccessKeyID, cfg.SecretAccessKey, cfg.Cluster)
 	}()
@@ -298,7 +298,7 @@ func (d *devStack) startEtcd(ctx context.Context) error {
 func (d *devStack) newScheduler(ctx context.Context, stableAfter, credsLifetime time.Duration) error {
 	// One registry for every part of the stack, served at /metrics on the gateway's
 	// address (docs/observability.md).
-	d.registry = prometheus.NewRegistry()
+	d.registry = cli.NewRegistry()
 	d.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	// Secrets are sealed with a key file beside etcd's data, never in it (docs/secrets.md).
@@ -335,6 +335,23 @@ func (d *devStack) startControlPlane(ctx context.Context, parts *devParts) (stri
 	if err := seedDevAccount(ctx, d.sched, cfg); err != nil {
 		return "", err
 	}
+	// The internal listener is plain HTTP on loopback, which every local process reaches:
+	// its AdminService answers only the dev admin token, kept 0600 in the data dir, where
+	// `berth admin` finds it beside the listener's URL (docs/security.md).
+	schedURL := "http://" + schedLn.Addr().String()
+	token, err := devAdminToken(d.dataDir)
+	if err != nil {
+		return "", err
+	}
+	if err := d.sched.SetAdminToken(ctx, token); err != nil {
+		return "", fmt.Errorf("dev admin token: %w", err)
+	}
+	if err := writeDevSchedulerURL(d.dataDir, schedURL); err != nil {
+		return "", err
+	}
+	d.onClose(func() { _ = os.Remove(filepath.Join(d.dataDir, devSchedulerURLFile)) })
+	schedClient := gateway.NewH2CClient()
+	schedClient.Transport = bearer{next: schedClient.Transport, token: token}
 	regions, err := devRegions(cfg)
 	if err != nil {
 		return "", err
@@ -344,7 +361,8 @@ func (d *devStack) startControlPlane(ctx context.Context, parts *devParts) (stri
 	// agent's BERTH_AGENT_LOG_ADDR), as it does outside `berth dev`.
 	consoleCfg := &gateway.ConsoleConfig{DefaultRegion: cfg.Region}
 	gw, err := gateway.New(gateway.Config{
-		SchedulerURL: "http://" + schedLn.Addr().String(),
+		SchedulerURL: schedURL,
+		HTTPClient:   schedClient,
 		Regions:      regions,
 		Logger:       d.log.With("service", "gateway"),
 		Dev:          true,

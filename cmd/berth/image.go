@@ -72,6 +72,9 @@ func imageDemoCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("read the demo program (run `make build` first): %w", err)
 			}
+			if err := demoimage.CheckStatic(bin); err != nil {
+				return fmt.Errorf("%s: %w", binary, err)
+			}
 			img, err := demoimage.Pack(bin, runtime.GOARCH)
 			if err != nil {
 				return err

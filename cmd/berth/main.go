@@ -9,7 +9,9 @@
 //   - `berth tls` creates a private CA and the certificates of each role;
 //   - `berth image` puts images into a registry without Docker (`push`, `demo`), and
 //     `berth registry` serves a plain-HTTP one;
-//   - `berth logs` prints a task's output.
+//   - `berth logs` prints a task's output;
+//   - `berth version` (and --version, in every binary) prints the version `make release`
+//     stamps.
 //
 // The berth-agent and berth-gateway binaries (subdirectories) run one role each and link
 // only what that role needs.
@@ -34,5 +36,6 @@ func rootCommand() *cobra.Command {
 	}
 	root.AddCommand(devCommand(), schedulerCommand(), gatewaycmd.Command("gateway"), agentcmd.Command("agent"),
 		adminCommand(), logsCommand(), imageCommand(), lbCommand(), dnsCommand(), tlsCommand(), registryCommand())
+	cli.AddVersion(root)
 	return root
 }

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -94,7 +93,7 @@ func schedulerCommand() *cobra.Command {
 			}
 			defer logStore.Close()
 			cfg := app.Config{Keyring: keyring, Logs: logStore, Etcd: etcd, Region: region, Logger: log, Replica: replica, LeaderTTL: leaderTTL,
-				Registry: prometheus.NewRegistry(), TaskStableAfter: stableAfter, // /metrics on the internal listener
+				Registry: cli.NewRegistry(), TaskStableAfter: stableAfter, // /metrics on the internal listener
 				MaxTxnOps: maxTxnOps, GzipMinBytes: gzipMinBytes, TaskSubnetPool: taskSubnetPool, TaskCredentialsLifetime: credsLifetime}
 			if serverTLS != nil {
 				cfg.PeerOf = tlsPeer

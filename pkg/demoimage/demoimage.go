@@ -9,8 +9,10 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"debug/elf"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -141,6 +143,29 @@ func Push(ctx context.Context, img v1.Image, ref string) error {
 	}
 	if err := remote.Write(r, img, remote.WithContext(ctx)); err != nil {
 		return fmt.Errorf("push image to %s: %w", ref, err)
+	}
+	return nil
+}
+
+// CheckStatic returns an error unless bin is a statically linked ELF program: the demo
+// image holds the program alone, without a dynamic loader or libc, so a dynamically
+// linked one (a Go build with cgo on, Go's default where a C compiler is installed) could
+// not start in it; every task would stop with "exec /berth-testimage: no such file or
+// directory". The error says how to build it static.
+func CheckStatic(bin []byte) error {
+	f, err := elf.NewFile(bytes.NewReader(bin))
+	if err != nil {
+		return fmt.Errorf("the demo program is not an ELF executable (%v): build berth-testimage for linux", err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_INTERP {
+			continue
+		}
+		interp := make([]byte, p.Filesz)
+		_, _ = p.ReadAt(interp, 0)
+		return fmt.Errorf("the demo program is dynamically linked (it needs the loader %s, which the image does not have, so no task could start it): build it static with CGO_ENABLED=0 go build ./testkit/testimage/cmd/berth-testimage (make build does)",
+			strings.TrimRight(string(interp), "\x00"))
 	}
 	return nil
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -23,6 +25,7 @@ import (
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/pkg/demoimage"
 	"github.com/berthhq/berth/services/agent"
 	"github.com/berthhq/berth/services/agent/ociregistry"
 	"github.com/berthhq/berth/services/agent/session"
@@ -327,6 +330,63 @@ func TestTasksMore(t *testing.T) {
 		if got := containerOf(st, "main").GetReason(); got != "OutOfMemoryError: Container killed due to memory usage" {
 			t.Errorf("reason %q (exit %d)", got, containerOf(st, "main").GetExitCode())
 		}
+	})
+
+	// A process the runtime cannot execute stops the task as ECS does: TaskFailedToStart,
+	// and the container's reason CannotStartContainerError with the runtime's message, no
+	// exit code. runc finds a missing program or a file that is not executable before the
+	// start; a program whose dynamic loader the image lacks (a cgo build packed alone, as
+	// deploy/README.md's image once was) passes that check and its execve fails after.
+	checkCannotStart := func(t *testing.T, st *agentv1.TaskStateChange, want ...string) {
+		t.Helper()
+		ctr := containerOf(st, "main")
+		r := ctr.GetReason()
+		ok := strings.HasPrefix(r, "CannotStartContainerError: ")
+		for _, w := range want {
+			ok = ok && strings.Contains(r, w)
+		}
+		if !ok || ctr.ExitCode != nil {
+			t.Errorf("container reason %q, exit code %v; want CannotStartContainerError: with the runtime's message naming %q, no exit code", r, ctr.ExitCode, want)
+		}
+		if st.GetStopCode() != "TaskFailedToStart" || !strings.HasPrefix(st.GetStoppedReason(), "CannotStartContainerError: ") {
+			t.Errorf("stopCode %q stoppedReason %q, want TaskFailedToStart and CannotStartContainerError", st.GetStopCode(), st.GetStoppedReason())
+		}
+	}
+	for _, tc := range []struct{ name, entry, want string }{
+		{"command_not_found", "/no-such-program", "no such file or directory"},
+		{"not_executable", "/etc/passwd", "permission denied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := containerDef("main", w.image)
+			c.EntryPoint = []string{tc.entry}
+			_, _, st := runToStop(t, w, taskDef(tc.name, c), nil)
+			checkCannotStart(t, st, tc.entry, tc.want)
+		})
+	}
+	t.Run("dynamic_program", func(t *testing.T) {
+		t.Parallel()
+		sh, err := filepath.EvalSymlinks("/bin/sh")
+		if err != nil {
+			t.Skipf("no /bin/sh to pack: %v", err)
+		}
+		bin, err := os.ReadFile(sh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if demoimage.CheckStatic(bin) == nil {
+			t.Skip("/bin/sh is static here: no dynamically linked program to pack")
+		}
+		img, err := demoimage.Pack(bin, goruntime.GOARCH)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := w.reg + "/berth/dynamic:latest"
+		if err := demoimage.Push(t.Context(), img, ref); err != nil {
+			t.Fatal(err)
+		}
+		_, _, st := runToStop(t, w, taskDef("dynamic", containerDef("main", ref, "-c", "exit 0")), nil)
+		checkCannotStart(t, st, "exec "+demoimage.Entrypoint+": no such file or directory")
 	})
 
 	t.Run("pull_failure", func(t *testing.T) {

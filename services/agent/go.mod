@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	connectrpc.com/connect v1.20.0
 	github.com/berthhq/berth/gen v0.0.0
+	github.com/berthhq/berth/pkg v0.0.0
 	github.com/berthhq/berth/testkit v0.0.0-00010101000000-000000000000
 	github.com/containerd/containerd/v2 v2.2.9
 	github.com/containerd/errdefs v1.0.0
@@ -23,7 +24,6 @@ require (
 )
 
 require (
-	github.com/berthhq/berth/pkg v0.0.0 // indirect
 	github.com/kr/text v0.2.0 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
 )

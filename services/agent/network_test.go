@@ -37,11 +37,27 @@ func netConfig(t *testing.T, cfg agent.Config) agent.Config {
 	if os.Geteuid() != 0 {
 		t.Skip("CNI networking needs root")
 	}
-	if _, err := os.Stat(filepath.Join(network.DefaultPluginDir, "bridge")); err != nil {
-		t.Skip("containernetworking-plugins not installed in /usr/lib/cni (make deps installs it)")
+	// The plugin directories: BERTH_CNI_PLUGIN_DIR's (comma-separated, as berth dev reads
+	// it), then the default.
+	var dirs []string
+	for _, d := range strings.Split(os.Getenv("BERTH_CNI_PLUGIN_DIR"), ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	dirs = append(dirs, network.DefaultPluginDir)
+	found := false
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "bridge")); err == nil {
+			found = true
+		}
+	}
+	if !found {
+		t.Skipf("containernetworking-plugins not installed in %s (make deps installs it)", strings.Join(dirs, ", "))
 	}
 	k := netSeq()
 	cfg.Network = network.Config{
+		PluginDirs:   dirs,
 		NetNSDir:     filepath.Join(cfg.DataDir, "netns"),
 		Bridge:       fmt.Sprintf("bt%d", k),
 		BridgeSubnet: fmt.Sprintf("10.%d.%d.0/24", 150+k/250, k%250),
@@ -321,16 +337,20 @@ func TestLinkLocalEndpoints(t *testing.T) {
 	probe("ll-vpc", "awsvpc")
 	probe("ll-default", "")
 
-	// A DNAT and a loopback guard per bridge; the agent's stop removes them.
-	if n := rules(""); n != 4 {
-		t.Errorf("%d redirect rules with the agent running, want 4", n)
+	// A DNAT for the awsvpc bridge (the bridge tasks' own, one per task address on the
+	// shared bridge, went with the tasks) and a loopback guard per bridge; the agent's
+	// stop removes them.
+	if n := rules(""); n != 3 {
+		t.Errorf("%d redirect rules with the agent running, want 3", n)
 	}
 	ta.stop()
 	if n := rules(""); n != 0 {
 		t.Errorf("%d redirect rules left after the agent stopped", n)
 	}
-	// An agent killed without its cleanup leaves its rules: the next one replaces them.
-	nw, err := network.New(network.Config{StateDir: t.TempDir(), NetNSDir: cfg.Network.NetNSDir, Bridge: cfg.Network.Bridge, TaskBridge: cfg.Network.TaskBridge, BridgeSubnet: cfg.Network.BridgeSubnet})
+	// An agent killed without its cleanup leaves its rules (here: a network on the same
+	// state dir, so the same owner): the next one on that data dir replaces them.
+	nw, err := network.New(network.Config{PluginDirs: cfg.Network.PluginDirs, StateDir: filepath.Join(cfg.DataDir, "network"), NetNSDir: cfg.Network.NetNSDir,
+		Bridge: cfg.Network.Bridge, TaskBridge: cfg.Network.TaskBridge, BridgeSubnet: cfg.Network.BridgeSubnet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,13 +360,13 @@ func TestLinkLocalEndpoints(t *testing.T) {
 	if err := nw.RouteLinkLocal("127.0.0.1:1"); err != nil {
 		t.Fatal(err)
 	}
-	if n := rules("127.0.0.1:1"); n != 2 {
-		t.Fatalf("%d stale DNAT rules, want 2", n)
+	if n := rules("127.0.0.1:1"); n != 1 {
+		t.Fatalf("%d stale DNAT rules, want 1 (the awsvpc bridge's)", n)
 	}
 	ta = startAgent(t, cfg, cp)
 	probe("ll-bridge-again", "bridge") // the first task network installs the redirect
-	if addr := ta.a.EndpointAddr(); rules(addr) != 2 || rules("") != 4 {
-		t.Errorf("after the new agent's first bridge task: %d DNAT rules to %s, %d rules in all; want 2 and 4", rules(addr), addr, rules(""))
+	if addr := ta.a.EndpointAddr(); rules(addr) != 1 || rules("") != 3 || rules("127.0.0.1:1") != 0 {
+		t.Errorf("after the new agent's first bridge task: %d DNAT rules to %s, %d stale, %d rules in all; want 1, 0 and 3", rules(addr), addr, rules("127.0.0.1:1"), rules(""))
 	}
 	ta.stop()
 	if n := rules(""); n != 0 {

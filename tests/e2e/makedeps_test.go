@@ -93,6 +93,17 @@ func TestMakeDeps(t *testing.T) {
 	if calls := aptCalls(); calls != nil {
 		t.Fatalf("deps.sh called apt-get with nothing missing: %q", calls)
 	}
+	// An AWS CLI that ignores AWS_ENDPOINT_URL (before 2.13 / 1.29; Debian 12's awscli)
+	// is named in one line, and fails nothing: no Debian package is newer.
+	for _, old := range []string{"aws-cli/2.9.19 Python/3.11.2 Linux/6.1.0 source/x86_64.debian.12", "aws-cli/2.12.7 Python/3.11.4"} {
+		stub(bin, "aws", "echo "+old)
+		lines, code := run(t, "test", "BERTH_NO_INSTALL=1")
+		v := strings.Fields(old)[0]
+		if code != 0 || len(lines) != 1 || !strings.HasPrefix(lines[0], "make test: "+v+" (the aws first on PATH) ignores AWS_ENDPOINT_URL, honoured from AWS CLI 2.13 and 1.29") {
+			t.Errorf("deps.sh test with %s: exit %d, printed %q; want exit 0 and one line naming AWS_ENDPOINT_URL", v, code, lines)
+		}
+	}
+	stub(bin, "aws", "echo aws-cli/2.15.0 Python/3.11.6")
 
 	// Take away runc, the portmap plugin, jq and boto3; make aws a version 1.
 	for _, p := range []string{filepath.Join(bin, "runc"), filepath.Join(cni, "portmap"), filepath.Join(bin, "jq")} {

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -266,7 +267,8 @@ func (n *Network) releasePort(proto string, port int32) {
 // Reap releases what this agent (its owner tag) or an agent whose state dir is gone left
 // on the host without a task network recorded here: the plugins' DEL for every network
 // in libcni's cache (address leases, port mappings, masquerade and firewall rules, veths),
-// the namespaces under NetNSDir and the host port reservations. Another live agent's
+// the namespaces under NetNSDir, the host port reservations, and a gone agent's
+// 169.254.170.2 redirect rules. Another live agent's
 // resources are never touched. It returns what it released and the errors of what it
 // could not.
 func (n *Network) Reap(ctx context.Context) (int, error) {
@@ -360,6 +362,21 @@ func (n *Network) Reap(ctx context.Context) (int, error) {
 		}
 		if os.Remove(filepath.Join(portDir, e.Name())) == nil {
 			released++
+		}
+	}
+	// 4. The 169.254.170.2 redirect rules of agents that are gone (this agent's own are
+	// replaced by its RouteLinkLocal).
+	if len(dead) > 0 {
+		if _, err := exec.LookPath("iptables"); err == nil {
+			comments := map[string]bool{}
+			for tag := range dead {
+				comments[linkLocalComment+"-"+tag] = true
+			}
+			if err := deleteRulesWhere([][2]string{{"nat", "PREROUTING"}, {"filter", "INPUT"}}, func(f []string) bool {
+				return comments[ruleCommentOf(f)]
+			}); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	for tag := range dead {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -29,17 +30,27 @@ func (n *Network) TaskResolver() string {
 	return TaskResolverAddr
 }
 
-// linkLocalComment marks the iptables rules RouteLinkLocal installs, so a restarted agent
-// finds (and replaces) them instead of adding copies.
+// linkLocalComment starts the comment of the iptables rules RouteLinkLocal installs; the
+// owner tag of the agent follows ("berth-task-endpoints-<owner>"), so a restarted agent
+// finds (and replaces) its own rules instead of adding copies, and never touches another
+// agent's.
 const linkLocalComment = "berth-task-endpoints"
 
+// ruleComment is the comment of this Network's link-local rules.
+func (n *Network) ruleComment() string { return linkLocalComment + "-" + n.owner }
+
 // RouteLinkLocal makes 169.254.170.2:80 reach target ("ip:port", the agent's endpoints
-// listener) from the task namespaces of both bridges (networkMode bridge and awsvpc), as
-// the ECS agent does on EC2: a nat PREROUTING DNAT rule per bridge. For a loopback target
-// the bridges also get route_localnet (the kernel drops packets redirected to 127.0.0.0/8
-// otherwise) and a filter INPUT rule that drops every other packet from the bridge to
-// 127.0.0.0/8, so the tasks reach only the redirected port of the host's loopback. It is
-// idempotent: rules a previous agent left (with any target) are replaced, never
+// listener) from this agent's task namespaces (networkMode bridge and awsvpc), as the ECS
+// agent does on EC2, with nat PREROUTING DNAT rules. The awsvpc bridge is this agent's
+// own (one per task subnet), so one rule matches all of it. The bridge of networkMode
+// bridge is shared by every agent of the host (berth0): there each agent routes only the
+// addresses of its own tasks (one rule per task endpoint, added by Setup and removed by
+// Teardown), so two agents' tasks each reach their own agent, whose credentials they
+// hold, and neither agent removes the other's rules. For a loopback target the bridges
+// also get route_localnet (the kernel drops packets redirected to 127.0.0.0/8 otherwise)
+// and a filter INPUT rule that drops every other packet from the bridge to 127.0.0.0/8,
+// so the tasks reach only the redirected port of the host's loopback. It is idempotent:
+// the rules this agent installed earlier (with any target) are replaced, never
 // duplicated. It returns an error when iptables is missing or refuses a rule.
 func (n *Network) RouteLinkLocal(target string) error {
 	ip, err := checkLinkLocalTarget(target)
@@ -57,33 +68,127 @@ func (n *Network) RouteLinkLocal(target string) error {
 		}
 		loopback = loopback || dnsIP.IsLoopback()
 	}
+	shared := n.cfg.Bridge
 	for _, br := range n.bridges() {
 		if loopback {
 			if err := iptables("-t", "filter", "-I", "INPUT", "1", "-i", br, "-d", "127.0.0.0/8",
 				"-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED,DNAT",
-				"-m", "comment", "--comment", linkLocalComment, "-j", "DROP"); err != nil {
+				"-m", "comment", "--comment", n.ruleComment(), "-j", "DROP"); err != nil {
 				return err
 			}
 			n.localnet(br)
 		}
-		if err := iptables("-t", "nat", "-I", "PREROUTING", "1", "-i", br, "-d", LinkLocalAddr+"/32", "-p", "tcp", "--dport", "80",
-			"-m", "comment", "--comment", linkLocalComment, "-j", "DNAT", "--to-destination", target); err != nil {
-			return err
+		if br == shared {
+			continue // per task address: below
 		}
-		if dns := n.cfg.DNSTarget; dns != "" {
-			// The Cloud Map DNS server answers the tasks' nameserver (UDP and TCP).
-			for _, proto := range []string{"udp", "tcp"} {
-				if err := iptables("-t", "nat", "-I", "PREROUTING", "1", "-i", br, "-d", TaskResolverAddr+"/32", "-p", proto, "--dport", "53",
-					"-m", "comment", "--comment", linkLocalComment, "-j", "DNAT", "--to-destination", dns); err != nil {
-					return err
-				}
+		for _, rule := range n.dnatRules(br, "", target) {
+			if err := iptables(append([]string{"-t", "nat", "-I", "PREROUTING", "1"}, rule...)...); err != nil {
+				return err
 			}
 		}
 	}
 	n.mu.Lock()
 	n.linkLocal, n.routed = loopback, target
+	var addrs []string
+	for _, tn := range n.tasks {
+		addrs = append(addrs, tn.sharedBridgeAddrs()...)
+	}
 	n.mu.Unlock()
+	for _, a := range addrs {
+		if err := n.routeSource(a, target); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// dnatRules are the nat PREROUTING rules (without chain and position) that route
+// 169.254.170.2:80, and TaskResolverAddr:53 when Config.DNSTarget is set, from bridge br
+// to target: from the one source address src ("" for the whole bridge).
+func (n *Network) dnatRules(br, src, target string) [][]string {
+	match := []string{"-i", br}
+	if src != "" {
+		match = append(match, "-s", src+"/32")
+	}
+	comment := []string{"-m", "comment", "--comment", n.ruleComment()}
+	rules := [][]string{slices.Concat(match, []string{"-d", LinkLocalAddr + "/32", "-p", "tcp", "--dport", "80"}, comment,
+		[]string{"-j", "DNAT", "--to-destination", target})}
+	if dns := n.cfg.DNSTarget; dns != "" {
+		// The Cloud Map DNS server answers the tasks' nameserver (UDP and TCP).
+		for _, proto := range []string{"udp", "tcp"} {
+			rules = append(rules, slices.Concat(match, []string{"-d", TaskResolverAddr + "/32", "-p", proto, "--dport", "53"}, comment,
+				[]string{"-j", "DNAT", "--to-destination", dns}))
+		}
+	}
+	return rules
+}
+
+// routeTask installs the rules of tn's addresses on the shared bridge when this agent
+// routes 169.254.170.2 (Setup, once the plugins gave the addresses).
+func (n *Network) routeTask(tn *TaskNetwork) error {
+	addrs := tn.sharedBridgeAddrs()
+	if len(addrs) == 0 {
+		return nil
+	}
+	n.llMu.Lock()
+	defer n.llMu.Unlock()
+	n.mu.Lock()
+	target := n.routed
+	n.mu.Unlock()
+	if target == "" {
+		return nil
+	}
+	for _, a := range addrs {
+		if err := n.routeSource(a, target); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// routeSource installs the rules routing one task address on the shared bridge to target.
+func (n *Network) routeSource(addr, target string) error {
+	for _, rule := range n.dnatRules(n.cfg.Bridge, addr, target) {
+		if err := iptables(append([]string{"-t", "nat", "-I", "PREROUTING", "1"}, rule...)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unrouteSources removes this agent's rules for the task addresses addrs on the shared
+// bridge (Teardown); rules already gone are not an error.
+func (n *Network) unrouteSources(addrs []string) error {
+	if len(addrs) == 0 {
+		return nil
+	}
+	want := map[string]bool{}
+	for _, a := range addrs {
+		want[a+"/32"] = true
+	}
+	return n.deleteRules([][2]string{{"nat", "PREROUTING"}}, func(f []string) bool {
+		for i := 0; i+1 < len(f); i++ {
+			if f[i] == "-s" && want[f[i+1]] {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// sharedBridgeAddrs are the addresses of tn's endpoints on the shared bridge
+// (networkMode bridge), which the link-local rules match one by one.
+func (tn *TaskNetwork) sharedBridgeAddrs() []string {
+	if tn == nil || tn.Mode != Bridge {
+		return nil
+	}
+	var out []string
+	for _, ep := range tn.Endpoints {
+		if !ep.LoopbackOnly && ep.IP != "" {
+			out = append(out, ep.IP)
+		}
+	}
+	return out
 }
 
 // SetLinkLocalTarget checks target as RouteLinkLocal does and has the first Setup of a
@@ -148,25 +253,50 @@ func checkLinkLocalTarget(target string) (net.IP, error) {
 	return ip, nil
 }
 
-// UnrouteLinkLocal removes the rules RouteLinkLocal installed for this network's bridges
-// (whichever agent installed them). Removing rules that are not there is not an error.
+// UnrouteLinkLocal removes the rules this agent's RouteLinkLocal and Setup installed (its
+// owner tag in their comment), and rules of builds before the tag on its bridges; other
+// agents' rules stay. Removing rules that are not there is not an error.
 func (n *Network) UnrouteLinkLocal() error {
 	n.mu.Lock()
 	n.linkLocal, n.routed = false, ""
 	n.mu.Unlock()
+	return n.deleteRules([][2]string{{"nat", "PREROUTING"}, {"filter", "INPUT"}}, func([]string) bool { return true })
+}
+
+// deleteRules deletes the rules of the chains (table, chain) that this agent owns
+// (ownsRule) and match accepts.
+func (n *Network) deleteRules(chains [][2]string, match func(f []string) bool) error {
+	return deleteRulesWhere(chains, func(f []string) bool { return n.ownsRule(f) && match(f) })
+}
+
+// ruleCommentOf returns the comment of the fields of an iptables -S line ("" for none).
+func ruleCommentOf(f []string) string {
+	comment := ""
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "--comment" {
+			comment = strings.Trim(f[i+1], `"`)
+		}
+	}
+	return comment
+}
+
+// deleteRulesWhere deletes the rules of the chains (table, chain) whose fields (of
+// iptables -S, quotes removed) pred accepts.
+func deleteRulesWhere(chains [][2]string, pred func(f []string) bool) error {
 	var errs []error
-	for _, tc := range [][2]string{{"nat", "PREROUTING"}, {"filter", "INPUT"}} {
+	for _, tc := range chains {
 		out, err := exec.Command("iptables", "-w", "-t", tc[0], "-S", tc[1]).Output()
 		if err != nil {
 			return fmt.Errorf("network: iptables -t %s -S %s: %w", tc[0], tc[1], err)
 		}
 		for _, line := range strings.Split(string(out), "\n") {
-			f := strings.Fields(line)
-			if len(f) < 2 || f[0] != "-A" || !strings.Contains(line, linkLocalComment) || !n.ownsRule(f) {
+			// iptables -S quotes some comments; -D wants them bare.
+			f := strings.Fields(strings.ReplaceAll(line, `"`, ""))
+			if len(f) < 2 || f[0] != "-A" || !pred(f) {
 				continue
 			}
-			// Another agent on the host may have removed the same rule between the -S
-			// and the -D (it replaces rules it finds, as this does): gone is removed.
+			// A rule of this owner removed between the -S and the -D (a restarted agent's
+			// old process still stopping): gone is removed.
 			if err := iptables(append([]string{"-t", tc[0], "-D"}, f[1:]...)...); err != nil && !ruleGone(err) {
 				errs = append(errs, err)
 			}
@@ -175,15 +305,17 @@ func (n *Network) UnrouteLinkLocal() error {
 	return errors.Join(errs...)
 }
 
-// ownsRule reports whether the fields of an iptables -S line match one of this network's
-// bridges ("-i <bridge>").
+// ownsRule reports whether the fields of an iptables -S line are a link-local rule of
+// this agent: its comment carries this Network's owner tag, or it is an untagged rule
+// (from a build before the tags) on one of this network's bridges ("-i <bridge>").
 func (n *Network) ownsRule(f []string) bool {
-	for i := 0; i+1 < len(f); i++ {
-		if f[i] == "-i" {
-			for _, br := range n.bridges() {
-				if f[i+1] == br {
-					return true
-				}
+	switch ruleCommentOf(f) {
+	case n.ruleComment():
+		return true
+	case linkLocalComment:
+		for i := 0; i+1 < len(f); i++ {
+			if f[i] == "-i" && slices.Contains(n.bridges(), f[i+1]) {
+				return true
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -557,6 +558,9 @@ func (n *Network) Setup(ctx context.Context, task string, mode Mode, reqs []Endp
 	if err := n.save(tn); err != nil {
 		return fail(err)
 	}
+	if err := n.routeTask(tn); err != nil {
+		return fail(fmt.Errorf("route %s to the task endpoints: %w", LinkLocalAddr, err))
+	}
 	n.mu.Lock()
 	localnet, br := n.linkLocal, n.cfg.Bridge
 	if mode == AWSVPC {
@@ -598,6 +602,15 @@ func (n *Network) Teardown(ctx context.Context, task string) error {
 		return nil
 	}
 	var errs []error
+	// This agent's link-local rules for the task's addresses on the shared bridge go
+	// before the addresses do (another agent's task may get them next).
+	if addrs := tn.sharedBridgeAddrs(); len(addrs) > 0 {
+		if _, err := exec.LookPath("iptables"); err == nil {
+			if err := n.unrouteSources(addrs); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	n.mu.Lock()
 	c, lo := n.cnis[tn.Mode], n.cnis[None]
 	n.mu.Unlock()

@@ -18,18 +18,31 @@ import (
 // newTestNetwork returns a Network on a bridge and subnets of its own, or skips when the
 // machine cannot run CNI (not root, or no plugins: make deps installs
 // containernetworking-plugins).
+// testPluginDirs are the directories the tests look for the CNI plugins in: those of
+// BERTH_CNI_PLUGIN_DIR (comma-separated, as berth dev reads it), then the defaults.
+func testPluginDirs() []string {
+	var dirs []string
+	for _, d := range strings.Split(os.Getenv("BERTH_CNI_PLUGIN_DIR"), ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	return append(dirs, DefaultPluginDir, "/opt/cni/bin")
+}
+
 func newTestNetwork(t *testing.T) *Network {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("CNI needs root")
 	}
-	if findPlugin([]string{DefaultPluginDir, "/opt/cni/bin"}, "bridge") == "" {
+	if findPlugin(testPluginDirs(), "bridge") == "" {
 		t.Skip("containernetworking-plugins not installed (make deps installs it)")
 	}
 	dir := t.TempDir()
 	k := os.Getpid() % 200
 	n, err := New(Config{
-		StateDir: dir, NetNSDir: filepath.Join(dir, "netns"),
+		PluginDirs: testPluginDirs(),
+		StateDir:   dir, NetNSDir: filepath.Join(dir, "netns"),
 		Bridge: fmt.Sprintf("bnt%d", k), BridgeSubnet: fmt.Sprintf("10.%d.0.0/24", 100+k%50),
 		TaskBridge: fmt.Sprintf("bnv%d", k), TaskSubnet: fmt.Sprintf("10.%d.1.0/24", 100+k%50),
 	})

@@ -98,6 +98,12 @@ func (t *task) startProcess(ctx context.Context, c *ctrState, ctr containerd.Con
 		return fmt.Errorf("%s%w", reasonCannotStart, err)
 	}
 	stdin, closeLogs := t.stdin(c, closeLogs)
+	head := &headWriter{}
+	argv0 := ""
+	if spec, err := ctr.Spec(ctx); err == nil && spec.Process != nil && len(spec.Process.Args) > 0 {
+		argv0 = spec.Process.Args[0]
+	}
+	stdout, stderr = io.MultiWriter(stdout, head), io.MultiWriter(stderr, head)
 	proc, err := ctr.NewTask(ctx, cio.NewCreator(t.ioOpts(c, stdin, stdout, stderr, cio.WithFIFODir(t.m.fifoDir(c.ID)))...))
 	if err != nil {
 		closeLogs()
@@ -129,6 +135,7 @@ func (t *task) startProcess(ctx context.Context, c *ctrState, ctr containerd.Con
 	t.mu.Lock()
 	c.ctr, c.proc, c.exitC = ctr, proc, exitC
 	c.closeLogs = closeLogs
+	c.argv0, c.outHead = argv0, head
 	c.Status, c.Started, c.RunningSince = state.Running, true, time.Now()
 	c.starting = false
 	t.broadcastLocked()
@@ -323,6 +330,18 @@ func (t *task) exited(ctx context.Context, c *ctrState, proc containerd.Task, co
 	}
 	t.m.removeFIFOs(c.ID)
 	exit := int32(code)
+	t.mu.Lock()
+	argv0, head, ran := c.argv0, c.outHead, time.Since(c.RunningSince)
+	t.mu.Unlock()
+	if msg, ok := execFailure(argv0, code, ran, head.Bytes()); ok {
+		// The runtime could not execute the program (runc reports an execve failure after
+		// the start on the process's stderr, with exit status 1): as ECS does, the
+		// container did not start, and restarting it cannot help.
+		t.m.containerEvent("start_failed")
+		t.m.log.Warn("container not started", "task", t.arn, "container", c.Name, "err", msg)
+		t.markStopped(c, nil, reasonCannotStart+msg, true)
+		return false
+	}
 	t.mu.Lock()
 	restart := t.st.ShouldRestart(c.Container, exit, time.Now())
 	ctr := c.ctr

@@ -40,6 +40,12 @@ type ctrState struct {
 	starting bool
 	// closeLogs closes the container's log files; nil when none are open.
 	closeLogs func() error
+	// argv0 is the process's program as the runtime was given it, and outHead the first
+	// bytes of its output, for telling a process the runtime could not execute
+	// (execFailure) from one that ran and failed. Set by startProcess; nil and "" for an
+	// adopted process.
+	argv0   string
+	outHead *headWriter
 }
 
 // task is one ECS task on this host.

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	"github.com/berthhq/berth/pkg/buildinfo"
 )
 
 // fakeBackend answers the console's ECS calls and records them.
@@ -289,5 +290,21 @@ func TestLogs(t *testing.T) {
 	}
 	if q := logs.queries[1]; !q.Follow || !q.Since.Equal(time.Unix(1700000000, 1)) {
 		t.Fatalf("stream query %+v", q)
+	}
+}
+
+// TestVersionShown: every page names the Berth version that served it (buildinfo.Version,
+// which `make release` stamps).
+func TestVersionShown(t *testing.T) {
+	v := buildinfo.Version
+	t.Cleanup(func() { buildinfo.Version = v })
+	buildinfo.Version = "v9.8.7-test"
+	srv := newServer(t, &fakeBackend{changes: make(chan Change)})
+	res, err := http.Get(srv.URL + "/console/signin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(res); !strings.Contains(body, `<span class="version" title="Berth version">v9.8.7-test</span>`) {
+		t.Errorf("sign-in page without the version:\n%s", body)
 	}
 }

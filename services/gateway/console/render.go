@@ -13,12 +13,16 @@ import (
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/berthhq/berth/pkg/buildinfo"
 )
 
 // pageNames are the templates under templates/, each rendered inside layout.html.
 var pageNames = []string{"signin", "clusters", "cluster", "service", "task", "logs", "instance", "taskdefs", "taskdef", "confirm", "error"}
 
 var funcs = template.FuncMap{
+	// version is the Berth release the page was served by (buildinfo.Version).
+	"version": func() string { return buildinfo.Version },
 	// when formats an ECS timestamp (epoch seconds); empty for zero.
 	"when": func(sec float64) string {
 		if sec == 0 {

@@ -31,11 +31,10 @@ const TokenPrefix = "berth-admin-"
 // was stored before.
 func Bootstrap(ctx context.Context, kv clientv3.KV, token string) (string, bool, error) {
 	if token == "" {
-		b := make([]byte, 32)
-		if _, err := rand.Read(b); err != nil {
+		var err error
+		if token, err = NewToken(); err != nil {
 			return "", false, err
 		}
-		token = TokenPrefix + hex.EncodeToString(b)
 	}
 	sum := sha256.Sum256([]byte(token))
 	_, err := store.Create(ctx, kv, keys.AdminToken(), wrapperspb.Bytes(sum[:]))
@@ -46,6 +45,35 @@ func Bootstrap(ctx context.Context, kv clientv3.KV, token string) (string, bool,
 		return "", false, err
 	}
 	return token, true, nil
+}
+
+// SetToken stores token's SHA-256 as the admin token, replacing a different one stored
+// before: `berth dev` keeps its token in its data dir (0600) and makes the stored hash
+// match it at every start, so a data dir from a build without the token gets one.
+func SetToken(ctx context.Context, kv clientv3.KV, token string) error {
+	if token == "" {
+		return errors.New("admin: empty token")
+	}
+	sum := sha256.Sum256([]byte(token))
+	v, rev, err := store.Get[*wrapperspb.BytesValue](ctx, kv, keys.AdminToken())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		_, err = store.Create(ctx, kv, keys.AdminToken(), wrapperspb.Bytes(sum[:]))
+	case err != nil:
+	case subtle.ConstantTimeCompare(v.GetValue(), sum[:]) == 1:
+	default:
+		_, err = store.Update(ctx, kv, keys.AdminToken(), rev, wrapperspb.Bytes(sum[:]))
+	}
+	return err
+}
+
+// NewToken returns a random admin token: TokenPrefix and 64 hex digits.
+func NewToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return TokenPrefix + hex.EncodeToString(b), nil
 }
 
 // tokenCacheTTL is how long a verified token is believed without reading etcd again.
@@ -101,11 +129,12 @@ func BearerToken(authorization string) string {
 // an admin peer (caller.Peer.Admin: an admin certificate or the admin token) except
 // ResolveAccessKey, which the gateway calls to verify signatures: it needs a gateway or
 // admin peer when the listener authenticates peers (TLS), and is open on a plain listener
-// (whose reach is the trust boundary, as for the identity headers). Open (`berth dev`)
-// allows everything.
+// (whose reach is the trust boundary, as for the identity headers), unless Strict.
 type Guard struct {
-	// Open allows every call (`berth dev`, loopback only).
-	Open bool
+	// Strict makes every method, ResolveAccessKey included, need an admin peer: `berth
+	// dev`'s internal listener is plain HTTP on loopback, which every local process
+	// reaches, so only the dev admin token (its data dir, 0600) opens it.
+	Strict bool
 }
 
 // ErrNotAdmin is the refusal of an admin method to a caller without the admin credential.
@@ -115,14 +144,11 @@ var ErrNotAdmin = errors.New("AdminService needs an admin credential: the bootst
 var ErrNotGatewayOrAdmin = errors.New("ResolveAccessKey is answered only to a gateway or admin certificate")
 
 func (g Guard) allow(ctx context.Context, procedure string) error {
-	if g.Open {
-		return nil
-	}
 	p := caller.PeerFrom(ctx)
 	if p.Admin {
 		return nil
 	}
-	if procedure == adminv1connect.AdminServiceResolveAccessKeyProcedure {
+	if procedure == adminv1connect.AdminServiceResolveAccessKeyProcedure && !g.Strict {
 		if p.Gateway || !p.Authenticated {
 			return nil
 		}

@@ -74,7 +74,9 @@ type Config struct {
 	Replica string
 	// LeaderTTL is the election session's TTL. Default 5 s.
 	LeaderTTL time.Duration
-	// Dev enables AdminService.ResetState (`berth dev` only).
+	// Dev enables AdminService.ResetState and makes every AdminService method,
+	// ResolveAccessKey included, need the admin token (admin.Guard.Strict): `berth dev`
+	// only, whose plain loopback listener any local process reaches.
 	Dev bool
 	// HeartbeatTimeout is how long an agent stream may stay silent before the replica
 	// treats the agent as gone. Default agentsession.DefaultHeartbeatTimeout.
@@ -284,7 +286,7 @@ func New(cfg Config) (*App, error) {
 	cloudMapHandler := cloudmap.NewHandler(a.cloudMap)
 	cloudMapHandler.Logger = cfg.Logger.With("component", "cloudmap")
 	mux.Handle(servicediscoveryv1connect.NewServicediscoveryServiceHandler(cloudMapHandler, identity, gzip))
-	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip, connect.WithInterceptors(admin.Guard{Open: cfg.Dev})))
+	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip, connect.WithInterceptors(admin.Guard{Strict: cfg.Dev})))
 	mux.Handle(consolev1connect.NewConsoleServiceHandler(changefeed.New(cfg.Etcd, a.kv, cfg.Logger.With("component", "changefeed")), identity, gzip))
 	a.handleIntrospection(mux)
 	a.tokens = admin.NewTokens(a.kv)
@@ -314,6 +316,12 @@ func (a *App) authenticate(next http.Handler) http.Handler {
 // print a generated token once, to the operator, never to a log.
 func (a *App) Bootstrap(ctx context.Context, token string) (string, bool, error) {
 	return admin.Bootstrap(ctx, a.kv, token)
+}
+
+// SetAdminToken stores token as the admin token, replacing another (admin.SetToken):
+// `berth dev`'s token, kept in its data dir.
+func (a *App) SetAdminToken(ctx context.Context, token string) error {
+	return admin.SetToken(ctx, a.kv, token)
 }
 
 // recoverOption turns a handler's panic into ServerException ("An internal error

@@ -17,7 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
@@ -156,7 +155,7 @@ func Command(use string) *cobra.Command {
 				LogAuthorize:       logAuth,
 				Network:            netCfg,
 				Logger:             log,
-				Registry:           prometheus.NewRegistry(), // /metrics on the LogService listener
+				Registry:           cli.NewRegistry(), // /metrics on the LogService listener
 			})
 			if err != nil {
 				return err

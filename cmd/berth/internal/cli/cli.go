@@ -84,6 +84,7 @@ func Main(root *cobra.Command) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	root.SilenceUsage = true
 	root.SilenceErrors = true
+	AddVersion(root)
 	shutdown, err := SetupTracing(ctx, root.Name())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, root.Name()+":", err)

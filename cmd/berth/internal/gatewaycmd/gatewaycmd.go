@@ -9,7 +9,6 @@ import (
 	"net"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/berthhq/berth/cmd/berth/internal/cli"
@@ -68,7 +67,7 @@ func Command(use string) *cobra.Command {
 				return fmt.Errorf("--require-agent-cert needs --tls-cert, --tls-key and --tls-ca")
 			}
 			gw, err := gateway.New(gateway.Config{SchedulerURL: replicas[0], SchedulerReplicas: replicas, HTTPClient: client, Regions: cli.SplitList(regions), Logger: log, Dev: dev,
-				Registry: prometheus.NewRegistry(), ServeMetrics: metrics, RequireAgentCert: requireAgentCert, Console: cc})
+				Registry: cli.NewRegistry(), ServeMetrics: metrics, RequireAgentCert: requireAgentCert, Console: cc})
 			if err != nil {
 				return err
 			}

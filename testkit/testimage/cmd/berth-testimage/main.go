@@ -28,7 +28,8 @@
 //	                   list-clusters, read the task metadata endpoint v4, print the
 //	                   results as key=value lines, then sleep until signalled
 //
-// With no arguments it sleeps for an hour. Modes that wait exit 0 on SIGTERM
+// With no arguments it prints this list of modes (usageText) to stderr and exits 2; the
+// demo image's Cmd is "sleep 3600", so a task without a command sleeps. Modes that wait exit 0 on SIGTERM
 // or SIGINT (except ignore-sigterm); a usage error exits 2. The program is
 // static and needs no shell or libc.
 package main
@@ -62,10 +63,45 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 }
 
+// usageText is what berth-testimage prints without arguments: its modes, as the package
+// doc lists them.
+const usageText = `usage: berth-testimage MODE [ARGS...]
+
+sleep N            sleep N seconds, then exit 0
+exit N             exit with status N at once
+sleep-exit N CODE  sleep N seconds, then exit with status CODE (0 at once on SIGTERM)
+read-stdin         read stdin to its end, print "stdin ended", exit 0 (0 on SIGTERM)
+tty                print "stdout is a terminal" or "stdout is not a terminal", then
+                   sleep until signalled (exit 0)
+env                print the environment, sorted, one VAR=value a line
+echo OUT ERR       write OUT to stdout and ERR to stderr, each with a newline
+serve PORT         serve HTTP on PORT: 200 "ok" on / and /health; GET /resolve/NAME
+                   answers NAME's IPv4 addresses through the container's resolv.conf,
+                   sorted and comma-separated (502 with the error when the lookup fails)
+serve FIRST-LAST   the same on every port of FIRST..LAST (a containerPortRange)
+ignore-sigterm     keep running when sent SIGTERM
+alloc N            allocate and touch N MiB, then sleep
+health-file PATH   exit 0 if PATH exists, else 1 (a CMD health check)
+check URL          exit 0 if GET URL answers 200, else 1 (a CMD health check)
+get URL...         GET each URL ($VAR and ${VAR} expanded from the environment) and
+                   print "URL STATUS BODY" a line; exit 1 when one fails or is not 200
+write PATH TEXT    write TEXT to the file PATH, exit 0; print the error and exit 1
+cat PATH           print the file PATH, exit 0; print the error and exit 1
+tick N MS          print "tick I" (I = 1…N) every MS milliseconds, then exit 0
+lines N SIZE       print N lines of SIZE bytes ("line I " padded) as fast as it can, exit 0
+aws-probe          with the AWS SDK's default credential chain (the task role's
+                   credentials endpoint) call sts get-caller-identity and ecs
+                   list-clusters, read the task metadata endpoint v4, print the
+                   results as key=value lines, then sleep until signalled
+
+Modes that wait exit 0 on SIGTERM or SIGINT (except ignore-sigterm); a usage error exits 2.
+`
+
 // run performs the mode named by args[0] and returns the exit status.
 func run(args, environ []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		args = []string{"sleep", "3600"}
+		fmt.Fprint(stderr, usageText)
+		return exitUsage
 	}
 	mode, rest := args[0], args[1:]
 	usage := func(format string, a ...any) int {

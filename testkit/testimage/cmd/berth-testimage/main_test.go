@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"go/parser"
+	"go/token"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -93,5 +96,33 @@ func TestGet(t *testing.T) {
 	stdout.Reset()
 	if got := run([]string{"get"}, nil, &stdout, &stdout); got != exitUsage {
 		t.Errorf("get without URL: status %d, output %q", got, stdout.String())
+	}
+}
+
+// TestNoArgumentsPrintsUsage: without a mode the program prints its modes to stderr and
+// exits 2 at once (it used to sleep an hour without a word); the list is the package
+// doc's, line for line.
+func TestNoArgumentsPrintsUsage(t *testing.T) {
+	var stdout, stderr strings.Builder
+	if got := run(nil, nil, &stdout, &stderr); got != exitUsage {
+		t.Errorf("no arguments: exit %d, want %d", got, exitUsage)
+	}
+	if stdout.Len() != 0 || stderr.String() != usageText {
+		t.Errorf("no arguments: stdout %q, stderr %q; want the usage on stderr", stdout.String(), stderr.String())
+	}
+	f, err := parser.ParseFile(token.NewFileSet(), "main.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := f.Doc.Text()
+	for _, mode := range []string{"sleep N", "exit N", "serve PORT", "get URL...", "aws-probe", "lines N SIZE"} {
+		if !strings.Contains(usageText, "\n"+mode+" ") {
+			t.Errorf("the usage does not list %q", mode)
+		}
+	}
+	for _, l := range strings.Split(usageText, "\n") {
+		if l != "" && !strings.HasPrefix(l, "usage:") && !strings.HasPrefix(l, "Modes that wait") && !strings.Contains(doc, strings.TrimSpace(l)) {
+			t.Errorf("usage line %q is not in the package doc", l)
+		}
 	}
 }

@@ -14,10 +14,10 @@ import (
 
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
+	"github.com/berthhq/berth/pkg/failover"
 	"github.com/berthhq/berth/pkg/h2c"
 	"github.com/berthhq/berth/pkg/pki"
 	"github.com/berthhq/berth/services/gateway/awsjson"
-	"github.com/berthhq/berth/pkg/failover"
 	"github.com/berthhq/berth/services/gateway/sigv4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"

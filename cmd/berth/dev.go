@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -393,8 +394,16 @@ func (d *devStack) startDNS(ctx context.Context, parts *devParts) (string, error
 	if d.cfg.DNSAddr == "off" {
 		return "", nil
 	}
+	// Load balancers' DNS names answer where this stack's lb binds their listeners, when
+	// that is one IPv4 address (BERTH_LB_LISTEN_HOST, 127.0.0.1 by default: reachable from
+	// this host and its host-mode tasks).
+	var lbAddrs []netip.Addr
+	if a, err := netip.ParseAddr(d.cfg.LBListenHost); err == nil && a.Is4() && !a.IsUnspecified() {
+		lbAddrs = []netip.Addr{a}
+	}
 	dnsSrv, err := cloudmapdns.Listen(cloudmapdns.Config{
 		Addr: d.cfg.DNSAddr, Scopes: []keys.Scope{{Account: d.cfg.AccountID, Region: d.cfg.Region}}, Logger: d.log.With("service", "dns"),
+		LoadBalancerAddrs: lbAddrs,
 	})
 	if err != nil {
 		return "", fmt.Errorf("cloud map dns at %s (set BERTH_DNS_ADDR, or off to disable): %w", d.cfg.DNSAddr, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -31,6 +32,10 @@ type Config struct {
 	// answered. A DNS question carries no account: run one server per scope the hosts
 	// its tasks run on belong to.
 	Scopes []keys.Scope
+	// LoadBalancerAddrs are the addresses of the hosts that run the load balancer data
+	// plane (`berth lb`): each active ELBv2 load balancer of Scopes has its DNSName
+	// answered with them (TTL 60 s). Empty: those names are forwarded like any other.
+	LoadBalancerAddrs []netip.Addr
 	// Upstreams are the resolvers ("ip:port") other names are forwarded to; empty:
 	// the nameservers of /etc/resolv.conf.
 	Upstreams []string
@@ -159,11 +164,12 @@ type Client interface {
 }
 
 // load reads the Cloud Map records of the scopes.
-func load(ctx context.Context, kv clientv3.KV, scopes []keys.Scope) (*Zones, int64, error) {
+func load(ctx context.Context, kv clientv3.KV, scopes []keys.Scope, lbAddrs []netip.Addr) (*Zones, int64, error) {
 	var (
 		nss   []*storev1.CloudMapNamespaceRecord
 		svcs  []*storev1.CloudMapServiceRecord
 		insts []*storev1.CloudMapInstanceRecord
+		lbs   []*storev1.LoadBalancerRecord
 	)
 	// One linearizable read gives the revision the watch resumes after; the lists below
 	// read at least that state.
@@ -181,8 +187,15 @@ func load(ctx context.Context, kv clientv3.KV, scopes []keys.Scope) (*Zones, int
 		if err := listInto(ctx, kv, keys.CloudMapInstancesInScope(sc), &insts); err != nil {
 			return nil, 0, err
 		}
+		if len(lbAddrs) > 0 {
+			if err := listInto(ctx, kv, keys.ElbLoadBalancer(sc, ""), &lbs); err != nil {
+				return nil, 0, err
+			}
+		}
 	}
-	return Build(nss, svcs, insts), res.Header.Revision, nil
+	z := Build(nss, svcs, insts)
+	z.addLoadBalancers(lbs, lbAddrs)
+	return z, res.Header.Revision, nil
 }
 
 func listInto[T proto.Message](ctx context.Context, kv clientv3.KV, prefix string, out *[]T) error {
@@ -203,11 +216,12 @@ func listInto[T proto.Message](ctx context.Context, kv clientv3.KV, prefix strin
 }
 
 // Follow keeps the server's zones equal to the Cloud Map records of its scopes in etcd
-// until ctx ends: it loads them, watches keys.CloudMapAll and reloads after every
+// (and, with LoadBalancerAddrs, their load balancers) until ctx ends: it loads them,
+// watches keys.CloudMapAll (and keys.ElbLoadBalancersAll) and reloads after every
 // change (changes within 50ms are taken together). It returns ctx's error.
 func (s *Server) Follow(ctx context.Context, c Client) error {
 	for ctx.Err() == nil {
-		z, rev, err := load(ctx, c, s.cfg.Scopes)
+		z, rev, err := load(ctx, c, s.cfg.Scopes, s.cfg.LoadBalancerAddrs)
 		if err != nil {
 			s.log.Warn("cloud map dns: load", "err", err)
 			if err := store.Sleep(ctx, time.Second); err != nil {
@@ -218,14 +232,26 @@ func (s *Server) Follow(ctx context.Context, c Client) error {
 		s.Set(z)
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		wch := c.Watch(wctx, keys.CloudMapAll(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		// The load balancers' names follow their records too, when they are answered.
+		var lbch clientv3.WatchChan
+		if len(s.cfg.LoadBalancerAddrs) > 0 {
+			lbch = c.Watch(wctx, keys.ElbLoadBalancersAll(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		}
 		changed := false
-		for resp := range wch {
-			if resp.Err() != nil || resp.Canceled {
-				break
+	watch:
+		for {
+			var resp clientv3.WatchResponse
+			var ok bool
+			select {
+			case resp, ok = <-wch:
+			case resp, ok = <-lbch:
+			}
+			if !ok || resp.Err() != nil || resp.Canceled {
+				break watch
 			}
 			if len(resp.Events) > 0 {
 				changed = true
-				break
+				break watch
 			}
 		}
 		cancel()

@@ -5,6 +5,9 @@
 // etcd (keys.CloudMapAll) with a watch, so a registered or deregistered instance is in
 // or out of its answers at once (clients may cache an answer for its TTL).
 //
+// With Config.LoadBalancerAddrs it also answers each load balancer's DNSName
+// (elb.amazonaws.com names of its scopes' ELBv2 load balancers) with those addresses.
+//
 // Tasks reach it on 169.254.169.253:53 (the address of the Amazon-provided DNS server
 // in a VPC): the agent redirects that address from its bridges to the server and writes
 // it as the nameserver of every bridge and awsvpc task without dnsServers. See
@@ -117,6 +120,27 @@ func Build(nss []*storev1.CloudMapNamespaceRecord, svcs []*storev1.CloudMapServi
 		z.names[name] = o
 	}
 	return z
+}
+
+// loadBalancerTTL is the TTL of a load balancer's A records, ELB's own (60 s).
+const loadBalancerTTL = 60
+
+// addLoadBalancers makes each active (or provisioning) load balancer's DNSName answer
+// addrs, the hosts its listeners are served on (the `berth lb` role's), as ELB's DNS name
+// answers its nodes' addresses. Each name is a zone of its own, so another record type
+// of it answers NODATA with its SOA and nothing under it exists.
+func (z *Zones) addLoadBalancers(lbs []*storev1.LoadBalancerRecord, addrs []netip.Addr) {
+	if len(addrs) == 0 {
+		return
+	}
+	for _, lb := range lbs {
+		if lb.GetDnsName() == "" || (lb.GetState() != "active" && lb.GetState() != "provisioning") {
+			continue
+		}
+		name := dns.Fqdn(strings.ToLower(lb.GetDnsName()))
+		z.zones[name] = loadBalancerTTL
+		z.names[name] = &owner{hasA: true, ttlA: loadBalancerTTL, a: slices.Clone(addrs)}
+	}
 }
 
 // validLabel reports whether s can be one DNS label (an instance id of an ECS task is).

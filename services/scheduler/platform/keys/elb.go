@@ -35,6 +35,10 @@ func ElbLoadBalancer(s Scope, name string) string {
 	return store.MustKey("elb", "lbs", s.Account, s.Region, name)
 }
 
+// ElbLoadBalancersAll returns the prefix of every scope's load balancers (Cloud Map's DNS
+// server watches it to answer their DNS names).
+func ElbLoadBalancersAll() string { return store.MustKeyPrefix("elb", "lbs") }
+
 // ElbTargetGroup returns the key of a target group, or with name empty the prefix of the
 // scope's target groups.
 func ElbTargetGroup(s Scope, name string) string {

@@ -5,9 +5,12 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -209,6 +212,7 @@ type docRun struct {
 	// cli runs a command (aws …, bin/berth …) against the same berth dev and returns
 	// its trimmed stdout; it fails the test on a non-zero exit.
 	cli func(name string, args ...string) string
+	env func(name string) string // the value of a variable of the blocks' environment
 }
 
 // TestDocBlocksRun runs every shell block of README.md, docs/*.md and deploy/README.md
@@ -233,6 +237,10 @@ func TestDocBlocksRun(t *testing.T) {
 	cli(t, root, env, "bin/berth", "image", "demo")
 	instance := cli(t, root, env, "aws", "ecs", "list-container-instances", "--query", "containerInstanceArns[0]", "--output", "text")
 	lbPort := fmt.Sprint(harness.FreePort(t))
+	// `berth admin` talks to a scheduler's internal listener, which berth dev does not
+	// publish: adding-a-host.md's admin commands go to a `berth scheduler` of their own.
+	schedulerURL, adminToken := startDocScheduler(t, dir)
+	env = append(env, "BERTH_ADMIN_TOKEN="+adminToken, "BERTH_DOC_SCHEDULER_URL="+schedulerURL)
 
 	fillIns := []docFillIn{
 		{"docs/capacity-providers.md", "<container instance ARN>", instance, "the dev agent's instance"},
@@ -240,6 +248,7 @@ func TestDocBlocksRun(t *testing.T) {
 		{"docs/adding-a-host.md", "http://gateway.example:4566", envValue(env, "AWS_ENDPOINT_URL"), "the dev's endpoint"},
 		{"docs/adding-a-host.md", "AWS_ACCESS_KEY_ID=...", "AWS_ACCESS_KEY_ID=test", "the dev's key"},
 		{"docs/adding-a-host.md", "AWS_SECRET_ACCESS_KEY=...", "AWS_SECRET_ACCESS_KEY=test", "the dev's key"},
+		{"docs/adding-a-host.md", "--scheduler-url http://127.0.0.1:4567", "--scheduler-url " + schedulerURL, "a port no other test holds"},
 		{"docs/load-balancing.md", "--port 8000", "--port " + lbPort, "a port no other test holds"},
 		{"docs/load-balancing.md", "127.0.0.1:8000", "127.0.0.1:" + lbPort, "a port no other test holds"},
 	}
@@ -275,7 +284,7 @@ func TestDocBlocksRun(t *testing.T) {
 					t.Run(strings.ReplaceAll(b.ID(), "/", "_"), func(t *testing.T) {
 						c.check(t, docRun{out: out, wd: wd, cli: func(name string, args ...string) string {
 							return cli(t, root, env, name, args...)
-						}})
+						}, env: func(name string) string { return envValue(env, name) }})
 					})
 				}
 			}
@@ -292,6 +301,56 @@ func TestDocBlocksRun(t *testing.T) {
 		}
 	}
 	t.Logf("ran %d doc blocks of %d docs in %s (berth dev included)", ran, len(order), time.Since(begin).Round(time.Second))
+}
+
+// startDocScheduler starts one etcd member and one `berth scheduler` on it with an admin
+// token (BERTH_ADMIN_TOKEN, as an operator sets it) and a secrets keyring, for the docs'
+// `berth admin` commands; it returns the scheduler's URL and the token. Both stop when
+// the test ends.
+func startDocScheduler(t *testing.T, dir string) (url, token string) {
+	t.Helper()
+	bins := harness.FindBinaries(t)
+	client, peer, listen := harness.FreeAddr(t), harness.FreeAddr(t), harness.FreeAddr(t)
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "secrets.key")
+	if err := os.WriteFile(keyFile, []byte("k1:"+base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	token = "doc-test-admin-" + base64.RawURLEncoding.EncodeToString(key[:9])
+	etcd := &harness.Proc{Name: "etcd", Path: bins.Etcd, LogPath: filepath.Join(dir, "etcd.log"), Args: []string{
+		"--name", "e0", "--data-dir", filepath.Join(dir, "etcd"),
+		"--listen-client-urls", "http://" + client, "--advertise-client-urls", "http://" + client,
+		"--listen-peer-urls", "http://" + peer, "--initial-advertise-peer-urls", "http://" + peer,
+		"--initial-cluster", "e0=http://" + peer, "--unsafe-no-fsync", "--log-level", "warn",
+	}}
+	sched := &harness.Proc{Name: "scheduler", Path: bins.Berth, LogPath: filepath.Join(dir, "scheduler.log"), Args: []string{
+		"scheduler", "--etcd-endpoints", "http://" + client, "--listen", listen,
+		"--log-dir", filepath.Join(dir, "cwlogs"), "--secrets-key-file", keyFile,
+	}, Env: []string{"BERTH_ADMIN_TOKEN=" + token}}
+	for _, p := range []*harness.Proc{etcd, sched} {
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = p.Stop()
+			if t.Failed() {
+				t.Logf("%s's log (end):\n%s", p.Name, p.LogTail(3000))
+			}
+		})
+	}
+	if err := harness.Poll(t.Context(), time.Minute, func() error {
+		conn, err := net.DialTimeout("tcp", listen, time.Second)
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	}); err != nil {
+		t.Fatalf("berth scheduler on %s: %v", listen, err)
+	}
+	return "http://" + listen, token
 }
 
 // runDocBlocks runs one doc's blocks, in order, in one bash in a directory of its own
@@ -366,8 +425,9 @@ var docChecks = []docCheck{
 	}},
 	{"README.md", "aws secretsmanager create-secret --name app/db", func(t *testing.T, r docRun) {
 		// The registered reference is the secret's real ARN, and a task of it gets the value.
-		if !regexp.MustCompile(`"valueFrom": "arn:aws:secretsmanager:us-east-1:000000000000:secret:app/db-[A-Za-z0-9]{6}:password::"`).MatchString(r.out) {
-			t.Errorf("the task definition's valueFrom is not the secret's ARN with the key:\n%s", r.out)
+		arn := r.cli("aws", "secretsmanager", "describe-secret", "--secret-id", "app/db", "--query", "ARN", "--output", "text")
+		if !strings.Contains(r.out, `"valueFrom": "`+arn+`:password::"`) {
+			t.Errorf("the task definition's valueFrom is not the secret's ARN %s with the key:\n%s", arn, r.out)
 		}
 		task := r.cli("aws", "ecs", "run-task", "--task-definition", "app", "--query", "tasks[0].taskArn", "--output", "text")
 		stopped := waitFor(t, func() (string, bool) {
@@ -385,6 +445,26 @@ var docChecks = []docCheck{
 	{"docs/adding-a-host.md", "aws ecs create-cluster --cluster-name prod", func(t *testing.T, r docRun) {
 		if !strings.Contains(r.out, `"clusterName": "prod"`) || !strings.Contains(r.out, `"status": "ACTIVE"`) {
 			t.Errorf("create-cluster prod printed:\n%s", r.out)
+		}
+	}},
+	{"docs/adding-a-host.md", "account create 123456789012 --name prod", func(t *testing.T, r docRun) {
+		// "web-7.env holds two lines, BERTH_ACCESS_KEY_ID=... and BERTH_SECRET_ACCESS_KEY=..."
+		data, err := os.ReadFile(filepath.Join(r.wd, "web-7.env"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		if len(lines) != 2 || !strings.HasPrefix(lines[0], "BERTH_ACCESS_KEY_ID=") || !strings.HasPrefix(lines[1], "BERTH_SECRET_ACCESS_KEY=") {
+			t.Fatalf("web-7.env: %q, want the two lines BERTH_ACCESS_KEY_ID=… and BERTH_SECRET_ACCESS_KEY=…", data)
+		}
+		// "berth admin key list ACCOUNT lists key ids afterwards"; the account is listed.
+		url := r.env("BERTH_DOC_SCHEDULER_URL")
+		id := strings.TrimPrefix(lines[0], "BERTH_ACCESS_KEY_ID=")
+		if keys := r.cli("bin/berth", "admin", "--scheduler-url", url, "key", "list", "123456789012"); !strings.Contains(keys, id) || !strings.Contains(keys, "host web-7") {
+			t.Errorf("berth admin key list 123456789012 lacks %s (host web-7):\n%s", id, keys)
+		}
+		if accounts := r.cli("bin/berth", "admin", "--scheduler-url", url, "account", "list"); !regexp.MustCompile(`123456789012\s+prod`).MatchString(accounts) {
+			t.Errorf("berth admin account list lacks 123456789012 prod:\n%s", accounts)
 		}
 	}},
 	{"docs/capacity-providers.md", "--attributes name=berth.capacity-provider,value=spot-pool", func(t *testing.T, r docRun) {

@@ -131,6 +131,9 @@ func parseDocBlocks(t testing.TB, root, rel string) (blocks []docBlock, problems
 				problems = append(problems, fmt.Sprintf("%s: a doc-test skip marker inside the walkthrough, which TestReadmeWalkthrough runs whole", b.ID()))
 			}
 		}
+		if b.Walkthrough && b.shell() && b.Lang != "sh" {
+			problems = append(problems, fmt.Sprintf("%s: a ```%s block in the walkthrough, whose test runs only ```sh blocks", b.ID(), b.Lang))
+		}
 		if b.Lang == "" {
 			for _, l := range body {
 				if l = strings.TrimSpace(l); l != "" {
@@ -535,4 +538,52 @@ func readDocCert(t *testing.T, path string) *x509.Certificate {
 		return nil
 	}
 	return cert
+}
+
+// TestDocBlocksParse feeds parseDocBlocks a doc with each kind of block and each mistake
+// TestDocBlocksMarked must catch.
+func TestDocBlocksParse(t *testing.T) {
+	root := t.TempDir()
+	doc := "# Doc\n\n```sh\naws ecs list-clusters\n```\n```\nout\n```\n\n" +
+		"<!-- doc-test: skip: needs three hosts -->\n\n```sh\nberth agent\n```\n" +
+		"<!-- doc-test: skip: -->\n```bash\nmake run\n```\n" +
+		"<!-- doc-test: skip: nothing under it -->\ntext\n" +
+		"```\nberth agent --efs fs-1=/x\n```\n```\nberth dev ready: endpoint x\n```\n" +
+		"<!-- walkthrough:begin -->\n<!-- doc-test: skip: inside -->\n```sh\nls\n```\n```console\nls\n```\n<!-- walkthrough:end -->\n"
+	if err := os.WriteFile(filepath.Join(root, "doc.md"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	blocks, problems := parseDocBlocks(t, root, "doc.md")
+	var got []string
+	for _, b := range blocks {
+		got = append(got, fmt.Sprintf("%d %q skip=%q walk=%v shell=%v", b.Line, b.Lang, b.Skip, b.Walkthrough, b.shell()))
+	}
+	want := []string{
+		`3 "sh" skip="" walk=false shell=true`,
+		`6 "" skip="" walk=false shell=false`,
+		`12 "sh" skip="needs three hosts" walk=false shell=true`,
+		`16 "bash" skip="" walk=false shell=true`,
+		`21 "" skip="" walk=false shell=false`,
+		`24 "" skip="" walk=false shell=false`,
+		`29 "sh" skip="inside" walk=true shell=true`,
+		`32 "console" skip="" walk=true shell=true`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("blocks:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	wantProblems := []string{
+		"doc.md:16: its doc-test skip marker gives no reason",
+		"doc.md:19: a doc-test marker with no code block right under it",
+		"doc.md:21: an unlabelled block of commands",
+		"doc.md:29: a doc-test skip marker inside the walkthrough",
+		"doc.md:32: a ```console block in the walkthrough",
+	}
+	if len(problems) != len(wantProblems) {
+		t.Fatalf("problems:\n%s\nwant %d", strings.Join(problems, "\n"), len(wantProblems))
+	}
+	for i, p := range problems {
+		if !strings.HasPrefix(p, wantProblems[i]) {
+			t.Errorf("problem %d: %q, want it to start %q", i, p, wantProblems[i])
+		}
+	}
 }

@@ -322,7 +322,7 @@ func startDocScheduler(t *testing.T, dir string) (url, token string) {
 	if err := os.WriteFile(keyFile, []byte("k1:"+base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	token = "doc-test-admin-" + base64.RawURLEncoding.EncodeToString(key[:9])
+	token = "doc-test-admin-" + rand.Text()
 	etcd := &harness.Proc{Name: "etcd", Path: bins.Etcd, LogPath: filepath.Join(dir, "etcd.log"), Args: []string{
 		"--name", "e0", "--data-dir", filepath.Join(dir, "etcd"),
 		"--listen-client-urls", "http://" + client, "--advertise-client-urls", "http://" + client,

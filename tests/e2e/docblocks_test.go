@@ -215,7 +215,6 @@ type docRun struct {
 	// cli runs a command (aws …, bin/berth …) against the same berth dev and returns
 	// its trimmed stdout; it fails the test on a non-zero exit.
 	cli func(name string, args ...string) string
-	env func(name string) string // the value of a variable of the blocks' environment
 }
 
 // TestDocBlocksRun runs every shell block of README.md, docs/*.md and deploy/README.md
@@ -243,7 +242,9 @@ func TestDocBlocksRun(t *testing.T) {
 	// `berth admin` talks to a scheduler's internal listener, which berth dev does not
 	// publish: adding-a-host.md's admin commands go to a `berth scheduler` of their own.
 	schedulerURL, adminToken := startDocScheduler(t, dir)
-	env = append(env, "BERTH_ADMIN_TOKEN="+adminToken, "BERTH_DOC_SCHEDULER_URL="+schedulerURL)
+	// BERTH_SCHEDULER_URL: where `berth admin` without --scheduler-url goes (its default,
+	// 127.0.0.1:4567, on a scheduler host).
+	env = append(env, "BERTH_ADMIN_TOKEN="+adminToken, "BERTH_SCHEDULER_URL="+schedulerURL)
 
 	fillIns := []docFillIn{
 		{"docs/capacity-providers.md", "<container instance ARN>", instance, "the dev agent's instance"},
@@ -252,6 +253,12 @@ func TestDocBlocksRun(t *testing.T) {
 		{"docs/adding-a-host.md", "AWS_ACCESS_KEY_ID=...", "AWS_ACCESS_KEY_ID=test", "the dev's key"},
 		{"docs/adding-a-host.md", "AWS_SECRET_ACCESS_KEY=...", "AWS_SECRET_ACCESS_KEY=test", "the dev's key"},
 		{"docs/adding-a-host.md", "--scheduler-url http://127.0.0.1:4567", "--scheduler-url " + schedulerURL, "a port no other test holds"},
+		// Step 6 on the same scheduler: the host's first key stays in web-7.env (the
+		// host's agent.env), the scoped one goes beside it, and the first one's id is
+		// what the reader reads from the host's file.
+		{"docs/adding-a-host.md", "--container-instance ARN --output env > web-7.env",
+			"--container-instance " + docInstanceARN + " --output env > web-7-scoped.env", "the instance of step 4; the host's old file kept"},
+		{"docs/adding-a-host.md", "key delete OLD_ACCESS_KEY_ID", "key delete $(sed -n 's/^BERTH_ACCESS_KEY_ID=//p' web-7.env)", "the id of step 3's key"},
 		{"docs/load-balancing.md", "--port 8000", "--port " + lbPort, "a port no other test holds"},
 		{"docs/load-balancing.md", "127.0.0.1:8000", "127.0.0.1:" + lbPort, "a port no other test holds"},
 	}
@@ -287,7 +294,7 @@ func TestDocBlocksRun(t *testing.T) {
 					t.Run(strings.ReplaceAll(b.ID(), "/", "_"), func(t *testing.T) {
 						c.check(t, docRun{out: out, wd: wd, cli: func(name string, args ...string) string {
 							return cli(t, root, env, name, args...)
-						}, env: func(name string) string { return envValue(env, name) }})
+						}})
 					})
 				}
 			}
@@ -305,6 +312,11 @@ func TestDocBlocksRun(t *testing.T) {
 	}
 	t.Logf("ran %d doc blocks of %d docs in %s (berth dev included)", ran, len(order), time.Since(begin).Round(time.Second))
 }
+
+// docInstanceARN is the container instance adding-a-host.md's step 4 would register in
+// account 123456789012: `berth admin key create --container-instance` checks its shape
+// and account, not that it is registered.
+const docInstanceARN = "arn:aws:ecs:us-east-1:123456789012:container-instance/prod/0123456789abcdef0123456789abcdef"
 
 // startDocScheduler starts one etcd member and one `berth scheduler` on it with an admin
 // token (BERTH_ADMIN_TOKEN, as an operator sets it) and a secrets keyring, for the docs'
@@ -452,22 +464,21 @@ var docChecks = []docCheck{
 	}},
 	{"docs/adding-a-host.md", "account create 123456789012 --name prod", func(t *testing.T, r docRun) {
 		// "web-7.env holds two lines, BERTH_ACCESS_KEY_ID=... and BERTH_SECRET_ACCESS_KEY=..."
-		data, err := os.ReadFile(filepath.Join(r.wd, "web-7.env"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-		if len(lines) != 2 || !strings.HasPrefix(lines[0], "BERTH_ACCESS_KEY_ID=") || !strings.HasPrefix(lines[1], "BERTH_SECRET_ACCESS_KEY=") {
-			t.Fatalf("web-7.env: %q, want the two lines BERTH_ACCESS_KEY_ID=… and BERTH_SECRET_ACCESS_KEY=…", data)
-		}
-		// "berth admin key list ACCOUNT lists key ids afterwards"; the account is listed.
-		url := r.env("BERTH_DOC_SCHEDULER_URL")
-		id := strings.TrimPrefix(lines[0], "BERTH_ACCESS_KEY_ID=")
-		if keys := r.cli("bin/berth", "admin", "--scheduler-url", url, "key", "list", "123456789012"); !strings.Contains(keys, id) || !strings.Contains(keys, "host web-7") {
-			t.Errorf("berth admin key list 123456789012 lacks %s (host web-7):\n%s", id, keys)
-		}
-		if accounts := r.cli("bin/berth", "admin", "--scheduler-url", url, "account", "list"); !regexp.MustCompile(`123456789012\s+prod`).MatchString(accounts) {
+		readKeyEnv(t, filepath.Join(r.wd, "web-7.env"))
+		if accounts := r.cli("bin/berth", "admin", "account", "list"); !regexp.MustCompile(`123456789012\s+prod`).MatchString(accounts) {
 			t.Errorf("berth admin account list lacks 123456789012 prod:\n%s", accounts)
+		}
+	}},
+	{"docs/adding-a-host.md", "berth admin key delete OLD_ACCESS_KEY_ID", func(t *testing.T, r docRun) {
+		// The scoped key replaced the host's first one: "berth admin key list ACCOUNT
+		// lists key ids" — the scoped key's, with its instance, and no longer the first.
+		old, scoped := readKeyEnv(t, filepath.Join(r.wd, "web-7.env")), readKeyEnv(t, filepath.Join(r.wd, "web-7-scoped.env"))
+		keys := r.cli("bin/berth", "admin", "key", "list", "123456789012")
+		if !regexp.MustCompile(regexp.QuoteMeta(scoped) + `\s+` + regexp.QuoteMeta(docInstanceARN)).MatchString(keys) {
+			t.Errorf("berth admin key list lacks the scoped key %s of %s:\n%s", scoped, docInstanceARN, keys)
+		}
+		if old == "" || strings.Contains(keys, old) {
+			t.Errorf("berth admin key list still holds the deleted key %q:\n%s", old, keys)
 		}
 	}},
 	{"docs/capacity-providers.md", "--attributes name=berth.capacity-provider,value=spot-pool", func(t *testing.T, r docRun) {
@@ -517,6 +528,24 @@ var docChecks = []docCheck{
 			t.Errorf("berth-scheduler.pem names %v, want scheduler1.internal among them", c.DNSNames)
 		}
 	}},
+}
+
+// readKeyEnv checks that the file at path is what `berth admin key create --output env`
+// writes, the two lines BERTH_ACCESS_KEY_ID=… and BERTH_SECRET_ACCESS_KEY=…, and returns
+// the key id ("" and t failed when it is not).
+func readKeyEnv(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Error(err)
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "BERTH_ACCESS_KEY_ID=") || !strings.HasPrefix(lines[1], "BERTH_SECRET_ACCESS_KEY=") {
+		t.Errorf("%s: %q, want the two lines BERTH_ACCESS_KEY_ID=… and BERTH_SECRET_ACCESS_KEY=…", path, data)
+		return ""
+	}
+	return strings.TrimPrefix(lines[0], "BERTH_ACCESS_KEY_ID=")
 }
 
 // readDocCert parses the PEM certificate at path; nil (and t failed) when it cannot.

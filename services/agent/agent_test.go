@@ -29,6 +29,7 @@ import (
 	"github.com/berthhq/berth/services/agent"
 	"github.com/berthhq/berth/services/agent/ociregistry"
 	"github.com/berthhq/berth/services/agent/session"
+	"github.com/berthhq/berth/services/agent/tasks"
 	"github.com/berthhq/berth/testkit/containerdtest"
 	"github.com/berthhq/berth/testkit/registrytest"
 	"github.com/berthhq/berth/testkit/testimage"
@@ -150,6 +151,28 @@ func clusterName(t *testing.T) string {
 // TestTasks runs task-behaviour tests in parallel against one containerd.
 func TestTasks(t *testing.T) {
 	w := newWorld(t)
+
+	// A root filesystem snapshot left without its container (an agent killed inside a
+	// create) does not fail the next create of that container: it is removed and the
+	// container is created afresh (it was "snapshot … already exists").
+	t.Run("leftover_rootfs_snapshot", func(t *testing.T) {
+		t.Parallel()
+		cp := newControlPlane(t)
+		name := clusterName(t)
+		cfg := testConfig(t, w, cp, name)
+		arn := taskARN(name)
+		client := w.ctd.Client(t, cfg.Namespace)
+		key := tasks.ContainerID(arn, "main") + "-rootfs"
+		if _, err := client.SnapshotService(cfg.Snapshotter).Prepare(t.Context(), key, ""); err != nil {
+			t.Fatalf("prepare the leftover snapshot %s: %v", key, err)
+		}
+		startAgent(t, cfg, cp)
+		cp.assign(t, arn, taskDef("leftover", containerDef("main", w.image, "exit", "0")))
+		st := cp.waitStatus(t, arn, "STOPPED", 60*time.Second)
+		if c := containerOf(st, "main"); c.ExitCode == nil || c.GetExitCode() != 0 {
+			t.Errorf("with a leftover root filesystem: exit code %v, reason %q, task %q", c.ExitCode, c.GetReason(), st.GetStoppedReason())
+		}
+	})
 
 	t.Run("exit_code", func(t *testing.T) {
 		t.Parallel()

@@ -13,6 +13,7 @@ import (
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/containerd/v2/plugins"
+	"github.com/containerd/errdefs"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -113,7 +114,7 @@ func Create(ctx context.Context, client *containerd.Client, spec ContainerSpec) 
 	ctr, err := client.NewContainer(ctx, spec.ID,
 		containerd.WithImage(spec.Image),
 		containerd.WithSnapshotter(spec.Snapshotter),
-		containerd.WithNewSnapshot(spec.ID+"-rootfs", spec.Image),
+		containerd.WithNewSnapshot(RootfsKey(spec.ID), spec.Image),
 		containerd.WithContainerLabels(spec.Labels),
 		containerd.WithImageStopSignal(spec.Image, "SIGTERM"),
 		containerd.WithNewSpec(opts...),
@@ -123,6 +124,22 @@ func Create(ctx context.Context, client *containerd.Client, spec ContainerSpec) 
 		return nil, fmt.Errorf("create container %s: %w", spec.ID, err)
 	}
 	return ctr, nil
+}
+
+// RootfsKey returns the key of the snapshot holding the root filesystem of the container
+// with id (Create makes it).
+func RootfsKey(id string) string { return id + "-rootfs" }
+
+// RemoveRootfs removes the root filesystem snapshot of the container with id from
+// snapshotter, when one is left without its container (a create cut short between the
+// snapshot and the container record, as when the agent was killed in between). Not
+// there is not an error.
+func RemoveRootfs(ctx context.Context, client *containerd.Client, snapshotter, id string) error {
+	err := client.SnapshotService(snapshotter).Remove(ctx, RootfsKey(id))
+	if err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("remove snapshot %s: %w", RootfsKey(id), err)
+	}
+	return nil
 }
 
 // withRuncRoot runs the container with the io.containerd.runc.v2 shim and runc's state

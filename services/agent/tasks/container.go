@@ -74,9 +74,13 @@ func (t *task) create(ctx context.Context, c *ctrState, img containerd.Image, ho
 	t.joinNamespaces(&spec.Linux, holderPID)
 	ctr, err := runtime.Create(ctx, client, spec)
 	if errdefs.IsAlreadyExists(err) {
-		// Left by an attempt that failed part way: start afresh.
+		// Left by an attempt that failed part way (the container, or only its root
+		// filesystem snapshot when the create was cut short in between): start afresh.
 		if old, lerr := client.LoadContainer(ctx, spec.ID); lerr == nil {
 			_ = deleteContainer(context.WithoutCancel(ctx), old)
+		}
+		if rerr := runtime.RemoveRootfs(context.WithoutCancel(ctx), client, spec.Snapshotter, spec.ID); rerr != nil {
+			t.m.log.Warn("leftover root filesystem not removed", "task", t.arn, "container", c.Name, "err", rerr)
 		}
 		ctr, err = runtime.Create(ctx, client, spec)
 	}

@@ -1134,7 +1134,7 @@ func (h *Handler) ListServicesByNamespace(ctx context.Context, req *connect.Requ
 			}
 			for _, it := range items {
 				s := it.Value.GetService()
-				if s.GetStatus() == StatusActive && slices.ContainsFunc(serviceRegistries(s), func(e regEntry) bool { return inNS[e.reg.GetRegistryArn()] }) {
+				if s.GetStatus() == StatusActive && slices.ContainsFunc(serviceRegistries(s), func(e regEntry) bool { return inNS[e.v.GetRegistryArn()] }) {
 					arns = append(arns, s.GetServiceArn())
 				}
 			}

@@ -207,7 +207,7 @@ func (s *lbSync) sync(ctx context.Context, r *Reconciler, st State) map[string]T
 	svc := st.Service.Value.GetService()
 	out := map[string]TaskTargets{}
 	for _, e := range serviceLBs(svc) {
-		l := e.lb
+		l := e.v
 		arn := l.GetTargetGroupArn()
 		tg, err := s.svc.TargetGroup(ctx, st.Account, arn)
 		if err != nil {
@@ -400,39 +400,56 @@ func taskDeployment(t *storev1.TaskRecord) string {
 	return t.GetTask().GetStartedBy()
 }
 
-// lbEntry is one loadBalancers entry of a service or of one of its task sets, with the
-// deployment or task set whose tasks it applies to ("": every task of the service).
-type lbEntry struct {
-	lb  *ecsv1.LoadBalancer
+// scoped is one entry of a service's list (loadBalancers, serviceRegistries) or of one of
+// its task sets' (EXTERNAL deployment controller), with the task set whose tasks it
+// applies to ("": every task of the service).
+type scoped[T any] struct {
+	v   T
 	dep string
 }
 
-// serviceLBs returns the load balancer entries of s: its own loadBalancers, for every
-// task, and each task set's (EXTERNAL deployment controller), for that task set's tasks.
-func serviceLBs(s *ecsv1.Service) []lbEntry {
-	var out []lbEntry
-	for _, l := range s.GetLoadBalancers() {
-		out = append(out, lbEntry{lb: l})
+// covers reports whether the entry applies to task t.
+func (e scoped[T]) covers(t *storev1.TaskRecord) bool {
+	return e.dep == "" || taskDeployment(t) == e.dep
+}
+
+// scopedEntries returns own, for every task of s, then each task set's of(task set), for
+// that task set's tasks.
+func scopedEntries[T any](s *ecsv1.Service, own []T, of func(*ecsv1.TaskSet) []T) []scoped[T] {
+	var out []scoped[T]
+	for _, v := range own {
+		out = append(out, scoped[T]{v: v})
 	}
 	for _, ts := range s.GetTaskSets() {
-		for _, l := range ts.GetLoadBalancers() {
-			out = append(out, lbEntry{lb: l, dep: ts.GetId()})
+		for _, v := range of(ts) {
+			out = append(out, scoped[T]{v: v, dep: ts.GetId()})
 		}
 	}
 	return out
 }
 
-// covers reports whether the entry applies to task t.
-func (e lbEntry) covers(t *storev1.TaskRecord) bool { return e.dep == "" || taskDeployment(t) == e.dep }
+// coveredBy returns the values of the entries that apply to task t.
+func coveredBy[T any](es []scoped[T], t *storev1.TaskRecord) []T {
+	var out []T
+	for _, e := range es {
+		if e.covers(t) {
+			out = append(out, e.v)
+		}
+	}
+	return out
+}
+
+// lbEntry is one loadBalancers entry of a service or of one of its task sets.
+type lbEntry = scoped[*ecsv1.LoadBalancer]
+
+// serviceLBs returns the load balancer entries of s: its own loadBalancers, for every
+// task, and each task set's, for that task set's tasks.
+func serviceLBs(s *ecsv1.Service) []lbEntry {
+	return scopedEntries(s, s.GetLoadBalancers(), (*ecsv1.TaskSet).GetLoadBalancers)
+}
 
 // taskLBs returns the loadBalancers entries task t of s registers with: the service's,
 // and those of the task set that started it.
 func taskLBs(s *ecsv1.Service, t *storev1.TaskRecord) []*ecsv1.LoadBalancer {
-	var out []*ecsv1.LoadBalancer
-	for _, e := range serviceLBs(s) {
-		if e.covers(t) {
-			out = append(out, e.lb)
-		}
-	}
-	return out
+	return coveredBy(serviceLBs(s), t)
 }

@@ -179,7 +179,7 @@ func clusterName(clusterArn string) string {
 func (s *sdSync) sync(ctx context.Context, r *Reconciler, st State) {
 	svc := st.Service.Value.GetService()
 	for _, e := range serviceRegistries(svc) {
-		reg := e.reg
+		reg := e.v
 		id, ok := cloudmap.ServiceIDFromARN(st.Account, reg.GetRegistryArn())
 		if !ok {
 			continue
@@ -255,40 +255,16 @@ func taskID(taskArn string) string {
 	return taskArn
 }
 
-// regEntry is one serviceRegistries entry of a service or of one of its task sets, with
-// the deployment or task set whose tasks it applies to ("": every task of the service).
-type regEntry struct {
-	reg *ecsv1.ServiceRegistry
-	dep string
-}
+// regEntry is one serviceRegistries entry of a service or of one of its task sets.
+type regEntry = scoped[*ecsv1.ServiceRegistry]
 
 // serviceRegistries returns the registry entries of s: its own serviceRegistries, for
-// every task, and each task set's (EXTERNAL deployment controller), for its own tasks.
+// every task, and each task set's, for its own tasks.
 func serviceRegistries(s *ecsv1.Service) []regEntry {
-	var out []regEntry
-	for _, r := range s.GetServiceRegistries() {
-		out = append(out, regEntry{reg: r})
-	}
-	for _, ts := range s.GetTaskSets() {
-		for _, r := range ts.GetServiceRegistries() {
-			out = append(out, regEntry{reg: r, dep: ts.GetId()})
-		}
-	}
-	return out
-}
-
-// covers reports whether the entry applies to task t.
-func (e regEntry) covers(t *storev1.TaskRecord) bool {
-	return e.dep == "" || taskDeployment(t) == e.dep
+	return scopedEntries(s, s.GetServiceRegistries(), (*ecsv1.TaskSet).GetServiceRegistries)
 }
 
 // taskRegistries returns the serviceRegistries entries task t of s is registered in.
 func taskRegistries(s *ecsv1.Service, t *storev1.TaskRecord) []*ecsv1.ServiceRegistry {
-	var out []*ecsv1.ServiceRegistry
-	for _, e := range serviceRegistries(s) {
-		if e.covers(t) {
-			out = append(out, e.reg)
-		}
-	}
-	return out
+	return coveredBy(serviceRegistries(s), t)
 }

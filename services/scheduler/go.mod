@@ -7,6 +7,7 @@ require (
 	connectrpc.com/grpchealth v1.5.0
 	connectrpc.com/grpcreflect v1.3.1
 	github.com/berthhq/berth/pkg v0.0.0
+	github.com/google/go-containerregistry v0.22.1
 	github.com/miekg/dns v1.1.73
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3

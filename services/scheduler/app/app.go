@@ -1,6 +1,6 @@
 // Package app assembles one scheduler replica: the handler of every AWS service the
 // scheduler serves (ECS's control + service, STS, Secrets Manager, SSM, CloudWatch Logs
-// with its replication between replicas, ELBv2, Cloud Map), the agent session server,
+// with its replication between replicas, ELBv2, Cloud Map, ECR), the agent session server,
 // the admin service, the console's change feed and the placement engine, served over
 // Connect on one h2c handler behind caller.Interceptor; and the leader loops (reaper, service reconciler) that run while this
 // replica holds the etcd election. `berth scheduler` and `berth dev` both build on it.
@@ -25,6 +25,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	"github.com/berthhq/berth/gen/berth/console/v1/consolev1connect"
+	"github.com/berthhq/berth/gen/berth/ecr/v1/ecrv1connect"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
 	"github.com/berthhq/berth/gen/berth/elbv2/v1/elbv2v1connect"
 	"github.com/berthhq/berth/gen/berth/logs/v1/logsv1connect"
@@ -34,6 +35,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/sts/v1/stsv1connect"
 	"github.com/berthhq/berth/services/scheduler/admin"
 	"github.com/berthhq/berth/services/scheduler/cloudmap"
+	"github.com/berthhq/berth/services/scheduler/ecr"
 	"github.com/berthhq/berth/services/scheduler/ecs/agentsession"
 	"github.com/berthhq/berth/services/scheduler/ecs/control"
 	"github.com/berthhq/berth/services/scheduler/ecs/placement"
@@ -122,6 +124,11 @@ type Config struct {
 	// seal; the key is never in etcd). Nil disables both services: their actions answer
 	// an error naming the missing key.
 	Keyring *seal.Keyring
+	// ECRRegistryHost is the host[:port] clients reach the ECR registry (package
+	// ecr/registry) at: the host of every repositoryUri and the proxyEndpoint of
+	// GetAuthorizationToken. "" when no registry runs: every ECR action answers an error
+	// saying so. The registry's tokens are sealed with Keyring.
+	ECRRegistryHost string
 	// TaskSubnetPool is the IPv4 range container instances' awsvpc task subnets (one /24
 	// each) are allocated from; "" is control.DefaultTaskSubnetPool.
 	TaskSubnetPool string
@@ -163,6 +170,7 @@ type App struct {
 	rolloutDone func(state string, d time.Duration)
 	secrets     *secretsmanager.Handler
 	params      *ssm.Handler
+	ecr         *ecr.Handler
 	cloudMap    *cloudmap.Registry
 	kv          clientv3.KV        // cfg.Etcd's KV, instrumented when metrics are on
 	watchKV     etcdmetrics.Client // the same with the watcher, for placement and services
@@ -229,6 +237,8 @@ func New(cfg Config) (*App, error) {
 	a.secrets.Logger = cfg.Logger.With("component", "secretsmanager")
 	a.params = ssm.New(a.kv, cfg.Keyring, nil)
 	a.params.Logger = cfg.Logger.With("component", "ssm")
+	a.ecr = ecr.New(ecr.NewStore(a.kv, cfg.Keyring, cfg.ECRRegistryHost, nil))
+	a.ecr.Logger = cfg.Logger.With("component", "ecr")
 	a.cloudMap = cloudmap.NewRegistry(a.kv, nil)
 	creds := taskcreds.New(taskcreds.Config{KV: a.kv, Lease: cfg.Etcd, Keyring: cfg.Keyring, Lifetime: cfg.TaskCredentialsLifetime})
 	a.sessions = agentsession.New(agentsession.Config{
@@ -261,6 +271,7 @@ func New(cfg Config) (*App, error) {
 	mux.Handle(stsv1connect.NewStsServiceHandler(&sts.Handler{Roles: creds, Logger: cfg.Logger.With("component", "sts")}, identity, gzip))
 	mux.Handle(secretsmanagerv1connect.NewSecretsManagerServiceHandler(a.secrets, identity, gzip))
 	mux.Handle(ssmv1connect.NewSsmServiceHandler(a.params, identity, gzip))
+	mux.Handle(ecrv1connect.NewEcrServiceHandler(a.ecr, identity, gzip))
 	if cfg.Logs != nil && cfg.LogPeerURL != "" {
 		var authorize func(*http.Request) bool
 		if cfg.PeerOf != nil {

@@ -1,0 +1,372 @@
+// Package registry is ECR's data plane: the OCI registry (Distribution spec v2) that
+// docker, containerd and go-containerregistry push to and pull from, with ECR's
+// semantics on top of go-containerregistry's registry (pkg/registry):
+//
+//   - every request signs in with Basic auth, user AWS and the password of an ECR
+//     authorization token (GetAuthorizationToken), which names the account and region
+//     whose repositories it reaches; a missing, foreign or expired token answers 401;
+//   - a repository must exist (CreateRepository) or the request answers 404 NAME_UNKNOWN;
+//   - blobs (layers, configs) are go-containerregistry's blob protocol over a disk
+//     store, content-addressed under the data dir ({dir}/sha256/{hex}), so they survive
+//     restarts; uploads are checked against their digest before they land;
+//   - manifests are the images of the ecr model (ecr.Store.PutManifest): kept in etcd
+//     with their tags, which is where DescribeImages, ListImages, BatchGetImage and
+//     BatchDeleteImage read them, and where tag immutability is enforced (a tag of an
+//     IMMUTABLE repository pushed again with another image answers 400 TAG_INVALID with
+//     ECR's message).
+//
+// See docs/ecr.md.
+package registry
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+
+	ggcr "github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/berthhq/berth/services/scheduler/ecr"
+	"github.com/berthhq/berth/services/scheduler/platform/awserr"
+	"github.com/berthhq/berth/services/scheduler/platform/keys"
+)
+
+// Config configures the registry.
+type Config struct {
+	// Store is ECR's model: repositories, images, tokens.
+	Store *ecr.Store
+	// Dir is where blobs are kept (created if missing).
+	Dir string
+	// Logger receives internal faults; nil discards them.
+	Logger *slog.Logger
+}
+
+// Registry is the registry's http.Handler.
+type Registry struct {
+	store *ecr.Store
+	blobs http.Handler // go-containerregistry's registry, used for blob requests only
+	disk  *diskBlobs
+	log   *slog.Logger
+}
+
+// New returns the registry serving from cfg.Dir.
+func New(cfg Config) (*Registry, error) {
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("registry blobs: %w", err)
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	disk := &diskBlobs{dir: cfg.Dir, inner: ggcr.NewDiskBlobHandler(cfg.Dir)}
+	return &Registry{
+		store: cfg.Store,
+		disk:  disk,
+		blobs: ggcr.New(ggcr.WithBlobHandler(disk), ggcr.Logger(log.New(io.Discard, "", 0))),
+		log:   lg,
+	}, nil
+}
+
+// diskBlobs is go-containerregistry's disk blob handler with a Stat that reads the
+// file's size instead of hashing the whole blob again: a blob only lands under its
+// digest's name after its upload was checked against that digest.
+type diskBlobs struct {
+	dir   string
+	inner ggcr.BlobHandler
+}
+
+func (d *diskBlobs) path(h v1.Hash) string { return d.dir + "/" + h.Algorithm + "/" + h.Hex }
+
+// Stat returns a blob's size, or ggcr.ErrNotFound.
+func (d *diskBlobs) Stat(_ context.Context, _ string, h v1.Hash) (int64, error) {
+	fi, err := os.Stat(d.path(h))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, ggcr.ErrNotFound
+	}
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+// Get opens a blob.
+func (d *diskBlobs) Get(ctx context.Context, repo string, h v1.Hash) (io.ReadCloser, error) {
+	rc, err := d.inner.Get(ctx, repo, h)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ggcr.ErrNotFound
+	}
+	return rc, err
+}
+
+// Put stores a blob (verified against h by the caller's reader).
+func (d *diskBlobs) Put(ctx context.Context, repo string, h v1.Hash, rc io.ReadCloser) error {
+	return d.inner.(ggcr.BlobPutHandler).Put(ctx, repo, h, rc)
+}
+
+// regError writes a Distribution spec error.
+func regError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"errors": []map[string]string{{"code": code, "message": msg}}})
+}
+
+// ServeHTTP serves the Distribution API.
+func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
+	if req.URL.Path != "/v2" && !strings.HasPrefix(req.URL.Path, "/v2/") {
+		regError(w, http.StatusNotFound, "UNSUPPORTED", "not a registry API path")
+		return
+	}
+	scope, ok := r.authenticate(w, req)
+	if !ok {
+		return
+	}
+	rest := strings.TrimPrefix(strings.TrimPrefix(req.URL.Path, "/v2"), "/")
+	if rest == "" {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, "{}")
+		return
+	}
+	name, kind, ref, ok := parse(rest)
+	if !ok {
+		regError(w, http.StatusNotFound, "UNSUPPORTED", "The operation is unsupported.")
+		return
+	}
+	if _, _, err := r.store.Repository(req.Context(), scope, name); err != nil {
+		r.answer(w, err, "")
+		return
+	}
+	switch kind {
+	case "blobs":
+		if req.Method == http.MethodDelete {
+			regError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "Deleting blobs is not supported: delete images with BatchDeleteImage.")
+			return
+		}
+		r.blobs.ServeHTTP(w, req)
+	case "manifests":
+		r.manifest(w, req, scope, name, ref)
+	case "tags":
+		r.tags(w, req, scope, name)
+	}
+}
+
+// parse splits a path after /v2/ into the repository name, the kind of request (blobs,
+// manifests, tags) and the reference after it.
+func parse(rest string) (name, kind, ref string, ok bool) {
+	if n, ok := strings.CutSuffix(rest, "/tags/list"); ok {
+		return n, "tags", "", true
+	}
+	if i := strings.LastIndex(rest, "/manifests/"); i > 0 {
+		ref := rest[i+len("/manifests/"):]
+		return rest[:i], "manifests", ref, ref != "" && !strings.Contains(ref, "/")
+	}
+	if i := strings.LastIndex(rest, "/blobs/uploads"); i > 0 {
+		return rest[:i], "blobs", "", true
+	}
+	if i := strings.LastIndex(rest, "/blobs/"); i > 0 {
+		return rest[:i], "blobs", rest[i+len("/blobs/"):], true
+	}
+	return "", "", "", false
+}
+
+// authenticate checks the Basic credentials (AWS and a token's password) and returns
+// the scope the token names, or answers 401.
+func (r *Registry) authenticate(w http.ResponseWriter, req *http.Request) (keys.Scope, bool) {
+	user, pw, ok := req.BasicAuth()
+	msg := "Not Authorized"
+	if ok && user == "AWS" {
+		scope, err := r.store.VerifyToken(pw)
+		if err == nil {
+			return scope, true
+		}
+		if errors.Is(err, ecr.ErrTokenExpired) {
+			msg = "Your authorization token has expired. Reauthenticate and try again."
+		}
+	}
+	w.Header().Set("WWW-Authenticate", `Basic realm="http://`+r.store.Host()+`",service="ecr.amazonaws.com"`)
+	regError(w, http.StatusUnauthorized, "DENIED", msg)
+	return keys.Scope{}, false
+}
+
+// answer writes the registry error of a model error.
+func (r *Registry) answer(w http.ResponseWriter, err error, ref string) {
+	var ae *awserr.Error
+	if errors.As(err, &ae) {
+		switch ae.Type {
+		case "RepositoryNotFoundException":
+			regError(w, http.StatusNotFound, "NAME_UNKNOWN", ae.Message)
+			return
+		case "ImageNotFoundException":
+			regError(w, http.StatusNotFound, "MANIFEST_UNKNOWN", fmt.Sprintf("Requested image not found: %s", ref))
+			return
+		case "ImageTagAlreadyExistsException":
+			regError(w, http.StatusBadRequest, "TAG_INVALID", ae.Message)
+			return
+		}
+	}
+	r.log.Error("registry", "err", err)
+	regError(w, http.StatusInternalServerError, "UNKNOWN", "internal error")
+}
+
+// Media types of the manifests the registry stores.
+const (
+	dockerManifest = "application/vnd.docker.distribution.manifest.v2+json"
+	dockerList     = "application/vnd.docker.distribution.manifest.list.v2+json"
+	ociManifest    = "application/vnd.oci.image.manifest.v1+json"
+	ociIndex       = "application/vnd.oci.image.index.v1+json"
+)
+
+// manifestBody is what the registry reads of a manifest.
+type manifestBody struct {
+	SchemaVersion int    `json:"schemaVersion"`
+	MediaType     string `json:"mediaType"`
+	Config        *struct {
+		MediaType string `json:"mediaType"`
+		Digest    string `json:"digest"`
+		Size      int64  `json:"size"`
+	} `json:"config"`
+	Layers []struct {
+		Digest string `json:"digest"`
+		Size   int64  `json:"size"`
+	} `json:"layers"`
+	Manifests []struct {
+		Digest string `json:"digest"`
+	} `json:"manifests"`
+}
+
+// manifest serves GET, HEAD and PUT of /v2/{name}/manifests/{ref}.
+func (r *Registry) manifest(w http.ResponseWriter, req *http.Request, scope keys.Scope, name, ref string) {
+	ctx := req.Context()
+	switch req.Method {
+	case http.MethodGet, http.MethodHead:
+		img, _, err := r.store.Image(ctx, scope, name, ref)
+		if err != nil {
+			r.answer(w, err, ref)
+			return
+		}
+		w.Header().Set("Content-Type", img.GetMediaType())
+		w.Header().Set("Docker-Content-Digest", img.GetDigest())
+		w.Header().Set("Content-Length", strconv.Itoa(len(img.GetManifest())))
+		if req.Method == http.MethodGet {
+			_, _ = w.Write(img.GetManifest())
+		}
+	case http.MethodPut:
+		r.putManifest(w, req, scope, name, ref)
+	case http.MethodDelete:
+		regError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "Deleting manifests is not supported: delete images with BatchDeleteImage.")
+	default:
+		regError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "The operation is unsupported.")
+	}
+}
+
+// putManifest checks and records a pushed manifest: its digest, its media type, and
+// that every blob (image manifest) or manifest (index) it references is present.
+func (r *Registry) putManifest(w http.ResponseWriter, req *http.Request, scope keys.Scope, name, ref string) {
+	ctx := req.Context()
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, ecr.MaxManifestSize))
+	if err != nil {
+		regError(w, http.StatusBadRequest, "SIZE_INVALID", fmt.Sprintf("manifest larger than %d bytes or unreadable", ecr.MaxManifestSize))
+		return
+	}
+	sum := sha256.Sum256(body)
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	tag := ""
+	if strings.Contains(ref, ":") {
+		if ref != digest {
+			regError(w, http.StatusBadRequest, "DIGEST_INVALID", fmt.Sprintf("manifest digest %s does not match %s", digest, ref))
+			return
+		}
+	} else if ecr.ValidTag(ref) {
+		tag = ref
+	} else {
+		regError(w, http.StatusBadRequest, "TAG_INVALID", fmt.Sprintf("Invalid tag %q: a tag must match [a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127}", ref))
+		return
+	}
+	var m manifestBody
+	if err := json.Unmarshal(body, &m); err != nil || m.SchemaVersion != 2 {
+		regError(w, http.StatusBadRequest, "MANIFEST_INVALID", "manifest invalid: want a schemaVersion 2 Docker or OCI manifest or index")
+		return
+	}
+	mt := req.Header.Get("Content-Type")
+	if mt == "" {
+		mt = m.MediaType
+	}
+	rec := ecr.Manifest{Digest: digest, MediaType: mt, Bytes: body}
+	switch mt {
+	case dockerManifest, ociManifest:
+		if m.Config == nil {
+			regError(w, http.StatusBadRequest, "MANIFEST_INVALID", "manifest invalid: no config")
+			return
+		}
+		rec.ArtifactMediaType = m.Config.MediaType
+		need := []string{m.Config.Digest}
+		for _, l := range m.Layers {
+			need = append(need, l.Digest)
+			rec.Size += l.Size
+		}
+		for _, d := range need {
+			h, err := v1.NewHash(d)
+			if err == nil {
+				_, err = r.disk.Stat(ctx, name, h)
+			}
+			if err != nil {
+				regError(w, http.StatusBadRequest, "MANIFEST_BLOB_UNKNOWN", "blob unknown to registry: "+d)
+				return
+			}
+		}
+	case dockerList, ociIndex:
+		for _, c := range m.Manifests {
+			if _, _, err := r.store.Image(ctx, scope, name, c.Digest); err != nil {
+				regError(w, http.StatusBadRequest, "MANIFEST_UNKNOWN", "manifest unknown to repository: "+c.Digest)
+				return
+			}
+		}
+	default:
+		regError(w, http.StatusBadRequest, "MANIFEST_INVALID", fmt.Sprintf("manifest invalid: media type %q is not one of %s, %s, %s, %s", mt, dockerManifest, dockerList, ociManifest, ociIndex))
+		return
+	}
+	if err := r.store.PutManifest(ctx, scope, name, tag, rec); err != nil {
+		r.answer(w, err, ref)
+		return
+	}
+	w.Header().Set("Docker-Content-Digest", digest)
+	w.Header().Set("Location", "/v2/"+name+"/manifests/"+digest)
+	w.WriteHeader(http.StatusCreated)
+}
+
+// tags serves /v2/{name}/tags/list (with n and last).
+func (r *Registry) tags(w http.ResponseWriter, req *http.Request, scope keys.Scope, name string) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		regError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "The operation is unsupported.")
+		return
+	}
+	n := 0
+	if s := req.URL.Query().Get("n"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 {
+			regError(w, http.StatusBadRequest, "PAGINATION_NUMBER_INVALID", "invalid number of results requested")
+			return
+		}
+		n = v
+	}
+	tags, err := r.store.Tags(req.Context(), scope, name, n, req.URL.Query().Get("last"))
+	if err != nil {
+		r.answer(w, err, "")
+		return
+	}
+	if tags == nil {
+		tags = []string{}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"name": name, "tags": tags})
+}

@@ -1,0 +1,259 @@
+package e2e
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ecr"
+	ecrtypes "github.com/aws/aws-sdk-go-v2/service/ecr/types"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+)
+
+// ecrLogin calls GetAuthorizationToken with c and returns the Basic credentials its
+// token decodes to, and the proxy endpoint.
+func ecrLogin(t *testing.T, ctx context.Context, c *ecr.Client) (*authn.Basic, string) {
+	t.Helper()
+	out, err := c.GetAuthorizationToken(ctx, &ecr.GetAuthorizationTokenInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := out.AuthorizationData[0]
+	raw, err := base64.StdEncoding.DecodeString(aws.ToString(d.AuthorizationToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, pw, _ := strings.Cut(string(raw), ":")
+	if user != "AWS" {
+		t.Fatalf("token user %q, want AWS", user)
+	}
+	if left := time.Until(aws.ToTime(d.ExpiresAt)); left < 11*time.Hour+59*time.Minute || left > 12*time.Hour {
+		t.Fatalf("token expires in %v, want 12 h", left)
+	}
+	return &authn.Basic{Username: user, Password: pw}, aws.ToString(d.ProxyEndpoint)
+}
+
+// TestECRWithSDK drives ECR with the AWS SDK for Go v2 through the gateway, and the
+// registry with go-containerregistry's client signed in with the SDK's token: the
+// repositories' rules and errors, a push and pull, the images as the API lists them,
+// tag immutability, one account's token reaching none of another's repositories, and
+// DeleteRepository's RepositoryNotEmptyException unless force.
+func TestECRWithSDK(t *testing.T) {
+	const owner, other = "111111111111", "222222222222"
+	stack := startAPIStack(t, owner, other)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	c := ecr.NewFromConfig(stack.awsConfig(owner, "us-east-1"))
+
+	_, err := c.CreateRepository(ctx, &ecr.CreateRepositoryInput{RepositoryName: aws.String("Bad_Name")})
+	var ipe *ecrtypes.InvalidParameterException
+	if !errors.As(err, &ipe) {
+		t.Fatalf("CreateRepository Bad_Name: %v, want InvalidParameterException", err)
+	}
+	_, err = c.CreateRepository(ctx, &ecr.CreateRepositoryInput{RepositoryName: aws.String("scanned"),
+		ImageScanningConfiguration: &ecrtypes.ImageScanningConfiguration{ScanOnPush: true}})
+	if !errors.As(err, &ipe) || !strings.Contains(err.Error(), "scanOnPush") {
+		t.Fatalf("scanOnPush=true: %v, want InvalidParameterException naming scanOnPush", err)
+	}
+	created, err := c.CreateRepository(ctx, &ecr.CreateRepositoryInput{RepositoryName: aws.String("team/web"),
+		ImageTagMutability: ecrtypes.ImageTagMutabilityImmutable, Tags: []ecrtypes.Tag{{Key: aws.String("team"), Value: aws.String("web")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri := aws.ToString(created.Repository.RepositoryUri)
+	if uri != stack.registry+"/team/web" || aws.ToString(created.Repository.RepositoryArn) != "arn:aws:ecr:us-east-1:"+owner+":repository/team/web" {
+		t.Fatalf("created %+v", created.Repository)
+	}
+	_, err = c.CreateRepository(ctx, &ecr.CreateRepositoryInput{RepositoryName: aws.String("team/web")})
+	var exists *ecrtypes.RepositoryAlreadyExistsException
+	if !errors.As(err, &exists) {
+		t.Fatalf("second CreateRepository: %v, want RepositoryAlreadyExistsException", err)
+	}
+	for i := range 3 {
+		if _, err := c.CreateRepository(ctx, &ecr.CreateRepositoryInput{RepositoryName: aws.String(fmt.Sprintf("svc%d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var all []string
+	pages := ecr.NewDescribeRepositoriesPaginator(c, &ecr.DescribeRepositoriesInput{MaxResults: aws.Int32(2)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page.Repositories {
+			all = append(all, aws.ToString(r.RepositoryName))
+		}
+	}
+	if len(all) != 4 {
+		t.Fatalf("DescribeRepositories paged: %v, want 4", all)
+	}
+	_, err = c.DescribeRepositories(ctx, &ecr.DescribeRepositoriesInput{RepositoryNames: []string{"nope"}})
+	var rnf *ecrtypes.RepositoryNotFoundException
+	if !errors.As(err, &rnf) {
+		t.Fatalf("DescribeRepositories nope: %v, want RepositoryNotFoundException", err)
+	}
+
+	// Push and pull with the token, as docker would.
+	auth, proxy := ecrLogin(t, ctx, c)
+	if proxy != "http://"+stack.registry {
+		t.Fatalf("proxyEndpoint %q", proxy)
+	}
+	img, err := random.Image(2048, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := name.ParseReference(uri + ":v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, img, remote.WithAuth(auth)); err != nil {
+		t.Fatal(err)
+	}
+	digest, _ := img.Digest()
+	pulled, err := remote.Image(ref, remote.WithAuth(auth))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := pulled.Digest(); d != digest {
+		t.Fatalf("pulled %s, pushed %s", d, digest)
+	}
+	// IMMUTABLE: v1 with another image is refused.
+	img2, _ := random.Image(100, 1)
+	err = remote.Write(ref, img2, remote.WithAuth(auth))
+	var te *transport.Error
+	if !errors.As(err, &te) || te.StatusCode != 400 || !strings.Contains(err.Error(), "cannot be overwritten because the repository is immutable") {
+		t.Fatalf("second push of v1: %v, want 400 TAG_INVALID", err)
+	}
+	// Another account's token reaches none of owner's repositories.
+	otherAuth, _ := ecrLogin(t, ctx, ecr.NewFromConfig(stack.awsConfig(other, "us-east-1")))
+	if _, err := remote.Image(ref, remote.WithAuth(otherAuth)); !errors.As(err, &te) || te.StatusCode != 404 {
+		t.Fatalf("other account's pull: %v, want 404 NAME_UNKNOWN", err)
+	}
+
+	images, err := c.DescribeImages(ctx, &ecr.DescribeImagesInput{RepositoryName: aws.String("team/web")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(images.ImageDetails) != 1 || aws.ToString(images.ImageDetails[0].ImageDigest) != digest.String() ||
+		len(images.ImageDetails[0].ImageTags) != 1 || images.ImageDetails[0].ImageTags[0] != "v1" || images.ImageDetails[0].ImagePushedAt == nil {
+		t.Fatalf("DescribeImages %+v", images.ImageDetails)
+	}
+	list, err := c.ListImages(ctx, &ecr.ListImagesInput{RepositoryName: aws.String("team/web")})
+	if err != nil || len(list.ImageIds) != 1 || aws.ToString(list.ImageIds[0].ImageTag) != "v1" {
+		t.Fatalf("ListImages %+v, %v", list, err)
+	}
+	got, err := c.BatchGetImage(ctx, &ecr.BatchGetImageInput{RepositoryName: aws.String("team/web"),
+		ImageIds: []ecrtypes.ImageIdentifier{{ImageTag: aws.String("v1")}, {ImageTag: aws.String("v9")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := img.RawManifest()
+	if len(got.Images) != 1 || aws.ToString(got.Images[0].ImageManifest) != string(raw) || len(got.Failures) != 1 || got.Failures[0].FailureCode != ecrtypes.ImageFailureCodeImageNotFound {
+		t.Fatalf("BatchGetImage images %d failures %+v", len(got.Images), got.Failures)
+	}
+	_, err = c.DeleteRepository(ctx, &ecr.DeleteRepositoryInput{RepositoryName: aws.String("team/web")})
+	var notEmpty *ecrtypes.RepositoryNotEmptyException
+	if !errors.As(err, &notEmpty) {
+		t.Fatalf("DeleteRepository with an image: %v, want RepositoryNotEmptyException", err)
+	}
+	del, err := c.BatchDeleteImage(ctx, &ecr.BatchDeleteImageInput{RepositoryName: aws.String("team/web"), ImageIds: []ecrtypes.ImageIdentifier{{ImageDigest: aws.String(digest.String())}}})
+	if err != nil || len(del.ImageIds) != 1 {
+		t.Fatalf("BatchDeleteImage %+v, %v", del, err)
+	}
+	if _, err := remote.Image(ref, remote.WithAuth(auth)); !errors.As(err, &te) || te.StatusCode != 404 {
+		t.Fatalf("pull after BatchDeleteImage: %v, want 404", err)
+	}
+	if err := remote.Write(ref, img2, remote.WithAuth(auth)); err != nil {
+		t.Fatalf("push of v1 after its image was deleted: %v", err)
+	}
+	if _, err := c.DeleteRepository(ctx, &ecr.DeleteRepositoryInput{RepositoryName: aws.String("team/web"), Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := remote.Image(ref, remote.WithAuth(auth)); !errors.As(err, &te) || te.StatusCode != 404 {
+		t.Fatalf("pull after DeleteRepository: %v, want 404 NAME_UNKNOWN", err)
+	}
+}
+
+// TestECRDockerLoginPush: docker login with the token GetAuthorizationToken answers,
+// docker push of an image imported from a tarball (no base image needed), docker pull
+// of it again after removing it locally. Skips when docker cannot be used here.
+func TestECRDockerLoginPush(t *testing.T) {
+	if _, err := exec.LookPath("docker"); err != nil {
+		t.Skip("docker not installed")
+	}
+	if out, err := exec.Command("docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
+		t.Skipf("docker daemon not reachable: %v: %s", err, out)
+	}
+	const owner = "111111111111"
+	stack := startAPIStack(t, owner)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	c := ecr.NewFromConfig(stack.awsConfig(owner, "us-east-1"))
+	created, err := c.CreateRepository(ctx, &ecr.CreateRepositoryInput{RepositoryName: aws.String("docker/hello")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri := aws.ToString(created.Repository.RepositoryUri)
+	auth, proxy := ecrLogin(t, ctx, c)
+	cfgDir := t.TempDir() // docker's credentials go here, not into ~/.docker
+	docker := func(stdin []byte, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "docker", append([]string{"--config", cfgDir}, args...)...)
+		if stdin != nil {
+			cmd.Stdin = bytes.NewReader(stdin)
+		}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	// An image with one file, imported from a tar: no base image to pull.
+	var tarball bytes.Buffer
+	tw := tar.NewWriter(&tarball)
+	content := []byte("hello from berth ecr " + time.Now().String() + "\n")
+	_ = tw.WriteHeader(&tar.Header{Name: "hello.txt", Mode: 0o644, Size: int64(len(content))})
+	_, _ = tw.Write(content)
+	_ = tw.Close()
+	tag := uri + ":t" + fmt.Sprint(time.Now().UnixNano())
+	if out, err := docker(tarball.Bytes(), "import", "-", tag); err != nil {
+		t.Skipf("docker import: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _, _ = docker(nil, "rmi", "-f", tag) })
+
+	if out, err := docker(nil, "push", tag); err == nil {
+		t.Fatalf("docker push without login succeeded: %s", out)
+	}
+	out, err := docker([]byte(auth.Password), "login", "--username", "AWS", "--password-stdin", strings.TrimPrefix(proxy, "http://"))
+	if err != nil {
+		if strings.Contains(out, "connection refused") {
+			t.Skipf("the docker daemon cannot reach the registry at %s (another network namespace?): %s", proxy, out)
+		}
+		t.Fatalf("docker login: %v: %s", err, out)
+	}
+	if out, err := docker(nil, "push", tag); err != nil {
+		t.Fatalf("docker push: %v: %s", err, out)
+	}
+	if out, err := docker(nil, "rmi", tag); err != nil {
+		t.Fatalf("docker rmi: %v: %s", err, out)
+	}
+	if out, err := docker(nil, "pull", tag); err != nil {
+		t.Fatalf("docker pull: %v: %s", err, out)
+	}
+	images, err := c.DescribeImages(ctx, &ecr.DescribeImagesInput{RepositoryName: aws.String("docker/hello")})
+	if err != nil || len(images.ImageDetails) != 1 || aws.ToString(images.ImageDetails[0].ImageManifestMediaType) != "application/vnd.docker.distribution.manifest.v2+json" {
+		t.Fatalf("DescribeImages after docker push: %+v, %v", images, err)
+	}
+	_ = os.Remove(filepath.Join(cfgDir, "config.json"))
+}

@@ -257,3 +257,86 @@ func TestECRDockerLoginPush(t *testing.T) {
 	}
 	_ = os.Remove(filepath.Join(cfgDir, "config.json"))
 }
+
+// TestDevECRTaskAfterRestart: on `berth dev`, the AWS CLI creates an ECR repository and
+// gets a login password, go-containerregistry pushes the demo image to the repositoryUri
+// with it, `berth dev` restarts, and a task whose image is that repositoryUri (pulled
+// with the token through repositoryCredentials) runs and exits 0: the image survived the
+// restart on disk and in etcd.
+func TestDevECRTaskAfterRestart(t *testing.T) {
+	t.Parallel() // see main_test.go
+	root := repoRoot(t)
+	requireDevPrereqs(t, root)
+	dir := t.TempDir()
+	env := devEnv(t, filepath.Join(dir, "data"))
+	dev := startDev(t, root, env, filepath.Join(dir, "dev.log"))
+	aws := func(args ...string) string { t.Helper(); return cli(t, root, env, "aws", args...) }
+
+	uri := aws("ecr", "create-repository", "--repository-name", "team/demo", "--query", "repository.repositoryUri", "--output", "text")
+	if uri != envValue(env, "BERTH_ECR_ADDR")+"/team/demo" {
+		t.Fatalf("repositoryUri %q, want BERTH_ECR_ADDR/team/demo", uri)
+	}
+	password := aws("ecr", "get-login-password")
+	auth := &authn.Basic{Username: "AWS", Password: password}
+	// The demo image, from the in-memory registry `berth image demo` pushes to, into ECR.
+	cli(t, root, env, "bin/berth", "image", "demo")
+	src, err := name.ParseReference(envValue(env, "BERTH_REGISTRY_ADDR") + "/berth/demo:latest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := name.ParseReference(uri + ":v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(dst, img, remote.WithAuth(auth)); err != nil {
+		t.Fatal(err)
+	}
+	digest, _ := img.Digest()
+
+	dev.stop(t)
+	startDev(t, root, env, filepath.Join(dir, "dev.log"))
+
+	if got := aws("ecr", "describe-images", "--repository-name", "team/demo", "--query", "imageDetails[0].imageDigest", "--output", "text"); got != digest.String() {
+		t.Fatalf("after restart, describe-images digest %q, want %s", got, digest)
+	}
+	// The token issued before the restart still signs in (the keyring is in the data dir).
+	if _, err := remote.Image(dst, remote.WithAuth(auth)); err != nil {
+		t.Fatalf("pull after restart: %v", err)
+	}
+	creds := aws("secretsmanager", "create-secret", "--name", "ecr-login",
+		"--secret-string", fmt.Sprintf(`{"username":"AWS","password":%q}`, password), "--query", "ARN", "--output", "text")
+	def := fmt.Sprintf(`[{"name":"app","image":%q,"memory":32,"essential":true,"command":["echo","hello-from-ecr","to-stderr"],"repositoryCredentials":{"credentialsParameter":%q}}]`, uri+":v1", creds)
+	aws("ecs", "register-task-definition", "--family", "ecr-demo", "--container-definitions", def)
+	task := aws("ecs", "run-task", "--task-definition", "ecr-demo", "--query", "tasks[0].taskArn", "--output", "text")
+	waitFor(t, func() (string, bool) {
+		s := aws("ecs", "describe-tasks", "--tasks", task, "--query", "tasks[0].lastStatus", "--output", "text")
+		return s, s == "STOPPED"
+	})
+	if code := aws("ecs", "describe-tasks", "--tasks", task, "--query", "tasks[0].containers[0].exitCode", "--output", "text"); code != "0" {
+		t.Fatalf("container exit code %s: %s", code, aws("ecs", "describe-tasks", "--tasks", task))
+	}
+	waitFor(t, func() (string, bool) {
+		s := cli(t, root, env, "bin/berth", "logs", task)
+		return s, strings.Contains(s, "hello-from-ecr")
+	})
+	// Without the token the agent's pull is refused: the task stops with
+	// CannotPullContainerError. (A tag of its own, so no image cached by the pull above
+	// could stand in.)
+	if err := remote.Tag(dst.Context().Tag("v2"), img, remote.WithAuth(auth)); err != nil {
+		t.Fatal(err)
+	}
+	aws("ecs", "register-task-definition", "--family", "ecr-anon", "--container-definitions",
+		fmt.Sprintf(`[{"name":"app","image":%q,"memory":32,"essential":true,"command":["exit","0"]}]`, uri+":v2"))
+	anon := aws("ecs", "run-task", "--task-definition", "ecr-anon", "--query", "tasks[0].taskArn", "--output", "text")
+	waitFor(t, func() (string, bool) {
+		s := aws("ecs", "describe-tasks", "--tasks", anon, "--query", "tasks[0].lastStatus", "--output", "text")
+		return s, s == "STOPPED"
+	})
+	if reason := aws("ecs", "describe-tasks", "--tasks", anon, "--query", "tasks[0].stoppedReason", "--output", "text"); !strings.Contains(reason, "CannotPullContainerError") {
+		t.Fatalf("task without the token stopped with %q, want CannotPullContainerError", reason)
+	}
+}

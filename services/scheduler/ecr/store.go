@@ -255,6 +255,10 @@ func (s *Store) putManifest(ctx context.Context, sc keys.Scope, repo, tag string
 		txn.Update(imgKey, irev, img)
 	}
 	_, err = txn.Commit(ctx)
+	if errors.Is(err, store.ErrNotFound) {
+		// The repository was deleted since it was read.
+		return RepositoryNotFound(sc, repo)
+	}
 	return err
 }
 

@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -68,7 +69,7 @@ func New(cfg Config) (*Registry, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	disk := &diskBlobs{dir: cfg.Dir, inner: ggcr.NewDiskBlobHandler(cfg.Dir)}
+	disk := &diskBlobs{dir: cfg.Dir}
 	return &Registry{
 		store: cfg.Store,
 		disk:  disk,
@@ -77,15 +78,16 @@ func New(cfg Config) (*Registry, error) {
 	}, nil
 }
 
-// diskBlobs is go-containerregistry's disk blob handler with a Stat that reads the
-// file's size instead of hashing the whole blob again: a blob only lands under its
-// digest's name after its upload was checked against that digest.
+// diskBlobs keeps blobs content-addressed on disk, {dir}/sha256/{hex}, as
+// go-containerregistry's disk blob handler does, but with a Stat that reads the file's
+// size instead of hashing the whole blob on every HEAD (a blob only lands under its
+// digest's name after its upload was checked against that digest) and a Put that leaves
+// nothing behind when an upload fails.
 type diskBlobs struct {
-	dir   string
-	inner ggcr.BlobHandler
+	dir string
 }
 
-func (d *diskBlobs) path(h v1.Hash) string { return d.dir + "/" + h.Algorithm + "/" + h.Hex }
+func (d *diskBlobs) path(h v1.Hash) string { return filepath.Join(d.dir, h.Algorithm, h.Hex) }
 
 // Stat returns a blob's size, or ggcr.ErrNotFound.
 func (d *diskBlobs) Stat(_ context.Context, _ string, h v1.Hash) (int64, error) {
@@ -100,17 +102,40 @@ func (d *diskBlobs) Stat(_ context.Context, _ string, h v1.Hash) (int64, error) 
 }
 
 // Get opens a blob.
-func (d *diskBlobs) Get(ctx context.Context, repo string, h v1.Hash) (io.ReadCloser, error) {
-	rc, err := d.inner.Get(ctx, repo, h)
+func (d *diskBlobs) Get(_ context.Context, _ string, h v1.Hash) (io.ReadCloser, error) {
+	rc, err := os.Open(d.path(h))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, ggcr.ErrNotFound
 	}
 	return rc, err
 }
 
-// Put stores a blob (verified against h by the caller's reader).
-func (d *diskBlobs) Put(ctx context.Context, repo string, h v1.Hash, rc io.ReadCloser) error {
-	return d.inner.(ggcr.BlobPutHandler).Put(ctx, repo, h, rc)
+// Put stores a blob: it lands under its digest's name only once rc has been read to
+// its end, which the caller's reader answers with an error when the bytes do not match
+// h; a failed upload leaves no file behind.
+func (d *diskBlobs) Put(_ context.Context, _ string, h v1.Hash, rc io.ReadCloser) error {
+	defer rc.Close()
+	if err := os.MkdirAll(filepath.Join(d.dir, h.Algorithm), 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(d.dir, "upload-*")
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, rc)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), d.path(h))
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+	}
+	return err
 }
 
 // regError writes a Distribution spec error.

@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +40,7 @@ type env struct {
 	host string
 	auth authn.Authenticator
 	now  *time.Time
+	dir  string // the blobs' directory
 }
 
 // newEnv serves a registry over a fresh etcd, blobs in dir; repositories "app" (MUTABLE)
@@ -56,14 +59,15 @@ func newEnv(t *testing.T) env {
 	srv := httptest.NewUnstartedServer(nil)
 	host := srv.Listener.Addr().String()
 	st := ecr.NewStore(kv, ring, host, clock)
-	reg, err := registry.New(registry.Config{Store: st, Dir: t.TempDir()})
+	dir := t.TempDir()
+	reg, err := registry.New(registry.Config{Store: st, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv.Config.Handler = reg
 	srv.Start()
 	t.Cleanup(srv.Close)
-	e := env{st: st, h: ecr.New(st), host: host, now: &now,
+	e := env{st: st, h: ecr.New(st), host: host, now: &now, dir: dir,
 		ctx: caller.With(t.Context(), caller.Identity{Account: scope.Account, Region: scope.Region})}
 	for _, r := range []struct{ name, mut string }{{"app", "MUTABLE"}, {"team/locked", "IMMUTABLE"}} {
 		if _, err := e.h.CreateRepository(e.ctx, connect.NewRequest(&ecrv1.CreateRepositoryRequest{RepositoryName: proto.String(r.name), ImageTagMutability: proto.String(r.mut)})); err != nil {
@@ -255,6 +259,28 @@ func TestDigestMismatchAndMissingBlob(t *testing.T) {
 	}
 	if resp := do(http.MethodHead, base+"/blobs/"+wrong, nil); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("HEAD of the refused blob: %d, want 404", resp.StatusCode)
+	}
+	// Chunked: the same bytes under a wrong digest at the end of a PATCH upload.
+	start := do(http.MethodPost, base+"/blobs/uploads/", nil)
+	loc := start.Header.Get("Location")
+	if start.StatusCode != http.StatusAccepted || loc == "" {
+		t.Fatalf("start upload: %d %q", start.StatusCode, loc)
+	}
+	if r := do(http.MethodPatch, "http://"+e.host+loc, []byte("hello")); r.StatusCode != http.StatusNoContent && r.StatusCode != http.StatusAccepted {
+		t.Fatalf("PATCH: %d", r.StatusCode)
+	}
+	if r := do(http.MethodPut, "http://"+e.host+loc+"?digest="+wrong, nil); r.StatusCode != http.StatusBadRequest {
+		t.Fatalf("PUT under a wrong digest: %d, want 400", r.StatusCode)
+	}
+	var left []string
+	_ = filepath.WalkDir(e.dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			left = append(left, p)
+		}
+		return nil
+	})
+	if len(left) != 0 {
+		t.Fatalf("refused uploads left files: %v", left)
 	}
 	m := `{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"` + wrong + `","size":5},"layers":[]}`
 	req, _ := http.NewRequest(http.MethodPut, base+"/manifests/v1", strings.NewReader(m))

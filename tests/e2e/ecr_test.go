@@ -260,9 +260,10 @@ func TestECRDockerLoginPush(t *testing.T) {
 
 // TestDevECRTaskAfterRestart: on `berth dev`, the AWS CLI creates an ECR repository and
 // gets a login password, go-containerregistry pushes the demo image to the repositoryUri
-// with it, `berth dev` restarts, and a task whose image is that repositoryUri (pulled
-// with the token through repositoryCredentials) runs and exits 0: the image survived the
-// restart on disk and in etcd.
+// with it, `berth dev` restarts, and a task whose image is that repositoryUri runs and
+// exits 0 (the agent pulls with the token the scheduler gives it): the image survived the
+// restart on disk and in etcd. A task whose repositoryCredentials hold a wrong password
+// cannot pull.
 func TestDevECRTaskAfterRestart(t *testing.T) {
 	t.Parallel() // see main_test.go
 	root := repoRoot(t)
@@ -307,9 +308,9 @@ func TestDevECRTaskAfterRestart(t *testing.T) {
 	if _, err := remote.Image(dst, remote.WithAuth(auth)); err != nil {
 		t.Fatalf("pull after restart: %v", err)
 	}
-	creds := aws("secretsmanager", "create-secret", "--name", "ecr-login",
-		"--secret-string", fmt.Sprintf(`{"username":"AWS","password":%q}`, password), "--query", "ARN", "--output", "text")
-	def := fmt.Sprintf(`[{"name":"app","image":%q,"memory":32,"essential":true,"command":["echo","hello-from-ecr","to-stderr"],"repositoryCredentials":{"credentialsParameter":%q}}]`, uri+":v1", creds)
+	// The agent pulls the ECR image with a token of the task's account that the scheduler
+	// hands it with the task, as ECS agents pull with the execution role.
+	def := fmt.Sprintf(`[{"name":"app","image":%q,"memory":32,"essential":true,"command":["echo","hello-from-ecr","to-stderr"]}]`, uri+":v1")
 	aws("ecs", "register-task-definition", "--family", "ecr-demo", "--container-definitions", def)
 	task := aws("ecs", "run-task", "--task-definition", "ecr-demo", "--query", "tasks[0].taskArn", "--output", "text")
 	waitFor(t, func() (string, bool) {
@@ -323,20 +324,22 @@ func TestDevECRTaskAfterRestart(t *testing.T) {
 		s := cli(t, root, env, "bin/berth", "logs", task)
 		return s, strings.Contains(s, "hello-from-ecr")
 	})
-	// Without the token the agent's pull is refused: the task stops with
-	// CannotPullContainerError. (A tag of its own, so no image cached by the pull above
-	// could stand in.)
+	// repositoryCredentials win over that token: a wrong password there is refused by the
+	// registry, and the task stops with CannotPullContainerError. (A tag of its own, so
+	// no image cached by the pull above could stand in.)
 	if err := remote.Tag(dst.Context().Tag("v2"), img, remote.WithAuth(auth)); err != nil {
 		t.Fatal(err)
 	}
+	bad := aws("secretsmanager", "create-secret", "--name", "ecr-wrong",
+		"--secret-string", `{"username":"AWS","password":"not-a-token"}`, "--query", "ARN", "--output", "text")
 	aws("ecs", "register-task-definition", "--family", "ecr-anon", "--container-definitions",
-		fmt.Sprintf(`[{"name":"app","image":%q,"memory":32,"essential":true,"command":["exit","0"]}]`, uri+":v2"))
+		fmt.Sprintf(`[{"name":"app","image":%q,"memory":32,"essential":true,"command":["exit","0"],"repositoryCredentials":{"credentialsParameter":%q}}]`, uri+":v2", bad))
 	anon := aws("ecs", "run-task", "--task-definition", "ecr-anon", "--query", "tasks[0].taskArn", "--output", "text")
 	waitFor(t, func() (string, bool) {
 		s := aws("ecs", "describe-tasks", "--tasks", anon, "--query", "tasks[0].lastStatus", "--output", "text")
 		return s, s == "STOPPED"
 	})
 	if reason := aws("ecs", "describe-tasks", "--tasks", anon, "--query", "tasks[0].stoppedReason", "--output", "text"); !strings.Contains(reason, "CannotPullContainerError") {
-		t.Fatalf("task without the token stopped with %q, want CannotPullContainerError", reason)
+		t.Fatalf("task with a wrong password stopped with %q, want CannotPullContainerError", reason)
 	}
 }

@@ -250,7 +250,7 @@ func New(cfg Config) (*App, error) {
 		Logger:           cfg.Logger.With("component", "agentsession"),
 		OnHeartbeat:      a.registerMetrics(reg),
 		Logs:             cfg.Logs,
-		Secrets:          tasksecrets.Resolver{Secrets: a.secrets, Parameters: a.params},
+		Secrets:          tasksecrets.Resolver{Secrets: a.secrets, Parameters: a.params, ECR: a.ecr.Store},
 	})
 	a.admin = admin.New(a.kv, cfg.Logger.With("component", "admin"), admin.Options{AllowReset: cfg.Dev, Sessions: creds})
 	a.elector = leader.New(leader.Config{

@@ -418,7 +418,8 @@ func (d *devStack) startRegistry(ctx context.Context) error {
 }
 
 // startECR serves the ECR registry (docs/ecr.md) on the listener newScheduler opened,
-// its blobs under the data dir's ecr/blobs, so pushed images survive a restart.
+// its blobs under the data dir's ecr/blobs, so pushed images survive a restart, and
+// collects its garbage every 10 minutes.
 func (d *devStack) startECR(ctx context.Context, parts *devParts) error {
 	if d.ecrLn == nil {
 		return nil
@@ -439,6 +440,9 @@ func (d *devStack) startECR(ctx context.Context, parts *devParts) error {
 		}
 		return nil
 	})
+	// Blobs no image references any more (deleted images, abandoned uploads) go after
+	// their grace (docs/ecr.md).
+	go reg.RunGarbageCollection(ctx, 10*time.Minute)
 	return nil
 }
 

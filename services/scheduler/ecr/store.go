@@ -298,3 +298,39 @@ func (s *Store) Tags(ctx context.Context, sc keys.Scope, repo string, limit int,
 	}
 	return out, nil
 }
+
+// ReferencedBlobs returns the digest of every blob (config and layer) an image of any
+// account references: what the registry's garbage collection keeps.
+func (s *Store) ReferencedBlobs(ctx context.Context) (map[string]bool, error) {
+	refs := map[string]bool{}
+	token := ""
+	for {
+		items, next, err := store.List[*storev1.EcrImageRecord](ctx, s.kv, keys.EcrAllImages(), store.MaxListLimit, token)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			var m struct {
+				Config *struct {
+					Digest string `json:"digest"`
+				} `json:"config"`
+				Layers []struct {
+					Digest string `json:"digest"`
+				} `json:"layers"`
+			}
+			if err := json.Unmarshal(it.Value.GetManifest(), &m); err != nil {
+				return nil, fmt.Errorf("ecr: image %s: manifest: %w", it.Key, err)
+			}
+			if m.Config != nil {
+				refs[m.Config.Digest] = true
+			}
+			for _, l := range m.Layers {
+				refs[l.Digest] = true
+			}
+		}
+		if next == "" {
+			return refs, nil
+		}
+		token = next
+	}
+}

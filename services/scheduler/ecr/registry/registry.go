@@ -33,6 +33,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	ggcr "github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -89,15 +90,20 @@ type diskBlobs struct {
 
 func (d *diskBlobs) path(h v1.Hash) string { return filepath.Join(d.dir, h.Algorithm, h.Hex) }
 
-// Stat returns a blob's size, or ggcr.ErrNotFound.
+// Stat returns a blob's size, or ggcr.ErrNotFound. It sets the file's modification
+// time to now: a client that found the blob present will reference it from a manifest
+// it is about to push, and CollectGarbage spares blobs touched within its grace.
 func (d *diskBlobs) Stat(_ context.Context, _ string, h v1.Hash) (int64, error) {
-	fi, err := os.Stat(d.path(h))
+	p := d.path(h)
+	fi, err := os.Stat(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, ggcr.ErrNotFound
 	}
 	if err != nil {
 		return 0, err
 	}
+	now := time.Now()
+	_ = os.Chtimes(p, now, now)
 	return fi.Size(), nil
 }
 
@@ -394,4 +400,61 @@ func (r *Registry) tags(w http.ResponseWriter, req *http.Request, scope keys.Sco
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"name": name, "tags": tags})
+}
+
+// GarbageGrace is how long CollectGarbage spares an unreferenced blob after it was last
+// uploaded or found present: the time a push has between its blobs and its manifest.
+const GarbageGrace = time.Hour
+
+// CollectGarbage removes the blobs no image of any account references (config and
+// layers of every stored manifest) and the leftovers of uploads, sparing what was
+// written or found present within grace. It returns how many files and bytes it removed.
+func (r *Registry) CollectGarbage(ctx context.Context, grace time.Duration) (files int, bytes int64, err error) {
+	refs, err := r.store.ReferencedBlobs(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	cutoff := time.Now().Add(-grace)
+	err = filepath.WalkDir(r.disk.dir, func(p string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		fi, err := e.Info()
+		if err != nil || !fi.ModTime().Before(cutoff) {
+			return nil
+		}
+		rel, _ := filepath.Rel(r.disk.dir, p)
+		alg, hex, ok := strings.Cut(filepath.ToSlash(rel), "/")
+		if ok && refs[alg+":"+hex] {
+			return nil
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		files++
+		bytes += fi.Size()
+		return nil
+	})
+	return files, bytes, err
+}
+
+// RunGarbageCollection runs CollectGarbage every interval until ctx ends, logging what
+// each pass removed.
+func (r *Registry) RunGarbageCollection(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		files, n, err := r.CollectGarbage(ctx, GarbageGrace)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			r.log.Warn("ecr registry: garbage collection", "err", err)
+		case files > 0:
+			r.log.Info("ecr registry: garbage collected", "files", files, "bytes", n)
+		}
+	}
 }

@@ -299,3 +299,56 @@ func TestDigestMismatchAndMissingBlob(t *testing.T) {
 		t.Fatalf("refused manifest listed: %v", list.Msg)
 	}
 }
+
+// Garbage collection removes the blobs of a deleted image and nothing another image
+// references, and spares everything within its grace.
+func TestCollectGarbage(t *testing.T) {
+	e := newEnv(t)
+	keep, _ := random.Image(1024, 2)
+	drop, _ := random.Image(1024, 2)
+	for tag, img := range map[string]v1.Image{"keep": keep, "drop": drop} {
+		if err := remote.Write(e.ref(t, "app:"+tag), img, remote.WithAuth(e.auth)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.h.BatchDeleteImage(e.ctx, connect.NewRequest(&ecrv1.BatchDeleteImageRequest{RepositoryName: proto.String("app"),
+		ImageIds: []*ecrv1.ImageIdentifier{{ImageTag: proto.String("drop")}}})); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.New(registry.Config{Store: e.st, Dir: e.dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files, _, err := reg.CollectGarbage(e.ctx, time.Hour); err != nil || files != 0 {
+		t.Fatalf("within the grace: removed %d, %v; want 0", files, err)
+	}
+	files, n, err := reg.CollectGarbage(e.ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files != 3 || n <= 2*1024 { // drop's config and two layers
+		t.Fatalf("removed %d files, %d bytes; want drop's 3 blobs", files, n)
+	}
+	got, err := remote.Image(e.ref(t, "app:keep"), remote.WithAuth(e.auth))
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, _ := got.Layers()
+	for _, l := range layers {
+		rc, err := l.Compressed()
+		if err != nil {
+			t.Fatalf("keep's layer after garbage collection: %v", err)
+		}
+		var buf bytes.Buffer
+		if _, err := buf.ReadFrom(rc); err != nil {
+			t.Fatalf("keep's layer after garbage collection: %v", err)
+		}
+		rc.Close()
+	}
+	if _, err := got.ConfigFile(); err != nil {
+		t.Fatalf("keep's config after garbage collection: %v", err)
+	}
+	if files, _, _ := reg.CollectGarbage(e.ctx, 0); files != 0 {
+		t.Fatalf("second pass removed %d", files)
+	}
+}

@@ -39,3 +39,7 @@ func EcrTag(s Scope, repo, tag string) string {
 func EcrTags(s Scope, repo string) string {
 	return store.MustKeyPrefix("ecr-tags", s.Account, s.Region, Escape(repo))
 }
+
+// EcrAllImages returns the prefix of every scope's ECR images (the registry's garbage
+// collection reads them all).
+func EcrAllImages() string { return store.MustKeyPrefix("ecr-images") }

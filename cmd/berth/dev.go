@@ -326,7 +326,7 @@ func (d *devStack) newScheduler(ctx context.Context, stableAfter, credsLifetime 
 	}
 	d.sched, err = app.New(app.Config{Etcd: d.local, Region: d.cfg.Region, Logger: d.log.With("service", "scheduler"), Dev: true,
 		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps, Registry: d.registry, Logs: logStore, Keyring: keyring,
-		TaskSubnetPool: cli.Env("BERTH_TASK_SUBNET_POOL", ""), TaskCredentialsLifetime: credsLifetime, ECRRegistryHost: ecrHost})
+		TaskSubnetPool: cli.Env("BERTH_TASK_SUBNET_POOL", ""), TaskCredentialsLifetime: credsLifetime, ECRRegistryHost: ecrHost, ECRBlobDir: d.ecrBlobDir()})
 	if err != nil {
 		return err
 	}
@@ -417,6 +417,9 @@ func (d *devStack) startRegistry(ctx context.Context) error {
 	return nil
 }
 
+// ecrBlobDir is where the ECR registry keeps its blobs.
+func (d *devStack) ecrBlobDir() string { return filepath.Join(d.dataDir, "ecr", "blobs") }
+
 // startECR serves the ECR registry (docs/ecr.md) on the listener newScheduler opened,
 // its blobs under the data dir's ecr/blobs, so pushed images survive a restart, and
 // collects its garbage every 10 minutes.
@@ -426,7 +429,7 @@ func (d *devStack) startECR(ctx context.Context, parts *devParts) error {
 	}
 	reg, err := ecrregistry.New(ecrregistry.Config{
 		Store:  ecr.NewStore(d.local, d.keyring, d.ecrLn.Addr().String(), nil),
-		Dir:    filepath.Join(d.dataDir, "ecr", "blobs"),
+		Dir:    d.ecrBlobDir(),
 		Logger: d.log.With("service", "ecr-registry"),
 	})
 	if err != nil {

@@ -24,6 +24,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
 
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
 // ecrLogin calls GetAuthorizationToken with c and returns the Basic credentials its
 // token decodes to, and the proxy endpoint.
 func ecrLogin(t *testing.T, ctx context.Context, c *ecr.Client) (*authn.Basic, string) {
@@ -166,13 +173,53 @@ func TestECRWithSDK(t *testing.T) {
 	if len(got.Images) != 1 || aws.ToString(got.Images[0].ImageManifest) != string(raw) || len(got.Failures) != 1 || got.Failures[0].FailureCode != ecrtypes.ImageFailureCodeImageNotFound {
 		t.Fatalf("BatchGetImage images %d failures %+v", len(got.Images), got.Failures)
 	}
+	// PutImage: the retag of batch-get-image | put-image; the same again is
+	// ImageAlreadyExistsException, a manifest of layers never pushed LayersNotFoundException.
+	put, err := c.PutImage(ctx, &ecr.PutImageInput{RepositoryName: aws.String("team/web"), ImageManifest: got.Images[0].ImageManifest,
+		ImageManifestMediaType: got.Images[0].ImageManifestMediaType, ImageTag: aws.String("release")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToString(put.Image.ImageId.ImageDigest) != digest.String() {
+		t.Fatalf("PutImage digest %s, want %s", aws.ToString(put.Image.ImageId.ImageDigest), digest)
+	}
+	if pulled, err := remote.Image(ref.Context().Tag("release"), remote.WithAuth(auth)); err != nil || must(pulled.Digest()) != digest {
+		t.Fatalf("pull of the PutImage tag: %v", err)
+	}
+	_, err = c.PutImage(ctx, &ecr.PutImageInput{RepositoryName: aws.String("team/web"), ImageManifest: got.Images[0].ImageManifest, ImageTag: aws.String("release")})
+	var already *ecrtypes.ImageAlreadyExistsException
+	if !errors.As(err, &already) {
+		t.Fatalf("PutImage again: %v, want ImageAlreadyExistsException", err)
+	}
+	stranger, _ := random.Image(64, 1)
+	strangerManifest, _ := stranger.RawManifest()
+	_, err = c.PutImage(ctx, &ecr.PutImageInput{RepositoryName: aws.String("team/web"), ImageManifest: aws.String(string(strangerManifest)), ImageTag: aws.String("x")})
+	var layers *ecrtypes.LayersNotFoundException
+	if !errors.As(err, &layers) {
+		t.Fatalf("PutImage of unpushed layers: %v, want LayersNotFoundException", err)
+	}
+	// Its blobs pushed (here through another repository: blobs are content-addressed),
+	// the same PutImage succeeds.
+	if err := remote.Write(must(name.ParseReference(stack.registry+"/svc0:s")), stranger, remote.WithAuth(auth)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutImage(ctx, &ecr.PutImageInput{RepositoryName: aws.String("team/web"), ImageManifest: aws.String(string(strangerManifest)), ImageTag: aws.String("x")}); err != nil {
+		t.Fatalf("PutImage once its layers are pushed: %v", err)
+	}
+	_, err = c.PutImage(ctx, &ecr.PutImageInput{RepositoryName: aws.String("team/web"), ImageManifest: got.Images[0].ImageManifest, ImageTag: aws.String("other"),
+		ImageDigest: aws.String("sha256:" + strings.Repeat("0", 64))})
+	var mismatch *ecrtypes.ImageDigestDoesNotMatchException
+	if !errors.As(err, &mismatch) {
+		t.Fatalf("PutImage with a wrong imageDigest: %v, want ImageDigestDoesNotMatchException", err)
+	}
+
 	_, err = c.DeleteRepository(ctx, &ecr.DeleteRepositoryInput{RepositoryName: aws.String("team/web")})
 	var notEmpty *ecrtypes.RepositoryNotEmptyException
 	if !errors.As(err, &notEmpty) {
 		t.Fatalf("DeleteRepository with an image: %v, want RepositoryNotEmptyException", err)
 	}
 	del, err := c.BatchDeleteImage(ctx, &ecr.BatchDeleteImageInput{RepositoryName: aws.String("team/web"), ImageIds: []ecrtypes.ImageIdentifier{{ImageDigest: aws.String(digest.String())}}})
-	if err != nil || len(del.ImageIds) != 1 {
+	if err != nil || len(del.ImageIds) != 2 { // v1 and release (x stays)
 		t.Fatalf("BatchDeleteImage %+v, %v", del, err)
 	}
 	if _, err := remote.Image(ref, remote.WithAuth(auth)); !errors.As(err, &te) || te.StatusCode != 404 {

@@ -71,11 +71,12 @@ func startAPIStack(t *testing.T, accounts ...string) *apiStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sched, err := app.New(app.Config{Etcd: cli, Region: "us-east-1", Logs: logStore, Keyring: ring, ECRRegistryHost: regLn.Addr().String()})
+	regDir := t.TempDir()
+	sched, err := app.New(app.Config{Etcd: cli, Region: "us-east-1", Logs: logStore, Keyring: ring, ECRRegistryHost: regLn.Addr().String(), ECRBlobDir: regDir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.New(registry.Config{Store: ecr.NewStore(cli, ring, regLn.Addr().String(), nil), Dir: t.TempDir()})
+	reg, err := registry.New(registry.Config{Store: ecr.NewStore(cli, ring, regLn.Addr().String(), nil), Dir: regDir})
 	if err != nil {
 		t.Fatal(err)
 	}

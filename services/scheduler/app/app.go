@@ -129,6 +129,10 @@ type Config struct {
 	// GetAuthorizationToken. "" when no registry runs: every ECR action answers an error
 	// saying so. The registry's tokens are sealed with Keyring.
 	ECRRegistryHost string
+	// ECRBlobDir is the ECR registry's blob directory, where PutImage checks that the
+	// layers of a manifest are present; "" lets PutImage only tag images a repository
+	// already holds.
+	ECRBlobDir string
 	// TaskSubnetPool is the IPv4 range container instances' awsvpc task subnets (one /24
 	// each) are allocated from; "" is control.DefaultTaskSubnetPool.
 	TaskSubnetPool string
@@ -237,7 +241,11 @@ func New(cfg Config) (*App, error) {
 	a.secrets.Logger = cfg.Logger.With("component", "secretsmanager")
 	a.params = ssm.New(a.kv, cfg.Keyring, nil)
 	a.params.Logger = cfg.Logger.With("component", "ssm")
-	a.ecr = ecr.New(ecr.NewStore(a.kv, cfg.Keyring, cfg.ECRRegistryHost, nil))
+	ecrStore := ecr.NewStore(a.kv, cfg.Keyring, cfg.ECRRegistryHost, nil)
+	if cfg.ECRBlobDir != "" {
+		ecrStore.Blobs = ecr.DiskBlobs(cfg.ECRBlobDir)
+	}
+	a.ecr = ecr.New(ecrStore)
 	a.ecr.Logger = cfg.Logger.With("component", "ecr")
 	a.cloudMap = cloudmap.NewRegistry(a.kv, nil)
 	creds := taskcreds.New(taskcreds.Config{KV: a.kv, Lease: cfg.Etcd, Keyring: cfg.Keyring, Lifetime: cfg.TaskCredentialsLifetime})

@@ -5,6 +5,7 @@
 // from, is package registry below it, which builds on this model (Store).
 //
 // Served: CreateRepository, DescribeRepositories, DeleteRepository,
-// GetAuthorizationToken, DescribeImages, ListImages, BatchGetImage, BatchDeleteImage.
+// GetAuthorizationToken, DescribeImages, ListImages, BatchGetImage, BatchDeleteImage,
+// PutImage.
 // Other actions answer UnsupportedOperationException. See docs/ecr.md.
 package ecr

@@ -569,3 +569,66 @@ func (h *Handler) BatchDeleteImage(ctx context.Context, req *connect.Request[ecr
 		return out, nil
 	})
 }
+
+// PutImage records a manifest (and tag) as the registry's push does: the retagging
+// half of `aws ecr batch-get-image | aws ecr put-image`, or a manifest whose blobs were
+// pushed to the registry.
+func (h *Handler) PutImage(ctx context.Context, req *connect.Request[ecrv1.PutImageRequest]) (*connect.Response[ecrv1.PutImageResponse], error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *ecrv1.PutImageRequest) (*ecrv1.PutImageResponse, error) {
+		if err := checkRegistry(s, in.RegistryId); err != nil {
+			return nil, err
+		}
+		repo := in.GetRepositoryName()
+		if _, _, err := h.Repository(ctx, s, repo); err != nil {
+			return nil, err
+		}
+		body := []byte(in.GetImageManifest())
+		if len(body) == 0 || len(body) > MaxManifestSize {
+			return nil, invalidParameter("Invalid parameter at 'imageManifest': between 1 and %d bytes.", MaxManifestSize)
+		}
+		tag := in.GetImageTag()
+		if in.ImageTag != nil && !ValidTag(tag) {
+			return nil, invalidParameter("Invalid parameter at 'imageTag' failed to satisfy constraint: 'must satisfy regular expression '[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127}''")
+		}
+		if in.ImageDigest != nil && !digestPattern.MatchString(in.GetImageDigest()) {
+			return nil, invalidParameter("Invalid parameter at 'imageDigest': %s is not a sha256 digest.", in.GetImageDigest())
+		}
+		// The blobs of an image the repository already holds were checked when it was
+		// pushed, and garbage collection keeps what an image references.
+		known := func(ctx context.Context, d string) bool { return h.Blobs != nil && h.Blobs(ctx, d) }
+		m, err := h.CheckManifest(ctx, s, repo, body, in.GetImageManifestMediaType(), known)
+		var me *ManifestError
+		if errors.As(err, &me) {
+			if _, _, ierr := h.Image(ctx, s, repo, m.Digest); ierr == nil && me.Code == "MANIFEST_BLOB_UNKNOWN" {
+				err = nil
+			}
+		}
+		if errors.As(err, &me) {
+			switch me.Code {
+			case "MANIFEST_BLOB_UNKNOWN":
+				return nil, awserr.New("LayersNotFoundException", "Layers with digests '[%s]' required for pushing image into repository with name '%s' in the registry with id '%s' do not exist", strings.Join(me.Missing, ", "), repo, s.Account)
+			case "MANIFEST_UNKNOWN":
+				return nil, awserr.New("ReferencedImagesNotFoundException", "Manifests with digests '[%s]' referenced by the image do not exist in the repository with name '%s' in the registry with id '%s'", strings.Join(me.Missing, ", "), repo, s.Account)
+			}
+			return nil, invalidParameter("Invalid parameter at 'imageManifest': %s", me.Message)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if in.ImageDigest != nil && in.GetImageDigest() != m.Digest {
+			return nil, awserr.New("ImageDigestDoesNotMatchException", "Provided digest '%s' does not match the digest of the manifest '%s'", in.GetImageDigest(), m.Digest)
+		}
+		if img, _, err := h.Image(ctx, s, repo, m.Digest); err == nil && (tag == "" || slices.Contains(img.GetTags(), tag)) {
+			return nil, awserr.New("ImageAlreadyExistsException", "Image with digest '%s' and tag '%s' already exists in the repository with name '%s' in registry with id '%s'", m.Digest, tag, repo, s.Account)
+		}
+		if err := h.PutManifest(ctx, s, repo, tag, m); err != nil {
+			return nil, err
+		}
+		id := &ecrv1.ImageIdentifier{ImageDigest: proto.String(m.Digest)}
+		if tag != "" {
+			id.ImageTag = proto.String(tag)
+		}
+		return &ecrv1.PutImageResponse{Image: &ecrv1.Image{RegistryId: proto.String(s.Account), RepositoryName: proto.String(repo), ImageId: id,
+			ImageManifest: proto.String(string(body)), ImageManifestMediaType: proto.String(m.MediaType)}}, nil
+	})
+}

@@ -43,6 +43,11 @@ type Store struct {
 	now  func() time.Time
 	// host is the registry's host[:port], the host of every repositoryUri.
 	host string
+
+	// Blobs tells PutImage whether the registry holds a blob (DiskBlobs of the
+	// registry's directory); nil: no blob counts as present, so PutImage only tags
+	// images the repository already holds.
+	Blobs BlobExists
 }
 
 // NewStore returns the model over kv. ring seals the authorization tokens (nil: no

@@ -20,8 +20,6 @@ package registry
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -249,32 +247,6 @@ func (r *Registry) answer(w http.ResponseWriter, err error, ref string) {
 	regError(w, http.StatusInternalServerError, "UNKNOWN", "internal error")
 }
 
-// Media types of the manifests the registry stores.
-const (
-	dockerManifest = "application/vnd.docker.distribution.manifest.v2+json"
-	dockerList     = "application/vnd.docker.distribution.manifest.list.v2+json"
-	ociManifest    = "application/vnd.oci.image.manifest.v1+json"
-	ociIndex       = "application/vnd.oci.image.index.v1+json"
-)
-
-// manifestBody is what the registry reads of a manifest.
-type manifestBody struct {
-	SchemaVersion int    `json:"schemaVersion"`
-	MediaType     string `json:"mediaType"`
-	Config        *struct {
-		MediaType string `json:"mediaType"`
-		Digest    string `json:"digest"`
-		Size      int64  `json:"size"`
-	} `json:"config"`
-	Layers []struct {
-		Digest string `json:"digest"`
-		Size   int64  `json:"size"`
-	} `json:"layers"`
-	Manifests []struct {
-		Digest string `json:"digest"`
-	} `json:"manifests"`
-}
-
 // manifest serves GET, HEAD and PUT of /v2/{name}/manifests/{ref}.
 func (r *Registry) manifest(w http.ResponseWriter, req *http.Request, scope keys.Scope, name, ref string) {
 	ctx := req.Context()
@@ -309,63 +281,36 @@ func (r *Registry) putManifest(w http.ResponseWriter, req *http.Request, scope k
 		regError(w, http.StatusBadRequest, "SIZE_INVALID", fmt.Sprintf("manifest larger than %d bytes or unreadable", ecr.MaxManifestSize))
 		return
 	}
-	sum := sha256.Sum256(body)
-	digest := "sha256:" + hex.EncodeToString(sum[:])
 	tag := ""
-	if strings.Contains(ref, ":") {
-		if ref != digest {
-			regError(w, http.StatusBadRequest, "DIGEST_INVALID", fmt.Sprintf("manifest digest %s does not match %s", digest, ref))
+	if !strings.Contains(ref, ":") {
+		if !ecr.ValidTag(ref) {
+			regError(w, http.StatusBadRequest, "TAG_INVALID", fmt.Sprintf("Invalid tag %q: a tag must match [a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127}", ref))
 			return
 		}
-	} else if ecr.ValidTag(ref) {
 		tag = ref
-	} else {
-		regError(w, http.StatusBadRequest, "TAG_INVALID", fmt.Sprintf("Invalid tag %q: a tag must match [a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127}", ref))
+	}
+	rec, err := r.store.CheckManifest(ctx, scope, name, body, req.Header.Get("Content-Type"), func(ctx context.Context, d string) bool {
+		h, err := v1.NewHash(d)
+		if err != nil {
+			return false
+		}
+		_, err = r.disk.Stat(ctx, name, h)
+		return err == nil
+	})
+	var me *ecr.ManifestError
+	if errors.As(err, &me) {
+		regError(w, http.StatusBadRequest, me.Code, me.Message)
 		return
 	}
-	var m manifestBody
-	if err := json.Unmarshal(body, &m); err != nil || m.SchemaVersion != 2 {
-		regError(w, http.StatusBadRequest, "MANIFEST_INVALID", "manifest invalid: want a schemaVersion 2 Docker or OCI manifest or index")
+	if err != nil {
+		r.answer(w, err, ref)
 		return
 	}
-	mt := req.Header.Get("Content-Type")
-	if mt == "" {
-		mt = m.MediaType
-	}
-	rec := ecr.Manifest{Digest: digest, MediaType: mt, Bytes: body}
-	switch mt {
-	case dockerManifest, ociManifest:
-		if m.Config == nil {
-			regError(w, http.StatusBadRequest, "MANIFEST_INVALID", "manifest invalid: no config")
-			return
-		}
-		rec.ArtifactMediaType = m.Config.MediaType
-		need := []string{m.Config.Digest}
-		for _, l := range m.Layers {
-			need = append(need, l.Digest)
-			rec.Size += l.Size
-		}
-		for _, d := range need {
-			h, err := v1.NewHash(d)
-			if err == nil {
-				_, err = r.disk.Stat(ctx, name, h)
-			}
-			if err != nil {
-				regError(w, http.StatusBadRequest, "MANIFEST_BLOB_UNKNOWN", "blob unknown to registry: "+d)
-				return
-			}
-		}
-	case dockerList, ociIndex:
-		for _, c := range m.Manifests {
-			if _, _, err := r.store.Image(ctx, scope, name, c.Digest); err != nil {
-				regError(w, http.StatusBadRequest, "MANIFEST_UNKNOWN", "manifest unknown to repository: "+c.Digest)
-				return
-			}
-		}
-	default:
-		regError(w, http.StatusBadRequest, "MANIFEST_INVALID", fmt.Sprintf("manifest invalid: media type %q is not one of %s, %s, %s, %s", mt, dockerManifest, dockerList, ociManifest, ociIndex))
+	if tag == "" && ref != rec.Digest {
+		regError(w, http.StatusBadRequest, "DIGEST_INVALID", fmt.Sprintf("manifest digest %s does not match %s", rec.Digest, ref))
 		return
 	}
+	digest := rec.Digest
 	if err := r.store.PutManifest(ctx, scope, name, tag, rec); err != nil {
 		r.answer(w, err, ref)
 		return

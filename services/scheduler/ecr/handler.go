@@ -595,7 +595,13 @@ func (h *Handler) PutImage(ctx context.Context, req *connect.Request[ecrv1.PutIm
 		}
 		// The blobs of an image the repository already holds were checked when it was
 		// pushed, and garbage collection keeps what an image references.
-		known := func(ctx context.Context, d string) bool { return h.Blobs != nil && h.Blobs(ctx, d) }
+		known := func(ctx context.Context, d string) bool {
+			if h.Blobs == nil {
+				return false
+			}
+			ok, err := h.HasBlob(ctx, s, d)
+			return err == nil && ok && h.Blobs(ctx, d)
+		}
 		m, err := h.CheckManifest(ctx, s, repo, body, in.GetImageManifestMediaType(), known)
 		var me *ManifestError
 		if errors.As(err, &me) {

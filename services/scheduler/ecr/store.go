@@ -339,3 +339,43 @@ func (s *Store) ReferencedBlobs(ctx context.Context) (map[string]bool, error) {
 		token = next
 	}
 }
+
+// AddBlob records that a blob was pushed (or found by digest at its upload) in scope sc,
+// so the registry serves it there.
+func (s *Store) AddBlob(ctx context.Context, sc keys.Scope, digest string) error {
+	_, err := s.kv.Put(ctx, keys.EcrBlob(sc, digest), "")
+	return err
+}
+
+// HasBlob reports whether a blob was pushed in scope sc.
+func (s *Store) HasBlob(ctx context.Context, sc keys.Scope, digest string) (bool, error) {
+	resp, err := s.kv.Get(ctx, keys.EcrBlob(sc, digest), clientv3.WithCountOnly())
+	if err != nil {
+		return false, err
+	}
+	return resp.Count > 0, nil
+}
+
+// ForgetBlobs deletes the index keys of every scope for the blobs gone returns true
+// for (garbage collection removed their files), and returns how many it deleted.
+func (s *Store) ForgetBlobs(ctx context.Context, gone func(digest string) bool) (int, error) {
+	token, n := "", 0
+	for {
+		ks, next, err := store.ListKeys(ctx, s.kv, keys.EcrAllBlobs(), store.MaxListLimit, token)
+		if err != nil {
+			return n, err
+		}
+		for _, k := range ks {
+			if d := k[strings.LastIndexByte(k, '/')+1:]; gone(d) {
+				if _, err := s.kv.Delete(ctx, k); err != nil {
+					return n, err
+				}
+				n++
+			}
+		}
+		if next == "" {
+			return n, nil
+		}
+		token = next
+	}
+}

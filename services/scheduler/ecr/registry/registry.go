@@ -177,16 +177,76 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	switch kind {
 	case "blobs":
-		if req.Method == http.MethodDelete {
-			regError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "Deleting blobs is not supported: delete images with BatchDeleteImage.")
-			return
-		}
-		r.blobs.ServeHTTP(w, req)
+		r.blob(w, req, scope, ref)
 	case "manifests":
 		r.manifest(w, req, scope, name, ref)
 	case "tags":
 		r.tags(w, req, scope, name)
 	}
+}
+
+// blob serves /v2/{name}/blobs/…: go-containerregistry's blob protocol, confined to
+// the token's scope. A blob is served (GET, HEAD) only to a scope that pushed it; an
+// upload that completes records its digest in the scope before the client hears of it.
+func (r *Registry) blob(w http.ResponseWriter, req *http.Request, scope keys.Scope, ref string) {
+	if req.Method == http.MethodDelete {
+		regError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "Deleting blobs is not supported: delete images with BatchDeleteImage.")
+		return
+	}
+	if ref != "" && (req.Method == http.MethodGet || req.Method == http.MethodHead) {
+		ok, err := r.store.HasBlob(req.Context(), scope, ref)
+		if err != nil {
+			r.answer(w, err, ref)
+			return
+		}
+		if !ok {
+			regError(w, http.StatusNotFound, "BLOB_UNKNOWN", "blob unknown to registry")
+			return
+		}
+	}
+	r.blobs.ServeHTTP(&recordingWriter{ResponseWriter: w, ctx: req.Context(), r: r, scope: scope}, req)
+}
+
+// recordingWriter records, when an upload completes (201 with Docker-Content-Digest),
+// the blob in the scope before the answer goes out; when it cannot, the client gets
+// 500 instead, and pushes again.
+type recordingWriter struct {
+	http.ResponseWriter
+	ctx         context.Context
+	r           *Registry
+	scope       keys.Scope
+	wroteHeader bool
+	failed      bool
+}
+
+// WriteHeader records a completed upload's blob, then writes the status.
+func (rw *recordingWriter) WriteHeader(status int) {
+	if rw.wroteHeader {
+		return
+	}
+	rw.wroteHeader = true
+	if d := rw.Header().Get("Docker-Content-Digest"); status == http.StatusCreated && d != "" {
+		if err := rw.r.store.AddBlob(rw.ctx, rw.scope, d); err != nil {
+			rw.r.log.Error("ecr registry: record blob", "digest", d, "err", err)
+			rw.failed = true
+			rw.Header().Del("Docker-Content-Digest")
+			rw.Header().Del("Location")
+			regError(rw.ResponseWriter, http.StatusInternalServerError, "UNKNOWN", "internal error")
+			return
+		}
+	}
+	rw.ResponseWriter.WriteHeader(status)
+}
+
+// Write writes the body, unless recording the blob failed.
+func (rw *recordingWriter) Write(b []byte) (int, error) {
+	if !rw.wroteHeader {
+		rw.WriteHeader(http.StatusOK)
+	}
+	if rw.failed {
+		return len(b), nil
+	}
+	return rw.ResponseWriter.Write(b)
 }
 
 // parse splits a path after /v2/ into the repository name, the kind of request (blobs,
@@ -294,6 +354,9 @@ func (r *Registry) putManifest(w http.ResponseWriter, req *http.Request, scope k
 		if err != nil {
 			return false
 		}
+		if ok, err := r.store.HasBlob(ctx, scope, d); err != nil || !ok {
+			return false
+		}
 		_, err = r.disk.Stat(ctx, name, h)
 		return err == nil
 	})
@@ -379,6 +442,18 @@ func (r *Registry) CollectGarbage(ctx context.Context, grace time.Duration) (fil
 		files++
 		bytes += fi.Size()
 		return nil
+	})
+	if err != nil {
+		return files, bytes, err
+	}
+	// The scopes' index keys of blobs whose file is gone (removed above, or before).
+	_, err = r.store.ForgetBlobs(ctx, func(digest string) bool {
+		h, err := v1.NewHash(digest)
+		if err != nil {
+			return true
+		}
+		_, err = os.Stat(r.disk.path(h))
+		return errors.Is(err, os.ErrNotExist)
 	})
 	return files, bytes, err
 }

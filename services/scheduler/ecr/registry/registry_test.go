@@ -351,4 +351,73 @@ func TestCollectGarbage(t *testing.T) {
 	if files, _, _ := reg.CollectGarbage(e.ctx, 0); files != 0 {
 		t.Fatalf("second pass removed %d", files)
 	}
+	// The account's index forgets drop's blobs and keeps keep's.
+	dl, _ := drop.Layers()
+	kl, _ := keep.Layers()
+	dd, _ := dl[0].Digest()
+	kd, _ := kl[0].Digest()
+	if ok, _ := e.st.HasBlob(e.ctx, scope, dd.String()); ok {
+		t.Fatal("a collected blob is still indexed")
+	}
+	if ok, _ := e.st.HasBlob(e.ctx, scope, kd.String()); !ok {
+		t.Fatal("a kept blob is no longer indexed")
+	}
+}
+
+// Blobs are content-addressed and shared on disk, but served only to the accounts that
+// pushed them: another account's token cannot read a blob by its digest, nor reference
+// it from a manifest, until it pushes the blob itself.
+func TestBlobsConfinedToTheirAccount(t *testing.T) {
+	e := newEnv(t)
+	other := keys.Scope{Account: "444455556666", Region: "us-east-1"}
+	octx := caller.With(t.Context(), caller.Identity{Account: other.Account, Region: other.Region})
+	if _, err := e.h.CreateRepository(octx, connect.NewRequest(&ecrv1.CreateRepositoryRequest{RepositoryName: proto.String("app")})); err != nil {
+		t.Fatal(err)
+	}
+	pw, _, err := e.st.IssueToken(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherAuth := &authn.Basic{Username: "AWS", Password: pw}
+	img, _ := random.Image(1024, 1)
+	if err := remote.Write(e.ref(t, "app:v1"), img, remote.WithAuth(e.auth)); err != nil {
+		t.Fatal(err)
+	}
+	layers, _ := img.Layers()
+	ld, _ := layers[0].Digest()
+	for _, method := range []string{http.MethodHead, http.MethodGet} {
+		req, _ := http.NewRequest(method, "http://"+e.host+"/v2/app/blobs/"+ld.String(), nil)
+		req.SetBasicAuth("AWS", pw)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("%s of another account's blob: %d, want 404", method, resp.StatusCode)
+		}
+	}
+	raw, _ := img.RawManifest()
+	mt, _ := img.MediaType()
+	req, _ := http.NewRequest(http.MethodPut, "http://"+e.host+"/v2/app/manifests/v1", bytes.NewReader(raw))
+	req.SetBasicAuth("AWS", pw)
+	req.Header.Set("Content-Type", string(mt))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("manifest naming another account's blobs: %d, want 400 MANIFEST_BLOB_UNKNOWN", resp.StatusCode)
+	}
+	// Pushed by the other account itself, the same image is its own.
+	if err := remote.Write(e.ref(t, "app:v1"), img, remote.WithAuth(otherAuth)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := remote.Image(e.ref(t, "app:v1"), remote.WithAuth(otherAuth)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := e.st.HasBlob(e.ctx, other, ld.String()); !ok {
+		t.Fatal("the other account's push did not record the layer")
+	}
 }

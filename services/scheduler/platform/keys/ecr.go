@@ -7,6 +7,7 @@ import "github.com/berthhq/berth/services/scheduler/platform/store"
 //	ecr-repositories/{account}/{region}/{escaped name}             EcrRepositoryRecord
 //	ecr-images/{account}/{region}/{escaped name}/{digest}          EcrImageRecord
 //	ecr-tags/{account}/{region}/{escaped name}/{tag}               EcrTagRecord
+//	ecr-blobs/{account}/{region}/{digest}                          (empty: index)
 //
 // Repository names hold '/', which Escape turns into a single segment.
 
@@ -43,3 +44,14 @@ func EcrTags(s Scope, repo string) string {
 // EcrAllImages returns the prefix of every scope's ECR images (the registry's garbage
 // collection reads them all).
 func EcrAllImages() string { return store.MustKeyPrefix("ecr-images") }
+
+// EcrBlob returns the index key of a blob (layer or config) pushed in a scope: the
+// registry serves a blob only to the scopes that pushed it (an empty value).
+//
+//	ecr-blobs/{account}/{region}/{digest}
+func EcrBlob(s Scope, digest string) string {
+	return store.MustKey("ecr-blobs", s.Account, s.Region, digest)
+}
+
+// EcrAllBlobs returns the prefix of every scope's blob index keys.
+func EcrAllBlobs() string { return store.MustKeyPrefix("ecr-blobs") }

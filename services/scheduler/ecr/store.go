@@ -282,26 +282,35 @@ func untag(ctx context.Context, kv clientv3.KV, txn *store.Txn, sc keys.Scope, r
 	return nil
 }
 
-// Tags returns up to limit tags of a repository in order, after the tag last ("" for
-// the first page), for the registry's tags/list.
-func (s *Store) Tags(ctx context.Context, sc keys.Scope, repo string, limit int, last string) ([]string, error) {
+// Tags returns tags of a repository in order, after the tag last ("" for the first
+// page): up to limit of them (all when limit is 0), and whether more follow.
+func (s *Store) Tags(ctx context.Context, sc keys.Scope, repo string, limit int, last string) ([]string, bool, error) {
 	prefix := keys.EcrTags(sc, repo)
 	token := ""
 	if last != "" {
 		token = store.TokenAfter(prefix + last)
 	}
-	if limit <= 0 || limit > store.MaxListLimit {
-		limit = store.MaxListLimit
+	var out []string
+	for {
+		page := store.MaxListLimit
+		if limit > 0 {
+			page = min(page, limit-len(out))
+		}
+		ks, next, err := store.ListKeys(ctx, s.kv, prefix, page, token)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, k := range ks {
+			out = append(out, strings.TrimPrefix(k, prefix))
+		}
+		if next == "" {
+			return out, false, nil
+		}
+		if limit > 0 && len(out) >= limit {
+			return out, true, nil
+		}
+		token = next
 	}
-	ks, _, err := store.ListKeys(ctx, s.kv, prefix, limit, token)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, len(ks))
-	for i, k := range ks {
-		out[i] = strings.TrimPrefix(k, prefix)
-	}
-	return out, nil
 }
 
 // ReferencedBlobs returns the digest of every blob (config and layer) an image of any

@@ -27,6 +27,7 @@ import (
 	"log"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -398,10 +399,14 @@ func (r *Registry) tags(w http.ResponseWriter, req *http.Request, scope keys.Sco
 		}
 		n = v
 	}
-	tags, err := r.store.Tags(req.Context(), scope, name, n, req.URL.Query().Get("last"))
+	tags, more, err := r.store.Tags(req.Context(), scope, name, n, req.URL.Query().Get("last"))
 	if err != nil {
 		r.answer(w, err, "")
 		return
+	}
+	if more {
+		next := url.Values{"n": {strconv.Itoa(n)}, "last": {tags[len(tags)-1]}}
+		w.Header().Set("Link", fmt.Sprintf(`</v2/%s/tags/list?%s>; rel="next"`, name, next.Encode()))
 	}
 	if tags == nil {
 		tags = []string{}

@@ -149,7 +149,7 @@ func TestPushPullListed(t *testing.T) {
 		t.Fatal(err)
 	}
 	det := res.Msg.GetImageDetails()
-	if len(det) != 1 || det[0].GetImageDigest() != want.String() || len(det[0].GetImageTags()) != 1 || det[0].GetImageTags()[0] != "v1" || det[0].GetImageSizeInBytes() <= 3*1024 {
+	if len(det) != 1 || det[0].GetImageDigest() != want.String() || strings.Join(det[0].GetImageTags(), ",") != "v1" || det[0].GetImageSizeInBytes() <= 3*1024 {
 		t.Fatalf("DescribeImages = %v, want %s tagged v1", det, want)
 	}
 	bg, err := e.h.BatchGetImage(e.ctx, connect.NewRequest(&ecrv1.BatchGetImageRequest{RepositoryName: proto.String("app"), ImageIds: []*ecrv1.ImageIdentifier{{ImageTag: proto.String("v1")}}}))
@@ -160,9 +160,19 @@ func TestPushPullListed(t *testing.T) {
 	if len(bg.Msg.GetImages()) != 1 || bg.Msg.GetImages()[0].GetImageManifest() != string(raw) {
 		t.Fatalf("BatchGetImage manifest differs from the pushed one")
 	}
+	for _, tag := range []string{"v2", "v3", "a0"} {
+		if err := remote.Tag(e.ref(t, "app").Context().Tag(tag), img, remote.WithAuth(e.auth)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tags, err := remote.List(e.ref(t, "app").Context(), remote.WithAuth(e.auth))
-	if err != nil || len(tags) != 1 || tags[0] != "v1" {
+	if err != nil || strings.Join(tags, ",") != "a0,v1,v2,v3" {
 		t.Fatalf("tags/list = %v, %v", tags, err)
+	}
+	// Paged by n: go-containerregistry follows the Link header through every page.
+	tags, err = remote.List(e.ref(t, "app").Context(), remote.WithAuth(e.auth), remote.WithPageSize(1))
+	if err != nil || strings.Join(tags, ",") != "a0,v1,v2,v3" {
+		t.Fatalf("tags/list paged by 1 = %v, %v", tags, err)
 	}
 	// BatchDeleteImage removes what the registry serves.
 	if _, err := e.h.BatchDeleteImage(e.ctx, connect.NewRequest(&ecrv1.BatchDeleteImageRequest{RepositoryName: proto.String("app"), ImageIds: []*ecrv1.ImageIdentifier{{ImageDigest: proto.String(want.String())}}})); err != nil {

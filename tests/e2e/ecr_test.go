@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	"github.com/berthhq/berth/testkit/shapecheck"
 )
 
 func must[T any](v T, err error) T {
@@ -64,9 +67,24 @@ func TestECRWithSDK(t *testing.T) {
 	stack := startAPIStack(t, owner, other)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	c := ecr.NewFromConfig(stack.awsConfig(owner, "us-east-1"))
+	// Every answer the owner's client gets is checked against the ECR model: required
+	// members of successful responses, and each error's __type among the operation's.
+	model, err := shapecheck.Load(filepath.Join(repoRoot(t), "api/ecr/ecr-2015-09-21.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := shapecheck.NewRecorder(model)
+	t.Cleanup(func() {
+		t.Logf("shapecheck: ECR responses checked per operation: %v; errors seen: %v", rec.Checked(), rec.ErrorsSeen())
+		if err := rec.Err(); err != nil {
+			t.Error(err)
+		}
+	})
+	cfg := stack.awsConfig(owner, "us-east-1")
+	cfg.HTTPClient = &http.Client{Transport: rec.Transport(nil)}
+	c := ecr.NewFromConfig(cfg)
 
-	_, err := c.CreateRepository(ctx, &ecr.CreateRepositoryInput{RepositoryName: aws.String("Bad_Name")})
+	_, err = c.CreateRepository(ctx, &ecr.CreateRepositoryInput{RepositoryName: aws.String("Bad_Name")})
 	var ipe *ecrtypes.InvalidParameterException
 	if !errors.As(err, &ipe) {
 		t.Fatalf("CreateRepository Bad_Name: %v, want InvalidParameterException", err)

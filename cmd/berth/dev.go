@@ -422,7 +422,7 @@ func (d *devStack) ecrBlobDir() string { return filepath.Join(d.dataDir, "ecr", 
 
 // startECR serves the ECR registry (docs/ecr.md) on the listener newScheduler opened,
 // its blobs under the data dir's ecr/blobs, so pushed images survive a restart, and
-// collects its garbage every 10 minutes.
+// runs its background pass (lifecycle policies, garbage collection) every 10 minutes.
 func (d *devStack) startECR(ctx context.Context, parts *devParts) error {
 	if d.ecrLn == nil {
 		return nil
@@ -443,9 +443,9 @@ func (d *devStack) startECR(ctx context.Context, parts *devParts) error {
 		}
 		return nil
 	})
-	// Blobs no image references any more (deleted images, abandoned uploads) go after
-	// their grace (docs/ecr.md).
-	go reg.RunGarbageCollection(ctx, 10*time.Minute)
+	// Every 10 minutes: lifecycle policies, then the blobs no image references any more
+	// (deleted or expired images, abandoned uploads) after their grace (docs/ecr.md).
+	go reg.RunBackground(ctx, 10*time.Minute)
 	return nil
 }
 

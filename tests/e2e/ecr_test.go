@@ -231,6 +231,23 @@ func TestECRWithSDK(t *testing.T) {
 		t.Fatalf("PutImage with a wrong imageDigest: %v, want ImageDigestDoesNotMatchException", err)
 	}
 
+	// A lifecycle policy, stored and read back; a second delete is LifecyclePolicyNotFound.
+	policy := `{"rules":[{"rulePriority":1,"description":"keep 10 releases","selection":{"tagStatus":"tagged","tagPrefixList":["v"],"countType":"imageCountMoreThan","countNumber":10},"action":{"type":"expire"}}]}`
+	if _, err := c.PutLifecyclePolicy(ctx, &ecr.PutLifecyclePolicyInput{RepositoryName: aws.String("team/web"), LifecyclePolicyText: aws.String(policy)}); err != nil {
+		t.Fatal(err)
+	}
+	if lp, err := c.GetLifecyclePolicy(ctx, &ecr.GetLifecyclePolicyInput{RepositoryName: aws.String("team/web")}); err != nil || aws.ToString(lp.LifecyclePolicyText) != policy {
+		t.Fatalf("GetLifecyclePolicy %+v, %v", lp, err)
+	}
+	if _, err := c.DeleteLifecyclePolicy(ctx, &ecr.DeleteLifecyclePolicyInput{RepositoryName: aws.String("team/web")}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.DeleteLifecyclePolicy(ctx, &ecr.DeleteLifecyclePolicyInput{RepositoryName: aws.String("team/web")})
+	var noPolicy *ecrtypes.LifecyclePolicyNotFoundException
+	if !errors.As(err, &noPolicy) {
+		t.Fatalf("second DeleteLifecyclePolicy: %v, want LifecyclePolicyNotFoundException", err)
+	}
+
 	_, err = c.DeleteRepository(ctx, &ecr.DeleteRepositoryInput{RepositoryName: aws.String("team/web")})
 	var notEmpty *ecrtypes.RepositoryNotEmptyException
 	if !errors.As(err, &notEmpty) {

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -288,4 +289,97 @@ func TestAuthorizationToken(t *testing.T) {
 	}
 	_, err = e.h.GetAuthorizationToken(e.ctx, connect.NewRequest(&ecrv1.GetAuthorizationTokenRequest{RegistryIds: []string{"999999999999"}}))
 	wantErr(t, err, "InvalidParameterException", "registryId")
+}
+
+// Lifecycle policies: ECR's rule checks at Put, Get/Delete with
+// LifecyclePolicyNotFoundException, and the background pass expiring images by
+// imageCountMoreThan (tagged, by prefix) and sinceImagePushed (untagged), each image taken
+// by the first rule that selects it.
+func TestLifecyclePolicies(t *testing.T) {
+	e := newEnv(t)
+	s := proto.String
+	if _, err := e.create(t, &ecrv1.CreateRepositoryRequest{RepositoryName: s("app")}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(text string) error {
+		_, err := e.h.PutLifecyclePolicy(e.ctx, connect.NewRequest(&ecrv1.PutLifecyclePolicyRequest{RepositoryName: s("app"), LifecyclePolicyText: s(text)}))
+		return err
+	}
+	pad := func(rules string) string { return `{"rules":[` + rules + `]}` + strings.Repeat(" ", 100) }
+	rule := func(prio int, sel string) string {
+		return fmt.Sprintf(`{"rulePriority":%d,"description":"r","selection":%s,"action":{"type":"expire"}}`, prio, sel)
+	}
+	for name, text := range map[string]string{
+		"not json":          pad(`x`),
+		"tagged no prefix":  pad(rule(1, `{"tagStatus":"tagged","countType":"imageCountMoreThan","countNumber":1}`)),
+		"any not last":      pad(rule(1, `{"tagStatus":"any","countType":"imageCountMoreThan","countNumber":1}`) + "," + rule(2, `{"tagStatus":"untagged","countType":"imageCountMoreThan","countNumber":1}`)),
+		"same priority":     pad(rule(1, `{"tagStatus":"untagged","countType":"imageCountMoreThan","countNumber":1}`) + "," + rule(1, `{"tagStatus":"untagged","countType":"imageCountMoreThan","countNumber":2}`)),
+		"days without unit": pad(rule(1, `{"tagStatus":"untagged","countType":"sinceImagePushed","countNumber":1}`)),
+		"unknown field":     pad(rule(1, `{"tagStatus":"untagged","countType":"imageCountMoreThan","countNumber":1,"storageClass":"archive"}`)),
+	} {
+		if err := put(text); err == nil {
+			t.Errorf("%s: PutLifecyclePolicy accepted %s", name, text)
+		} else {
+			wantErr(t, err, "InvalidParameterException", "Lifecycle policy validation failure")
+		}
+	}
+	_, err := e.h.GetLifecyclePolicy(e.ctx, connect.NewRequest(&ecrv1.GetLifecyclePolicyRequest{RepositoryName: s("app")}))
+	wantErr(t, err, "LifecyclePolicyNotFoundException", "'app'")
+
+	// Seven images a day apart: rel-1..rel-4 tagged, u1..u3 untagged (pushed untagged).
+	st := e.h.Store
+	start := *e.now
+	var untagged []string
+	for i := range 7 {
+		*e.now = start.Add(time.Duration(i) * 24 * time.Hour)
+		m := manifest(fmt.Sprintf("sha256:%x", i+1))
+		tag := ""
+		if i < 4 {
+			tag = fmt.Sprintf("rel-%d", i+1)
+		} else {
+			untagged = append(untagged, m.Digest)
+		}
+		if err := st.PutManifest(e.ctx, scope, "app", tag, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	*e.now = start.Add(7 * 24 * time.Hour)
+	policy := pad(rule(1, `{"tagStatus":"tagged","tagPrefixList":["rel-"],"countType":"imageCountMoreThan","countNumber":2}`) + "," +
+		rule(2, `{"tagStatus":"untagged","countType":"sinceImagePushed","countUnit":"days","countNumber":2}`))
+	if err := put(policy); err != nil {
+		t.Fatal(err)
+	}
+	n, err := st.ApplyLifecyclePolicies(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := e.h.ListImages(e.ctx, connect.NewRequest(&ecrv1.ListImagesRequest{RepositoryName: s("app")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, id := range list.Msg.GetImageIds() {
+		if id.ImageTag != nil {
+			left = append(left, id.GetImageTag())
+		} else {
+			left = append(left, id.GetImageDigest())
+		}
+	}
+	// rel-1, rel-2 go (two newest kept); u1 (pushed day 4, 3 days old) goes; u2 (day 5,
+	// 2 days old, not more than 2) and u3 stay.
+	want := []string{untagged[1], untagged[2], "rel-3", "rel-4"}
+	slices.Sort(left)
+	slices.Sort(want)
+	if n != 3 || !slices.Equal(left, want) {
+		t.Fatalf("expired %d, left %v; want 3 expired, left %v", n, left, want)
+	}
+	got, err := e.h.GetLifecyclePolicy(e.ctx, connect.NewRequest(&ecrv1.GetLifecyclePolicyRequest{RepositoryName: s("app")}))
+	if err != nil || got.Msg.GetLifecyclePolicyText() != policy || got.Msg.GetLastEvaluatedAt() == 0 {
+		t.Fatalf("GetLifecyclePolicy = %v, %v", got, err)
+	}
+	if _, err := e.h.DeleteLifecyclePolicy(e.ctx, connect.NewRequest(&ecrv1.DeleteLifecyclePolicyRequest{RepositoryName: s("app")})); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.h.DeleteLifecyclePolicy(e.ctx, connect.NewRequest(&ecrv1.DeleteLifecyclePolicyRequest{RepositoryName: s("app")}))
+	wantErr(t, err, "LifecyclePolicyNotFoundException", "'app'")
 }

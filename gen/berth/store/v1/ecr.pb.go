@@ -30,9 +30,15 @@ type EcrRepositoryRecord struct {
 	// repository_uri (derived from the registry's host when read).
 	Repository *v1.Repository `protobuf:"bytes,1,opt,name=repository,proto3" json:"repository,omitempty"`
 	// tags are the repository's resource tags in the order given.
-	Tags          []*v1.Tag `protobuf:"bytes,2,rep,name=tags,proto3" json:"tags,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Tags []*v1.Tag `protobuf:"bytes,2,rep,name=tags,proto3" json:"tags,omitempty"`
+	// lifecycle_policy is the lifecycle policy's text as put (PutLifecyclePolicy); empty
+	// when the repository has none.
+	LifecyclePolicy string `protobuf:"bytes,3,opt,name=lifecycle_policy,json=lifecyclePolicy,proto3" json:"lifecycle_policy,omitempty"`
+	// lifecycle_evaluated_at is when the background pass last applied the policy (epoch
+	// seconds); 0 before it first has.
+	LifecycleEvaluatedAt float64 `protobuf:"fixed64,4,opt,name=lifecycle_evaluated_at,json=lifecycleEvaluatedAt,proto3" json:"lifecycle_evaluated_at,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *EcrRepositoryRecord) Reset() {
@@ -77,6 +83,20 @@ func (x *EcrRepositoryRecord) GetTags() []*v1.Tag {
 		return x.Tags
 	}
 	return nil
+}
+
+func (x *EcrRepositoryRecord) GetLifecyclePolicy() string {
+	if x != nil {
+		return x.LifecyclePolicy
+	}
+	return ""
+}
+
+func (x *EcrRepositoryRecord) GetLifecycleEvaluatedAt() float64 {
+	if x != nil {
+		return x.LifecycleEvaluatedAt
+	}
+	return 0
 }
 
 // EcrImageRecord is stored at /berth/v1/ecr-images/{account}/{region}/{escaped
@@ -232,12 +252,14 @@ var File_berth_store_v1_ecr_proto protoreflect.FileDescriptor
 
 const file_berth_store_v1_ecr_proto_rawDesc = "" +
 	"\n" +
-	"\x18berth/store/v1/ecr.proto\x12\x0eberth.store.v1\x1a\x19berth/ecr/v1/shapes.proto\"v\n" +
+	"\x18berth/store/v1/ecr.proto\x12\x0eberth.store.v1\x1a\x19berth/ecr/v1/shapes.proto\"\xd7\x01\n" +
 	"\x13EcrRepositoryRecord\x128\n" +
 	"\n" +
 	"repository\x18\x01 \x01(\v2\x18.berth.ecr.v1.RepositoryR\n" +
 	"repository\x12%\n" +
-	"\x04tags\x18\x02 \x03(\v2\x11.berth.ecr.v1.TagR\x04tags\"\xd8\x01\n" +
+	"\x04tags\x18\x02 \x03(\v2\x11.berth.ecr.v1.TagR\x04tags\x12)\n" +
+	"\x10lifecycle_policy\x18\x03 \x01(\tR\x0flifecyclePolicy\x124\n" +
+	"\x16lifecycle_evaluated_at\x18\x04 \x01(\x01R\x14lifecycleEvaluatedAt\"\xd8\x01\n" +
 	"\x0eEcrImageRecord\x12\x16\n" +
 	"\x06digest\x18\x01 \x01(\tR\x06digest\x12\x1d\n" +
 	"\n" +

@@ -463,9 +463,11 @@ func (r *Registry) CollectGarbage(ctx context.Context, grace time.Duration) (fil
 	return files, bytes, err
 }
 
-// RunGarbageCollection runs CollectGarbage every interval until ctx ends, logging what
-// each pass removed.
-func (r *Registry) RunGarbageCollection(ctx context.Context, interval time.Duration) {
+// RunBackground runs, every interval until ctx ends, the registry's background pass:
+// the repositories' lifecycle policies (ecr.Store.ApplyLifecyclePolicies), then
+// CollectGarbage, which removes the blobs of the images they expired once their grace
+// has passed. It logs what each pass removed.
+func (r *Registry) RunBackground(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -473,6 +475,13 @@ func (r *Registry) RunGarbageCollection(ctx context.Context, interval time.Durat
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		expired, err := r.store.ApplyLifecyclePolicies(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			r.log.Warn("ecr: lifecycle policies", "err", err)
+		case expired > 0:
+			r.log.Info("ecr: lifecycle policies expired images", "images", expired)
 		}
 		files, n, err := r.CollectGarbage(ctx, GarbageGrace)
 		switch {

@@ -231,6 +231,19 @@ func TestECRWithSDK(t *testing.T) {
 		t.Fatalf("PutImage with a wrong imageDigest: %v, want ImageDigestDoesNotMatchException", err)
 	}
 
+	// BatchCheckLayerAvailability: a pushed layer with its size, a missing one a failure.
+	imgLayers, _ := img.Layers()
+	ld, _ := imgLayers[0].Digest()
+	lsize, _ := imgLayers[0].Size()
+	missing := "sha256:" + strings.Repeat("1", 64)
+	avail, err := c.BatchCheckLayerAvailability(ctx, &ecr.BatchCheckLayerAvailabilityInput{RepositoryName: aws.String("team/web"), LayerDigests: []string{ld.String(), missing}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(avail.Layers) != 1 || avail.Layers[0].LayerAvailability != ecrtypes.LayerAvailabilityAvailable || aws.ToInt64(avail.Layers[0].LayerSize) != lsize ||
+		len(avail.Failures) != 1 || avail.Failures[0].FailureCode != ecrtypes.LayerFailureCodeMissingLayerDigest {
+		t.Fatalf("BatchCheckLayerAvailability layers %+v failures %+v", avail.Layers, avail.Failures)
+	}
 	// A lifecycle policy, stored and read back; a second delete is LifecyclePolicyNotFound.
 	policy := `{"rules":[{"rulePriority":1,"description":"keep 10 releases","selection":{"tagStatus":"tagged","tagPrefixList":["v"],"countType":"imageCountMoreThan","countNumber":10},"action":{"type":"expire"}}]}`
 	if _, err := c.PutLifecyclePolicy(ctx, &ecr.PutLifecyclePolicyInput{RepositoryName: aws.String("team/web"), LifecyclePolicyText: aws.String(policy)}); err != nil {

@@ -6,7 +6,7 @@
 //
 // Served: CreateRepository, DescribeRepositories, DeleteRepository,
 // GetAuthorizationToken, DescribeImages, ListImages, BatchGetImage, BatchDeleteImage,
-// PutImage, PutLifecyclePolicy, GetLifecyclePolicy, DeleteLifecyclePolicy (applied by
+// PutImage, BatchCheckLayerAvailability, PutLifecyclePolicy, GetLifecyclePolicy, DeleteLifecyclePolicy (applied by
 // ApplyLifecyclePolicies, which the registry's background pass runs).
 // Other actions answer UnsupportedOperationException. See docs/ecr.md.
 package ecr

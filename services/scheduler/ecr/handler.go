@@ -595,13 +595,7 @@ func (h *Handler) PutImage(ctx context.Context, req *connect.Request[ecrv1.PutIm
 		}
 		// The blobs of an image the repository already holds were checked when it was
 		// pushed, and garbage collection keeps what an image references.
-		known := func(ctx context.Context, d string) bool {
-			if h.Blobs == nil {
-				return false
-			}
-			ok, err := h.HasBlob(ctx, s, d)
-			return err == nil && ok && h.Blobs(ctx, d)
-		}
+		known := func(ctx context.Context, d string) bool { _, ok := h.blob(ctx, s, d); return ok }
 		m, err := h.CheckManifest(ctx, s, repo, body, in.GetImageManifestMediaType(), known)
 		var me *ManifestError
 		if errors.As(err, &me) {
@@ -636,5 +630,48 @@ func (h *Handler) PutImage(ctx context.Context, req *connect.Request[ecrv1.PutIm
 		}
 		return &ecrv1.PutImageResponse{Image: &ecrv1.Image{RegistryId: proto.String(s.Account), RepositoryName: proto.String(repo), ImageId: id,
 			ImageManifest: proto.String(string(body)), ImageManifestMediaType: proto.String(m.MediaType)}}, nil
+	})
+}
+
+// blob returns the size of a blob pushed in scope s that the registry still holds.
+func (h *Handler) blob(ctx context.Context, s keys.Scope, digest string) (int64, bool) {
+	if h.Blobs == nil {
+		return 0, false
+	}
+	if ok, err := h.HasBlob(ctx, s, digest); err != nil || !ok {
+		return 0, false
+	}
+	return h.Blobs(ctx, digest)
+}
+
+// BatchCheckLayerAvailability answers which of the layers named the caller's account
+// has pushed (the registry's blobs of its scope).
+func (h *Handler) BatchCheckLayerAvailability(ctx context.Context, req *connect.Request[ecrv1.BatchCheckLayerAvailabilityRequest]) (*connect.Response[ecrv1.BatchCheckLayerAvailabilityResponse], error) {
+	return handle(ctx, h, req, func(ctx context.Context, s keys.Scope, in *ecrv1.BatchCheckLayerAvailabilityRequest) (*ecrv1.BatchCheckLayerAvailabilityResponse, error) {
+		if err := checkRegistry(s, in.RegistryId); err != nil {
+			return nil, err
+		}
+		if n := len(in.GetLayerDigests()); n < 1 || n > 100 {
+			return nil, invalidParameter("Invalid parameter at 'layerDigests' failed to satisfy constraint: 'Member must have length less than or equal to 100 and greater than or equal to 1'")
+		}
+		if _, _, err := h.Repository(ctx, s, in.GetRepositoryName()); err != nil {
+			return nil, err
+		}
+		out := &ecrv1.BatchCheckLayerAvailabilityResponse{}
+		for _, d := range in.GetLayerDigests() {
+			if !digestPattern.MatchString(d) {
+				out.Failures = append(out.Failures, &ecrv1.LayerFailure{LayerDigest: proto.String(d), FailureCode: proto.String("InvalidLayerDigest"),
+					FailureReason: proto.String("Invalid layer digest: want sha256:{64 hex digits}")})
+				continue
+			}
+			size, ok := h.blob(ctx, s, d)
+			if !ok {
+				out.Failures = append(out.Failures, &ecrv1.LayerFailure{LayerDigest: proto.String(d), FailureCode: proto.String("MissingLayerDigest"),
+					FailureReason: proto.String("Could not find the requested layer")})
+				continue
+			}
+			out.Layers = append(out.Layers, &ecrv1.Layer{LayerDigest: proto.String(d), LayerAvailability: proto.String("AVAILABLE"), LayerSize: size})
+		}
+		return out, nil
 	})
 }

@@ -33,19 +33,22 @@ type ManifestError struct {
 
 func (e *ManifestError) Error() string { return e.Message }
 
-// BlobExists reports whether the registry holds a blob (digest "sha256:…").
-type BlobExists func(ctx context.Context, digest string) bool
+// BlobSize returns a blob's size and whether the registry holds it.
+type BlobSize func(ctx context.Context, digest string) (int64, bool)
 
-// DiskBlobs returns the BlobExists of a registry whose blobs are under dir
+// DiskBlobs returns the BlobSize of a registry whose blobs are under dir
 // ({dir}/{algorithm}/{hex}, package registry's layout).
-func DiskBlobs(dir string) BlobExists {
-	return func(_ context.Context, digest string) bool {
+func DiskBlobs(dir string) BlobSize {
+	return func(_ context.Context, digest string) (int64, bool) {
 		alg, hx, ok := strings.Cut(digest, ":")
 		if !ok || alg != "sha256" || len(hx) != 64 || strings.ContainsAny(hx, "/.") {
-			return false
+			return 0, false
 		}
-		_, err := os.Stat(filepath.Join(dir, alg, hx))
-		return err == nil
+		fi, err := os.Stat(filepath.Join(dir, alg, hx))
+		if err != nil {
+			return 0, false
+		}
+		return fi.Size(), true
 	}
 }
 
@@ -53,7 +56,7 @@ func DiskBlobs(dir string) BlobExists {
 // Content-Type, wins over the body's), and that every blob it references (an image
 // manifest's config and layers: blobs) or every manifest (an index's: images of repo)
 // is present. A refusal is a *ManifestError.
-func (s *Store) CheckManifest(ctx context.Context, sc keys.Scope, repo string, body []byte, mediaType string, blobs BlobExists) (Manifest, error) {
+func (s *Store) CheckManifest(ctx context.Context, sc keys.Scope, repo string, body []byte, mediaType string, blobs func(ctx context.Context, digest string) bool) (Manifest, error) {
 	sum := sha256.Sum256(body)
 	rec := Manifest{Digest: "sha256:" + hex.EncodeToString(sum[:]), Bytes: body}
 	var m struct {

@@ -44,10 +44,11 @@ type Store struct {
 	// host is the registry's host[:port], the host of every repositoryUri.
 	host string
 
-	// Blobs tells PutImage whether the registry holds a blob (DiskBlobs of the
+	// Blobs tells PutImage and BatchCheckLayerAvailability whether the registry holds a
+	// blob, and its size (DiskBlobs of the
 	// registry's directory); nil: no blob counts as present, so PutImage only tags
 	// images the repository already holds.
-	Blobs BlobExists
+	Blobs BlobSize
 }
 
 // NewStore returns the model over kv. ring seals the authorization tokens (nil: no

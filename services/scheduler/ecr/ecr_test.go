@@ -383,3 +383,53 @@ func TestLifecyclePolicies(t *testing.T) {
 	_, err = e.h.DeleteLifecyclePolicy(e.ctx, connect.NewRequest(&ecrv1.DeleteLifecyclePolicyRequest{RepositoryName: s("app")}))
 	wantErr(t, err, "LifecyclePolicyNotFoundException", "'app'")
 }
+
+// ListImages' maxResults counts identifiers (one per tag): a page ends before an image
+// whose identifiers would not fit, and paging returns each identifier once.
+func TestListImagesPagesByIdentifiers(t *testing.T) {
+	e := newEnv(t)
+	s := proto.String
+	if _, err := e.create(t, &ecrv1.CreateRepositoryRequest{RepositoryName: s("app")}); err != nil {
+		t.Fatal(err)
+	}
+	st := e.h.Store
+	a, b, c := manifest("sha256:a"), manifest("sha256:b"), manifest("sha256:c")
+	for _, p := range []struct {
+		m   ecr.Manifest
+		tag string
+	}{{a, "a1"}, {a, "a2"}, {b, "b1"}, {c, ""}} {
+		if err := st.PutManifest(e.ctx, scope, "app", p.tag, p.m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, max := range []int32{1, 2, 3, 100} {
+		var all []string
+		var sizes []int
+		token := ""
+		for range 10 {
+			req := &ecrv1.ListImagesRequest{RepositoryName: s("app"), MaxResults: max}
+			if token != "" {
+				req.NextToken = s(token)
+			}
+			res, err := e.h.ListImages(e.ctx, connect.NewRequest(req))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sizes = append(sizes, len(res.Msg.GetImageIds()))
+			for _, id := range res.Msg.GetImageIds() {
+				all = append(all, id.GetImageDigest()[len(id.GetImageDigest())-1:]+id.GetImageTag())
+			}
+			if token = res.Msg.GetNextToken(); token == "" {
+				break
+			}
+		}
+		if strings.Join(all, ",") != "aa1,aa2,bb1,c" {
+			t.Errorf("maxResults %d: paged %v (pages %v), want aa1,aa2,bb1,c", max, all, sizes)
+		}
+		for _, n := range sizes {
+			if n > int(max) && n != 2 { // only a's two tags may exceed a page of 1
+				t.Errorf("maxResults %d: a page of %d", max, n)
+			}
+		}
+	}
+}

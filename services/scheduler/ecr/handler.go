@@ -340,18 +340,46 @@ func (h *Handler) ListImages(ctx context.Context, req *connect.Request[ecrv1.Lis
 		if err != nil {
 			return nil, err
 		}
-		imgs, next, err := h.listImages(ctx, s, in.GetRepositoryName(), in.GetMaxResults(), in.GetNextToken(), keep)
+		repo := in.GetRepositoryName()
+		if _, _, err := h.Repository(ctx, s, repo); err != nil {
+			return nil, err
+		}
+		limit, err := maxResults(in.GetMaxResults())
 		if err != nil {
 			return nil, err
 		}
+		// maxResults counts image identifiers (one per tag), so a page ends before the
+		// image whose identifiers would not fit, resuming right after the one before it.
 		out := &ecrv1.ListImagesResponse{}
-		for _, img := range imgs {
-			out.ImageIds = append(out.ImageIds, imageIDs(img)...)
+		prefix, token := keys.EcrImages(s, repo), in.GetNextToken()
+		for {
+			items, next, err := store.List[*storev1.EcrImageRecord](ctx, h.kv, prefix, limit, token)
+			if err != nil {
+				if errors.Is(err, store.ErrInvalidToken) {
+					return nil, invalidParameter("Invalid parameter at 'nextToken': the token is not valid.")
+				}
+				return nil, err
+			}
+			for _, it := range items {
+				if keep(it.Value) {
+					ids := imageIDs(it.Value)
+					if len(out.ImageIds) > 0 && len(out.ImageIds)+len(ids) > limit {
+						out.NextToken = proto.String(token)
+						return out, nil
+					}
+					out.ImageIds = append(out.ImageIds, ids...)
+				}
+				token = store.TokenAfter(it.Key)
+			}
+			if next == "" {
+				return out, nil
+			}
+			if len(out.ImageIds) >= limit {
+				out.NextToken = proto.String(next)
+				return out, nil
+			}
+			token = next
 		}
-		if next != "" {
-			out.NextToken = proto.String(next)
-		}
-		return out, nil
 	})
 }
 

@@ -354,8 +354,8 @@ func TestECRDockerLoginPush(t *testing.T) {
 }
 
 // TestDevECRTaskAfterRestart: on `berth dev`, the AWS CLI creates an ECR repository and
-// gets a login password, go-containerregistry pushes the demo image to the repositoryUri
-// with it, `berth dev` restarts, and a task whose image is that repositoryUri runs and
+// gets a login password, `berth image demo --password-stdin` pushes the demo image to the
+// repositoryUri with it, `berth dev` restarts, and a task whose image is that repositoryUri runs and
 // exits 0 (the agent pulls with the token the scheduler gives it): the image survived the
 // restart on disk and in etcd. A task whose repositoryCredentials hold a wrong password
 // cannot pull.
@@ -374,21 +374,26 @@ func TestDevECRTaskAfterRestart(t *testing.T) {
 	}
 	password := aws("ecr", "get-login-password")
 	auth := &authn.Basic{Username: "AWS", Password: password}
-	// The demo image, from the in-memory registry `berth image demo` pushes to, into ECR.
-	cli(t, root, env, "bin/berth", "image", "demo")
-	src, err := name.ParseReference(envValue(env, "BERTH_REGISTRY_ADDR") + "/berth/demo:latest")
-	if err != nil {
-		t.Fatal(err)
+	// `berth image demo` pushes the demo image into ECR with the password on stdin, as
+	// `docker login --password-stdin` takes it; without it the registry refuses the push.
+	berthImage := func(stdin string, args ...string) (string, error) {
+		cmd := exec.Command(filepath.Join(root, "bin/berth"), append([]string{"image", "demo"}, args...)...)
+		cmd.Dir, cmd.Env, cmd.Stdin = root, env, strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
 	}
-	img, err := remote.Image(src)
-	if err != nil {
-		t.Fatal(err)
+	if out, err := berthImage("", uri+":v1"); err == nil || !strings.Contains(out, "401") {
+		t.Fatalf("berth image demo without a password: %v: %s; want a 401 refusal", err, out)
+	}
+	if out, err := berthImage(password+"\n", "--username", "AWS", "--password-stdin", uri+":v1"); err != nil {
+		t.Fatalf("berth image demo --password-stdin: %v: %s", err, out)
 	}
 	dst, err := name.ParseReference(uri + ":v1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Write(dst, img, remote.WithAuth(auth)); err != nil {
+	img, err := remote.Image(dst, remote.WithAuth(auth))
+	if err != nil {
 		t.Fatal(err)
 	}
 	digest, _ := img.Digest()

@@ -67,7 +67,7 @@ func NewStore(kv clientv3.KV, ring *seal.Keyring, host string, now func() time.T
 func (s *Store) Host() string { return s.host }
 
 // ErrNoRegistry answers every action when this Berth serves no registry.
-var ErrNoRegistry = awserr.New("ServerException", "ECR is disabled on this Berth: it serves no registry (berth dev's BERTH_REGISTRY_ADDR; see docs/ecr.md).")
+var ErrNoRegistry = awserr.New("ServerException", "ECR is disabled on this Berth: it serves no registry (berth dev's BERTH_ECR_ADDR; see docs/ecr.md).")
 
 // ErrNoKeyring answers GetAuthorizationToken when the scheduler has no secrets key to
 // seal tokens with.

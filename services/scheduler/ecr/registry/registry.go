@@ -195,6 +195,10 @@ func (r *Registry) blob(w http.ResponseWriter, req *http.Request, scope keys.Sco
 		return
 	}
 	if ref != "" && (req.Method == http.MethodGet || req.Method == http.MethodHead) {
+		if _, err := v1.NewHash(ref); err != nil {
+			regError(w, http.StatusBadRequest, "DIGEST_INVALID", "invalid digest: "+err.Error())
+			return
+		}
 		ok, err := r.store.HasBlob(req.Context(), scope, ref)
 		if err != nil {
 			r.answer(w, err, ref)

@@ -270,6 +270,11 @@ func TestDigestMismatchAndMissingBlob(t *testing.T) {
 	if resp := do(http.MethodHead, base+"/blobs/"+wrong, nil); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("HEAD of the refused blob: %d, want 404", resp.StatusCode)
 	}
+	for _, bad := range []string{"sha256:../../x", "sha256:abc/def", "md5:00", "x"} {
+		if resp := do(http.MethodGet, base+"/blobs/"+bad, nil); resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("GET of blob %q: %d, want 400 DIGEST_INVALID", bad, resp.StatusCode)
+		}
+	}
 	// Chunked: the same bytes under a wrong digest at the end of a PATCH upload.
 	start := do(http.MethodPost, base+"/blobs/uploads/", nil)
 	loc := start.Header.Get("Location")

@@ -433,3 +433,70 @@ func TestListImagesPagesByIdentifiers(t *testing.T) {
 		}
 	}
 }
+
+// No client input makes an action panic or answer ServerException: every served action
+// with empty, malformed and hostile members.
+func TestNoServerErrorOnClientInput(t *testing.T) {
+	e := newEnv(t)
+	s := proto.String
+	if _, err := e.create(t, &ecrv1.CreateRepositoryRequest{RepositoryName: s("app")}); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"", "app", "a/../b", "%2F", "nope", strings.Repeat("a", 300), "a/b/"}
+	ids := [][]*ecrv1.ImageIdentifier{nil, {{}}, {{ImageTag: s("x/y")}}, {{ImageDigest: s("sha256:../x")}}, {{ImageTag: s("")}},
+		{{ImageDigest: s("sha256:" + strings.Repeat("a", 64)), ImageTag: s("t")}}}
+	calls := 0
+	check := func(what string, err error) {
+		t.Helper()
+		calls++
+		if err == nil {
+			return
+		}
+		e, ok := awserr.FromConnect(err)
+		if !ok {
+			var ae *awserr.Error
+			if errors.As(err, &ae) {
+				e, ok = ae, true
+			}
+		}
+		if !ok || e.Type == "ServerException" {
+			t.Errorf("%s: %v", what, err)
+		}
+	}
+	for _, n := range names {
+		for _, id := range ids {
+			_, err := e.h.DescribeImages(e.ctx, connect.NewRequest(&ecrv1.DescribeImagesRequest{RepositoryName: s(n), ImageIds: id}))
+			check("DescribeImages "+n, err)
+			_, err = e.h.BatchGetImage(e.ctx, connect.NewRequest(&ecrv1.BatchGetImageRequest{RepositoryName: s(n), ImageIds: id}))
+			check("BatchGetImage "+n, err)
+			_, err = e.h.BatchDeleteImage(e.ctx, connect.NewRequest(&ecrv1.BatchDeleteImageRequest{RepositoryName: s(n), ImageIds: id}))
+			check("BatchDeleteImage "+n, err)
+		}
+		_, err := e.h.ListImages(e.ctx, connect.NewRequest(&ecrv1.ListImagesRequest{RepositoryName: s(n), NextToken: s("x"), MaxResults: -1}))
+		check("ListImages "+n, err)
+		_, err = e.h.DescribeRepositories(e.ctx, connect.NewRequest(&ecrv1.DescribeRepositoriesRequest{RepositoryNames: []string{n}}))
+		check("DescribeRepositories "+n, err)
+		_, err = e.h.CreateRepository(e.ctx, connect.NewRequest(&ecrv1.CreateRepositoryRequest{RepositoryName: s(n), Tags: []*ecrv1.Tag{{}}}))
+		check("CreateRepository "+n, err)
+		for _, m := range []string{"", "{}", `{"schemaVersion":2}`, `{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"digest":"x/y"}]}`,
+			`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"digest":"sha256:../../x"},"layers":[{"digest":"/"}]}`} {
+			_, err = e.h.PutImage(e.ctx, connect.NewRequest(&ecrv1.PutImageRequest{RepositoryName: s(n), ImageManifest: s(m), ImageTag: s("t/t"), ImageDigest: s("x")}))
+			check("PutImage "+n, err)
+			_, err = e.h.PutImage(e.ctx, connect.NewRequest(&ecrv1.PutImageRequest{RepositoryName: s(n), ImageManifest: s(m)}))
+			check("PutImage "+n, err)
+		}
+		_, err = e.h.BatchCheckLayerAvailability(e.ctx, connect.NewRequest(&ecrv1.BatchCheckLayerAvailabilityRequest{RepositoryName: s(n), LayerDigests: []string{"", "sha256:/", "x"}}))
+		check("BatchCheckLayerAvailability "+n, err)
+		_, err = e.h.PutLifecyclePolicy(e.ctx, connect.NewRequest(&ecrv1.PutLifecyclePolicyRequest{RepositoryName: s(n), LifecyclePolicyText: s(strings.Repeat("{", 200))}))
+		check("PutLifecyclePolicy "+n, err)
+		_, err = e.h.GetLifecyclePolicy(e.ctx, connect.NewRequest(&ecrv1.GetLifecyclePolicyRequest{RepositoryName: s(n)}))
+		check("GetLifecyclePolicy "+n, err)
+		_, err = e.h.DeleteLifecyclePolicy(e.ctx, connect.NewRequest(&ecrv1.DeleteLifecyclePolicyRequest{RepositoryName: s(n)}))
+		check("DeleteLifecyclePolicy "+n, err)
+		_, err = e.h.DeleteRepository(e.ctx, connect.NewRequest(&ecrv1.DeleteRepositoryRequest{RepositoryName: s(n + "x")}))
+		check("DeleteRepository "+n, err)
+	}
+	if calls < 100 {
+		t.Fatalf("only %d calls", calls)
+	}
+}

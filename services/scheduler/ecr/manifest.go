@@ -98,6 +98,9 @@ func (s *Store) CheckManifest(ctx context.Context, sc keys.Scope, repo string, b
 		}
 		var missing []string
 		for _, d := range need {
+			if !digestPattern.MatchString(d) {
+				return rec, &ManifestError{Code: "MANIFEST_INVALID", Message: fmt.Sprintf("manifest invalid: %q is not a sha256 digest", d)}
+			}
 			if !blobs(ctx, d) {
 				missing = append(missing, d)
 			}
@@ -108,6 +111,9 @@ func (s *Store) CheckManifest(ctx context.Context, sc keys.Scope, repo string, b
 	case DockerList, OCIIndex:
 		var missing []string
 		for _, c := range m.Manifests {
+			if !digestPattern.MatchString(c.Digest) {
+				return rec, &ManifestError{Code: "MANIFEST_INVALID", Message: fmt.Sprintf("manifest invalid: %q is not a sha256 digest", c.Digest)}
+			}
 			if _, _, err := s.Image(ctx, sc, repo, c.Digest); err != nil {
 				missing = append(missing, c.Digest)
 			}

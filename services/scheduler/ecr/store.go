@@ -161,6 +161,12 @@ func (s *Store) VerifyToken(password string) (keys.Scope, error) {
 // RepositoryNotFoundException when the repository does not exist.
 func (s *Store) Image(ctx context.Context, sc keys.Scope, repo, ref string) (*storev1.EcrImageRecord, int64, error) {
 	digest := ref
+	switch {
+	case strings.Contains(ref, ":") && !digestPattern.MatchString(ref):
+		return nil, 0, s.imageNotFound(ctx, sc, repo, ref, "")
+	case !strings.Contains(ref, ":") && !ValidTag(ref):
+		return nil, 0, s.imageNotFound(ctx, sc, repo, "", ref)
+	}
 	if !strings.Contains(ref, ":") {
 		tag, _, err := store.Get[*storev1.EcrTagRecord](ctx, s.kv, keys.EcrTag(sc, repo, ref))
 		if errors.Is(err, store.ErrNotFound) {

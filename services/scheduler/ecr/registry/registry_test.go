@@ -309,6 +309,19 @@ func TestDigestMismatchAndMissingBlob(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("manifest with a missing blob: %d, want 400", resp.StatusCode)
 	}
+	// An index naming a "digest" with a '/' is refused, not a panic.
+	idx := `{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"digest":"x/y"}]}`
+	req, _ = http.NewRequest(http.MethodPut, base+"/manifests/v2", strings.NewReader(idx))
+	req.SetBasicAuth("AWS", pw)
+	req.Header.Set("Content-Type", "application/vnd.oci.image.index.v1+json")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("index naming x/y: %d, want 400 MANIFEST_INVALID", resp.StatusCode)
+	}
 	list, _ := e.h.ListImages(e.ctx, connect.NewRequest(&ecrv1.ListImagesRequest{RepositoryName: proto.String("app")}))
 	if len(list.Msg.GetImageIds()) != 0 {
 		t.Fatalf("refused manifest listed: %v", list.Msg)

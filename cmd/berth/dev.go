@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -37,6 +39,8 @@ import (
 	"github.com/berthhq/berth/services/gateway/sigv4"
 	"github.com/berthhq/berth/services/scheduler/app"
 	"github.com/berthhq/berth/services/scheduler/cloudmap/cloudmapdns"
+	"github.com/berthhq/berth/services/scheduler/ecr"
+	ecrregistry "github.com/berthhq/berth/services/scheduler/ecr/registry"
 	"github.com/berthhq/berth/services/scheduler/elbv2/lb"
 	"github.com/berthhq/berth/services/scheduler/logs/logstore"
 	"github.com/berthhq/berth/services/scheduler/platform/caller"
@@ -54,7 +58,7 @@ func devCommand() *cobra.Command {
 			"registry in one process, configured from the environment (BERTH_DATA_DIR,\n" +
 			"BERTH_GATEWAY_ADDR, BERTH_REGION, BERTH_CLUSTER, BERTH_ACCOUNT_ID,\n" +
 			"BERTH_ACCESS_KEY_ID, BERTH_SECRET_ACCESS_KEY, BERTH_CONTAINERD_ADDRESS,\n" +
-			"BERTH_REGISTRY_ADDR, BERTH_INSECURE_REGISTRIES, BERTH_AGENT_LOG_ADDR, BERTH_REGIONS,\n" +
+			"BERTH_REGISTRY_ADDR, BERTH_ECR_ADDR, BERTH_INSECURE_REGISTRIES, BERTH_AGENT_LOG_ADDR, BERTH_REGIONS,\n" +
 			"BERTH_CNI_PLUGIN_DIR, BERTH_BRIDGE_SUBNET, BERTH_TASK_SUBNET, BERTH_TASK_SUBNET_POOL,\n" +
 			"BERTH_AGENT_ENDPOINT_ADDR, BERTH_TASK_STABLE_AFTER, BERTH_LB_LISTEN_HOST, BERTH_EFS or --efs). Prints a line containing \"ready\" once the agent has\n" +
 			"registered. State persists in the data dir.\n\n" +
@@ -90,7 +94,10 @@ type devConfig struct {
 	SecretAccessKey   string
 	ContainerdAddress string
 	RegistryAddr      string
-	AgentLogAddr      string
+	// ECRAddr (BERTH_ECR_ADDR) is where the ECR registry listens (docs/ecr.md): the host
+	// of every repositoryUri. "" disables ECR.
+	ECRAddr      string
+	AgentLogAddr string
 	// AgentEndpointAddr is where the agent serves its tasks' credentials and metadata
 	// endpoints (BERTH_AGENT_ENDPOINT_ADDR; default any loopback port).
 	AgentEndpointAddr  string
@@ -127,6 +134,7 @@ func devConfigFromEnv() devConfig {
 		SecretAccessKey:    cli.Env("BERTH_SECRET_ACCESS_KEY", "test"),
 		ContainerdAddress:  cli.Env("BERTH_CONTAINERD_ADDRESS", ""),
 		RegistryAddr:       cli.Env("BERTH_REGISTRY_ADDR", "127.0.0.1:5000"),
+		ECRAddr:            cli.Env("BERTH_ECR_ADDR", "127.0.0.1:5001"),
 		AgentLogAddr:       cli.Env("BERTH_AGENT_LOG_ADDR", "127.0.0.1:4568"),
 		AgentEndpointAddr:  cli.Env("BERTH_AGENT_ENDPOINT_ADDR", "127.0.0.1:0"),
 		InsecureRegistries: insecure,
@@ -195,6 +203,10 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 		cancel()
 		return err
 	}
+	if err := d.startECR(ctx, parts); err != nil {
+		cancel()
+		return err
+	}
 	ag, err := d.startAgent(ctx, parts, endpoint, dnsTarget)
 	if err != nil {
 		cancel()
@@ -244,6 +256,10 @@ type devStack struct {
 	local    *clientv3.Client // etcd's in-process client
 	registry *prometheus.Registry
 	sched    *app.App
+	keyring  *seal.Keyring
+	// ecrLn is the ECR registry's listener (nil when BERTH_ECR_ADDR is empty), opened
+	// before the scheduler so that its address is the repositoryUri host.
+	ecrLn net.Listener
 }
 
 // onClose adds f to what close runs.
@@ -307,14 +323,24 @@ func (d *devStack) newScheduler(ctx context.Context, stableAfter, credsLifetime 
 	if err != nil {
 		return fmt.Errorf("secrets key: %w", err)
 	}
+	d.keyring = keyring
 	logStore, err := logstore.Open(logstore.Config{Dir: filepath.Join(d.dataDir, "cwlogs")})
 	if err != nil {
 		return err
 	}
 	d.onClose(func() { _ = logStore.Close() })
+	ecrHost := ""
+	if d.cfg.ECRAddr != "" {
+		ln, err := net.Listen("tcp", d.cfg.ECRAddr)
+		if err != nil {
+			return fmt.Errorf("ECR registry at %s (set BERTH_ECR_ADDR, or empty to disable): %w", d.cfg.ECRAddr, err)
+		}
+		d.onClose(func() { _ = ln.Close() })
+		d.ecrLn, ecrHost = ln, ln.Addr().String()
+	}
 	d.sched, err = app.New(app.Config{Etcd: d.local, Region: d.cfg.Region, Logger: d.log.With("service", "scheduler"), Dev: true,
 		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps, Registry: d.registry, Logs: logStore, Keyring: keyring,
-		TaskSubnetPool: cli.Env("BERTH_TASK_SUBNET_POOL", ""), TaskCredentialsLifetime: credsLifetime})
+		TaskSubnetPool: cli.Env("BERTH_TASK_SUBNET_POOL", ""), TaskCredentialsLifetime: credsLifetime, ECRRegistryHost: ecrHost, ECRBlobDir: d.ecrBlobDir()})
 	if err != nil {
 		return err
 	}
@@ -428,6 +454,38 @@ func (d *devStack) startRegistry(ctx context.Context) error {
 		return fmt.Errorf("registry at %s (set BERTH_REGISTRY_ADDR, or empty to disable): %w", d.cfg.RegistryAddr, err)
 	}
 	d.onClose(func() { _ = reg.Close() })
+	return nil
+}
+
+// ecrBlobDir is where the ECR registry keeps its blobs.
+func (d *devStack) ecrBlobDir() string { return filepath.Join(d.dataDir, "ecr", "blobs") }
+
+// startECR serves the ECR registry (docs/ecr.md) on the listener newScheduler opened,
+// its blobs under the data dir's ecr/blobs, so pushed images survive a restart, and
+// runs its background pass (lifecycle policies, garbage collection) every 10 minutes.
+func (d *devStack) startECR(ctx context.Context, parts *devParts) error {
+	if d.ecrLn == nil {
+		return nil
+	}
+	reg, err := ecrregistry.New(ecrregistry.Config{
+		Store:  ecr.NewStore(d.local, d.keyring, d.ecrLn.Addr().String(), nil),
+		Dir:    d.ecrBlobDir(),
+		Logger: d.log.With("service", "ecr-registry"),
+	})
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: reg, ReadHeaderTimeout: 10 * time.Second}
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	parts.start("ecr registry", func() error {
+		if err := srv.Serve(d.ecrLn); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	// Every 10 minutes: lifecycle policies, then the blobs no image references any more
+	// (deleted or expired images, abandoned uploads) after their grace (docs/ecr.md).
+	go reg.RunBackground(ctx, 10*time.Minute)
 	return nil
 }
 

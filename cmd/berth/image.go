@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -24,30 +26,65 @@ func imageCommand() *cobra.Command {
 		Use:   "image",
 		Short: "Put images into a registry without Docker",
 	}
-	cmd.AddCommand(imagePushCommand(), imageDemoCommand())
+	auth := &registryAuth{}
+	cmd.AddCommand(imagePushCommand(auth), imageDemoCommand(auth))
+	cmd.PersistentFlags().StringVar(&auth.username, "username", "", "registry user name (with --password-stdin), e.g. AWS for Berth's ECR registry")
+	cmd.PersistentFlags().BoolVar(&auth.passwordStdin, "password-stdin", false,
+		"read the registry password from stdin: `aws ecr get-login-password | berth image push --username AWS --password-stdin …`")
 	return cmd
 }
 
+// registryAuth is what --username and --password-stdin give; without them pushes sign in
+// with the credentials `docker login` stored (~/.docker/config.json, credential helpers),
+// or none.
+type registryAuth struct {
+	username      string
+	passwordStdin bool
+}
+
+// option returns how push signs in to the registry.
+func (a *registryAuth) option(cmd *cobra.Command) (remote.Option, error) {
+	if !a.passwordStdin {
+		if a.username != "" {
+			return nil, fmt.Errorf("--username needs --password-stdin")
+		}
+		return remote.WithAuthFromKeychain(authn.DefaultKeychain), nil
+	}
+	if a.username == "" {
+		return nil, fmt.Errorf("--password-stdin needs --username")
+	}
+	b, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read the password from stdin: %w", err)
+	}
+	pw := strings.TrimRight(string(b), "\r\n")
+	if pw == "" {
+		return nil, fmt.Errorf("--password-stdin: stdin holds no password")
+	}
+	return remote.WithAuth(&authn.Basic{Username: a.username, Password: pw}), nil
+}
+
 // imagePushCommand pushes an image from a `docker save` tarball or an OCI image layout.
-func imagePushCommand() *cobra.Command {
+func imagePushCommand(auth *registryAuth) *cobra.Command {
 	return &cobra.Command{
 		Use:   "push SOURCE REFERENCE",
 		Short: "Push an image tarball (docker save) or OCI layout directory to REFERENCE",
 		Example: "  berth image push ./app.tar 127.0.0.1:5000/app:1\n" +
-			"  berth image push ./oci-layout 127.0.0.1:5000/app:1",
+			"  berth image push ./oci-layout 127.0.0.1:5000/app:1\n" +
+			"  aws ecr get-login-password | berth image push --username AWS --password-stdin ./app.tar 127.0.0.1:5001/app:1",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			img, err := loadImage(args[0])
 			if err != nil {
 				return err
 			}
-			return push(cmd, img, args[1])
+			return push(cmd, img, args[1], auth)
 		},
 	}
 }
 
 // imageDemoCommand packs bin/berth-testimage (built by `make build`) and pushes it.
-func imageDemoCommand() *cobra.Command {
+func imageDemoCommand(auth *registryAuth) *cobra.Command {
 	var binary string
 	cmd := &cobra.Command{
 		Use:   "demo [REFERENCE]",
@@ -79,7 +116,7 @@ func imageDemoCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return push(cmd, img, ref)
+			return push(cmd, img, ref, auth)
 		},
 	}
 	cmd.Flags().StringVar(&binary, "binary", "", "path of berth-testimage (default: beside the berth binary)")
@@ -112,7 +149,7 @@ func loadImage(src string) (v1.Image, error) {
 	return idx.Image(m.Manifests[0].Digest)
 }
 
-func push(cmd *cobra.Command, img v1.Image, ref string) error {
+func push(cmd *cobra.Command, img v1.Image, ref string, a *registryAuth) error {
 	// go-containerregistry already speaks plain HTTP to loopback and private-network
 	// registries; BERTH_INSECURE_REGISTRIES names any others.
 	var opts []name.Option
@@ -123,7 +160,11 @@ func push(cmd *cobra.Command, img v1.Image, ref string) error {
 	if err != nil {
 		return fmt.Errorf("image reference %q: %w", ref, err)
 	}
-	if err := remote.Write(r, img, remote.WithContext(cmd.Context())); err != nil {
+	auth, err := a.option(cmd)
+	if err != nil {
+		return err
+	}
+	if err := remote.Write(r, img, remote.WithContext(cmd.Context()), auth); err != nil {
 		return fmt.Errorf("push %s: %w", ref, err)
 	}
 	d, err := img.Digest()

@@ -27,7 +27,7 @@ func TestImageDemoRefusesDynamicBinary(t *testing.T) {
 	if !dynamic {
 		t.Skip("/bin/sh is statically linked here")
 	}
-	cmd := imageDemoCommand()
+	cmd := imageDemoCommand(&registryAuth{})
 	cmd.SetArgs([]string{"--binary", sh, "127.0.0.1:1/demo:1"})
 	err = cmd.Execute()
 	if err == nil || !strings.Contains(err.Error(), "dynamically linked") || !strings.Contains(err.Error(), "CGO_ENABLED=0") {

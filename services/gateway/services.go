@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 
+	ecrv1 "github.com/berthhq/berth/gen/berth/ecr/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	elbv2v1 "github.com/berthhq/berth/gen/berth/elbv2/v1"
 	logsv1 "github.com/berthhq/berth/gen/berth/logs/v1"
@@ -109,6 +110,14 @@ var Services = []Service{
 		Descriptor:   servicediscoveryv1.File_berth_servicediscovery_v1_servicediscovery_service_proto.Services().ByName("ServicediscoveryService"),
 		Unsupported:  "UnsupportedOperationException",
 		Throttling:   "RequestLimitExceeded",
+	},
+	{
+		SigningName:  "ecr",
+		Protocol:     JSON,
+		TargetPrefix: "AmazonEC2ContainerRegistry_V20150921.",
+		Descriptor:   ecrv1.File_berth_ecr_v1_ecr_service_proto.Services().ByName("EcrService"),
+		Unsupported:  "UnsupportedOperationException",
+		Throttling:   "ThrottlingException",
 	},
 }
 

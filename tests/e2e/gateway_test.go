@@ -21,6 +21,8 @@ import (
 	"github.com/berthhq/berth/pkg/h2c"
 	"github.com/berthhq/berth/services/gateway"
 	"github.com/berthhq/berth/services/scheduler/app"
+	"github.com/berthhq/berth/services/scheduler/ecr"
+	"github.com/berthhq/berth/services/scheduler/ecr/registry"
 	"github.com/berthhq/berth/services/scheduler/logs/logstore"
 	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/tests/e2e/harness"
@@ -38,6 +40,8 @@ type apiStack struct {
 	sched *app.App
 	// etcd is the scheduler's etcd client, for tests that look at what is stored.
 	etcd *clientv3.Client
+	// registry is the ECR registry's host:port (package ecr/registry, blobs in a temp dir).
+	registry string
 }
 
 // client returns an ECS client of acct signing for region.
@@ -62,10 +66,23 @@ func startAPIStack(t *testing.T, accounts ...string) *apiStack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { logStore.Close() })
-	sched, err := app.New(app.Config{Etcd: cli, Region: "us-east-1", Logs: logStore, Keyring: testKeyring(t)})
+	ring := testKeyring(t)
+	regLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	regDir := t.TempDir()
+	sched, err := app.New(app.Config{Etcd: cli, Region: "us-east-1", Logs: logStore, Keyring: ring, ECRRegistryHost: regLn.Addr().String(), ECRBlobDir: regDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.New(registry.Config{Store: ecr.NewStore(cli, ring, regLn.Addr().String(), nil), Dir: regDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	regSrv := &http.Server{Handler: reg, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = regSrv.Serve(regLn) }()
+	t.Cleanup(func() { _ = regSrv.Close() })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +101,7 @@ func startAPIStack(t *testing.T, accounts ...string) *apiStack {
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	s := &apiStack{clients: map[string]*ecs.Client{}, url: srv.URL, keys: map[string][2]string{}, sched: sched, etcd: cli}
+	s := &apiStack{clients: map[string]*ecs.Client{}, url: srv.URL, keys: map[string][2]string{}, sched: sched, etcd: cli, registry: regLn.Addr().String()}
 	for _, acct := range accounts {
 		if _, err := sched.Admin().CreateAccount(ctx, connect.NewRequest(&adminv1.CreateAccountRequest{Id: acct})); err != nil {
 			t.Fatal(err)

@@ -76,6 +76,7 @@ func devEnvShapes(t testing.TB, dataDir string) ([]string, *shapecheck.Recorder)
 		"BERTH_DATA_DIR="+dataDir,
 		"BERTH_GATEWAY_ADDR="+gw,
 		"BERTH_REGISTRY_ADDR="+reg,
+		"BERTH_ECR_ADDR="+harness.FreeAddr(t),
 		"BERTH_AGENT_LOG_ADDR="+logs,
 		"BERTH_AGENT_LOG_URL=http://"+logs,
 		// The README's shorter stability wait: AWS's 40 s would make the rolling update

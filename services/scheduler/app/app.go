@@ -1,6 +1,6 @@
 // Package app assembles one scheduler replica: the handler of every AWS service the
 // scheduler serves (ECS's control + service, STS, Secrets Manager, SSM, CloudWatch Logs
-// with its replication between replicas, ELBv2, Cloud Map), the agent session server,
+// with its replication between replicas, ELBv2, Cloud Map, ECR), the agent session server,
 // the admin service, the console's change feed and the placement engine, served over
 // Connect on one h2c handler behind caller.Interceptor; and the leader loops (reaper, service reconciler) that run while this
 // replica holds the etcd election. `berth scheduler` and `berth dev` both build on it.
@@ -25,6 +25,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	"github.com/berthhq/berth/gen/berth/console/v1/consolev1connect"
+	"github.com/berthhq/berth/gen/berth/ecr/v1/ecrv1connect"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
 	"github.com/berthhq/berth/gen/berth/elbv2/v1/elbv2v1connect"
 	"github.com/berthhq/berth/gen/berth/logs/v1/logsv1connect"
@@ -34,6 +35,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/sts/v1/stsv1connect"
 	"github.com/berthhq/berth/services/scheduler/admin"
 	"github.com/berthhq/berth/services/scheduler/cloudmap"
+	"github.com/berthhq/berth/services/scheduler/ecr"
 	"github.com/berthhq/berth/services/scheduler/ecs/agentsession"
 	"github.com/berthhq/berth/services/scheduler/ecs/control"
 	"github.com/berthhq/berth/services/scheduler/ecs/placement"
@@ -125,6 +127,15 @@ type Config struct {
 	// both services (their actions answer an error naming the missing key) and stores
 	// new access keys' secrets in the clear.
 	Keyring *seal.Keyring
+	// ECRRegistryHost is the host[:port] clients reach the ECR registry (package
+	// ecr/registry) at: the host of every repositoryUri and the proxyEndpoint of
+	// GetAuthorizationToken. "" when no registry runs: every ECR action answers an error
+	// saying so. The registry's tokens are sealed with Keyring.
+	ECRRegistryHost string
+	// ECRBlobDir is the ECR registry's blob directory, where PutImage checks that the
+	// layers of a manifest are present; "" lets PutImage only tag images a repository
+	// already holds.
+	ECRBlobDir string
 	// TaskSubnetPool is the IPv4 range container instances' awsvpc task subnets (one /24
 	// each) are allocated from; "" is control.DefaultTaskSubnetPool.
 	TaskSubnetPool string
@@ -166,6 +177,7 @@ type App struct {
 	rolloutDone func(state string, d time.Duration)
 	secrets     *secretsmanager.Handler
 	params      *ssm.Handler
+	ecr         *ecr.Handler
 	cloudMap    *cloudmap.Registry
 	kv          clientv3.KV        // cfg.Etcd's KV, instrumented when metrics are on
 	watchKV     etcdmetrics.Client // the same with the watcher, for placement and services
@@ -232,6 +244,12 @@ func New(cfg Config) (*App, error) {
 	a.secrets.Logger = cfg.Logger.With("component", "secretsmanager")
 	a.params = ssm.New(a.kv, cfg.Keyring, nil)
 	a.params.Logger = cfg.Logger.With("component", "ssm")
+	ecrStore := ecr.NewStore(a.kv, cfg.Keyring, cfg.ECRRegistryHost, nil)
+	if cfg.ECRBlobDir != "" {
+		ecrStore.Blobs = ecr.DiskBlobs(cfg.ECRBlobDir)
+	}
+	a.ecr = ecr.New(ecrStore)
+	a.ecr.Logger = cfg.Logger.With("component", "ecr")
 	a.cloudMap = cloudmap.NewRegistry(a.kv, nil)
 	creds := taskcreds.New(taskcreds.Config{KV: a.kv, Lease: cfg.Etcd, Keyring: cfg.Keyring, Lifetime: cfg.TaskCredentialsLifetime})
 	a.sessions = agentsession.New(agentsession.Config{
@@ -243,7 +261,7 @@ func New(cfg Config) (*App, error) {
 		Logger:           cfg.Logger.With("component", "agentsession"),
 		OnHeartbeat:      a.registerMetrics(reg),
 		Logs:             cfg.Logs,
-		Secrets:          tasksecrets.Resolver{Secrets: a.secrets, Parameters: a.params},
+		Secrets:          tasksecrets.Resolver{Secrets: a.secrets, Parameters: a.params, ECR: a.ecr.Store},
 	})
 	a.admin = admin.New(a.kv, cfg.Logger.With("component", "admin"), admin.Options{AllowReset: cfg.Dev, Sessions: creds, Keyring: cfg.Keyring})
 	a.elector = leader.New(leader.Config{
@@ -264,6 +282,7 @@ func New(cfg Config) (*App, error) {
 	mux.Handle(stsv1connect.NewStsServiceHandler(&sts.Handler{Roles: creds, Logger: cfg.Logger.With("component", "sts")}, identity, gzip))
 	mux.Handle(secretsmanagerv1connect.NewSecretsManagerServiceHandler(a.secrets, identity, gzip))
 	mux.Handle(ssmv1connect.NewSsmServiceHandler(a.params, identity, gzip))
+	mux.Handle(ecrv1connect.NewEcrServiceHandler(a.ecr, identity, gzip))
 	if cfg.Logs != nil && cfg.LogPeerURL != "" {
 		var authorize func(*http.Request) bool
 		if cfg.PeerOf != nil {

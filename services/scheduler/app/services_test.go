@@ -14,6 +14,8 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	ecrv1 "github.com/berthhq/berth/gen/berth/ecr/v1"
+	"github.com/berthhq/berth/gen/berth/ecr/v1/ecrv1connect"
 	elbv2 "github.com/berthhq/berth/gen/berth/elbv2/v1"
 	"github.com/berthhq/berth/gen/berth/elbv2/v1/elbv2v1connect"
 	smv1 "github.com/berthhq/berth/gen/berth/secretsmanager/v1"
@@ -24,6 +26,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/ssm/v1/ssmv1connect"
 	stsv1 "github.com/berthhq/berth/gen/berth/sts/v1"
 	"github.com/berthhq/berth/gen/berth/sts/v1/stsv1connect"
+	"github.com/berthhq/berth/services/scheduler/ecr"
 	"github.com/berthhq/berth/services/scheduler/platform/awserr"
 	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
 	"github.com/berthhq/berth/services/scheduler/secretsmanager"
@@ -89,6 +92,14 @@ func TestAWSServicesAnswerThroughHandle(t *testing.T) {
 	params := ssmv1connect.NewSsmServiceClient(srv.Client(), srv.URL, id)
 	_, err = params.GetParameter(ctx, connect.NewRequest(&ssmv1.GetParameterRequest{Name: proto.String("p")}))
 	wantException(t, "ssm without a keyring", err, "InternalServerError", ssm.ErrNoKeyring.Message)
+
+	registry := ecrv1connect.NewEcrServiceClient(srv.Client(), srv.URL, id)
+	_, err = registry.DescribeRepositories(ctx, connect.NewRequest(&ecrv1.DescribeRepositoriesRequest{}))
+	wantException(t, "ecr without a registry", err, "ServerException", ecr.ErrNoRegistry.Message)
+	_, err = registry.StartLifecyclePolicyPreview(ctx, connect.NewRequest(&ecrv1.StartLifecyclePolicyPreviewRequest{}))
+	if _, ok := awserr.FromConnect(err); ok || connect.CodeOf(err) != connect.CodeUnimplemented {
+		t.Errorf("ecr StartLifecyclePolicyPreview: %v; want a bare CodeUnimplemented", err)
+	}
 
 	lb := elbv2v1connect.NewElbv2ServiceClient(srv.Client(), srv.URL, id)
 	_, err = lb.DescribeLoadBalancers(ctx, connect.NewRequest(&elbv2.DescribeLoadBalancersRequest{Marker: proto.String("x")}))

@@ -12,6 +12,7 @@ import (
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+	"github.com/berthhq/berth/services/scheduler/ecs/tasksecrets"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
 )
@@ -39,6 +40,8 @@ func (c *captureStream) Receive() (*agentv1.SessionRequest, error) { return nil,
 
 // countingResolver resolves every secret to "v" and counts its calls.
 type countingResolver struct{ calls int }
+
+func (r *countingResolver) Needs(td *ecsv1.TaskDefinition) bool { return tasksecrets.Needs(td) }
 
 func (r *countingResolver) Resolve(_ context.Context, _ keys.Scope, td *ecsv1.TaskDefinition) ([]*agentv1.ResolvedSecret, error) {
 	r.calls++

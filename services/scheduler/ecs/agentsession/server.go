@@ -79,6 +79,8 @@ type Config struct {
 // SecretResolver resolves a task definition's secrets in a scope (tasksecrets.Resolver):
 // a *tasksecrets.Failure is the task's stoppedReason, any other error a fault to retry.
 type SecretResolver interface {
+	// Needs reports whether td needs resolving at all (tasksecrets.Resolver.Needs).
+	Needs(td *ecsv1.TaskDefinition) bool
 	Resolve(ctx context.Context, s keys.Scope, td *ecsv1.TaskDefinition) ([]*agentv1.ResolvedSecret, error)
 }
 

@@ -251,7 +251,7 @@ func (ss *session) deliver(it store.Item[*emptypb.Empty]) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		td, err := ss.srv.cachedTaskDefinition(ctx, ss.account, a.taskDefinitionArn)
 		cancel()
-		if err == nil && (ss.srv.cfg.Secrets == nil || !tasksecrets.Needs(td.td)) {
+		if err == nil && (ss.srv.cfg.Secrets == nil || !ss.srv.cfg.Secrets.Needs(td.td)) {
 			ss.track(id, it.Key, it.ModRevision, false)
 			return ss.sendRaw(a, id, td)
 		}
@@ -369,7 +369,7 @@ func (ss *session) deliverEntry(key string, rev int64, entry *storev1.InboxEntry
 			a.TaskDefinition = td
 		}
 	}
-	if a := msg.GetAssignment(); a != nil && ss.srv.cfg.Secrets != nil && tasksecrets.Needs(a.GetTaskDefinition()) {
+	if a := msg.GetAssignment(); a != nil && ss.srv.cfg.Secrets != nil && ss.srv.cfg.Secrets.Needs(a.GetTaskDefinition()) {
 		// The values go on this message only; the inbox entry keeps the references.
 		a = proto.Clone(a).(*agentv1.Assignment)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

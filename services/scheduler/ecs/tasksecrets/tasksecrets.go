@@ -2,7 +2,10 @@
 // secrets[].valueFrom (a Secrets Manager secret ARN, optionally
 // ":json-key:version-stage:version-id", or an SSM parameter name or ARN),
 // repositoryCredentials.credentialsParameter (a secret holding {"username","password"}),
-// and logConfiguration.secretOptions. The delivering scheduler replica calls it when it
+// and logConfiguration.secretOptions; and, for a container whose image is in this
+// Berth's ECR registry and that names no repositoryCredentials, an ECR authorization
+// token of the task's account (as the ECS agent pulls ECR images with the task's
+// execution role). The delivering scheduler replica calls it when it
 // sends an assignment to the agent (agentsession): the values travel on the agent's
 // session only, never into etcd, the task record or DescribeTasks. A reference that does
 // not resolve fails the task with AWS's stoppedReason form,
@@ -16,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
@@ -45,13 +49,47 @@ type Parameters interface {
 	Resolve(ctx context.Context, s keys.Scope, id string) (string, error)
 }
 
-// Resolver resolves task secrets from the two stores.
+// ECRTokens issues ECR authorization tokens (ecr.Store).
+type ECRTokens interface {
+	// Host is the ECR registry's host[:port] ("" when none runs).
+	Host() string
+	// IssueToken returns the password of a token for user AWS in scope s.
+	IssueToken(s keys.Scope) (string, time.Time, error)
+}
+
+// Resolver resolves task secrets from the two stores, and ECR registry auth.
 type Resolver struct {
 	Secrets    Secrets
 	Parameters Parameters
+	// ECR, when set, gives containers whose image is in its registry a token.
+	ECR ECRTokens
 }
 
-// Needs reports whether td references any secret, so callers resolve only then.
+// Needs reports whether td references any secret or pulls from the ECR registry, so
+// callers resolve only then.
+func (r Resolver) Needs(td *ecsv1.TaskDefinition) bool {
+	if Needs(td) {
+		return true
+	}
+	for _, c := range td.GetContainerDefinitions() {
+		if r.ecrImage(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// ecrImage reports whether c's image is in the ECR registry and c names no
+// repositoryCredentials of its own (which win, as on ECS).
+func (r Resolver) ecrImage(c *ecsv1.ContainerDefinition) bool {
+	if r.ECR == nil || r.ECR.Host() == "" || c.GetRepositoryCredentials().GetCredentialsParameter() != "" {
+		return false
+	}
+	host, _, ok := strings.Cut(c.GetImage(), "/")
+	return ok && host == r.ECR.Host()
+}
+
+// Needs reports whether td references any secret.
 func Needs(td *ecsv1.TaskDefinition) bool {
 	for _, c := range td.GetContainerDefinitions() {
 		if len(c.GetSecrets()) > 0 || c.GetRepositoryCredentials().GetCredentialsParameter() != "" ||
@@ -90,6 +128,18 @@ func (r Resolver) Resolve(ctx context.Context, s keys.Scope, td *ecsv1.TaskDefin
 			}
 			out = append(out,
 				&agentv1.ResolvedSecret{ContainerName: name, Kind: KindRegistry, Name: "username", Value: user},
+				&agentv1.ResolvedSecret{ContainerName: name, Kind: KindRegistry, Name: "password", Value: pass})
+		}
+		if r.ecrImage(c) {
+			pass, _, err := r.ECR.IssueToken(s)
+			if err != nil {
+				if e, ok := domain(err); ok {
+					return nil, fail("ecr authorization token: %s: %s", e.Type, e.Message)
+				}
+				return nil, err
+			}
+			out = append(out,
+				&agentv1.ResolvedSecret{ContainerName: name, Kind: KindRegistry, Name: "username", Value: "AWS"},
 				&agentv1.ResolvedSecret{ContainerName: name, Kind: KindRegistry, Name: "password", Value: pass})
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	smv1 "github.com/berthhq/berth/gen/berth/secretsmanager/v1"
 	ssmv1 "github.com/berthhq/berth/gen/berth/ssm/v1"
+	"github.com/berthhq/berth/services/scheduler/ecr"
 	"github.com/berthhq/berth/services/scheduler/ecs/tasksecrets"
 	"github.com/berthhq/berth/services/scheduler/platform/caller"
 	"github.com/berthhq/berth/services/scheduler/platform/etcdembed/etcdtest"
@@ -98,5 +99,44 @@ func TestResolve(t *testing.T) {
 		if err != nil && (strings.Contains(err.Error(), "pw2") || strings.Contains(err.Error(), `"pw"`)) {
 			t.Errorf("%s: the reason carries a value: %v", ref, err)
 		}
+	}
+}
+
+// A container whose image is in the ECR registry gets a token of the task's account for
+// user AWS, unless it names repositoryCredentials (which win); other images get none.
+func TestResolveECRImage(t *testing.T) {
+	kv := etcdtest.Start(t)
+	key := make([]byte, seal.KeySize)
+	ring, err := seal.New(seal.Key{ID: "t", Secret: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := ecr.NewStore(kv, ring, "127.0.0.1:5001", nil)
+	r := tasksecrets.Resolver{Secrets: secretsmanager.New(kv, ring, nil), ECR: st}
+	scope := keys.Scope{Account: "111111111111", Region: "eu-west-1"}
+	str := func(s string) *string { return &s }
+	td := &ecsv1.TaskDefinition{ContainerDefinitions: []*ecsv1.ContainerDefinition{
+		{Name: str("ecr"), Image: str("127.0.0.1:5001/team/web:v1")},
+		{Name: str("other"), Image: str("127.0.0.1:5000/berth/demo:latest")},
+		{Name: str("hub"), Image: str("busybox")},
+	}}
+	if !r.Needs(td) || tasksecrets.Needs(td) {
+		t.Fatalf("Resolver.Needs = %v, Needs = %v: want true, false", r.Needs(td), tasksecrets.Needs(td))
+	}
+	vals, err := r.Resolve(t.Context(), scope, td)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vals) != 2 || vals[0].GetContainerName() != "ecr" || vals[0].GetKind() != tasksecrets.KindRegistry ||
+		vals[0].GetName() != "username" || vals[0].GetValue() != "AWS" || vals[1].GetName() != "password" {
+		t.Fatalf("resolved %v", vals)
+	}
+	if got, err := st.VerifyToken(vals[1].GetValue()); err != nil || got != scope {
+		t.Fatalf("token verifies to %v, %v; want %v", got, err, scope)
+	}
+	// Without the ECR image, nothing to resolve.
+	plain := &ecsv1.TaskDefinition{ContainerDefinitions: td.ContainerDefinitions[1:]}
+	if r.Needs(plain) {
+		t.Fatal("Needs of a task without ECR images")
 	}
 }

@@ -34,7 +34,7 @@ const Module = "github.com/berthhq/berth/services/scheduler"
 const scheduler = Module + "/"
 
 // Services are the folders of the AWS services the scheduler serves, one each.
-var Services = []string{"ecs", "elbv2", "logs", "cloudmap", "secretsmanager", "ssm", "sts"}
+var Services = []string{"ecs", "elbv2", "logs", "cloudmap", "secretsmanager", "ssm", "sts", "ecr"}
 
 // TopLevel is every folder allowed at the top of the module: the services, then the
 // shared and the wiring folders.
@@ -42,13 +42,13 @@ var TopLevel = append([]string{"platform", "admin", "app", "internal"}, Services
 
 // Models are the packages another service may import: each service's model, the Go API
 // of its state (never its Connect handler nor its data plane).
-var Models = []string{"elbv2/elb", "cloudmap", "logs/logstore", "secretsmanager", "ssm"}
+var Models = []string{"elbv2/elb", "cloudmap", "logs/logstore", "secretsmanager", "ssm", "ecr"}
 
 // DataPlanes are the packages that serve traffic or data outside the control plane's
 // API: the load balancer's proxy, Cloud Map's DNS server, the log store's replication
 // between replicas.
 // Only app (and the commands outside this module) wire them.
-var DataPlanes = []string{"elbv2/lb", "cloudmap/cloudmapdns", "logs/logpeers"}
+var DataPlanes = []string{"elbv2/lb", "cloudmap/cloudmapdns", "logs/logpeers", "ecr/registry"}
 
 // DomainPackages are the ECS packages that the lower ECS packages (placement, task)
 // must not import, directly or not: they build on those.

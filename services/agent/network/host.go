@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/containerd/containerd/v2/pkg/netns"
 	"github.com/containernetworking/cni/libcni"
@@ -256,6 +257,12 @@ func (n *Network) releasePorts(tn *TaskNetwork) {
 }
 
 func (n *Network) releasePort(proto string, port int32) {
+	n.mu.Lock()
+	if fd, ok := n.held[portKey(proto, port)]; ok {
+		_ = syscall.Close(fd)
+		delete(n.held, portKey(proto, port))
+	}
+	n.mu.Unlock()
 	path := n.portFile(proto, port)
 	b, err := os.ReadFile(path)
 	var r portReservation

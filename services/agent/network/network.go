@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/containerd/containerd/v2/pkg/netns"
 	gocni "github.com/containerd/go-cni"
@@ -203,6 +204,10 @@ type Network struct {
 	mu    sync.Mutex
 	tasks map[string]*TaskNetwork
 	used  map[string]string // "tcp/8080" → task holding it
+	// held are the sockets bound on this agent's dynamic host ports ("tcp/32771" → the
+	// socket's descriptor), so the kernel gives none of them to another process
+	// (holdPort).
+	held map[string]int
 	// linkLocal: RouteLinkLocal redirects to loopback, so the bridges need
 	// route_localnet once the plugins create them.
 	linkLocal bool
@@ -264,7 +269,7 @@ func New(cfg Config) (*Network, error) {
 			return nil, fmt.Errorf("network: %w", err)
 		}
 	}
-	n := &Network{cfg: cfg, owner: ownerTag(cfg.StateDir), pinned: cfg.TaskSubnet != "", taskBridge: taskBridge, cnis: map[Mode]gocni.CNI{}, tasks: map[string]*TaskNetwork{}, used: map[string]string{}}
+	n := &Network{cfg: cfg, owner: ownerTag(cfg.StateDir), pinned: cfg.TaskSubnet != "", taskBridge: taskBridge, cnis: map[Mode]gocni.CNI{}, tasks: map[string]*TaskNetwork{}, used: map[string]string{}, held: map[string]int{}}
 	if err := n.registerOwner(); err != nil {
 		return nil, err
 	}
@@ -307,6 +312,13 @@ func New(cfg Config) (*Network, error) {
 					_, host, cnt := b.ports()
 					for p := host; p < host+cnt; p++ {
 						n.used[portKey(b.Protocol, p)] = tn.Task
+						if lo, hi := int32(cfg.PortRange[0]), int32(cfg.PortRange[1]); p >= lo && p <= hi {
+							// A dynamic port of an adopted task: held again, as far as it
+							// still can be (best effort, as before the restart).
+							if fd, err := holdPort(b.Protocol, p); err == nil {
+								n.held[portKey(b.Protocol, p)] = fd
+							}
+						}
 					}
 				}
 			}
@@ -697,7 +709,8 @@ func cniOpts(ep *Endpoint) []gocni.NamespaceOpts {
 
 // dynamicPortsLocked picks cnt contiguous free host ports of the dynamic range for proto
 // and returns the first: ports no task of this agent holds, no other agent of the host
-// reserved (HostDir/hostports) and no host process listens on. Call with n.mu held.
+// reserved (HostDir/hostports) and this agent can bind on every address, which it then
+// holds (holdPort) until the ports are released. Call with n.mu held.
 func (n *Network) dynamicPortsLocked(proto string, cnt int32) (int32, error) {
 	lo, hi := int32(n.cfg.PortRange[0]), int32(n.cfg.PortRange[1])
 	size := hi - lo + 1
@@ -708,13 +721,26 @@ func (n *Network) dynamicPortsLocked(proto string, cnt int32) (int32, error) {
 	start := int32(rand.IntN(int(starts)))
 	for i := int32(0); i < starts; i++ {
 		first := lo + (start+i)%starts
+		fds := make([]int, 0, cnt)
 		ok := true
 		for p := first; p < first+cnt && ok; p++ {
 			_, taken := n.used[portKey(proto, p)]
-			ok = !taken && !n.reservedByOther(proto, p) && hostPortFree(proto, p)
+			ok = !taken && !n.reservedByOther(proto, p)
+			if ok {
+				fd, err := holdPort(proto, p)
+				if ok = err == nil; ok {
+					fds = append(fds, fd)
+				}
+			}
 		}
 		if ok {
+			for j, fd := range fds {
+				n.held[portKey(proto, first+int32(j))] = fd
+			}
 			return first, nil
+		}
+		for _, fd := range fds {
+			_ = syscall.Close(fd)
 		}
 	}
 	if cnt == 1 {
@@ -723,23 +749,29 @@ func (n *Network) dynamicPortsLocked(proto string, cnt int32) (int32, error) {
 	return 0, fmt.Errorf("no %d contiguous free %s host ports in the dynamic range %d-%d", cnt, proto, lo, hi)
 }
 
-// hostPortFree reports whether a host process could bind proto port on every address.
-func hostPortFree(proto string, port int32) bool {
-	addr := ":" + strconv.Itoa(int(port))
+// holdPort binds a socket of proto ("tcp" or "udp") on port of every IPv4 address and
+// returns its descriptor; an error when a host process has the port. The socket never
+// listens and is never read: it only keeps the kernel from giving the port to anyone
+// else while the task's mapping publishes it. portmap publishes with DNAT rules, which
+// no bind sees, so without it a host process could get the same port from the dynamic
+// (ephemeral) range and have its own connections on 127.0.0.1 sent to the task instead
+// (Docker's port mapping holds its ports with docker-proxy for the same reason).
+// Connections to the port are DNATed before any socket is looked up, so the task still
+// gets them.
+func holdPort(proto string, port int32) (int, error) {
+	typ := syscall.SOCK_STREAM
 	if proto == "udp" {
-		c, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			return false
-		}
-		_ = c.Close()
-		return true
+		typ = syscall.SOCK_DGRAM
 	}
-	l, err := net.Listen("tcp", addr)
+	fd, err := syscall.Socket(syscall.AF_INET, typ|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return false
+		return -1, err
 	}
-	_ = l.Close()
-	return true
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Port: int(port)}); err != nil {
+		_ = syscall.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 func (n *Network) stateFile(task string) string {

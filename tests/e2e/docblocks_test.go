@@ -388,6 +388,9 @@ func runDocBlocks(t *testing.T, root string, env []string, work string, blocks [
 	for _, b := range blocks {
 		body := strings.ReplaceAll(b.Body, "http://127.0.0.1:4566", envValue(env, "AWS_ENDPOINT_URL"))
 		body = strings.ReplaceAll(body, "127.0.0.1:5000", envValue(env, "BERTH_REGISTRY_ADDR"))
+		if ecr := envValue(env, "BERTH_ECR_ADDR"); ecr != "" {
+			body = strings.ReplaceAll(body, "127.0.0.1:5001", ecr)
+		}
 		for _, f := range fillIns {
 			if f.file == file {
 				body = strings.ReplaceAll(body, f.old, f.new)

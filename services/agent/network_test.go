@@ -497,3 +497,84 @@ func TestTwoInstallationsTaskSubnets(t *testing.T) {
 		})
 	}
 }
+
+// TestBridgeStaticHostPortHeld: a bridge task's hostPort is held while the task runs (a
+// host process cannot bind it), and a hostPort a host process already has fails the
+// task's start, naming the port, instead of taking the process's connections over (as
+// Docker's "port is already allocated" does); the process keeps answering.
+func TestBridgeStaticHostPortHeld(t *testing.T) {
+	w := newWorld(t)
+	cp := newControlPlane(t)
+	name := clusterName(t)
+	cfg := netConfig(t, testConfig(t, w, cp, name))
+	startAgent(t, cfg, cp)
+
+	freePort := func() int32 {
+		l, err := net.Listen("tcp4", "0.0.0.0:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return int32(l.Addr().(*net.TCPAddr).Port)
+	}
+	withHostPort := func(port int32) *ecsv1.TaskDefinition {
+		web := containerDef("web", w.image, "serve", "8080")
+		web.PortMappings = []*ecsv1.PortMapping{{ContainerPort: proto.Int32(8080), HostPort: proto.Int32(port), Protocol: proto.String("tcp")}}
+		return bridgeTaskDef("web", web)
+	}
+
+	// Free: the task runs, answers on it, and the port is held.
+	free := freePort()
+	arn := taskARN(name)
+	cp.assign(t, arn, withHostPort(free))
+	cp.waitStatus(t, arn, "RUNNING", 60*time.Second)
+	waitHTTP(t, fmt.Sprintf("127.0.0.1:%d", free))
+	if l, err := net.Listen("tcp", fmt.Sprintf(":%d", free)); err == nil {
+		l.Close()
+		t.Errorf("a host process could bind hostPort %d while the task publishes it", free)
+	}
+	cp.stop(t, arn, "UserInitiated")
+	cp.waitStatus(t, arn, "STOPPED", 60*time.Second)
+	cp.waitFor(t, 30*time.Second, "hostPort released once the task stopped", func() bool {
+		l, err := net.Listen("tcp", fmt.Sprintf(":%d", free))
+		if err == nil {
+			l.Close()
+		}
+		return err == nil
+	})
+
+	// Taken by a host process: the task fails to start and the process keeps its port.
+	host, err := net.Listen("tcp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	go func() {
+		for {
+			c, err := host.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("host process\n"))
+			c.Close()
+		}
+	}()
+	taken := int32(host.Addr().(*net.TCPAddr).Port)
+	arn2 := taskARN(name)
+	cp.assign(t, arn2, withHostPort(taken))
+	st := cp.waitStatus(t, arn2, "STOPPED", 60*time.Second)
+	if !strings.Contains(st.GetStoppedReason(), fmt.Sprintf("host port %d/tcp is already in use", taken)) {
+		t.Errorf("stoppedReason = %q, want the port named as in use", st.GetStoppedReason())
+	}
+	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", taken), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b := make([]byte, 64)
+	n, _ := c.Read(b)
+	if got := string(b[:n]); got != "host process\n" {
+		t.Errorf("the host process's port answered %q after the refused task", got)
+	}
+}

@@ -312,12 +312,10 @@ func New(cfg Config) (*Network, error) {
 					_, host, cnt := b.ports()
 					for p := host; p < host+cnt; p++ {
 						n.used[portKey(b.Protocol, p)] = tn.Task
-						if lo, hi := int32(cfg.PortRange[0]), int32(cfg.PortRange[1]); p >= lo && p <= hi {
-							// A dynamic port of an adopted task: held again, as far as it
-							// still can be (best effort, as before the restart).
-							if fd, err := holdPort(b.Protocol, p); err == nil {
-								n.held[portKey(b.Protocol, p)] = fd
-							}
+						// A port of an adopted task: held again, as far as it still can
+						// be (best effort: the agent was down a moment).
+						if fd, err := holdPort(b.Protocol, p); err == nil {
+							n.held[portKey(b.Protocol, p)] = fd
 						}
 					}
 				}
@@ -514,6 +512,16 @@ func (n *Network) Setup(ctx context.Context, task string, mode Mode, reqs []Endp
 					}
 					continue
 				}
+				// A hostPort the task names is held like a dynamic one: a host process
+				// that has it already fails the task, as Docker's "port is already
+				// allocated" does, instead of having its connections taken over.
+				fd, err := holdPort(proto, host)
+				if err != nil {
+					n.mu.Unlock()
+					_ = n.Teardown(context.WithoutCancel(ctx), task)
+					return nil, fmt.Errorf("host port %d/%s is already in use on this host: %w", host, proto, err)
+				}
+				n.held[portKey(proto, host)] = fd
 				n.used[portKey(proto, host)] = task
 				ep.Bindings = append(ep.Bindings, Binding{BindIP: "0.0.0.0", ContainerPort: p.ContainerPort, HostPort: host, Protocol: proto})
 			}

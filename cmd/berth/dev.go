@@ -60,7 +60,7 @@ func devCommand() *cobra.Command {
 			"BERTH_ACCESS_KEY_ID, BERTH_SECRET_ACCESS_KEY, BERTH_CONTAINERD_ADDRESS,\n" +
 			"BERTH_REGISTRY_ADDR, BERTH_ECR_ADDR, BERTH_INSECURE_REGISTRIES, BERTH_AGENT_LOG_ADDR, BERTH_REGIONS,\n" +
 			"BERTH_CNI_PLUGIN_DIR, BERTH_BRIDGE_SUBNET, BERTH_TASK_SUBNET, BERTH_TASK_SUBNET_POOL,\n" +
-			"BERTH_AGENT_ENDPOINT_ADDR, BERTH_TASK_STABLE_AFTER, BERTH_LB_LISTEN_HOST, BERTH_EFS or --efs). Prints a line containing \"ready\" once the agent has\n" +
+			"BERTH_AGENT_ENDPOINT_ADDR, BERTH_TASK_STABLE_AFTER, BERTH_LB_LISTEN_HOST, BERTH_DNS_ADDR, BERTH_EFS or --efs). Prints a line containing \"ready\" once the agent has\n" +
 			"registered. State persists in the data dir.\n\n" +
 			"The gateway's address also serves the web console at /console/ (sign in with the dev\n" +
 			"key) and Prometheus metrics of every part at /metrics; OTEL_EXPORTER_OTLP_ENDPOINT\n" +
@@ -215,6 +215,10 @@ func runDev(ctx context.Context, out, logw io.Writer, cfg devConfig) error {
 	go func() {
 		if err := waitRegistered(ctx, d.sched, cfg, ag.HostID()); err != nil {
 			return
+		}
+		if dnsTarget != "" {
+			host, port, _ := net.SplitHostPort(dnsTarget)
+			fmt.Fprintf(out, "berth dev: Cloud Map DNS server on %s (UDP and TCP; BERTH_DNS_ADDR): service discovery names and load balancers' DNSName, e.g. dig @%s -p %s NAME\n", dnsTarget, host, port)
 		}
 		fmt.Fprintf(out, "berth dev: plain HTTP and no TLS, for this machine only; `berth admin` uses the admin token in %s (see docs/security.md for a deployment)\n", filepath.Join(d.dataDir, devAdminTokenFile))
 		fmt.Fprintf(out, "berth dev ready: endpoint %s region %s access key %s secret %s cluster %s\n",

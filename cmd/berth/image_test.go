@@ -1,35 +1,26 @@
 package main
 
 import (
-	"debug/elf"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/berthhq/berth/pkg/demoimage/demoimagetest"
 )
 
 // TestImageDemoRefusesDynamicBinary: `berth image demo --binary` with a dynamically
-// linked program (the host's /bin/sh) fails before pushing anything, saying to build it
-// with CGO_ENABLED=0; the registry address given is never dialled (nothing listens there).
+// linked program (an ELF with a PT_INTERP, demoimagetest.DynamicELF) fails before pushing
+// anything, saying to build it with CGO_ENABLED=0; the registry address given is never
+// dialled (nothing listens there).
 func TestImageDemoRefusesDynamicBinary(t *testing.T) {
-	sh, err := filepath.EvalSymlinks("/bin/sh")
-	if err != nil {
-		t.Skipf("no /bin/sh: %v", err)
-	}
-	f, err := elf.Open(sh)
-	if err != nil {
-		t.Skipf("/bin/sh is not ELF: %v", err)
-	}
-	dynamic := false
-	for _, p := range f.Progs {
-		dynamic = dynamic || p.Type == elf.PT_INTERP
-	}
-	f.Close()
-	if !dynamic {
-		t.Skip("/bin/sh is statically linked here")
+	sh := filepath.Join(t.TempDir(), "dynamic")
+	if err := os.WriteFile(sh, demoimagetest.DynamicELF("/lib64/ld-linux-x86-64.so.2"), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	cmd := imageDemoCommand(&registryAuth{})
 	cmd.SetArgs([]string{"--binary", sh, "127.0.0.1:1/demo:1"})
-	err = cmd.Execute()
+	err := cmd.Execute()
 	if err == nil || !strings.Contains(err.Error(), "dynamically linked") || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
 		t.Fatalf("berth image demo --binary %s: %v, want a refusal saying to build with CGO_ENABLED=0", sh, err)
 	}

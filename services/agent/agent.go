@@ -577,10 +577,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			if in := hasInit(); in != view.init.Load() {
 				view.init.Store(in)
 				a.log.Info("static init changed: registering again", "init", in)
-				select {
-				case view.reregister <- struct{}{}:
-				default:
-				}
+				view.changed()
 			}
 			cur := view.net.Load()
 			nw, err := cur.nw, error(nil)
@@ -603,10 +600,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.log.Warn("task networking unavailable: registering again without its capabilities", "missing", next.missing)
 			}
 			view.net.Store(next)
-			select {
-			case view.reregister <- struct{}{}:
-			default:
-			}
+			view.changed()
 		}
 	})
 	wg.Go(func() {
@@ -747,6 +741,15 @@ func pluginVersion(dirs []string) string {
 }
 
 var pluginVersionRE = regexp.MustCompile(`v[0-9]+\.[0-9]+\.[0-9]+`)
+
+// changed asks the session to register again (Reregister); a request already pending
+// covers this one.
+func (h *hostView) changed() {
+	select {
+	case h.reregister <- struct{}{}:
+	default:
+	}
+}
 
 // Reregister is signalled when what the host can run changed (session.Reregisterer).
 func (h *hostView) Reregister() <-chan struct{} { return h.reregister }

@@ -5,6 +5,7 @@
 package agentcmd
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -242,23 +243,19 @@ func exampleName(use string) string {
 // an empty list, a URL without scheme or host, or a mix of http:// and https:// (one
 // HTTP client, with or without TLS, serves them all).
 func gatewayURLs(flag string) ([]string, error) {
-	var urls []string
-	for _, u := range strings.Split(flag, ",") {
-		u = strings.TrimSpace(u)
-		if u == "" {
-			continue
-		}
+	urls := cli.SplitList(flag)
+	if len(urls) == 0 {
+		return nil, errors.New("--gateway: no URL")
+	}
+	scheme := ""
+	for _, u := range urls {
 		p, err := url.Parse(u)
 		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			return nil, fmt.Errorf("--gateway: %q: want http://host:port or https://host:port", u)
 		}
-		if len(urls) > 0 && !strings.HasPrefix(urls[0], p.Scheme+"://") {
+		if scheme = cmp.Or(scheme, p.Scheme); p.Scheme != scheme {
 			return nil, fmt.Errorf("--gateway: %q and %q: every gateway URL needs the same scheme", urls[0], u)
 		}
-		urls = append(urls, u)
-	}
-	if len(urls) == 0 {
-		return nil, errors.New("--gateway: no URL")
 	}
 	return urls, nil
 }

@@ -198,21 +198,13 @@ func load(ctx context.Context, kv clientv3.KV, scopes []keys.Scope, lbAddrs []ne
 	return z, res.Header.Revision, nil
 }
 
+// listInto appends the value of every record under prefix to out (store.ListAll).
 func listInto[T proto.Message](ctx context.Context, kv clientv3.KV, prefix string, out *[]T) error {
-	token := ""
-	for {
-		items, next, err := store.List[T](ctx, kv, prefix, store.MaxListLimit, token)
-		if err != nil {
-			return err
-		}
-		for _, it := range items {
-			*out = append(*out, it.Value)
-		}
-		if next == "" {
-			return nil
-		}
-		token = next
+	items, err := store.ListAll[T](ctx, kv, prefix)
+	for _, it := range items {
+		*out = append(*out, it.Value)
 	}
+	return err
 }
 
 // Follow keeps the server's zones equal to the Cloud Map records of its scopes in etcd

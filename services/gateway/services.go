@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 
+	applicationautoscalingv1 "github.com/berthhq/berth/gen/berth/applicationautoscaling/v1"
 	ecrv1 "github.com/berthhq/berth/gen/berth/ecr/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	elbv2v1 "github.com/berthhq/berth/gen/berth/elbv2/v1"
@@ -116,6 +117,14 @@ var Services = []Service{
 		Protocol:     JSON,
 		TargetPrefix: "AmazonEC2ContainerRegistry_V20150921.",
 		Descriptor:   ecrv1.File_berth_ecr_v1_ecr_service_proto.Services().ByName("EcrService"),
+		Unsupported:  "UnsupportedOperationException",
+		Throttling:   "ThrottlingException",
+	},
+	{
+		SigningName:  "application-autoscaling",
+		Protocol:     JSON,
+		TargetPrefix: "AnyScaleFrontendService.",
+		Descriptor:   applicationautoscalingv1.File_berth_applicationautoscaling_v1_applicationautoscaling_service_proto.Services().ByName("ApplicationAutoScalingService"),
 		Unsupported:  "UnsupportedOperationException",
 		Throttling:   "ThrottlingException",
 	},

@@ -27,6 +27,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/console/v1/consolev1connect"
 	"github.com/berthhq/berth/gen/berth/ecr/v1/ecrv1connect"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
+	"github.com/berthhq/berth/gen/berth/applicationautoscaling/v1/applicationautoscalingv1connect"
 	"github.com/berthhq/berth/gen/berth/elbv2/v1/elbv2v1connect"
 	"github.com/berthhq/berth/gen/berth/logs/v1/logsv1connect"
 	"github.com/berthhq/berth/gen/berth/secretsmanager/v1/secretsmanagerv1connect"
@@ -44,6 +45,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ecs/task"
 	"github.com/berthhq/berth/services/scheduler/ecs/taskcreds"
 	"github.com/berthhq/berth/services/scheduler/ecs/tasksecrets"
+	"github.com/berthhq/berth/services/scheduler/autoscaling"
 	"github.com/berthhq/berth/services/scheduler/elbv2/elbapi"
 	"github.com/berthhq/berth/services/scheduler/logs/logpeers"
 	"github.com/berthhq/berth/services/scheduler/logs/logsapi"
@@ -158,6 +160,9 @@ type Config struct {
 	// TaskCredentialsLifetime is how long task role credentials are accepted
 	// (taskcreds.DefaultLifetime when zero); the agent refreshes them at half of it.
 	TaskCredentialsLifetime time.Duration
+	// AutoScalingInterval is how often the leader fires due scheduled actions of
+	// Application Auto Scaling (target tracking is evaluated once a minute). Default 5 s.
+	AutoScalingInterval time.Duration
 }
 
 // App is one scheduler replica.
@@ -183,6 +188,7 @@ type App struct {
 	watchKV     etcdmetrics.Client // the same with the watcher, for placement and services
 	tokens      *admin.Tokens
 	logPeers    *logpeers.Peers // nil without Config.LogPeerURL
+	autoScaling *autoscaling.Handler
 }
 
 // ecsHandler serves the ECS API: service actions from service.Handler, everything else
@@ -283,6 +289,9 @@ func New(cfg Config) (*App, error) {
 	mux.Handle(secretsmanagerv1connect.NewSecretsManagerServiceHandler(a.secrets, identity, gzip))
 	mux.Handle(ssmv1connect.NewSsmServiceHandler(a.params, identity, gzip))
 	mux.Handle(ecrv1connect.NewEcrServiceHandler(a.ecr, identity, gzip))
+	a.autoScaling = autoscaling.New(a.kv, ecsHandler{a.control, a.services}, nil)
+	a.autoScaling.Logger = cfg.Logger.With("component", "autoscaling")
+	mux.Handle(applicationautoscalingv1connect.NewApplicationAutoScalingServiceHandler(a.autoScaling, identity, gzip))
 	if cfg.Logs != nil && cfg.LogPeerURL != "" {
 		var authorize func(*http.Request) bool
 		if cfg.PeerOf != nil {
@@ -379,6 +388,11 @@ func (a *App) ECS() ecsv1connect.EcsServiceHandler { return ecsHandler{a.control
 // Admin returns the replica's admin service, for in-process callers such as `berth dev`.
 func (a *App) Admin() adminv1connect.AdminServiceHandler { return a.admin }
 
+// AutoScaling returns the replica's Application Auto Scaling handler: set its Metrics
+// (target tracking's metrics source) before Run, and call its InvokeAlarmAction from
+// CloudWatch alarm actions that name a scaling policy ARN.
+func (a *App) AutoScaling() *autoscaling.Handler { return a.autoScaling }
+
 // IsLeader reports whether this replica currently runs the leader loops.
 func (a *App) IsLeader() bool { return a.leading.Load() }
 
@@ -431,7 +445,7 @@ func (a *App) Run(ctx context.Context) error {
 		a.leading.Store(true)
 		defer a.leading.Store(false)
 		a.log.Info("leading", "replica", a.cfg.Replica, "term", term.Rev)
-		done := make(chan struct{}, 2)
+		done := make(chan struct{}, 3)
 		go func() {
 			defer func() { done <- struct{}{} }()
 			r := reaper.New(reaper.Config{
@@ -467,6 +481,13 @@ func (a *App) Run(ctx context.Context) error {
 				a.log.Error("service reconciler stopped", "err", err)
 			}
 		}()
+		go func() {
+			defer func() { done <- struct{}{} }()
+			if err := a.autoScaling.Run(ctx, term.Client(a.watchKV), a.cfg.AutoScalingInterval); err != nil && ctx.Err() == nil {
+				a.log.Error("autoscaling loop stopped", "err", err)
+			}
+		}()
+		<-done
 		<-done
 		<-done
 		a.log.Info("no longer leading", "replica", a.cfg.Replica)

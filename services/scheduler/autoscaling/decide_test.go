@@ -55,7 +55,9 @@ func TestDecideTargetTracking(t *testing.T) {
 			Policies: policies,
 		}
 	}
-	cpu := func(target float64) *aasv1.ScalingPolicy { return ttPolicy("cpu", target, ECSServiceAverageCPUUtilization, false) }
+	cpu := func(target float64) *aasv1.ScalingPolicy {
+		return ttPolicy("cpu", target, ECSServiceAverageCPUUtilization, false)
+	}
 	mem := func(target float64, off bool) *aasv1.ScalingPolicy {
 		return ttPolicy("mem", target, ECSServiceAverageMemoryUtilization, off)
 	}

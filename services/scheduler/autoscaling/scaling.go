@@ -176,7 +176,7 @@ func (h *Handler) Run(ctx context.Context, kv clientv3.KV, tick time.Duration) e
 	if tick <= 0 {
 		tick = 5 * time.Second
 	}
-	lh := &Handler{Logger: h.Logger, Metrics: h.Metrics, kv: kv, ecs: h.ecs, now: h.now}
+	lh := &Handler{Logger: h.Logger, kv: kv, ecs: h.ecs, now: h.now}
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	var lastEval time.Time
@@ -188,36 +188,43 @@ func (h *Handler) Run(ctx context.Context, kv clientv3.KV, tick time.Duration) e
 		if evaluate {
 			lastEval = now
 		}
-		items, err := store.ListAll[*storev1.ScalableTargetRecord](ctx, kv, keys.AllScalableTargets())
-		if err != nil && ctx.Err() == nil {
-			lh.log().Warn("autoscaling: list scalable targets", "err", err)
-		}
-		for _, it := range items {
-			s, r, ok := targetOfKey(it.Key, it.Value)
-			if !ok {
-				continue
-			}
-			if err := lh.fireScheduled(ctx, s, r, it.Value, now); err != nil && ctx.Err() == nil {
-				lh.log().Warn("autoscaling: scheduled actions", "scope", s, "resource", r.id, "err", err)
-			}
-			if !evaluate || !hasTargetTracking(it.Value) {
-				continue
-			}
-			if lh.Metrics == nil {
-				if !warned {
-					lh.log().Info("autoscaling: target tracking policies are stored but not evaluated: no metrics source is configured")
-					warned = true
-				}
-				continue
-			}
-			if err := lh.trackTarget(ctx, s, r, now); err != nil && ctx.Err() == nil {
-				lh.log().Warn("autoscaling: target tracking", "scope", s, "resource", r.id, "err", err)
-			}
-		}
+		lh.pass(ctx, now, evaluate, &warned)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		}
+	}
+}
+
+// pass is one round of Run at now: due scheduled actions of every target, and with
+// evaluate its target tracking policies. *warned is set once the missing metrics source
+// was logged.
+func (h *Handler) pass(ctx context.Context, now time.Time, evaluate bool, warned *bool) {
+	items, err := store.ListAll[*storev1.ScalableTargetRecord](ctx, h.kv, keys.AllScalableTargets())
+	if err != nil && ctx.Err() == nil {
+		h.log().Warn("autoscaling: list scalable targets", "err", err)
+	}
+	for _, it := range items {
+		s, r, ok := targetOfKey(it.Key, it.Value)
+		if !ok {
+			continue
+		}
+		if err := h.fireScheduled(ctx, s, r, it.Value, now); err != nil && ctx.Err() == nil {
+			h.log().Warn("autoscaling: scheduled actions", "scope", s, "resource", r.id, "err", err)
+		}
+		if !evaluate || !hasTargetTracking(it.Value) {
+			continue
+		}
+		if h.Metrics == nil {
+			if !*warned {
+				h.log().Info("autoscaling: target tracking policies are stored but not evaluated: no metrics source is configured")
+				*warned = true
+			}
+			continue
+		}
+		if err := h.trackTarget(ctx, s, r, now); err != nil && ctx.Err() == nil {
+			h.log().Warn("autoscaling: target tracking", "scope", s, "resource", r.id, "err", err)
 		}
 	}
 }

@@ -287,7 +287,8 @@ func (h *Handler) listTargets(ctx context.Context, s keys.Scope, namespace strin
 	return store.ListAll[*storev1.ScalableTargetRecord](ctx, h.kv, keys.ScalableTargets(s, namespace))
 }
 
-// page returns items[token:token+max] and the next token; max defaults to 50.
+// page returns items[token:token+max] and the next token; max is 1-50 (0: 50, as when
+// absent), else ValidationException.
 func page[T any](items []T, token string, max int32) ([]T, *string, error) {
 	start := 0
 	if token != "" {
@@ -295,8 +296,11 @@ func page[T any](items []T, token string, max int32) ([]T, *string, error) {
 			return nil, nil, awserr.New("InvalidNextTokenException", "Invalid token: %s", token)
 		}
 	}
+	if max < 0 || max > 50 {
+		return nil, nil, validation("1 validation error detected: Value '%d' at 'maxResults' failed to satisfy constraint: Member must have value between 1 and 50", max)
+	}
 	n := int(max)
-	if n <= 0 || n > 50 {
+	if n == 0 {
 		n = 50
 	}
 	end := min(start+n, len(items))

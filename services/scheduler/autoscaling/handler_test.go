@@ -167,6 +167,10 @@ func TestValidation(t *testing.T) {
 	wantErr(t, "delete a missing action", err, "ObjectNotFoundException", "scheduled action name: nope")
 	_, err = hs.h.DescribeScalableTargets(hs.ctx, connect.NewRequest(&aasv1.DescribeScalableTargetsRequest{ServiceNamespace: ns, NextToken: proto.String("x")}))
 	wantErr(t, "bad token", err, "InvalidNextTokenException", "x")
+	_, err = hs.h.DescribeScalingActivities(hs.ctx, connect.NewRequest(&aasv1.DescribeScalingActivitiesRequest{ServiceNamespace: ns, MaxResults: 51}))
+	wantErr(t, "MaxResults 51", err, "ValidationException", "maxResults")
+	_, err = hs.h.DescribeScheduledActions(hs.ctx, connect.NewRequest(&aasv1.DescribeScheduledActionsRequest{ServiceNamespace: proto.String("ec2")}))
+	wantErr(t, "describe another namespace", err, "ValidationException", "not ec2")
 }
 
 // TestScheduledCronInTimezone fires a weekday cron action at 08:00 New York time (13:00
@@ -264,5 +268,47 @@ func TestRegisterClampsAndKeeps(t *testing.T) {
 	acts, _ := hs.h.DescribeScalingActivities(hs.ctx, connect.NewRequest(&aasv1.DescribeScalingActivitiesRequest{ServiceNamespace: proto.String("ecs")}))
 	if a := acts.Msg.GetScalingActivities(); len(a) != 1 || a[0].GetCause() != "maximum capacity was set to 4" || a[0].GetDescription() != "Setting desired count to 4." {
 		t.Errorf("activities %v", a)
+	}
+}
+
+// TestTargetTrackingPass: the leader's round reads the policy's metric through
+// MetricReader, scales the service out through ECS and records AWS's activity; without a
+// MetricReader the policy is kept and nothing scales.
+func TestTargetTrackingPass(t *testing.T) {
+	hs := newHarness(t)
+	hs.ecs.services["c/web"] = 2
+	if err := hs.register(t, proto.Int32(1), proto.Int32(10), nil); err != nil {
+		t.Fatal(err)
+	}
+	out, err := hs.h.PutScalingPolicy(hs.ctx, connect.NewRequest(&aasv1.PutScalingPolicyRequest{
+		ServiceNamespace: proto.String("ecs"), ScalableDimension: proto.String(DimensionDesiredCount), ResourceId: proto.String(rid),
+		PolicyName: proto.String("cpu60"), PolicyType: proto.String(TargetTrackingScaling),
+		TargetTrackingScalingPolicyConfiguration: &aasv1.TargetTrackingScalingPolicyConfiguration{TargetValue: proto.Float64(60),
+			PredefinedMetricSpecification: &aasv1.PredefinedMetricSpecification{PredefinedMetricType: proto.String(ECSServiceAverageCPUUtilization)}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var warned bool
+	hs.h.pass(hs.ctx, hs.clock, true, &warned)
+	if !warned || hs.ecs.count("c/web") != 2 {
+		t.Fatalf("without metrics: warned %v, desired %d", warned, hs.ecs.count("c/web"))
+	}
+	hs.h.Metrics = &fakeMetrics{values: map[string]float64{"CPUUtilization": 90}}
+	hs.h.pass(hs.ctx, hs.clock, true, &warned)
+	if n := hs.ecs.count("c/web"); n != 3 {
+		t.Fatalf("CPU 90%% on a 60%% target with 2 tasks: desired %d, want 3", n)
+	}
+	acts, _ := hs.h.DescribeScalingActivities(hs.ctx, connect.NewRequest(&aasv1.DescribeScalingActivitiesRequest{ServiceNamespace: proto.String("ecs")}))
+	a := acts.Msg.GetScalingActivities()[0]
+	high := out.Msg.GetAlarms()[0].GetAlarmName()
+	if a.GetDescription() != "Setting desired count to 3." || a.GetCause() != "monitor alarm "+high+" in state ALARM triggered policy cpu60" ||
+		a.GetStatusCode() != "Successful" || a.GetStatusMessage() != "Successfully set desired count to 3. Change successfully fulfilled by ecs." {
+		t.Errorf("activity %v", a)
+	}
+	// Within ScaleOutCooldown (300 s) the next round does not scale again.
+	hs.clock = hs.clock.Add(time.Minute)
+	hs.h.pass(hs.ctx, hs.clock, true, &warned)
+	if n := hs.ecs.count("c/web"); n != 3 {
+		t.Errorf("within the cooldown: desired %d, want 3", n)
 	}
 }

@@ -240,9 +240,9 @@ func addActivities(rec *storev1.ScalableTargetRecord, now time.Time, acts ...*aa
 	rec.Activities = all
 }
 
-// rescale sets the service's desired count to cur clamped into rec's [min, max] when it
-// is outside, recording the activity with cause; it returns the count the service has
-// after it.
+// clamp sets the service's desired count cur into rec's [min, max] when it is outside
+// and returns the count the service has after it with the activity to record (nil when
+// nothing was to change; StatusCode Failed when ECS refused).
 func (h *Handler) clamp(ctx context.Context, s keys.Scope, r resource, rec *storev1.ScalableTargetRecord, cur int32, now time.Time) (int32, *aasv1.ScalingActivity) {
 	t := rec.GetTarget()
 	var n int32
@@ -256,11 +256,12 @@ func (h *Handler) clamp(ctx context.Context, s keys.Scope, r resource, rec *stor
 		return cur, nil
 	}
 	err := h.setDesiredCount(ctx, s, r, n)
+	act := activity(r, now, fmt.Sprintf("Setting desired count to %d.", n), cause, err, n)
 	if err != nil {
 		h.log().Warn("autoscaling: set desired count", "scope", s, "resource", r.id, "count", n, "err", err)
-		n = cur
+		return cur, act
 	}
-	return n, activity(r, now, fmt.Sprintf("Setting desired count to %d.", n), cause, err, n)
+	return n, act
 }
 
 // getTarget reads a target's record; a missing one is noTarget.

@@ -24,6 +24,7 @@ type fakeECS struct {
 	mu       sync.Mutex
 	services map[string]int32
 	updates  []int32
+	refuse   error // UpdateService's answer when set
 }
 
 func (f *fakeECS) DescribeServices(ctx context.Context, req *connect.Request[ecsv1.DescribeServicesRequest]) (*connect.Response[ecsv1.DescribeServicesResponse], error) {
@@ -47,6 +48,9 @@ func (f *fakeECS) UpdateService(ctx context.Context, req *connect.Request[ecsv1.
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k := req.Msg.GetCluster() + "/" + req.Msg.GetService()
+	if f.refuse != nil {
+		return nil, f.refuse
+	}
 	if _, ok := f.services[k]; !ok {
 		return nil, awserr.ToConnect(awserr.ServiceNotFoundError())
 	}
@@ -310,5 +314,21 @@ func TestTargetTrackingPass(t *testing.T) {
 	hs.h.pass(hs.ctx, hs.clock, true, &warned)
 	if n := hs.ecs.count("c/web"); n != 3 {
 		t.Errorf("within the cooldown: desired %d, want 3", n)
+	}
+}
+
+// TestFailedActivity: when ECS refuses the new desired count the activity is Failed with
+// ECS's reason, and the service keeps its count.
+func TestFailedActivity(t *testing.T) {
+	hs := newHarness(t)
+	hs.ecs.refuse = awserr.ToConnect(awserr.New("ServiceNotActiveException", "Service was not ACTIVE."))
+	if err := hs.register(t, proto.Int32(3), proto.Int32(5), nil); err != nil {
+		t.Fatal(err)
+	}
+	acts, _ := hs.h.DescribeScalingActivities(hs.ctx, connect.NewRequest(&aasv1.DescribeScalingActivitiesRequest{ServiceNamespace: proto.String("ecs")}))
+	a := acts.Msg.GetScalingActivities()
+	if len(a) != 1 || a[0].GetStatusCode() != "Failed" || a[0].GetDescription() != "Setting desired count to 3." ||
+		a[0].GetStatusMessage() != "Failed to set desired count to 3. Reason: Service was not ACTIVE." || hs.ecs.count("c/web") != 1 {
+		t.Errorf("activities %v, desired %d", a, hs.ecs.count("c/web"))
 	}
 }

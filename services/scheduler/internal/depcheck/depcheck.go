@@ -42,7 +42,7 @@ var TopLevel = append([]string{"platform", "admin", "app", "internal"}, Services
 
 // Models are the packages another service may import: each service's model, the Go API
 // of its state (never its Connect handler nor its data plane).
-var Models = []string{"elbv2/elb", "cloudmap", "logs/logstore", "secretsmanager", "ssm", "ecr"}
+var Models = []string{"elbv2/elb", "cloudmap", "logs/logstore", "secretsmanager", "ssm", "ecr", "autoscaling"}
 
 // DataPlanes are the packages that serve traffic or data outside the control plane's
 // API: the load balancer's proxy, Cloud Map's DNS server, the log store's replication

@@ -28,6 +28,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/ecr/v1/ecrv1connect"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
 	"github.com/berthhq/berth/gen/berth/elbv2/v1/elbv2v1connect"
+	"github.com/berthhq/berth/gen/berth/events/v1/eventsv1connect"
 	"github.com/berthhq/berth/gen/berth/logs/v1/logsv1connect"
 	"github.com/berthhq/berth/gen/berth/secretsmanager/v1/secretsmanagerv1connect"
 	"github.com/berthhq/berth/gen/berth/servicediscovery/v1/servicediscoveryv1connect"
@@ -45,6 +46,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ecs/taskcreds"
 	"github.com/berthhq/berth/services/scheduler/ecs/tasksecrets"
 	"github.com/berthhq/berth/services/scheduler/elbv2/elbapi"
+	"github.com/berthhq/berth/services/scheduler/events"
 	"github.com/berthhq/berth/services/scheduler/logs/logpeers"
 	"github.com/berthhq/berth/services/scheduler/logs/logsapi"
 	"github.com/berthhq/berth/services/scheduler/logs/logstore"
@@ -183,6 +185,7 @@ type App struct {
 	watchKV     etcdmetrics.Client // the same with the watcher, for placement and services
 	tokens      *admin.Tokens
 	logPeers    *logpeers.Peers // nil without Config.LogPeerURL
+	events      *events.Handler
 }
 
 // ecsHandler serves the ECS API: service actions from service.Handler, everything else
@@ -305,6 +308,9 @@ func New(cfg Config) (*App, error) {
 	cloudMapHandler := cloudmap.NewHandler(a.cloudMap)
 	cloudMapHandler.Logger = cfg.Logger.With("component", "cloudmap")
 	mux.Handle(servicediscoveryv1connect.NewServicediscoveryServiceHandler(cloudMapHandler, identity, gzip))
+	a.events = events.New(a.kv, ecsTargets{srv: a.control}, nil)
+	a.events.Logger = cfg.Logger.With("component", "events")
+	mux.Handle(eventsv1connect.NewEventsServiceHandler(a.events, identity, gzip))
 	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip, connect.WithInterceptors(admin.Guard{Strict: cfg.Dev})))
 	mux.Handle(consolev1connect.NewConsoleServiceHandler(changefeed.New(cfg.Etcd, a.kv, cfg.Logger.With("component", "changefeed")), identity, gzip))
 	a.handleIntrospection(mux)
@@ -431,7 +437,7 @@ func (a *App) Run(ctx context.Context) error {
 		a.leading.Store(true)
 		defer a.leading.Store(false)
 		a.log.Info("leading", "replica", a.cfg.Replica, "term", term.Rev)
-		done := make(chan struct{}, 2)
+		done := make(chan struct{}, 3)
 		go func() {
 			defer func() { done <- struct{}{} }()
 			r := reaper.New(reaper.Config{
@@ -467,6 +473,17 @@ func (a *App) Run(ctx context.Context) error {
 				a.log.Error("service reconciler stopped", "err", err)
 			}
 		}()
+		go func() {
+			defer func() { done <- struct{}{} }()
+			// EventBridge: scheduled rules and task state change events, whose targets
+			// run through the term's fenced ECS handler.
+			r := events.Runner{Client: term.Client(a.watchKV), ECS: ecsTargets{srv: a.control.Fenced(term.KV(a.kv))},
+				Logger: a.log.With("component", "events")}
+			if err := r.Run(ctx); err != nil && ctx.Err() == nil {
+				a.log.Error("events runner stopped", "err", err)
+			}
+		}()
+		<-done
 		<-done
 		<-done
 		a.log.Info("no longer leading", "replica", a.cfg.Replica)

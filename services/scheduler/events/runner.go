@@ -33,6 +33,8 @@ type Runner struct {
 	Interval time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+
+	resynced func() // tests: called after the task watch's first listing
 }
 
 func (r *Runner) now() time.Time {
@@ -186,6 +188,9 @@ func (r *Runner) watchTasks(ctx context.Context) error {
 			clear(seen)
 			for _, it := range ev.Items {
 				seen[it.Key] = statusOf(it.Value)
+			}
+			if r.resynced != nil {
+				r.resynced()
 			}
 		case store.EventDelete:
 			delete(seen, ev.Item.Key)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -35,6 +36,12 @@ type Runner struct {
 	Now func() time.Time
 
 	resynced func() // tests: called after the task watch's first listing
+
+	// patterns holds, per scope, the enabled rules with an event pattern and targets as
+	// the last schedule pass read them, so that a task change in a scope without such
+	// rules costs no read (a rule takes effect within a pass, as AWS allows "a short
+	// period" for it). Nil before the first pass.
+	patterns atomic.Pointer[map[keys.Scope][]*storev1.EventRuleRecord]
 }
 
 func (r *Runner) now() time.Time {
@@ -104,6 +111,14 @@ func (r *Runner) SchedulePass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	patterns := map[keys.Scope][]*storev1.EventRuleRecord{}
+	for _, it := range items {
+		rule := it.Value.GetRule()
+		if s, _, ok := scopeOfRule(rule.GetArn()); ok && enabled(rule) && rule.GetEventPattern() != "" && len(it.Value.GetTargets()) > 0 {
+			patterns[s] = append(patterns[s], it.Value)
+		}
+	}
+	r.patterns.Store(&patterns)
 	now := r.now()
 	for _, it := range items {
 		rec := it.Value
@@ -204,6 +219,13 @@ func (r *Runner) watchTasks(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
+			var rules []*storev1.EventRuleRecord
+			cached := r.patterns.Load()
+			if cached != nil {
+				if rules = (*cached)[ref.Scope]; len(rules) == 0 {
+					return nil
+				}
+			}
 			event := TaskStateChange(ref.Scope, ev.Item.Value.GetTask(), ev.Item.ModRevision, r.now())
 			select {
 			case sem <- struct{}{}:
@@ -212,7 +234,9 @@ func (r *Runner) watchTasks(ctx context.Context) error {
 			}
 			go func() {
 				defer func() { <-sem }()
-				if err := Deliver(ctx, r.Client, r.ECS, r.log(), ref.Scope, event); err != nil && ctx.Err() == nil {
+				if cached != nil {
+					deliverTo(ctx, r.ECS, r.log(), ref.Scope, event, rules)
+				} else if err := Deliver(ctx, r.Client, r.ECS, r.log(), ref.Scope, event); err != nil && ctx.Err() == nil {
 					r.log().Warn("deliver task state change", "err", err)
 				}
 			}()
@@ -232,25 +256,37 @@ func Deliver(ctx context.Context, kv clientv3.KV, ecs ECS, log *slog.Logger, s k
 	if err != nil {
 		return err
 	}
+	rules := make([]*storev1.EventRuleRecord, len(items))
+	for i, it := range items {
+		rules[i] = it.Value
+	}
+	deliverTo(ctx, ecs, log, s, event, rules)
+	return nil
+}
+
+// deliverTo invokes the targets of each of rules (of scope s) that is enabled, has a
+// pattern and targets, and matches event.
+func deliverTo(ctx context.Context, ecs ECS, log *slog.Logger, s keys.Scope, event Event, rules []*storev1.EventRuleRecord) {
 	// Match on the event as JSON decodes it, so numbers compare as they would on AWS.
 	b, err := jsonMarshal(event)
 	if err != nil {
-		return err
+		log.Warn("encode event", "err", err)
+		return
 	}
 	decoded, err := decodeEvent(b)
 	if err != nil {
-		return err
+		log.Warn("decode event", "err", err)
+		return
 	}
-	for _, it := range items {
-		rule := it.Value.GetRule()
-		if !enabled(rule) || rule.GetEventPattern() == "" || len(it.Value.GetTargets()) == 0 {
+	for _, rec := range rules {
+		rule := rec.GetRule()
+		if !enabled(rule) || rule.GetEventPattern() == "" || len(rec.GetTargets()) == 0 {
 			continue
 		}
 		p, err := CompilePattern(rule.GetEventPattern())
 		if err != nil || !p.MatchValue(decoded) {
 			continue
 		}
-		invoke(ctx, ecs, log, s, rule.GetName(), it.Value.GetTargets(), "event "+event["id"].(string))
+		invoke(ctx, ecs, log, s, rule.GetName(), rec.GetTargets(), "event "+event["id"].(string))
 	}
-	return nil
 }

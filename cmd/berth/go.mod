@@ -20,6 +20,7 @@ require (
 	github.com/berthhq/berth/testkit v0.0.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/miekg/dns v1.1.73 // indirect
+	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
 )

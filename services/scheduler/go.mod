@@ -9,6 +9,7 @@ require (
 	github.com/berthhq/berth/pkg v0.0.0
 	github.com/google/go-containerregistry v0.22.1
 	github.com/miekg/dns v1.1.73
+	github.com/robfig/cron/v3 v3.0.1
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.etcd.io/etcd/server/v3 v3.7.3
@@ -23,7 +24,6 @@ require (
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
-	github.com/robfig/cron/v3 v3.0.1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 )

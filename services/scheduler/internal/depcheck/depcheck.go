@@ -3,7 +3,7 @@
 // docs/architecture.md, "The scheduler's layout"):
 //
 //   - services/scheduler has one folder per AWS service (ecs, elbv2, logs, cloudmap,
-//     secretsmanager, ssm, sts), platform (what every service shares: the store, keys,
+//     secretsmanager, ssm, sts, ecr, events), platform (what every service shares: the store, keys,
 //     ARNs, the caller's identity, the leader lease, AWS errors and handler plumbing),
 //     admin (Berth's own API), app (the wiring) and internal;
 //   - platform imports no service, nor admin or app;

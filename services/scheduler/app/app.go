@@ -2,7 +2,8 @@
 // scheduler serves (ECS's control + service, STS, Secrets Manager, SSM, CloudWatch Logs
 // with its replication between replicas, ELBv2, Cloud Map, ECR, EventBridge), the agent session server,
 // the admin service, the console's change feed and the placement engine, served over
-// Connect on one h2c handler behind caller.Interceptor; and the leader loops (reaper, service reconciler) that run while this
+// Connect on one h2c handler behind caller.Interceptor; and the leader loops (reaper, service reconciler,
+// EventBridge's events.Runner) that run while this
 // replica holds the etcd election. `berth scheduler` and `berth dev` both build on it.
 package app
 
@@ -420,7 +421,7 @@ func (a *App) MigrateLayout(ctx context.Context) error {
 }
 
 // Run campaigns for leadership until ctx ends; while leading it runs the reaper, the
-// service reconciler and EventBridge's events.Runner with every write fenced by the term: both write through the term's
+// service reconciler and EventBridge's events.Runner with every write fenced by the term: all write through the term's
 // store.FencedKV (leader.Term.KV), the reaper's calls into control and the reconciler's
 // placements included. It returns ctx's error.
 func (a *App) Run(ctx context.Context) error {

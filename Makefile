@@ -41,6 +41,7 @@ generate: tools
 	cd tools && GOWORK=off go run ./awsgen -model ../api/servicediscovery/servicediscovery-2017-03-14.json -out ../proto/berth/servicediscovery/v1 -package berth.servicediscovery.v1 -service ServicediscoveryService -title "Cloud Map"
 	cd tools && GOWORK=off go run ./awsgen -model ../api/ecr/ecr-2015-09-21.json -out ../proto/berth/ecr/v1 -package berth.ecr.v1 -service EcrService -title ECR
 	cd tools && GOWORK=off go run ./awsgen -model ../api/application-autoscaling/application-autoscaling-2016-02-06.json -out ../proto/berth/applicationautoscaling/v1 -package berth.applicationautoscaling.v1 -service ApplicationAutoScalingService -title "Application Auto Scaling"
+	cd tools && GOWORK=off go run ./awsgen -model ../api/events/events-2015-10-07.json -out ../proto/berth/events/v1 -package berth.events.v1 -service EventsService -title EventBridge
 	$(BUF) format -w
 	rm -rf gen/berth
 	PATH="$(TOOLS):$$PATH" $(BUF) generate

@@ -7,6 +7,7 @@ import (
 	ecrv1 "github.com/berthhq/berth/gen/berth/ecr/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	elbv2v1 "github.com/berthhq/berth/gen/berth/elbv2/v1"
+	eventsv1 "github.com/berthhq/berth/gen/berth/events/v1"
 	logsv1 "github.com/berthhq/berth/gen/berth/logs/v1"
 	secretsmanagerv1 "github.com/berthhq/berth/gen/berth/secretsmanager/v1"
 	servicediscoveryv1 "github.com/berthhq/berth/gen/berth/servicediscovery/v1"
@@ -125,6 +126,14 @@ var Services = []Service{
 		Protocol:     JSON,
 		TargetPrefix: "AnyScaleFrontendService.",
 		Descriptor:   applicationautoscalingv1.File_berth_applicationautoscaling_v1_applicationautoscaling_service_proto.Services().ByName("ApplicationAutoScalingService"),
+		Unsupported:  "UnsupportedOperationException",
+		Throttling:   "ThrottlingException",
+	},
+	{
+		SigningName:  "events",
+		Protocol:     JSON,
+		TargetPrefix: "AWSEvents.",
+		Descriptor:   eventsv1.File_berth_events_v1_events_service_proto.Services().ByName("EventsService"),
 		Unsupported:  "UnsupportedOperationException",
 		Throttling:   "ThrottlingException",
 	},

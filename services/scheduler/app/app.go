@@ -1,8 +1,9 @@
 // Package app assembles one scheduler replica: the handler of every AWS service the
 // scheduler serves (ECS's control + service, STS, Secrets Manager, SSM, CloudWatch Logs
-// with its replication between replicas, ELBv2, Cloud Map, ECR), the agent session server,
+// with its replication between replicas, ELBv2, Cloud Map, ECR, EventBridge), the agent session server,
 // the admin service, the console's change feed and the placement engine, served over
-// Connect on one h2c handler behind caller.Interceptor; and the leader loops (reaper, service reconciler) that run while this
+// Connect on one h2c handler behind caller.Interceptor; and the leader loops (reaper, service reconciler,
+// EventBridge's events.Runner) that run while this
 // replica holds the etcd election. `berth scheduler` and `berth dev` both build on it.
 package app
 
@@ -15,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +31,7 @@ import (
 	"github.com/berthhq/berth/gen/berth/ecr/v1/ecrv1connect"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
 	"github.com/berthhq/berth/gen/berth/elbv2/v1/elbv2v1connect"
+	"github.com/berthhq/berth/gen/berth/events/v1/eventsv1connect"
 	"github.com/berthhq/berth/gen/berth/logs/v1/logsv1connect"
 	"github.com/berthhq/berth/gen/berth/secretsmanager/v1/secretsmanagerv1connect"
 	"github.com/berthhq/berth/gen/berth/servicediscovery/v1/servicediscoveryv1connect"
@@ -47,6 +50,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ecs/taskcreds"
 	"github.com/berthhq/berth/services/scheduler/ecs/tasksecrets"
 	"github.com/berthhq/berth/services/scheduler/elbv2/elbapi"
+	"github.com/berthhq/berth/services/scheduler/events"
 	"github.com/berthhq/berth/services/scheduler/logs/logpeers"
 	"github.com/berthhq/berth/services/scheduler/logs/logsapi"
 	"github.com/berthhq/berth/services/scheduler/logs/logstore"
@@ -189,6 +193,7 @@ type App struct {
 	tokens      *admin.Tokens
 	logPeers    *logpeers.Peers // nil without Config.LogPeerURL
 	autoScaling *autoscaling.Handler
+	events      *events.Handler
 }
 
 // ecsHandler serves the ECS API: service actions from service.Handler, everything else
@@ -314,6 +319,9 @@ func New(cfg Config) (*App, error) {
 	cloudMapHandler := cloudmap.NewHandler(a.cloudMap)
 	cloudMapHandler.Logger = cfg.Logger.With("component", "cloudmap")
 	mux.Handle(servicediscoveryv1connect.NewServicediscoveryServiceHandler(cloudMapHandler, identity, gzip))
+	a.events = events.New(a.kv, ecsTargets{srv: a.control}, nil)
+	a.events.Logger = cfg.Logger.With("component", "events")
+	mux.Handle(eventsv1connect.NewEventsServiceHandler(a.events, identity, gzip))
 	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip, connect.WithInterceptors(admin.Guard{Strict: cfg.Dev})))
 	mux.Handle(consolev1connect.NewConsoleServiceHandler(changefeed.New(cfg.Etcd, a.kv, cfg.Logger.With("component", "changefeed")), identity, gzip))
 	a.handleIntrospection(mux)
@@ -427,8 +435,8 @@ func (a *App) MigrateLayout(ctx context.Context) error {
 	return nil
 }
 
-// Run campaigns for leadership until ctx ends; while leading it runs the reaper and the
-// service reconciler with every write fenced by the term: both write through the term's
+// Run campaigns for leadership until ctx ends; while leading it runs the reaper, the
+// service reconciler and EventBridge's events.Runner with every write fenced by the term: all write through the term's
 // store.FencedKV (leader.Term.KV), the reaper's calls into control and the reconciler's
 // placements included. It returns ctx's error.
 func (a *App) Run(ctx context.Context) error {
@@ -445,9 +453,19 @@ func (a *App) Run(ctx context.Context) error {
 		a.leading.Store(true)
 		defer a.leading.Store(false)
 		a.log.Info("leading", "replica", a.cfg.Replica, "term", term.Rev)
-		done := make(chan struct{}, 3)
-		go func() {
-			defer func() { done <- struct{}{} }()
+		// Each leader loop runs until the term ends (ctx); the term is over when all
+		// have returned.
+		var loops sync.WaitGroup
+		run := func(name string, loop func() error) {
+			loops.Add(1)
+			go func() {
+				defer loops.Done()
+				if err := loop(); err != nil && ctx.Err() == nil {
+					a.log.Error(name+" stopped", "err", err)
+				}
+			}()
+		}
+		run("reaper", func() error {
 			r := reaper.New(reaper.Config{
 				KV:             a.kv,
 				Control:        func(kv clientv3.KV) reaper.Control { return a.control.Fenced(kv) },
@@ -457,12 +475,9 @@ func (a *App) Run(ctx context.Context) error {
 				Retention:      a.cfg.Retention,
 				Logger:         a.log.With("component", "reaper"),
 			})
-			if err := r.Run(ctx, term); err != nil && ctx.Err() == nil {
-				a.log.Error("reaper stopped", "err", err)
-			}
-		}()
-		go func() {
-			defer func() { done <- struct{}{} }()
+			return r.Run(ctx, term)
+		})
+		run("service reconciler", func() error {
 			rec := service.NewReconciler(service.ReconcilerConfig{
 				// Every write of the loop, placements included, goes through the term's
 				// fenced client.
@@ -477,19 +492,19 @@ func (a *App) Run(ctx context.Context) error {
 				StableAfter:   a.cfg.TaskStableAfter,
 				OnRolloutDone: a.rolloutDone,
 			})
-			if err := rec.Run(ctx); err != nil && ctx.Err() == nil {
-				a.log.Error("service reconciler stopped", "err", err)
-			}
-		}()
-		go func() {
-			defer func() { done <- struct{}{} }()
-			if err := a.autoScaling.Run(ctx, term.Client(a.watchKV), a.cfg.AutoScalingInterval); err != nil && ctx.Err() == nil {
-				a.log.Error("autoscaling loop stopped", "err", err)
-			}
-		}()
-		<-done
-		<-done
-		<-done
+			return rec.Run(ctx)
+		})
+		run("autoscaling loop", func() error {
+			return a.autoScaling.Run(ctx, term.Client(a.watchKV), a.cfg.AutoScalingInterval)
+		})
+		run("events runner", func() error {
+			// EventBridge: scheduled rules and task state change events, whose targets
+			// run through the term's fenced ECS handler.
+			r := events.Runner{Client: term.Client(a.watchKV), ECS: ecsTargets{srv: a.control.Fenced(term.KV(a.kv))},
+				Logger: a.log.With("component", "events")}
+			return r.Run(ctx)
+		})
+		loops.Wait()
 		a.log.Info("no longer leading", "replica", a.cfg.Replica)
 	})
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/berthhq/berth/gen/berth/ecr/v1/ecrv1connect"
 	elbv2 "github.com/berthhq/berth/gen/berth/elbv2/v1"
 	"github.com/berthhq/berth/gen/berth/elbv2/v1/elbv2v1connect"
+	eventsv1 "github.com/berthhq/berth/gen/berth/events/v1"
+	"github.com/berthhq/berth/gen/berth/events/v1/eventsv1connect"
 	smv1 "github.com/berthhq/berth/gen/berth/secretsmanager/v1"
 	"github.com/berthhq/berth/gen/berth/secretsmanager/v1/secretsmanagerv1connect"
 	sdv1 "github.com/berthhq/berth/gen/berth/servicediscovery/v1"
@@ -110,6 +112,16 @@ func TestAWSServicesAnswerThroughHandle(t *testing.T) {
 	sd := servicediscoveryv1connect.NewServicediscoveryServiceClient(srv.Client(), srv.URL, id)
 	_, err = sd.CreatePublicDnsNamespace(ctx, connect.NewRequest(&sdv1.CreatePublicDnsNamespaceRequest{Name: proto.String("example.com")}))
 	wantException(t, "cloudmap public namespace", err, "InvalidInput", "")
+
+	eb := eventsv1connect.NewEventsServiceClient(srv.Client(), srv.URL, id)
+	_, err = eb.DescribeRule(ctx, connect.NewRequest(&eventsv1.DescribeRuleRequest{Name: proto.String("nope")}))
+	wantException(t, "events unknown rule", err, "ResourceNotFoundException", "Rule nope does not exist on EventBus default.")
+	_, err = eb.PutRule(ctx, connect.NewRequest(&eventsv1.PutRuleRequest{Name: proto.String("r"), ScheduleExpression: proto.String("cron(0 12 * * * *)")}))
+	wantException(t, "events bad cron", err, "ValidationException", "Parameter ScheduleExpression is not valid.")
+	_, err = eb.CreateEventBus(ctx, connect.NewRequest(&eventsv1.CreateEventBusRequest{}))
+	if _, ok := awserr.FromConnect(err); ok || connect.CodeOf(err) != connect.CodeUnimplemented {
+		t.Errorf("events CreateEventBus: %v; want a bare CodeUnimplemented", err)
+	}
 
 	for _, tc := range []struct {
 		headers       map[string]string

@@ -3,7 +3,7 @@
 // docs/architecture.md, "The scheduler's layout"):
 //
 //   - services/scheduler has one folder per AWS service (ecs, elbv2, logs, cloudmap,
-//     secretsmanager, ssm, sts), platform (what every service shares: the store, keys,
+//     secretsmanager, ssm, sts, ecr, events), platform (what every service shares: the store, keys,
 //     ARNs, the caller's identity, the leader lease, AWS errors and handler plumbing),
 //     admin (Berth's own API), app (the wiring) and internal;
 //   - platform imports no service, nor admin or app;
@@ -34,7 +34,7 @@ const Module = "github.com/berthhq/berth/services/scheduler"
 const scheduler = Module + "/"
 
 // Services are the folders of the AWS services the scheduler serves, one each.
-var Services = []string{"ecs", "elbv2", "logs", "cloudmap", "secretsmanager", "ssm", "sts", "ecr", "autoscaling"}
+var Services = []string{"ecs", "elbv2", "logs", "cloudmap", "secretsmanager", "ssm", "sts", "ecr", "autoscaling", "events"}
 
 // TopLevel is every folder allowed at the top of the module: the services, then the
 // shared and the wiring folders.

@@ -38,6 +38,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ecr"
 	"github.com/berthhq/berth/services/scheduler/ecs/agentsession"
 	"github.com/berthhq/berth/services/scheduler/ecs/control"
+	"github.com/berthhq/berth/services/scheduler/ecs/daemon"
 	"github.com/berthhq/berth/services/scheduler/ecs/placement"
 	"github.com/berthhq/berth/services/scheduler/ecs/reaper"
 	"github.com/berthhq/berth/services/scheduler/ecs/service"
@@ -183,6 +184,10 @@ type App struct {
 	watchKV     etcdmetrics.Client // the same with the watcher, for placement and services
 	tokens      *admin.Tokens
 	logPeers    *logpeers.Peers // nil without Config.LogPeerURL
+	// daemons serves the managed daemon actions; daemonKick wakes the leader's daemon
+	// loop after one.
+	daemons    *daemon.Daemons
+	daemonKick *service.Kicker
 }
 
 // ecsHandler serves the ECS API: service actions from service.Handler, everything else
@@ -192,6 +197,7 @@ type App struct {
 type ecsHandler struct {
 	*control.Server
 	*service.Handler
+	*daemon.Daemons
 }
 
 // New assembles a replica. It touches etcd only through the components' own lazy use.
@@ -240,6 +246,12 @@ func New(cfg Config) (*App, error) {
 		Logger: cfg.Logger.With("component", "service"),
 		Kick:   a.kick,
 	})
+	a.daemonKick = service.NewKicker()
+	a.daemons = daemon.NewHandler(daemon.Config{
+		KV:     a.kv,
+		Logger: cfg.Logger.With("component", "daemon"),
+		Kick:   a.daemonKick.Kick,
+	})
 	a.secrets = secretsmanager.New(a.kv, cfg.Keyring, nil)
 	a.secrets.Logger = cfg.Logger.With("component", "secretsmanager")
 	a.params = ssm.New(a.kv, cfg.Keyring, nil)
@@ -276,7 +288,7 @@ func New(cfg Config) (*App, error) {
 		recoverOption(cfg.Logger.With("component", "rpc")))
 	gzip := gzipOption(cfg.GzipMinBytes)
 	mux := http.NewServeMux()
-	mux.Handle(control.NewHandler(ecsHandler{a.control, a.services}, identity, gzip))
+	mux.Handle(control.NewHandler(ecsHandler{a.control, a.services, a.daemons}, identity, gzip))
 	mux.Handle(agentv1connect.NewAgentServiceHandler(a.sessions, identity, gzip))
 	// The other AWS services the gateway routes to (gateway.Services): one handler each.
 	mux.Handle(stsv1connect.NewStsServiceHandler(&sts.Handler{Roles: creds, Logger: cfg.Logger.With("component", "sts")}, identity, gzip))
@@ -374,7 +386,9 @@ func (a *App) Handler() http.Handler { return a.handler }
 // (calls need an identity in the context: caller.With). It is the bare handler, without
 // Handler's interceptors: an action Berth does not implement answers CodeUnimplemented
 // here, UnsupportedFeatureException through Handler (control.NewHandler).
-func (a *App) ECS() ecsv1connect.EcsServiceHandler { return ecsHandler{a.control, a.services} }
+func (a *App) ECS() ecsv1connect.EcsServiceHandler {
+	return ecsHandler{a.control, a.services, a.daemons}
+}
 
 // Admin returns the replica's admin service, for in-process callers such as `berth dev`.
 func (a *App) Admin() adminv1connect.AdminServiceHandler { return a.admin }
@@ -431,7 +445,7 @@ func (a *App) Run(ctx context.Context) error {
 		a.leading.Store(true)
 		defer a.leading.Store(false)
 		a.log.Info("leading", "replica", a.cfg.Replica, "term", term.Rev)
-		done := make(chan struct{}, 2)
+		done := make(chan struct{}, 3)
 		go func() {
 			defer func() { done <- struct{}{} }()
 			r := reaper.New(reaper.Config{
@@ -467,6 +481,23 @@ func (a *App) Run(ctx context.Context) error {
 				a.log.Error("service reconciler stopped", "err", err)
 			}
 		}()
+		go func() {
+			defer func() { done <- struct{}{} }()
+			rec := daemon.NewReconciler(daemon.ReconcilerConfig{
+				// Every write of the daemon loop, placements included, is fenced by the term.
+				Client:      term.Client(a.watchKV),
+				Placer:      a.placer,
+				MaxTxnOps:   a.cfg.MaxTxnOps,
+				Logger:      a.log.With("component", "daemons"),
+				Interval:    a.cfg.ReconcileInterval,
+				Kick:        a.daemonKick.C(),
+				StableAfter: a.cfg.TaskStableAfter,
+			})
+			if err := rec.Run(ctx); err != nil && ctx.Err() == nil {
+				a.log.Error("daemon reconciler stopped", "err", err)
+			}
+		}()
+		<-done
 		<-done
 		<-done
 		a.log.Info("no longer leading", "replica", a.cfg.Replica)

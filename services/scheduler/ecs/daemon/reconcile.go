@@ -349,6 +349,7 @@ func (r *Reconciler) reconcile(ctx context.Context, c *cluster, it store.Item[*s
 				if h.Held[id] {
 					cp := proto.Clone(in.Value).(*storev1.ContainerInstanceRecord)
 					cp.GetContainerInstance().Status = proto.String("ACTIVE")
+					cp.OperatorDrain, cp.InvoluntaryDrain = false, false
 					in.Value = cp
 				}
 				insts[id] = in
@@ -415,7 +416,6 @@ func findDeployment(s *ecsv1.Service, id string) *ecsv1.Deployment {
 // its records, in one transaction against the daemon record's revision.
 func (r *Reconciler) write(ctx context.Context, c *cluster, it store.Item[*storev1.DaemonRecord], d *storev1.DaemonRecord, plan service.Plan, tasks []store.Item[*storev1.TaskRecord], now time.Time) error {
 	txn := store.NewTxn(r.cfg.Client).If(r.cfg.Fence...)
-	txn.IfModRevision(it.Key, it.ModRevision)
 	deps, err := store.ListAll[*storev1.DaemonDeploymentRecord](ctx, r.cfg.Client, keys.DaemonDeployments(c.account, c.name, d.GetDaemonName()))
 	if err != nil {
 		return err
@@ -426,7 +426,7 @@ func (r *Reconciler) write(ctx context.Context, c *cluster, it store.Item[*store
 		if err != nil {
 			return err
 		}
-		txn.Delete(it.Key)
+		txn.IfModRevision(it.Key, it.ModRevision).Delete(it.Key)
 		for _, dep := range deps {
 			txn.Delete(dep.Key)
 		}
@@ -456,6 +456,8 @@ func (r *Reconciler) write(ctx context.Context, c *cluster, it store.Item[*store
 	if !changed && proto.Equal(d, it.Value) {
 		return nil
 	}
+	// The daemon record is written (against the revision read) with its deployments.
+	txn.Update(it.Key, it.ModRevision, d)
 	_, err = txn.Commit(ctx)
 	return ignoreConflict(err)
 }

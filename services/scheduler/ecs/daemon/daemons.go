@@ -229,6 +229,9 @@ func (h *Daemons) startDeployment(account keys.Scope, d *storev1.DaemonRecord, s
 // reference: CreateDaemon.
 func (h *Daemons) CreateDaemon(ctx context.Context, req *connect.Request[ecsv1.CreateDaemonRequest]) (*connect.Response[ecsv1.CreateDaemonResponse], error) {
 	return awsapi.Handle(ctx, h.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.CreateDaemonRequest) (*ecsv1.CreateDaemonResponse, error) {
+		if err := control.CheckFields(control.InvalidParamErr, m); err != nil {
+			return nil, err
+		}
 		name := m.GetDaemonName()
 		if !familyPattern.MatchString(name) {
 			return nil, awserr.InvalidParameterf("daemonName can have up to 255 characters. Valid characters are letters (uppercase and lowercase), numbers, underscores, and hyphens.")
@@ -323,6 +326,9 @@ func splitChild(s string) (string, string) {
 // AWS reference: UpdateDaemon.
 func (h *Daemons) UpdateDaemon(ctx context.Context, req *connect.Request[ecsv1.UpdateDaemonRequest]) (*connect.Response[ecsv1.UpdateDaemonResponse], error) {
 	return awsapi.Handle(ctx, h.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.UpdateDaemonRequest) (*ecsv1.UpdateDaemonResponse, error) {
+		if err := control.CheckFields(control.InvalidParamErr, m); err != nil {
+			return nil, err
+		}
 		var out *storev1.DaemonRecord
 		err := awsapi.Retry(ctx, func() error {
 			d, drev, err := h.readDaemon(ctx, account, m.GetDaemonArn())

@@ -38,6 +38,9 @@ const NetworkMode = "host"
 // Berth cannot honour is refused by name. Errors are ClientException, as AWS answers a
 // bad RegisterDaemonTaskDefinition.
 func BuildTaskDefinition(m *ecsv1.RegisterDaemonTaskDefinitionRequest) (*ecsv1.TaskDefinition, *ecsv1.DaemonTaskDefinition, error) {
+	if err := control.CheckFields(control.ClientErr, m); err != nil {
+		return nil, nil, err
+	}
 	switch f := m.GetFamily(); {
 	case f == "":
 		return nil, nil, awserr.Clientf("Family should not be null or empty.")

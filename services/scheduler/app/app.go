@@ -43,6 +43,7 @@ import (
 	"github.com/berthhq/berth/services/scheduler/ecr"
 	"github.com/berthhq/berth/services/scheduler/ecs/agentsession"
 	"github.com/berthhq/berth/services/scheduler/ecs/control"
+	"github.com/berthhq/berth/services/scheduler/ecs/daemon"
 	"github.com/berthhq/berth/services/scheduler/ecs/placement"
 	"github.com/berthhq/berth/services/scheduler/ecs/reaper"
 	"github.com/berthhq/berth/services/scheduler/ecs/service"
@@ -194,6 +195,10 @@ type App struct {
 	logPeers    *logpeers.Peers // nil without Config.LogPeerURL
 	autoScaling *autoscaling.Handler
 	events      *events.Handler
+	// daemons serves the managed daemon actions; daemonKick wakes the leader's daemon
+	// loop after one.
+	daemons    *daemon.Daemons
+	daemonKick *service.Kicker
 }
 
 // ecsHandler serves the ECS API: service actions from service.Handler, everything else
@@ -203,6 +208,7 @@ type App struct {
 type ecsHandler struct {
 	*control.Server
 	*service.Handler
+	*daemon.Daemons
 }
 
 // New assembles a replica. It touches etcd only through the components' own lazy use.
@@ -251,6 +257,12 @@ func New(cfg Config) (*App, error) {
 		Logger: cfg.Logger.With("component", "service"),
 		Kick:   a.kick,
 	})
+	a.daemonKick = service.NewKicker()
+	a.daemons = daemon.NewHandler(daemon.Config{
+		KV:     a.kv,
+		Logger: cfg.Logger.With("component", "daemon"),
+		Kick:   a.daemonKick.Kick,
+	})
 	a.secrets = secretsmanager.New(a.kv, cfg.Keyring, nil)
 	a.secrets.Logger = cfg.Logger.With("component", "secretsmanager")
 	a.params = ssm.New(a.kv, cfg.Keyring, nil)
@@ -287,14 +299,14 @@ func New(cfg Config) (*App, error) {
 		recoverOption(cfg.Logger.With("component", "rpc")))
 	gzip := gzipOption(cfg.GzipMinBytes)
 	mux := http.NewServeMux()
-	mux.Handle(control.NewHandler(ecsHandler{a.control, a.services}, identity, gzip))
+	mux.Handle(control.NewHandler(ecsHandler{a.control, a.services, a.daemons}, identity, gzip))
 	mux.Handle(agentv1connect.NewAgentServiceHandler(a.sessions, identity, gzip))
 	// The other AWS services the gateway routes to (gateway.Services): one handler each.
 	mux.Handle(stsv1connect.NewStsServiceHandler(&sts.Handler{Roles: creds, Logger: cfg.Logger.With("component", "sts")}, identity, gzip))
 	mux.Handle(secretsmanagerv1connect.NewSecretsManagerServiceHandler(a.secrets, identity, gzip))
 	mux.Handle(ssmv1connect.NewSsmServiceHandler(a.params, identity, gzip))
 	mux.Handle(ecrv1connect.NewEcrServiceHandler(a.ecr, identity, gzip))
-	a.autoScaling = autoscaling.New(a.kv, ecsHandler{a.control, a.services}, nil)
+	a.autoScaling = autoscaling.New(a.kv, ecsHandler{a.control, a.services, a.daemons}, nil)
 	a.autoScaling.Logger = cfg.Logger.With("component", "autoscaling")
 	mux.Handle(applicationautoscalingv1connect.NewApplicationAutoScalingServiceHandler(a.autoScaling, identity, gzip))
 	if cfg.Logs != nil && cfg.LogPeerURL != "" {
@@ -391,7 +403,9 @@ func (a *App) Handler() http.Handler { return a.handler }
 // (calls need an identity in the context: caller.With). It is the bare handler, without
 // Handler's interceptors: an action Berth does not implement answers CodeUnimplemented
 // here, UnsupportedFeatureException through Handler (control.NewHandler).
-func (a *App) ECS() ecsv1connect.EcsServiceHandler { return ecsHandler{a.control, a.services} }
+func (a *App) ECS() ecsv1connect.EcsServiceHandler {
+	return ecsHandler{a.control, a.services, a.daemons}
+}
 
 // Admin returns the replica's admin service, for in-process callers such as `berth dev`.
 func (a *App) Admin() adminv1connect.AdminServiceHandler { return a.admin }
@@ -503,6 +517,19 @@ func (a *App) Run(ctx context.Context) error {
 			r := events.Runner{Client: term.Client(a.watchKV), ECS: ecsTargets{srv: a.control.Fenced(term.KV(a.kv))},
 				Logger: a.log.With("component", "events")}
 			return r.Run(ctx)
+		})
+		run("daemon reconciler", func() error {
+			rec := daemon.NewReconciler(daemon.ReconcilerConfig{
+				// Every write of the daemon loop, placements included, is fenced by the term.
+				Client:      term.Client(a.watchKV),
+				Placer:      a.placer,
+				MaxTxnOps:   a.cfg.MaxTxnOps,
+				Logger:      a.log.With("component", "daemons"),
+				Interval:    a.cfg.ReconcileInterval,
+				Kick:        a.daemonKick.C(),
+				StableAfter: a.cfg.TaskStableAfter,
+			})
+			return rec.Run(ctx)
 		})
 		loops.Wait()
 		a.log.Info("no longer leading", "replica", a.cfg.Replica)

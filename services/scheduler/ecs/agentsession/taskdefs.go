@@ -70,14 +70,26 @@ func (s *Server) cachedTaskDefinition(ctx context.Context, account keys.Scope, r
 		return cached, nil
 	}
 	a, err := arn.Parse(ref)
-	if err != nil || a.Type != arn.TaskDefinition || a.Revision <= 0 {
+	if err != nil || (a.Type != arn.TaskDefinition && a.Type != arn.DaemonTaskDefinition) || a.Revision <= 0 {
 		return cachedTaskDef{}, fmt.Errorf("agentsession: task definition %q: %w", ref, store.ErrNotFound)
 	}
-	rec, _, err := store.Get[*storev1.TaskDefinitionRecord](ctx, s.cfg.Etcd, keys.TaskDefinition(account, a.Name, a.Revision))
-	if err != nil {
-		return cachedTaskDef{}, fmt.Errorf("agentsession: task definition %s: %w", ref, err)
+	var td *ecsv1.TaskDefinition
+	if a.Type == arn.DaemonTaskDefinition {
+		// A managed daemon's task runs the task definition its daemon task definition
+		// record holds (ecs/daemon).
+		rec, _, err := store.Get[*storev1.DaemonTaskDefinitionRecord](ctx, s.cfg.Etcd, keys.DaemonTaskDefinition(account, a.Name, a.Revision))
+		if err != nil {
+			return cachedTaskDef{}, fmt.Errorf("agentsession: daemon task definition %s: %w", ref, err)
+		}
+		td = rec.GetTaskDefinition()
+	} else {
+		rec, _, err := store.Get[*storev1.TaskDefinitionRecord](ctx, s.cfg.Etcd, keys.TaskDefinition(account, a.Name, a.Revision))
+		if err != nil {
+			return cachedTaskDef{}, fmt.Errorf("agentsession: task definition %s: %w", ref, err)
+		}
+		td = rec.GetTaskDefinition()
 	}
-	cached, err = newCachedTaskDef(rec.GetTaskDefinition())
+	cached, err = newCachedTaskDef(td)
 	if err != nil {
 		return cachedTaskDef{}, fmt.Errorf("agentsession: task definition %s: %w", ref, err)
 	}

@@ -34,10 +34,12 @@ type OperationRule struct {
 
 // Shared reasons.
 const (
-	whyDaemons = "ECS daemons (the daemon API of ECS Managed Instances) are not part of Berth yet"
-	insDaemons = "run one task per host with a service whose schedulingStrategy is DAEMON (CreateService)."
-	whyExpress = "Express gateway services need an HTTPS Application Load Balancer with a managed certificate and Application Auto Scaling; Berth's load balancers serve HTTP and TCP listeners without certificates, and Berth has no Application Auto Scaling"
-	insExpress = "run the image with CreateService behind a Berth Application Load Balancer (loadBalancers with an ELBv2 target group) or publish its port with a portMapping on the host."
+	// The managed daemons' notes (ecs/daemon).
+	noteDaemon   = "A daemon runs one task on every ACTIVE container instance of its capacity providers (Berth's capacity provider pools; each must be associated with the cluster, FARGATE is refused), reconciled by the service reconciler: new hosts get one, a stopped one is replaced, a draining host keeps it until its other tasks have stopped. deploymentConfiguration.alarms and enableExecuteCommand are refused (no CloudWatch alarms, no ECS Exec). "
+	noteDeploy   = "Deployments replace drainPercent of the hosts at a time (at least one; 25% by default), are SUCCESSFUL bakeTimeInMinutes after every host runs the new revision, and roll back (circuit breaker on failed tasks) to the last successful revision."
+	noteDaemonTD = "A family namespace of its own; held to RegisterTaskDefinition's rules and field table (a member Berth cannot honour is refused by name); daemon tasks use the host's network."
+	whyExpress   = "Express gateway services need an HTTPS Application Load Balancer with a managed certificate and Application Auto Scaling; Berth's load balancers serve HTTP and TCP listeners without certificates, and Berth has no Application Auto Scaling"
+	insExpress   = "run the image with CreateService behind a Berth Application Load Balancer (loadBalancers with an ELBv2 target group) or publish its port with a portMapping on the host."
 )
 
 // Operations is the one table of how Berth serves each of the ECS model's operations,
@@ -49,7 +51,7 @@ var Operations = map[string]OperationRule{
 	"ContinueServiceDeployment":     {Real, "Berth's rolling deployments have no lifecycle hooks (lifecycleHooks is refused), so no deployment waits at one: every known deployment answers that the hook is not awaiting action, as AWS does; StopServiceDeployment stops or rolls back a deployment.", ""},
 	"CreateCapacityProvider":        {Real, "A capacity provider is a named pool of container instances (attribute berth.capacity-provider); Berth launches no instances, so managedScaling and managedTerminationProtection ENABLED are refused (docs/capacity-providers.md).", ""},
 	"CreateCluster":                 {Real, "settings containerInsights disabled only (no Container Insights metrics yet); configuration.executeCommandConfiguration logging DEFAULT or NONE only (no ECS Exec); a managedStorageConfiguration KMS key (no KMS) and a serviceConnectDefaults namespace (no Service Connect) are refused, naming the member.", ""},
-	"CreateDaemon":                  {Unsupported, whyDaemons, insDaemons},
+	"CreateDaemon":                  {Real, noteDaemon + noteDeploy, ""},
 	"CreateExpressGatewayService":   {Unsupported, whyExpress, insExpress},
 	"CreateService":                 {Real, "REPLICA and DAEMON; deploymentController ECS (rolling updates) or EXTERNAL (task sets).", ""},
 	"CreateTaskSet":                 {Real, "Task sets of services under the EXTERNAL deployment controller, placed and reconciled like deployments; each takes its own networkConfiguration (awsvpc), loadBalancers (its tasks register with the target groups) and serviceRegistries (Cloud Map). capacityProviderStrategy, platformVersion and clientToken are refused.", ""},
@@ -57,8 +59,8 @@ var Operations = map[string]OperationRule{
 	"DeleteAttributes":              {Real, "", ""},
 	"DeleteCapacityProvider":        {Real, "", ""},
 	"DeleteCluster":                 {Real, "", ""},
-	"DeleteDaemon":                  {Unsupported, whyDaemons, insDaemons},
-	"DeleteDaemonTaskDefinition":    {Unsupported, whyDaemons, insDaemons},
+	"DeleteDaemon":                  {Real, "DELETE_IN_PROGRESS while the daemon's tasks stop; its records go once none is left.", ""},
+	"DeleteDaemonTaskDefinition":    {Real, "DELETE_IN_PROGRESS while a daemon still deploys the revision, else DELETED.", ""},
 	"DeleteExpressGatewayService":   {Unsupported, whyExpress, insExpress},
 	"DeleteService":                 {Real, "", ""},
 	"DeleteTaskDefinitions":         {Real, "", ""},
@@ -68,10 +70,10 @@ var Operations = map[string]OperationRule{
 	"DescribeCapacityProviders":     {Real, "FARGATE and FARGATE_SPOT are built in and map onto the Fargate pool (every host without berth.fargate=false).", ""},
 	"DescribeClusters":              {Real, "", ""},
 	"DescribeContainerInstances":    {Real, "", ""},
-	"DescribeDaemon":                {Unsupported, whyDaemons, insDaemons},
-	"DescribeDaemonDeployments":     {Unsupported, whyDaemons, insDaemons},
-	"DescribeDaemonRevisions":       {Unsupported, whyDaemons, insDaemons},
-	"DescribeDaemonTaskDefinition":  {Unsupported, whyDaemons, insDaemons},
+	"DescribeDaemon":                {Real, "currentRevisions counts RUNNING tasks per revision and capacity provider.", ""},
+	"DescribeDaemonDeployments":     {Real, noteDeploy, ""},
+	"DescribeDaemonRevisions":       {Real, "containerImages carry no imageDigest (Berth does not resolve digests at deployment).", ""},
+	"DescribeDaemonTaskDefinition":  {Real, noteDaemonTD, ""},
 	"DescribeExpressGatewayService": {Unsupported, whyExpress, insExpress},
 	"DescribeServiceDeployments":    {Real, "", ""},
 	"DescribeServiceRevisions":      {Real, "", ""},
@@ -86,9 +88,9 @@ var Operations = map[string]OperationRule{
 	"ListAttributes":                {Real, "", ""},
 	"ListClusters":                  {Real, "", ""},
 	"ListContainerInstances":        {Real, "", ""},
-	"ListDaemonDeployments":         {Unsupported, whyDaemons, insDaemons},
-	"ListDaemonTaskDefinitions":     {Unsupported, whyDaemons, insDaemons},
-	"ListDaemons":                   {Unsupported, whyDaemons, insDaemons},
+	"ListDaemonDeployments":         {Real, "", ""},
+	"ListDaemonTaskDefinitions":     {Real, "", ""},
+	"ListDaemons":                   {Real, "", ""},
 	"ListServiceDeployments":        {Real, "", ""},
 	"ListServices":                  {Real, "", ""},
 	"ListServicesByNamespace":       {Real, "", ""},
@@ -101,7 +103,7 @@ var Operations = map[string]OperationRule{
 	"PutAttributes":                 {Real, "", ""},
 	"PutClusterCapacityProviders":   {Real, "The default strategy is used by RunTask, CreateService and UpdateService when neither launchType nor capacityProviderStrategy is given.", ""},
 	"RegisterContainerInstance":     {Real, "", ""},
-	"RegisterDaemonTaskDefinition":  {Unsupported, whyDaemons, insDaemons},
+	"RegisterDaemonTaskDefinition":  {Real, noteDaemonTD, ""},
 	"RegisterTaskDefinition":        {Real, "", ""},
 	"RunTask":                       {Real, "", ""},
 	"StartTask":                     {Real, "", ""},
@@ -117,7 +119,7 @@ var Operations = map[string]OperationRule{
 	"UpdateClusterSettings":         {Real, "containerInsights disabled only.", ""},
 	"UpdateContainerAgent":          {Real, "Answers MissingVersionException, as AWS does for an agent it cannot update: Berth's agent is updated by replacing the berth binary.", ""},
 	"UpdateContainerInstancesState": {Real, "", ""},
-	"UpdateDaemon":                  {Unsupported, whyDaemons, insDaemons},
+	"UpdateDaemon":                  {Real, "As CreateDaemon; every call starts a deployment, and a deployment still in progress is STOPPED.", ""},
 	"UpdateExpressGatewayService":   {Unsupported, whyExpress, insExpress},
 	"UpdateService":                 {Real, "", ""},
 	"UpdateServicePrimaryTaskSet":   {Real, "", ""},

@@ -29,6 +29,7 @@ import (
 
 	adminv1 "github.com/berthhq/berth/gen/berth/admin/v1"
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/platform/arn"
 	"github.com/berthhq/berth/services/scheduler/platform/caller"
@@ -182,10 +183,16 @@ func (i *Issuer) roleARN(ctx context.Context, scope keys.Scope, defARN string, r
 		return role, nil
 	}
 	d, err := arn.Parse(defARN)
-	if err != nil || d.Type != arn.TaskDefinition {
+	if err != nil || (d.Type != arn.TaskDefinition && d.Type != arn.DaemonTaskDefinition) {
 		return "", connect.NewError(connect.CodeInternal, fmt.Errorf("task has no valid task definition ARN"))
 	}
-	def, _, err := store.Get[*storev1.TaskDefinitionRecord](ctx, i.cfg.KV, keys.TaskDefinition(scope, d.Name, d.Revision))
+	var def interface{ GetTaskDefinition() *ecsv1.TaskDefinition }
+	if d.Type == arn.DaemonTaskDefinition {
+		// A managed daemon's task: its roles are its daemon task definition's.
+		def, _, err = store.Get[*storev1.DaemonTaskDefinitionRecord](ctx, i.cfg.KV, keys.DaemonTaskDefinition(scope, d.Name, d.Revision))
+	} else {
+		def, _, err = store.Get[*storev1.TaskDefinitionRecord](ctx, i.cfg.KV, keys.TaskDefinition(scope, d.Name, d.Revision))
+	}
 	if err != nil {
 		return "", storeError(err, "task definition")
 	}

@@ -52,7 +52,7 @@ var DataPlanes = []string{"elbv2/lb", "cloudmap/cloudmapdns", "logs/logpeers", "
 
 // DomainPackages are the ECS packages that the lower ECS packages (placement, task)
 // must not import, directly or not: they build on those.
-var DomainPackages = []string{"ecs/control", "ecs/service", "ecs/reaper", "ecs/agentsession", "app", "admin", "platform/leader"}
+var DomainPackages = []string{"ecs/control", "ecs/service", "ecs/reaper", "ecs/agentsession", "app", "admin", "platform/leader", "ecs/daemon"}
 
 // Package is one package of the module as `go list -json` describes it: its path
 // relative to Module and the module's packages it imports (relative too), tests left out.

@@ -27,6 +27,13 @@ const (
 	Service           = "service"
 	CapacityProvider  = "capacity-provider"
 	TaskSet           = "task-set"
+	// The managed daemon types: daemon-task-definition/{family}:{revision},
+	// daemon/{cluster}/{name}, daemon-deployment/{cluster}/{daemon}/{id} and
+	// daemon-revision/{cluster}/{daemon}/{id} (Name is "{daemon}/{id}" for the last two).
+	DaemonTaskDefinition = "daemon-task-definition"
+	Daemon               = "daemon"
+	DaemonDeployment     = "daemon-deployment"
+	DaemonRevision       = "daemon-revision"
 )
 
 // ErrInvalid is returned (wrapped) for a string that is not an ECS ARN of the expected form.
@@ -56,7 +63,7 @@ type ARN struct {
 func (a ARN) String() string {
 	var res string
 	switch {
-	case a.Type == TaskDefinition:
+	case a.Type == TaskDefinition || a.Type == DaemonTaskDefinition:
 		res = fmt.Sprintf("%s/%s:%d", a.Type, a.Name, a.Revision)
 	case a.Cluster != "":
 		res = a.Type + "/" + a.Cluster + "/" + a.Name
@@ -125,7 +132,7 @@ func Parse(s string) (ARN, error) {
 	}
 	a.Type = typ
 	switch typ {
-	case TaskDefinition:
+	case TaskDefinition, DaemonTaskDefinition:
 		family, rev, ok := strings.Cut(rest, ":")
 		n, err := strconv.Atoi(rev)
 		if !ok || err != nil || n < 1 || family == "" {
@@ -152,6 +159,18 @@ func Parse(s string) (ARN, error) {
 		default:
 			return ARN{}, fmt.Errorf("%w: %q", ErrInvalid, s)
 		}
+	case Daemon:
+		segs := strings.Split(rest, "/")
+		if len(segs) != 2 || segs[0] == "" || segs[1] == "" {
+			return ARN{}, fmt.Errorf("%w: %q is not daemon/{cluster}/{name}", ErrInvalid, s)
+		}
+		a.Cluster, a.Name = segs[0], segs[1]
+	case DaemonDeployment, DaemonRevision:
+		segs := strings.Split(rest, "/")
+		if len(segs) != 3 || segs[0] == "" || segs[1] == "" || segs[2] == "" {
+			return ARN{}, fmt.Errorf("%w: %q is not %s/{cluster}/{daemon}/{id}", ErrInvalid, s, typ)
+		}
+		a.Cluster, a.Name = segs[0], segs[1]+"/"+segs[2]
 	default:
 		return ARN{}, fmt.Errorf("%w: %q has unknown resource type %q", ErrInvalid, s, typ)
 	}

@@ -290,7 +290,8 @@ func AccessKeys() string { return store.MustKeyPrefix("access-keys") }
 func ECSStatePrefixes() []string {
 	var out []string
 	for _, p := range []string{"clusters", "families", "task-definitions", "instances", "tasks",
-		"services", "inbox", "idx", "settings", "protection", "capacity-providers", "task-subnets", "elb", "elb-health"} {
+		"services", "inbox", "idx", "settings", "protection", "capacity-providers", "task-subnets", "elb", "elb-health",
+		"daemon-families", "daemon-task-definitions", "daemons", "daemon-deployments", "daemon-revisions"} {
 		out = append(out, store.MustKeyPrefix(p))
 	}
 	return out

@@ -1,0 +1,191 @@
+package service
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
+	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
+)
+
+func TestProductionSteps(t *testing.T) {
+	m := time.Minute
+	cases := []struct {
+		name string
+		dc   *ecsv1.DeploymentConfiguration
+		want []Step
+	}{
+		{"blue/green", &ecsv1.DeploymentConfiguration{Strategy: proto.String(DeployBlueGreen)}, []Step{{100, 0}}},
+		{"linear 25", &ecsv1.DeploymentConfiguration{Strategy: proto.String(DeployLinear), LinearConfiguration: &ecsv1.LinearConfiguration{StepPercent: 25, StepBakeTimeInMinutes: 2}},
+			[]Step{{25, 2 * m}, {50, 2 * m}, {75, 2 * m}, {100, 0}}},
+		{"linear 30 ends at 100", &ecsv1.DeploymentConfiguration{Strategy: proto.String(DeployLinear), LinearConfiguration: &ecsv1.LinearConfiguration{StepPercent: 30}},
+			[]Step{{30, 0}, {60, 0}, {90, 0}, {100, 0}}},
+		{"linear default 10%", &ecsv1.DeploymentConfiguration{Strategy: proto.String(DeployLinear)},
+			[]Step{{10, 6 * m}, {20, 6 * m}, {30, 6 * m}, {40, 6 * m}, {50, 6 * m}, {60, 6 * m}, {70, 6 * m}, {80, 6 * m}, {90, 6 * m}, {100, 0}}},
+		{"linear 3.3 no drift", &ecsv1.DeploymentConfiguration{Strategy: proto.String(DeployLinear), LinearConfiguration: &ecsv1.LinearConfiguration{StepPercent: 33.3}},
+			[]Step{{33.3, 0}, {66.6, 0}, {99.9, 0}, {100, 0}}},
+		{"canary", &ecsv1.DeploymentConfiguration{Strategy: proto.String(DeployCanary), CanaryConfiguration: &ecsv1.CanaryConfiguration{CanaryPercent: 5.5, CanaryBakeTimeInMinutes: 15}},
+			[]Step{{5.5, 15 * m}, {100, 0}}},
+		{"canary default", &ecsv1.DeploymentConfiguration{Strategy: proto.String(DeployCanary)}, []Step{{5, 10 * m}, {100, 0}}},
+	}
+	for _, c := range cases {
+		if got := ProductionSteps(c.dc, m); !slices.Equal(got, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestRuleWeights(t *testing.T) {
+	for _, c := range []struct {
+		pct         float64
+		blue, green int32
+	}{{0, 100, 0}, {25, 75, 25}, {100, 0, 100}, {5.5, 945, 55}, {99.9, 1, 999}, {0.1, 999, 1}} {
+		if b, g := RuleWeights(c.pct); b != c.blue || g != c.green {
+			t.Errorf("RuleWeights(%g) = %d, %d; want %d, %d", c.pct, b, g, c.blue, c.green)
+		}
+	}
+}
+
+// shiftClock is an injectable time for Advance.
+type shiftClock struct{ t time.Time }
+
+func (c *shiftClock) add(d time.Duration) { c.t = c.t.Add(d) }
+
+func ids() func() string {
+	n := 0
+	return func() string { n++; return fmt.Sprintf("ecs-pause-%d", n) }
+}
+
+// TestAdvanceBlueGreenPause walks a BLUE_GREEN deployment with a PAUSE hook at
+// POST_TEST_TRAFFIC_SHIFT: it waits for its tasks, moves test traffic, waits at the hook,
+// and once the hook succeeds moves production traffic, bakes and reaches CLEAN_UP.
+func TestAdvanceBlueGreenPause(t *testing.T) {
+	c := &shiftClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	dc := &ecsv1.DeploymentConfiguration{
+		Strategy: proto.String(DeployBlueGreen), BakeTimeInMinutes: proto.Int32(3),
+		LifecycleHooks: []*ecsv1.DeploymentLifecycleHook{{TargetType: proto.String(hookPause), LifecycleStages: []string{StagePostTestShift}}},
+	}
+	st := &storev1.ShiftState{Source: "ecs-svc/1"}
+	in := func(ready bool) ShiftInput {
+		return ShiftInput{Now: c.t, Config: dc, GreenReady: ready, NewHookID: ids()}
+	}
+	Advance(st, in(false))
+	if st.GetStage() != StageScaleUp || st.GetTestWeight() != 0 || st.GetProductionWeight() != 0 {
+		t.Fatalf("before the tasks are ready: %v", st)
+	}
+	Advance(st, in(true))
+	if st.GetStage() != StagePostTestShift || st.GetTestWeight() != 100 || st.GetProductionWeight() != 0 {
+		t.Fatalf("at the hook: %v", st)
+	}
+	if len(st.GetHooks()) != 1 || st.Hooks[0].GetStatus() != hookAwaiting || st.Hooks[0].GetTimeoutAction() != actionRollback ||
+		!st.Hooks[0].GetExpiresAt().AsTime().Equal(c.t.Add(1440*time.Minute)) {
+		t.Fatalf("hook: %v", st.GetHooks())
+	}
+	c.add(time.Hour)
+	Advance(st, in(true)) // still paused
+	if st.GetStage() != StagePostTestShift || len(st.GetHooks()) != 1 {
+		t.Fatalf("paused: %v", st)
+	}
+	awaitingHook(st, st.Hooks[0].GetHookId()).Status = hookSucceeded // ContinueServiceDeployment CONTINUE
+	res := Advance(st, in(true))
+	if st.GetStage() != StageBakeTime || st.GetProductionWeight() != 100 || len(res.Events) != 1 {
+		t.Fatalf("after continue: %v %v", st, res)
+	}
+	c.add(2 * time.Minute)
+	Advance(st, in(true))
+	if st.GetStage() != StageBakeTime {
+		t.Fatalf("bake of 3 minutes ended after 2: %v", st)
+	}
+	c.add(time.Minute)
+	Advance(st, in(true))
+	if st.GetStage() != StageCleanUp {
+		t.Fatalf("after the bake: %v", st)
+	}
+}
+
+// TestAdvanceLinear takes a LINEAR 25% deployment through its four production steps,
+// each after the step bake time.
+func TestAdvanceLinear(t *testing.T) {
+	c := &shiftClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	dc := &ecsv1.DeploymentConfiguration{Strategy: proto.String(DeployLinear), LinearConfiguration: &ecsv1.LinearConfiguration{StepPercent: 25, StepBakeTimeInMinutes: 5}}
+	st := &storev1.ShiftState{Source: "ecs-svc/1"}
+	var seen []float64
+	for range 40 {
+		Advance(st, ShiftInput{Now: c.t, Config: dc, GreenReady: true})
+		if n := len(seen); n == 0 || seen[n-1] != st.GetProductionWeight() {
+			seen = append(seen, st.GetProductionWeight())
+		}
+		if st.GetStage() == StageCleanUp {
+			break
+		}
+		c.add(time.Minute)
+	}
+	if want := []float64{25, 50, 75, 100}; !slices.Equal(seen, want) {
+		t.Fatalf("production weights %v, want %v", seen, want)
+	}
+	if st.GetStage() != StageCleanUp {
+		t.Fatalf("stage %s", st.GetStage())
+	}
+}
+
+// TestAdvanceHookPerStep pauses at every production step of a LINEAR deployment (hooks
+// at PRODUCTION_TRAFFIC_SHIFT run at each step) and rolls back when a hook times out.
+func TestAdvanceHookPerStep(t *testing.T) {
+	c := &shiftClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	dc := &ecsv1.DeploymentConfiguration{
+		Strategy: proto.String(DeployLinear), LinearConfiguration: &ecsv1.LinearConfiguration{StepPercent: 50},
+		LifecycleHooks: []*ecsv1.DeploymentLifecycleHook{{TargetType: proto.String(hookPause), LifecycleStages: []string{StageProdShift},
+			TimeoutConfiguration: &ecsv1.DeploymentLifecycleHookTimeoutConfiguration{TimeoutInMinutes: proto.Int32(10)}}},
+	}
+	st := &storev1.ShiftState{Source: "ecs-svc/1"}
+	next := ids()
+	in := func() ShiftInput { return ShiftInput{Now: c.t, Config: dc, GreenReady: true, NewHookID: next} }
+	Advance(st, in())
+	if st.GetStage() != StageProdShift || st.GetProductionWeight() != 50 || len(st.GetHooks()) != 1 || st.Hooks[0].GetStep() != 1 {
+		t.Fatalf("first step: %v", st)
+	}
+	st.Hooks[0].Status = hookSucceeded
+	Advance(st, in())
+	if st.GetProductionWeight() != 100 || len(st.GetHooks()) != 2 || st.Hooks[1].GetStep() != 2 {
+		t.Fatalf("second step: %v", st)
+	}
+	c.add(10 * time.Minute)
+	res := Advance(st, in())
+	if !res.Rollback || st.Hooks[1].GetStatus() != hookTimedOut {
+		t.Fatalf("timeout: %v %v", res, st)
+	}
+}
+
+func TestValidateShiftConfig(t *testing.T) {
+	bad := []*ecsv1.DeploymentConfiguration{
+		{Strategy: proto.String("SIDEWAYS")},
+		{Strategy: proto.String(DeployBlueGreen), LinearConfiguration: &ecsv1.LinearConfiguration{StepPercent: 10}},
+		{Strategy: proto.String(DeployLinear), LinearConfiguration: &ecsv1.LinearConfiguration{StepPercent: 2}},
+		{Strategy: proto.String(DeployLinear), LinearConfiguration: &ecsv1.LinearConfiguration{StepPercent: 10.05}},
+		{Strategy: proto.String(DeployCanary), CanaryConfiguration: &ecsv1.CanaryConfiguration{CanaryBakeTimeInMinutes: 1441}},
+		{Strategy: proto.String(DeployBlueGreen), BakeTimeInMinutes: proto.Int32(-1)},
+		{Strategy: proto.String(DeployRolling), LifecycleHooks: []*ecsv1.DeploymentLifecycleHook{{TargetType: proto.String(hookPause), LifecycleStages: []string{StagePreScaleUp}}}},
+		{Strategy: proto.String(DeployBlueGreen), LifecycleHooks: []*ecsv1.DeploymentLifecycleHook{{HookTargetArn: proto.String("arn:aws:lambda:us-east-1:000000000000:function:f"), LifecycleStages: []string{StagePreScaleUp}}}},
+		{Strategy: proto.String(DeployBlueGreen), LifecycleHooks: []*ecsv1.DeploymentLifecycleHook{{TargetType: proto.String(hookPause), LifecycleStages: []string{"SCALE_UP"}}}},
+		{Strategy: proto.String(DeployBlueGreen), LifecycleHooks: []*ecsv1.DeploymentLifecycleHook{{TargetType: proto.String(hookPause), LifecycleStages: []string{StagePreScaleUp},
+			TimeoutConfiguration: &ecsv1.DeploymentLifecycleHookTimeoutConfiguration{TimeoutInMinutes: proto.Int32(0)}}}},
+	}
+	for i, dc := range bad {
+		if err := validateShiftConfig(StrategyReplica, dc); err == nil {
+			t.Errorf("case %d: accepted %v", i, dc)
+		}
+	}
+	if err := validateShiftConfig(StrategyDaemon, &ecsv1.DeploymentConfiguration{Strategy: proto.String(DeployBlueGreen)}); err == nil {
+		t.Error("DAEMON blue/green accepted")
+	}
+	good := &ecsv1.DeploymentConfiguration{Strategy: proto.String(DeployLinear), BakeTimeInMinutes: proto.Int32(0),
+		LinearConfiguration: &ecsv1.LinearConfiguration{StepPercent: 25, StepBakeTimeInMinutes: 1440},
+		LifecycleHooks:      []*ecsv1.DeploymentLifecycleHook{{TargetType: proto.String(hookPause), LifecycleStages: hookStages}}}
+	if err := validateShiftConfig(StrategyReplica, good); err != nil {
+		t.Errorf("refused: %v", err)
+	}
+}

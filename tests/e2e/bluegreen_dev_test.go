@@ -33,7 +33,7 @@ type blueGreenFixture struct {
 
 const bgAppPort = 8080
 
-func newBlueGreenFixture(t *testing.T) *blueGreenFixture {
+func newBlueGreenFixture(t *testing.T, extraEnv ...string) *blueGreenFixture {
 	root := repoRoot(t)
 	requireDevPrereqs(t, root)
 	for _, p := range []string{"/usr/lib/cni/bridge", "/usr/lib/cni/portmap"} {
@@ -42,7 +42,7 @@ func newBlueGreenFixture(t *testing.T) *blueGreenFixture {
 		}
 	}
 	dir := t.TempDir()
-	env := append(devEnv(t, filepath.Join(dir, "data")), "BERTH_TASK_STABLE_AFTER=2s")
+	env := append(append(devEnv(t, filepath.Join(dir, "data")), "BERTH_TASK_STABLE_AFTER=2s"), extraEnv...)
 	startDev(t, root, env, filepath.Join(dir, "dev.log"))
 	f := &blueGreenFixture{t: t, root: root, env: env, tgs: map[string]string{}}
 	reg := envValue(env, "BERTH_REGISTRY_ADDR")
@@ -64,7 +64,9 @@ func newBlueGreenFixture(t *testing.T) *blueGreenFixture {
 	}
 	both := fmt.Sprintf(`[{"Type":"forward","ForwardConfig":{"TargetGroups":[{"TargetGroupArn":"%s","Weight":1},{"TargetGroupArn":"%s","Weight":0}]}}]`, f.tgs["blue"], f.tgs["green"])
 	rule := func(port int) string {
-		var l struct{ Listeners []struct{ ListenerArn string } }
+		var l struct {
+			Listeners []struct{ ListenerArn string }
+		}
 		f.json(&l, "elbv2", "create-listener", "--load-balancer-arn", lb.LoadBalancers[0].LoadBalancerArn,
 			"--protocol", "HTTP", "--port", strconv.Itoa(port), "--default-actions", both)
 		var r struct{ Rules []struct{ RuleArn string } }
@@ -147,10 +149,10 @@ func poll(t *testing.T, what string, check func() (string, bool)) string {
 
 // deployment is what the test reads of DescribeServiceDeployments.
 type deployment struct {
-	ServiceDeploymentArn string
-	Status               string
-	LifecycleStage       string
-	LifecycleHookDetails []struct{ HookId, TargetType, Status, TimeoutAction string }
+	ServiceDeploymentArn  string
+	Status                string
+	LifecycleStage        string
+	LifecycleHookDetails  []struct{ HookId, TargetType, Status, TimeoutAction string }
 	TargetServiceRevision struct {
 		Arn                              string
 		RequestedProductionTrafficWeight float64
@@ -290,5 +292,77 @@ func TestBlueGreenDeploymentOnDev(t *testing.T) {
 	f.json(&running, "ecs", "list-tasks", "--service-name", "web", "--desired-status", "RUNNING")
 	if len(running.TaskArns) != 1 {
 		t.Errorf("tasks after the deployment: %v, want the one green task", running.TaskArns)
+	}
+}
+
+// TestLinearDeploymentOnDev is a LINEAR deployment of 25% steps on `berth dev`: a PAUSE
+// hook at PRODUCTION_TRAFFIC_SHIFT stops it at each of its four steps, where the
+// production rule's weights and the deployment's requested production weight are 25,
+// 50, 75 and 100% to the new revision (each step after a one-minute step bake, a second
+// long under BERTH_DEV_BAKE_MINUTE). A second deployment back to web:1 is rolled back at
+// its first step with continue-service-deployment ROLLBACK: all production traffic
+// returns to the running revision and the deployment ends ROLLBACK_SUCCESSFUL. No
+// production request fails throughout.
+func TestLinearDeploymentOnDev(t *testing.T) {
+	t.Parallel() // see main_test.go
+	f := newBlueGreenFixture(t, "BERTH_DEV_BAKE_MINUTE=1s")
+	f.createService(`{"strategy":"LINEAR","linearConfiguration":{"stepPercent":25,"stepBakeTimeInMinutes":1},"bakeTimeInMinutes":1,
+	  "lifecycleHooks":[{"targetType":"PAUSE","lifecycleStages":["PRODUCTION_TRAFFIC_SHIFT"]}]}`)
+	poll(t, "web:1 serves production", func() (string, bool) { c := color(f.prodPort); return c, c == "blue" })
+	poll(t, "first deployment", func() (string, bool) { d := f.current(); return d.Status, d.Status == "SUCCESSFUL" })
+
+	l := startShiftLoad(f.prodPort)
+	cli(t, f.root, f.env, "aws", "ecs", "update-service", "--service", "web", "--task-definition", "web:2")
+	// pause waits for the n-th hook run to await action and returns the deployment.
+	pause := func(n int) deployment {
+		var d deployment
+		poll(t, fmt.Sprintf("hook %d", n), func() (string, bool) {
+			d = f.current()
+			return fmt.Sprintf("%+v", d), len(d.LifecycleHookDetails) == n && d.LifecycleHookDetails[n-1].Status == "AWAITING_ACTION"
+		})
+		return d
+	}
+	var steps []string
+	for n := 1; n <= 4; n++ {
+		d := pause(n)
+		w := f.weights(f.prodRule)
+		steps = append(steps, fmt.Sprintf("%g%% %s", d.TargetServiceRevision.RequestedProductionTrafficWeight, w))
+		if d.LifecycleStage != "PRODUCTION_TRAFFIC_SHIFT" {
+			t.Errorf("stage at step %d: %s", n, d.LifecycleStage)
+		}
+		cli(t, f.root, f.env, "aws", "ecs", "continue-service-deployment", "--service-deployment-arn", d.ServiceDeploymentArn,
+			"--hook-id", d.LifecycleHookDetails[n-1].HookId)
+	}
+	if got, want := strings.Join(steps, ", "), "25% 75/25, 50% 50/50, 75% 25/75, 100% 0/100"; got != want {
+		t.Errorf("linear steps: %s, want %s", got, want)
+	}
+	poll(t, "linear deployment successful", func() (string, bool) { d := f.current(); return d.Status, d.Status == "SUCCESSFUL" })
+	poll(t, "production answers green", func() (string, bool) { c := color(f.prodPort); return c, c == "green" })
+
+	// Back to web:1 on the blue side, rolled back at its first step.
+	cli(t, f.root, f.env, "aws", "ecs", "update-service", "--service", "web", "--task-definition", "web:1")
+	d := pause(1)
+	if w := f.weights(f.prodRule); w != "25/75" {
+		t.Errorf("production weights at the third deployment's first step: %s, want 25/75 (blue 25)", w)
+	}
+	cli(t, f.root, f.env, "aws", "ecs", "continue-service-deployment", "--service-deployment-arn", d.ServiceDeploymentArn,
+		"--hook-id", d.LifecycleHookDetails[0].HookId, "--action", "ROLLBACK")
+	poll(t, "rolled back", func() (string, bool) {
+		var r struct{ ServiceDeployments []deployment }
+		f.json(&r, "ecs", "describe-service-deployments", "--service-deployment-arns", d.ServiceDeploymentArn)
+		return r.ServiceDeployments[0].Status, r.ServiceDeployments[0].Status == "ROLLBACK_SUCCESSFUL"
+	})
+	if w := f.weights(f.prodRule); w != "0/100" {
+		t.Errorf("production weights after the rollback: %s, want 0/100", w)
+	}
+	for range 5 {
+		if c := color(f.prodPort); c != "green" {
+			t.Errorf("production after the rollback answered %s, want green", c)
+		}
+	}
+	seen := l.end()
+	t.Logf("production requests through two deployments: %d, failed %d, by answer %v", l.total.Load(), l.failed.Load(), seen)
+	if l.failed.Load() != 0 {
+		t.Errorf("production through the deployments: %v (%d failed of %d)", seen, l.failed.Load(), l.total.Load())
 	}
 }

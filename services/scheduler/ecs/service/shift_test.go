@@ -3,6 +3,7 @@ package service
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -188,4 +189,100 @@ func TestValidateShiftConfig(t *testing.T) {
 	if err := validateShiftConfig(StrategyReplica, good); err != nil {
 		t.Errorf("refused: %v", err)
 	}
+}
+
+// TestComputeBlueGreen runs Compute pass by pass (the scripted agent of world.sim) over a
+// BLUE_GREEN deployment of a service without load balancers: the new revision scales up
+// in full beside the old one (maximumPercent does not bound it), the old tasks are held
+// until CLEAN_UP, a PAUSE hook at POST_SCALE_UP holds the deployment until it succeeds,
+// and the deployment completes once the old tasks are gone.
+func TestComputeBlueGreen(t *testing.T) {
+	w := newWorld(t, 2, 100, 100)
+	w.pol.NewHookID = ids()
+	s := w.svc()
+	s.DeploymentConfiguration.Strategy = proto.String(DeployBlueGreen)
+	s.DeploymentConfiguration.LifecycleHooks = []*ecsv1.DeploymentLifecycleHook{{TargetType: proto.String(hookPause), LifecycleStages: []string{StagePostScaleUp}}}
+	w.running(2, dep1, time.Hour)
+	w.settled(2)
+	w.deploy(dep2, tdV2)
+	var stage string
+	w.sim(12, 10*time.Second, func(pass int, p Plan) {
+		for _, st := range p.Stop {
+			t.Fatalf("pass %d stopped %s (%s) while the shift is in progress", pass, st.ID, st.Reason)
+		}
+		if pass == 0 && (p.Launch.Count != 2 || p.Launch.Deployment != dep2) {
+			t.Fatalf("pass 0 launched %+v, want both new tasks at once", p.Launch)
+		}
+		dr := findRecord(p.Record, dep2)
+		stage = dr.GetShift().GetStage()
+		if dr.GetShift().GetSource() != dep1 || !dr.GetAlternate() {
+			t.Fatalf("shift state %v (alternate %v)", dr.GetShift(), dr.GetAlternate())
+		}
+	})
+	dr := findRecord(w.st.Service.Value, dep2)
+	if stage != StagePostScaleUp || len(dr.GetShift().GetHooks()) != 1 || dr.Shift.Hooks[0].GetStatus() != hookAwaiting {
+		t.Fatalf("not paused at POST_SCALE_UP: %v", dr.GetShift())
+	}
+	dr.Shift.Hooks[0].Status = hookSucceeded // ContinueServiceDeployment
+	var stopped []string
+	p := w.sim(6, 10*time.Second, func(_ int, p Plan) { stopped = append(stopped, stopIDs(p)...) })
+	d := findDeployment(p.Record.GetService(), dep2)
+	if len(stopped) != 2 || d.GetRolloutState() != RolloutCompleted || findRecord(p.Record, dep2).GetShift().GetStage() != StageCleanUp {
+		t.Fatalf("after the hook: stopped %v, deployment %v, shift %v\n%s", stopped, d, findRecord(p.Record, dep2).GetShift(), planEvents(p))
+	}
+	if st, _ := deploymentStatus(d, findRecord(p.Record, dep2)); st != "SUCCESSFUL" {
+		t.Fatalf("status %s", st)
+	}
+}
+
+// TestComputeBlueGreenRollback rolls a shift back in place (as StopServiceDeployment and
+// ContinueServiceDeployment ROLLBACK do): the old deployment is PRIMARY again and keeps
+// its tasks, the new one's tasks stop, and it ends ROLLBACK_SUCCESSFUL.
+func TestComputeBlueGreenRollback(t *testing.T) {
+	w := newWorld(t, 2, 100, 200)
+	s := w.svc()
+	s.DeploymentConfiguration.Strategy = proto.String(DeployLinear)
+	s.DeploymentConfiguration.LifecycleHooks = []*ecsv1.DeploymentLifecycleHook{{TargetType: proto.String(hookPause), LifecycleStages: []string{StageProdShift}}}
+	w.running(2, dep1, time.Hour)
+	w.settled(2)
+	w.deploy(dep2, tdV2)
+	w.sim(10, 10*time.Second, func(int, Plan) {})
+	rec := w.st.Service.Value
+	if sh := findRecord(rec, dep2).GetShift(); sh.GetStage() != StageProdShift || sh.GetProductionWeight() != 10 {
+		t.Fatalf("first linear step: %v", sh)
+	}
+	if !rollbackShift(rec, findDeployment(rec.GetService(), dep2), "test.", w.st.Now) {
+		t.Fatal("rollbackShift refused")
+	}
+	if primary(rec.GetService()).GetId() != dep1 || rec.GetService().GetTaskDefinition() != tdV1 {
+		t.Fatalf("primary after rollback: %v", primary(rec.GetService()))
+	}
+	if st, _ := deploymentStatus(findDeployment(rec.GetService(), dep2), findRecord(rec, dep2)); st != "ROLLBACK_IN_PROGRESS" {
+		t.Fatalf("status %s", st)
+	}
+	var stopped []string
+	p := w.sim(4, 10*time.Second, func(_ int, p Plan) {
+		for _, st := range p.Stop {
+			if !strings.HasPrefix(w.tdOfTask(st.ID), tdV2) {
+				t.Fatalf("stopped a task of the old revision: %s", st.ID)
+			}
+			stopped = append(stopped, st.ID)
+		}
+	})
+	if len(stopped) != 2 {
+		t.Fatalf("stopped %v, want the two new tasks", stopped)
+	}
+	if st, _ := deploymentStatus(findDeployment(p.Record.GetService(), dep2), findRecord(p.Record, dep2)); st != "ROLLBACK_SUCCESSFUL" {
+		t.Fatalf("status %s\n%s", st, planEvents(p))
+	}
+}
+
+// tdOfTask returns the task definition of task id.
+func (w *world) tdOfTask(id string) string {
+	for _, it := range w.st.Tasks {
+		if taskIDOf(it.Value) == id {
+			return it.Value.GetTask().GetTaskDefinitionArn()
+		}
+	}
+	return ""
 }

@@ -10,8 +10,8 @@ import (
 
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
-	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/elbv2/elb"
+	"github.com/berthhq/berth/services/scheduler/platform/keys"
 )
 
 // TestAdvancedConfigurationValidated checks CreateService's checks of

@@ -110,6 +110,12 @@ func TestAdvancedConfigurationValidated(t *testing.T) {
 	if g, _ := elb.ForwardGroups(r); g[w.tgArn] != 100 || g[green.GetTargetGroupArn()] != 0 {
 		t.Fatalf("weights %v", g)
 	}
+	// DescribeServiceRevisions resolves the revision's target group and production rule.
+	revArn := strings.Replace(rec.GetService().GetCurrentServiceDeployment(), ":service-deployment/", ":service-revision/", 1)
+	revs := must(w.env, w.h.DescribeServiceRevisions, &ecsv1.DescribeServiceRevisionsRequest{ServiceRevisionArns: []string{revArn}})
+	if rc := revs.GetServiceRevisions()[0].GetResolvedConfiguration().GetLoadBalancers(); len(rc) != 1 || rc[0].GetTargetGroupArn() != w.tgArn || rc[0].GetProductionListenerRule() != prodRule {
+		t.Fatalf("resolvedConfiguration %v", rc)
+	}
 	findRecord(rec, primary(rec.GetService()).GetId()).Alternate = true
 	w.r.syncWeights(ctx, w.sc, rec)
 	r, _ = w.elb.RuleByARN(ctx, w.sc, prodRule)

@@ -286,3 +286,55 @@ func (w *world) tdOfTask(id string) string {
 	}
 	return ""
 }
+
+// TestBlueGreenHandlers drives a BLUE_GREEN service through the handlers and the
+// reconciler: it pauses at a PAUSE hook (DescribeServiceDeployments shows the stage and
+// the hook awaiting action), ContinueServiceDeployment refuses an unknown hook id,
+// StopServiceDeployment ROLLBACK rolls the deployment back in place, and the rolled back
+// deployment ends ROLLBACK_SUCCESSFUL with the old revision's tasks still running.
+func TestBlueGreenHandlers(t *testing.T) {
+	e := newEnv(t, ReconcilerConfig{})
+	e.host("h1", 4096, 4096)
+	td1 := e.taskDef("bg", "img:1", 128, 128, false)
+	td2 := e.taskDef("bg", "img:2", 128, 128, false)
+	e.createService("web", td1, 2, &ecsv1.DeploymentConfiguration{
+		Strategy:       proto.String(DeployBlueGreen),
+		LifecycleHooks: []*ecsv1.DeploymentLifecycleHook{{TargetType: proto.String(hookPause), LifecycleStages: []string{StagePostScaleUp}}},
+	})
+	first := e.settle("web", 10).GetCurrentServiceDeployment()
+	must(e, e.h.UpdateService, &ecsv1.UpdateServiceRequest{Cluster: proto.String("c1"), Service: proto.String("web"), TaskDefinition: proto.String(td2)})
+	var sd *ecsv1.ServiceDeployment
+	for range 10 {
+		e.step()
+		cur := e.service("web").GetCurrentServiceDeployment()
+		sd = must(e, e.h.DescribeServiceDeployments, &ecsv1.DescribeServiceDeploymentsRequest{ServiceDeploymentArns: []string{cur}}).GetServiceDeployments()[0]
+		if len(sd.GetLifecycleHookDetails()) == 1 {
+			break
+		}
+	}
+	if sd.GetLifecycleStage() != StagePostScaleUp || sd.GetStatus() != "IN_PROGRESS" || len(sd.GetLifecycleHookDetails()) != 1 ||
+		sd.GetLifecycleHookDetails()[0].GetStatus() != hookAwaiting || len(sd.GetSourceServiceRevisions()) != 1 {
+		t.Fatalf("paused deployment %v", sd)
+	}
+	if c := e.count("web"); c.byTD[td1] != 2 || c.byTD[td2] != 2 {
+		t.Fatalf("tasks while paused: %v", c.byTD)
+	}
+	_, err := call(e, e.h.ContinueServiceDeployment, &ecsv1.ContinueServiceDeploymentRequest{ServiceDeploymentArn: sd.ServiceDeploymentArn, HookId: proto.String("ecs-pause-nope")})
+	wantErr(t, err, "InvalidParameterException")
+	must(e, e.h.StopServiceDeployment, &ecsv1.StopServiceDeploymentRequest{ServiceDeploymentArn: sd.ServiceDeploymentArn})
+	s := e.settle("web", 10)
+	if s.GetTaskDefinition() != td1 || e.count("web").byTD[td2] != 0 || e.count("web").byTD[td1] != 2 {
+		t.Fatalf("after rollback: td %s tasks %v", s.GetTaskDefinition(), e.count("web").byTD)
+	}
+	got := map[string]string{}
+	for _, b := range must(e, e.h.ListServiceDeployments, &ecsv1.ListServiceDeploymentsRequest{Cluster: proto.String("c1"), Service: proto.String("web")}).GetServiceDeployments() {
+		got[b.GetServiceDeploymentArn()] = b.GetStatus()
+	}
+	if got[sd.GetServiceDeploymentArn()] != "ROLLBACK_SUCCESSFUL" || got[first] != "SUCCESSFUL" {
+		t.Fatalf("deployments %v", got)
+	}
+	d := must(e, e.h.DescribeServiceDeployments, &ecsv1.DescribeServiceDeploymentsRequest{ServiceDeploymentArns: []string{sd.GetServiceDeploymentArn()}}).GetServiceDeployments()[0]
+	if d.GetRollback() == nil || !strings.Contains(d.GetRollback().GetServiceRevisionArn(), strings.TrimPrefix(first[strings.LastIndex(first, "/"):], "/")) {
+		t.Fatalf("rollback section %v (first %s)", d.GetRollback(), first)
+	}
+}

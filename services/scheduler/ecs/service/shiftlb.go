@@ -200,7 +200,8 @@ func validateAdvanced(ctx context.Context, kv clientv3.KV, account keys.Scope, l
 // (stepPercent 3.0–100.0, stepBakeTimeInMinutes 0–1440), canaryConfiguration only with
 // CANARY (canaryPercent 0.1–100.0, canaryBakeTimeInMinutes 0–1440); bakeTimeInMinutes
 // 0–1440; lifecycleHooks only with a traffic-shifting strategy, each of targetType PAUSE
-// (Berth has no AWS Lambda: AWS_LAMBDA hooks and a hookTargetArn are refused) with 1–8
+// (Berth has no AWS Lambda: AWS_LAMBDA hooks, a hookTargetArn and hookDetails, their
+// payload, are refused) with 1–8
 // known lifecycleStages and a timeoutConfiguration of 1–20160 minutes.
 func validateShiftConfig(scheduling string, dc *ecsv1.DeploymentConfiguration) error {
 	strategy := dc.GetStrategy()
@@ -243,6 +244,9 @@ func validateShiftConfig(scheduling string, dc *ecsv1.DeploymentConfiguration) e
 	for i, h := range dc.GetLifecycleHooks() {
 		if h.GetTargetType() == hookLambda || h.GetHookTargetArn() != "" || h.GetTargetType() == "" {
 			return awserr.New("UnsupportedFeatureException", "lifecycleHooks[%d]: Berth has no AWS Lambda, so hooks of targetType AWS_LAMBDA (a hookTargetArn) are not supported. Use targetType PAUSE, which waits at its stages for ContinueServiceDeployment.", i)
+		}
+		if h.HookDetails != nil {
+			return awserr.InvalidParameterf("lifecycleHooks[%d].hookDetails is the payload of an AWS_LAMBDA hook; Berth's PAUSE hooks take none, leave it out.", i)
 		}
 		if h.GetTargetType() != hookPause {
 			return awserr.InvalidParameterf("lifecycleHooks[%d].targetType must be AWS_LAMBDA or PAUSE.", i)

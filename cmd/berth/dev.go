@@ -342,7 +342,11 @@ func (d *devStack) newScheduler(ctx context.Context, stableAfter, credsLifetime 
 		d.onClose(func() { _ = ln.Close() })
 		d.ecrLn, ecrHost = ln, ln.Addr().String()
 	}
-	d.sched, err = app.New(app.Config{Etcd: d.local, Region: d.cfg.Region, Logger: d.log.With("service", "scheduler"), Dev: true,
+	bakeMinute, err := devBakeMinute()
+	if err != nil {
+		return err
+	}
+	d.sched, err = app.New(app.Config{Etcd: d.local, Region: d.cfg.Region, Logger: d.log.With("service", "scheduler"), Dev: true, DeploymentBakeMinute: bakeMinute,
 		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps, Registry: d.registry, Logs: logStore, Keyring: keyring,
 		TaskSubnetPool: cli.Env("BERTH_TASK_SUBNET_POOL", ""), TaskCredentialsLifetime: credsLifetime, ECRRegistryHost: ecrHost, ECRBlobDir: d.ecrBlobDir()})
 	if err != nil {

@@ -100,6 +100,11 @@ type Config struct {
 	// service.ReconcilerConfig.StableAfter). Zero means service.DefaultStableAfter (40 s,
 	// as AWS); negative counts tasks at once.
 	TaskStableAfter time.Duration
+	// DeploymentBakeMinute is the length of one minute of the bake times and lifecycle
+	// hook timeouts of BLUE_GREEN, LINEAR and CANARY deployments
+	// (service.ReconcilerConfig.BakeMinute). Zero means time.Minute; `berth dev` takes
+	// BERTH_DEV_BAKE_MINUTE for tests.
+	DeploymentBakeMinute time.Duration
 	// Registry, when set, receives the replica's Prometheus metrics (placements, etcd
 	// requests, tasks by status, sessions, heartbeat lag, leadership) and Handler serves
 	// it at /metrics. Nil records nothing.
@@ -505,6 +510,7 @@ func (a *App) Run(ctx context.Context) error {
 
 				StableAfter:   a.cfg.TaskStableAfter,
 				OnRolloutDone: a.rolloutDone,
+				BakeMinute:    a.cfg.DeploymentBakeMinute,
 			})
 			return rec.Run(ctx)
 		})

@@ -745,7 +745,15 @@ type DeploymentRecord struct {
 	Rollback bool `protobuf:"varint,4,opt,name=rollback,proto3" json:"rollback,omitempty"`
 	// finished_at is when the deployment reached COMPLETED or FAILED, or was superseded
 	// before it did; unset while it is in progress.
-	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	// alternate is true when the deployment's tasks register with the alternate target
+	// groups of the service's loadBalancers (advancedConfiguration.alternateTargetGroupArn)
+	// rather than their targetGroupArn: the side a blue/green, linear or canary deployment
+	// takes is the other one than its source's.
+	Alternate bool `protobuf:"varint,320,opt,name=alternate,proto3" json:"alternate,omitempty"`
+	// shift is the progress of a traffic-shifting deployment (strategy BLUE_GREEN, LINEAR
+	// or CANARY); unset for a rolling one.
+	Shift         *ShiftState `protobuf:"bytes,321,opt,name=shift,proto3" json:"shift,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -811,6 +819,20 @@ func (x *DeploymentRecord) GetRollback() bool {
 func (x *DeploymentRecord) GetFinishedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *DeploymentRecord) GetAlternate() bool {
+	if x != nil {
+		return x.Alternate
+	}
+	return false
+}
+
+func (x *DeploymentRecord) GetShift() *ShiftState {
+	if x != nil {
+		return x.Shift
 	}
 	return nil
 }
@@ -906,7 +928,7 @@ var File_berth_store_v1_records_proto protoreflect.FileDescriptor
 
 const file_berth_store_v1_records_proto_rawDesc = "" +
 	"\n" +
-	"\x1cberth/store/v1/records.proto\x12\x0eberth.store.v1\x1a\x1aberth/agent/v1/agent.proto\x1a\x19berth/ecs/v1/shapes.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"n\n" +
+	"\x1cberth/store/v1/records.proto\x12\x0eberth.store.v1\x1a\x1aberth/agent/v1/agent.proto\x1a\x19berth/ecs/v1/shapes.proto\x1a berth/store/v1/deployments.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"n\n" +
 	"\rAccountRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x129\n" +
@@ -966,14 +988,16 @@ const file_berth_store_v1_records_proto_rawDesc = "" +
 	"\rServiceRecord\x12/\n" +
 	"\aservice\x18\x01 \x01(\v2\x15.berth.ecs.v1.ServiceR\aservice\x12!\n" +
 	"\fcluster_name\x18\x02 \x01(\tR\vclusterName\x12B\n" +
-	"\vdeployments\x18\x03 \x03(\v2 .berth.store.v1.DeploymentRecordR\vdeployments\"\xe6\x01\n" +
+	"\vdeployments\x18\x03 \x03(\v2 .berth.store.v1.DeploymentRecordR\vdeployments\"\xb8\x02\n" +
 	"\x10DeploymentRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0ffailed_launches\x18\x02 \x01(\x05R\x0efailedLaunches\x12@\n" +
 	"\x0enext_launch_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\fnextLaunchAt\x12\x1a\n" +
 	"\brollback\x18\x04 \x01(\bR\brollback\x12;\n" +
 	"\vfinished_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"finishedAt\"\x87\x01\n" +
+	"finishedAt\x12\x1d\n" +
+	"\talternate\x18\xc0\x02 \x01(\bR\talternate\x121\n" +
+	"\x05shift\x18\xc1\x02 \x01(\v2\x1a.berth.store.v1.ShiftStateR\x05shift\"\x87\x01\n" +
 	"\n" +
 	"InboxEntry\x12<\n" +
 	"\n" +
@@ -1016,8 +1040,9 @@ var file_berth_store_v1_records_proto_goTypes = []any{
 	(*v1.ContainerInstance)(nil),    // 15: berth.ecs.v1.ContainerInstance
 	(*v1.Task)(nil),                 // 16: berth.ecs.v1.Task
 	(*v1.Service)(nil),              // 17: berth.ecs.v1.Service
-	(*v11.Assignment)(nil),          // 18: berth.agent.v1.Assignment
-	(*v11.StopOrder)(nil),           // 19: berth.agent.v1.StopOrder
+	(*ShiftState)(nil),              // 18: berth.store.v1.ShiftState
+	(*v11.Assignment)(nil),          // 19: berth.agent.v1.Assignment
+	(*v11.StopOrder)(nil),           // 20: berth.agent.v1.StopOrder
 }
 var file_berth_store_v1_records_proto_depIdxs = []int32{
 	11, // 0: berth.store.v1.AccountRecord.created_at:type_name -> google.protobuf.Timestamp
@@ -1034,13 +1059,14 @@ var file_berth_store_v1_records_proto_depIdxs = []int32{
 	8,  // 11: berth.store.v1.ServiceRecord.deployments:type_name -> berth.store.v1.DeploymentRecord
 	11, // 12: berth.store.v1.DeploymentRecord.next_launch_at:type_name -> google.protobuf.Timestamp
 	11, // 13: berth.store.v1.DeploymentRecord.finished_at:type_name -> google.protobuf.Timestamp
-	18, // 14: berth.store.v1.InboxEntry.assignment:type_name -> berth.agent.v1.Assignment
-	19, // 15: berth.store.v1.InboxEntry.stop:type_name -> berth.agent.v1.StopOrder
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	18, // 14: berth.store.v1.DeploymentRecord.shift:type_name -> berth.store.v1.ShiftState
+	19, // 15: berth.store.v1.InboxEntry.assignment:type_name -> berth.agent.v1.Assignment
+	20, // 16: berth.store.v1.InboxEntry.stop:type_name -> berth.agent.v1.StopOrder
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_berth_store_v1_records_proto_init() }
@@ -1048,6 +1074,7 @@ func file_berth_store_v1_records_proto_init() {
 	if File_berth_store_v1_records_proto != nil {
 		return
 	}
+	file_berth_store_v1_deployments_proto_init()
 	file_berth_store_v1_records_proto_msgTypes[9].OneofWrappers = []any{
 		(*InboxEntry_Assignment)(nil),
 		(*InboxEntry_Stop)(nil),

@@ -94,7 +94,6 @@ const (
 	supNoLattice     = "Berth has no VPC Lattice."
 	supNoAZ          = "Berth has no Availability Zones to rebalance across; only DISABLED is supported."
 	supRefID         = "Berth does not record referenceId; leave it out."
-	supBlueGreen     = "Berth's deployments are rolling updates; blue/green, canary and linear settings are not supported yet."
 	supNoAlarms      = "Berth has no CloudWatch alarms yet; leave alarms disabled."
 	supECSController = "Berth's deployments are rolling updates; only deploymentController type ECS is supported."
 	supControllers   = "Berth runs deploymentController types ECS (rolling updates) and EXTERNAL (task sets: CreateTaskSet, UpdateTaskSet, UpdateServicePrimaryTaskSet, DeleteTaskSet); CODE_DEPLOY is not supported."
@@ -211,14 +210,14 @@ var FieldRules = map[string]FieldRule{
 	"DockerVolumeConfiguration.labels":                 stored("Docker only records volume labels; Berth keeps them in the task definition."),
 	"DockerVolumeConfiguration.scope":                  honoured("task (default) or shared."),
 	"DeploymentConfiguration.alarms":                   honoured("Disabled alarms only; see DeploymentAlarms."),
-	"DeploymentConfiguration.bakeTimeInMinutes":        refused(issueRestOfAPI, supBlueGreen),
-	"DeploymentConfiguration.canaryConfiguration":      refused(issueRestOfAPI, supBlueGreen),
+	"DeploymentConfiguration.bakeTimeInMinutes":        honoured("BLUE_GREEN, LINEAR and CANARY: 0-1440 minutes in BAKE_TIME, after all production traffic moved and before the old revision's tasks stop (docs/deployments.md)."),
+	"DeploymentConfiguration.canaryConfiguration":      honoured("CANARY only: canaryPercent (0.1-100, default 5) of production traffic, canaryBakeTimeInMinutes (0-1440; unboxed in the model, so absent reads as 0), then the rest (docs/deployments.md)."),
 	"DeploymentConfiguration.deploymentCircuitBreaker": honoured(""),
-	"DeploymentConfiguration.lifecycleHooks":           refused(issueRestOfAPI, supBlueGreen),
-	"DeploymentConfiguration.linearConfiguration":      refused(issueRestOfAPI, supBlueGreen),
+	"DeploymentConfiguration.lifecycleHooks":           honoured("BLUE_GREEN, LINEAR and CANARY: targetType PAUSE hooks wait at their lifecycleStages until ContinueServiceDeployment (CONTINUE or ROLLBACK) or their timeoutConfiguration (default 1440 minutes, ROLLBACK); AWS_LAMBDA hooks (hookTargetArn) are refused, Berth has no Lambda; roleArn is recorded, hookDetails (a Lambda hook's payload) refused (docs/deployments.md)."),
+	"DeploymentConfiguration.linearConfiguration":      honoured("LINEAR only: stepPercent (3-100, default 10) of production traffic per step, stepBakeTimeInMinutes (0-1440; unboxed in the model, so absent reads as 0) between steps (docs/deployments.md)."),
 	"DeploymentConfiguration.maximumPercent":           honoured(""),
 	"DeploymentConfiguration.minimumHealthyPercent":    honoured(""),
-	"DeploymentConfiguration.strategy":                 honoured("ROLLING; other strategies answer UnsupportedFeatureException."),
+	"DeploymentConfiguration.strategy":                 honoured("ROLLING (default); BLUE_GREEN, LINEAR and CANARY shift traffic between the target groups of loadBalancers[].advancedConfiguration on Berth's load balancers (REPLICA services; docs/deployments.md)."),
 	"DeploymentCircuitBreaker.enable":                  honoured(""),
 	"DeploymentCircuitBreaker.rollback":                honoured(""),
 	"DeploymentAlarms.alarmNames":                      refused(issueAWSDeps, supNoAlarms),

@@ -48,12 +48,12 @@ const (
 // step), the e2e probe counts it, and an unsupported operation's error message is built
 // from it (UnsupportedMessage).
 var Operations = map[string]OperationRule{
-	"ContinueServiceDeployment":     {Real, "Berth's rolling deployments have no lifecycle hooks (lifecycleHooks is refused), so no deployment waits at one: every known deployment answers that the hook is not awaiting action, as AWS does; StopServiceDeployment stops or rolls back a deployment.", ""},
+	"ContinueServiceDeployment":     {Real, "Acts on a PAUSE lifecycle hook of a BLUE_GREEN, LINEAR or CANARY deployment (hookId from DescribeServiceDeployments' lifecycleHookDetails): CONTINUE goes on to the next stage or traffic step, ROLLBACK moves all traffic back to the source revision and stops the new one's tasks (docs/deployments.md).", ""},
 	"CreateCapacityProvider":        {Real, "A capacity provider is a named pool of container instances (attribute berth.capacity-provider); Berth launches no instances, so managedScaling and managedTerminationProtection ENABLED are refused (docs/capacity-providers.md).", ""},
 	"CreateCluster":                 {Real, "settings containerInsights disabled only (no Container Insights metrics yet); configuration.executeCommandConfiguration logging DEFAULT or NONE only (no ECS Exec); a managedStorageConfiguration KMS key (no KMS) and a serviceConnectDefaults namespace (no Service Connect) are refused, naming the member.", ""},
 	"CreateDaemon":                  {Real, noteDaemon + noteDeploy, ""},
 	"CreateExpressGatewayService":   {Unsupported, whyExpress, insExpress},
-	"CreateService":                 {Real, "REPLICA and DAEMON; deploymentController ECS (rolling updates) or EXTERNAL (task sets).", ""},
+	"CreateService":                 {Real, "REPLICA and DAEMON; deploymentController ECS (deploymentConfiguration.strategy ROLLING, or BLUE_GREEN, LINEAR and CANARY with traffic shifting on Berth's load balancers, docs/deployments.md) or EXTERNAL (task sets).", ""},
 	"CreateTaskSet":                 {Real, "Task sets of services under the EXTERNAL deployment controller, placed and reconciled like deployments; each takes its own networkConfiguration (awsvpc), loadBalancers (its tasks register with the target groups) and serviceRegistries (Cloud Map). capacityProviderStrategy, platformVersion and clientToken are refused.", ""},
 	"DeleteAccountSetting":          {Real, "", ""},
 	"DeleteAttributes":              {Real, "", ""},
@@ -107,7 +107,7 @@ var Operations = map[string]OperationRule{
 	"RegisterTaskDefinition":        {Real, "", ""},
 	"RunTask":                       {Real, "", ""},
 	"StartTask":                     {Real, "", ""},
-	"StopServiceDeployment":         {Real, "ROLLBACK (to the last completed deployment) and ABORT.", ""},
+	"StopServiceDeployment":         {Real, "ROLLBACK (to the last completed deployment; a BLUE_GREEN, LINEAR or CANARY deployment rolls back in place: traffic returns to its source revision, whose tasks still run) and ABORT.", ""},
 	"StopTask":                      {Real, "", ""},
 	"SubmitAttachmentStateChanges":  {Real, "Through the agent state path; an instance credential reports only its own tasks.", ""},
 	"SubmitContainerStateChange":    {Real, "Through the agent state path; an instance credential reports only its own tasks.", ""},

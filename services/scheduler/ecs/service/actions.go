@@ -233,6 +233,9 @@ func (h *Handler) resolveCreateService(ctx context.Context, account keys.Scope, 
 			return err
 		}
 	}
+	if err := validateAdvanced(ctx, h.kv, account, m.GetLoadBalancers(), ns.dc); err != nil {
+		return err
+	}
 	if len(m.GetServiceRegistries()) > 0 {
 		if err := validateServiceRegistries(ctx, h.kv, account, m.GetServiceRegistries(), ns.td); err != nil {
 			return err
@@ -591,6 +594,11 @@ func (h *Handler) applyUpdate(ctx context.Context, account keys.Scope, m *ecsv1.
 		return err
 	}
 	redeploy = redeploy || targetsChanged
+	if m.LoadBalancers != nil || m.DeploymentConfiguration != nil {
+		if err := validateAdvanced(ctx, h.kv, account, s.GetLoadBalancers(), s.GetDeploymentConfiguration()); err != nil {
+			return err
+		}
+	}
 	applySettings(m, s)
 	now := h.now()
 	if external(s) {
@@ -1169,6 +1177,13 @@ func (h *Handler) ListServicesByNamespace(ctx context.Context, req *connect.Requ
 // PENDING/IN_PROGRESS, SUCCESSFUL, STOPPED (superseded or failed without rollback), and
 // the ROLLBACK_* states for a circuit breaker rollback.
 func deploymentStatus(d *ecsv1.Deployment, dr *storev1.DeploymentRecord) (string, string) {
+	if sh := dr.GetShift(); sh.GetRolledBack() {
+		// A traffic shift rolled back in place: done once its tasks are gone.
+		if d.GetStatus() == DeploymentInactive {
+			return "ROLLBACK_SUCCESSFUL", d.GetRolloutStateReason()
+		}
+		return "ROLLBACK_IN_PROGRESS", d.GetRolloutStateReason()
+	}
 	rb := dr.GetRollback()
 	switch d.GetRolloutState() {
 	case RolloutCompleted:
@@ -1361,6 +1376,7 @@ func (h *Handler) serviceDeployment(account keys.Scope, rec *storev1.ServiceReco
 	if dr.GetRollback() {
 		sd.Rollback = &ecsv1.Rollback{Reason: d.RolloutStateReason, StartedAt: d.CreatedAt, ServiceRevisionArn: sd.TargetServiceRevision.Arn}
 	}
+	describeShift(sd, account, rec, d)
 	return sd
 }
 
@@ -1386,16 +1402,17 @@ func (h *Handler) DescribeServiceRevisions(ctx context.Context, req *connect.Req
 			}
 			s := rec.GetService()
 			resp.ServiceRevisions = append(resp.ServiceRevisions, &ecsv1.ServiceRevision{
-				ServiceRevisionArn:   proto.String(a),
-				ServiceArn:           s.ServiceArn,
-				ClusterArn:           s.ClusterArn,
-				TaskDefinition:       d.TaskDefinition,
-				LaunchType:           d.LaunchType,
-				NetworkConfiguration: d.NetworkConfiguration,
-				LoadBalancers:        nonNil(s.GetLoadBalancers()),
-				ServiceRegistries:    nonNil(s.GetServiceRegistries()),
-				CreatedAt:            d.CreatedAt,
-				ContainerImages:      []*ecsv1.ContainerImage{},
+				ResolvedConfiguration: resolvedConfiguration(rec, d),
+				ServiceRevisionArn:    proto.String(a),
+				ServiceArn:            s.ServiceArn,
+				ClusterArn:            s.ClusterArn,
+				TaskDefinition:        d.TaskDefinition,
+				LaunchType:            d.LaunchType,
+				NetworkConfiguration:  d.NetworkConfiguration,
+				LoadBalancers:         nonNil(s.GetLoadBalancers()),
+				ServiceRegistries:     nonNil(s.GetServiceRegistries()),
+				CreatedAt:             d.CreatedAt,
+				ContainerImages:       []*ecsv1.ContainerImage{},
 			})
 		}
 		return resp, nil

@@ -35,6 +35,11 @@ type Policy struct {
 	// NewDeploymentID returns the id of a rollback deployment; nil means
 	// NewDeploymentID (random), a fixed one makes Compute deterministic.
 	NewDeploymentID func() string
+	// BakeMinute is the length of one minute of the bake times and hook timeouts of
+	// traffic-shifting deployments; 0 means time.Minute.
+	BakeMinute time.Duration
+	// NewHookID returns the id of a lifecycle hook run; nil means a random one.
+	NewHookID func() string
 }
 
 // State is everything Compute decides one service from, as read at one time: the
@@ -301,6 +306,7 @@ func Compute(st State, pol Policy) (Plan, error) {
 	}
 	d.failures()
 	d.breaker()
+	d.shift()
 	keep, surplus := d.choose()
 	d.stop(surplus)
 	d.launch(keep)
@@ -332,6 +338,8 @@ type decision struct {
 	// healthyLive counts the live tasks that count toward minimumHealthyPercent (stable);
 	// total the tasks not STOPPED (live or being stopped), both before this plan's stops.
 	healthyLive, total int
+	// reconcileStage: a traffic shift starting this pass found several older revisions running.
+	reconcileStage bool
 }
 
 // newDecision clones the record, classifies the tasks, finds the PRIMARY deployment and
@@ -406,6 +414,13 @@ func (d *decision) breaker() {
 		return
 	}
 	d.plan.Breaker = &BreakerTrip{Failed: prim.GetId(), FailedTasks: int(prim.GetFailedTasks()), Threshold: threshold}
+	if cb.GetRollback() && shiftInProgress(d.dr) {
+		// A traffic-shifting deployment rolls back in place: its source still runs.
+		if d.rollbackInPlace("ECS deployment circuit breaker: tasks failed to start.") {
+			d.plan.Breaker.RolledBackTo = d.prim.GetId()
+			return
+		}
+	}
 	prim.RolloutState = proto.String(RolloutFailed)
 	prim.RolloutStateReason = proto.String("ECS deployment circuit breaker: tasks failed to start.")
 	prim.UpdatedAt = proto.Float64(awsapi.Epoch(d.now))
@@ -509,6 +524,7 @@ func (d *decision) stop(surplus []*view) {
 	})
 	minHealthy := MinHealthy(d.desired, d.s.GetDeploymentConfiguration().GetMinimumHealthyPercent())
 	primFailed := d.prim.GetRolloutState() == RolloutFailed
+	heldSrc := d.heldSource() // a traffic shift in progress keeps its source running
 	var stopped []string
 	held := 0
 	for _, v := range surplus {
@@ -547,6 +563,9 @@ func (d *decision) stop(surplus []*view) {
 			if primFailed && v.dep != d.prim.GetId() {
 				continue // a failed deployment without rollback stops launching; keep the old tasks
 			}
+			if heldSrc != "" && v.dep == heldSrc {
+				continue
+			}
 			left := d.healthyLive
 			if v.stable {
 				left--
@@ -583,8 +602,8 @@ func (d *decision) launch(keep []*view) {
 	maxTotal := MaxTotal(d.desired, d.s.GetDeploymentConfiguration().GetMaximumPercent())
 	need := int(d.desired) - len(keep)
 	room := maxTotal - d.total
-	if d.daemon {
-		room = need // one task per instance is the DAEMON bound
+	if d.daemon || d.heldSource() != "" {
+		room = need // one task per instance is the DAEMON bound; a traffic shift scales the new revision up in full beside the old
 	}
 	n := min(need, room)
 	backoff := d.dr.NextLaunchAt != nil && d.now.Before(d.dr.GetNextLaunchAt().AsTime())
@@ -642,7 +661,8 @@ func (d *decision) finish(keep []*view) {
 	// and healthy for StableAfter and nothing is pending: a crash loop's tasks, RUNNING for
 	// an instant, never get there, so its deployment stays IN_PROGRESS for the breaker.
 	steady := allQuiet && prim.GetRunningCount() == d.desired && prim.GetPendingCount() == 0 &&
-		len(keep) == int(d.desired) && countStable(keep) == int(d.desired) && !hasStopping(d.views)
+		len(keep) == int(d.desired) && countStable(keep) == int(d.desired) && !hasStopping(d.views) &&
+		!shiftInProgress(d.dr)
 	if steady && prim.GetRolloutState() == RolloutInProgress && !d.deleting {
 		prim.RolloutState = proto.String(RolloutCompleted)
 		prim.RolloutStateReason = proto.String("ECS deployment " + prim.GetId() + " completed.")

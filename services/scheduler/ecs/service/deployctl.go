@@ -79,6 +79,18 @@ func (h *Handler) StopServiceDeployment(ctx context.Context, req *connect.Reques
 				return nil // a rollback in progress continues
 			}
 			now := h.now()
+			if stopType == StopRollback && shiftInProgress(dr) {
+				// A traffic shift rolls back in place: its source still serves.
+				src := dr.GetShift().GetSource()
+				if !rollbackShift(rec, d, "stopped by the user.", now) {
+					return awserr.New("ConflictException", "The service deployment %s cannot be rolled back: its source deployment no longer runs.", a)
+				}
+				ev := &events{svc: s.GetServiceName(), now: now}
+				ev.add(fmt.Sprintf("(service %s) (deployment %s) deployment stopped by the user (%s): rolling back to deployment %s.", s.GetServiceName(), d.GetId(), stopType, src))
+				ev.apply(s)
+				_, err = store.Update(ctx, h.kv, key, rev, rec)
+				return err
+			}
 			var target *ecsv1.Deployment
 			if stopType == StopRollback {
 				if target = lastCompleted(s, d.GetId()); target == nil {
@@ -110,30 +122,77 @@ func (h *Handler) StopServiceDeployment(ctx context.Context, req *connect.Reques
 	})
 }
 
-// ContinueServiceDeployment acts on a lifecycle hook a deployment is paused at (action
-// CONTINUE or ROLLBACK). Berth's rolling deployments run no lifecycle hooks
-// (deploymentConfiguration.lifecycleHooks is refused by CreateService and UpdateService),
-// so no deployment ever waits at one: a known deployment answers
-// InvalidParameterException naming the hook that is not awaiting action, as AWS answers
-// for a deployment not paused at that hook; StopServiceDeployment is how a Berth
-// deployment is stopped or rolled back. Errors: ServiceDeploymentNotFoundException,
-// InvalidParameterException. AWS reference: ContinueServiceDeployment.
+// ContinueServiceDeployment acts on a PAUSE lifecycle hook a BLUE_GREEN, LINEAR or
+// CANARY deployment waits at (DescribeServiceDeployments lists it in
+// lifecycleHookDetails with status AWAITING_ACTION and its hookId): action CONTINUE (the
+// default) marks the hook SUCCEEDED and the deployment goes on to its next stage (or
+// step); ROLLBACK marks it FAILED and rolls the deployment back in place, as
+// StopServiceDeployment does: all traffic returns to the source revision, whose tasks
+// still run, and the new revision's tasks stop. Errors:
+// ServiceDeploymentNotFoundException, InvalidParameterException (no hook of that id
+// awaits action on the deployment), ConflictException (the deployment is not in
+// progress). AWS reference: ContinueServiceDeployment.
 func (h *Handler) ContinueServiceDeployment(ctx context.Context, req *connect.Request[ecsv1.ContinueServiceDeploymentRequest]) (*connect.Response[ecsv1.ContinueServiceDeploymentResponse], error) {
 	return awsapi.Handle(ctx, h.log, req, func(ctx context.Context, account keys.Scope, m *ecsv1.ContinueServiceDeploymentRequest) (*ecsv1.ContinueServiceDeploymentResponse, error) {
 		a := m.GetServiceDeploymentArn()
 		if a == "" || m.GetHookId() == "" {
 			return nil, awserr.InvalidParameterf("serviceDeploymentArn and hookId are required.")
 		}
-		if act := m.GetAction(); act != "" && act != "CONTINUE" && act != "ROLLBACK" {
+		act := m.GetAction()
+		if act == "" {
+			act = actionContinue
+		}
+		if act != actionContinue && act != actionRollback {
 			return nil, awserr.InvalidParameterf("Invalid action %q: valid values are CONTINUE and ROLLBACK.", act)
 		}
-		_, _, ok, err := h.lookupChild(ctx, account, "service-deployment", a)
+		acc, cluster, svc, num, ok := parseChildARN("service-deployment", a)
+		if !ok || acc != account || !ecsrules.ValidName(cluster) || !ecsrules.ValidName(svc) {
+			return nil, awserr.New("ServiceDeploymentNotFoundException", msgDeploymentNotFound)
+		}
+		key := keys.Service(account, cluster, svc)
+		err := awsapi.Retry(ctx, func() error {
+			rec, rev, err := get[*storev1.ServiceRecord](ctx, h.kv, key)
+			if err != nil {
+				return fmt.Errorf("service: read %s: %w", svc, err)
+			}
+			if rec == nil {
+				return awserr.New("ServiceDeploymentNotFoundException", msgDeploymentNotFound)
+			}
+			s := rec.GetService()
+			d := findDeployment(s, "ecs-svc/"+num)
+			if d == nil {
+				return awserr.New("ServiceDeploymentNotFoundException", msgDeploymentNotFound)
+			}
+			dr := deploymentRecord(rec, d.GetId())
+			run := awaitingHook(dr.GetShift(), m.GetHookId())
+			if run == nil {
+				return awserr.InvalidParameterf("The lifecycle hook %s of service deployment %s is not in AWAITING_ACTION status.", m.GetHookId(), a)
+			}
+			if d.GetStatus() != DeploymentPrimary || d.GetRolloutState() != RolloutInProgress || s.GetStatus() != StatusActive {
+				st, _ := deploymentStatus(d, dr)
+				return awserr.New("ConflictException", "The service deployment %s is %s; only a deployment in progress can be continued.", a, st)
+			}
+			now := h.now()
+			ev := &events{svc: s.GetServiceName(), now: now}
+			if act == actionContinue {
+				run.Status = hookSucceeded
+				ev.add(fmt.Sprintf("(service %s) (deployment %s) lifecycle hook %s at stage %s continued.", s.GetServiceName(), d.GetId(), run.GetHookId(), reportedStage(run.GetStage())))
+			} else {
+				run.Status = hookFailed
+				src := dr.GetShift().GetSource()
+				if !rollbackShift(rec, d, "lifecycle hook "+run.GetHookId()+" asked for a rollback.", now) {
+					return awserr.New("ConflictException", "The service deployment %s cannot be rolled back: its source deployment no longer runs.", a)
+				}
+				ev.add(fmt.Sprintf("(service %s) (deployment %s) lifecycle hook %s at stage %s: rolling back to deployment %s.", s.GetServiceName(), d.GetId(), run.GetHookId(), reportedStage(run.GetStage()), src))
+			}
+			ev.apply(s)
+			_, err = store.Update(ctx, h.kv, key, rev, rec)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
-		if !ok {
-			return nil, awserr.New("ServiceDeploymentNotFoundException", msgDeploymentNotFound)
-		}
-		return nil, awserr.InvalidParameterf("The lifecycle hook %s of service deployment %s is not in AWAITING_ACTION status: Berth's rolling deployments have no lifecycle hooks; use StopServiceDeployment to stop or roll back a deployment.", m.GetHookId(), a)
+		h.kick.Kick()
+		return &ecsv1.ContinueServiceDeploymentResponse{ServiceDeploymentArn: proto.String(a)}, nil
 	})
 }

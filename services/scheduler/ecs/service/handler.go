@@ -232,10 +232,7 @@ func validateDeploymentConfig(strategy string, dc *ecsv1.DeploymentConfiguration
 	if strategy == StrategyDaemon && maxPct != 100 {
 		return awserr.InvalidParameterf("maximumPercent must be 100 for the DAEMON scheduling strategy.")
 	}
-	if s := dc.GetStrategy(); s != "" && s != "ROLLING" {
-		return awserr.New("UnsupportedFeatureException", "The deployment strategy %s is not supported.", s)
-	}
-	return nil
+	return validateShiftConfig(strategy, dc)
 }
 
 func validatePlacement(strategy string, cons []*ecsv1.PlacementConstraint, strat []*ecsv1.PlacementStrategy) error {

@@ -49,9 +49,6 @@ func validateLoadBalancers(ctx context.Context, kv clientv3.KV, account keys.Sco
 		if l.GetLoadBalancerName() != "" {
 			return awserr.InvalidParameterf("loadBalancerName and targetGroupArn cannot both be specified.")
 		}
-		if l.AdvancedConfiguration != nil {
-			return awserr.InvalidParameterf("advancedConfiguration (blue/green deployments) is not supported by Berth.")
-		}
 		if l.GetContainerName() == "" || l.ContainerPort == nil {
 			return awserr.InvalidParameterf("containerName and containerPort must be specified for target group %s.", l.GetTargetGroupArn())
 		}
@@ -206,7 +203,7 @@ func taskTarget(t *storev1.TaskRecord, in store.Item[*storev1.ContainerInstanceR
 func (s *lbSync) sync(ctx context.Context, r *Reconciler, st State) map[string]TaskTargets {
 	svc := st.Service.Value.GetService()
 	out := map[string]TaskTargets{}
-	for _, e := range serviceLBs(svc) {
+	for _, e := range recordLBs(st.Service.Value) {
 		l := e.v
 		arn := l.GetTargetGroupArn()
 		tg, err := s.svc.TargetGroup(ctx, st.Account, arn)
@@ -343,8 +340,8 @@ func (s *lbSync) drained(ctx context.Context, account keys.Scope, svc *ecsv1.Ser
 	}
 	s.mu.Unlock()
 	left := 0
-	for _, l := range taskLBs(svc, task) {
-		health, err := s.svc.DescribeTargetHealth(ctx, account, l.GetTargetGroupArn(), nil)
+	for _, tgArn := range lbTargetGroups(taskLBs(svc, task)) {
+		health, err := s.svc.DescribeTargetHealth(ctx, account, tgArn, nil)
 		if elb.CodeOf(err) == elb.CodeTargetGroupNotFound {
 			continue
 		}
@@ -362,7 +359,7 @@ func (s *lbSync) drained(ctx context.Context, account keys.Scope, svc *ecsv1.Ser
 			}
 		}
 		if len(dereg) > 0 {
-			if err := s.svc.DeregisterTargets(ctx, account, l.GetTargetGroupArn(), dereg); err != nil && elb.CodeOf(err) != elb.CodeInvalidTarget {
+			if err := s.svc.DeregisterTargets(ctx, account, tgArn, dereg); err != nil && elb.CodeOf(err) != elb.CodeInvalidTarget {
 				return false, "", err
 			}
 		}

@@ -93,6 +93,10 @@ type ReconcilerConfig struct {
 	// FullPassEvery bounds how long Run goes without a full pass (one that reads every
 	// cluster whether or not the watch saw a change). Default 1 minute.
 	FullPassEvery time.Duration
+	// BakeMinute is the length of a minute of the bake times and lifecycle hook timeouts
+	// of BLUE_GREEN, LINEAR and CANARY deployments. Default time.Minute; `berth dev`
+	// shortens it with BERTH_DEV_BAKE_MINUTE for tests (docs/deployments.md).
+	BakeMinute time.Duration
 }
 
 // Reconciler is the leader's service loop: each pass converges every service of every
@@ -775,6 +779,9 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *clusterState, it service
 	if err != nil {
 		return err
 	}
+	// Traffic moves first (blue/green, linear, canary): a revision's tasks stop only
+	// after the listener rules stopped sending it requests.
+	r.syncWeights(ctx, st.Account, plan.Record)
 	return r.Apply(ctx, plan)
 }
 
@@ -783,6 +790,7 @@ func (r *Reconciler) policy() Policy {
 	return Policy{
 		StableAfter: r.cfg.StableAfter, BackoffAfter: r.cfg.BackoffAfter, BackoffBase: r.cfg.BackoffBase,
 		BackoffCap: r.cfg.BackoffCap, BreakerMinThreshold: r.cfg.BreakerMinThreshold,
+		BakeMinute: r.cfg.BakeMinute,
 	}
 }
 

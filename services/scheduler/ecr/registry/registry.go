@@ -143,6 +143,49 @@ func (d *diskBlobs) Put(_ context.Context, _ string, h v1.Hash, rc io.ReadCloser
 	return err
 }
 
+// layerURL serves a GetDownloadUrlForLayer URL: GET (with ranges) or HEAD of the layer
+// its token names, without credentials (the token is them), while the token is valid
+// and the layer is still the scope's. Refusals answer 403 as a presigned URL's do.
+func (r *Registry) layerURL(w http.ResponseWriter, req *http.Request, tok string) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	scope, _, digest, err := r.store.VerifyLayerURL(tok)
+	switch {
+	case errors.Is(err, ecr.ErrLayerURLExpired):
+		http.Error(w, "Request has expired", http.StatusForbidden)
+		return
+	case err != nil:
+		http.Error(w, "Access Denied", http.StatusForbidden)
+		return
+	}
+	h, err := v1.NewHash(digest)
+	if err != nil {
+		http.Error(w, "Access Denied", http.StatusForbidden)
+		return
+	}
+	if ok, err := r.store.HasBlob(req.Context(), scope, digest); err != nil || !ok {
+		http.Error(w, "The specified key does not exist.", http.StatusNotFound)
+		return
+	}
+	f, err := os.Open(r.disk.path(h))
+	if err != nil {
+		http.Error(w, "The specified key does not exist.", http.StatusNotFound)
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("ETag", `"`+digest+`"`)
+	http.ServeContent(w, req, "", fi.ModTime(), f)
+}
+
 // regError writes a Distribution spec error.
 func regError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
@@ -152,6 +195,10 @@ func regError(w http.ResponseWriter, status int, code, msg string) {
 
 // ServeHTTP serves the Distribution API.
 func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if tok, ok := strings.CutPrefix(req.URL.Path, ecr.LayerURLPath); ok {
+		r.layerURL(w, req, tok)
+		return
+	}
 	w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
 	if req.URL.Path != "/v2" && !strings.HasPrefix(req.URL.Path, "/v2/") {
 		regError(w, http.StatusNotFound, "UNSUPPORTED", "not a registry API path")

@@ -1,0 +1,358 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ecr"
+	ecrtypes "github.com/aws/aws-sdk-go-v2/service/ecr/types"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/berthhq/berth/testkit/shapecheck"
+)
+
+// ecrModelClient returns an ECR client of acct whose every answer is checked against
+// the ECR model (required members, each error's __type among the operation's).
+func ecrModelClient(t *testing.T, stack *apiStack, acct string) *ecr.Client {
+	t.Helper()
+	model, err := shapecheck.Load(filepath.Join(repoRoot(t), "api/ecr/ecr-2015-09-21.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := shapecheck.NewRecorder(model)
+	t.Cleanup(func() {
+		if err := rec.Err(); err != nil {
+			t.Error(err)
+		}
+	})
+	cfg := stack.awsConfig(acct, "us-east-1")
+	cfg.HTTPClient = &http.Client{Transport: rec.Transport(nil)}
+	return ecr.NewFromConfig(cfg)
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+// uploadLayer uploads b through InitiateLayerUpload / UploadLayerPart (parts of
+// partSize) and answers CompleteLayerUpload's result for digest.
+func uploadLayer(ctx context.Context, c *ecr.Client, repo string, b []byte, partSize int, digest string) (*ecr.CompleteLayerUploadOutput, error) {
+	up, err := c.InitiateLayerUpload(ctx, &ecr.InitiateLayerUploadInput{RepositoryName: aws.String(repo)})
+	if err != nil {
+		return nil, err
+	}
+	for first := 0; first < len(b); first += partSize {
+		last := min(first+partSize, len(b)) - 1
+		out, err := c.UploadLayerPart(ctx, &ecr.UploadLayerPartInput{RepositoryName: aws.String(repo), UploadId: up.UploadId,
+			PartFirstByte: aws.Int64(int64(first)), PartLastByte: aws.Int64(int64(last)), LayerPartBlob: b[first : last+1]})
+		if err != nil {
+			return nil, err
+		}
+		if aws.ToInt64(out.LastByteReceived) != int64(last) {
+			return nil, fmt.Errorf("lastByteReceived %d, want %d", aws.ToInt64(out.LastByteReceived), last)
+		}
+	}
+	return c.CompleteLayerUpload(ctx, &ecr.CompleteLayerUploadInput{RepositoryName: aws.String(repo), UploadId: up.UploadId, LayerDigests: []string{digest}})
+}
+
+// TestECRLayerUploadAPI pushes an image with ECR's layer-upload API through the gateway
+// (the AWS SDK for Go v2): a layer uploaded in two parts, each refusal of ECR's
+// (InvalidLayerPartException, InvalidLayerException leaving nothing behind,
+// LayerAlreadyExistsException, EmptyUploadException, LayerPartTooSmallException,
+// UploadNotFoundException), BatchCheckLayerAvailability, PutImage of a manifest of the
+// uploaded blobs, GetDownloadUrlForLayer's URL downloaded and compared, and the image
+// pulled from the registry with go-containerregistry.
+func TestECRLayerUploadAPI(t *testing.T) {
+	const owner = "111111111111"
+	stack := startAPIStack(t, owner)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	c := ecrModelClient(t, stack, owner)
+	const repo = "up/layers"
+	if _, err := c.CreateRepository(ctx, &ecr.CreateRepositoryInput{RepositoryName: aws.String(repo)}); err != nil {
+		t.Fatal(err)
+	}
+
+	layer := make([]byte, 5<<20+4321)
+	_, _ = rand.Read(layer)
+	digest := sha(layer)
+
+	up, err := c.InitiateLayerUpload(ctx, &ecr.InitiateLayerUploadInput{RepositoryName: aws.String(repo)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToInt64(up.PartSize) != 10<<20 || len(aws.ToString(up.UploadId)) != 36 {
+		t.Fatalf("InitiateLayerUpload %+v", up)
+	}
+	part1 := layer[:5<<20]
+	if _, err := c.UploadLayerPart(ctx, &ecr.UploadLayerPartInput{RepositoryName: aws.String(repo), UploadId: up.UploadId,
+		PartFirstByte: aws.Int64(0), PartLastByte: aws.Int64(int64(len(part1) - 1)), LayerPartBlob: part1}); err != nil {
+		t.Fatal(err)
+	}
+	// A part that does not follow the bytes received, or whose size is not its range's.
+	var ilp *ecrtypes.InvalidLayerPartException
+	_, err = c.UploadLayerPart(ctx, &ecr.UploadLayerPartInput{RepositoryName: aws.String(repo), UploadId: up.UploadId,
+		PartFirstByte: aws.Int64(10), PartLastByte: aws.Int64(19), LayerPartBlob: layer[10:20]})
+	if !errors.As(err, &ilp) {
+		t.Fatalf("UploadLayerPart out of order: %v, want InvalidLayerPartException", err)
+	}
+	_, err = c.UploadLayerPart(ctx, &ecr.UploadLayerPartInput{RepositoryName: aws.String(repo), UploadId: up.UploadId,
+		PartFirstByte: aws.Int64(5 << 20), PartLastByte: aws.Int64(5<<20 + 99), LayerPartBlob: layer[5<<20 : 5<<20+10]})
+	if !errors.As(err, &ilp) {
+		t.Fatalf("UploadLayerPart of a size not its range's: %v, want InvalidLayerPartException", err)
+	}
+	if _, err := c.UploadLayerPart(ctx, &ecr.UploadLayerPartInput{RepositoryName: aws.String(repo), UploadId: up.UploadId,
+		PartFirstByte: aws.Int64(5 << 20), PartLastByte: aws.Int64(int64(len(layer) - 1)), LayerPartBlob: layer[5<<20:]}); err != nil {
+		t.Fatal(err)
+	}
+	// A wrong digest: InvalidLayerException, and the upload is gone with its bytes.
+	wrong := "sha256:" + strings.Repeat("ab", 32)
+	_, err = c.CompleteLayerUpload(ctx, &ecr.CompleteLayerUploadInput{RepositoryName: aws.String(repo), UploadId: up.UploadId, LayerDigests: []string{wrong}})
+	var ile *ecrtypes.InvalidLayerException
+	if !errors.As(err, &ile) {
+		t.Fatalf("CompleteLayerUpload with a wrong digest: %v, want InvalidLayerException", err)
+	}
+	var unf *ecrtypes.UploadNotFoundException
+	_, err = c.CompleteLayerUpload(ctx, &ecr.CompleteLayerUploadInput{RepositoryName: aws.String(repo), UploadId: up.UploadId, LayerDigests: []string{digest}})
+	if !errors.As(err, &unf) {
+		t.Fatalf("CompleteLayerUpload after the refusal: %v, want UploadNotFoundException", err)
+	}
+	left, _ := filepath.Glob(filepath.Join(stack.ecrDir, "uploads", "*"))
+	if len(left) != 0 {
+		t.Fatalf("files left of the refused upload: %v", left)
+	}
+	if _, err := os.Stat(filepath.Join(stack.ecrDir, "sha256", strings.TrimPrefix(digest, "sha256:"))); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("blob of the refused upload: %v", err)
+	}
+	avail, err := c.BatchCheckLayerAvailability(ctx, &ecr.BatchCheckLayerAvailabilityInput{RepositoryName: aws.String(repo), LayerDigests: []string{digest}})
+	if err != nil || len(avail.Failures) != 1 || avail.Failures[0].FailureCode != ecrtypes.LayerFailureCodeMissingLayerDigest {
+		t.Fatalf("availability of the refused layer: %+v, %v", avail, err)
+	}
+
+	// The same layer, right, in two parts (5 MiB and the rest).
+	done, err := uploadLayer(ctx, c, repo, layer, 5<<20, digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToString(done.LayerDigest) != digest {
+		t.Fatalf("CompleteLayerUpload digest %s, want %s", aws.ToString(done.LayerDigest), digest)
+	}
+	avail, err = c.BatchCheckLayerAvailability(ctx, &ecr.BatchCheckLayerAvailabilityInput{RepositoryName: aws.String(repo), LayerDigests: []string{digest}})
+	if err != nil || len(avail.Layers) != 1 || avail.Layers[0].LayerAvailability != ecrtypes.LayerAvailabilityAvailable || aws.ToInt64(avail.Layers[0].LayerSize) != int64(len(layer)) {
+		t.Fatalf("availability of the uploaded layer: %+v, %v", avail, err)
+	}
+	var exists *ecrtypes.LayerAlreadyExistsException
+	if _, err := uploadLayer(ctx, c, repo, layer, 10<<20, digest); !errors.As(err, &exists) {
+		t.Fatalf("the same layer again: %v, want LayerAlreadyExistsException", err)
+	}
+	var empty *ecrtypes.EmptyUploadException
+	if _, err := uploadLayer(ctx, c, repo, nil, 1, digest); !errors.As(err, &empty) {
+		t.Fatalf("an upload of no parts: %v, want EmptyUploadException", err)
+	}
+	small := []byte("two parts, the first under 5 MiB")
+	var tooSmall *ecrtypes.LayerPartTooSmallException
+	if _, err := uploadLayer(ctx, c, repo, small, 10, sha(small)); !errors.As(err, &tooSmall) {
+		t.Fatalf("parts under 5 MiB: %v, want LayerPartTooSmallException", err)
+	}
+	_, err = c.UploadLayerPart(ctx, &ecr.UploadLayerPartInput{RepositoryName: aws.String(repo), UploadId: aws.String("00000000-0000-4000-8000-000000000000"),
+		PartFirstByte: aws.Int64(0), PartLastByte: aws.Int64(0), LayerPartBlob: []byte{1}})
+	if !errors.As(err, &unf) {
+		t.Fatalf("UploadLayerPart of an unknown upload: %v, want UploadNotFoundException", err)
+	}
+
+	// Not yet part of an image: LayerInaccessibleException; never uploaded: LayersNotFoundException.
+	var inacc *ecrtypes.LayerInaccessibleException
+	if _, err := c.GetDownloadUrlForLayer(ctx, &ecr.GetDownloadUrlForLayerInput{RepositoryName: aws.String(repo), LayerDigest: aws.String(digest)}); !errors.As(err, &inacc) {
+		t.Fatalf("GetDownloadUrlForLayer of an unassociated layer: %v, want LayerInaccessibleException", err)
+	}
+	var lnf *ecrtypes.LayersNotFoundException
+	if _, err := c.GetDownloadUrlForLayer(ctx, &ecr.GetDownloadUrlForLayerInput{RepositoryName: aws.String(repo), LayerDigest: aws.String(wrong)}); !errors.As(err, &lnf) {
+		t.Fatalf("GetDownloadUrlForLayer of a missing layer: %v, want LayersNotFoundException", err)
+	}
+
+	// The config, one part; then the manifest with PutImage: an image made by the API alone.
+	config := []byte(`{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":["` + digest + `"]},"config":{}}`)
+	if _, err := uploadLayer(ctx, c, repo, config, 1<<20, sha(config)); err != nil {
+		t.Fatal(err)
+	}
+	manifest, _ := json.Marshal(map[string]any{
+		"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+		"config": map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": sha(config), "size": len(config)},
+		"layers": []any{map[string]any{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": digest, "size": len(layer)}},
+	})
+	if _, err := c.PutImage(ctx, &ecr.PutImageInput{RepositoryName: aws.String(repo), ImageManifest: aws.String(string(manifest)), ImageTag: aws.String("api")}); err != nil {
+		t.Fatal(err)
+	}
+	dl, err := c.GetDownloadUrlForLayer(ctx, &ecr.GetDownloadUrlForLayerInput{RepositoryName: aws.String(repo), LayerDigest: aws.String(digest)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToString(dl.LayerDigest) != digest || !strings.HasPrefix(aws.ToString(dl.DownloadUrl), "http://"+stack.registry+"/") {
+		t.Fatalf("GetDownloadUrlForLayer %+v", dl)
+	}
+	resp, err := http.Get(aws.ToString(dl.DownloadUrl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || !bytes.Equal(got, layer) {
+		t.Fatalf("download: status %d, %d bytes (want %d), equal %v, %v", resp.StatusCode, len(got), len(layer), bytes.Equal(got, layer), err)
+	}
+	// A URL whose token was altered is refused.
+	if resp, err := http.Get(aws.ToString(dl.DownloadUrl) + "x"); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("altered URL: %v %v, want 403", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	// The registry serves the image the API pushed.
+	auth, _ := ecrLogin(t, ctx, c)
+	pulled, err := remote.Image(must(name.ParseReference(stack.registry+"/"+repo+":api")), remote.WithAuth(auth))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := pulled.Layers()
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("pulled layers %d, %v", len(ls), err)
+	}
+	rc, err := ls[0].Compressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = io.ReadAll(rc)
+	rc.Close()
+	if err != nil || !bytes.Equal(got, layer) {
+		t.Fatalf("pulled layer: %d bytes, %v", len(got), err)
+	}
+}
+
+// TestECRLifecyclePolicyPreview previews a lifecycle policy through the gateway (AWS SDK
+// for Go v2): the images it would expire, paged and filtered, while every image stays.
+func TestECRLifecyclePolicyPreview(t *testing.T) {
+	const owner = "111111111111"
+	stack := startAPIStack(t, owner)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	c := ecrModelClient(t, stack, owner)
+	const repo = "preview/web"
+	if _, err := c.CreateRepository(ctx, &ecr.CreateRepositoryInput{RepositoryName: aws.String(repo)}); err != nil {
+		t.Fatal(err)
+	}
+	var pnf *ecrtypes.LifecyclePolicyPreviewNotFoundException
+	if _, err := c.GetLifecyclePolicyPreview(ctx, &ecr.GetLifecyclePolicyPreviewInput{RepositoryName: aws.String(repo)}); !errors.As(err, &pnf) {
+		t.Fatalf("GetLifecyclePolicyPreview before any: %v, want LifecyclePolicyPreviewNotFoundException", err)
+	}
+	var lnf *ecrtypes.LifecyclePolicyNotFoundException
+	if _, err := c.StartLifecyclePolicyPreview(ctx, &ecr.StartLifecyclePolicyPreviewInput{RepositoryName: aws.String(repo)}); !errors.As(err, &lnf) {
+		t.Fatalf("StartLifecyclePolicyPreview of no policy: %v, want LifecyclePolicyNotFoundException", err)
+	}
+	var ipe *ecrtypes.InvalidParameterException
+	if _, err := c.StartLifecyclePolicyPreview(ctx, &ecr.StartLifecyclePolicyPreviewInput{RepositoryName: aws.String(repo),
+		LifecyclePolicyText: aws.String(`{"rules":[{"rulePriority":1,"selection":{"tagStatus":"any","countType":"imageCountMoreThan","countNumber":1},"action":{"type":"archive"}}]}`)}); !errors.As(err, &ipe) {
+		t.Fatalf("StartLifecyclePolicyPreview of a bad policy: %v, want InvalidParameterException", err)
+	}
+
+	// Four images: three tagged release-N (pushed in order), one untagged.
+	auth, _ := ecrLogin(t, ctx, c)
+	var digests []string
+	for i := range 4 {
+		img, err := random.Image(256, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tag := fmt.Sprintf("release-%d", i)
+		ref := must(name.ParseReference(stack.registry + "/" + repo + ":" + tag))
+		if i == 3 {
+			ref = must(name.ParseReference(stack.registry + "/" + repo + "@" + must(img.Digest()).String()))
+		}
+		if err := remote.Write(ref, img, remote.WithAuth(auth)); err != nil {
+			t.Fatal(err)
+		}
+		digests = append(digests, must(img.Digest()).String())
+		time.Sleep(20 * time.Millisecond) // distinct push times, so "most recent" is one image
+	}
+	policy := `{"rules":[` +
+		`{"rulePriority":1,"description":"one release","selection":{"tagStatus":"tagged","tagPrefixList":["release-"],"countType":"imageCountMoreThan","countNumber":1},"action":{"type":"expire"}},` +
+		`{"rulePriority":2,"description":"untagged after a day","selection":{"tagStatus":"untagged","countType":"sinceImagePushed","countUnit":"days","countNumber":1},"action":{"type":"expire"}}]}`
+	start, err := c.StartLifecyclePolicyPreview(ctx, &ecr.StartLifecyclePolicyPreviewInput{RepositoryName: aws.String(repo), LifecyclePolicyText: aws.String(policy)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToString(start.LifecyclePolicyText) != policy || start.Status == "" {
+		t.Fatalf("StartLifecyclePolicyPreview %+v", start)
+	}
+	var prev *ecr.GetLifecyclePolicyPreviewOutput
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		prev, err = c.GetLifecyclePolicyPreview(ctx, &ecr.GetLifecyclePolicyPreviewInput{RepositoryName: aws.String(repo)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prev.Status == ecrtypes.LifecyclePolicyPreviewStatusComplete || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if prev.Status != ecrtypes.LifecyclePolicyPreviewStatusComplete {
+		t.Fatalf("preview status %s", prev.Status)
+	}
+	// release-0 and release-1 go (rule 1 keeps the newest, release-2); the untagged image
+	// is younger than a day.
+	want := map[string]bool{digests[0]: true, digests[1]: true}
+	if prev.Summary == nil || aws.ToInt32(prev.Summary.ExpiringImageTotalCount) != 2 || len(prev.PreviewResults) != 2 {
+		t.Fatalf("preview summary %+v results %d", prev.Summary, len(prev.PreviewResults))
+	}
+	for _, r := range prev.PreviewResults {
+		if !want[aws.ToString(r.ImageDigest)] || r.AppliedRulePriority == nil || *r.AppliedRulePriority != 1 || r.Action == nil || r.Action.Type != ecrtypes.ImageActionTypeExpire || len(r.ImageTags) != 1 || r.ImagePushedAt == nil {
+			t.Fatalf("preview result %+v", r)
+		}
+	}
+	// Paged one by one; UNTAGGED filters them all out.
+	page, err := c.GetLifecyclePolicyPreview(ctx, &ecr.GetLifecyclePolicyPreviewInput{RepositoryName: aws.String(repo), MaxResults: aws.Int32(1)})
+	if err != nil || len(page.PreviewResults) != 1 || page.NextToken == nil {
+		t.Fatalf("first page %+v, %v", page, err)
+	}
+	page2, err := c.GetLifecyclePolicyPreview(ctx, &ecr.GetLifecyclePolicyPreviewInput{RepositoryName: aws.String(repo), MaxResults: aws.Int32(1), NextToken: page.NextToken})
+	if err != nil || len(page2.PreviewResults) != 1 || page2.NextToken != nil || aws.ToString(page2.PreviewResults[0].ImageDigest) == aws.ToString(page.PreviewResults[0].ImageDigest) {
+		t.Fatalf("second page %+v, %v", page2, err)
+	}
+	untagged, err := c.GetLifecyclePolicyPreview(ctx, &ecr.GetLifecyclePolicyPreviewInput{RepositoryName: aws.String(repo),
+		Filter: &ecrtypes.LifecyclePolicyPreviewFilter{TagStatus: ecrtypes.TagStatusUntagged}})
+	if err != nil || len(untagged.PreviewResults) != 0 {
+		t.Fatalf("UNTAGGED preview %+v, %v", untagged, err)
+	}
+	// A preview expires nothing.
+	list, err := c.ListImages(ctx, &ecr.ListImagesInput{RepositoryName: aws.String(repo)})
+	if err != nil || len(list.ImageIds) != 4 {
+		t.Fatalf("ListImages after the preview: %+v, %v", list, err)
+	}
+	// Without a text, the stored policy is previewed.
+	if _, err := c.PutLifecyclePolicy(ctx, &ecr.PutLifecyclePolicyInput{RepositoryName: aws.String(repo), LifecyclePolicyText: aws.String(strings.Replace(policy, `"countNumber":1},"action":{"type":"expire"}},`, `"countNumber":2},"action":{"type":"expire"}},`, 1))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StartLifecyclePolicyPreview(ctx, &ecr.StartLifecyclePolicyPreviewInput{RepositoryName: aws.String(repo)}); err != nil {
+		t.Fatal(err)
+	}
+	prev, err = c.GetLifecyclePolicyPreview(ctx, &ecr.GetLifecyclePolicyPreviewInput{RepositoryName: aws.String(repo)})
+	if err != nil || aws.ToInt32(prev.Summary.ExpiringImageTotalCount) != 1 || aws.ToString(prev.PreviewResults[0].ImageDigest) != digests[0] {
+		t.Fatalf("preview of the stored policy: %+v, %v", prev, err)
+	}
+}

@@ -20,9 +20,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ecr"
 	ecrtypes "github.com/aws/aws-sdk-go-v2/service/ecr/types"
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/berthhq/berth/testkit/shapecheck"
 )
@@ -354,5 +356,124 @@ func TestECRLifecyclePolicyPreview(t *testing.T) {
 	prev, err = c.GetLifecyclePolicyPreview(ctx, &ecr.GetLifecyclePolicyPreviewInput{RepositoryName: aws.String(repo)})
 	if err != nil || aws.ToInt32(prev.Summary.ExpiringImageTotalCount) != 1 || aws.ToString(prev.PreviewResults[0].ImageDigest) != digests[0] {
 		t.Fatalf("preview of the stored policy: %+v, %v", prev, err)
+	}
+}
+
+// TestECRRepositoryPolicy: SetRepositoryPolicy / GetRepositoryPolicy /
+// DeleteRepositoryPolicy through the gateway (AWS SDK for Go v2), and their enforcement
+// by the registry: a second account's token pulls the first account's repository,
+// addressed as {registry}/{account}/{name} (go-containerregistry's remote client), only
+// while the policy allows that account ecr:BatchGetImage and ecr:GetDownloadUrlForLayer.
+func TestECRRepositoryPolicy(t *testing.T) {
+	const owner, other, third = "111111111111", "222222222222", "333333333333"
+	stack := startAPIStack(t, owner, other, third)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	c := ecrModelClient(t, stack, owner)
+	const repo = "shared/app"
+	if _, err := c.CreateRepository(ctx, &ecr.CreateRepositoryInput{RepositoryName: aws.String(repo)}); err != nil {
+		t.Fatal(err)
+	}
+	auth, _ := ecrLogin(t, ctx, c)
+	img, err := random.Image(3000, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(must(name.ParseReference(stack.registry+"/"+repo+":v1")), img, remote.WithAuth(auth)); err != nil {
+		t.Fatal(err)
+	}
+	otherAuth, _ := ecrLogin(t, ctx, ecr.NewFromConfig(stack.awsConfig(other, "us-east-1")))
+	thirdAuth, _ := ecrLogin(t, ctx, ecr.NewFromConfig(stack.awsConfig(third, "us-east-1")))
+	cross := must(name.ParseReference(stack.registry + "/" + owner + "/" + repo + ":v1"))
+	// pull reads the image's manifest and every layer's bytes.
+	pull := func(a *authn.Basic) error {
+		got, err := remote.Image(cross, remote.WithAuth(a))
+		if err != nil {
+			return err
+		}
+		if must(got.Digest()) != must(img.Digest()) {
+			return fmt.Errorf("digest %s", must(got.Digest()))
+		}
+		ls, err := got.Layers()
+		if err != nil {
+			return err
+		}
+		for _, l := range ls {
+			rc, err := l.Compressed()
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(io.Discard, rc)
+			rc.Close()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	denied := func(what string, err error) {
+		t.Helper()
+		var te *transport.Error
+		if !errors.As(err, &te) || te.StatusCode != http.StatusForbidden {
+			t.Fatalf("%s: %v, want 403 DENIED", what, err)
+		}
+	}
+	denied("pull without a policy", pull(otherAuth))
+
+	var pnf *ecrtypes.RepositoryPolicyNotFoundException
+	if _, err := c.GetRepositoryPolicy(ctx, &ecr.GetRepositoryPolicyInput{RepositoryName: aws.String(repo)}); !errors.As(err, &pnf) {
+		t.Fatalf("GetRepositoryPolicy of none: %v, want RepositoryPolicyNotFoundException", err)
+	}
+	if _, err := c.DeleteRepositoryPolicy(ctx, &ecr.DeleteRepositoryPolicyInput{RepositoryName: aws.String(repo)}); !errors.As(err, &pnf) {
+		t.Fatalf("DeleteRepositoryPolicy of none: %v, want RepositoryPolicyNotFoundException", err)
+	}
+	var ipe *ecrtypes.InvalidParameterException
+	for _, bad := range []string{`{"Version":"2012-10-17","Statement":[`, `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"ecr:BatchGetImage","Condition":{}}]}`,
+		`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ecs.amazonaws.com"},"Action":"ecr:BatchGetImage"}]}`} {
+		if _, err := c.SetRepositoryPolicy(ctx, &ecr.SetRepositoryPolicyInput{RepositoryName: aws.String(repo), PolicyText: aws.String(bad)}); !errors.As(err, &ipe) {
+			t.Fatalf("SetRepositoryPolicy %s: %v, want InvalidParameterException", bad, err)
+		}
+	}
+	set := func(policy string) {
+		t.Helper()
+		out, err := c.SetRepositoryPolicy(ctx, &ecr.SetRepositoryPolicyInput{RepositoryName: aws.String(repo), PolicyText: aws.String(policy)})
+		if err != nil || aws.ToString(out.PolicyText) != policy || aws.ToString(out.RegistryId) != owner {
+			t.Fatalf("SetRepositoryPolicy: %+v, %v", out, err)
+		}
+	}
+	// Manifests only: the layers stay out of reach.
+	set(`{"Version":"2012-10-17","Statement":[{"Sid":"manifests","Effect":"Allow","Principal":{"AWS":"arn:aws:iam::` + other + `:root"},"Action":"ecr:BatchGetImage"}]}`)
+	if _, err := remote.Get(cross, remote.WithAuth(otherAuth)); err != nil {
+		t.Fatalf("manifest with ecr:BatchGetImage allowed: %v", err)
+	}
+	denied("layers without ecr:GetDownloadUrlForLayer", pull(otherAuth))
+	// Both actions for the other account: its pull succeeds, the third account's does not.
+	policy := `{"Version":"2012-10-17","Statement":[{"Sid":"pull","Effect":"Allow","Principal":{"AWS":["` + other + `"]},"Action":["ecr:BatchGetImage","ecr:GetDownloadUrlForLayer","ecr:BatchCheckLayerAvailability"]}]}`
+	set(policy)
+	if err := pull(otherAuth); err != nil {
+		t.Fatalf("pull allowed by the policy: %v", err)
+	}
+	denied("a third account's pull", pull(thirdAuth))
+	// Pulls only: a push by the other account is refused whatever the policy says.
+	img2, _ := random.Image(100, 1)
+	denied("push into another account's repository", remote.Write(must(name.ParseReference(stack.registry+"/"+owner+"/"+repo+":v2")), img2, remote.WithAuth(otherAuth)))
+	got, err := c.GetRepositoryPolicy(ctx, &ecr.GetRepositoryPolicyInput{RepositoryName: aws.String(repo)})
+	if err != nil || aws.ToString(got.PolicyText) != policy {
+		t.Fatalf("GetRepositoryPolicy %+v, %v", got, err)
+	}
+	// A Deny wins over an Allow.
+	set(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"ecr:*"},{"Effect":"Deny","Principal":{"AWS":"` + other + `"},"Action":"ecr:GetDownloadUrlForLayer"}]}`)
+	denied("pull denied by a Deny statement", pull(otherAuth))
+	if err := pull(thirdAuth); err != nil {
+		t.Fatalf("pull allowed to everyone: %v", err)
+	}
+	del, err := c.DeleteRepositoryPolicy(ctx, &ecr.DeleteRepositoryPolicyInput{RepositoryName: aws.String(repo)})
+	if err != nil || !strings.Contains(aws.ToString(del.PolicyText), `"Deny"`) {
+		t.Fatalf("DeleteRepositoryPolicy %+v, %v", del, err)
+	}
+	denied("pull after the policy's deletion", pull(thirdAuth))
+	// The owner's own pulls never depended on it.
+	if _, err := remote.Image(must(name.ParseReference(stack.registry+"/"+repo+":v1")), remote.WithAuth(auth)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -219,18 +219,56 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		regError(w, http.StatusNotFound, "UNSUPPORTED", "The operation is unsupported.")
 		return
 	}
+	repo := name
 	if _, _, err := r.store.Repository(req.Context(), scope, name); err != nil {
-		r.answer(w, err, "")
-		return
+		// Not the caller's: another account's repository as {account}/{name}, reached
+		// only for what its repository policy allows the caller's account.
+		owner, rest, ok := ecr.CrossAccount(scope, name)
+		if !ok || !isNotFound(err) {
+			r.answer(w, err, "")
+			return
+		}
+		rec, _, oerr := r.store.Repository(req.Context(), owner, rest)
+		if oerr != nil {
+			r.answer(w, err, "")
+			return
+		}
+		if !r.crossAccountAllowed(w, req, scope, owner, rec.GetRepository().GetRepositoryArn(), rec.GetPolicy(), kind) {
+			return
+		}
+		scope, repo = owner, rest
 	}
 	switch kind {
 	case "blobs":
 		r.blob(w, req, scope, ref)
 	case "manifests":
-		r.manifest(w, req, scope, name, ref)
+		r.manifest(w, req, scope, repo, ref)
 	case "tags":
-		r.tags(w, req, scope, name)
+		r.tags(w, req, scope, repo)
 	}
+}
+
+func isNotFound(err error) bool {
+	var ae *awserr.Error
+	return errors.As(err, &ae) && ae.Type == "RepositoryNotFoundException"
+}
+
+// crossAccountAllowed checks a request of caller's token on another account's
+// repository against its policy: pulls only (GET and HEAD), a manifest needing
+// ecr:BatchGetImage, a blob ecr:GetDownloadUrlForLayer, the tag list ecr:ListImages.
+// A refusal answers 403 DENIED with IAM's wording.
+func (r *Registry) crossAccountAllowed(w http.ResponseWriter, req *http.Request, caller, owner keys.Scope, arn, policy, kind string) bool {
+	who := fmt.Sprintf("arn:%s:iam::%s:root", keys.Partition, caller.Account)
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		regError(w, http.StatusForbidden, "DENIED", fmt.Sprintf("User: %s is not authorized to push to %s: Berth serves other accounts' repositories for pulls only.", who, arn))
+		return false
+	}
+	action := map[string]string{"manifests": "ecr:BatchGetImage", "blobs": "ecr:GetDownloadUrlForLayer", "tags": "ecr:ListImages"}[kind]
+	if !ecr.PolicyAllows(policy, caller.Account, action) {
+		regError(w, http.StatusForbidden, "DENIED", fmt.Sprintf("User: %s is not authorized to perform: %s on resource: %s because no resource-based policy allows the %s action", who, action, arn, action))
+		return false
+	}
+	return true
 }
 
 // blob serves /v2/{name}/blobs/…: go-containerregistry's blob protocol, confined to

@@ -26,7 +26,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
+	"github.com/berthhq/berth/testkit/registrytest"
 	"github.com/berthhq/berth/testkit/shapecheck"
+	"github.com/berthhq/berth/tests/e2e/harness"
 )
 
 // ecrModelClient returns an ECR client of acct whose every answer is checked against
@@ -475,5 +477,135 @@ func TestECRRepositoryPolicy(t *testing.T) {
 	// The owner's own pulls never depended on it.
 	if _, err := remote.Image(must(name.ParseReference(stack.registry+"/"+repo+":v1")), remote.WithAuth(auth)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestECRPullThroughCache: the pull-through cache rule actions through the gateway (AWS
+// SDK for Go v2) with a second local registry (registrytest) as the upstream, and a pull
+// of {prefix}/{repo}:{tag} from Berth's registry (go-containerregistry) that fetches the
+// image (and an index with its images) from it, stores it — the repository created, the
+// image listed — and serves it again after the upstream is gone.
+func TestECRPullThroughCache(t *testing.T) {
+	const owner = "111111111111"
+	stack := startAPIStack(t, owner)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	c := ecrModelClient(t, stack, owner)
+	upstream := registrytest.Start(t)
+	img, err := random.Image(2048, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(must(name.ParseReference(upstream.Addr()+"/library/web:1.0")), img); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := random.Index(512, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.WriteIndex(must(name.ParseReference(upstream.Addr()+"/library/multi:2")), idx); err != nil {
+		t.Fatal(err)
+	}
+
+	var ipe *ecrtypes.InvalidParameterException
+	for _, in := range []*ecr.CreatePullThroughCacheRuleInput{
+		{EcrRepositoryPrefix: aws.String("UP"), UpstreamRegistryUrl: aws.String(upstream.Addr())},
+		{EcrRepositoryPrefix: aws.String("up"), UpstreamRegistryUrl: aws.String("ftp://x/y")},
+		{EcrRepositoryPrefix: aws.String("up"), UpstreamRegistryUrl: aws.String(upstream.Addr()), CredentialArn: aws.String("arn:aws:secretsmanager:us-east-1:111111111111:secret:ecr-pullthroughcache/x")},
+	} {
+		if _, err := c.CreatePullThroughCacheRule(ctx, in); !errors.As(err, &ipe) {
+			t.Fatalf("CreatePullThroughCacheRule %+v: %v, want InvalidParameterException", in, err)
+		}
+	}
+	created, err := c.CreatePullThroughCacheRule(ctx, &ecr.CreatePullThroughCacheRuleInput{EcrRepositoryPrefix: aws.String("up"),
+		UpstreamRegistryUrl: aws.String(upstream.Addr()), UpstreamRegistry: ecrtypes.UpstreamRegistryDockerHub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToString(created.EcrRepositoryPrefix) != "up" || aws.ToString(created.UpstreamRepositoryPrefix) != "ROOT" || created.CreatedAt == nil || aws.ToString(created.RegistryId) != owner {
+		t.Fatalf("CreatePullThroughCacheRule %+v", created)
+	}
+	var exists *ecrtypes.PullThroughCacheRuleAlreadyExistsException
+	if _, err := c.CreatePullThroughCacheRule(ctx, &ecr.CreatePullThroughCacheRuleInput{EcrRepositoryPrefix: aws.String("up"), UpstreamRegistryUrl: aws.String(upstream.Addr())}); !errors.As(err, &exists) {
+		t.Fatalf("second rule of prefix up: %v, want PullThroughCacheRuleAlreadyExistsException", err)
+	}
+	desc, err := c.DescribePullThroughCacheRules(ctx, &ecr.DescribePullThroughCacheRulesInput{})
+	if err != nil || len(desc.PullThroughCacheRules) != 1 || aws.ToString(desc.PullThroughCacheRules[0].UpstreamRegistryUrl) != upstream.Addr() {
+		t.Fatalf("DescribePullThroughCacheRules %+v, %v", desc, err)
+	}
+	var nf *ecrtypes.PullThroughCacheRuleNotFoundException
+	if _, err := c.DescribePullThroughCacheRules(ctx, &ecr.DescribePullThroughCacheRulesInput{EcrRepositoryPrefixes: []string{"nope"}}); !errors.As(err, &nf) {
+		t.Fatalf("DescribePullThroughCacheRules nope: %v, want PullThroughCacheRuleNotFoundException", err)
+	}
+	valid, err := c.ValidatePullThroughCacheRule(ctx, &ecr.ValidatePullThroughCacheRuleInput{EcrRepositoryPrefix: aws.String("up")})
+	if err != nil || !valid.IsValid {
+		t.Fatalf("ValidatePullThroughCacheRule %+v, %v", valid, err)
+	}
+	upd, err := c.UpdatePullThroughCacheRule(ctx, &ecr.UpdatePullThroughCacheRuleInput{EcrRepositoryPrefix: aws.String("up")})
+	if err != nil || upd.UpdatedAt == nil {
+		t.Fatalf("UpdatePullThroughCacheRule %+v, %v", upd, err)
+	}
+	// A rule whose upstream does not answer is not valid.
+	dead := harness.FreeAddr(t)
+	if _, err := c.CreatePullThroughCacheRule(ctx, &ecr.CreatePullThroughCacheRuleInput{EcrRepositoryPrefix: aws.String("dead"), UpstreamRegistryUrl: aws.String(dead)}); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.ValidatePullThroughCacheRule(ctx, &ecr.ValidatePullThroughCacheRuleInput{EcrRepositoryPrefix: aws.String("dead")}); err != nil || v.IsValid || aws.ToString(v.Failure) == "" {
+		t.Fatalf("ValidatePullThroughCacheRule of a dead upstream %+v, %v", v, err)
+	}
+
+	auth, _ := ecrLogin(t, ctx, c)
+	ref := must(name.ParseReference(stack.registry + "/up/library/web:1.0"))
+	got, err := remote.Image(ref, remote.WithAuth(auth))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if must(got.Digest()) != must(img.Digest()) {
+		t.Fatalf("pulled %s, upstream has %s", must(got.Digest()), must(img.Digest()))
+	}
+	for _, l := range must(got.Layers()) {
+		rc, err := l.Compressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.Copy(io.Discard, rc)
+		rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	gotIdx, err := remote.Index(must(name.ParseReference(stack.registry+"/up/library/multi:2")), remote.WithAuth(auth))
+	if err != nil || must(gotIdx.Digest()) != must(idx.Digest()) {
+		t.Fatalf("index through the cache: %v", err)
+	}
+	repos, err := c.DescribeRepositories(ctx, &ecr.DescribeRepositoriesInput{RepositoryNames: []string{"up/library/web", "up/library/multi"}})
+	if err != nil || len(repos.Repositories) != 2 {
+		t.Fatalf("repositories the cache created: %+v, %v", repos, err)
+	}
+	imgs, err := c.DescribeImages(ctx, &ecr.DescribeImagesInput{RepositoryName: aws.String("up/library/web")})
+	if err != nil || len(imgs.ImageDetails) != 1 || aws.ToString(imgs.ImageDetails[0].ImageDigest) != must(img.Digest()).String() {
+		t.Fatalf("cached image: %+v, %v", imgs, err)
+	}
+	// A name no upstream has: 404, and no repository is left.
+	var te *transport.Error
+	if _, err := remote.Image(must(name.ParseReference(stack.registry+"/up/library/absent:1")), remote.WithAuth(auth)); !errors.As(err, &te) || te.StatusCode != 404 {
+		t.Fatalf("pull of an upstream image that does not exist: %v, want 404", err)
+	}
+	if _, err := c.DescribeRepositories(ctx, &ecr.DescribeRepositoriesInput{RepositoryNames: []string{"up/library/absent"}}); err == nil {
+		t.Fatal("a failed pull through the cache created its repository")
+	}
+	// Cached: served with the upstream gone and the rule deleted.
+	if err := upstream.Close(); err != nil {
+		t.Fatal(err)
+	}
+	del, err := c.DeletePullThroughCacheRule(ctx, &ecr.DeletePullThroughCacheRuleInput{EcrRepositoryPrefix: aws.String("up")})
+	if err != nil || aws.ToString(del.UpstreamRegistryUrl) != upstream.Addr() {
+		t.Fatalf("DeletePullThroughCacheRule %+v, %v", del, err)
+	}
+	if again, err := remote.Image(ref, remote.WithAuth(auth)); err != nil || must(again.Digest()) != must(img.Digest()) {
+		t.Fatalf("cached pull after the upstream is gone: %v", err)
+	}
+	if _, err := c.DeletePullThroughCacheRule(ctx, &ecr.DeletePullThroughCacheRuleInput{EcrRepositoryPrefix: aws.String("up")}); !errors.As(err, &nf) {
+		t.Fatalf("second DeletePullThroughCacheRule: %v, want PullThroughCacheRuleNotFoundException", err)
 	}
 }

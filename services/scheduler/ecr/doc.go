@@ -11,6 +11,9 @@
 // background pass runs), StartLifecyclePolicyPreview, GetLifecyclePolicyPreview,
 // InitiateLayerUpload, UploadLayerPart, CompleteLayerUpload, GetDownloadUrlForLayer
 // (served by the registry), SetRepositoryPolicy, GetRepositoryPolicy,
-// DeleteRepositoryPolicy (enforced by the registry on other accounts' pulls).
+// DeleteRepositoryPolicy (enforced by the registry on other accounts' pulls),
+// CreatePullThroughCacheRule, DescribePullThroughCacheRules, DeletePullThroughCacheRule,
+// UpdatePullThroughCacheRule, ValidatePullThroughCacheRule (the cache is the
+// registry's).
 // Other actions answer UnsupportedOperationException. See docs/ecr.md.
 package ecr

@@ -220,7 +220,17 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	repo := name
-	if _, _, err := r.store.Repository(req.Context(), scope, name); err != nil {
+	_, _, err := r.store.Repository(req.Context(), scope, name)
+	if isNotFound(err) && kind == "manifests" && (req.Method == http.MethodGet || req.Method == http.MethodHead) {
+		// A pull-through cache's first pull creates the repository.
+		if fetched, perr := r.pullThrough(req.Context(), scope, name, ref); perr != nil {
+			regError(w, http.StatusNotFound, "MANIFEST_UNKNOWN", perr.Error())
+			return
+		} else if fetched {
+			err = nil
+		}
+	}
+	if err != nil {
 		// Not the caller's: another account's repository as {account}/{name}, reached
 		// only for what its repository policy allows the caller's account.
 		owner, rest, ok := ecr.CrossAccount(scope, name)
@@ -403,6 +413,15 @@ func (r *Registry) manifest(w http.ResponseWriter, req *http.Request, scope keys
 	switch req.Method {
 	case http.MethodGet, http.MethodHead:
 		img, _, err := r.store.Image(ctx, scope, name, ref)
+		var ae *awserr.Error
+		if errors.As(err, &ae) && ae.Type == "ImageNotFoundException" {
+			if fetched, perr := r.pullThrough(ctx, scope, name, ref); perr != nil {
+				regError(w, http.StatusNotFound, "MANIFEST_UNKNOWN", perr.Error())
+				return
+			} else if fetched {
+				img, _, err = r.store.Image(ctx, scope, name, ref)
+			}
+		}
 		if err != nil {
 			r.answer(w, err, ref)
 			return

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +149,55 @@ func TestECRStandaloneScheduler(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(blobs, strings.Replace(sha(config), ":", "/", 1))); err != nil {
 		t.Fatalf("uploaded config under --ecr-blob-dir: %v", err)
+	}
+}
+
+// TestDevECRCrossAccountTask: on `berth dev` (account 000000000000), a task whose image is
+// another account's ECR repository ({registry}/111111111111/team/shared:v1) is pulled by
+// the agent with the token the scheduler issues for the task's account, as ECS pulls with
+// the execution role's credentials: without a repository policy allowing that account
+// the task stops with CannotPullContainerError; once the owner's policy allows it
+// ecr:BatchGetImage and ecr:GetDownloadUrlForLayer, the same task runs and exits 0.
+func TestDevECRCrossAccountTask(t *testing.T) {
+	t.Parallel() // see main_test.go
+	root := repoRoot(t)
+	requireDevPrereqs(t, root)
+	dir := t.TempDir()
+	env := devEnv(t, filepath.Join(dir, "data"))
+	startDev(t, root, env, filepath.Join(dir, "dev.log"))
+	const owner = "111111111111"
+	cli(t, root, env, "bin/berth", "admin", "account", "create", owner)
+	id, secret, _ := strings.Cut(cli(t, root, env, "bin/berth", "admin", "key", "create", owner), "\t")
+	ownerEnv := append(slices.Clone(env), "AWS_ACCESS_KEY_ID="+strings.TrimSpace(id), "AWS_SECRET_ACCESS_KEY="+strings.TrimSpace(secret))
+	awsOwner := func(args ...string) string { t.Helper(); return cli(t, root, ownerEnv, "aws", args...) }
+	aws := func(args ...string) string { t.Helper(); return cli(t, root, env, "aws", args...) }
+
+	uri := awsOwner("ecr", "create-repository", "--repository-name", "team/shared", "--query", "repository.repositoryUri", "--output", "text")
+	password := awsOwner("ecr", "get-login-password")
+	push := exec.Command(filepath.Join(root, "bin/berth"), "image", "demo", "--username", "AWS", "--password-stdin", uri+":v1")
+	push.Dir, push.Env, push.Stdin = root, ownerEnv, strings.NewReader(password+"\n")
+	if out, err := push.CombinedOutput(); err != nil {
+		t.Fatalf("berth image demo into the owner's repository: %v: %s", err, out)
+	}
+	cross := envValue(env, "BERTH_ECR_ADDR") + "/" + owner + "/team/shared:v1"
+	def := fmt.Sprintf(`[{"name":"app","image":%q,"memory":32,"essential":true,"command":["exit","0"]}]`, cross)
+	aws("ecs", "register-task-definition", "--family", "ecr-cross", "--container-definitions", def)
+	run := func() string {
+		task := aws("ecs", "run-task", "--task-definition", "ecr-cross", "--query", "tasks[0].taskArn", "--output", "text")
+		waitFor(t, func() (string, bool) {
+			s := aws("ecs", "describe-tasks", "--tasks", task, "--query", "tasks[0].lastStatus", "--output", "text")
+			return s, s == "STOPPED"
+		})
+		return task
+	}
+	denied := run()
+	if reason := aws("ecs", "describe-tasks", "--tasks", denied, "--query", "tasks[0].stoppedReason", "--output", "text"); !strings.HasPrefix(reason, "CannotPullContainerError") {
+		t.Fatalf("task without the owner's permission stopped with %q, want CannotPullContainerError", reason)
+	}
+	awsOwner("ecr", "set-repository-policy", "--repository-name", "team/shared", "--policy-text",
+		`{"Version":"2012-10-17","Statement":[{"Sid":"dev-pull","Effect":"Allow","Principal":{"AWS":"arn:aws:iam::000000000000:root"},"Action":["ecr:BatchGetImage","ecr:GetDownloadUrlForLayer"]}]}`)
+	allowed := run()
+	if code := aws("ecs", "describe-tasks", "--tasks", allowed, "--query", "tasks[0].containers[0].exitCode", "--output", "text"); code != "0" {
+		t.Fatalf("task with the owner's permission: exit code %s: %s", code, aws("ecs", "describe-tasks", "--tasks", allowed))
 	}
 }

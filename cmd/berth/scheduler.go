@@ -50,6 +50,7 @@ func schedulerCommand() *cobra.Command {
 	var logDir, logPeerURL string
 	var maxTxnOps, gzipMinBytes int
 	var taskSubnetPool string
+	var ecrf ecrFlags
 	var files pki.Files
 	cmd := &cobra.Command{
 		Use:   "scheduler",
@@ -98,6 +99,16 @@ func schedulerCommand() *cobra.Command {
 			if serverTLS != nil {
 				cfg.PeerOf = tlsPeer
 			}
+			// The ECR registry (docs/ecr.md): its listener opens before the app so the app
+			// knows the host of every repositoryUri.
+			ecrLn, err := ecrf.listen(keyring)
+			if err != nil {
+				return err
+			}
+			if ecrLn != nil {
+				defer ecrLn.Close()
+				cfg.ECRRegistryHost, cfg.ECRBlobDir = ecrf.host(ecrLn), ecrf.blobDir
+			}
 			if cfg.LogPeerURL, err = peerURL(logPeerURL, listen, serverTLS != nil); err != nil {
 				return err
 			}
@@ -131,7 +142,7 @@ func schedulerCommand() *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			errc := make(chan error, 2)
+			errc := make(chan error, 3)
 			if serverTLS != nil {
 				log.Info("scheduler listening", "addr", ln.Addr().String(), "etcd", etcdf.endpoints, "tls", true)
 				go func() { errc <- h2c.ServeTLS(ctx, ln, a.Handler(), serverTLS) }()
@@ -141,6 +152,11 @@ func schedulerCommand() *cobra.Command {
 				go func() { errc <- h2c.Serve(ctx, ln, a.Handler()) }()
 			}
 			go func() { errc <- a.Run(ctx) }()
+			if ecrLn != nil {
+				if err := serveECR(ctx, ecrLn, etcd, keyring, cfg.ECRRegistryHost, ecrf.blobDir, log, errc); err != nil {
+					return err
+				}
+			}
 			err = <-errc
 			if ctx.Err() != nil {
 				return nil
@@ -152,6 +168,7 @@ func schedulerCommand() *cobra.Command {
 	f.StringVar(&logDir, "log-dir", cli.Env("BERTH_LOG_DIR", "./.berth/cwlogs"), "directory of the CloudWatch Logs store (awslogs output and the logs API); on a disk that outlives the replica, see docs/logs.md")
 	f.StringVar(&logPeerURL, "log-peer-url", cli.Env("BERTH_LOG_PEER_URL", ""), "base URL the other scheduler replicas reach this one at for the replicated log store (default: http(s)://--listen, with the host name when it listens on all addresses); \"none\" keeps the log store to this replica (docs/logs.md)")
 	etcdf.add(f)
+	ecrf.add(f)
 	cli.AddTLSFlags(f, &files, "the scheduler serves with (role scheduler); client certificates are verified against --tls-ca, identity headers count only from gateway-role ones and AdminService needs an admin-role one or --token")
 	f.StringVar(&listen, "listen", cli.Env("BERTH_SCHEDULER_ADDR", "127.0.0.1:4567"), "address of the internal Connect listener (h2c)")
 	f.StringVar(&region, "region", cli.Env("BERTH_REGION", "us-east-1"), "default region: ECS state from builds without regions is moved into it once at start (requests are served in the region they are signed for)")

@@ -139,6 +139,27 @@ var agentActions = map[string]bool{
 
 const internalMessage = "An internal error occurred."
 
+// bodyLimit returns the body limit of a request: Config.MaxBodyBytes, or the larger
+// Service.MaxBodyBytes of the service its Authorization header's credential scope
+// ({key}/{date}/{region}/{service}/aws4_request) names. The scope is only a hint here:
+// the signature is verified over the body afterwards.
+func (g *Gateway) bodyLimit(r *http.Request) int64 {
+	limit := g.cfg.MaxBodyBytes
+	_, cred, ok := strings.Cut(r.Header.Get("Authorization"), "Credential=")
+	if !ok {
+		return limit
+	}
+	cred, _, _ = strings.Cut(cred, ",")
+	parts := strings.Split(cred, "/")
+	if len(parts) != 5 {
+		return limit
+	}
+	if svc := g.services[parts[3]]; svc != nil && svc.MaxBodyBytes > limit {
+		return svc.MaxBodyBytes
+	}
+	return limit
+}
+
 // serveAWS serves one request to an AWS service: read (bounded), authenticate (the
 // credential scope names the service), route (X-Amz-Target or Action), throttle, decode,
 // call, encode — in the service's protocol.
@@ -175,12 +196,13 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request, x *exchange) 
 		fail(http.StatusBadRequest, "ThrottlingException", "Rate exceeded: too many failed authentication attempts from this address.")
 		return
 	}
-	body, err := readBody(w, r, g.cfg.MaxBodyBytes)
+	limit := g.bodyLimit(r)
+	body, err := readBody(w, r, limit)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			fail(http.StatusRequestEntityTooLarge, "RequestEntityTooLargeException",
-				fmt.Sprintf("Request body exceeds the limit of %d bytes.", g.cfg.MaxBodyBytes))
+				fmt.Sprintf("Request body exceeds the limit of %d bytes.", limit))
 			return
 		}
 		fail(http.StatusBadRequest, "SerializationException", "The request body could not be read.")

@@ -51,6 +51,10 @@ type Service struct {
 	Unsupported string
 	// Throttling is the error code of a throttled request.
 	Throttling string
+	// MaxBodyBytes, when larger than Config.MaxBodyBytes, is this service's request body
+	// limit (ECR's UploadLayerPart carries up to 20 MiB of layer, base64 in JSON); the
+	// signature's credential scope names the service before the body is read.
+	MaxBodyBytes int64
 }
 
 // Services are the AWS services the gateway serves, one entry each.
@@ -120,6 +124,8 @@ var Services = []Service{
 		Descriptor:   ecrv1.File_berth_ecr_v1_ecr_service_proto.Services().ByName("EcrService"),
 		Unsupported:  "UnsupportedOperationException",
 		Throttling:   "ThrottlingException",
+		// UploadLayerPart's layerPartBlob: at most 20 MiB, base64 in the JSON body.
+		MaxBodyBytes: 28 << 20,
 	},
 	{
 		SigningName:  "application-autoscaling",

@@ -42,6 +42,8 @@ type apiStack struct {
 	etcd *clientv3.Client
 	// registry is the ECR registry's host:port (package ecr/registry, blobs in a temp dir).
 	registry string
+	// ecrDir is the ECR registry's blob directory.
+	ecrDir string
 }
 
 // client returns an ECS client of acct signing for region.
@@ -101,7 +103,7 @@ func startAPIStack(t *testing.T, accounts ...string) *apiStack {
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	s := &apiStack{clients: map[string]*ecs.Client{}, url: srv.URL, keys: map[string][2]string{}, sched: sched, etcd: cli, registry: regLn.Addr().String()}
+	s := &apiStack{clients: map[string]*ecs.Client{}, url: srv.URL, keys: map[string][2]string{}, sched: sched, etcd: cli, registry: regLn.Addr().String(), ecrDir: regDir}
 	for _, acct := range accounts {
 		if _, err := sched.Admin().CreateAccount(ctx, connect.NewRequest(&adminv1.CreateAccountRequest{Id: acct})); err != nil {
 			t.Fatal(err)

@@ -275,6 +275,7 @@ func New(cfg Config) (*App, error) {
 	ecrStore := ecr.NewStore(a.kv, cfg.Keyring, cfg.ECRRegistryHost, nil)
 	if cfg.ECRBlobDir != "" {
 		ecrStore.Blobs = ecr.DiskBlobs(cfg.ECRBlobDir)
+		ecrStore.BlobDir = cfg.ECRBlobDir
 	}
 	a.ecr = ecr.New(ecrStore)
 	a.ecr.Logger = cfg.Logger.With("component", "ecr")

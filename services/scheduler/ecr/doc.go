@@ -6,7 +6,14 @@
 //
 // Served: CreateRepository, DescribeRepositories, DeleteRepository,
 // GetAuthorizationToken, DescribeImages, ListImages, BatchGetImage, BatchDeleteImage,
-// PutImage, BatchCheckLayerAvailability, PutLifecyclePolicy, GetLifecyclePolicy, DeleteLifecyclePolicy (applied by
-// ApplyLifecyclePolicies, which the registry's background pass runs).
+// PutImage, BatchCheckLayerAvailability, PutLifecyclePolicy, GetLifecyclePolicy,
+// DeleteLifecyclePolicy (applied by ApplyLifecyclePolicies, which the registry's
+// background pass runs), StartLifecyclePolicyPreview, GetLifecyclePolicyPreview,
+// InitiateLayerUpload, UploadLayerPart, CompleteLayerUpload, GetDownloadUrlForLayer
+// (served by the registry), SetRepositoryPolicy, GetRepositoryPolicy,
+// DeleteRepositoryPolicy (enforced by the registry on other accounts' pulls),
+// CreatePullThroughCacheRule, DescribePullThroughCacheRules, DeletePullThroughCacheRule,
+// UpdatePullThroughCacheRule, ValidatePullThroughCacheRule (the cache is the
+// registry's).
 // Other actions answer UnsupportedOperationException. See docs/ecr.md.
 package ecr

@@ -52,11 +52,12 @@ func checkRepositoryName(name string) error {
 	return nil
 }
 
-// checkRegistry refuses a registryId other than the caller's account: Berth has no
-// repository policies, so no registry but one's own is reachable.
+// checkRegistry refuses a registryId other than the caller's account: the API actions
+// serve only the caller's registry; other accounts' repositories are pulled from the
+// registry itself, as their repository policies allow (docs/ecr.md).
 func checkRegistry(s keys.Scope, id *string) error {
 	if id != nil && *id != s.Account {
-		return invalidParameter("Invalid parameter at 'registryId': Berth serves only the caller's own registry (%s); cross-account access needs repository policies, which Berth does not support.", s.Account)
+		return invalidParameter("Invalid parameter at 'registryId': Berth's ECR actions serve only the caller's own registry (%s); another account's repository is pulled from the registry as {host}/{account}/{name} when its repository policy allows it (docs/ecr.md).", s.Account)
 	}
 	return nil
 }

@@ -129,13 +129,19 @@ func (r lifecycleRule) selects(img *storev1.EcrImageRecord) bool {
 	return true
 }
 
+// expiry is an image a lifecycle policy expires, and the priority of the rule that does.
+type expiry struct {
+	img      *storev1.EcrImageRecord
+	priority int
+}
+
 // expired returns the images rules expire at now: each image is taken by the first rule
 // (by priority) that selects it, and expired by that rule only — imageCountMoreThan
 // keeps the countNumber most recently pushed of the rule's images, sinceImagePushed
 // expires those pushed more than countNumber days before now.
-func expired(rules []lifecycleRule, imgs []*storev1.EcrImageRecord, now time.Time) []*storev1.EcrImageRecord {
+func expired(rules []lifecycleRule, imgs []*storev1.EcrImageRecord, now time.Time) []expiry {
 	taken := map[string]bool{}
-	var out []*storev1.EcrImageRecord
+	var out []expiry
 	for _, r := range rules {
 		var sel []*storev1.EcrImageRecord
 		for _, img := range imgs {
@@ -156,13 +162,15 @@ func expired(rules []lifecycleRule, imgs []*storev1.EcrImageRecord, now time.Tim
 				return 0
 			})
 			if len(sel) > r.Selection.CountNumber {
-				out = append(out, sel[r.Selection.CountNumber:]...)
+				for _, img := range sel[r.Selection.CountNumber:] {
+					out = append(out, expiry{img, r.RulePriority})
+				}
 			}
 		case "sinceImagePushed":
 			cutoff := awsapi.Epoch(now.Add(-time.Duration(r.Selection.CountNumber) * 24 * time.Hour))
 			for _, img := range sel {
 				if img.GetPushedAt() < cutoff {
-					out = append(out, img)
+					out = append(out, expiry{img, r.RulePriority})
 				}
 			}
 		}
@@ -203,7 +211,8 @@ func (s *Store) ApplyLifecyclePolicies(ctx context.Context) (int, error) {
 			vals[i] = im.Value
 			revs[im.Value.GetDigest()] = im.ModRevision
 		}
-		for _, img := range expired(rules, vals, s.now()) {
+		for _, e := range expired(rules, vals, s.now()) {
+			img := e.img
 			if err := s.deleteImage(ctx, sc, name, img, revs[img.GetDigest()]); err != nil {
 				if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
 					continue // pushed or deleted meanwhile: the next pass sees it

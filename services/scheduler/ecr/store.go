@@ -49,6 +49,9 @@ type Store struct {
 	// registry's directory); nil: no blob counts as present, so PutImage only tags
 	// images the repository already holds.
 	Blobs BlobSize
+	// BlobDir is the registry's blob directory, shared with this scheduler: where the
+	// layer-upload actions write (uploads.go). "" disables them.
+	BlobDir string
 }
 
 // NewStore returns the model over kv. ring seals the authorization tokens (nil: no
@@ -331,22 +334,12 @@ func (s *Store) ReferencedBlobs(ctx context.Context) (map[string]bool, error) {
 			return nil, err
 		}
 		for _, it := range items {
-			var m struct {
-				Config *struct {
-					Digest string `json:"digest"`
-				} `json:"config"`
-				Layers []struct {
-					Digest string `json:"digest"`
-				} `json:"layers"`
-			}
-			if err := json.Unmarshal(it.Value.GetManifest(), &m); err != nil {
+			blobs, err := manifestBlobs(it.Value.GetManifest())
+			if err != nil {
 				return nil, fmt.Errorf("ecr: image %s: manifest: %w", it.Key, err)
 			}
-			if m.Config != nil {
-				refs[m.Config.Digest] = true
-			}
-			for _, l := range m.Layers {
-				refs[l.Digest] = true
+			for _, d := range blobs {
+				refs[d] = true
 			}
 		}
 		if next == "" {
@@ -354,6 +347,30 @@ func (s *Store) ReferencedBlobs(ctx context.Context) (map[string]bool, error) {
 		}
 		token = next
 	}
+}
+
+// manifestBlobs returns the blobs an image manifest references: its config and layers
+// (none for an index).
+func manifestBlobs(manifest []byte) ([]string, error) {
+	var m struct {
+		Config *struct {
+			Digest string `json:"digest"`
+		} `json:"config"`
+		Layers []struct {
+			Digest string `json:"digest"`
+		} `json:"layers"`
+	}
+	if err := json.Unmarshal(manifest, &m); err != nil {
+		return nil, err
+	}
+	var out []string
+	if m.Config != nil {
+		out = append(out, m.Config.Digest)
+	}
+	for _, l := range m.Layers {
+		out = append(out, l.Digest)
+	}
+	return out, nil
 }
 
 // AddBlob records that a blob was pushed (or found by digest at its upload) in scope sc,

@@ -187,6 +187,7 @@ func goTestFigures(ctx context.Context) ([]Row, error) {
 		}
 	}
 	rows = append(rows, logsFigures(ctx, &errs)...)
+	rows = append(rows, ecrFigures(ctx, &errs)...)
 	// The load balancer's HTTP listener against the same target directly, in one run.
 	const gLB = "load balancer: HTTP listener vs direct (lb.BenchmarkProxy, loopback)"
 	lbb, err := goBench(ctx, "services/scheduler/elbv2/lb", "^BenchmarkProxy$", "5000x")
@@ -348,4 +349,28 @@ func median(v []float64) float64 {
 		return v[len(v)/2]
 	}
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// ecrFigures is the ECR registry's row: the push then pull of a new 200 MiB image (four
+// layers) through Berth's registry (disk blobs, etcd images, token auth) against
+// go-containerregistry's in-memory registry on the same machine (issue 36's goal: ≤ 1.3×;
+// printed, not asserted).
+func ecrFigures(ctx context.Context, errs *[]string) []Row {
+	const g = "ECR registry: push + pull of a new 200 MiB image (4 layers)"
+	lines, err := goBench(ctx, "services/scheduler/ecr/registry", "^BenchmarkPushPull200$", "3x")
+	if err != nil {
+		*errs = append(*errs, err.Error())
+		return nil
+	}
+	mem, ok1 := find(lines, "BenchmarkPushPull200/memory")
+	reg, ok2 := find(lines, "BenchmarkPushPull200/ecr")
+	if !ok1 || !ok2 || mem["ns/op"] == 0 {
+		*errs = append(*errs, "registry.BenchmarkPushPull200: no result lines")
+		return nil
+	}
+	return []Row{
+		{g, "go-containerregistry in-memory registry", mem["ns/op"] / 1e6, "ms", "mean of 3 (registry.BenchmarkPushPull200/memory), remote.Write then remote.Image with every layer read"},
+		{g, "Berth's ECR registry", reg["ns/op"] / 1e6, "ms", "mean of 3 (registry.BenchmarkPushPull200/ecr): blobs fsynced to disk, images in embedded etcd, token auth"},
+		{g, "ratio ECR ÷ in-memory", reg["ns/op"] / mem["ns/op"], "ratio", "goal ≤ 1.3 (issue 36)"},
+	}
 }

@@ -37,8 +37,17 @@ type EcrRepositoryRecord struct {
 	// lifecycle_evaluated_at is when the background pass last applied the policy (epoch
 	// seconds); 0 before it first has.
 	LifecycleEvaluatedAt float64 `protobuf:"fixed64,4,opt,name=lifecycle_evaluated_at,json=lifecycleEvaluatedAt,proto3" json:"lifecycle_evaluated_at,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// lifecycle_preview_policy is the policy text of the last StartLifecyclePolicyPreview
+	// (its own text, or the stored policy then); empty when none was started.
+	LifecyclePreviewPolicy string `protobuf:"bytes,200,opt,name=lifecycle_preview_policy,json=lifecyclePreviewPolicy,proto3" json:"lifecycle_preview_policy,omitempty"`
+	// lifecycle_preview_started_at is when that preview was started (epoch seconds): the
+	// "now" its sinceImagePushed rules are evaluated at.
+	LifecyclePreviewStartedAt float64 `protobuf:"fixed64,201,opt,name=lifecycle_preview_started_at,json=lifecyclePreviewStartedAt,proto3" json:"lifecycle_preview_started_at,omitempty"`
+	// policy is the repository policy's text (SetRepositoryPolicy), an IAM policy
+	// document; empty when the repository has none.
+	Policy        string `protobuf:"bytes,202,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EcrRepositoryRecord) Reset() {
@@ -97,6 +106,27 @@ func (x *EcrRepositoryRecord) GetLifecycleEvaluatedAt() float64 {
 		return x.LifecycleEvaluatedAt
 	}
 	return 0
+}
+
+func (x *EcrRepositoryRecord) GetLifecyclePreviewPolicy() string {
+	if x != nil {
+		return x.LifecyclePreviewPolicy
+	}
+	return ""
+}
+
+func (x *EcrRepositoryRecord) GetLifecyclePreviewStartedAt() float64 {
+	if x != nil {
+		return x.LifecyclePreviewStartedAt
+	}
+	return 0
+}
+
+func (x *EcrRepositoryRecord) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
 }
 
 // EcrImageRecord is stored at /berth/v1/ecr-images/{account}/{region}/{escaped
@@ -252,14 +282,17 @@ var File_berth_store_v1_ecr_proto protoreflect.FileDescriptor
 
 const file_berth_store_v1_ecr_proto_rawDesc = "" +
 	"\n" +
-	"\x18berth/store/v1/ecr.proto\x12\x0eberth.store.v1\x1a\x19berth/ecr/v1/shapes.proto\"\xd7\x01\n" +
+	"\x18berth/store/v1/ecr.proto\x12\x0eberth.store.v1\x1a\x19berth/ecr/v1/shapes.proto\"\xed\x02\n" +
 	"\x13EcrRepositoryRecord\x128\n" +
 	"\n" +
 	"repository\x18\x01 \x01(\v2\x18.berth.ecr.v1.RepositoryR\n" +
 	"repository\x12%\n" +
 	"\x04tags\x18\x02 \x03(\v2\x11.berth.ecr.v1.TagR\x04tags\x12)\n" +
 	"\x10lifecycle_policy\x18\x03 \x01(\tR\x0flifecyclePolicy\x124\n" +
-	"\x16lifecycle_evaluated_at\x18\x04 \x01(\x01R\x14lifecycleEvaluatedAt\"\xd8\x01\n" +
+	"\x16lifecycle_evaluated_at\x18\x04 \x01(\x01R\x14lifecycleEvaluatedAt\x129\n" +
+	"\x18lifecycle_preview_policy\x18\xc8\x01 \x01(\tR\x16lifecyclePreviewPolicy\x12@\n" +
+	"\x1clifecycle_preview_started_at\x18\xc9\x01 \x01(\x01R\x19lifecyclePreviewStartedAt\x12\x17\n" +
+	"\x06policy\x18\xca\x01 \x01(\tR\x06policy\"\xd8\x01\n" +
 	"\x0eEcrImageRecord\x12\x16\n" +
 	"\x06digest\x18\x01 \x01(\tR\x06digest\x12\x1d\n" +
 	"\n" +

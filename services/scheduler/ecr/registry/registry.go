@@ -143,6 +143,49 @@ func (d *diskBlobs) Put(_ context.Context, _ string, h v1.Hash, rc io.ReadCloser
 	return err
 }
 
+// layerURL serves a GetDownloadUrlForLayer URL: GET (with ranges) or HEAD of the layer
+// its token names, without credentials (the token is them), while the token is valid
+// and the layer is still the scope's. Refusals answer 403 as a presigned URL's do.
+func (r *Registry) layerURL(w http.ResponseWriter, req *http.Request, tok string) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	scope, _, digest, err := r.store.VerifyLayerURL(tok)
+	switch {
+	case errors.Is(err, ecr.ErrLayerURLExpired):
+		http.Error(w, "Request has expired", http.StatusForbidden)
+		return
+	case err != nil:
+		http.Error(w, "Access Denied", http.StatusForbidden)
+		return
+	}
+	h, err := v1.NewHash(digest)
+	if err != nil {
+		http.Error(w, "Access Denied", http.StatusForbidden)
+		return
+	}
+	if ok, err := r.store.HasBlob(req.Context(), scope, digest); err != nil || !ok {
+		http.Error(w, "The specified key does not exist.", http.StatusNotFound)
+		return
+	}
+	f, err := os.Open(r.disk.path(h))
+	if err != nil {
+		http.Error(w, "The specified key does not exist.", http.StatusNotFound)
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("ETag", `"`+digest+`"`)
+	http.ServeContent(w, req, "", fi.ModTime(), f)
+}
+
 // regError writes a Distribution spec error.
 func regError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
@@ -152,6 +195,10 @@ func regError(w http.ResponseWriter, status int, code, msg string) {
 
 // ServeHTTP serves the Distribution API.
 func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if tok, ok := strings.CutPrefix(req.URL.Path, ecr.LayerURLPath); ok {
+		r.layerURL(w, req, tok)
+		return
+	}
 	w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
 	if req.URL.Path != "/v2" && !strings.HasPrefix(req.URL.Path, "/v2/") {
 		regError(w, http.StatusNotFound, "UNSUPPORTED", "not a registry API path")
@@ -172,18 +219,66 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		regError(w, http.StatusNotFound, "UNSUPPORTED", "The operation is unsupported.")
 		return
 	}
-	if _, _, err := r.store.Repository(req.Context(), scope, name); err != nil {
-		r.answer(w, err, "")
-		return
+	repo := name
+	_, _, err := r.store.Repository(req.Context(), scope, name)
+	if isNotFound(err) && kind == "manifests" && (req.Method == http.MethodGet || req.Method == http.MethodHead) {
+		// A pull-through cache's first pull creates the repository.
+		if fetched, perr := r.pullThrough(req.Context(), scope, name, ref); perr != nil {
+			regError(w, http.StatusNotFound, "MANIFEST_UNKNOWN", perr.Error())
+			return
+		} else if fetched {
+			err = nil
+		}
+	}
+	if err != nil {
+		// Not the caller's: another account's repository as {account}/{name}, reached
+		// only for what its repository policy allows the caller's account.
+		owner, rest, ok := ecr.CrossAccount(scope, name)
+		if !ok || !isNotFound(err) {
+			r.answer(w, err, "")
+			return
+		}
+		rec, _, oerr := r.store.Repository(req.Context(), owner, rest)
+		if oerr != nil {
+			r.answer(w, err, "")
+			return
+		}
+		if !r.crossAccountAllowed(w, req, scope, owner, rec.GetRepository().GetRepositoryArn(), rec.GetPolicy(), kind) {
+			return
+		}
+		scope, repo = owner, rest
 	}
 	switch kind {
 	case "blobs":
 		r.blob(w, req, scope, ref)
 	case "manifests":
-		r.manifest(w, req, scope, name, ref)
+		r.manifest(w, req, scope, repo, ref)
 	case "tags":
-		r.tags(w, req, scope, name)
+		r.tags(w, req, scope, repo)
 	}
+}
+
+func isNotFound(err error) bool {
+	var ae *awserr.Error
+	return errors.As(err, &ae) && ae.Type == "RepositoryNotFoundException"
+}
+
+// crossAccountAllowed checks a request of caller's token on another account's
+// repository against its policy: pulls only (GET and HEAD), a manifest needing
+// ecr:BatchGetImage, a blob ecr:GetDownloadUrlForLayer, the tag list ecr:ListImages.
+// A refusal answers 403 DENIED with IAM's wording.
+func (r *Registry) crossAccountAllowed(w http.ResponseWriter, req *http.Request, caller, owner keys.Scope, arn, policy, kind string) bool {
+	who := fmt.Sprintf("arn:%s:iam::%s:root", keys.Partition, caller.Account)
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		regError(w, http.StatusForbidden, "DENIED", fmt.Sprintf("User: %s is not authorized to push to %s: Berth serves other accounts' repositories for pulls only.", who, arn))
+		return false
+	}
+	action := map[string]string{"manifests": "ecr:BatchGetImage", "blobs": "ecr:GetDownloadUrlForLayer", "tags": "ecr:ListImages"}[kind]
+	if !ecr.PolicyAllows(policy, caller.Account, action) {
+		regError(w, http.StatusForbidden, "DENIED", fmt.Sprintf("User: %s is not authorized to perform: %s on resource: %s because no resource-based policy allows the %s action", who, action, arn, action))
+		return false
+	}
+	return true
 }
 
 // blob serves /v2/{name}/blobs/…: go-containerregistry's blob protocol, confined to
@@ -318,6 +413,15 @@ func (r *Registry) manifest(w http.ResponseWriter, req *http.Request, scope keys
 	switch req.Method {
 	case http.MethodGet, http.MethodHead:
 		img, _, err := r.store.Image(ctx, scope, name, ref)
+		var ae *awserr.Error
+		if errors.As(err, &ae) && ae.Type == "ImageNotFoundException" {
+			if fetched, perr := r.pullThrough(ctx, scope, name, ref); perr != nil {
+				regError(w, http.StatusNotFound, "MANIFEST_UNKNOWN", perr.Error())
+				return
+			} else if fetched {
+				img, _, err = r.store.Image(ctx, scope, name, ref)
+			}
+		}
 		if err != nil {
 			r.answer(w, err, ref)
 			return

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -447,5 +448,48 @@ func TestBlobsConfinedToTheirAccount(t *testing.T) {
 	}
 	if ok, _ := e.st.HasBlob(e.ctx, other, ld.String()); !ok {
 		t.Fatal("the other account's push did not record the layer")
+	}
+}
+
+// Garbage collection spares an API layer upload in flight (its files touched by each
+// part) and removes one abandoned for longer than the grace; a completed upload is a
+// blob like any other, kept while an image references it.
+func TestCollectGarbageUploads(t *testing.T) {
+	e := newEnv(t)
+	e.st.BlobDir = e.dir
+	reg, err := registry.New(registry.Config{Store: e.st, Dir: e.dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func() string {
+		up, err := e.h.InitiateLayerUpload(e.ctx, connect.NewRequest(&ecrv1.InitiateLayerUploadRequest{RepositoryName: proto.String("app")}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := up.Msg.GetUploadId()
+		if _, err := e.h.UploadLayerPart(e.ctx, connect.NewRequest(&ecrv1.UploadLayerPartRequest{RepositoryName: proto.String("app"), UploadId: proto.String(id),
+			PartFirstByte: 0, PartLastByte: 2, LayerPartBlob: []byte("abc")})); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	live, abandoned := start(), start()
+	old := time.Now().Add(-2 * time.Hour)
+	for _, f := range []string{abandoned, abandoned + ".json"} {
+		if err := os.Chtimes(filepath.Join(e.dir, "uploads", f), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if files, _, err := reg.CollectGarbage(e.ctx, time.Hour); err != nil || files != 2 {
+		t.Fatalf("removed %d files, %v; want the abandoned upload's 2", files, err)
+	}
+	if _, err := e.h.UploadLayerPart(e.ctx, connect.NewRequest(&ecrv1.UploadLayerPartRequest{RepositoryName: proto.String("app"), UploadId: proto.String(abandoned),
+		PartFirstByte: 3, PartLastByte: 3, LayerPartBlob: []byte("d")})); err == nil {
+		t.Fatal("the abandoned upload still takes parts")
+	}
+	// The live one completes after the pass.
+	if _, err := e.h.CompleteLayerUpload(e.ctx, connect.NewRequest(&ecrv1.CompleteLayerUploadRequest{RepositoryName: proto.String("app"), UploadId: proto.String(live),
+		LayerDigests: []string{"sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"}})); err != nil {
+		t.Fatalf("the upload in flight after garbage collection: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import "github.com/berthhq/berth/services/scheduler/platform/store"
 //	ecr-images/{account}/{region}/{escaped name}/{digest}          EcrImageRecord
 //	ecr-tags/{account}/{region}/{escaped name}/{tag}               EcrTagRecord
 //	ecr-blobs/{account}/{region}/{digest}                          (empty: index)
+//	ecr-cache-rules/{account}/{region}/{escaped prefix}            berth.ecr.v1.PullThroughCacheRule
 //
 // Repository names hold '/', which Escape turns into a single segment.
 
@@ -55,3 +56,13 @@ func EcrBlob(s Scope, digest string) string {
 
 // EcrAllBlobs returns the prefix of every scope's blob index keys.
 func EcrAllBlobs() string { return store.MustKeyPrefix("ecr-blobs") }
+
+// EcrCacheRule returns the key of a pull-through cache rule (by ecrRepositoryPrefix).
+func EcrCacheRule(s Scope, prefix string) string {
+	return store.MustKey("ecr-cache-rules", s.Account, s.Region, Escape(prefix))
+}
+
+// EcrCacheRules returns the prefix of a scope's pull-through cache rules.
+func EcrCacheRules(s Scope) string {
+	return store.MustKeyPrefix("ecr-cache-rules", s.Account, s.Region)
+}

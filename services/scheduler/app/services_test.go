@@ -98,9 +98,9 @@ func TestAWSServicesAnswerThroughHandle(t *testing.T) {
 	registry := ecrv1connect.NewEcrServiceClient(srv.Client(), srv.URL, id)
 	_, err = registry.DescribeRepositories(ctx, connect.NewRequest(&ecrv1.DescribeRepositoriesRequest{}))
 	wantException(t, "ecr without a registry", err, "ServerException", ecr.ErrNoRegistry.Message)
-	_, err = registry.StartLifecyclePolicyPreview(ctx, connect.NewRequest(&ecrv1.StartLifecyclePolicyPreviewRequest{}))
+	_, err = registry.StartImageScan(ctx, connect.NewRequest(&ecrv1.StartImageScanRequest{}))
 	if _, ok := awserr.FromConnect(err); ok || connect.CodeOf(err) != connect.CodeUnimplemented {
-		t.Errorf("ecr StartLifecyclePolicyPreview: %v; want a bare CodeUnimplemented", err)
+		t.Errorf("ecr StartImageScan: %v; want a bare CodeUnimplemented", err)
 	}
 
 	lb := elbv2v1connect.NewElbv2ServiceClient(srv.Client(), srv.URL, id)

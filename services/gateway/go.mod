@@ -20,6 +20,11 @@ require (
 require golang.org/x/sync v0.24.0
 
 require (
+	github.com/fxamacker/cbor/v2 v2.10.0 // indirect
+	github.com/x448/float16 v0.8.4 // indirect
+)
+
+require (
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/v4a v1.5.12 // indirect

@@ -23,7 +23,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
+	"github.com/berthhq/berth/gen/berth/cloudwatch/v1/cloudwatchv1connect"
 	"github.com/berthhq/berth/gen/berth/console/v1/consolev1connect"
 	"github.com/berthhq/berth/gen/berth/ecr/v1/ecrv1connect"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
@@ -35,6 +37,8 @@ import (
 	"github.com/berthhq/berth/gen/berth/sts/v1/stsv1connect"
 	"github.com/berthhq/berth/services/scheduler/admin"
 	"github.com/berthhq/berth/services/scheduler/cloudmap"
+	"github.com/berthhq/berth/services/scheduler/cloudwatch"
+	"github.com/berthhq/berth/services/scheduler/cloudwatch/metricstore"
 	"github.com/berthhq/berth/services/scheduler/ecr"
 	"github.com/berthhq/berth/services/scheduler/ecs/agentsession"
 	"github.com/berthhq/berth/services/scheduler/ecs/control"
@@ -122,6 +126,16 @@ type Config struct {
 	LogPeerClient *http.Client
 	// LogSweepInterval is the time between retention sweeps of Logs; default 10 min.
 	LogSweepInterval time.Duration
+	// Metrics is the replica's CloudWatch metric store (on its disk, never in etcd):
+	// PutMetricData and the AWS/ECS metrics of the agents' samples are written to it.
+	// Nil serves CloudWatch's metric actions with an error and drops the samples.
+	Metrics metricstore.Store
+	// AlarmActions runs CloudWatch alarm actions (Application Auto Scaling policies);
+	// nil records each action as failed in the alarm's history.
+	AlarmActions cloudwatch.AlarmActions
+	// AlarmEvaluationInterval is the time between the leader's alarm evaluations;
+	// default 1 minute, as CloudWatch.
+	AlarmEvaluationInterval time.Duration
 	// Keyring seals the values of Secrets Manager secrets and SSM parameters and the
 	// secrets of access keys (see package seal; the key is never in etcd). Nil disables
 	// both services (their actions answer an error naming the missing key) and stores
@@ -182,7 +196,9 @@ type App struct {
 	kv          clientv3.KV        // cfg.Etcd's KV, instrumented when metrics are on
 	watchKV     etcdmetrics.Client // the same with the watcher, for placement and services
 	tokens      *admin.Tokens
-	logPeers    *logpeers.Peers // nil without Config.LogPeerURL
+	logPeers    *logpeers.Peers        // nil without Config.LogPeerURL
+	cwMetrics   *cloudwatch.Metrics    // nil without Config.Metrics
+	ecsMetrics  *cloudwatch.ECSMetrics // nil without Config.Metrics
 }
 
 // ecsHandler serves the ECS API: service actions from service.Handler, everything else
@@ -251,6 +267,12 @@ func New(cfg Config) (*App, error) {
 	a.ecr = ecr.New(ecrStore)
 	a.ecr.Logger = cfg.Logger.With("component", "ecr")
 	a.cloudMap = cloudmap.NewRegistry(a.kv, nil)
+	var onTaskStats func(keys.Scope, string, string, *agentv1.TaskStats)
+	if cfg.Metrics != nil {
+		a.cwMetrics = cloudwatch.NewMetrics(cfg.Metrics, cfg.Logger.With("component", "cloudwatch"))
+		a.ecsMetrics = cloudwatch.NewECSMetrics(a.cwMetrics)
+		onTaskStats = a.ecsMetrics.Observe
+	}
 	creds := taskcreds.New(taskcreds.Config{KV: a.kv, Lease: cfg.Etcd, Keyring: cfg.Keyring, Lifetime: cfg.TaskCredentialsLifetime})
 	a.sessions = agentsession.New(agentsession.Config{
 		Credentials:      creds,
@@ -260,6 +282,7 @@ func New(cfg Config) (*App, error) {
 		HeartbeatTimeout: cfg.HeartbeatTimeout,
 		Logger:           cfg.Logger.With("component", "agentsession"),
 		OnHeartbeat:      a.registerMetrics(reg),
+		OnTaskStats:      onTaskStats,
 		Logs:             cfg.Logs,
 		Secrets:          tasksecrets.Resolver{Secrets: a.secrets, Parameters: a.params, ECR: a.ecr.Store},
 	})
@@ -305,6 +328,8 @@ func New(cfg Config) (*App, error) {
 	cloudMapHandler := cloudmap.NewHandler(a.cloudMap)
 	cloudMapHandler.Logger = cfg.Logger.With("component", "cloudmap")
 	mux.Handle(servicediscoveryv1connect.NewServicediscoveryServiceHandler(cloudMapHandler, identity, gzip))
+	mux.Handle(cloudwatchv1connect.NewCloudwatchServiceHandler(&cloudwatch.Handler{Metrics: a.cwMetrics, KV: a.kv, Actions: cfg.AlarmActions,
+		Logger: cfg.Logger.With("component", "cloudwatch")}, identity, gzip))
 	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip, connect.WithInterceptors(admin.Guard{Strict: cfg.Dev})))
 	mux.Handle(consolev1connect.NewConsoleServiceHandler(changefeed.New(cfg.Etcd, a.kv, cfg.Logger.With("component", "changefeed")), identity, gzip))
 	a.handleIntrospection(mux)
@@ -427,11 +452,14 @@ func (a *App) Run(ctx context.Context) error {
 	if a.logPeers != nil {
 		go a.logPeers.Run(ctx)
 	}
+	if a.ecsMetrics != nil {
+		go func() { _ = a.ecsMetrics.Run(ctx) }()
+	}
 	return a.elector.Run(ctx, func(ctx context.Context, term leader.Term) {
 		a.leading.Store(true)
 		defer a.leading.Store(false)
 		a.log.Info("leading", "replica", a.cfg.Replica, "term", term.Rev)
-		done := make(chan struct{}, 2)
+		done := make(chan struct{}, 3)
 		go func() {
 			defer func() { done <- struct{}{} }()
 			r := reaper.New(reaper.Config{
@@ -467,6 +495,13 @@ func (a *App) Run(ctx context.Context) error {
 				a.log.Error("service reconciler stopped", "err", err)
 			}
 		}()
+		go func() {
+			defer func() { done <- struct{}{} }()
+			ev := &cloudwatch.Evaluator{KV: term.KV(a.kv), Metrics: a.cwMetrics, Actions: a.cfg.AlarmActions,
+				Interval: a.cfg.AlarmEvaluationInterval, Log: a.log.With("component", "alarms")}
+			_ = ev.Run(ctx)
+		}()
+		<-done
 		<-done
 		<-done
 		a.log.Info("no longer leading", "replica", a.cfg.Replica)

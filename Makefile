@@ -40,7 +40,7 @@ generate: tools
 	cd tools && GOWORK=off go run ./awsgen -model ../api/elbv2/elbv2-2015-12-01.json -out ../proto/berth/elbv2/v1 -package berth.elbv2.v1 -service Elbv2Service -title "Elastic Load Balancing v2"
 	cd tools && GOWORK=off go run ./awsgen -model ../api/servicediscovery/servicediscovery-2017-03-14.json -out ../proto/berth/servicediscovery/v1 -package berth.servicediscovery.v1 -service ServicediscoveryService -title "Cloud Map"
 	cd tools && GOWORK=off go run ./awsgen -model ../api/ecr/ecr-2015-09-21.json -out ../proto/berth/ecr/v1 -package berth.ecr.v1 -service EcrService -title ECR
-	cd tools && GOWORK=off go run ./awsgen -model ../api/cloudwatch/cloudwatch-2010-08-01.json -out ../proto/berth/cloudwatch/v1 -package berth.cloudwatch.v1 -service CloudwatchService -title CloudWatch
+	cd tools && GOWORK=off go run ./awsgen -model ../api/cloudwatch/cloudwatch-2010-08-01.json -out ../proto/berth/cloudwatch/v1 -package berth.cloudwatch.v1 -service CloudwatchService -title CloudWatch -box-scalars
 	$(BUF) format -w
 	rm -rf gen/berth
 	PATH="$(TOOLS):$$PATH" $(BUF) generate

@@ -41,6 +41,8 @@ const (
 // PathPrefix starts every request path: /service/{ServiceName}/operation/{Operation}.
 const PathPrefix = "/service/"
 
+var mapType = reflect.TypeOf(map[string]any(nil))
+
 var (
 	decMode cbor.DecMode
 	encMode cbor.EncMode

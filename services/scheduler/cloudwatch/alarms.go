@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -105,12 +106,17 @@ func (h *Handler) PutMetricAlarm(ctx context.Context, req *connect.Request[cwv1.
 			txn := store.NewTxn(h.KV)
 			rec := &storev1.CloudWatchAlarmRecord{Alarm: a, Tags: in.GetTags()}
 			summary, typ := fmt.Sprintf("Alarm %q created", a.GetAlarmName()), "Create"
+			if err == nil {
+				summary, typ = fmt.Sprintf("Alarm %q updated", a.GetAlarmName()), "Update"
+			}
+			data, _ := json.Marshal(map[string]any{"version": "1.0", "type": typ, strings.ToLower(typ) + "dAlarm": alarmJSON(a)})
 			switch {
 			case errors.Is(err, store.ErrNotFound):
 				a.StateValue = proto.String(StateInsufficientData)
 				a.StateReason = proto.String("Unchecked: Initial alarm creation")
 				a.StateUpdatedTimestamp = timestamp(now)
 				a.StateTransitionedTimestamp = timestamp(now)
+				addHistory(rec, now, "ConfigurationUpdate", summary, string(data))
 				txn.IfAbsent(key).Create(key, rec)
 			case err != nil:
 				return nil, err
@@ -122,11 +128,9 @@ func (h *Handler) PutMetricAlarm(ctx context.Context, req *connect.Request[cwv1.
 				if len(in.GetTags()) == 0 {
 					rec.Tags = old.GetTags() // PutMetricAlarm's tags apply only on creation when absent
 				}
-				summary, typ = fmt.Sprintf("Alarm %q updated", a.GetAlarmName()), "Update"
+				addHistory(rec, now, "ConfigurationUpdate", summary, string(data))
 				txn.Update(key, rev, rec)
 			}
-			data, _ := json.Marshal(map[string]any{"version": "1.0", "type": typ, strings.ToLower(typ) + "dAlarm": alarmJSON(a)})
-			addHistory(rec, now, "ConfigurationUpdate", summary, string(data))
 			if _, err := txn.Commit(ctx); err != nil {
 				if (errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists)) && attempt < 5 {
 					continue
@@ -175,10 +179,10 @@ func validateAlarm(in *cwv1.PutMetricAlarmRequest) (*cwv1.MetricAlarm, error) {
 	if len(in.GetAlarmDescription()) > 1024 {
 		return nil, invalid("The parameter AlarmDescription must be at most 1024 characters long.")
 	}
-	if in.GetEvaluationPeriods() == 0 {
+	if in.EvaluationPeriods == nil {
 		return nil, missing("EvaluationPeriods")
 	}
-	if in.GetEvaluationPeriods() < 0 {
+	if in.GetEvaluationPeriods() < 1 {
 		return nil, invalid("The parameter EvaluationPeriods must be greater than or equal to 1.")
 	}
 	if in.GetComparisonOperator() == "" {
@@ -193,7 +197,7 @@ func validateAlarm(in *cwv1.PutMetricAlarmRequest) (*cwv1.MetricAlarm, error) {
 	if in.GetThresholdMetricId() != "" {
 		return nil, invalid("Berth does not support ThresholdMetricId (anomaly detection).")
 	}
-	if in.GetEvaluationCriteria() != nil || in.GetEvaluationInterval() != 0 {
+	if in.GetEvaluationCriteria() != nil || in.EvaluationInterval != nil {
 		return nil, invalid("Berth does not support EvaluationCriteria or EvaluationInterval (PromQL alarms).")
 	}
 	if in.GetExtendedStatistic() != "" {
@@ -220,7 +224,7 @@ func validateAlarm(in *cwv1.PutMetricAlarmRequest) (*cwv1.MetricAlarm, error) {
 	if _, ok := (metricstore.Stats{}).Get(in.GetStatistic()); !ok {
 		return nil, invalid("The value %s for parameter Statistic is invalid.", in.GetStatistic())
 	}
-	if in.GetPeriod() == 0 {
+	if in.Period == nil {
 		return nil, missing("Period")
 	}
 	if p := in.GetPeriod(); p != 10 && p != 30 && (p < 60 || p%60 != 0) {
@@ -229,14 +233,16 @@ func validateAlarm(in *cwv1.PutMetricAlarmRequest) (*cwv1.MetricAlarm, error) {
 	if time.Duration(in.GetPeriod())*time.Duration(in.GetEvaluationPeriods())*time.Second > maxEvaluation {
 		return nil, invalid("The evaluation period (Period × EvaluationPeriods) must not exceed one day (86400 seconds).")
 	}
-	m := in.GetDatapointsToAlarm()
-	if m < 0 || m > in.GetEvaluationPeriods() {
+	if m := in.GetDatapointsToAlarm(); in.DatapointsToAlarm != nil && (m < 1 || m > in.GetEvaluationPeriods()) {
 		return nil, invalid("DatapointsToAlarm must be between 1 and EvaluationPeriods (%d).", in.GetEvaluationPeriods())
 	}
 	switch in.GetTreatMissingData() {
 	case "", "breaching", "notBreaching", "ignore", "missing":
 	default:
 		return nil, invalid("The value %s for parameter TreatMissingData is invalid. Valid values are breaching, notBreaching, ignore and missing.", in.GetTreatMissingData())
+	}
+	if in.Threshold == nil {
+		return nil, missing("Threshold")
 	}
 	if finite(in.GetThreshold()) != nil {
 		return nil, invalid("The value %v for parameter Threshold is invalid.", in.GetThreshold())
@@ -254,17 +260,14 @@ func validateAlarm(in *cwv1.PutMetricAlarmRequest) (*cwv1.MetricAlarm, error) {
 	}
 	a := &cwv1.MetricAlarm{
 		AlarmName: proto.String(name), AlarmDescription: in.AlarmDescription,
-		// ActionsEnabled is an unboxed Boolean without presence on Berth's wire shapes: an
-		// alarm starts with actions enabled (CloudWatch's default); DisableAlarmActions
-		// turns them off.
-		ActionsEnabled:          true,
+		ActionsEnabled:          proto.Bool(in.ActionsEnabled == nil || in.GetActionsEnabled()), // default true
 		AlarmActions:            nonNil(in.GetAlarmActions()),
 		OkActions:               nonNil(in.GetOkActions()),
 		InsufficientDataActions: nonNil(in.GetInsufficientDataActions()),
 		Namespace:               in.Namespace, MetricName: in.MetricName, Statistic: in.Statistic,
-		Dimensions: dimensionList(mustDims(in.GetDimensions())), Period: in.GetPeriod(),
-		EvaluationPeriods: in.GetEvaluationPeriods(), DatapointsToAlarm: in.GetDatapointsToAlarm(),
-		Threshold: in.GetThreshold(), ComparisonOperator: in.ComparisonOperator,
+		Dimensions: dimensionList(mustDims(in.GetDimensions())), Period: in.Period,
+		EvaluationPeriods: in.EvaluationPeriods, DatapointsToAlarm: in.DatapointsToAlarm,
+		Threshold: in.Threshold, ComparisonOperator: in.ComparisonOperator,
 		TreatMissingData: in.TreatMissingData, Unit: in.Unit,
 		Metrics: []*cwv1.MetricDataQuery{},
 	}
@@ -413,7 +416,7 @@ func (h *Handler) DescribeAlarmsForMetric(ctx context.Context, req *connect.Requ
 			a := r.GetAlarm()
 			if metricKey(a.GetNamespace(), a.GetMetricName(), mustDims(a.GetDimensions())) != want ||
 				in.GetStatistic() != "" && a.GetStatistic() != in.GetStatistic() ||
-				in.GetPeriod() != 0 && a.GetPeriod() != in.GetPeriod() ||
+				in.Period != nil && a.GetPeriod() != in.GetPeriod() ||
 				in.GetUnit() != "" && a.GetUnit() != in.GetUnit() {
 				continue
 			}
@@ -488,7 +491,7 @@ func (h *Handler) setActions(ctx context.Context, scope keys.Scope, names []stri
 			if r.GetAlarm().GetActionsEnabled() == enabled {
 				return store.ErrNoChange
 			}
-			r.Alarm.ActionsEnabled = enabled
+			r.Alarm.ActionsEnabled = proto.Bool(enabled)
 			return nil
 		})
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -597,6 +600,9 @@ func (h *Handler) DescribeAlarmHistory(ctx context.Context, req *connect.Request
 				}
 				items = append(items, it)
 			}
+		}
+		if !ascending {
+			slices.Reverse(items) // newest first among items of one timestamp too
 		}
 		sort.SliceStable(items, func(i, j int) bool {
 			if ascending {

@@ -202,7 +202,11 @@ func datumPoints(d *cwv1.MetricDatum, p, ns string, now time.Time) ([]metricstor
 		return nil, err
 	}
 	switch d.GetStorageResolution() {
-	case 0, 1, 60:
+	case 1, 60:
+	case 0:
+		if d.StorageResolution != nil {
+			return nil, invalid("The value 0 for parameter %s.StorageResolution is invalid. Valid values are 1 and 60.", p)
+		}
 	default:
 		return nil, invalid("The value %d for parameter %s.StorageResolution is invalid. Valid values are 1 and 60.", d.GetStorageResolution(), p)
 	}
@@ -226,7 +230,7 @@ func datumPoints(d *cwv1.MetricDatum, p, ns string, now time.Time) ([]metricstor
 	}
 	ss := d.GetStatisticValues()
 	given := 0
-	if d.GetValue() != 0 {
+	if d.Value != nil {
 		given++
 	}
 	if ss != nil {
@@ -315,7 +319,7 @@ func (h *Handler) GetMetricStatistics(ctx context.Context, req *connect.Request[
 		if in.EndTime == nil {
 			return nil, missing("EndTime")
 		}
-		if in.GetPeriod() == 0 {
+		if in.Period == nil {
 			return nil, missing("Period")
 		}
 		if err := checkPeriod(in.GetPeriod(), "Period"); err != nil {
@@ -362,15 +366,15 @@ func (h *Handler) GetMetricStatistics(ctx context.Context, req *connect.Request[
 				v, _ := b.Stats.Get(s)
 				switch s {
 				case "SampleCount":
-					dp.SampleCount = v
+					dp.SampleCount = proto.Float64(v)
 				case "Average":
-					dp.Average = v
+					dp.Average = proto.Float64(v)
 				case "Sum":
-					dp.Sum = v
+					dp.Sum = proto.Float64(v)
 				case "Minimum":
-					dp.Minimum = v
+					dp.Minimum = proto.Float64(v)
 				case "Maximum":
-					dp.Maximum = v
+					dp.Maximum = proto.Float64(v)
 				}
 			}
 			out.Datapoints = append(out.Datapoints, dp)
@@ -463,7 +467,7 @@ func (h *Handler) GetMetricData(ctx context.Context, req *connect.Request[cwv1.G
 			if err := checkNamespace(metric.GetNamespace(), p+".Metric.Namespace"); err != nil {
 				return nil, err
 			}
-			if ms.GetPeriod() == 0 {
+			if ms.Period == nil {
 				return nil, missing(p + ".Period")
 			}
 			if err := checkPeriod(ms.GetPeriod(), p+".Period"); err != nil {
@@ -504,8 +508,9 @@ func (h *Handler) GetMetricData(ctx context.Context, req *connect.Request[cwv1.G
 				res.Values = append(res.Values, v)
 				total++
 			}
-			// ReturnData has no presence on the wire here (an unboxed Boolean): a query
-			// always returns its data, as the default true does.
+			if q.ReturnData != nil && !q.GetReturnData() {
+				continue // ReturnData false: computed, not returned (default true)
+			}
 			out.MetricDataResults = append(out.MetricDataResults, res)
 		}
 		return out, nil

@@ -274,9 +274,9 @@ func (x *AlarmMuteRuleSummary) GetStatus() string {
 // AlarmPromQLCriteria is the CloudWatch API shape of the same name.
 type AlarmPromQLCriteria struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
-	PendingPeriod  int32                  `protobuf:"varint,1,opt,name=pending_period,json=PendingPeriod,proto3" json:"pending_period,omitempty"`
+	PendingPeriod  *int32                 `protobuf:"varint,1,opt,name=pending_period,json=PendingPeriod,proto3,oneof" json:"pending_period,omitempty"`
 	Query          *string                `protobuf:"bytes,2,opt,name=query,json=Query,proto3,oneof" json:"query,omitempty"`
-	RecoveryPeriod int32                  `protobuf:"varint,3,opt,name=recovery_period,json=RecoveryPeriod,proto3" json:"recovery_period,omitempty"`
+	RecoveryPeriod *int32                 `protobuf:"varint,3,opt,name=recovery_period,json=RecoveryPeriod,proto3,oneof" json:"recovery_period,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -312,8 +312,8 @@ func (*AlarmPromQLCriteria) Descriptor() ([]byte, []int) {
 }
 
 func (x *AlarmPromQLCriteria) GetPendingPeriod() int32 {
-	if x != nil {
-		return x.PendingPeriod
+	if x != nil && x.PendingPeriod != nil {
+		return *x.PendingPeriod
 	}
 	return 0
 }
@@ -326,8 +326,8 @@ func (x *AlarmPromQLCriteria) GetQuery() string {
 }
 
 func (x *AlarmPromQLCriteria) GetRecoveryPeriod() int32 {
-	if x != nil {
-		return x.RecoveryPeriod
+	if x != nil && x.RecoveryPeriod != nil {
+		return *x.RecoveryPeriod
 	}
 	return 0
 }
@@ -497,12 +497,12 @@ func (x *AnomalyDetectorConfiguration) GetMetricTimezone() string {
 // CompositeAlarm is the CloudWatch API shape of the same name.
 type CompositeAlarm struct {
 	state                              protoimpl.MessageState `protogen:"open.v1"`
-	ActionsEnabled                     bool                   `protobuf:"varint,1,opt,name=actions_enabled,json=ActionsEnabled,proto3" json:"actions_enabled,omitempty"`
+	ActionsEnabled                     *bool                  `protobuf:"varint,1,opt,name=actions_enabled,json=ActionsEnabled,proto3,oneof" json:"actions_enabled,omitempty"`
 	ActionsSuppressedBy                *string                `protobuf:"bytes,2,opt,name=actions_suppressed_by,json=ActionsSuppressedBy,proto3,oneof" json:"actions_suppressed_by,omitempty"`
 	ActionsSuppressedReason            *string                `protobuf:"bytes,3,opt,name=actions_suppressed_reason,json=ActionsSuppressedReason,proto3,oneof" json:"actions_suppressed_reason,omitempty"`
 	ActionsSuppressor                  *string                `protobuf:"bytes,4,opt,name=actions_suppressor,json=ActionsSuppressor,proto3,oneof" json:"actions_suppressor,omitempty"`
-	ActionsSuppressorExtensionPeriod   int32                  `protobuf:"varint,5,opt,name=actions_suppressor_extension_period,json=ActionsSuppressorExtensionPeriod,proto3" json:"actions_suppressor_extension_period,omitempty"`
-	ActionsSuppressorWaitPeriod        int32                  `protobuf:"varint,6,opt,name=actions_suppressor_wait_period,json=ActionsSuppressorWaitPeriod,proto3" json:"actions_suppressor_wait_period,omitempty"`
+	ActionsSuppressorExtensionPeriod   *int32                 `protobuf:"varint,5,opt,name=actions_suppressor_extension_period,json=ActionsSuppressorExtensionPeriod,proto3,oneof" json:"actions_suppressor_extension_period,omitempty"`
+	ActionsSuppressorWaitPeriod        *int32                 `protobuf:"varint,6,opt,name=actions_suppressor_wait_period,json=ActionsSuppressorWaitPeriod,proto3,oneof" json:"actions_suppressor_wait_period,omitempty"`
 	AlarmActions                       []string               `protobuf:"bytes,7,rep,name=alarm_actions,json=AlarmActions,proto3" json:"alarm_actions,omitempty"`
 	AlarmArn                           *string                `protobuf:"bytes,8,opt,name=alarm_arn,json=AlarmArn,proto3,oneof" json:"alarm_arn,omitempty"`
 	AlarmConfigurationUpdatedTimestamp *float64               `protobuf:"fixed64,9,opt,name=alarm_configuration_updated_timestamp,json=AlarmConfigurationUpdatedTimestamp,proto3,oneof" json:"alarm_configuration_updated_timestamp,omitempty"`
@@ -551,8 +551,8 @@ func (*CompositeAlarm) Descriptor() ([]byte, []int) {
 }
 
 func (x *CompositeAlarm) GetActionsEnabled() bool {
-	if x != nil {
-		return x.ActionsEnabled
+	if x != nil && x.ActionsEnabled != nil {
+		return *x.ActionsEnabled
 	}
 	return false
 }
@@ -579,15 +579,15 @@ func (x *CompositeAlarm) GetActionsSuppressor() string {
 }
 
 func (x *CompositeAlarm) GetActionsSuppressorExtensionPeriod() int32 {
-	if x != nil {
-		return x.ActionsSuppressorExtensionPeriod
+	if x != nil && x.ActionsSuppressorExtensionPeriod != nil {
+		return *x.ActionsSuppressorExtensionPeriod
 	}
 	return 0
 }
 
 func (x *CompositeAlarm) GetActionsSuppressorWaitPeriod() int32 {
-	if x != nil {
-		return x.ActionsSuppressorWaitPeriod
+	if x != nil && x.ActionsSuppressorWaitPeriod != nil {
+		return *x.ActionsSuppressorWaitPeriod
 	}
 	return 0
 }
@@ -689,7 +689,7 @@ type DashboardEntry struct {
 	DashboardArn  *string                `protobuf:"bytes,1,opt,name=dashboard_arn,json=DashboardArn,proto3,oneof" json:"dashboard_arn,omitempty"`
 	DashboardName *string                `protobuf:"bytes,2,opt,name=dashboard_name,json=DashboardName,proto3,oneof" json:"dashboard_name,omitempty"`
 	LastModified  *float64               `protobuf:"fixed64,3,opt,name=last_modified,json=LastModified,proto3,oneof" json:"last_modified,omitempty"`
-	Size          int64                  `protobuf:"varint,4,opt,name=size,json=Size,proto3" json:"size,omitempty"`
+	Size          *int64                 `protobuf:"varint,4,opt,name=size,json=Size,proto3,oneof" json:"size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -746,8 +746,8 @@ func (x *DashboardEntry) GetLastModified() float64 {
 }
 
 func (x *DashboardEntry) GetSize() int64 {
-	if x != nil {
-		return x.Size
+	if x != nil && x.Size != nil {
+		return *x.Size
 	}
 	return 0
 }
@@ -808,12 +808,12 @@ func (x *DashboardValidationMessage) GetMessage() string {
 // Datapoint is the CloudWatch API shape of the same name.
 type Datapoint struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
-	Average            float64                `protobuf:"fixed64,1,opt,name=average,json=Average,proto3" json:"average,omitempty"`
+	Average            *float64               `protobuf:"fixed64,1,opt,name=average,json=Average,proto3,oneof" json:"average,omitempty"`
 	ExtendedStatistics map[string]float64     `protobuf:"bytes,2,rep,name=extended_statistics,json=ExtendedStatistics,proto3" json:"extended_statistics,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
-	Maximum            float64                `protobuf:"fixed64,3,opt,name=maximum,json=Maximum,proto3" json:"maximum,omitempty"`
-	Minimum            float64                `protobuf:"fixed64,4,opt,name=minimum,json=Minimum,proto3" json:"minimum,omitempty"`
-	SampleCount        float64                `protobuf:"fixed64,5,opt,name=sample_count,json=SampleCount,proto3" json:"sample_count,omitempty"`
-	Sum                float64                `protobuf:"fixed64,6,opt,name=sum,json=Sum,proto3" json:"sum,omitempty"`
+	Maximum            *float64               `protobuf:"fixed64,3,opt,name=maximum,json=Maximum,proto3,oneof" json:"maximum,omitempty"`
+	Minimum            *float64               `protobuf:"fixed64,4,opt,name=minimum,json=Minimum,proto3,oneof" json:"minimum,omitempty"`
+	SampleCount        *float64               `protobuf:"fixed64,5,opt,name=sample_count,json=SampleCount,proto3,oneof" json:"sample_count,omitempty"`
+	Sum                *float64               `protobuf:"fixed64,6,opt,name=sum,json=Sum,proto3,oneof" json:"sum,omitempty"`
 	Timestamp          *float64               `protobuf:"fixed64,7,opt,name=timestamp,json=Timestamp,proto3,oneof" json:"timestamp,omitempty"`
 	Unit               *string                `protobuf:"bytes,8,opt,name=unit,json=Unit,proto3,oneof" json:"unit,omitempty"`
 	unknownFields      protoimpl.UnknownFields
@@ -851,8 +851,8 @@ func (*Datapoint) Descriptor() ([]byte, []int) {
 }
 
 func (x *Datapoint) GetAverage() float64 {
-	if x != nil {
-		return x.Average
+	if x != nil && x.Average != nil {
+		return *x.Average
 	}
 	return 0
 }
@@ -865,29 +865,29 @@ func (x *Datapoint) GetExtendedStatistics() map[string]float64 {
 }
 
 func (x *Datapoint) GetMaximum() float64 {
-	if x != nil {
-		return x.Maximum
+	if x != nil && x.Maximum != nil {
+		return *x.Maximum
 	}
 	return 0
 }
 
 func (x *Datapoint) GetMinimum() float64 {
-	if x != nil {
-		return x.Minimum
+	if x != nil && x.Minimum != nil {
+		return *x.Minimum
 	}
 	return 0
 }
 
 func (x *Datapoint) GetSampleCount() float64 {
-	if x != nil {
-		return x.SampleCount
+	if x != nil && x.SampleCount != nil {
+		return *x.SampleCount
 	}
 	return 0
 }
 
 func (x *Datapoint) GetSum() float64 {
-	if x != nil {
-		return x.Sum
+	if x != nil && x.Sum != nil {
+		return *x.Sum
 	}
 	return 0
 }
@@ -1560,7 +1560,7 @@ type DescribeAlarmHistoryRequest struct {
 	AlarmTypes         []string               `protobuf:"bytes,3,rep,name=alarm_types,json=AlarmTypes,proto3" json:"alarm_types,omitempty"`
 	EndDate            *float64               `protobuf:"fixed64,4,opt,name=end_date,json=EndDate,proto3,oneof" json:"end_date,omitempty"`
 	HistoryItemType    *string                `protobuf:"bytes,5,opt,name=history_item_type,json=HistoryItemType,proto3,oneof" json:"history_item_type,omitempty"`
-	MaxRecords         int32                  `protobuf:"varint,6,opt,name=max_records,json=MaxRecords,proto3" json:"max_records,omitempty"`
+	MaxRecords         *int32                 `protobuf:"varint,6,opt,name=max_records,json=MaxRecords,proto3,oneof" json:"max_records,omitempty"`
 	NextToken          *string                `protobuf:"bytes,7,opt,name=next_token,json=NextToken,proto3,oneof" json:"next_token,omitempty"`
 	ScanBy             *string                `protobuf:"bytes,8,opt,name=scan_by,json=ScanBy,proto3,oneof" json:"scan_by,omitempty"`
 	StartDate          *float64               `protobuf:"fixed64,9,opt,name=start_date,json=StartDate,proto3,oneof" json:"start_date,omitempty"`
@@ -1634,8 +1634,8 @@ func (x *DescribeAlarmHistoryRequest) GetHistoryItemType() string {
 }
 
 func (x *DescribeAlarmHistoryRequest) GetMaxRecords() int32 {
-	if x != nil {
-		return x.MaxRecords
+	if x != nil && x.MaxRecords != nil {
+		return *x.MaxRecords
 	}
 	return 0
 }
@@ -1721,7 +1721,7 @@ type DescribeAlarmsForMetricRequest struct {
 	ExtendedStatistic *string                `protobuf:"bytes,2,opt,name=extended_statistic,json=ExtendedStatistic,proto3,oneof" json:"extended_statistic,omitempty"`
 	MetricName        *string                `protobuf:"bytes,3,opt,name=metric_name,json=MetricName,proto3,oneof" json:"metric_name,omitempty"`
 	Namespace         *string                `protobuf:"bytes,4,opt,name=namespace,json=Namespace,proto3,oneof" json:"namespace,omitempty"`
-	Period            int32                  `protobuf:"varint,5,opt,name=period,json=Period,proto3" json:"period,omitempty"`
+	Period            *int32                 `protobuf:"varint,5,opt,name=period,json=Period,proto3,oneof" json:"period,omitempty"`
 	Statistic         *string                `protobuf:"bytes,6,opt,name=statistic,json=Statistic,proto3,oneof" json:"statistic,omitempty"`
 	Unit              *string                `protobuf:"bytes,7,opt,name=unit,json=Unit,proto3,oneof" json:"unit,omitempty"`
 	unknownFields     protoimpl.UnknownFields
@@ -1787,8 +1787,8 @@ func (x *DescribeAlarmsForMetricRequest) GetNamespace() string {
 }
 
 func (x *DescribeAlarmsForMetricRequest) GetPeriod() int32 {
-	if x != nil {
-		return x.Period
+	if x != nil && x.Period != nil {
+		return *x.Period
 	}
 	return 0
 }
@@ -1860,7 +1860,7 @@ type DescribeAlarmsRequest struct {
 	AlarmNames          []string               `protobuf:"bytes,3,rep,name=alarm_names,json=AlarmNames,proto3" json:"alarm_names,omitempty"`
 	AlarmTypes          []string               `protobuf:"bytes,4,rep,name=alarm_types,json=AlarmTypes,proto3" json:"alarm_types,omitempty"`
 	ChildrenOfAlarmName *string                `protobuf:"bytes,5,opt,name=children_of_alarm_name,json=ChildrenOfAlarmName,proto3,oneof" json:"children_of_alarm_name,omitempty"`
-	MaxRecords          int32                  `protobuf:"varint,6,opt,name=max_records,json=MaxRecords,proto3" json:"max_records,omitempty"`
+	MaxRecords          *int32                 `protobuf:"varint,6,opt,name=max_records,json=MaxRecords,proto3,oneof" json:"max_records,omitempty"`
 	NextToken           *string                `protobuf:"bytes,7,opt,name=next_token,json=NextToken,proto3,oneof" json:"next_token,omitempty"`
 	ParentsOfAlarmName  *string                `protobuf:"bytes,8,opt,name=parents_of_alarm_name,json=ParentsOfAlarmName,proto3,oneof" json:"parents_of_alarm_name,omitempty"`
 	StateValue          *string                `protobuf:"bytes,9,opt,name=state_value,json=StateValue,proto3,oneof" json:"state_value,omitempty"`
@@ -1934,8 +1934,8 @@ func (x *DescribeAlarmsRequest) GetChildrenOfAlarmName() string {
 }
 
 func (x *DescribeAlarmsRequest) GetMaxRecords() int32 {
-	if x != nil {
-		return x.MaxRecords
+	if x != nil && x.MaxRecords != nil {
+		return *x.MaxRecords
 	}
 	return 0
 }
@@ -2027,7 +2027,7 @@ type DescribeAnomalyDetectorsRequest struct {
 	state                protoimpl.MessageState `protogen:"open.v1"`
 	AnomalyDetectorTypes []string               `protobuf:"bytes,1,rep,name=anomaly_detector_types,json=AnomalyDetectorTypes,proto3" json:"anomaly_detector_types,omitempty"`
 	Dimensions           []*Dimension           `protobuf:"bytes,2,rep,name=dimensions,json=Dimensions,proto3" json:"dimensions,omitempty"`
-	MaxResults           int32                  `protobuf:"varint,3,opt,name=max_results,json=MaxResults,proto3" json:"max_results,omitempty"`
+	MaxResults           *int32                 `protobuf:"varint,3,opt,name=max_results,json=MaxResults,proto3,oneof" json:"max_results,omitempty"`
 	MetricName           *string                `protobuf:"bytes,4,opt,name=metric_name,json=MetricName,proto3,oneof" json:"metric_name,omitempty"`
 	Namespace            *string                `protobuf:"bytes,5,opt,name=namespace,json=Namespace,proto3,oneof" json:"namespace,omitempty"`
 	NextToken            *string                `protobuf:"bytes,6,opt,name=next_token,json=NextToken,proto3,oneof" json:"next_token,omitempty"`
@@ -2080,8 +2080,8 @@ func (x *DescribeAnomalyDetectorsRequest) GetDimensions() []*Dimension {
 }
 
 func (x *DescribeAnomalyDetectorsRequest) GetMaxResults() int32 {
-	if x != nil {
-		return x.MaxResults
+	if x != nil && x.MaxResults != nil {
+		return *x.MaxResults
 	}
 	return 0
 }
@@ -2163,7 +2163,7 @@ func (x *DescribeAnomalyDetectorsResponse) GetNextToken() string {
 // DescribeInsightRulesRequest is the CloudWatch API shape DescribeInsightRulesInput, the input of DescribeInsightRules.
 type DescribeInsightRulesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	MaxResults    int32                  `protobuf:"varint,1,opt,name=max_results,json=MaxResults,proto3" json:"max_results,omitempty"`
+	MaxResults    *int32                 `protobuf:"varint,1,opt,name=max_results,json=MaxResults,proto3,oneof" json:"max_results,omitempty"`
 	NextToken     *string                `protobuf:"bytes,2,opt,name=next_token,json=NextToken,proto3,oneof" json:"next_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2200,8 +2200,8 @@ func (*DescribeInsightRulesRequest) Descriptor() ([]byte, []int) {
 }
 
 func (x *DescribeInsightRulesRequest) GetMaxResults() int32 {
-	if x != nil {
-		return x.MaxResults
+	if x != nil && x.MaxResults != nil {
+		return *x.MaxResults
 	}
 	return 0
 }
@@ -3139,10 +3139,10 @@ func (x *GetDashboardResponse) GetDashboardName() string {
 type GetInsightRuleReportRequest struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	EndTime             *float64               `protobuf:"fixed64,1,opt,name=end_time,json=EndTime,proto3,oneof" json:"end_time,omitempty"`
-	MaxContributorCount int32                  `protobuf:"varint,2,opt,name=max_contributor_count,json=MaxContributorCount,proto3" json:"max_contributor_count,omitempty"`
+	MaxContributorCount *int32                 `protobuf:"varint,2,opt,name=max_contributor_count,json=MaxContributorCount,proto3,oneof" json:"max_contributor_count,omitempty"`
 	Metrics             []string               `protobuf:"bytes,3,rep,name=metrics,json=Metrics,proto3" json:"metrics,omitempty"`
 	OrderBy             *string                `protobuf:"bytes,4,opt,name=order_by,json=OrderBy,proto3,oneof" json:"order_by,omitempty"`
-	Period              int32                  `protobuf:"varint,5,opt,name=period,json=Period,proto3" json:"period,omitempty"`
+	Period              *int32                 `protobuf:"varint,5,opt,name=period,json=Period,proto3,oneof" json:"period,omitempty"`
 	RuleName            *string                `protobuf:"bytes,6,opt,name=rule_name,json=RuleName,proto3,oneof" json:"rule_name,omitempty"`
 	StartTime           *float64               `protobuf:"fixed64,7,opt,name=start_time,json=StartTime,proto3,oneof" json:"start_time,omitempty"`
 	unknownFields       protoimpl.UnknownFields
@@ -3187,8 +3187,8 @@ func (x *GetInsightRuleReportRequest) GetEndTime() float64 {
 }
 
 func (x *GetInsightRuleReportRequest) GetMaxContributorCount() int32 {
-	if x != nil {
-		return x.MaxContributorCount
+	if x != nil && x.MaxContributorCount != nil {
+		return *x.MaxContributorCount
 	}
 	return 0
 }
@@ -3208,8 +3208,8 @@ func (x *GetInsightRuleReportRequest) GetOrderBy() string {
 }
 
 func (x *GetInsightRuleReportRequest) GetPeriod() int32 {
-	if x != nil {
-		return x.Period
+	if x != nil && x.Period != nil {
+		return *x.Period
 	}
 	return 0
 }
@@ -3231,9 +3231,9 @@ func (x *GetInsightRuleReportRequest) GetStartTime() float64 {
 // GetInsightRuleReportResponse is the CloudWatch API shape GetInsightRuleReportOutput, the output of GetInsightRuleReport.
 type GetInsightRuleReportResponse struct {
 	state                  protoimpl.MessageState        `protogen:"open.v1"`
-	AggregateValue         float64                       `protobuf:"fixed64,1,opt,name=aggregate_value,json=AggregateValue,proto3" json:"aggregate_value,omitempty"`
+	AggregateValue         *float64                      `protobuf:"fixed64,1,opt,name=aggregate_value,json=AggregateValue,proto3,oneof" json:"aggregate_value,omitempty"`
 	AggregationStatistic   *string                       `protobuf:"bytes,2,opt,name=aggregation_statistic,json=AggregationStatistic,proto3,oneof" json:"aggregation_statistic,omitempty"`
-	ApproximateUniqueCount int64                         `protobuf:"varint,3,opt,name=approximate_unique_count,json=ApproximateUniqueCount,proto3" json:"approximate_unique_count,omitempty"`
+	ApproximateUniqueCount *int64                        `protobuf:"varint,3,opt,name=approximate_unique_count,json=ApproximateUniqueCount,proto3,oneof" json:"approximate_unique_count,omitempty"`
 	Contributors           []*InsightRuleContributor     `protobuf:"bytes,4,rep,name=contributors,json=Contributors,proto3" json:"contributors,omitempty"`
 	KeyLabels              []string                      `protobuf:"bytes,5,rep,name=key_labels,json=KeyLabels,proto3" json:"key_labels,omitempty"`
 	MetricDatapoints       []*InsightRuleMetricDatapoint `protobuf:"bytes,6,rep,name=metric_datapoints,json=MetricDatapoints,proto3" json:"metric_datapoints,omitempty"`
@@ -3272,8 +3272,8 @@ func (*GetInsightRuleReportResponse) Descriptor() ([]byte, []int) {
 }
 
 func (x *GetInsightRuleReportResponse) GetAggregateValue() float64 {
-	if x != nil {
-		return x.AggregateValue
+	if x != nil && x.AggregateValue != nil {
+		return *x.AggregateValue
 	}
 	return 0
 }
@@ -3286,8 +3286,8 @@ func (x *GetInsightRuleReportResponse) GetAggregationStatistic() string {
 }
 
 func (x *GetInsightRuleReportResponse) GetApproximateUniqueCount() int64 {
-	if x != nil {
-		return x.ApproximateUniqueCount
+	if x != nil && x.ApproximateUniqueCount != nil {
+		return *x.ApproximateUniqueCount
 	}
 	return 0
 }
@@ -3318,7 +3318,7 @@ type GetMetricDataRequest struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	EndTime           *float64               `protobuf:"fixed64,1,opt,name=end_time,json=EndTime,proto3,oneof" json:"end_time,omitempty"`
 	LabelOptions      *LabelOptions          `protobuf:"bytes,2,opt,name=label_options,json=LabelOptions,proto3" json:"label_options,omitempty"`
-	MaxDatapoints     int32                  `protobuf:"varint,3,opt,name=max_datapoints,json=MaxDatapoints,proto3" json:"max_datapoints,omitempty"`
+	MaxDatapoints     *int32                 `protobuf:"varint,3,opt,name=max_datapoints,json=MaxDatapoints,proto3,oneof" json:"max_datapoints,omitempty"`
 	MetricDataQueries []*MetricDataQuery     `protobuf:"bytes,4,rep,name=metric_data_queries,json=MetricDataQueries,proto3" json:"metric_data_queries,omitempty"`
 	NextToken         *string                `protobuf:"bytes,5,opt,name=next_token,json=NextToken,proto3,oneof" json:"next_token,omitempty"`
 	ScanBy            *string                `protobuf:"bytes,6,opt,name=scan_by,json=ScanBy,proto3,oneof" json:"scan_by,omitempty"`
@@ -3372,8 +3372,8 @@ func (x *GetMetricDataRequest) GetLabelOptions() *LabelOptions {
 }
 
 func (x *GetMetricDataRequest) GetMaxDatapoints() int32 {
-	if x != nil {
-		return x.MaxDatapoints
+	if x != nil && x.MaxDatapoints != nil {
+		return *x.MaxDatapoints
 	}
 	return 0
 }
@@ -3475,7 +3475,7 @@ type GetMetricStatisticsRequest struct {
 	ExtendedStatistics []string               `protobuf:"bytes,3,rep,name=extended_statistics,json=ExtendedStatistics,proto3" json:"extended_statistics,omitempty"`
 	MetricName         *string                `protobuf:"bytes,4,opt,name=metric_name,json=MetricName,proto3,oneof" json:"metric_name,omitempty"`
 	Namespace          *string                `protobuf:"bytes,5,opt,name=namespace,json=Namespace,proto3,oneof" json:"namespace,omitempty"`
-	Period             int32                  `protobuf:"varint,6,opt,name=period,json=Period,proto3" json:"period,omitempty"`
+	Period             *int32                 `protobuf:"varint,6,opt,name=period,json=Period,proto3,oneof" json:"period,omitempty"`
 	StartTime          *float64               `protobuf:"fixed64,7,opt,name=start_time,json=StartTime,proto3,oneof" json:"start_time,omitempty"`
 	Statistics         []string               `protobuf:"bytes,8,rep,name=statistics,json=Statistics,proto3" json:"statistics,omitempty"`
 	Unit               *string                `protobuf:"bytes,9,opt,name=unit,json=Unit,proto3,oneof" json:"unit,omitempty"`
@@ -3549,8 +3549,8 @@ func (x *GetMetricStatisticsRequest) GetNamespace() string {
 }
 
 func (x *GetMetricStatisticsRequest) GetPeriod() int32 {
-	if x != nil {
-		return x.Period
+	if x != nil && x.Period != nil {
+		return *x.Period
 	}
 	return 0
 }
@@ -3682,7 +3682,7 @@ type GetMetricStreamResponse struct {
 	ExcludeFilters               []*MetricStreamFilter                  `protobuf:"bytes,3,rep,name=exclude_filters,json=ExcludeFilters,proto3" json:"exclude_filters,omitempty"`
 	FirehoseArn                  *string                                `protobuf:"bytes,4,opt,name=firehose_arn,json=FirehoseArn,proto3,oneof" json:"firehose_arn,omitempty"`
 	IncludeFilters               []*MetricStreamFilter                  `protobuf:"bytes,5,rep,name=include_filters,json=IncludeFilters,proto3" json:"include_filters,omitempty"`
-	IncludeLinkedAccountsMetrics bool                                   `protobuf:"varint,6,opt,name=include_linked_accounts_metrics,json=IncludeLinkedAccountsMetrics,proto3" json:"include_linked_accounts_metrics,omitempty"`
+	IncludeLinkedAccountsMetrics *bool                                  `protobuf:"varint,6,opt,name=include_linked_accounts_metrics,json=IncludeLinkedAccountsMetrics,proto3,oneof" json:"include_linked_accounts_metrics,omitempty"`
 	LastUpdateDate               *float64                               `protobuf:"fixed64,7,opt,name=last_update_date,json=LastUpdateDate,proto3,oneof" json:"last_update_date,omitempty"`
 	Name                         *string                                `protobuf:"bytes,8,opt,name=name,json=Name,proto3,oneof" json:"name,omitempty"`
 	OutputFormat                 *string                                `protobuf:"bytes,9,opt,name=output_format,json=OutputFormat,proto3,oneof" json:"output_format,omitempty"`
@@ -3759,8 +3759,8 @@ func (x *GetMetricStreamResponse) GetIncludeFilters() []*MetricStreamFilter {
 }
 
 func (x *GetMetricStreamResponse) GetIncludeLinkedAccountsMetrics() bool {
-	if x != nil {
-		return x.IncludeLinkedAccountsMetrics
+	if x != nil && x.IncludeLinkedAccountsMetrics != nil {
+		return *x.IncludeLinkedAccountsMetrics
 	}
 	return false
 }
@@ -3990,9 +3990,9 @@ func (x *GetOTelEnrichmentResponse) GetStatus() string {
 // InsightRule is the CloudWatch API shape of the same name.
 type InsightRule struct {
 	state                  protoimpl.MessageState `protogen:"open.v1"`
-	ApplyOnTransformedLogs bool                   `protobuf:"varint,1,opt,name=apply_on_transformed_logs,json=ApplyOnTransformedLogs,proto3" json:"apply_on_transformed_logs,omitempty"`
+	ApplyOnTransformedLogs *bool                  `protobuf:"varint,1,opt,name=apply_on_transformed_logs,json=ApplyOnTransformedLogs,proto3,oneof" json:"apply_on_transformed_logs,omitempty"`
 	Definition             *string                `protobuf:"bytes,2,opt,name=definition,json=Definition,proto3,oneof" json:"definition,omitempty"`
-	ManagedRule            bool                   `protobuf:"varint,3,opt,name=managed_rule,json=ManagedRule,proto3" json:"managed_rule,omitempty"`
+	ManagedRule            *bool                  `protobuf:"varint,3,opt,name=managed_rule,json=ManagedRule,proto3,oneof" json:"managed_rule,omitempty"`
 	Name                   *string                `protobuf:"bytes,4,opt,name=name,json=Name,proto3,oneof" json:"name,omitempty"`
 	Schema                 *string                `protobuf:"bytes,5,opt,name=schema,json=Schema,proto3,oneof" json:"schema,omitempty"`
 	State                  *string                `protobuf:"bytes,6,opt,name=state,json=State,proto3,oneof" json:"state,omitempty"`
@@ -4031,8 +4031,8 @@ func (*InsightRule) Descriptor() ([]byte, []int) {
 }
 
 func (x *InsightRule) GetApplyOnTransformedLogs() bool {
-	if x != nil {
-		return x.ApplyOnTransformedLogs
+	if x != nil && x.ApplyOnTransformedLogs != nil {
+		return *x.ApplyOnTransformedLogs
 	}
 	return false
 }
@@ -4045,8 +4045,8 @@ func (x *InsightRule) GetDefinition() string {
 }
 
 func (x *InsightRule) GetManagedRule() bool {
-	if x != nil {
-		return x.ManagedRule
+	if x != nil && x.ManagedRule != nil {
+		return *x.ManagedRule
 	}
 	return false
 }
@@ -4075,7 +4075,7 @@ func (x *InsightRule) GetState() string {
 // InsightRuleContributor is the CloudWatch API shape of the same name.
 type InsightRuleContributor struct {
 	state                     protoimpl.MessageState             `protogen:"open.v1"`
-	ApproximateAggregateValue float64                            `protobuf:"fixed64,1,opt,name=approximate_aggregate_value,json=ApproximateAggregateValue,proto3" json:"approximate_aggregate_value,omitempty"`
+	ApproximateAggregateValue *float64                           `protobuf:"fixed64,1,opt,name=approximate_aggregate_value,json=ApproximateAggregateValue,proto3,oneof" json:"approximate_aggregate_value,omitempty"`
 	Datapoints                []*InsightRuleContributorDatapoint `protobuf:"bytes,2,rep,name=datapoints,json=Datapoints,proto3" json:"datapoints,omitempty"`
 	Keys                      []string                           `protobuf:"bytes,3,rep,name=keys,json=Keys,proto3" json:"keys,omitempty"`
 	unknownFields             protoimpl.UnknownFields
@@ -4113,8 +4113,8 @@ func (*InsightRuleContributor) Descriptor() ([]byte, []int) {
 }
 
 func (x *InsightRuleContributor) GetApproximateAggregateValue() float64 {
-	if x != nil {
-		return x.ApproximateAggregateValue
+	if x != nil && x.ApproximateAggregateValue != nil {
+		return *x.ApproximateAggregateValue
 	}
 	return 0
 }
@@ -4136,7 +4136,7 @@ func (x *InsightRuleContributor) GetKeys() []string {
 // InsightRuleContributorDatapoint is the CloudWatch API shape of the same name.
 type InsightRuleContributorDatapoint struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
-	ApproximateValue float64                `protobuf:"fixed64,1,opt,name=approximate_value,json=ApproximateValue,proto3" json:"approximate_value,omitempty"`
+	ApproximateValue *float64               `protobuf:"fixed64,1,opt,name=approximate_value,json=ApproximateValue,proto3,oneof" json:"approximate_value,omitempty"`
 	Timestamp        *float64               `protobuf:"fixed64,2,opt,name=timestamp,json=Timestamp,proto3,oneof" json:"timestamp,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
@@ -4173,8 +4173,8 @@ func (*InsightRuleContributorDatapoint) Descriptor() ([]byte, []int) {
 }
 
 func (x *InsightRuleContributorDatapoint) GetApproximateValue() float64 {
-	if x != nil {
-		return x.ApproximateValue
+	if x != nil && x.ApproximateValue != nil {
+		return *x.ApproximateValue
 	}
 	return 0
 }
@@ -4189,14 +4189,14 @@ func (x *InsightRuleContributorDatapoint) GetTimestamp() float64 {
 // InsightRuleMetricDatapoint is the CloudWatch API shape of the same name.
 type InsightRuleMetricDatapoint struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
-	Average             float64                `protobuf:"fixed64,1,opt,name=average,json=Average,proto3" json:"average,omitempty"`
-	MaxContributorValue float64                `protobuf:"fixed64,2,opt,name=max_contributor_value,json=MaxContributorValue,proto3" json:"max_contributor_value,omitempty"`
-	Maximum             float64                `protobuf:"fixed64,3,opt,name=maximum,json=Maximum,proto3" json:"maximum,omitempty"`
-	Minimum             float64                `protobuf:"fixed64,4,opt,name=minimum,json=Minimum,proto3" json:"minimum,omitempty"`
-	SampleCount         float64                `protobuf:"fixed64,5,opt,name=sample_count,json=SampleCount,proto3" json:"sample_count,omitempty"`
-	Sum                 float64                `protobuf:"fixed64,6,opt,name=sum,json=Sum,proto3" json:"sum,omitempty"`
+	Average             *float64               `protobuf:"fixed64,1,opt,name=average,json=Average,proto3,oneof" json:"average,omitempty"`
+	MaxContributorValue *float64               `protobuf:"fixed64,2,opt,name=max_contributor_value,json=MaxContributorValue,proto3,oneof" json:"max_contributor_value,omitempty"`
+	Maximum             *float64               `protobuf:"fixed64,3,opt,name=maximum,json=Maximum,proto3,oneof" json:"maximum,omitempty"`
+	Minimum             *float64               `protobuf:"fixed64,4,opt,name=minimum,json=Minimum,proto3,oneof" json:"minimum,omitempty"`
+	SampleCount         *float64               `protobuf:"fixed64,5,opt,name=sample_count,json=SampleCount,proto3,oneof" json:"sample_count,omitempty"`
+	Sum                 *float64               `protobuf:"fixed64,6,opt,name=sum,json=Sum,proto3,oneof" json:"sum,omitempty"`
 	Timestamp           *float64               `protobuf:"fixed64,7,opt,name=timestamp,json=Timestamp,proto3,oneof" json:"timestamp,omitempty"`
-	UniqueContributors  float64                `protobuf:"fixed64,8,opt,name=unique_contributors,json=UniqueContributors,proto3" json:"unique_contributors,omitempty"`
+	UniqueContributors  *float64               `protobuf:"fixed64,8,opt,name=unique_contributors,json=UniqueContributors,proto3,oneof" json:"unique_contributors,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -4232,43 +4232,43 @@ func (*InsightRuleMetricDatapoint) Descriptor() ([]byte, []int) {
 }
 
 func (x *InsightRuleMetricDatapoint) GetAverage() float64 {
-	if x != nil {
-		return x.Average
+	if x != nil && x.Average != nil {
+		return *x.Average
 	}
 	return 0
 }
 
 func (x *InsightRuleMetricDatapoint) GetMaxContributorValue() float64 {
-	if x != nil {
-		return x.MaxContributorValue
+	if x != nil && x.MaxContributorValue != nil {
+		return *x.MaxContributorValue
 	}
 	return 0
 }
 
 func (x *InsightRuleMetricDatapoint) GetMaximum() float64 {
-	if x != nil {
-		return x.Maximum
+	if x != nil && x.Maximum != nil {
+		return *x.Maximum
 	}
 	return 0
 }
 
 func (x *InsightRuleMetricDatapoint) GetMinimum() float64 {
-	if x != nil {
-		return x.Minimum
+	if x != nil && x.Minimum != nil {
+		return *x.Minimum
 	}
 	return 0
 }
 
 func (x *InsightRuleMetricDatapoint) GetSampleCount() float64 {
-	if x != nil {
-		return x.SampleCount
+	if x != nil && x.SampleCount != nil {
+		return *x.SampleCount
 	}
 	return 0
 }
 
 func (x *InsightRuleMetricDatapoint) GetSum() float64 {
-	if x != nil {
-		return x.Sum
+	if x != nil && x.Sum != nil {
+		return *x.Sum
 	}
 	return 0
 }
@@ -4281,8 +4281,8 @@ func (x *InsightRuleMetricDatapoint) GetTimestamp() float64 {
 }
 
 func (x *InsightRuleMetricDatapoint) GetUniqueContributors() float64 {
-	if x != nil {
-		return x.UniqueContributors
+	if x != nil && x.UniqueContributors != nil {
+		return *x.UniqueContributors
 	}
 	return 0
 }
@@ -4336,7 +4336,7 @@ func (x *LabelOptions) GetTimezone() string {
 type ListAlarmMuteRulesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	AlarmName     *string                `protobuf:"bytes,1,opt,name=alarm_name,json=AlarmName,proto3,oneof" json:"alarm_name,omitempty"`
-	MaxRecords    int32                  `protobuf:"varint,2,opt,name=max_records,json=MaxRecords,proto3" json:"max_records,omitempty"`
+	MaxRecords    *int32                 `protobuf:"varint,2,opt,name=max_records,json=MaxRecords,proto3,oneof" json:"max_records,omitempty"`
 	NextToken     *string                `protobuf:"bytes,3,opt,name=next_token,json=NextToken,proto3,oneof" json:"next_token,omitempty"`
 	Statuses      []string               `protobuf:"bytes,4,rep,name=statuses,json=Statuses,proto3" json:"statuses,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -4381,8 +4381,8 @@ func (x *ListAlarmMuteRulesRequest) GetAlarmName() string {
 }
 
 func (x *ListAlarmMuteRulesRequest) GetMaxRecords() int32 {
-	if x != nil {
-		return x.MaxRecords
+	if x != nil && x.MaxRecords != nil {
+		return *x.MaxRecords
 	}
 	return 0
 }
@@ -4563,7 +4563,7 @@ func (x *ListDashboardsResponse) GetNextToken() string {
 // ListManagedInsightRulesRequest is the CloudWatch API shape ListManagedInsightRulesInput, the input of ListManagedInsightRules.
 type ListManagedInsightRulesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	MaxResults    int32                  `protobuf:"varint,1,opt,name=max_results,json=MaxResults,proto3" json:"max_results,omitempty"`
+	MaxResults    *int32                 `protobuf:"varint,1,opt,name=max_results,json=MaxResults,proto3,oneof" json:"max_results,omitempty"`
 	NextToken     *string                `protobuf:"bytes,2,opt,name=next_token,json=NextToken,proto3,oneof" json:"next_token,omitempty"`
 	ResourceArn   *string                `protobuf:"bytes,3,opt,name=resource_arn,json=ResourceARN,proto3,oneof" json:"resource_arn,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -4601,8 +4601,8 @@ func (*ListManagedInsightRulesRequest) Descriptor() ([]byte, []int) {
 }
 
 func (x *ListManagedInsightRulesRequest) GetMaxResults() int32 {
-	if x != nil {
-		return x.MaxResults
+	if x != nil && x.MaxResults != nil {
+		return *x.MaxResults
 	}
 	return 0
 }
@@ -4677,7 +4677,7 @@ func (x *ListManagedInsightRulesResponse) GetNextToken() string {
 // ListMetricStreamsRequest is the CloudWatch API shape ListMetricStreamsInput, the input of ListMetricStreams.
 type ListMetricStreamsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	MaxResults    int32                  `protobuf:"varint,1,opt,name=max_results,json=MaxResults,proto3" json:"max_results,omitempty"`
+	MaxResults    *int32                 `protobuf:"varint,1,opt,name=max_results,json=MaxResults,proto3,oneof" json:"max_results,omitempty"`
 	NextToken     *string                `protobuf:"bytes,2,opt,name=next_token,json=NextToken,proto3,oneof" json:"next_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4714,8 +4714,8 @@ func (*ListMetricStreamsRequest) Descriptor() ([]byte, []int) {
 }
 
 func (x *ListMetricStreamsRequest) GetMaxResults() int32 {
-	if x != nil {
-		return x.MaxResults
+	if x != nil && x.MaxResults != nil {
+		return *x.MaxResults
 	}
 	return 0
 }
@@ -4784,7 +4784,7 @@ func (x *ListMetricStreamsResponse) GetNextToken() string {
 type ListMetricsRequest struct {
 	state                 protoimpl.MessageState `protogen:"open.v1"`
 	Dimensions            []*DimensionFilter     `protobuf:"bytes,1,rep,name=dimensions,json=Dimensions,proto3" json:"dimensions,omitempty"`
-	IncludeLinkedAccounts bool                   `protobuf:"varint,2,opt,name=include_linked_accounts,json=IncludeLinkedAccounts,proto3" json:"include_linked_accounts,omitempty"`
+	IncludeLinkedAccounts *bool                  `protobuf:"varint,2,opt,name=include_linked_accounts,json=IncludeLinkedAccounts,proto3,oneof" json:"include_linked_accounts,omitempty"`
 	MetricName            *string                `protobuf:"bytes,3,opt,name=metric_name,json=MetricName,proto3,oneof" json:"metric_name,omitempty"`
 	Namespace             *string                `protobuf:"bytes,4,opt,name=namespace,json=Namespace,proto3,oneof" json:"namespace,omitempty"`
 	NextToken             *string                `protobuf:"bytes,5,opt,name=next_token,json=NextToken,proto3,oneof" json:"next_token,omitempty"`
@@ -4832,8 +4832,8 @@ func (x *ListMetricsRequest) GetDimensions() []*DimensionFilter {
 }
 
 func (x *ListMetricsRequest) GetIncludeLinkedAccounts() bool {
-	if x != nil {
-		return x.IncludeLinkedAccounts
+	if x != nil && x.IncludeLinkedAccounts != nil {
+		return *x.IncludeLinkedAccounts
 	}
 	return false
 }
@@ -5316,19 +5316,19 @@ func (x *Metric) GetNamespace() string {
 // MetricAlarm is the CloudWatch API shape of the same name.
 type MetricAlarm struct {
 	state                              protoimpl.MessageState `protogen:"open.v1"`
-	ActionsEnabled                     bool                   `protobuf:"varint,1,opt,name=actions_enabled,json=ActionsEnabled,proto3" json:"actions_enabled,omitempty"`
+	ActionsEnabled                     *bool                  `protobuf:"varint,1,opt,name=actions_enabled,json=ActionsEnabled,proto3,oneof" json:"actions_enabled,omitempty"`
 	AlarmActions                       []string               `protobuf:"bytes,2,rep,name=alarm_actions,json=AlarmActions,proto3" json:"alarm_actions,omitempty"`
 	AlarmArn                           *string                `protobuf:"bytes,3,opt,name=alarm_arn,json=AlarmArn,proto3,oneof" json:"alarm_arn,omitempty"`
 	AlarmConfigurationUpdatedTimestamp *float64               `protobuf:"fixed64,4,opt,name=alarm_configuration_updated_timestamp,json=AlarmConfigurationUpdatedTimestamp,proto3,oneof" json:"alarm_configuration_updated_timestamp,omitempty"`
 	AlarmDescription                   *string                `protobuf:"bytes,5,opt,name=alarm_description,json=AlarmDescription,proto3,oneof" json:"alarm_description,omitempty"`
 	AlarmName                          *string                `protobuf:"bytes,6,opt,name=alarm_name,json=AlarmName,proto3,oneof" json:"alarm_name,omitempty"`
 	ComparisonOperator                 *string                `protobuf:"bytes,7,opt,name=comparison_operator,json=ComparisonOperator,proto3,oneof" json:"comparison_operator,omitempty"`
-	DatapointsToAlarm                  int32                  `protobuf:"varint,8,opt,name=datapoints_to_alarm,json=DatapointsToAlarm,proto3" json:"datapoints_to_alarm,omitempty"`
+	DatapointsToAlarm                  *int32                 `protobuf:"varint,8,opt,name=datapoints_to_alarm,json=DatapointsToAlarm,proto3,oneof" json:"datapoints_to_alarm,omitempty"`
 	Dimensions                         []*Dimension           `protobuf:"bytes,9,rep,name=dimensions,json=Dimensions,proto3" json:"dimensions,omitempty"`
 	EvaluateLowSampleCountPercentile   *string                `protobuf:"bytes,10,opt,name=evaluate_low_sample_count_percentile,json=EvaluateLowSampleCountPercentile,proto3,oneof" json:"evaluate_low_sample_count_percentile,omitempty"`
 	EvaluationCriteria                 *EvaluationCriteria    `protobuf:"bytes,11,opt,name=evaluation_criteria,json=EvaluationCriteria,proto3" json:"evaluation_criteria,omitempty"`
-	EvaluationInterval                 int32                  `protobuf:"varint,12,opt,name=evaluation_interval,json=EvaluationInterval,proto3" json:"evaluation_interval,omitempty"`
-	EvaluationPeriods                  int32                  `protobuf:"varint,13,opt,name=evaluation_periods,json=EvaluationPeriods,proto3" json:"evaluation_periods,omitempty"`
+	EvaluationInterval                 *int32                 `protobuf:"varint,12,opt,name=evaluation_interval,json=EvaluationInterval,proto3,oneof" json:"evaluation_interval,omitempty"`
+	EvaluationPeriods                  *int32                 `protobuf:"varint,13,opt,name=evaluation_periods,json=EvaluationPeriods,proto3,oneof" json:"evaluation_periods,omitempty"`
 	EvaluationState                    *string                `protobuf:"bytes,14,opt,name=evaluation_state,json=EvaluationState,proto3,oneof" json:"evaluation_state,omitempty"`
 	ExtendedStatistic                  *string                `protobuf:"bytes,15,opt,name=extended_statistic,json=ExtendedStatistic,proto3,oneof" json:"extended_statistic,omitempty"`
 	InsufficientDataActions            []string               `protobuf:"bytes,16,rep,name=insufficient_data_actions,json=InsufficientDataActions,proto3" json:"insufficient_data_actions,omitempty"`
@@ -5336,14 +5336,14 @@ type MetricAlarm struct {
 	Metrics                            []*MetricDataQuery     `protobuf:"bytes,18,rep,name=metrics,json=Metrics,proto3" json:"metrics,omitempty"`
 	Namespace                          *string                `protobuf:"bytes,19,opt,name=namespace,json=Namespace,proto3,oneof" json:"namespace,omitempty"`
 	OkActions                          []string               `protobuf:"bytes,20,rep,name=ok_actions,json=OKActions,proto3" json:"ok_actions,omitempty"`
-	Period                             int32                  `protobuf:"varint,21,opt,name=period,json=Period,proto3" json:"period,omitempty"`
+	Period                             *int32                 `protobuf:"varint,21,opt,name=period,json=Period,proto3,oneof" json:"period,omitempty"`
 	StateReason                        *string                `protobuf:"bytes,22,opt,name=state_reason,json=StateReason,proto3,oneof" json:"state_reason,omitempty"`
 	StateReasonData                    *string                `protobuf:"bytes,23,opt,name=state_reason_data,json=StateReasonData,proto3,oneof" json:"state_reason_data,omitempty"`
 	StateTransitionedTimestamp         *float64               `protobuf:"fixed64,24,opt,name=state_transitioned_timestamp,json=StateTransitionedTimestamp,proto3,oneof" json:"state_transitioned_timestamp,omitempty"`
 	StateUpdatedTimestamp              *float64               `protobuf:"fixed64,25,opt,name=state_updated_timestamp,json=StateUpdatedTimestamp,proto3,oneof" json:"state_updated_timestamp,omitempty"`
 	StateValue                         *string                `protobuf:"bytes,26,opt,name=state_value,json=StateValue,proto3,oneof" json:"state_value,omitempty"`
 	Statistic                          *string                `protobuf:"bytes,27,opt,name=statistic,json=Statistic,proto3,oneof" json:"statistic,omitempty"`
-	Threshold                          float64                `protobuf:"fixed64,28,opt,name=threshold,json=Threshold,proto3" json:"threshold,omitempty"`
+	Threshold                          *float64               `protobuf:"fixed64,28,opt,name=threshold,json=Threshold,proto3,oneof" json:"threshold,omitempty"`
 	ThresholdMetricId                  *string                `protobuf:"bytes,29,opt,name=threshold_metric_id,json=ThresholdMetricId,proto3,oneof" json:"threshold_metric_id,omitempty"`
 	TreatMissingData                   *string                `protobuf:"bytes,30,opt,name=treat_missing_data,json=TreatMissingData,proto3,oneof" json:"treat_missing_data,omitempty"`
 	Unit                               *string                `protobuf:"bytes,31,opt,name=unit,json=Unit,proto3,oneof" json:"unit,omitempty"`
@@ -5382,8 +5382,8 @@ func (*MetricAlarm) Descriptor() ([]byte, []int) {
 }
 
 func (x *MetricAlarm) GetActionsEnabled() bool {
-	if x != nil {
-		return x.ActionsEnabled
+	if x != nil && x.ActionsEnabled != nil {
+		return *x.ActionsEnabled
 	}
 	return false
 }
@@ -5431,8 +5431,8 @@ func (x *MetricAlarm) GetComparisonOperator() string {
 }
 
 func (x *MetricAlarm) GetDatapointsToAlarm() int32 {
-	if x != nil {
-		return x.DatapointsToAlarm
+	if x != nil && x.DatapointsToAlarm != nil {
+		return *x.DatapointsToAlarm
 	}
 	return 0
 }
@@ -5459,15 +5459,15 @@ func (x *MetricAlarm) GetEvaluationCriteria() *EvaluationCriteria {
 }
 
 func (x *MetricAlarm) GetEvaluationInterval() int32 {
-	if x != nil {
-		return x.EvaluationInterval
+	if x != nil && x.EvaluationInterval != nil {
+		return *x.EvaluationInterval
 	}
 	return 0
 }
 
 func (x *MetricAlarm) GetEvaluationPeriods() int32 {
-	if x != nil {
-		return x.EvaluationPeriods
+	if x != nil && x.EvaluationPeriods != nil {
+		return *x.EvaluationPeriods
 	}
 	return 0
 }
@@ -5522,8 +5522,8 @@ func (x *MetricAlarm) GetOkActions() []string {
 }
 
 func (x *MetricAlarm) GetPeriod() int32 {
-	if x != nil {
-		return x.Period
+	if x != nil && x.Period != nil {
+		return *x.Period
 	}
 	return 0
 }
@@ -5571,8 +5571,8 @@ func (x *MetricAlarm) GetStatistic() string {
 }
 
 func (x *MetricAlarm) GetThreshold() float64 {
-	if x != nil {
-		return x.Threshold
+	if x != nil && x.Threshold != nil {
+		return *x.Threshold
 	}
 	return 0
 }
@@ -5601,7 +5601,7 @@ func (x *MetricAlarm) GetUnit() string {
 // MetricCharacteristics is the CloudWatch API shape of the same name.
 type MetricCharacteristics struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
-	PeriodicSpikes bool                   `protobuf:"varint,1,opt,name=periodic_spikes,json=PeriodicSpikes,proto3" json:"periodic_spikes,omitempty"`
+	PeriodicSpikes *bool                  `protobuf:"varint,1,opt,name=periodic_spikes,json=PeriodicSpikes,proto3,oneof" json:"periodic_spikes,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -5637,8 +5637,8 @@ func (*MetricCharacteristics) Descriptor() ([]byte, []int) {
 }
 
 func (x *MetricCharacteristics) GetPeriodicSpikes() bool {
-	if x != nil {
-		return x.PeriodicSpikes
+	if x != nil && x.PeriodicSpikes != nil {
+		return *x.PeriodicSpikes
 	}
 	return false
 }
@@ -5651,8 +5651,8 @@ type MetricDataQuery struct {
 	Id            *string                `protobuf:"bytes,3,opt,name=id,json=Id,proto3,oneof" json:"id,omitempty"`
 	Label         *string                `protobuf:"bytes,4,opt,name=label,json=Label,proto3,oneof" json:"label,omitempty"`
 	MetricStat    *MetricStat            `protobuf:"bytes,5,opt,name=metric_stat,json=MetricStat,proto3" json:"metric_stat,omitempty"`
-	Period        int32                  `protobuf:"varint,6,opt,name=period,json=Period,proto3" json:"period,omitempty"`
-	ReturnData    bool                   `protobuf:"varint,7,opt,name=return_data,json=ReturnData,proto3" json:"return_data,omitempty"`
+	Period        *int32                 `protobuf:"varint,6,opt,name=period,json=Period,proto3,oneof" json:"period,omitempty"`
+	ReturnData    *bool                  `protobuf:"varint,7,opt,name=return_data,json=ReturnData,proto3,oneof" json:"return_data,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5723,15 +5723,15 @@ func (x *MetricDataQuery) GetMetricStat() *MetricStat {
 }
 
 func (x *MetricDataQuery) GetPeriod() int32 {
-	if x != nil {
-		return x.Period
+	if x != nil && x.Period != nil {
+		return *x.Period
 	}
 	return 0
 }
 
 func (x *MetricDataQuery) GetReturnData() bool {
-	if x != nil {
-		return x.ReturnData
+	if x != nil && x.ReturnData != nil {
+		return *x.ReturnData
 	}
 	return false
 }
@@ -5828,10 +5828,10 @@ type MetricDatum struct {
 	Dimensions        []*Dimension           `protobuf:"bytes,2,rep,name=dimensions,json=Dimensions,proto3" json:"dimensions,omitempty"`
 	MetricName        *string                `protobuf:"bytes,3,opt,name=metric_name,json=MetricName,proto3,oneof" json:"metric_name,omitempty"`
 	StatisticValues   *StatisticSet          `protobuf:"bytes,4,opt,name=statistic_values,json=StatisticValues,proto3" json:"statistic_values,omitempty"`
-	StorageResolution int32                  `protobuf:"varint,5,opt,name=storage_resolution,json=StorageResolution,proto3" json:"storage_resolution,omitempty"`
+	StorageResolution *int32                 `protobuf:"varint,5,opt,name=storage_resolution,json=StorageResolution,proto3,oneof" json:"storage_resolution,omitempty"`
 	Timestamp         *float64               `protobuf:"fixed64,6,opt,name=timestamp,json=Timestamp,proto3,oneof" json:"timestamp,omitempty"`
 	Unit              *string                `protobuf:"bytes,7,opt,name=unit,json=Unit,proto3,oneof" json:"unit,omitempty"`
-	Value             float64                `protobuf:"fixed64,8,opt,name=value,json=Value,proto3" json:"value,omitempty"`
+	Value             *float64               `protobuf:"fixed64,8,opt,name=value,json=Value,proto3,oneof" json:"value,omitempty"`
 	Values            []float64              `protobuf:"fixed64,9,rep,packed,name=values,json=Values,proto3" json:"values,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
@@ -5896,8 +5896,8 @@ func (x *MetricDatum) GetStatisticValues() *StatisticSet {
 }
 
 func (x *MetricDatum) GetStorageResolution() int32 {
-	if x != nil {
-		return x.StorageResolution
+	if x != nil && x.StorageResolution != nil {
+		return *x.StorageResolution
 	}
 	return 0
 }
@@ -5917,8 +5917,8 @@ func (x *MetricDatum) GetUnit() string {
 }
 
 func (x *MetricDatum) GetValue() float64 {
-	if x != nil {
-		return x.Value
+	if x != nil && x.Value != nil {
+		return *x.Value
 	}
 	return 0
 }
@@ -5979,7 +5979,7 @@ func (x *MetricMathAnomalyDetector) GetMetricDataQueries() []*MetricDataQuery {
 type MetricStat struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Metric        *Metric                `protobuf:"bytes,1,opt,name=metric,json=Metric,proto3" json:"metric,omitempty"`
-	Period        int32                  `protobuf:"varint,2,opt,name=period,json=Period,proto3" json:"period,omitempty"`
+	Period        *int32                 `protobuf:"varint,2,opt,name=period,json=Period,proto3,oneof" json:"period,omitempty"`
 	Stat          *string                `protobuf:"bytes,3,opt,name=stat,json=Stat,proto3,oneof" json:"stat,omitempty"`
 	Unit          *string                `protobuf:"bytes,4,opt,name=unit,json=Unit,proto3,oneof" json:"unit,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -6024,8 +6024,8 @@ func (x *MetricStat) GetMetric() *Metric {
 }
 
 func (x *MetricStat) GetPeriod() int32 {
-	if x != nil {
-		return x.Period
+	if x != nil && x.Period != nil {
+		return *x.Period
 	}
 	return 0
 }
@@ -6681,10 +6681,10 @@ func (*PutAnomalyDetectorResponse) Descriptor() ([]byte, []int) {
 // PutCompositeAlarmRequest is the CloudWatch API shape PutCompositeAlarmInput, the input of PutCompositeAlarm.
 type PutCompositeAlarmRequest struct {
 	state                            protoimpl.MessageState `protogen:"open.v1"`
-	ActionsEnabled                   bool                   `protobuf:"varint,1,opt,name=actions_enabled,json=ActionsEnabled,proto3" json:"actions_enabled,omitempty"`
+	ActionsEnabled                   *bool                  `protobuf:"varint,1,opt,name=actions_enabled,json=ActionsEnabled,proto3,oneof" json:"actions_enabled,omitempty"`
 	ActionsSuppressor                *string                `protobuf:"bytes,2,opt,name=actions_suppressor,json=ActionsSuppressor,proto3,oneof" json:"actions_suppressor,omitempty"`
-	ActionsSuppressorExtensionPeriod int32                  `protobuf:"varint,3,opt,name=actions_suppressor_extension_period,json=ActionsSuppressorExtensionPeriod,proto3" json:"actions_suppressor_extension_period,omitempty"`
-	ActionsSuppressorWaitPeriod      int32                  `protobuf:"varint,4,opt,name=actions_suppressor_wait_period,json=ActionsSuppressorWaitPeriod,proto3" json:"actions_suppressor_wait_period,omitempty"`
+	ActionsSuppressorExtensionPeriod *int32                 `protobuf:"varint,3,opt,name=actions_suppressor_extension_period,json=ActionsSuppressorExtensionPeriod,proto3,oneof" json:"actions_suppressor_extension_period,omitempty"`
+	ActionsSuppressorWaitPeriod      *int32                 `protobuf:"varint,4,opt,name=actions_suppressor_wait_period,json=ActionsSuppressorWaitPeriod,proto3,oneof" json:"actions_suppressor_wait_period,omitempty"`
 	AlarmActions                     []string               `protobuf:"bytes,5,rep,name=alarm_actions,json=AlarmActions,proto3" json:"alarm_actions,omitempty"`
 	AlarmDescription                 *string                `protobuf:"bytes,6,opt,name=alarm_description,json=AlarmDescription,proto3,oneof" json:"alarm_description,omitempty"`
 	AlarmName                        *string                `protobuf:"bytes,7,opt,name=alarm_name,json=AlarmName,proto3,oneof" json:"alarm_name,omitempty"`
@@ -6727,8 +6727,8 @@ func (*PutCompositeAlarmRequest) Descriptor() ([]byte, []int) {
 }
 
 func (x *PutCompositeAlarmRequest) GetActionsEnabled() bool {
-	if x != nil {
-		return x.ActionsEnabled
+	if x != nil && x.ActionsEnabled != nil {
+		return *x.ActionsEnabled
 	}
 	return false
 }
@@ -6741,15 +6741,15 @@ func (x *PutCompositeAlarmRequest) GetActionsSuppressor() string {
 }
 
 func (x *PutCompositeAlarmRequest) GetActionsSuppressorExtensionPeriod() int32 {
-	if x != nil {
-		return x.ActionsSuppressorExtensionPeriod
+	if x != nil && x.ActionsSuppressorExtensionPeriod != nil {
+		return *x.ActionsSuppressorExtensionPeriod
 	}
 	return 0
 }
 
 func (x *PutCompositeAlarmRequest) GetActionsSuppressorWaitPeriod() int32 {
-	if x != nil {
-		return x.ActionsSuppressorWaitPeriod
+	if x != nil && x.ActionsSuppressorWaitPeriod != nil {
+		return *x.ActionsSuppressorWaitPeriod
 	}
 	return 0
 }
@@ -6949,7 +6949,7 @@ func (x *PutDashboardResponse) GetDashboardValidationMessages() []*DashboardVali
 // PutInsightRuleRequest is the CloudWatch API shape PutInsightRuleInput, the input of PutInsightRule.
 type PutInsightRuleRequest struct {
 	state                  protoimpl.MessageState `protogen:"open.v1"`
-	ApplyOnTransformedLogs bool                   `protobuf:"varint,1,opt,name=apply_on_transformed_logs,json=ApplyOnTransformedLogs,proto3" json:"apply_on_transformed_logs,omitempty"`
+	ApplyOnTransformedLogs *bool                  `protobuf:"varint,1,opt,name=apply_on_transformed_logs,json=ApplyOnTransformedLogs,proto3,oneof" json:"apply_on_transformed_logs,omitempty"`
 	RuleDefinition         *string                `protobuf:"bytes,2,opt,name=rule_definition,json=RuleDefinition,proto3,oneof" json:"rule_definition,omitempty"`
 	RuleName               *string                `protobuf:"bytes,3,opt,name=rule_name,json=RuleName,proto3,oneof" json:"rule_name,omitempty"`
 	RuleState              *string                `protobuf:"bytes,4,opt,name=rule_state,json=RuleState,proto3,oneof" json:"rule_state,omitempty"`
@@ -6989,8 +6989,8 @@ func (*PutInsightRuleRequest) Descriptor() ([]byte, []int) {
 }
 
 func (x *PutInsightRuleRequest) GetApplyOnTransformedLogs() bool {
-	if x != nil {
-		return x.ApplyOnTransformedLogs
+	if x != nil && x.ApplyOnTransformedLogs != nil {
+		return *x.ApplyOnTransformedLogs
 	}
 	return false
 }
@@ -7153,27 +7153,27 @@ func (x *PutManagedInsightRulesResponse) GetFailures() []*PartialFailure {
 // PutMetricAlarmRequest is the CloudWatch API shape PutMetricAlarmInput, the input of PutMetricAlarm.
 type PutMetricAlarmRequest struct {
 	state                            protoimpl.MessageState `protogen:"open.v1"`
-	ActionsEnabled                   bool                   `protobuf:"varint,1,opt,name=actions_enabled,json=ActionsEnabled,proto3" json:"actions_enabled,omitempty"`
+	ActionsEnabled                   *bool                  `protobuf:"varint,1,opt,name=actions_enabled,json=ActionsEnabled,proto3,oneof" json:"actions_enabled,omitempty"`
 	AlarmActions                     []string               `protobuf:"bytes,2,rep,name=alarm_actions,json=AlarmActions,proto3" json:"alarm_actions,omitempty"`
 	AlarmDescription                 *string                `protobuf:"bytes,3,opt,name=alarm_description,json=AlarmDescription,proto3,oneof" json:"alarm_description,omitempty"`
 	AlarmName                        *string                `protobuf:"bytes,4,opt,name=alarm_name,json=AlarmName,proto3,oneof" json:"alarm_name,omitempty"`
 	ComparisonOperator               *string                `protobuf:"bytes,5,opt,name=comparison_operator,json=ComparisonOperator,proto3,oneof" json:"comparison_operator,omitempty"`
-	DatapointsToAlarm                int32                  `protobuf:"varint,6,opt,name=datapoints_to_alarm,json=DatapointsToAlarm,proto3" json:"datapoints_to_alarm,omitempty"`
+	DatapointsToAlarm                *int32                 `protobuf:"varint,6,opt,name=datapoints_to_alarm,json=DatapointsToAlarm,proto3,oneof" json:"datapoints_to_alarm,omitempty"`
 	Dimensions                       []*Dimension           `protobuf:"bytes,7,rep,name=dimensions,json=Dimensions,proto3" json:"dimensions,omitempty"`
 	EvaluateLowSampleCountPercentile *string                `protobuf:"bytes,8,opt,name=evaluate_low_sample_count_percentile,json=EvaluateLowSampleCountPercentile,proto3,oneof" json:"evaluate_low_sample_count_percentile,omitempty"`
 	EvaluationCriteria               *EvaluationCriteria    `protobuf:"bytes,9,opt,name=evaluation_criteria,json=EvaluationCriteria,proto3" json:"evaluation_criteria,omitempty"`
-	EvaluationInterval               int32                  `protobuf:"varint,10,opt,name=evaluation_interval,json=EvaluationInterval,proto3" json:"evaluation_interval,omitempty"`
-	EvaluationPeriods                int32                  `protobuf:"varint,11,opt,name=evaluation_periods,json=EvaluationPeriods,proto3" json:"evaluation_periods,omitempty"`
+	EvaluationInterval               *int32                 `protobuf:"varint,10,opt,name=evaluation_interval,json=EvaluationInterval,proto3,oneof" json:"evaluation_interval,omitempty"`
+	EvaluationPeriods                *int32                 `protobuf:"varint,11,opt,name=evaluation_periods,json=EvaluationPeriods,proto3,oneof" json:"evaluation_periods,omitempty"`
 	ExtendedStatistic                *string                `protobuf:"bytes,12,opt,name=extended_statistic,json=ExtendedStatistic,proto3,oneof" json:"extended_statistic,omitempty"`
 	InsufficientDataActions          []string               `protobuf:"bytes,13,rep,name=insufficient_data_actions,json=InsufficientDataActions,proto3" json:"insufficient_data_actions,omitempty"`
 	MetricName                       *string                `protobuf:"bytes,14,opt,name=metric_name,json=MetricName,proto3,oneof" json:"metric_name,omitempty"`
 	Metrics                          []*MetricDataQuery     `protobuf:"bytes,15,rep,name=metrics,json=Metrics,proto3" json:"metrics,omitempty"`
 	Namespace                        *string                `protobuf:"bytes,16,opt,name=namespace,json=Namespace,proto3,oneof" json:"namespace,omitempty"`
 	OkActions                        []string               `protobuf:"bytes,17,rep,name=ok_actions,json=OKActions,proto3" json:"ok_actions,omitempty"`
-	Period                           int32                  `protobuf:"varint,18,opt,name=period,json=Period,proto3" json:"period,omitempty"`
+	Period                           *int32                 `protobuf:"varint,18,opt,name=period,json=Period,proto3,oneof" json:"period,omitempty"`
 	Statistic                        *string                `protobuf:"bytes,19,opt,name=statistic,json=Statistic,proto3,oneof" json:"statistic,omitempty"`
 	Tags                             []*Tag                 `protobuf:"bytes,20,rep,name=tags,json=Tags,proto3" json:"tags,omitempty"`
-	Threshold                        float64                `protobuf:"fixed64,21,opt,name=threshold,json=Threshold,proto3" json:"threshold,omitempty"`
+	Threshold                        *float64               `protobuf:"fixed64,21,opt,name=threshold,json=Threshold,proto3,oneof" json:"threshold,omitempty"`
 	ThresholdMetricId                *string                `protobuf:"bytes,22,opt,name=threshold_metric_id,json=ThresholdMetricId,proto3,oneof" json:"threshold_metric_id,omitempty"`
 	TreatMissingData                 *string                `protobuf:"bytes,23,opt,name=treat_missing_data,json=TreatMissingData,proto3,oneof" json:"treat_missing_data,omitempty"`
 	Unit                             *string                `protobuf:"bytes,24,opt,name=unit,json=Unit,proto3,oneof" json:"unit,omitempty"`
@@ -7212,8 +7212,8 @@ func (*PutMetricAlarmRequest) Descriptor() ([]byte, []int) {
 }
 
 func (x *PutMetricAlarmRequest) GetActionsEnabled() bool {
-	if x != nil {
-		return x.ActionsEnabled
+	if x != nil && x.ActionsEnabled != nil {
+		return *x.ActionsEnabled
 	}
 	return false
 }
@@ -7247,8 +7247,8 @@ func (x *PutMetricAlarmRequest) GetComparisonOperator() string {
 }
 
 func (x *PutMetricAlarmRequest) GetDatapointsToAlarm() int32 {
-	if x != nil {
-		return x.DatapointsToAlarm
+	if x != nil && x.DatapointsToAlarm != nil {
+		return *x.DatapointsToAlarm
 	}
 	return 0
 }
@@ -7275,15 +7275,15 @@ func (x *PutMetricAlarmRequest) GetEvaluationCriteria() *EvaluationCriteria {
 }
 
 func (x *PutMetricAlarmRequest) GetEvaluationInterval() int32 {
-	if x != nil {
-		return x.EvaluationInterval
+	if x != nil && x.EvaluationInterval != nil {
+		return *x.EvaluationInterval
 	}
 	return 0
 }
 
 func (x *PutMetricAlarmRequest) GetEvaluationPeriods() int32 {
-	if x != nil {
-		return x.EvaluationPeriods
+	if x != nil && x.EvaluationPeriods != nil {
+		return *x.EvaluationPeriods
 	}
 	return 0
 }
@@ -7331,8 +7331,8 @@ func (x *PutMetricAlarmRequest) GetOkActions() []string {
 }
 
 func (x *PutMetricAlarmRequest) GetPeriod() int32 {
-	if x != nil {
-		return x.Period
+	if x != nil && x.Period != nil {
+		return *x.Period
 	}
 	return 0
 }
@@ -7352,8 +7352,8 @@ func (x *PutMetricAlarmRequest) GetTags() []*Tag {
 }
 
 func (x *PutMetricAlarmRequest) GetThreshold() float64 {
-	if x != nil {
-		return x.Threshold
+	if x != nil && x.Threshold != nil {
+		return *x.Threshold
 	}
 	return 0
 }
@@ -7422,7 +7422,7 @@ type PutMetricDataRequest struct {
 	EntityMetricData       []*EntityMetricData    `protobuf:"bytes,1,rep,name=entity_metric_data,json=EntityMetricData,proto3" json:"entity_metric_data,omitempty"`
 	MetricData             []*MetricDatum         `protobuf:"bytes,2,rep,name=metric_data,json=MetricData,proto3" json:"metric_data,omitempty"`
 	Namespace              *string                `protobuf:"bytes,3,opt,name=namespace,json=Namespace,proto3,oneof" json:"namespace,omitempty"`
-	StrictEntityValidation bool                   `protobuf:"varint,4,opt,name=strict_entity_validation,json=StrictEntityValidation,proto3" json:"strict_entity_validation,omitempty"`
+	StrictEntityValidation *bool                  `protobuf:"varint,4,opt,name=strict_entity_validation,json=StrictEntityValidation,proto3,oneof" json:"strict_entity_validation,omitempty"`
 	unknownFields          protoimpl.UnknownFields
 	sizeCache              protoimpl.SizeCache
 }
@@ -7479,8 +7479,8 @@ func (x *PutMetricDataRequest) GetNamespace() string {
 }
 
 func (x *PutMetricDataRequest) GetStrictEntityValidation() bool {
-	if x != nil {
-		return x.StrictEntityValidation
+	if x != nil && x.StrictEntityValidation != nil {
+		return *x.StrictEntityValidation
 	}
 	return false
 }
@@ -7528,7 +7528,7 @@ type PutMetricStreamRequest struct {
 	ExcludeFilters               []*MetricStreamFilter                  `protobuf:"bytes,1,rep,name=exclude_filters,json=ExcludeFilters,proto3" json:"exclude_filters,omitempty"`
 	FirehoseArn                  *string                                `protobuf:"bytes,2,opt,name=firehose_arn,json=FirehoseArn,proto3,oneof" json:"firehose_arn,omitempty"`
 	IncludeFilters               []*MetricStreamFilter                  `protobuf:"bytes,3,rep,name=include_filters,json=IncludeFilters,proto3" json:"include_filters,omitempty"`
-	IncludeLinkedAccountsMetrics bool                                   `protobuf:"varint,4,opt,name=include_linked_accounts_metrics,json=IncludeLinkedAccountsMetrics,proto3" json:"include_linked_accounts_metrics,omitempty"`
+	IncludeLinkedAccountsMetrics *bool                                  `protobuf:"varint,4,opt,name=include_linked_accounts_metrics,json=IncludeLinkedAccountsMetrics,proto3,oneof" json:"include_linked_accounts_metrics,omitempty"`
 	Name                         *string                                `protobuf:"bytes,5,opt,name=name,json=Name,proto3,oneof" json:"name,omitempty"`
 	OutputFormat                 *string                                `protobuf:"bytes,6,opt,name=output_format,json=OutputFormat,proto3,oneof" json:"output_format,omitempty"`
 	RoleArn                      *string                                `protobuf:"bytes,7,opt,name=role_arn,json=RoleArn,proto3,oneof" json:"role_arn,omitempty"`
@@ -7590,8 +7590,8 @@ func (x *PutMetricStreamRequest) GetIncludeFilters() []*MetricStreamFilter {
 }
 
 func (x *PutMetricStreamRequest) GetIncludeLinkedAccountsMetrics() bool {
-	if x != nil {
-		return x.IncludeLinkedAccountsMetrics
+	if x != nil && x.IncludeLinkedAccountsMetrics != nil {
+		return *x.IncludeLinkedAccountsMetrics
 	}
 	return false
 }
@@ -8177,10 +8177,10 @@ func (*StartOTelEnrichmentResponse) Descriptor() ([]byte, []int) {
 // StatisticSet is the CloudWatch API shape of the same name.
 type StatisticSet struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Maximum       float64                `protobuf:"fixed64,1,opt,name=maximum,json=Maximum,proto3" json:"maximum,omitempty"`
-	Minimum       float64                `protobuf:"fixed64,2,opt,name=minimum,json=Minimum,proto3" json:"minimum,omitempty"`
-	SampleCount   float64                `protobuf:"fixed64,3,opt,name=sample_count,json=SampleCount,proto3" json:"sample_count,omitempty"`
-	Sum           float64                `protobuf:"fixed64,4,opt,name=sum,json=Sum,proto3" json:"sum,omitempty"`
+	Maximum       *float64               `protobuf:"fixed64,1,opt,name=maximum,json=Maximum,proto3,oneof" json:"maximum,omitempty"`
+	Minimum       *float64               `protobuf:"fixed64,2,opt,name=minimum,json=Minimum,proto3,oneof" json:"minimum,omitempty"`
+	SampleCount   *float64               `protobuf:"fixed64,3,opt,name=sample_count,json=SampleCount,proto3,oneof" json:"sample_count,omitempty"`
+	Sum           *float64               `protobuf:"fixed64,4,opt,name=sum,json=Sum,proto3,oneof" json:"sum,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -8216,29 +8216,29 @@ func (*StatisticSet) Descriptor() ([]byte, []int) {
 }
 
 func (x *StatisticSet) GetMaximum() float64 {
-	if x != nil {
-		return x.Maximum
+	if x != nil && x.Maximum != nil {
+		return *x.Maximum
 	}
 	return 0
 }
 
 func (x *StatisticSet) GetMinimum() float64 {
-	if x != nil {
-		return x.Minimum
+	if x != nil && x.Minimum != nil {
+		return *x.Minimum
 	}
 	return 0
 }
 
 func (x *StatisticSet) GetSampleCount() float64 {
-	if x != nil {
-		return x.SampleCount
+	if x != nil && x.SampleCount != nil {
+		return *x.SampleCount
 	}
 	return 0
 }
 
 func (x *StatisticSet) GetSum() float64 {
-	if x != nil {
-		return x.Sum
+	if x != nil && x.Sum != nil {
+		return *x.Sum
 	}
 	return 0
 }
@@ -8682,12 +8682,14 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\x17_last_updated_timestampB\f\n" +
 	"\n" +
 	"_mute_typeB\t\n" +
-	"\a_status\"\x90\x01\n" +
-	"\x13AlarmPromQLCriteria\x12%\n" +
-	"\x0epending_period\x18\x01 \x01(\x05R\rPendingPeriod\x12\x1f\n" +
-	"\x05query\x18\x02 \x01(\tB\x04\xc8\xf3\x18\x01H\x00R\x05Query\x88\x01\x01\x12'\n" +
-	"\x0frecovery_period\x18\x03 \x01(\x05R\x0eRecoveryPeriodB\b\n" +
-	"\x06_query\"\xf2\x05\n" +
+	"\a_status\"\xc1\x01\n" +
+	"\x13AlarmPromQLCriteria\x12*\n" +
+	"\x0epending_period\x18\x01 \x01(\x05H\x00R\rPendingPeriod\x88\x01\x01\x12\x1f\n" +
+	"\x05query\x18\x02 \x01(\tB\x04\xc8\xf3\x18\x01H\x01R\x05Query\x88\x01\x01\x12,\n" +
+	"\x0frecovery_period\x18\x03 \x01(\x05H\x02R\x0eRecoveryPeriod\x88\x01\x01B\x11\n" +
+	"\x0f_pending_periodB\b\n" +
+	"\x06_queryB\x12\n" +
+	"\x10_recovery_period\"\xf2\x05\n" +
 	"\x0fAnomalyDetector\x12W\n" +
 	"\rconfiguration\x18\x01 \x01(\v21.berth.cloudwatch.v1.AnomalyDetectorConfigurationR\rConfiguration\x12>\n" +
 	"\n" +
@@ -8710,37 +8712,40 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\x1cAnomalyDetectorConfiguration\x12L\n" +
 	"\x14excluded_time_ranges\x18\x01 \x03(\v2\x1a.berth.cloudwatch.v1.RangeR\x12ExcludedTimeRanges\x12,\n" +
 	"\x0fmetric_timezone\x18\x02 \x01(\tH\x00R\x0eMetricTimezone\x88\x01\x01B\x12\n" +
-	"\x10_metric_timezone\"\x85\v\n" +
-	"\x0eCompositeAlarm\x12'\n" +
-	"\x0factions_enabled\x18\x01 \x01(\bR\x0eActionsEnabled\x12c\n" +
+	"\x10_metric_timezone\"\xf3\v\n" +
+	"\x0eCompositeAlarm\x12,\n" +
+	"\x0factions_enabled\x18\x01 \x01(\bH\x00R\x0eActionsEnabled\x88\x01\x01\x12c\n" +
 	"\x15actions_suppressed_by\x18\x02 \x01(\tB*\xd2\xf3\x18\n" +
-	"WaitPeriod\xd2\xf3\x18\x0fExtensionPeriod\xd2\xf3\x18\x05AlarmH\x00R\x13ActionsSuppressedBy\x88\x01\x01\x12?\n" +
-	"\x19actions_suppressed_reason\x18\x03 \x01(\tH\x01R\x17ActionsSuppressedReason\x88\x01\x01\x122\n" +
-	"\x12actions_suppressor\x18\x04 \x01(\tH\x02R\x11ActionsSuppressor\x88\x01\x01\x12M\n" +
-	"#actions_suppressor_extension_period\x18\x05 \x01(\x05R ActionsSuppressorExtensionPeriod\x12C\n" +
-	"\x1eactions_suppressor_wait_period\x18\x06 \x01(\x05R\x1bActionsSuppressorWaitPeriod\x12#\n" +
+	"WaitPeriod\xd2\xf3\x18\x0fExtensionPeriod\xd2\xf3\x18\x05AlarmH\x01R\x13ActionsSuppressedBy\x88\x01\x01\x12?\n" +
+	"\x19actions_suppressed_reason\x18\x03 \x01(\tH\x02R\x17ActionsSuppressedReason\x88\x01\x01\x122\n" +
+	"\x12actions_suppressor\x18\x04 \x01(\tH\x03R\x11ActionsSuppressor\x88\x01\x01\x12R\n" +
+	"#actions_suppressor_extension_period\x18\x05 \x01(\x05H\x04R ActionsSuppressorExtensionPeriod\x88\x01\x01\x12H\n" +
+	"\x1eactions_suppressor_wait_period\x18\x06 \x01(\x05H\x05R\x1bActionsSuppressorWaitPeriod\x88\x01\x01\x12#\n" +
 	"\ralarm_actions\x18\a \x03(\tR\fAlarmActions\x12 \n" +
-	"\talarm_arn\x18\b \x01(\tH\x03R\bAlarmArn\x88\x01\x01\x12\\\n" +
-	"%alarm_configuration_updated_timestamp\x18\t \x01(\x01B\x04\xd8\xf3\x18\x01H\x04R\"AlarmConfigurationUpdatedTimestamp\x88\x01\x01\x120\n" +
+	"\talarm_arn\x18\b \x01(\tH\x06R\bAlarmArn\x88\x01\x01\x12\\\n" +
+	"%alarm_configuration_updated_timestamp\x18\t \x01(\x01B\x04\xd8\xf3\x18\x01H\aR\"AlarmConfigurationUpdatedTimestamp\x88\x01\x01\x120\n" +
 	"\x11alarm_description\x18\n" +
-	" \x01(\tH\x05R\x10AlarmDescription\x88\x01\x01\x12\"\n" +
+	" \x01(\tH\bR\x10AlarmDescription\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"alarm_name\x18\v \x01(\tH\x06R\tAlarmName\x88\x01\x01\x12\"\n" +
+	"alarm_name\x18\v \x01(\tH\tR\tAlarmName\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"alarm_rule\x18\f \x01(\tH\aR\tAlarmRule\x88\x01\x01\x12:\n" +
+	"alarm_rule\x18\f \x01(\tH\n" +
+	"R\tAlarmRule\x88\x01\x01\x12:\n" +
 	"\x19insufficient_data_actions\x18\r \x03(\tR\x17InsufficientDataActions\x12\x1d\n" +
 	"\n" +
 	"ok_actions\x18\x0e \x03(\tR\tOKActions\x12&\n" +
-	"\fstate_reason\x18\x0f \x01(\tH\bR\vStateReason\x88\x01\x01\x12/\n" +
-	"\x11state_reason_data\x18\x10 \x01(\tH\tR\x0fStateReasonData\x88\x01\x01\x12K\n" +
-	"\x1cstate_transitioned_timestamp\x18\x11 \x01(\x01B\x04\xd8\xf3\x18\x01H\n" +
-	"R\x1aStateTransitionedTimestamp\x88\x01\x01\x12A\n" +
-	"\x17state_updated_timestamp\x18\x12 \x01(\x01B\x04\xd8\xf3\x18\x01H\vR\x15StateUpdatedTimestamp\x88\x01\x01\x12J\n" +
-	"\vstate_value\x18\x13 \x01(\tB$\xd2\xf3\x18\x02OK\xd2\xf3\x18\x05ALARM\xd2\xf3\x18\x11INSUFFICIENT_DATAH\fR\n" +
-	"StateValue\x88\x01\x01B\x18\n" +
+	"\fstate_reason\x18\x0f \x01(\tH\vR\vStateReason\x88\x01\x01\x12/\n" +
+	"\x11state_reason_data\x18\x10 \x01(\tH\fR\x0fStateReasonData\x88\x01\x01\x12K\n" +
+	"\x1cstate_transitioned_timestamp\x18\x11 \x01(\x01B\x04\xd8\xf3\x18\x01H\rR\x1aStateTransitionedTimestamp\x88\x01\x01\x12A\n" +
+	"\x17state_updated_timestamp\x18\x12 \x01(\x01B\x04\xd8\xf3\x18\x01H\x0eR\x15StateUpdatedTimestamp\x88\x01\x01\x12J\n" +
+	"\vstate_value\x18\x13 \x01(\tB$\xd2\xf3\x18\x02OK\xd2\xf3\x18\x05ALARM\xd2\xf3\x18\x11INSUFFICIENT_DATAH\x0fR\n" +
+	"StateValue\x88\x01\x01B\x12\n" +
+	"\x10_actions_enabledB\x18\n" +
 	"\x16_actions_suppressed_byB\x1c\n" +
 	"\x1a_actions_suppressed_reasonB\x15\n" +
-	"\x13_actions_suppressorB\f\n" +
+	"\x13_actions_suppressorB&\n" +
+	"$_actions_suppressor_extension_periodB!\n" +
+	"\x1f_actions_suppressor_wait_periodB\f\n" +
 	"\n" +
 	"_alarm_arnB(\n" +
 	"&_alarm_configuration_updated_timestampB\x14\n" +
@@ -8751,34 +8756,43 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\x12_state_reason_dataB\x1f\n" +
 	"\x1d_state_transitioned_timestampB\x1a\n" +
 	"\x18_state_updated_timestampB\x0e\n" +
-	"\f_state_value\"\xe1\x01\n" +
+	"\f_state_value\"\xef\x01\n" +
 	"\x0eDashboardEntry\x12(\n" +
 	"\rdashboard_arn\x18\x01 \x01(\tH\x00R\fDashboardArn\x88\x01\x01\x12*\n" +
 	"\x0edashboard_name\x18\x02 \x01(\tH\x01R\rDashboardName\x88\x01\x01\x12.\n" +
-	"\rlast_modified\x18\x03 \x01(\x01B\x04\xd8\xf3\x18\x01H\x02R\fLastModified\x88\x01\x01\x12\x12\n" +
-	"\x04size\x18\x04 \x01(\x03R\x04SizeB\x10\n" +
+	"\rlast_modified\x18\x03 \x01(\x01B\x04\xd8\xf3\x18\x01H\x02R\fLastModified\x88\x01\x01\x12\x17\n" +
+	"\x04size\x18\x04 \x01(\x03H\x03R\x04Size\x88\x01\x01B\x10\n" +
 	"\x0e_dashboard_arnB\x11\n" +
 	"\x0f_dashboard_nameB\x10\n" +
-	"\x0e_last_modified\"w\n" +
+	"\x0e_last_modifiedB\a\n" +
+	"\x05_size\"w\n" +
 	"\x1aDashboardValidationMessage\x12 \n" +
 	"\tdata_path\x18\x01 \x01(\tH\x00R\bDataPath\x88\x01\x01\x12\x1d\n" +
 	"\amessage\x18\x02 \x01(\tH\x01R\aMessage\x88\x01\x01B\f\n" +
 	"\n" +
 	"_data_pathB\n" +
 	"\n" +
-	"\b_message\"\xa2\x06\n" +
-	"\tDatapoint\x12\x18\n" +
-	"\aaverage\x18\x01 \x01(\x01R\aAverage\x12g\n" +
-	"\x13extended_statistics\x18\x02 \x03(\v26.berth.cloudwatch.v1.Datapoint.ExtendedStatisticsEntryR\x12ExtendedStatistics\x12\x18\n" +
-	"\amaximum\x18\x03 \x01(\x01R\aMaximum\x12\x18\n" +
-	"\aminimum\x18\x04 \x01(\x01R\aMinimum\x12!\n" +
-	"\fsample_count\x18\x05 \x01(\x01R\vSampleCount\x12\x10\n" +
-	"\x03sum\x18\x06 \x01(\x01R\x03Sum\x12'\n" +
-	"\ttimestamp\x18\a \x01(\x01B\x04\xd8\xf3\x18\x01H\x00R\tTimestamp\x88\x01\x01\x12\xa1\x03\n" +
-	"\x04unit\x18\b \x01(\tB\x87\x03\xd2\xf3\x18\aSeconds\xd2\xf3\x18\fMicroseconds\xd2\xf3\x18\fMilliseconds\xd2\xf3\x18\x05Bytes\xd2\xf3\x18\tKilobytes\xd2\xf3\x18\tMegabytes\xd2\xf3\x18\tGigabytes\xd2\xf3\x18\tTerabytes\xd2\xf3\x18\x04Bits\xd2\xf3\x18\bKilobits\xd2\xf3\x18\bMegabits\xd2\xf3\x18\bGigabits\xd2\xf3\x18\bTerabits\xd2\xf3\x18\aPercent\xd2\xf3\x18\x05Count\xd2\xf3\x18\fBytes/Second\xd2\xf3\x18\x10Kilobytes/Second\xd2\xf3\x18\x10Megabytes/Second\xd2\xf3\x18\x10Gigabytes/Second\xd2\xf3\x18\x10Terabytes/Second\xd2\xf3\x18\vBits/Second\xd2\xf3\x18\x0fKilobits/Second\xd2\xf3\x18\x0fMegabits/Second\xd2\xf3\x18\x0fGigabits/Second\xd2\xf3\x18\x0fTerabits/Second\xd2\xf3\x18\fCount/Second\xd2\xf3\x18\x04NoneH\x01R\x04Unit\x88\x01\x01\x1aE\n" +
+	"\b_message\"\xf8\x06\n" +
+	"\tDatapoint\x12\x1d\n" +
+	"\aaverage\x18\x01 \x01(\x01H\x00R\aAverage\x88\x01\x01\x12g\n" +
+	"\x13extended_statistics\x18\x02 \x03(\v26.berth.cloudwatch.v1.Datapoint.ExtendedStatisticsEntryR\x12ExtendedStatistics\x12\x1d\n" +
+	"\amaximum\x18\x03 \x01(\x01H\x01R\aMaximum\x88\x01\x01\x12\x1d\n" +
+	"\aminimum\x18\x04 \x01(\x01H\x02R\aMinimum\x88\x01\x01\x12&\n" +
+	"\fsample_count\x18\x05 \x01(\x01H\x03R\vSampleCount\x88\x01\x01\x12\x15\n" +
+	"\x03sum\x18\x06 \x01(\x01H\x04R\x03Sum\x88\x01\x01\x12'\n" +
+	"\ttimestamp\x18\a \x01(\x01B\x04\xd8\xf3\x18\x01H\x05R\tTimestamp\x88\x01\x01\x12\xa1\x03\n" +
+	"\x04unit\x18\b \x01(\tB\x87\x03\xd2\xf3\x18\aSeconds\xd2\xf3\x18\fMicroseconds\xd2\xf3\x18\fMilliseconds\xd2\xf3\x18\x05Bytes\xd2\xf3\x18\tKilobytes\xd2\xf3\x18\tMegabytes\xd2\xf3\x18\tGigabytes\xd2\xf3\x18\tTerabytes\xd2\xf3\x18\x04Bits\xd2\xf3\x18\bKilobits\xd2\xf3\x18\bMegabits\xd2\xf3\x18\bGigabits\xd2\xf3\x18\bTerabits\xd2\xf3\x18\aPercent\xd2\xf3\x18\x05Count\xd2\xf3\x18\fBytes/Second\xd2\xf3\x18\x10Kilobytes/Second\xd2\xf3\x18\x10Megabytes/Second\xd2\xf3\x18\x10Gigabytes/Second\xd2\xf3\x18\x10Terabytes/Second\xd2\xf3\x18\vBits/Second\xd2\xf3\x18\x0fKilobits/Second\xd2\xf3\x18\x0fMegabits/Second\xd2\xf3\x18\x0fGigabits/Second\xd2\xf3\x18\x0fTerabits/Second\xd2\xf3\x18\fCount/Second\xd2\xf3\x18\x04NoneH\x06R\x04Unit\x88\x01\x01\x1aE\n" +
 	"\x17ExtendedStatisticsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01B\f\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01B\n" +
+	"\n" +
+	"\b_averageB\n" +
+	"\n" +
+	"\b_maximumB\n" +
+	"\n" +
+	"\b_minimumB\x0f\n" +
+	"\r_sample_countB\x06\n" +
+	"\x04_sumB\f\n" +
 	"\n" +
 	"_timestampB\a\n" +
 	"\x05_unit\"q\n" +
@@ -8828,7 +8842,7 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\x12alarm_contributors\x18\x01 \x03(\v2%.berth.cloudwatch.v1.AlarmContributorB\x04\xc8\xf3\x18\x01R\x11AlarmContributors\x12\"\n" +
 	"\n" +
 	"next_token\x18\x02 \x01(\tH\x00R\tNextToken\x88\x01\x01B\r\n" +
-	"\v_next_token\"\xb0\x05\n" +
+	"\v_next_token\"\xc5\x05\n" +
 	"\x1bDescribeAlarmHistoryRequest\x125\n" +
 	"\x14alarm_contributor_id\x18\x01 \x01(\tH\x00R\x12AlarmContributorId\x88\x01\x01\x12\"\n" +
 	"\n" +
@@ -8836,18 +8850,19 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\valarm_types\x18\x03 \x03(\tB!\xd2\xf3\x18\x0eCompositeAlarm\xd2\xf3\x18\vMetricAlarmR\n" +
 	"AlarmTypes\x12$\n" +
 	"\bend_date\x18\x04 \x01(\x01B\x04\xd8\xf3\x18\x01H\x02R\aEndDate\x88\x01\x01\x12\x9a\x01\n" +
-	"\x11history_item_type\x18\x05 \x01(\tBi\xd2\xf3\x18\x13ConfigurationUpdate\xd2\xf3\x18\vStateUpdate\xd2\xf3\x18\x06Action\xd2\xf3\x18\x1bAlarmContributorStateUpdate\xd2\xf3\x18\x16AlarmContributorActionH\x03R\x0fHistoryItemType\x88\x01\x01\x12\x1f\n" +
-	"\vmax_records\x18\x06 \x01(\x05R\n" +
-	"MaxRecords\x12\"\n" +
+	"\x11history_item_type\x18\x05 \x01(\tBi\xd2\xf3\x18\x13ConfigurationUpdate\xd2\xf3\x18\vStateUpdate\xd2\xf3\x18\x06Action\xd2\xf3\x18\x1bAlarmContributorStateUpdate\xd2\xf3\x18\x16AlarmContributorActionH\x03R\x0fHistoryItemType\x88\x01\x01\x12$\n" +
+	"\vmax_records\x18\x06 \x01(\x05H\x04R\n" +
+	"MaxRecords\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"next_token\x18\a \x01(\tH\x04R\tNextToken\x88\x01\x01\x12K\n" +
-	"\ascan_by\x18\b \x01(\tB-\xd2\xf3\x18\x13TimestampDescending\xd2\xf3\x18\x12TimestampAscendingH\x05R\x06ScanBy\x88\x01\x01\x12(\n" +
+	"next_token\x18\a \x01(\tH\x05R\tNextToken\x88\x01\x01\x12K\n" +
+	"\ascan_by\x18\b \x01(\tB-\xd2\xf3\x18\x13TimestampDescending\xd2\xf3\x18\x12TimestampAscendingH\x06R\x06ScanBy\x88\x01\x01\x12(\n" +
 	"\n" +
-	"start_date\x18\t \x01(\x01B\x04\xd8\xf3\x18\x01H\x06R\tStartDate\x88\x01\x01B\x17\n" +
+	"start_date\x18\t \x01(\x01B\x04\xd8\xf3\x18\x01H\aR\tStartDate\x88\x01\x01B\x17\n" +
 	"\x15_alarm_contributor_idB\r\n" +
 	"\v_alarm_nameB\v\n" +
 	"\t_end_dateB\x14\n" +
-	"\x12_history_item_typeB\r\n" +
+	"\x12_history_item_typeB\x0e\n" +
+	"\f_max_recordsB\r\n" +
 	"\v_next_tokenB\n" +
 	"\n" +
 	"\b_scan_byB\r\n" +
@@ -8856,7 +8871,7 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\x13alarm_history_items\x18\x01 \x03(\v2%.berth.cloudwatch.v1.AlarmHistoryItemR\x11AlarmHistoryItems\x12\"\n" +
 	"\n" +
 	"next_token\x18\x02 \x01(\tH\x00R\tNextToken\x88\x01\x01B\r\n" +
-	"\v_next_token\"\xcd\x06\n" +
+	"\v_next_token\"\xdd\x06\n" +
 	"\x1eDescribeAlarmsForMetricRequest\x12>\n" +
 	"\n" +
 	"dimensions\x18\x01 \x03(\v2\x1e.berth.cloudwatch.v1.DimensionR\n" +
@@ -8864,19 +8879,20 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\x12extended_statistic\x18\x02 \x01(\tH\x00R\x11ExtendedStatistic\x88\x01\x01\x12*\n" +
 	"\vmetric_name\x18\x03 \x01(\tB\x04\xc8\xf3\x18\x01H\x01R\n" +
 	"MetricName\x88\x01\x01\x12'\n" +
-	"\tnamespace\x18\x04 \x01(\tB\x04\xc8\xf3\x18\x01H\x02R\tNamespace\x88\x01\x01\x12\x16\n" +
-	"\x06period\x18\x05 \x01(\x05R\x06Period\x12Z\n" +
-	"\tstatistic\x18\x06 \x01(\tB7\xd2\xf3\x18\vSampleCount\xd2\xf3\x18\aAverage\xd2\xf3\x18\x03Sum\xd2\xf3\x18\aMinimum\xd2\xf3\x18\aMaximumH\x03R\tStatistic\x88\x01\x01\x12\xa1\x03\n" +
-	"\x04unit\x18\a \x01(\tB\x87\x03\xd2\xf3\x18\aSeconds\xd2\xf3\x18\fMicroseconds\xd2\xf3\x18\fMilliseconds\xd2\xf3\x18\x05Bytes\xd2\xf3\x18\tKilobytes\xd2\xf3\x18\tMegabytes\xd2\xf3\x18\tGigabytes\xd2\xf3\x18\tTerabytes\xd2\xf3\x18\x04Bits\xd2\xf3\x18\bKilobits\xd2\xf3\x18\bMegabits\xd2\xf3\x18\bGigabits\xd2\xf3\x18\bTerabits\xd2\xf3\x18\aPercent\xd2\xf3\x18\x05Count\xd2\xf3\x18\fBytes/Second\xd2\xf3\x18\x10Kilobytes/Second\xd2\xf3\x18\x10Megabytes/Second\xd2\xf3\x18\x10Gigabytes/Second\xd2\xf3\x18\x10Terabytes/Second\xd2\xf3\x18\vBits/Second\xd2\xf3\x18\x0fKilobits/Second\xd2\xf3\x18\x0fMegabits/Second\xd2\xf3\x18\x0fGigabits/Second\xd2\xf3\x18\x0fTerabits/Second\xd2\xf3\x18\fCount/Second\xd2\xf3\x18\x04NoneH\x04R\x04Unit\x88\x01\x01B\x15\n" +
+	"\tnamespace\x18\x04 \x01(\tB\x04\xc8\xf3\x18\x01H\x02R\tNamespace\x88\x01\x01\x12\x1b\n" +
+	"\x06period\x18\x05 \x01(\x05H\x03R\x06Period\x88\x01\x01\x12Z\n" +
+	"\tstatistic\x18\x06 \x01(\tB7\xd2\xf3\x18\vSampleCount\xd2\xf3\x18\aAverage\xd2\xf3\x18\x03Sum\xd2\xf3\x18\aMinimum\xd2\xf3\x18\aMaximumH\x04R\tStatistic\x88\x01\x01\x12\xa1\x03\n" +
+	"\x04unit\x18\a \x01(\tB\x87\x03\xd2\xf3\x18\aSeconds\xd2\xf3\x18\fMicroseconds\xd2\xf3\x18\fMilliseconds\xd2\xf3\x18\x05Bytes\xd2\xf3\x18\tKilobytes\xd2\xf3\x18\tMegabytes\xd2\xf3\x18\tGigabytes\xd2\xf3\x18\tTerabytes\xd2\xf3\x18\x04Bits\xd2\xf3\x18\bKilobits\xd2\xf3\x18\bMegabits\xd2\xf3\x18\bGigabits\xd2\xf3\x18\bTerabits\xd2\xf3\x18\aPercent\xd2\xf3\x18\x05Count\xd2\xf3\x18\fBytes/Second\xd2\xf3\x18\x10Kilobytes/Second\xd2\xf3\x18\x10Megabytes/Second\xd2\xf3\x18\x10Gigabytes/Second\xd2\xf3\x18\x10Terabytes/Second\xd2\xf3\x18\vBits/Second\xd2\xf3\x18\x0fKilobits/Second\xd2\xf3\x18\x0fMegabits/Second\xd2\xf3\x18\x0fGigabits/Second\xd2\xf3\x18\x0fTerabits/Second\xd2\xf3\x18\fCount/Second\xd2\xf3\x18\x04NoneH\x05R\x04Unit\x88\x01\x01B\x15\n" +
 	"\x13_extended_statisticB\x0e\n" +
 	"\f_metric_nameB\f\n" +
 	"\n" +
-	"_namespaceB\f\n" +
+	"_namespaceB\t\n" +
+	"\a_periodB\f\n" +
 	"\n" +
 	"_statisticB\a\n" +
 	"\x05_unit\"h\n" +
 	"\x1fDescribeAlarmsForMetricResponse\x12E\n" +
-	"\rmetric_alarms\x18\x01 \x03(\v2 .berth.cloudwatch.v1.MetricAlarmR\fMetricAlarms\"\xd6\x04\n" +
+	"\rmetric_alarms\x18\x01 \x03(\v2 .berth.cloudwatch.v1.MetricAlarmR\fMetricAlarms\"\xeb\x04\n" +
 	"\x15DescribeAlarmsRequest\x12(\n" +
 	"\raction_prefix\x18\x01 \x01(\tH\x00R\fActionPrefix\x88\x01\x01\x12/\n" +
 	"\x11alarm_name_prefix\x18\x02 \x01(\tH\x01R\x0fAlarmNamePrefix\x88\x01\x01\x12\x1f\n" +
@@ -8884,17 +8900,18 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"AlarmNames\x12B\n" +
 	"\valarm_types\x18\x04 \x03(\tB!\xd2\xf3\x18\x0eCompositeAlarm\xd2\xf3\x18\vMetricAlarmR\n" +
 	"AlarmTypes\x128\n" +
-	"\x16children_of_alarm_name\x18\x05 \x01(\tH\x02R\x13ChildrenOfAlarmName\x88\x01\x01\x12\x1f\n" +
-	"\vmax_records\x18\x06 \x01(\x05R\n" +
-	"MaxRecords\x12\"\n" +
+	"\x16children_of_alarm_name\x18\x05 \x01(\tH\x02R\x13ChildrenOfAlarmName\x88\x01\x01\x12$\n" +
+	"\vmax_records\x18\x06 \x01(\x05H\x03R\n" +
+	"MaxRecords\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"next_token\x18\a \x01(\tH\x03R\tNextToken\x88\x01\x01\x126\n" +
-	"\x15parents_of_alarm_name\x18\b \x01(\tH\x04R\x12ParentsOfAlarmName\x88\x01\x01\x12J\n" +
-	"\vstate_value\x18\t \x01(\tB$\xd2\xf3\x18\x02OK\xd2\xf3\x18\x05ALARM\xd2\xf3\x18\x11INSUFFICIENT_DATAH\x05R\n" +
+	"next_token\x18\a \x01(\tH\x04R\tNextToken\x88\x01\x01\x126\n" +
+	"\x15parents_of_alarm_name\x18\b \x01(\tH\x05R\x12ParentsOfAlarmName\x88\x01\x01\x12J\n" +
+	"\vstate_value\x18\t \x01(\tB$\xd2\xf3\x18\x02OK\xd2\xf3\x18\x05ALARM\xd2\xf3\x18\x11INSUFFICIENT_DATAH\x06R\n" +
 	"StateValue\x88\x01\x01B\x10\n" +
 	"\x0e_action_prefixB\x14\n" +
 	"\x12_alarm_name_prefixB\x19\n" +
-	"\x17_children_of_alarm_nameB\r\n" +
+	"\x17_children_of_alarm_nameB\x0e\n" +
+	"\f_max_recordsB\r\n" +
 	"\v_next_tokenB\x18\n" +
 	"\x16_parents_of_alarm_nameB\x0e\n" +
 	"\f_state_value\"\xe2\x01\n" +
@@ -8903,19 +8920,20 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\rmetric_alarms\x18\x02 \x03(\v2 .berth.cloudwatch.v1.MetricAlarmR\fMetricAlarms\x12\"\n" +
 	"\n" +
 	"next_token\x18\x03 \x01(\tH\x00R\tNextToken\x88\x01\x01B\r\n" +
-	"\v_next_token\"\xf4\x02\n" +
+	"\v_next_token\"\x89\x03\n" +
 	"\x1fDescribeAnomalyDetectorsRequest\x12V\n" +
 	"\x16anomaly_detector_types\x18\x01 \x03(\tB \xd2\xf3\x18\rSINGLE_METRIC\xd2\xf3\x18\vMETRIC_MATHR\x14AnomalyDetectorTypes\x12>\n" +
 	"\n" +
 	"dimensions\x18\x02 \x03(\v2\x1e.berth.cloudwatch.v1.DimensionR\n" +
-	"Dimensions\x12\x1f\n" +
-	"\vmax_results\x18\x03 \x01(\x05R\n" +
-	"MaxResults\x12$\n" +
-	"\vmetric_name\x18\x04 \x01(\tH\x00R\n" +
+	"Dimensions\x12$\n" +
+	"\vmax_results\x18\x03 \x01(\x05H\x00R\n" +
+	"MaxResults\x88\x01\x01\x12$\n" +
+	"\vmetric_name\x18\x04 \x01(\tH\x01R\n" +
 	"MetricName\x88\x01\x01\x12!\n" +
-	"\tnamespace\x18\x05 \x01(\tH\x01R\tNamespace\x88\x01\x01\x12\"\n" +
+	"\tnamespace\x18\x05 \x01(\tH\x02R\tNamespace\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"next_token\x18\x06 \x01(\tH\x02R\tNextToken\x88\x01\x01B\x0e\n" +
+	"next_token\x18\x06 \x01(\tH\x03R\tNextToken\x88\x01\x01B\x0e\n" +
+	"\f_max_resultsB\x0e\n" +
 	"\f_metric_nameB\f\n" +
 	"\n" +
 	"_namespaceB\r\n" +
@@ -8924,12 +8942,13 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\x11anomaly_detectors\x18\x01 \x03(\v2$.berth.cloudwatch.v1.AnomalyDetectorR\x10AnomalyDetectors\x12\"\n" +
 	"\n" +
 	"next_token\x18\x02 \x01(\tH\x00R\tNextToken\x88\x01\x01B\r\n" +
-	"\v_next_token\"q\n" +
-	"\x1bDescribeInsightRulesRequest\x12\x1f\n" +
-	"\vmax_results\x18\x01 \x01(\x05R\n" +
-	"MaxResults\x12\"\n" +
+	"\v_next_token\"\x86\x01\n" +
+	"\x1bDescribeInsightRulesRequest\x12$\n" +
+	"\vmax_results\x18\x01 \x01(\x05H\x00R\n" +
+	"MaxResults\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"next_token\x18\x02 \x01(\tH\x00R\tNextToken\x88\x01\x01B\r\n" +
+	"next_token\x18\x02 \x01(\tH\x01R\tNextToken\x88\x01\x01B\x0e\n" +
+	"\f_max_resultsB\r\n" +
 	"\v_next_token\"\x98\x01\n" +
 	"\x1cDescribeInsightRulesResponse\x12E\n" +
 	"\rinsight_rules\x18\x01 \x03(\v2 .berth.cloudwatch.v1.InsightRuleR\fInsightRules\x12\"\n" +
@@ -9016,41 +9035,46 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\x0edashboard_name\x18\x03 \x01(\tH\x02R\rDashboardName\x88\x01\x01B\x10\n" +
 	"\x0e_dashboard_arnB\x11\n" +
 	"\x0f_dashboard_bodyB\x11\n" +
-	"\x0f_dashboard_name\"\xe0\x02\n" +
+	"\x0f_dashboard_name\"\x8f\x03\n" +
 	"\x1bGetInsightRuleReportRequest\x12(\n" +
-	"\bend_time\x18\x01 \x01(\x01B\b\xc8\xf3\x18\x01\xd8\xf3\x18\x01H\x00R\aEndTime\x88\x01\x01\x122\n" +
-	"\x15max_contributor_count\x18\x02 \x01(\x05R\x13MaxContributorCount\x12\x18\n" +
+	"\bend_time\x18\x01 \x01(\x01B\b\xc8\xf3\x18\x01\xd8\xf3\x18\x01H\x00R\aEndTime\x88\x01\x01\x127\n" +
+	"\x15max_contributor_count\x18\x02 \x01(\x05H\x01R\x13MaxContributorCount\x88\x01\x01\x12\x18\n" +
 	"\ametrics\x18\x03 \x03(\tR\aMetrics\x12\x1e\n" +
-	"\border_by\x18\x04 \x01(\tH\x01R\aOrderBy\x88\x01\x01\x12\x1c\n" +
-	"\x06period\x18\x05 \x01(\x05B\x04\xc8\xf3\x18\x01R\x06Period\x12&\n" +
-	"\trule_name\x18\x06 \x01(\tB\x04\xc8\xf3\x18\x01H\x02R\bRuleName\x88\x01\x01\x12,\n" +
+	"\border_by\x18\x04 \x01(\tH\x02R\aOrderBy\x88\x01\x01\x12!\n" +
+	"\x06period\x18\x05 \x01(\x05B\x04\xc8\xf3\x18\x01H\x03R\x06Period\x88\x01\x01\x12&\n" +
+	"\trule_name\x18\x06 \x01(\tB\x04\xc8\xf3\x18\x01H\x04R\bRuleName\x88\x01\x01\x12,\n" +
 	"\n" +
-	"start_time\x18\a \x01(\x01B\b\xc8\xf3\x18\x01\xd8\xf3\x18\x01H\x03R\tStartTime\x88\x01\x01B\v\n" +
-	"\t_end_timeB\v\n" +
-	"\t_order_byB\f\n" +
+	"start_time\x18\a \x01(\x01B\b\xc8\xf3\x18\x01\xd8\xf3\x18\x01H\x05R\tStartTime\x88\x01\x01B\v\n" +
+	"\t_end_timeB\x18\n" +
+	"\x16_max_contributor_countB\v\n" +
+	"\t_order_byB\t\n" +
+	"\a_periodB\f\n" +
 	"\n" +
 	"_rule_nameB\r\n" +
-	"\v_start_time\"\xa3\x03\n" +
-	"\x1cGetInsightRuleReportResponse\x12'\n" +
-	"\x0faggregate_value\x18\x01 \x01(\x01R\x0eAggregateValue\x128\n" +
-	"\x15aggregation_statistic\x18\x02 \x01(\tH\x00R\x14AggregationStatistic\x88\x01\x01\x128\n" +
-	"\x18approximate_unique_count\x18\x03 \x01(\x03R\x16ApproximateUniqueCount\x12O\n" +
+	"\v_start_time\"\xde\x03\n" +
+	"\x1cGetInsightRuleReportResponse\x12,\n" +
+	"\x0faggregate_value\x18\x01 \x01(\x01H\x00R\x0eAggregateValue\x88\x01\x01\x128\n" +
+	"\x15aggregation_statistic\x18\x02 \x01(\tH\x01R\x14AggregationStatistic\x88\x01\x01\x12=\n" +
+	"\x18approximate_unique_count\x18\x03 \x01(\x03H\x02R\x16ApproximateUniqueCount\x88\x01\x01\x12O\n" +
 	"\fcontributors\x18\x04 \x03(\v2+.berth.cloudwatch.v1.InsightRuleContributorR\fContributors\x12\x1d\n" +
 	"\n" +
 	"key_labels\x18\x05 \x03(\tR\tKeyLabels\x12\\\n" +
-	"\x11metric_datapoints\x18\x06 \x03(\v2/.berth.cloudwatch.v1.InsightRuleMetricDatapointR\x10MetricDatapointsB\x18\n" +
-	"\x16_aggregation_statistic\"\xe1\x03\n" +
+	"\x11metric_datapoints\x18\x06 \x03(\v2/.berth.cloudwatch.v1.InsightRuleMetricDatapointR\x10MetricDatapointsB\x12\n" +
+	"\x10_aggregate_valueB\x18\n" +
+	"\x16_aggregation_statisticB\x1b\n" +
+	"\x19_approximate_unique_count\"\xf9\x03\n" +
 	"\x14GetMetricDataRequest\x12(\n" +
 	"\bend_time\x18\x01 \x01(\x01B\b\xc8\xf3\x18\x01\xd8\xf3\x18\x01H\x00R\aEndTime\x88\x01\x01\x12F\n" +
-	"\rlabel_options\x18\x02 \x01(\v2!.berth.cloudwatch.v1.LabelOptionsR\fLabelOptions\x12%\n" +
-	"\x0emax_datapoints\x18\x03 \x01(\x05R\rMaxDatapoints\x12Z\n" +
+	"\rlabel_options\x18\x02 \x01(\v2!.berth.cloudwatch.v1.LabelOptionsR\fLabelOptions\x12*\n" +
+	"\x0emax_datapoints\x18\x03 \x01(\x05H\x01R\rMaxDatapoints\x88\x01\x01\x12Z\n" +
 	"\x13metric_data_queries\x18\x04 \x03(\v2$.berth.cloudwatch.v1.MetricDataQueryB\x04\xc8\xf3\x18\x01R\x11MetricDataQueries\x12\"\n" +
 	"\n" +
-	"next_token\x18\x05 \x01(\tH\x01R\tNextToken\x88\x01\x01\x12K\n" +
-	"\ascan_by\x18\x06 \x01(\tB-\xd2\xf3\x18\x13TimestampDescending\xd2\xf3\x18\x12TimestampAscendingH\x02R\x06ScanBy\x88\x01\x01\x12,\n" +
+	"next_token\x18\x05 \x01(\tH\x02R\tNextToken\x88\x01\x01\x12K\n" +
+	"\ascan_by\x18\x06 \x01(\tB-\xd2\xf3\x18\x13TimestampDescending\xd2\xf3\x18\x12TimestampAscendingH\x03R\x06ScanBy\x88\x01\x01\x12,\n" +
 	"\n" +
-	"start_time\x18\a \x01(\x01B\b\xc8\xf3\x18\x01\xd8\xf3\x18\x01H\x03R\tStartTime\x88\x01\x01B\v\n" +
-	"\t_end_timeB\r\n" +
+	"start_time\x18\a \x01(\x01B\b\xc8\xf3\x18\x01\xd8\xf3\x18\x01H\x04R\tStartTime\x88\x01\x01B\v\n" +
+	"\t_end_timeB\x11\n" +
+	"\x0f_max_datapointsB\r\n" +
 	"\v_next_tokenB\n" +
 	"\n" +
 	"\b_scan_byB\r\n" +
@@ -9060,7 +9084,7 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\x13metric_data_results\x18\x02 \x03(\v2%.berth.cloudwatch.v1.MetricDataResultR\x11MetricDataResults\x12\"\n" +
 	"\n" +
 	"next_token\x18\x03 \x01(\tH\x00R\tNextToken\x88\x01\x01B\r\n" +
-	"\v_next_token\"\x98\a\n" +
+	"\v_next_token\"\xa8\a\n" +
 	"\x1aGetMetricStatisticsRequest\x12>\n" +
 	"\n" +
 	"dimensions\x18\x01 \x03(\v2\x1e.berth.cloudwatch.v1.DimensionR\n" +
@@ -9069,18 +9093,19 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\x13extended_statistics\x18\x03 \x03(\tR\x12ExtendedStatistics\x12*\n" +
 	"\vmetric_name\x18\x04 \x01(\tB\x04\xc8\xf3\x18\x01H\x01R\n" +
 	"MetricName\x88\x01\x01\x12'\n" +
-	"\tnamespace\x18\x05 \x01(\tB\x04\xc8\xf3\x18\x01H\x02R\tNamespace\x88\x01\x01\x12\x1c\n" +
-	"\x06period\x18\x06 \x01(\x05B\x04\xc8\xf3\x18\x01R\x06Period\x12,\n" +
+	"\tnamespace\x18\x05 \x01(\tB\x04\xc8\xf3\x18\x01H\x02R\tNamespace\x88\x01\x01\x12!\n" +
+	"\x06period\x18\x06 \x01(\x05B\x04\xc8\xf3\x18\x01H\x03R\x06Period\x88\x01\x01\x12,\n" +
 	"\n" +
-	"start_time\x18\a \x01(\x01B\b\xc8\xf3\x18\x01\xd8\xf3\x18\x01H\x03R\tStartTime\x88\x01\x01\x12W\n" +
+	"start_time\x18\a \x01(\x01B\b\xc8\xf3\x18\x01\xd8\xf3\x18\x01H\x04R\tStartTime\x88\x01\x01\x12W\n" +
 	"\n" +
 	"statistics\x18\b \x03(\tB7\xd2\xf3\x18\vSampleCount\xd2\xf3\x18\aAverage\xd2\xf3\x18\x03Sum\xd2\xf3\x18\aMinimum\xd2\xf3\x18\aMaximumR\n" +
 	"Statistics\x12\xa1\x03\n" +
-	"\x04unit\x18\t \x01(\tB\x87\x03\xd2\xf3\x18\aSeconds\xd2\xf3\x18\fMicroseconds\xd2\xf3\x18\fMilliseconds\xd2\xf3\x18\x05Bytes\xd2\xf3\x18\tKilobytes\xd2\xf3\x18\tMegabytes\xd2\xf3\x18\tGigabytes\xd2\xf3\x18\tTerabytes\xd2\xf3\x18\x04Bits\xd2\xf3\x18\bKilobits\xd2\xf3\x18\bMegabits\xd2\xf3\x18\bGigabits\xd2\xf3\x18\bTerabits\xd2\xf3\x18\aPercent\xd2\xf3\x18\x05Count\xd2\xf3\x18\fBytes/Second\xd2\xf3\x18\x10Kilobytes/Second\xd2\xf3\x18\x10Megabytes/Second\xd2\xf3\x18\x10Gigabytes/Second\xd2\xf3\x18\x10Terabytes/Second\xd2\xf3\x18\vBits/Second\xd2\xf3\x18\x0fKilobits/Second\xd2\xf3\x18\x0fMegabits/Second\xd2\xf3\x18\x0fGigabits/Second\xd2\xf3\x18\x0fTerabits/Second\xd2\xf3\x18\fCount/Second\xd2\xf3\x18\x04NoneH\x04R\x04Unit\x88\x01\x01B\v\n" +
+	"\x04unit\x18\t \x01(\tB\x87\x03\xd2\xf3\x18\aSeconds\xd2\xf3\x18\fMicroseconds\xd2\xf3\x18\fMilliseconds\xd2\xf3\x18\x05Bytes\xd2\xf3\x18\tKilobytes\xd2\xf3\x18\tMegabytes\xd2\xf3\x18\tGigabytes\xd2\xf3\x18\tTerabytes\xd2\xf3\x18\x04Bits\xd2\xf3\x18\bKilobits\xd2\xf3\x18\bMegabits\xd2\xf3\x18\bGigabits\xd2\xf3\x18\bTerabits\xd2\xf3\x18\aPercent\xd2\xf3\x18\x05Count\xd2\xf3\x18\fBytes/Second\xd2\xf3\x18\x10Kilobytes/Second\xd2\xf3\x18\x10Megabytes/Second\xd2\xf3\x18\x10Gigabytes/Second\xd2\xf3\x18\x10Terabytes/Second\xd2\xf3\x18\vBits/Second\xd2\xf3\x18\x0fKilobits/Second\xd2\xf3\x18\x0fMegabits/Second\xd2\xf3\x18\x0fGigabits/Second\xd2\xf3\x18\x0fTerabits/Second\xd2\xf3\x18\fCount/Second\xd2\xf3\x18\x04NoneH\x05R\x04Unit\x88\x01\x01B\v\n" +
 	"\t_end_timeB\x0e\n" +
 	"\f_metric_nameB\f\n" +
 	"\n" +
-	"_namespaceB\r\n" +
+	"_namespaceB\t\n" +
+	"\a_periodB\r\n" +
 	"\v_start_timeB\a\n" +
 	"\x05_unit\"\x82\x01\n" +
 	"\x1bGetMetricStatisticsResponse\x12>\n" +
@@ -9091,24 +9116,25 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\x06_label\"@\n" +
 	"\x16GetMetricStreamRequest\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\x04\xc8\xf3\x18\x01H\x00R\x04Name\x88\x01\x01B\a\n" +
-	"\x05_name\"\xc1\x06\n" +
+	"\x05_name\"\xea\x06\n" +
 	"\x17GetMetricStreamResponse\x12\x15\n" +
 	"\x03arn\x18\x01 \x01(\tH\x00R\x03Arn\x88\x01\x01\x12.\n" +
 	"\rcreation_date\x18\x02 \x01(\x01B\x04\xd8\xf3\x18\x01H\x01R\fCreationDate\x88\x01\x01\x12P\n" +
 	"\x0fexclude_filters\x18\x03 \x03(\v2'.berth.cloudwatch.v1.MetricStreamFilterR\x0eExcludeFilters\x12&\n" +
 	"\ffirehose_arn\x18\x04 \x01(\tH\x02R\vFirehoseArn\x88\x01\x01\x12P\n" +
-	"\x0finclude_filters\x18\x05 \x03(\v2'.berth.cloudwatch.v1.MetricStreamFilterR\x0eIncludeFilters\x12E\n" +
-	"\x1finclude_linked_accounts_metrics\x18\x06 \x01(\bR\x1cIncludeLinkedAccountsMetrics\x123\n" +
-	"\x10last_update_date\x18\a \x01(\x01B\x04\xd8\xf3\x18\x01H\x03R\x0eLastUpdateDate\x88\x01\x01\x12\x17\n" +
-	"\x04name\x18\b \x01(\tH\x04R\x04Name\x88\x01\x01\x12Z\n" +
-	"\routput_format\x18\t \x01(\tB0\xd2\xf3\x18\x04json\xd2\xf3\x18\x10opentelemetry0.7\xd2\xf3\x18\x10opentelemetry1.0H\x05R\fOutputFormat\x88\x01\x01\x12\x1e\n" +
+	"\x0finclude_filters\x18\x05 \x03(\v2'.berth.cloudwatch.v1.MetricStreamFilterR\x0eIncludeFilters\x12J\n" +
+	"\x1finclude_linked_accounts_metrics\x18\x06 \x01(\bH\x03R\x1cIncludeLinkedAccountsMetrics\x88\x01\x01\x123\n" +
+	"\x10last_update_date\x18\a \x01(\x01B\x04\xd8\xf3\x18\x01H\x04R\x0eLastUpdateDate\x88\x01\x01\x12\x17\n" +
+	"\x04name\x18\b \x01(\tH\x05R\x04Name\x88\x01\x01\x12Z\n" +
+	"\routput_format\x18\t \x01(\tB0\xd2\xf3\x18\x04json\xd2\xf3\x18\x10opentelemetry0.7\xd2\xf3\x18\x10opentelemetry1.0H\x06R\fOutputFormat\x88\x01\x01\x12\x1e\n" +
 	"\brole_arn\x18\n" +
-	" \x01(\tH\x06R\aRoleArn\x88\x01\x01\x12\x19\n" +
-	"\x05state\x18\v \x01(\tH\aR\x05State\x88\x01\x01\x12u\n" +
+	" \x01(\tH\aR\aRoleArn\x88\x01\x01\x12\x19\n" +
+	"\x05state\x18\v \x01(\tH\bR\x05State\x88\x01\x01\x12u\n" +
 	"\x19statistics_configurations\x18\f \x03(\v28.berth.cloudwatch.v1.MetricStreamStatisticsConfigurationR\x18StatisticsConfigurationsB\x06\n" +
 	"\x04_arnB\x10\n" +
 	"\x0e_creation_dateB\x0f\n" +
-	"\r_firehose_arnB\x13\n" +
+	"\r_firehose_arnB\"\n" +
+	" _include_linked_accounts_metricsB\x13\n" +
 	"\x11_last_update_dateB\a\n" +
 	"\x05_nameB\x10\n" +
 	"\x0e_output_formatB\v\n" +
@@ -9125,54 +9151,69 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\x18GetOTelEnrichmentRequest\"_\n" +
 	"\x19GetOTelEnrichmentResponse\x127\n" +
 	"\x06status\x18\x01 \x01(\tB\x1a\xc8\xf3\x18\x01\xd2\xf3\x18\aRunning\xd2\xf3\x18\aStoppedH\x00R\x06Status\x88\x01\x01B\t\n" +
-	"\a_status\"\xa6\x02\n" +
-	"\vInsightRule\x129\n" +
-	"\x19apply_on_transformed_logs\x18\x01 \x01(\bR\x16ApplyOnTransformedLogs\x12)\n" +
+	"\a_status\"\xdf\x02\n" +
+	"\vInsightRule\x12>\n" +
+	"\x19apply_on_transformed_logs\x18\x01 \x01(\bH\x00R\x16ApplyOnTransformedLogs\x88\x01\x01\x12)\n" +
 	"\n" +
-	"definition\x18\x02 \x01(\tB\x04\xc8\xf3\x18\x01H\x00R\n" +
-	"Definition\x88\x01\x01\x12!\n" +
-	"\fmanaged_rule\x18\x03 \x01(\bR\vManagedRule\x12\x1d\n" +
-	"\x04name\x18\x04 \x01(\tB\x04\xc8\xf3\x18\x01H\x01R\x04Name\x88\x01\x01\x12!\n" +
-	"\x06schema\x18\x05 \x01(\tB\x04\xc8\xf3\x18\x01H\x02R\x06Schema\x88\x01\x01\x12\x1f\n" +
-	"\x05state\x18\x06 \x01(\tB\x04\xc8\xf3\x18\x01H\x03R\x05State\x88\x01\x01B\r\n" +
-	"\v_definitionB\a\n" +
+	"definition\x18\x02 \x01(\tB\x04\xc8\xf3\x18\x01H\x01R\n" +
+	"Definition\x88\x01\x01\x12&\n" +
+	"\fmanaged_rule\x18\x03 \x01(\bH\x02R\vManagedRule\x88\x01\x01\x12\x1d\n" +
+	"\x04name\x18\x04 \x01(\tB\x04\xc8\xf3\x18\x01H\x03R\x04Name\x88\x01\x01\x12!\n" +
+	"\x06schema\x18\x05 \x01(\tB\x04\xc8\xf3\x18\x01H\x04R\x06Schema\x88\x01\x01\x12\x1f\n" +
+	"\x05state\x18\x06 \x01(\tB\x04\xc8\xf3\x18\x01H\x05R\x05State\x88\x01\x01B\x1c\n" +
+	"\x1a_apply_on_transformed_logsB\r\n" +
+	"\v_definitionB\x0f\n" +
+	"\r_managed_ruleB\a\n" +
 	"\x05_nameB\t\n" +
 	"\a_schemaB\b\n" +
-	"\x06_state\"\xd4\x01\n" +
-	"\x16InsightRuleContributor\x12D\n" +
-	"\x1bapproximate_aggregate_value\x18\x01 \x01(\x01B\x04\xc8\xf3\x18\x01R\x19ApproximateAggregateValue\x12Z\n" +
+	"\x06_state\"\xf9\x01\n" +
+	"\x16InsightRuleContributor\x12I\n" +
+	"\x1bapproximate_aggregate_value\x18\x01 \x01(\x01B\x04\xc8\xf3\x18\x01H\x00R\x19ApproximateAggregateValue\x88\x01\x01\x12Z\n" +
 	"\n" +
 	"datapoints\x18\x02 \x03(\v24.berth.cloudwatch.v1.InsightRuleContributorDatapointB\x04\xc8\xf3\x18\x01R\n" +
 	"Datapoints\x12\x18\n" +
-	"\x04keys\x18\x03 \x03(\tB\x04\xc8\xf3\x18\x01R\x04Keys\"\x8f\x01\n" +
-	"\x1fInsightRuleContributorDatapoint\x121\n" +
-	"\x11approximate_value\x18\x01 \x01(\x01B\x04\xc8\xf3\x18\x01R\x10ApproximateValue\x12+\n" +
-	"\ttimestamp\x18\x02 \x01(\x01B\b\xc8\xf3\x18\x01\xd8\xf3\x18\x01H\x00R\tTimestamp\x88\x01\x01B\f\n" +
+	"\x04keys\x18\x03 \x03(\tB\x04\xc8\xf3\x18\x01R\x04KeysB\x1e\n" +
+	"\x1c_approximate_aggregate_value\"\xaa\x01\n" +
+	"\x1fInsightRuleContributorDatapoint\x126\n" +
+	"\x11approximate_value\x18\x01 \x01(\x01B\x04\xc8\xf3\x18\x01H\x00R\x10ApproximateValue\x88\x01\x01\x12+\n" +
+	"\ttimestamp\x18\x02 \x01(\x01B\b\xc8\xf3\x18\x01\xd8\xf3\x18\x01H\x01R\tTimestamp\x88\x01\x01B\x14\n" +
+	"\x12_approximate_valueB\f\n" +
 	"\n" +
-	"_timestamp\"\xbf\x02\n" +
-	"\x1aInsightRuleMetricDatapoint\x12\x18\n" +
-	"\aaverage\x18\x01 \x01(\x01R\aAverage\x122\n" +
-	"\x15max_contributor_value\x18\x02 \x01(\x01R\x13MaxContributorValue\x12\x18\n" +
-	"\amaximum\x18\x03 \x01(\x01R\aMaximum\x12\x18\n" +
-	"\aminimum\x18\x04 \x01(\x01R\aMinimum\x12!\n" +
-	"\fsample_count\x18\x05 \x01(\x01R\vSampleCount\x12\x10\n" +
-	"\x03sum\x18\x06 \x01(\x01R\x03Sum\x12+\n" +
-	"\ttimestamp\x18\a \x01(\x01B\b\xc8\xf3\x18\x01\xd8\xf3\x18\x01H\x00R\tTimestamp\x88\x01\x01\x12/\n" +
-	"\x13unique_contributors\x18\b \x01(\x01R\x12UniqueContributorsB\f\n" +
+	"_timestamp\"\xd1\x03\n" +
+	"\x1aInsightRuleMetricDatapoint\x12\x1d\n" +
+	"\aaverage\x18\x01 \x01(\x01H\x00R\aAverage\x88\x01\x01\x127\n" +
+	"\x15max_contributor_value\x18\x02 \x01(\x01H\x01R\x13MaxContributorValue\x88\x01\x01\x12\x1d\n" +
+	"\amaximum\x18\x03 \x01(\x01H\x02R\aMaximum\x88\x01\x01\x12\x1d\n" +
+	"\aminimum\x18\x04 \x01(\x01H\x03R\aMinimum\x88\x01\x01\x12&\n" +
+	"\fsample_count\x18\x05 \x01(\x01H\x04R\vSampleCount\x88\x01\x01\x12\x15\n" +
+	"\x03sum\x18\x06 \x01(\x01H\x05R\x03Sum\x88\x01\x01\x12+\n" +
+	"\ttimestamp\x18\a \x01(\x01B\b\xc8\xf3\x18\x01\xd8\xf3\x18\x01H\x06R\tTimestamp\x88\x01\x01\x124\n" +
+	"\x13unique_contributors\x18\b \x01(\x01H\aR\x12UniqueContributors\x88\x01\x01B\n" +
 	"\n" +
-	"_timestamp\"<\n" +
+	"\b_averageB\x18\n" +
+	"\x16_max_contributor_valueB\n" +
+	"\n" +
+	"\b_maximumB\n" +
+	"\n" +
+	"\b_minimumB\x0f\n" +
+	"\r_sample_countB\x06\n" +
+	"\x04_sumB\f\n" +
+	"\n" +
+	"_timestampB\x16\n" +
+	"\x14_unique_contributors\"<\n" +
 	"\fLabelOptions\x12\x1f\n" +
 	"\btimezone\x18\x01 \x01(\tH\x00R\bTimezone\x88\x01\x01B\v\n" +
-	"\t_timezone\"\xe2\x01\n" +
+	"\t_timezone\"\xf7\x01\n" +
 	"\x19ListAlarmMuteRulesRequest\x12\"\n" +
 	"\n" +
-	"alarm_name\x18\x01 \x01(\tH\x00R\tAlarmName\x88\x01\x01\x12\x1f\n" +
-	"\vmax_records\x18\x02 \x01(\x05R\n" +
-	"MaxRecords\x12\"\n" +
+	"alarm_name\x18\x01 \x01(\tH\x00R\tAlarmName\x88\x01\x01\x12$\n" +
+	"\vmax_records\x18\x02 \x01(\x05H\x01R\n" +
+	"MaxRecords\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"next_token\x18\x03 \x01(\tH\x01R\tNextToken\x88\x01\x01\x12>\n" +
+	"next_token\x18\x03 \x01(\tH\x02R\tNextToken\x88\x01\x01\x12>\n" +
 	"\bstatuses\x18\x04 \x03(\tB\"\xd2\xf3\x18\tSCHEDULED\xd2\xf3\x18\x06ACTIVE\xd2\xf3\x18\aEXPIREDR\bStatusesB\r\n" +
-	"\v_alarm_nameB\r\n" +
+	"\v_alarm_nameB\x0e\n" +
+	"\f_max_recordsB\r\n" +
 	"\v_next_token\"\xb5\x01\n" +
 	"\x1aListAlarmMuteRulesResponse\x12d\n" +
 	"\x19alarm_mute_rule_summaries\x18\x01 \x03(\v2).berth.cloudwatch.v1.AlarmMuteRuleSummaryR\x16AlarmMuteRuleSummaries\x12\"\n" +
@@ -9189,43 +9230,46 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\x11dashboard_entries\x18\x01 \x03(\v2#.berth.cloudwatch.v1.DashboardEntryR\x10DashboardEntries\x12\"\n" +
 	"\n" +
 	"next_token\x18\x02 \x01(\tH\x00R\tNextToken\x88\x01\x01B\r\n" +
-	"\v_next_token\"\xb3\x01\n" +
-	"\x1eListManagedInsightRulesRequest\x12\x1f\n" +
-	"\vmax_results\x18\x01 \x01(\x05R\n" +
-	"MaxResults\x12\"\n" +
+	"\v_next_token\"\xc8\x01\n" +
+	"\x1eListManagedInsightRulesRequest\x12$\n" +
+	"\vmax_results\x18\x01 \x01(\x05H\x00R\n" +
+	"MaxResults\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"next_token\x18\x02 \x01(\tH\x00R\tNextToken\x88\x01\x01\x12,\n" +
-	"\fresource_arn\x18\x03 \x01(\tB\x04\xc8\xf3\x18\x01H\x01R\vResourceARN\x88\x01\x01B\r\n" +
+	"next_token\x18\x02 \x01(\tH\x01R\tNextToken\x88\x01\x01\x12,\n" +
+	"\fresource_arn\x18\x03 \x01(\tB\x04\xc8\xf3\x18\x01H\x02R\vResourceARN\x88\x01\x01B\x0e\n" +
+	"\f_max_resultsB\r\n" +
 	"\v_next_tokenB\x0f\n" +
 	"\r_resource_arn\"\xa6\x01\n" +
 	"\x1fListManagedInsightRulesResponse\x12P\n" +
 	"\rmanaged_rules\x18\x01 \x03(\v2+.berth.cloudwatch.v1.ManagedRuleDescriptionR\fManagedRules\x12\"\n" +
 	"\n" +
 	"next_token\x18\x02 \x01(\tH\x00R\tNextToken\x88\x01\x01B\r\n" +
-	"\v_next_token\"n\n" +
-	"\x18ListMetricStreamsRequest\x12\x1f\n" +
-	"\vmax_results\x18\x01 \x01(\x05R\n" +
-	"MaxResults\x12\"\n" +
+	"\v_next_token\"\x83\x01\n" +
+	"\x18ListMetricStreamsRequest\x12$\n" +
+	"\vmax_results\x18\x01 \x01(\x05H\x00R\n" +
+	"MaxResults\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"next_token\x18\x02 \x01(\tH\x00R\tNextToken\x88\x01\x01B\r\n" +
+	"next_token\x18\x02 \x01(\tH\x01R\tNextToken\x88\x01\x01B\x0e\n" +
+	"\f_max_resultsB\r\n" +
 	"\v_next_token\"\x90\x01\n" +
 	"\x19ListMetricStreamsResponse\x12@\n" +
 	"\aentries\x18\x01 \x03(\v2&.berth.cloudwatch.v1.MetricStreamEntryR\aEntries\x12\"\n" +
 	"\n" +
 	"next_token\x18\x02 \x01(\tH\x00R\tNextToken\x88\x01\x01B\r\n" +
-	"\v_next_token\"\xb7\x03\n" +
+	"\v_next_token\"\xd8\x03\n" +
 	"\x12ListMetricsRequest\x12D\n" +
 	"\n" +
 	"dimensions\x18\x01 \x03(\v2$.berth.cloudwatch.v1.DimensionFilterR\n" +
-	"Dimensions\x126\n" +
-	"\x17include_linked_accounts\x18\x02 \x01(\bR\x15IncludeLinkedAccounts\x12$\n" +
-	"\vmetric_name\x18\x03 \x01(\tH\x00R\n" +
+	"Dimensions\x12;\n" +
+	"\x17include_linked_accounts\x18\x02 \x01(\bH\x00R\x15IncludeLinkedAccounts\x88\x01\x01\x12$\n" +
+	"\vmetric_name\x18\x03 \x01(\tH\x01R\n" +
 	"MetricName\x88\x01\x01\x12!\n" +
-	"\tnamespace\x18\x04 \x01(\tH\x01R\tNamespace\x88\x01\x01\x12\"\n" +
+	"\tnamespace\x18\x04 \x01(\tH\x02R\tNamespace\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"next_token\x18\x05 \x01(\tH\x02R\tNextToken\x88\x01\x01\x12*\n" +
-	"\x0eowning_account\x18\x06 \x01(\tH\x03R\rOwningAccount\x88\x01\x01\x126\n" +
-	"\x0frecently_active\x18\a \x01(\tB\b\xd2\xf3\x18\x04PT3HH\x04R\x0eRecentlyActive\x88\x01\x01B\x0e\n" +
+	"next_token\x18\x05 \x01(\tH\x03R\tNextToken\x88\x01\x01\x12*\n" +
+	"\x0eowning_account\x18\x06 \x01(\tH\x04R\rOwningAccount\x88\x01\x01\x126\n" +
+	"\x0frecently_active\x18\a \x01(\tB\b\xd2\xf3\x18\x04PT3HH\x05R\x0eRecentlyActive\x88\x01\x01B\x1a\n" +
+	"\x18_include_linked_accountsB\x0e\n" +
 	"\f_metric_nameB\f\n" +
 	"\n" +
 	"_namespaceB\r\n" +
@@ -9276,71 +9320,79 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\tnamespace\x18\x03 \x01(\tH\x01R\tNamespace\x88\x01\x01B\x0e\n" +
 	"\f_metric_nameB\f\n" +
 	"\n" +
-	"_namespace\"\xb2\x15\n" +
-	"\vMetricAlarm\x12'\n" +
-	"\x0factions_enabled\x18\x01 \x01(\bR\x0eActionsEnabled\x12#\n" +
+	"_namespace\"\xc4\x16\n" +
+	"\vMetricAlarm\x12,\n" +
+	"\x0factions_enabled\x18\x01 \x01(\bH\x00R\x0eActionsEnabled\x88\x01\x01\x12#\n" +
 	"\ralarm_actions\x18\x02 \x03(\tR\fAlarmActions\x12 \n" +
-	"\talarm_arn\x18\x03 \x01(\tH\x00R\bAlarmArn\x88\x01\x01\x12\\\n" +
-	"%alarm_configuration_updated_timestamp\x18\x04 \x01(\x01B\x04\xd8\xf3\x18\x01H\x01R\"AlarmConfigurationUpdatedTimestamp\x88\x01\x01\x120\n" +
-	"\x11alarm_description\x18\x05 \x01(\tH\x02R\x10AlarmDescription\x88\x01\x01\x12\"\n" +
+	"\talarm_arn\x18\x03 \x01(\tH\x01R\bAlarmArn\x88\x01\x01\x12\\\n" +
+	"%alarm_configuration_updated_timestamp\x18\x04 \x01(\x01B\x04\xd8\xf3\x18\x01H\x02R\"AlarmConfigurationUpdatedTimestamp\x88\x01\x01\x120\n" +
+	"\x11alarm_description\x18\x05 \x01(\tH\x03R\x10AlarmDescription\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"alarm_name\x18\x06 \x01(\tH\x03R\tAlarmName\x88\x01\x01\x12\x86\x02\n" +
-	"\x13comparison_operator\x18\a \x01(\tB\xcf\x01\xd2\xf3\x18\x1dGreaterThanOrEqualToThreshold\xd2\xf3\x18\x14GreaterThanThreshold\xd2\xf3\x18\x11LessThanThreshold\xd2\xf3\x18\x1aLessThanOrEqualToThreshold\xd2\xf3\x18(LessThanLowerOrGreaterThanUpperThreshold\xd2\xf3\x18\x16LessThanLowerThreshold\xd2\xf3\x18\x19GreaterThanUpperThresholdH\x04R\x12ComparisonOperator\x88\x01\x01\x12.\n" +
-	"\x13datapoints_to_alarm\x18\b \x01(\x05R\x11DatapointsToAlarm\x12>\n" +
+	"alarm_name\x18\x06 \x01(\tH\x04R\tAlarmName\x88\x01\x01\x12\x86\x02\n" +
+	"\x13comparison_operator\x18\a \x01(\tB\xcf\x01\xd2\xf3\x18\x1dGreaterThanOrEqualToThreshold\xd2\xf3\x18\x14GreaterThanThreshold\xd2\xf3\x18\x11LessThanThreshold\xd2\xf3\x18\x1aLessThanOrEqualToThreshold\xd2\xf3\x18(LessThanLowerOrGreaterThanUpperThreshold\xd2\xf3\x18\x16LessThanLowerThreshold\xd2\xf3\x18\x19GreaterThanUpperThresholdH\x05R\x12ComparisonOperator\x88\x01\x01\x123\n" +
+	"\x13datapoints_to_alarm\x18\b \x01(\x05H\x06R\x11DatapointsToAlarm\x88\x01\x01\x12>\n" +
 	"\n" +
 	"dimensions\x18\t \x03(\v2\x1e.berth.cloudwatch.v1.DimensionR\n" +
 	"Dimensions\x12S\n" +
 	"$evaluate_low_sample_count_percentile\x18\n" +
-	" \x01(\tH\x05R EvaluateLowSampleCountPercentile\x88\x01\x01\x12X\n" +
-	"\x13evaluation_criteria\x18\v \x01(\v2'.berth.cloudwatch.v1.EvaluationCriteriaR\x12EvaluationCriteria\x12/\n" +
-	"\x13evaluation_interval\x18\f \x01(\x05R\x12EvaluationInterval\x12-\n" +
-	"\x12evaluation_periods\x18\r \x01(\x05R\x11EvaluationPeriods\x12j\n" +
-	"\x10evaluation_state\x18\x0e \x01(\tB:\xd2\xf3\x18\fPARTIAL_DATA\xd2\xf3\x18\x12EVALUATION_FAILURE\xd2\xf3\x18\x10EVALUATION_ERRORH\x06R\x0fEvaluationState\x88\x01\x01\x122\n" +
-	"\x12extended_statistic\x18\x0f \x01(\tH\aR\x11ExtendedStatistic\x88\x01\x01\x12:\n" +
+	" \x01(\tH\aR EvaluateLowSampleCountPercentile\x88\x01\x01\x12X\n" +
+	"\x13evaluation_criteria\x18\v \x01(\v2'.berth.cloudwatch.v1.EvaluationCriteriaR\x12EvaluationCriteria\x124\n" +
+	"\x13evaluation_interval\x18\f \x01(\x05H\bR\x12EvaluationInterval\x88\x01\x01\x122\n" +
+	"\x12evaluation_periods\x18\r \x01(\x05H\tR\x11EvaluationPeriods\x88\x01\x01\x12j\n" +
+	"\x10evaluation_state\x18\x0e \x01(\tB:\xd2\xf3\x18\fPARTIAL_DATA\xd2\xf3\x18\x12EVALUATION_FAILURE\xd2\xf3\x18\x10EVALUATION_ERRORH\n" +
+	"R\x0fEvaluationState\x88\x01\x01\x122\n" +
+	"\x12extended_statistic\x18\x0f \x01(\tH\vR\x11ExtendedStatistic\x88\x01\x01\x12:\n" +
 	"\x19insufficient_data_actions\x18\x10 \x03(\tR\x17InsufficientDataActions\x12$\n" +
-	"\vmetric_name\x18\x11 \x01(\tH\bR\n" +
+	"\vmetric_name\x18\x11 \x01(\tH\fR\n" +
 	"MetricName\x88\x01\x01\x12>\n" +
 	"\ametrics\x18\x12 \x03(\v2$.berth.cloudwatch.v1.MetricDataQueryR\aMetrics\x12!\n" +
-	"\tnamespace\x18\x13 \x01(\tH\tR\tNamespace\x88\x01\x01\x12\x1d\n" +
+	"\tnamespace\x18\x13 \x01(\tH\rR\tNamespace\x88\x01\x01\x12\x1d\n" +
 	"\n" +
-	"ok_actions\x18\x14 \x03(\tR\tOKActions\x12\x16\n" +
-	"\x06period\x18\x15 \x01(\x05R\x06Period\x12&\n" +
-	"\fstate_reason\x18\x16 \x01(\tH\n" +
-	"R\vStateReason\x88\x01\x01\x12/\n" +
-	"\x11state_reason_data\x18\x17 \x01(\tH\vR\x0fStateReasonData\x88\x01\x01\x12K\n" +
-	"\x1cstate_transitioned_timestamp\x18\x18 \x01(\x01B\x04\xd8\xf3\x18\x01H\fR\x1aStateTransitionedTimestamp\x88\x01\x01\x12A\n" +
-	"\x17state_updated_timestamp\x18\x19 \x01(\x01B\x04\xd8\xf3\x18\x01H\rR\x15StateUpdatedTimestamp\x88\x01\x01\x12J\n" +
-	"\vstate_value\x18\x1a \x01(\tB$\xd2\xf3\x18\x02OK\xd2\xf3\x18\x05ALARM\xd2\xf3\x18\x11INSUFFICIENT_DATAH\x0eR\n" +
+	"ok_actions\x18\x14 \x03(\tR\tOKActions\x12\x1b\n" +
+	"\x06period\x18\x15 \x01(\x05H\x0eR\x06Period\x88\x01\x01\x12&\n" +
+	"\fstate_reason\x18\x16 \x01(\tH\x0fR\vStateReason\x88\x01\x01\x12/\n" +
+	"\x11state_reason_data\x18\x17 \x01(\tH\x10R\x0fStateReasonData\x88\x01\x01\x12K\n" +
+	"\x1cstate_transitioned_timestamp\x18\x18 \x01(\x01B\x04\xd8\xf3\x18\x01H\x11R\x1aStateTransitionedTimestamp\x88\x01\x01\x12A\n" +
+	"\x17state_updated_timestamp\x18\x19 \x01(\x01B\x04\xd8\xf3\x18\x01H\x12R\x15StateUpdatedTimestamp\x88\x01\x01\x12J\n" +
+	"\vstate_value\x18\x1a \x01(\tB$\xd2\xf3\x18\x02OK\xd2\xf3\x18\x05ALARM\xd2\xf3\x18\x11INSUFFICIENT_DATAH\x13R\n" +
 	"StateValue\x88\x01\x01\x12Z\n" +
-	"\tstatistic\x18\x1b \x01(\tB7\xd2\xf3\x18\vSampleCount\xd2\xf3\x18\aAverage\xd2\xf3\x18\x03Sum\xd2\xf3\x18\aMinimum\xd2\xf3\x18\aMaximumH\x0fR\tStatistic\x88\x01\x01\x12\x1c\n" +
-	"\tthreshold\x18\x1c \x01(\x01R\tThreshold\x123\n" +
-	"\x13threshold_metric_id\x18\x1d \x01(\tH\x10R\x11ThresholdMetricId\x88\x01\x01\x121\n" +
-	"\x12treat_missing_data\x18\x1e \x01(\tH\x11R\x10TreatMissingData\x88\x01\x01\x12\xa1\x03\n" +
-	"\x04unit\x18\x1f \x01(\tB\x87\x03\xd2\xf3\x18\aSeconds\xd2\xf3\x18\fMicroseconds\xd2\xf3\x18\fMilliseconds\xd2\xf3\x18\x05Bytes\xd2\xf3\x18\tKilobytes\xd2\xf3\x18\tMegabytes\xd2\xf3\x18\tGigabytes\xd2\xf3\x18\tTerabytes\xd2\xf3\x18\x04Bits\xd2\xf3\x18\bKilobits\xd2\xf3\x18\bMegabits\xd2\xf3\x18\bGigabits\xd2\xf3\x18\bTerabits\xd2\xf3\x18\aPercent\xd2\xf3\x18\x05Count\xd2\xf3\x18\fBytes/Second\xd2\xf3\x18\x10Kilobytes/Second\xd2\xf3\x18\x10Megabytes/Second\xd2\xf3\x18\x10Gigabytes/Second\xd2\xf3\x18\x10Terabytes/Second\xd2\xf3\x18\vBits/Second\xd2\xf3\x18\x0fKilobits/Second\xd2\xf3\x18\x0fMegabits/Second\xd2\xf3\x18\x0fGigabits/Second\xd2\xf3\x18\x0fTerabits/Second\xd2\xf3\x18\fCount/Second\xd2\xf3\x18\x04NoneH\x12R\x04Unit\x88\x01\x01B\f\n" +
+	"\tstatistic\x18\x1b \x01(\tB7\xd2\xf3\x18\vSampleCount\xd2\xf3\x18\aAverage\xd2\xf3\x18\x03Sum\xd2\xf3\x18\aMinimum\xd2\xf3\x18\aMaximumH\x14R\tStatistic\x88\x01\x01\x12!\n" +
+	"\tthreshold\x18\x1c \x01(\x01H\x15R\tThreshold\x88\x01\x01\x123\n" +
+	"\x13threshold_metric_id\x18\x1d \x01(\tH\x16R\x11ThresholdMetricId\x88\x01\x01\x121\n" +
+	"\x12treat_missing_data\x18\x1e \x01(\tH\x17R\x10TreatMissingData\x88\x01\x01\x12\xa1\x03\n" +
+	"\x04unit\x18\x1f \x01(\tB\x87\x03\xd2\xf3\x18\aSeconds\xd2\xf3\x18\fMicroseconds\xd2\xf3\x18\fMilliseconds\xd2\xf3\x18\x05Bytes\xd2\xf3\x18\tKilobytes\xd2\xf3\x18\tMegabytes\xd2\xf3\x18\tGigabytes\xd2\xf3\x18\tTerabytes\xd2\xf3\x18\x04Bits\xd2\xf3\x18\bKilobits\xd2\xf3\x18\bMegabits\xd2\xf3\x18\bGigabits\xd2\xf3\x18\bTerabits\xd2\xf3\x18\aPercent\xd2\xf3\x18\x05Count\xd2\xf3\x18\fBytes/Second\xd2\xf3\x18\x10Kilobytes/Second\xd2\xf3\x18\x10Megabytes/Second\xd2\xf3\x18\x10Gigabytes/Second\xd2\xf3\x18\x10Terabytes/Second\xd2\xf3\x18\vBits/Second\xd2\xf3\x18\x0fKilobits/Second\xd2\xf3\x18\x0fMegabits/Second\xd2\xf3\x18\x0fGigabits/Second\xd2\xf3\x18\x0fTerabits/Second\xd2\xf3\x18\fCount/Second\xd2\xf3\x18\x04NoneH\x18R\x04Unit\x88\x01\x01B\x12\n" +
+	"\x10_actions_enabledB\f\n" +
 	"\n" +
 	"_alarm_arnB(\n" +
 	"&_alarm_configuration_updated_timestampB\x14\n" +
 	"\x12_alarm_descriptionB\r\n" +
 	"\v_alarm_nameB\x16\n" +
-	"\x14_comparison_operatorB'\n" +
-	"%_evaluate_low_sample_count_percentileB\x13\n" +
+	"\x14_comparison_operatorB\x16\n" +
+	"\x14_datapoints_to_alarmB'\n" +
+	"%_evaluate_low_sample_count_percentileB\x16\n" +
+	"\x14_evaluation_intervalB\x15\n" +
+	"\x13_evaluation_periodsB\x13\n" +
 	"\x11_evaluation_stateB\x15\n" +
 	"\x13_extended_statisticB\x0e\n" +
 	"\f_metric_nameB\f\n" +
 	"\n" +
-	"_namespaceB\x0f\n" +
+	"_namespaceB\t\n" +
+	"\a_periodB\x0f\n" +
 	"\r_state_reasonB\x14\n" +
 	"\x12_state_reason_dataB\x1f\n" +
 	"\x1d_state_transitioned_timestampB\x1a\n" +
 	"\x18_state_updated_timestampB\x0e\n" +
 	"\f_state_valueB\f\n" +
 	"\n" +
-	"_statisticB\x16\n" +
+	"_statisticB\f\n" +
+	"\n" +
+	"_thresholdB\x16\n" +
 	"\x14_threshold_metric_idB\x15\n" +
 	"\x13_treat_missing_dataB\a\n" +
-	"\x05_unit\"@\n" +
-	"\x15MetricCharacteristics\x12'\n" +
-	"\x0fperiodic_spikes\x18\x01 \x01(\bR\x0ePeriodicSpikes\"\xba\x02\n" +
+	"\x05_unit\"Y\n" +
+	"\x15MetricCharacteristics\x12,\n" +
+	"\x0fperiodic_spikes\x18\x01 \x01(\bH\x00R\x0ePeriodicSpikes\x88\x01\x01B\x12\n" +
+	"\x10_periodic_spikes\"\xdf\x02\n" +
 	"\x0fMetricDataQuery\x12\"\n" +
 	"\n" +
 	"account_id\x18\x01 \x01(\tH\x00R\tAccountId\x88\x01\x01\x12#\n" +
@@ -9350,14 +9402,16 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\x02id\x18\x03 \x01(\tB\x04\xc8\xf3\x18\x01H\x02R\x02Id\x88\x01\x01\x12\x19\n" +
 	"\x05label\x18\x04 \x01(\tH\x03R\x05Label\x88\x01\x01\x12@\n" +
 	"\vmetric_stat\x18\x05 \x01(\v2\x1f.berth.cloudwatch.v1.MetricStatR\n" +
-	"MetricStat\x12\x16\n" +
-	"\x06period\x18\x06 \x01(\x05R\x06Period\x12\x1f\n" +
-	"\vreturn_data\x18\a \x01(\bR\n" +
-	"ReturnDataB\r\n" +
+	"MetricStat\x12\x1b\n" +
+	"\x06period\x18\x06 \x01(\x05H\x04R\x06Period\x88\x01\x01\x12$\n" +
+	"\vreturn_data\x18\a \x01(\bH\x05R\n" +
+	"ReturnData\x88\x01\x01B\r\n" +
 	"\v_account_idB\r\n" +
 	"\v_expressionB\x05\n" +
 	"\x03_idB\b\n" +
-	"\x06_label\"\xba\x02\n" +
+	"\x06_labelB\t\n" +
+	"\a_periodB\x0e\n" +
+	"\f_return_data\"\xba\x02\n" +
 	"\x10MetricDataResult\x12\x13\n" +
 	"\x02id\x18\x01 \x01(\tH\x00R\x02Id\x88\x01\x01\x12\x19\n" +
 	"\x05label\x18\x02 \x01(\tH\x01R\x05Label\x88\x01\x01\x12<\n" +
@@ -9370,7 +9424,7 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\x06values\x18\x06 \x03(\x01R\x06ValuesB\x05\n" +
 	"\x03_idB\b\n" +
 	"\x06_labelB\x0e\n" +
-	"\f_status_code\"\xb0\x06\n" +
+	"\f_status_code\"\xdb\x06\n" +
 	"\vMetricDatum\x12\x16\n" +
 	"\x06counts\x18\x01 \x03(\x01R\x06Counts\x12>\n" +
 	"\n" +
@@ -9378,24 +9432,27 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"Dimensions\x12*\n" +
 	"\vmetric_name\x18\x03 \x01(\tB\x04\xc8\xf3\x18\x01H\x00R\n" +
 	"MetricName\x88\x01\x01\x12L\n" +
-	"\x10statistic_values\x18\x04 \x01(\v2!.berth.cloudwatch.v1.StatisticSetR\x0fStatisticValues\x12-\n" +
-	"\x12storage_resolution\x18\x05 \x01(\x05R\x11StorageResolution\x12'\n" +
-	"\ttimestamp\x18\x06 \x01(\x01B\x04\xd8\xf3\x18\x01H\x01R\tTimestamp\x88\x01\x01\x12\xa1\x03\n" +
-	"\x04unit\x18\a \x01(\tB\x87\x03\xd2\xf3\x18\aSeconds\xd2\xf3\x18\fMicroseconds\xd2\xf3\x18\fMilliseconds\xd2\xf3\x18\x05Bytes\xd2\xf3\x18\tKilobytes\xd2\xf3\x18\tMegabytes\xd2\xf3\x18\tGigabytes\xd2\xf3\x18\tTerabytes\xd2\xf3\x18\x04Bits\xd2\xf3\x18\bKilobits\xd2\xf3\x18\bMegabits\xd2\xf3\x18\bGigabits\xd2\xf3\x18\bTerabits\xd2\xf3\x18\aPercent\xd2\xf3\x18\x05Count\xd2\xf3\x18\fBytes/Second\xd2\xf3\x18\x10Kilobytes/Second\xd2\xf3\x18\x10Megabytes/Second\xd2\xf3\x18\x10Gigabytes/Second\xd2\xf3\x18\x10Terabytes/Second\xd2\xf3\x18\vBits/Second\xd2\xf3\x18\x0fKilobits/Second\xd2\xf3\x18\x0fMegabits/Second\xd2\xf3\x18\x0fGigabits/Second\xd2\xf3\x18\x0fTerabits/Second\xd2\xf3\x18\fCount/Second\xd2\xf3\x18\x04NoneH\x02R\x04Unit\x88\x01\x01\x12\x14\n" +
-	"\x05value\x18\b \x01(\x01R\x05Value\x12\x16\n" +
+	"\x10statistic_values\x18\x04 \x01(\v2!.berth.cloudwatch.v1.StatisticSetR\x0fStatisticValues\x122\n" +
+	"\x12storage_resolution\x18\x05 \x01(\x05H\x01R\x11StorageResolution\x88\x01\x01\x12'\n" +
+	"\ttimestamp\x18\x06 \x01(\x01B\x04\xd8\xf3\x18\x01H\x02R\tTimestamp\x88\x01\x01\x12\xa1\x03\n" +
+	"\x04unit\x18\a \x01(\tB\x87\x03\xd2\xf3\x18\aSeconds\xd2\xf3\x18\fMicroseconds\xd2\xf3\x18\fMilliseconds\xd2\xf3\x18\x05Bytes\xd2\xf3\x18\tKilobytes\xd2\xf3\x18\tMegabytes\xd2\xf3\x18\tGigabytes\xd2\xf3\x18\tTerabytes\xd2\xf3\x18\x04Bits\xd2\xf3\x18\bKilobits\xd2\xf3\x18\bMegabits\xd2\xf3\x18\bGigabits\xd2\xf3\x18\bTerabits\xd2\xf3\x18\aPercent\xd2\xf3\x18\x05Count\xd2\xf3\x18\fBytes/Second\xd2\xf3\x18\x10Kilobytes/Second\xd2\xf3\x18\x10Megabytes/Second\xd2\xf3\x18\x10Gigabytes/Second\xd2\xf3\x18\x10Terabytes/Second\xd2\xf3\x18\vBits/Second\xd2\xf3\x18\x0fKilobits/Second\xd2\xf3\x18\x0fMegabits/Second\xd2\xf3\x18\x0fGigabits/Second\xd2\xf3\x18\x0fTerabits/Second\xd2\xf3\x18\fCount/Second\xd2\xf3\x18\x04NoneH\x03R\x04Unit\x88\x01\x01\x12\x19\n" +
+	"\x05value\x18\b \x01(\x01H\x04R\x05Value\x88\x01\x01\x12\x16\n" +
 	"\x06values\x18\t \x03(\x01R\x06ValuesB\x0e\n" +
-	"\f_metric_nameB\f\n" +
+	"\f_metric_nameB\x15\n" +
+	"\x13_storage_resolutionB\f\n" +
 	"\n" +
 	"_timestampB\a\n" +
-	"\x05_unit\"q\n" +
+	"\x05_unitB\b\n" +
+	"\x06_value\"q\n" +
 	"\x19MetricMathAnomalyDetector\x12T\n" +
-	"\x13metric_data_queries\x18\x01 \x03(\v2$.berth.cloudwatch.v1.MetricDataQueryR\x11MetricDataQueries\"\xba\x04\n" +
+	"\x13metric_data_queries\x18\x01 \x03(\v2$.berth.cloudwatch.v1.MetricDataQueryR\x11MetricDataQueries\"\xca\x04\n" +
 	"\n" +
 	"MetricStat\x129\n" +
-	"\x06metric\x18\x01 \x01(\v2\x1b.berth.cloudwatch.v1.MetricB\x04\xc8\xf3\x18\x01R\x06Metric\x12\x1c\n" +
-	"\x06period\x18\x02 \x01(\x05B\x04\xc8\xf3\x18\x01R\x06Period\x12\x1d\n" +
-	"\x04stat\x18\x03 \x01(\tB\x04\xc8\xf3\x18\x01H\x00R\x04Stat\x88\x01\x01\x12\xa1\x03\n" +
-	"\x04unit\x18\x04 \x01(\tB\x87\x03\xd2\xf3\x18\aSeconds\xd2\xf3\x18\fMicroseconds\xd2\xf3\x18\fMilliseconds\xd2\xf3\x18\x05Bytes\xd2\xf3\x18\tKilobytes\xd2\xf3\x18\tMegabytes\xd2\xf3\x18\tGigabytes\xd2\xf3\x18\tTerabytes\xd2\xf3\x18\x04Bits\xd2\xf3\x18\bKilobits\xd2\xf3\x18\bMegabits\xd2\xf3\x18\bGigabits\xd2\xf3\x18\bTerabits\xd2\xf3\x18\aPercent\xd2\xf3\x18\x05Count\xd2\xf3\x18\fBytes/Second\xd2\xf3\x18\x10Kilobytes/Second\xd2\xf3\x18\x10Megabytes/Second\xd2\xf3\x18\x10Gigabytes/Second\xd2\xf3\x18\x10Terabytes/Second\xd2\xf3\x18\vBits/Second\xd2\xf3\x18\x0fKilobits/Second\xd2\xf3\x18\x0fMegabits/Second\xd2\xf3\x18\x0fGigabits/Second\xd2\xf3\x18\x0fTerabits/Second\xd2\xf3\x18\fCount/Second\xd2\xf3\x18\x04NoneH\x01R\x04Unit\x88\x01\x01B\a\n" +
+	"\x06metric\x18\x01 \x01(\v2\x1b.berth.cloudwatch.v1.MetricB\x04\xc8\xf3\x18\x01R\x06Metric\x12!\n" +
+	"\x06period\x18\x02 \x01(\x05B\x04\xc8\xf3\x18\x01H\x00R\x06Period\x88\x01\x01\x12\x1d\n" +
+	"\x04stat\x18\x03 \x01(\tB\x04\xc8\xf3\x18\x01H\x01R\x04Stat\x88\x01\x01\x12\xa1\x03\n" +
+	"\x04unit\x18\x04 \x01(\tB\x87\x03\xd2\xf3\x18\aSeconds\xd2\xf3\x18\fMicroseconds\xd2\xf3\x18\fMilliseconds\xd2\xf3\x18\x05Bytes\xd2\xf3\x18\tKilobytes\xd2\xf3\x18\tMegabytes\xd2\xf3\x18\tGigabytes\xd2\xf3\x18\tTerabytes\xd2\xf3\x18\x04Bits\xd2\xf3\x18\bKilobits\xd2\xf3\x18\bMegabits\xd2\xf3\x18\bGigabits\xd2\xf3\x18\bTerabits\xd2\xf3\x18\aPercent\xd2\xf3\x18\x05Count\xd2\xf3\x18\fBytes/Second\xd2\xf3\x18\x10Kilobytes/Second\xd2\xf3\x18\x10Megabytes/Second\xd2\xf3\x18\x10Gigabytes/Second\xd2\xf3\x18\x10Terabytes/Second\xd2\xf3\x18\vBits/Second\xd2\xf3\x18\x0fKilobits/Second\xd2\xf3\x18\x0fMegabits/Second\xd2\xf3\x18\x0fGigabits/Second\xd2\xf3\x18\x0fTerabits/Second\xd2\xf3\x18\fCount/Second\xd2\xf3\x18\x04NoneH\x02R\x04Unit\x88\x01\x01B\t\n" +
+	"\a_periodB\a\n" +
 	"\x05_statB\a\n" +
 	"\x05_unit\"\xac\x03\n" +
 	"\x11MetricStreamEntry\x12\x15\n" +
@@ -9471,24 +9528,27 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\n" +
 	"_namespaceB\a\n" +
 	"\x05_stat\"\x1c\n" +
-	"\x1aPutAnomalyDetectorResponse\"\x8a\x05\n" +
-	"\x18PutCompositeAlarmRequest\x12'\n" +
-	"\x0factions_enabled\x18\x01 \x01(\bR\x0eActionsEnabled\x122\n" +
-	"\x12actions_suppressor\x18\x02 \x01(\tH\x00R\x11ActionsSuppressor\x88\x01\x01\x12M\n" +
-	"#actions_suppressor_extension_period\x18\x03 \x01(\x05R ActionsSuppressorExtensionPeriod\x12C\n" +
-	"\x1eactions_suppressor_wait_period\x18\x04 \x01(\x05R\x1bActionsSuppressorWaitPeriod\x12#\n" +
+	"\x1aPutAnomalyDetectorResponse\"\xf8\x05\n" +
+	"\x18PutCompositeAlarmRequest\x12,\n" +
+	"\x0factions_enabled\x18\x01 \x01(\bH\x00R\x0eActionsEnabled\x88\x01\x01\x122\n" +
+	"\x12actions_suppressor\x18\x02 \x01(\tH\x01R\x11ActionsSuppressor\x88\x01\x01\x12R\n" +
+	"#actions_suppressor_extension_period\x18\x03 \x01(\x05H\x02R ActionsSuppressorExtensionPeriod\x88\x01\x01\x12H\n" +
+	"\x1eactions_suppressor_wait_period\x18\x04 \x01(\x05H\x03R\x1bActionsSuppressorWaitPeriod\x88\x01\x01\x12#\n" +
 	"\ralarm_actions\x18\x05 \x03(\tR\fAlarmActions\x120\n" +
-	"\x11alarm_description\x18\x06 \x01(\tH\x01R\x10AlarmDescription\x88\x01\x01\x12(\n" +
+	"\x11alarm_description\x18\x06 \x01(\tH\x04R\x10AlarmDescription\x88\x01\x01\x12(\n" +
 	"\n" +
-	"alarm_name\x18\a \x01(\tB\x04\xc8\xf3\x18\x01H\x02R\tAlarmName\x88\x01\x01\x12(\n" +
+	"alarm_name\x18\a \x01(\tB\x04\xc8\xf3\x18\x01H\x05R\tAlarmName\x88\x01\x01\x12(\n" +
 	"\n" +
-	"alarm_rule\x18\b \x01(\tB\x04\xc8\xf3\x18\x01H\x03R\tAlarmRule\x88\x01\x01\x12:\n" +
+	"alarm_rule\x18\b \x01(\tB\x04\xc8\xf3\x18\x01H\x06R\tAlarmRule\x88\x01\x01\x12:\n" +
 	"\x19insufficient_data_actions\x18\t \x03(\tR\x17InsufficientDataActions\x12\x1d\n" +
 	"\n" +
 	"ok_actions\x18\n" +
 	" \x03(\tR\tOKActions\x12,\n" +
-	"\x04tags\x18\v \x03(\v2\x18.berth.cloudwatch.v1.TagR\x04TagsB\x15\n" +
-	"\x13_actions_suppressorB\x14\n" +
+	"\x04tags\x18\v \x03(\v2\x18.berth.cloudwatch.v1.TagR\x04TagsB\x12\n" +
+	"\x10_actions_enabledB\x15\n" +
+	"\x13_actions_suppressorB&\n" +
+	"$_actions_suppressor_extension_periodB!\n" +
+	"\x1f_actions_suppressor_wait_periodB\x14\n" +
 	"\x12_alarm_descriptionB\r\n" +
 	"\v_alarm_nameB\r\n" +
 	"\v_alarm_rule\"\x1b\n" +
@@ -9500,14 +9560,15 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\x0f_dashboard_bodyB\x11\n" +
 	"\x0f_dashboard_name\"\x8b\x01\n" +
 	"\x14PutDashboardResponse\x12s\n" +
-	"\x1ddashboard_validation_messages\x18\x01 \x03(\v2/.berth.cloudwatch.v1.DashboardValidationMessageR\x1bDashboardValidationMessages\"\xb1\x02\n" +
-	"\x15PutInsightRuleRequest\x129\n" +
-	"\x19apply_on_transformed_logs\x18\x01 \x01(\bR\x16ApplyOnTransformedLogs\x122\n" +
-	"\x0frule_definition\x18\x02 \x01(\tB\x04\xc8\xf3\x18\x01H\x00R\x0eRuleDefinition\x88\x01\x01\x12&\n" +
-	"\trule_name\x18\x03 \x01(\tB\x04\xc8\xf3\x18\x01H\x01R\bRuleName\x88\x01\x01\x12\"\n" +
+	"\x1ddashboard_validation_messages\x18\x01 \x03(\v2/.berth.cloudwatch.v1.DashboardValidationMessageR\x1bDashboardValidationMessages\"\xd4\x02\n" +
+	"\x15PutInsightRuleRequest\x12>\n" +
+	"\x19apply_on_transformed_logs\x18\x01 \x01(\bH\x00R\x16ApplyOnTransformedLogs\x88\x01\x01\x122\n" +
+	"\x0frule_definition\x18\x02 \x01(\tB\x04\xc8\xf3\x18\x01H\x01R\x0eRuleDefinition\x88\x01\x01\x12&\n" +
+	"\trule_name\x18\x03 \x01(\tB\x04\xc8\xf3\x18\x01H\x02R\bRuleName\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"rule_state\x18\x04 \x01(\tH\x02R\tRuleState\x88\x01\x01\x12,\n" +
-	"\x04tags\x18\x05 \x03(\v2\x18.berth.cloudwatch.v1.TagR\x04TagsB\x12\n" +
+	"rule_state\x18\x04 \x01(\tH\x03R\tRuleState\x88\x01\x01\x12,\n" +
+	"\x04tags\x18\x05 \x03(\v2\x18.berth.cloudwatch.v1.TagR\x04TagsB\x1c\n" +
+	"\x1a_apply_on_transformed_logsB\x12\n" +
 	"\x10_rule_definitionB\f\n" +
 	"\n" +
 	"_rule_nameB\r\n" +
@@ -9516,73 +9577,82 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\x1dPutManagedInsightRulesRequest\x12K\n" +
 	"\rmanaged_rules\x18\x01 \x03(\v2 .berth.cloudwatch.v1.ManagedRuleB\x04\xc8\xf3\x18\x01R\fManagedRules\"a\n" +
 	"\x1ePutManagedInsightRulesResponse\x12?\n" +
-	"\bfailures\x18\x01 \x03(\v2#.berth.cloudwatch.v1.PartialFailureR\bFailures\"\x8e\x10\n" +
-	"\x15PutMetricAlarmRequest\x12'\n" +
-	"\x0factions_enabled\x18\x01 \x01(\bR\x0eActionsEnabled\x12#\n" +
+	"\bfailures\x18\x01 \x03(\v2#.berth.cloudwatch.v1.PartialFailureR\bFailures\"\xa0\x11\n" +
+	"\x15PutMetricAlarmRequest\x12,\n" +
+	"\x0factions_enabled\x18\x01 \x01(\bH\x00R\x0eActionsEnabled\x88\x01\x01\x12#\n" +
 	"\ralarm_actions\x18\x02 \x03(\tR\fAlarmActions\x120\n" +
-	"\x11alarm_description\x18\x03 \x01(\tH\x00R\x10AlarmDescription\x88\x01\x01\x12(\n" +
+	"\x11alarm_description\x18\x03 \x01(\tH\x01R\x10AlarmDescription\x88\x01\x01\x12(\n" +
 	"\n" +
-	"alarm_name\x18\x04 \x01(\tB\x04\xc8\xf3\x18\x01H\x01R\tAlarmName\x88\x01\x01\x12\x86\x02\n" +
-	"\x13comparison_operator\x18\x05 \x01(\tB\xcf\x01\xd2\xf3\x18\x1dGreaterThanOrEqualToThreshold\xd2\xf3\x18\x14GreaterThanThreshold\xd2\xf3\x18\x11LessThanThreshold\xd2\xf3\x18\x1aLessThanOrEqualToThreshold\xd2\xf3\x18(LessThanLowerOrGreaterThanUpperThreshold\xd2\xf3\x18\x16LessThanLowerThreshold\xd2\xf3\x18\x19GreaterThanUpperThresholdH\x02R\x12ComparisonOperator\x88\x01\x01\x12.\n" +
-	"\x13datapoints_to_alarm\x18\x06 \x01(\x05R\x11DatapointsToAlarm\x12>\n" +
+	"alarm_name\x18\x04 \x01(\tB\x04\xc8\xf3\x18\x01H\x02R\tAlarmName\x88\x01\x01\x12\x86\x02\n" +
+	"\x13comparison_operator\x18\x05 \x01(\tB\xcf\x01\xd2\xf3\x18\x1dGreaterThanOrEqualToThreshold\xd2\xf3\x18\x14GreaterThanThreshold\xd2\xf3\x18\x11LessThanThreshold\xd2\xf3\x18\x1aLessThanOrEqualToThreshold\xd2\xf3\x18(LessThanLowerOrGreaterThanUpperThreshold\xd2\xf3\x18\x16LessThanLowerThreshold\xd2\xf3\x18\x19GreaterThanUpperThresholdH\x03R\x12ComparisonOperator\x88\x01\x01\x123\n" +
+	"\x13datapoints_to_alarm\x18\x06 \x01(\x05H\x04R\x11DatapointsToAlarm\x88\x01\x01\x12>\n" +
 	"\n" +
 	"dimensions\x18\a \x03(\v2\x1e.berth.cloudwatch.v1.DimensionR\n" +
 	"Dimensions\x12S\n" +
-	"$evaluate_low_sample_count_percentile\x18\b \x01(\tH\x03R EvaluateLowSampleCountPercentile\x88\x01\x01\x12X\n" +
-	"\x13evaluation_criteria\x18\t \x01(\v2'.berth.cloudwatch.v1.EvaluationCriteriaR\x12EvaluationCriteria\x12/\n" +
+	"$evaluate_low_sample_count_percentile\x18\b \x01(\tH\x05R EvaluateLowSampleCountPercentile\x88\x01\x01\x12X\n" +
+	"\x13evaluation_criteria\x18\t \x01(\v2'.berth.cloudwatch.v1.EvaluationCriteriaR\x12EvaluationCriteria\x124\n" +
 	"\x13evaluation_interval\x18\n" +
-	" \x01(\x05R\x12EvaluationInterval\x12-\n" +
-	"\x12evaluation_periods\x18\v \x01(\x05R\x11EvaluationPeriods\x122\n" +
-	"\x12extended_statistic\x18\f \x01(\tH\x04R\x11ExtendedStatistic\x88\x01\x01\x12:\n" +
+	" \x01(\x05H\x06R\x12EvaluationInterval\x88\x01\x01\x122\n" +
+	"\x12evaluation_periods\x18\v \x01(\x05H\aR\x11EvaluationPeriods\x88\x01\x01\x122\n" +
+	"\x12extended_statistic\x18\f \x01(\tH\bR\x11ExtendedStatistic\x88\x01\x01\x12:\n" +
 	"\x19insufficient_data_actions\x18\r \x03(\tR\x17InsufficientDataActions\x12$\n" +
-	"\vmetric_name\x18\x0e \x01(\tH\x05R\n" +
+	"\vmetric_name\x18\x0e \x01(\tH\tR\n" +
 	"MetricName\x88\x01\x01\x12>\n" +
 	"\ametrics\x18\x0f \x03(\v2$.berth.cloudwatch.v1.MetricDataQueryR\aMetrics\x12!\n" +
-	"\tnamespace\x18\x10 \x01(\tH\x06R\tNamespace\x88\x01\x01\x12\x1d\n" +
+	"\tnamespace\x18\x10 \x01(\tH\n" +
+	"R\tNamespace\x88\x01\x01\x12\x1d\n" +
 	"\n" +
-	"ok_actions\x18\x11 \x03(\tR\tOKActions\x12\x16\n" +
-	"\x06period\x18\x12 \x01(\x05R\x06Period\x12Z\n" +
-	"\tstatistic\x18\x13 \x01(\tB7\xd2\xf3\x18\vSampleCount\xd2\xf3\x18\aAverage\xd2\xf3\x18\x03Sum\xd2\xf3\x18\aMinimum\xd2\xf3\x18\aMaximumH\aR\tStatistic\x88\x01\x01\x12,\n" +
-	"\x04tags\x18\x14 \x03(\v2\x18.berth.cloudwatch.v1.TagR\x04Tags\x12\x1c\n" +
-	"\tthreshold\x18\x15 \x01(\x01R\tThreshold\x123\n" +
-	"\x13threshold_metric_id\x18\x16 \x01(\tH\bR\x11ThresholdMetricId\x88\x01\x01\x121\n" +
-	"\x12treat_missing_data\x18\x17 \x01(\tH\tR\x10TreatMissingData\x88\x01\x01\x12\xa1\x03\n" +
-	"\x04unit\x18\x18 \x01(\tB\x87\x03\xd2\xf3\x18\aSeconds\xd2\xf3\x18\fMicroseconds\xd2\xf3\x18\fMilliseconds\xd2\xf3\x18\x05Bytes\xd2\xf3\x18\tKilobytes\xd2\xf3\x18\tMegabytes\xd2\xf3\x18\tGigabytes\xd2\xf3\x18\tTerabytes\xd2\xf3\x18\x04Bits\xd2\xf3\x18\bKilobits\xd2\xf3\x18\bMegabits\xd2\xf3\x18\bGigabits\xd2\xf3\x18\bTerabits\xd2\xf3\x18\aPercent\xd2\xf3\x18\x05Count\xd2\xf3\x18\fBytes/Second\xd2\xf3\x18\x10Kilobytes/Second\xd2\xf3\x18\x10Megabytes/Second\xd2\xf3\x18\x10Gigabytes/Second\xd2\xf3\x18\x10Terabytes/Second\xd2\xf3\x18\vBits/Second\xd2\xf3\x18\x0fKilobits/Second\xd2\xf3\x18\x0fMegabits/Second\xd2\xf3\x18\x0fGigabits/Second\xd2\xf3\x18\x0fTerabits/Second\xd2\xf3\x18\fCount/Second\xd2\xf3\x18\x04NoneH\n" +
-	"R\x04Unit\x88\x01\x01B\x14\n" +
+	"ok_actions\x18\x11 \x03(\tR\tOKActions\x12\x1b\n" +
+	"\x06period\x18\x12 \x01(\x05H\vR\x06Period\x88\x01\x01\x12Z\n" +
+	"\tstatistic\x18\x13 \x01(\tB7\xd2\xf3\x18\vSampleCount\xd2\xf3\x18\aAverage\xd2\xf3\x18\x03Sum\xd2\xf3\x18\aMinimum\xd2\xf3\x18\aMaximumH\fR\tStatistic\x88\x01\x01\x12,\n" +
+	"\x04tags\x18\x14 \x03(\v2\x18.berth.cloudwatch.v1.TagR\x04Tags\x12!\n" +
+	"\tthreshold\x18\x15 \x01(\x01H\rR\tThreshold\x88\x01\x01\x123\n" +
+	"\x13threshold_metric_id\x18\x16 \x01(\tH\x0eR\x11ThresholdMetricId\x88\x01\x01\x121\n" +
+	"\x12treat_missing_data\x18\x17 \x01(\tH\x0fR\x10TreatMissingData\x88\x01\x01\x12\xa1\x03\n" +
+	"\x04unit\x18\x18 \x01(\tB\x87\x03\xd2\xf3\x18\aSeconds\xd2\xf3\x18\fMicroseconds\xd2\xf3\x18\fMilliseconds\xd2\xf3\x18\x05Bytes\xd2\xf3\x18\tKilobytes\xd2\xf3\x18\tMegabytes\xd2\xf3\x18\tGigabytes\xd2\xf3\x18\tTerabytes\xd2\xf3\x18\x04Bits\xd2\xf3\x18\bKilobits\xd2\xf3\x18\bMegabits\xd2\xf3\x18\bGigabits\xd2\xf3\x18\bTerabits\xd2\xf3\x18\aPercent\xd2\xf3\x18\x05Count\xd2\xf3\x18\fBytes/Second\xd2\xf3\x18\x10Kilobytes/Second\xd2\xf3\x18\x10Megabytes/Second\xd2\xf3\x18\x10Gigabytes/Second\xd2\xf3\x18\x10Terabytes/Second\xd2\xf3\x18\vBits/Second\xd2\xf3\x18\x0fKilobits/Second\xd2\xf3\x18\x0fMegabits/Second\xd2\xf3\x18\x0fGigabits/Second\xd2\xf3\x18\x0fTerabits/Second\xd2\xf3\x18\fCount/Second\xd2\xf3\x18\x04NoneH\x10R\x04Unit\x88\x01\x01B\x12\n" +
+	"\x10_actions_enabledB\x14\n" +
 	"\x12_alarm_descriptionB\r\n" +
 	"\v_alarm_nameB\x16\n" +
-	"\x14_comparison_operatorB'\n" +
-	"%_evaluate_low_sample_count_percentileB\x15\n" +
+	"\x14_comparison_operatorB\x16\n" +
+	"\x14_datapoints_to_alarmB'\n" +
+	"%_evaluate_low_sample_count_percentileB\x16\n" +
+	"\x14_evaluation_intervalB\x15\n" +
+	"\x13_evaluation_periodsB\x15\n" +
 	"\x13_extended_statisticB\x0e\n" +
 	"\f_metric_nameB\f\n" +
 	"\n" +
-	"_namespaceB\f\n" +
+	"_namespaceB\t\n" +
+	"\a_periodB\f\n" +
 	"\n" +
-	"_statisticB\x16\n" +
+	"_statisticB\f\n" +
+	"\n" +
+	"_thresholdB\x16\n" +
 	"\x14_threshold_metric_idB\x15\n" +
 	"\x13_treat_missing_dataB\a\n" +
 	"\x05_unit\"\x18\n" +
-	"\x16PutMetricAlarmResponse\"\x9f\x02\n" +
+	"\x16PutMetricAlarmResponse\"\xc1\x02\n" +
 	"\x14PutMetricDataRequest\x12S\n" +
 	"\x12entity_metric_data\x18\x01 \x03(\v2%.berth.cloudwatch.v1.EntityMetricDataR\x10EntityMetricData\x12A\n" +
 	"\vmetric_data\x18\x02 \x03(\v2 .berth.cloudwatch.v1.MetricDatumR\n" +
 	"MetricData\x12'\n" +
-	"\tnamespace\x18\x03 \x01(\tB\x04\xc8\xf3\x18\x01H\x00R\tNamespace\x88\x01\x01\x128\n" +
-	"\x18strict_entity_validation\x18\x04 \x01(\bR\x16StrictEntityValidationB\f\n" +
+	"\tnamespace\x18\x03 \x01(\tB\x04\xc8\xf3\x18\x01H\x00R\tNamespace\x88\x01\x01\x12=\n" +
+	"\x18strict_entity_validation\x18\x04 \x01(\bH\x01R\x16StrictEntityValidation\x88\x01\x01B\f\n" +
 	"\n" +
-	"_namespace\"\x17\n" +
-	"\x15PutMetricDataResponse\"\xb4\x05\n" +
+	"_namespaceB\x1b\n" +
+	"\x19_strict_entity_validation\"\x17\n" +
+	"\x15PutMetricDataResponse\"\xdd\x05\n" +
 	"\x16PutMetricStreamRequest\x12P\n" +
 	"\x0fexclude_filters\x18\x01 \x03(\v2'.berth.cloudwatch.v1.MetricStreamFilterR\x0eExcludeFilters\x12,\n" +
 	"\ffirehose_arn\x18\x02 \x01(\tB\x04\xc8\xf3\x18\x01H\x00R\vFirehoseArn\x88\x01\x01\x12P\n" +
-	"\x0finclude_filters\x18\x03 \x03(\v2'.berth.cloudwatch.v1.MetricStreamFilterR\x0eIncludeFilters\x12E\n" +
-	"\x1finclude_linked_accounts_metrics\x18\x04 \x01(\bR\x1cIncludeLinkedAccountsMetrics\x12\x1d\n" +
-	"\x04name\x18\x05 \x01(\tB\x04\xc8\xf3\x18\x01H\x01R\x04Name\x88\x01\x01\x12^\n" +
-	"\routput_format\x18\x06 \x01(\tB4\xc8\xf3\x18\x01\xd2\xf3\x18\x04json\xd2\xf3\x18\x10opentelemetry0.7\xd2\xf3\x18\x10opentelemetry1.0H\x02R\fOutputFormat\x88\x01\x01\x12$\n" +
-	"\brole_arn\x18\a \x01(\tB\x04\xc8\xf3\x18\x01H\x03R\aRoleArn\x88\x01\x01\x12u\n" +
+	"\x0finclude_filters\x18\x03 \x03(\v2'.berth.cloudwatch.v1.MetricStreamFilterR\x0eIncludeFilters\x12J\n" +
+	"\x1finclude_linked_accounts_metrics\x18\x04 \x01(\bH\x01R\x1cIncludeLinkedAccountsMetrics\x88\x01\x01\x12\x1d\n" +
+	"\x04name\x18\x05 \x01(\tB\x04\xc8\xf3\x18\x01H\x02R\x04Name\x88\x01\x01\x12^\n" +
+	"\routput_format\x18\x06 \x01(\tB4\xc8\xf3\x18\x01\xd2\xf3\x18\x04json\xd2\xf3\x18\x10opentelemetry0.7\xd2\xf3\x18\x10opentelemetry1.0H\x03R\fOutputFormat\x88\x01\x01\x12$\n" +
+	"\brole_arn\x18\a \x01(\tB\x04\xc8\xf3\x18\x01H\x04R\aRoleArn\x88\x01\x01\x12u\n" +
 	"\x19statistics_configurations\x18\b \x03(\v28.berth.cloudwatch.v1.MetricStreamStatisticsConfigurationR\x18StatisticsConfigurations\x12,\n" +
 	"\x04tags\x18\t \x03(\v2\x18.berth.cloudwatch.v1.TagR\x04TagsB\x0f\n" +
-	"\r_firehose_arnB\a\n" +
+	"\r_firehose_arnB\"\n" +
+	" _include_linked_accounts_metricsB\a\n" +
 	"\x05_nameB\x10\n" +
 	"\x0e_output_formatB\v\n" +
 	"\t_role_arn\"8\n" +
@@ -9637,12 +9707,18 @@ const file_berth_cloudwatch_v1_shapes_proto_rawDesc = "" +
 	"\x05names\x18\x01 \x03(\tB\x04\xc8\xf3\x18\x01R\x05Names\"\x1c\n" +
 	"\x1aStartMetricStreamsResponse\"\x1c\n" +
 	"\x1aStartOTelEnrichmentRequest\"\x1d\n" +
-	"\x1bStartOTelEnrichmentResponse\"\x8f\x01\n" +
-	"\fStatisticSet\x12\x1e\n" +
-	"\amaximum\x18\x01 \x01(\x01B\x04\xc8\xf3\x18\x01R\aMaximum\x12\x1e\n" +
-	"\aminimum\x18\x02 \x01(\x01B\x04\xc8\xf3\x18\x01R\aMinimum\x12'\n" +
-	"\fsample_count\x18\x03 \x01(\x01B\x04\xc8\xf3\x18\x01R\vSampleCount\x12\x16\n" +
-	"\x03sum\x18\x04 \x01(\x01B\x04\xc8\xf3\x18\x01R\x03Sum\"6\n" +
+	"\x1bStartOTelEnrichmentResponse\"\xd4\x01\n" +
+	"\fStatisticSet\x12#\n" +
+	"\amaximum\x18\x01 \x01(\x01B\x04\xc8\xf3\x18\x01H\x00R\aMaximum\x88\x01\x01\x12#\n" +
+	"\aminimum\x18\x02 \x01(\x01B\x04\xc8\xf3\x18\x01H\x01R\aMinimum\x88\x01\x01\x12,\n" +
+	"\fsample_count\x18\x03 \x01(\x01B\x04\xc8\xf3\x18\x01H\x02R\vSampleCount\x88\x01\x01\x12\x1b\n" +
+	"\x03sum\x18\x04 \x01(\x01B\x04\xc8\xf3\x18\x01H\x03R\x03Sum\x88\x01\x01B\n" +
+	"\n" +
+	"\b_maximumB\n" +
+	"\n" +
+	"\b_minimumB\x0f\n" +
+	"\r_sample_countB\x06\n" +
+	"\x04_sum\"6\n" +
 	"\x18StopMetricStreamsRequest\x12\x1a\n" +
 	"\x05names\x18\x01 \x03(\tB\x04\xc8\xf3\x18\x01R\x05Names\"\x1b\n" +
 	"\x19StopMetricStreamsResponse\"\x1b\n" +
@@ -9966,6 +10042,7 @@ func file_berth_cloudwatch_v1_shapes_proto_init() {
 	file_berth_cloudwatch_v1_shapes_proto_msgTypes[60].OneofWrappers = []any{}
 	file_berth_cloudwatch_v1_shapes_proto_msgTypes[62].OneofWrappers = []any{}
 	file_berth_cloudwatch_v1_shapes_proto_msgTypes[63].OneofWrappers = []any{}
+	file_berth_cloudwatch_v1_shapes_proto_msgTypes[64].OneofWrappers = []any{}
 	file_berth_cloudwatch_v1_shapes_proto_msgTypes[65].OneofWrappers = []any{}
 	file_berth_cloudwatch_v1_shapes_proto_msgTypes[66].OneofWrappers = []any{}
 	file_berth_cloudwatch_v1_shapes_proto_msgTypes[67].OneofWrappers = []any{}
@@ -9986,6 +10063,7 @@ func file_berth_cloudwatch_v1_shapes_proto_init() {
 	file_berth_cloudwatch_v1_shapes_proto_msgTypes[83].OneofWrappers = []any{}
 	file_berth_cloudwatch_v1_shapes_proto_msgTypes[84].OneofWrappers = []any{}
 	file_berth_cloudwatch_v1_shapes_proto_msgTypes[85].OneofWrappers = []any{}
+	file_berth_cloudwatch_v1_shapes_proto_msgTypes[86].OneofWrappers = []any{}
 	file_berth_cloudwatch_v1_shapes_proto_msgTypes[87].OneofWrappers = []any{}
 	file_berth_cloudwatch_v1_shapes_proto_msgTypes[88].OneofWrappers = []any{}
 	file_berth_cloudwatch_v1_shapes_proto_msgTypes[89].OneofWrappers = []any{}
@@ -10007,6 +10085,7 @@ func file_berth_cloudwatch_v1_shapes_proto_init() {
 	file_berth_cloudwatch_v1_shapes_proto_msgTypes[118].OneofWrappers = []any{}
 	file_berth_cloudwatch_v1_shapes_proto_msgTypes[119].OneofWrappers = []any{}
 	file_berth_cloudwatch_v1_shapes_proto_msgTypes[121].OneofWrappers = []any{}
+	file_berth_cloudwatch_v1_shapes_proto_msgTypes[126].OneofWrappers = []any{}
 	file_berth_cloudwatch_v1_shapes_proto_msgTypes[131].OneofWrappers = []any{}
 	file_berth_cloudwatch_v1_shapes_proto_msgTypes[132].OneofWrappers = []any{}
 	file_berth_cloudwatch_v1_shapes_proto_msgTypes[134].OneofWrappers = []any{}

@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -215,6 +217,18 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request, x *exchange) 
 	g.lockout.success(addr)
 	x.account = cred.AccountID
 	svc = g.services[cred.Service]
+	// The signature covers the body as sent; a compressed one (the SDKs gzip CloudWatch's
+	// PutMetricData, whose model has the requestCompression trait) is decoded after.
+	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		if !strings.EqualFold(enc, "gzip") {
+			fail(http.StatusUnsupportedMediaType, "SerializationException", fmt.Sprintf("Content-Encoding %q is not supported; send gzip or no encoding.", enc))
+			return
+		}
+		if body, err = gunzip(body, g.cfg.MaxBodyBytes); err != nil {
+			fail(http.StatusBadRequest, "SerializationException", "The request body is not valid gzip: "+err.Error())
+			return
+		}
+	}
 	if svc.Protocol != RPCv2CBOR {
 		if wp == RPCv2CBOR {
 			fail(http.StatusNotFound, "UnknownOperationException", fmt.Sprintf("The service %s does not speak rpc-v2-cbor.", svc.SigningName))
@@ -359,6 +373,23 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	return buf.Bytes(), err
 }
 
+// gunzip decompresses a gzip body, at most limit bytes of it.
+func gunzip(body []byte, limit int64) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	defer zr.Close()
+	out, err := io.ReadAll(io.LimitReader(zr, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(out)) > limit {
+		return nil, fmt.Errorf("it decompresses to more than %d bytes", limit)
+	}
+	return out, nil
+}
+
 // metricAction is an action's name in logs and metrics: the bare name for ECS (as before
 // other services were served), "{service}:{Action}" for the others.
 func metricAction(svc *service, action string) string {
@@ -406,7 +437,11 @@ func writeXMLError(w http.ResponseWriter, status int, code, message, xmlns, requ
 // error code and fault ("InvalidParameterValue;Sender"), which the SDKs report as the
 // error's code, as they do for the query protocol.
 func writeCompatibleError(w http.ResponseWriter, status int, svc *service, wire Protocol, typ, message string) {
-	code := queryCode(typ)
+	code := typ
+	switch typ {
+	case "UnrecognizedClientException", "InvalidSignatureException", "MissingAuthenticationTokenException", "IncompleteSignatureException", "ThrottlingException":
+		code = queryCode(typ)
+	}
 	shape := code
 	if svc != nil {
 		if s, ok := svc.ErrorShapes[code]; ok {

@@ -239,3 +239,54 @@ func TestDevECSServiceMetrics(t *testing.T) {
 		t.Fatalf("CPUReservation datapoint %v", res)
 	}
 }
+
+// TestCloudWatchJSONAndQuery drives the two other protocols CloudWatch's model lists
+// through the AWS CLI: the installed botocore's CloudWatch model, rewritten to name only
+// "json" (AWS JSON 1.0, X-Amz-Target) or only "query" (Action=…, XML out), is put first on
+// AWS_DATA_PATH.
+func TestCloudWatchJSONAndQuery(t *testing.T) {
+	t.Parallel() // see main_test.go
+	if _, err := exec.LookPath("aws"); err != nil {
+		t.Skip("the AWS CLI (`aws`) is not installed; make deps installs it")
+	}
+	python := boto3Python(t)
+	const acct = "123456789012"
+	stack := startAPIStack(t, acct)
+	data := t.TempDir()
+	const rewrite = `import botocore, gzip, json, os, sys
+src = os.path.join(os.path.dirname(botocore.__file__), "data/cloudwatch/2010-08-01/service-2.json.gz")
+m = json.load(gzip.open(src))
+for p in ("json", "query"):
+    m["metadata"]["protocol"], m["metadata"]["protocols"] = p, [p]
+    d = os.path.join(sys.argv[1], p, "cloudwatch/2010-08-01")
+    os.makedirs(d)
+    json.dump(m, open(os.path.join(d, "service-2.json"), "w"))
+`
+	if out, err := exec.Command(python, "-c", rewrite, data).CombinedOutput(); err != nil {
+		t.Skipf("cannot rewrite botocore's CloudWatch model: %v\n%s", err, out)
+	}
+	minute := time.Now().UTC().Truncate(time.Minute)
+	for _, p := range []string{"json", "query"} {
+		run := func(args ...string) (string, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "aws", append([]string{"cloudwatch", "--endpoint-url", stack.url, "--region", "us-east-1", "--output", "json"}, args...)...)
+			cmd.Env = append(cliEnv(stack, acct), "AWS_DATA_PATH="+filepath.Join(data, p))
+			out, err := cmd.CombinedOutput()
+			return string(out), err
+		}
+		ns := "Proto" + p
+		if out, err := run("put-metric-data", "--namespace", ns, "--metric-name", "M", "--value", "3", "--unit", "Count", "--timestamp", minute.Add(-time.Minute).Format(time.RFC3339)); err != nil {
+			t.Fatalf("%s put-metric-data: %v\n%s", p, err, out)
+		}
+		out, err := run("get-metric-statistics", "--namespace", ns, "--metric-name", "M", "--statistics", "Sum", "--period", "60",
+			"--start-time", minute.Add(-5*time.Minute).Format(time.RFC3339), "--end-time", minute.Format(time.RFC3339))
+		var v struct{ Datapoints []map[string]any }
+		if err != nil || json.Unmarshal([]byte(out), &v) != nil || len(v.Datapoints) != 1 || v.Datapoints[0]["Sum"] != 3.0 || v.Datapoints[0]["Unit"] != "Count" {
+			t.Fatalf("%s get-metric-statistics: %v\n%s", p, err, out)
+		}
+		if out, err := run("put-metric-data", "--namespace", "AWS/X", "--metric-name", "M", "--value", "1"); err == nil || !strings.Contains(out, "(InvalidParameterValue)") {
+			t.Fatalf("%s AWS/ namespace: %v\n%s", p, err, out)
+		}
+	}
+}

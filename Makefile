@@ -42,6 +42,7 @@ generate: tools
 	cd tools && GOWORK=off go run ./awsgen -model ../api/ecr/ecr-2015-09-21.json -out ../proto/berth/ecr/v1 -package berth.ecr.v1 -service EcrService -title ECR
 	cd tools && GOWORK=off go run ./awsgen -model ../api/application-autoscaling/application-autoscaling-2016-02-06.json -out ../proto/berth/applicationautoscaling/v1 -package berth.applicationautoscaling.v1 -service ApplicationAutoScalingService -title "Application Auto Scaling"
 	cd tools && GOWORK=off go run ./awsgen -model ../api/events/events-2015-10-07.json -out ../proto/berth/events/v1 -package berth.events.v1 -service EventsService -title EventBridge
+	cd tools && GOWORK=off go run ./awsgen -model ../api/cloudwatch/cloudwatch-2010-08-01.json -out ../proto/berth/cloudwatch/v1 -package berth.cloudwatch.v1 -service CloudwatchService -title CloudWatch -box-scalars
 	$(BUF) format -w
 	rm -rf gen/berth
 	PATH="$(TOOLS):$$PATH" $(BUF) generate

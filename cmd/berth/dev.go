@@ -39,6 +39,7 @@ import (
 	"github.com/berthhq/berth/services/gateway/sigv4"
 	"github.com/berthhq/berth/services/scheduler/app"
 	"github.com/berthhq/berth/services/scheduler/cloudmap/cloudmapdns"
+	"github.com/berthhq/berth/services/scheduler/cloudwatch/metricstore"
 	"github.com/berthhq/berth/services/scheduler/ecr"
 	ecrregistry "github.com/berthhq/berth/services/scheduler/ecr/registry"
 	"github.com/berthhq/berth/services/scheduler/elbv2/lb"
@@ -333,6 +334,11 @@ func (d *devStack) newScheduler(ctx context.Context, stableAfter, credsLifetime 
 		return err
 	}
 	d.onClose(func() { _ = logStore.Close() })
+	metricStore, err := metricstore.OpenTSDB(filepath.Join(d.dataDir, "cwmetrics"), 0, d.log.With("component", "metricstore"))
+	if err != nil {
+		return err
+	}
+	d.onClose(func() { _ = metricStore.Close() })
 	ecrHost := ""
 	if d.cfg.ECRAddr != "" {
 		ln, err := net.Listen("tcp", d.cfg.ECRAddr)
@@ -347,7 +353,7 @@ func (d *devStack) newScheduler(ctx context.Context, stableAfter, credsLifetime 
 		return err
 	}
 	d.sched, err = app.New(app.Config{Etcd: d.local, Region: d.cfg.Region, Logger: d.log.With("service", "scheduler"), Dev: true, DeploymentBakeMinute: bakeMinute,
-		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps, Registry: d.registry, Logs: logStore, Keyring: keyring,
+		TaskStableAfter: stableAfter, MaxTxnOps: etcdembed.DevMaxTxnOps, Registry: d.registry, Logs: logStore, Metrics: metricStore, Keyring: keyring,
 		TaskSubnetPool: cli.Env("BERTH_TASK_SUBNET_POOL", ""), TaskCredentialsLifetime: credsLifetime, ECRRegistryHost: ecrHost, ECRBlobDir: d.ecrBlobDir()})
 	if err != nil {
 		return err

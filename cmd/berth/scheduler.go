@@ -21,6 +21,7 @@ import (
 	"github.com/berthhq/berth/pkg/h2c"
 	"github.com/berthhq/berth/pkg/pki"
 	"github.com/berthhq/berth/services/scheduler/app"
+	"github.com/berthhq/berth/services/scheduler/cloudwatch/metricstore"
 	"github.com/berthhq/berth/services/scheduler/ecs/control"
 	"github.com/berthhq/berth/services/scheduler/logs/logstore"
 	"github.com/berthhq/berth/services/scheduler/platform/caller"
@@ -47,7 +48,8 @@ func schedulerCommand() *cobra.Command {
 	var listen, region, replica, keyFile string
 	var etcdf etcdFlags
 	var leaderTTL, stableAfter, credsLifetime time.Duration
-	var logDir, logPeerURL string
+	var logDir, logPeerURL, metricsDir string
+	var metricsRetention time.Duration
 	var maxTxnOps, gzipMinBytes int
 	var taskSubnetPool string
 	var ecrf ecrFlags
@@ -93,7 +95,12 @@ func schedulerCommand() *cobra.Command {
 				return err
 			}
 			defer logStore.Close()
-			cfg := app.Config{Keyring: keyring, Logs: logStore, Etcd: etcd, Region: region, Logger: log, Replica: replica, LeaderTTL: leaderTTL,
+			metricStore, err := metricstore.OpenTSDB(metricsDir, metricsRetention, log.With("component", "metricstore"))
+			if err != nil {
+				return err
+			}
+			defer metricStore.Close()
+			cfg := app.Config{Keyring: keyring, Logs: logStore, Metrics: metricStore, Etcd: etcd, Region: region, Logger: log, Replica: replica, LeaderTTL: leaderTTL,
 				Registry: cli.NewRegistry(), TaskStableAfter: stableAfter, // /metrics on the internal listener
 				MaxTxnOps: maxTxnOps, GzipMinBytes: gzipMinBytes, TaskSubnetPool: taskSubnetPool, TaskCredentialsLifetime: credsLifetime}
 			if serverTLS != nil {
@@ -165,6 +172,8 @@ func schedulerCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&metricsDir, "metrics-dir", cli.Env("BERTH_METRICS_DIR", "./.berth/cwmetrics"), "directory of the CloudWatch metric store (PutMetricData and the AWS/ECS metrics); see docs/cloudwatch.md")
+	f.DurationVar(&metricsRetention, "metrics-retention", metricstore.DefaultRetention, "how long CloudWatch metric data is kept (CloudWatch keeps 1-minute data 15 days)")
 	f.StringVar(&logDir, "log-dir", cli.Env("BERTH_LOG_DIR", "./.berth/cwlogs"), "directory of the CloudWatch Logs store (awslogs output and the logs API); on a disk that outlives the replica, see docs/logs.md")
 	f.StringVar(&logPeerURL, "log-peer-url", cli.Env("BERTH_LOG_PEER_URL", ""), "base URL the other scheduler replicas reach this one at for the replicated log store (default: http(s)://--listen, with the host name when it listens on all addresses); \"none\" keeps the log store to this replica (docs/logs.md)")
 	etcdf.add(f)

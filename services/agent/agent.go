@@ -201,6 +201,9 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// ResendInterval resends unacknowledged state changes; default 15 s.
 	ResendInterval time.Duration
+	// StatsInterval is the time between samples of the running tasks' CPU and memory
+	// sent to the control plane (CloudWatch's AWS/ECS metrics); default 15 s.
+	StatsInterval time.Duration
 	// BackoffMin and BackoffMax bound the reconnect backoff; defaults
 	// 250 ms and 30 s.
 	BackoffMin, BackoffMax time.Duration
@@ -540,6 +543,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		BackoffMin:        a.cfg.BackoffMin,
 		BackoffMax:        a.cfg.BackoffMax,
 		Log:               a.log.With("component", "session"),
+		Stats:             view.taskStats(tasks.NewSampler(manager)),
+		StatsInterval:     a.cfg.StatsInterval,
 	}, view, &handler{m: manager})
 
 	var wg sync.WaitGroup

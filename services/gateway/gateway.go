@@ -18,6 +18,7 @@ import (
 	"github.com/berthhq/berth/pkg/h2c"
 	"github.com/berthhq/berth/pkg/pki"
 	"github.com/berthhq/berth/services/gateway/awsjson"
+	"github.com/berthhq/berth/services/gateway/rpcv2cbor"
 	"github.com/berthhq/berth/services/gateway/sigv4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -293,7 +294,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	path := r.URL.Path
 	switch {
-	case path == "/":
+	case path == "/" || strings.HasPrefix(path, rpcv2cbor.PathPrefix):
 		ctx, span := startAPISpan(r, x.id)
 		g.serveAWS(rec, r.WithContext(ctx), x)
 		endAPISpan(span, x, rec.status())

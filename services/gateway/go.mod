@@ -17,7 +17,12 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
-require golang.org/x/sync v0.24.0
+require (
+	github.com/fxamacker/cbor/v2 v2.10.0
+	golang.org/x/sync v0.24.0
+)
+
+require github.com/x448/float16 v0.8.4 // indirect
 
 require (
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect

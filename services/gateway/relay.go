@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -19,6 +21,7 @@ import (
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	"github.com/berthhq/berth/services/gateway/awsjson"
 	"github.com/berthhq/berth/services/gateway/awsquery"
+	"github.com/berthhq/berth/services/gateway/rpcv2cbor"
 	"github.com/berthhq/berth/services/gateway/sigv4"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -170,20 +173,32 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request, x *exchange) 
 	query := r.Header.Get("X-Amz-Target") == "" &&
 		((r.Method == http.MethodGet && r.URL.Query().Has("Action")) ||
 			(r.Method == http.MethodPost && strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded")))
+	// wp is the wire protocol of this request: the service's own, or for a service that
+	// accepts several (RPCv2CBOR) the one the request uses.
+	wp := JSON
+	switch {
+	case strings.HasPrefix(r.URL.Path, rpcv2cbor.PathPrefix):
+		wp = RPCv2CBOR
+	case query:
+		wp = Query
+	}
 	fail := func(status int, typ, msg string) {
 		x.errType = typ
-		if svc != nil {
-			query = svc.Protocol == Query
+		if svc != nil && svc.Protocol != RPCv2CBOR {
+			wp = svc.Protocol
 		}
-		if query {
+		switch {
+		case wp == Query:
 			ns := "https://sts.amazonaws.com/doc/2011-06-15/"
 			if svc != nil {
 				ns = svc.XMLNamespace
 			}
 			writeXMLError(w, status, queryCode(typ), msg, ns, x.id)
-			return
+		case wp == RPCv2CBOR || (svc != nil && svc.Protocol == RPCv2CBOR):
+			writeCompatibleError(w, status, svc, wp, typ, msg)
+		default:
+			writeError(w, status, typ, msg)
 		}
-		writeError(w, status, typ, msg)
 	}
 	if r.Method != http.MethodPost && !(query && r.Method == http.MethodGet) {
 		w.Header().Set("Allow", http.MethodPost)
@@ -224,10 +239,40 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request, x *exchange) 
 	g.lockout.success(addr)
 	x.account = cred.AccountID
 	svc = g.services[cred.Service]
+	// The signature covers the body as sent; a compressed one (the SDKs gzip CloudWatch's
+	// PutMetricData, whose model has the requestCompression trait) is decoded after.
+	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		if !strings.EqualFold(enc, "gzip") {
+			fail(http.StatusUnsupportedMediaType, "SerializationException", fmt.Sprintf("Content-Encoding %q is not supported; send gzip or no encoding.", enc))
+			return
+		}
+		if body, err = gunzip(body, g.cfg.MaxBodyBytes); err != nil {
+			fail(http.StatusBadRequest, "SerializationException", "The request body is not valid gzip: "+err.Error())
+			return
+		}
+	}
+	if svc.Protocol != RPCv2CBOR {
+		if wp == RPCv2CBOR {
+			fail(http.StatusNotFound, "UnknownOperationException", fmt.Sprintf("The service %s does not speak rpc-v2-cbor.", svc.SigningName))
+			return
+		}
+		wp = svc.Protocol
+	}
 
 	var action string
 	var form url.Values
-	switch svc.Protocol {
+	switch wp {
+	case RPCv2CBOR:
+		name, a, ok := rpcv2cbor.SplitPath(r.URL.Path)
+		if !ok || name != svc.CBORService || svc.ops[a] == nil {
+			fail(http.StatusNotFound, "UnknownOperationException", fmt.Sprintf("Unknown operation %q.", r.URL.Path))
+			return
+		}
+		if r.Header.Get(rpcv2cbor.ProtocolHeader) != rpcv2cbor.HeaderValue {
+			fail(http.StatusBadRequest, "SerializationException", "rpc-v2-cbor requests must carry the header smithy-protocol: rpc-v2-cbor.")
+			return
+		}
+		action = a
 	case Query:
 		form, err = url.ParseQuery(string(body))
 		if r.Method == http.MethodGet {
@@ -271,7 +316,14 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request, x *exchange) 
 		return
 	}
 	in := op.input.New().Interface()
-	if svc.Protocol == Query {
+	if wp == RPCv2CBOR {
+		if err := rpcv2cbor.Unmarshal(body, in); err != nil {
+			var ae *awsjson.Error
+			errors.As(err, &ae)
+			fail(http.StatusBadRequest, ae.Type, ae.Message)
+			return
+		}
+	} else if wp == Query {
 		if err := awsquery.Unmarshal(form, in); err != nil {
 			var qe *awsquery.Error
 			errors.As(err, &qe)
@@ -292,7 +344,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request, x *exchange) 
 	}
 	defer wire.release()
 	var data []byte
-	if svc.Protocol == Query {
+	if wp == Query {
 		out, err := op.decode(wire)
 		if err != nil {
 			status, typ, msg := g.mapError(err, svc, action, x.id)
@@ -310,7 +362,21 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request, x *exchange) 
 			return
 		}
 		defer release() // after the Write below: the body is written from the pooled buffer
-		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		switch {
+		case wp == RPCv2CBOR:
+			data, err = rpcv2cbor.FromJSON(op.output.Descriptor(), data)
+			if err != nil {
+				status, typ, msg := g.mapError(fmt.Errorf("encode %s response: %w", action, err), svc, action, x.id)
+				fail(status, typ, msg)
+				return
+			}
+			w.Header().Set(rpcv2cbor.ProtocolHeader, rpcv2cbor.HeaderValue)
+			w.Header().Set("Content-Type", rpcv2cbor.ContentType)
+		case svc.Protocol == RPCv2CBOR:
+			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		default:
+			w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		}
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	w.WriteHeader(http.StatusOK)
@@ -327,6 +393,23 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	}
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
 	return buf.Bytes(), err
+}
+
+// gunzip decompresses a gzip body, at most limit bytes of it.
+func gunzip(body []byte, limit int64) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	defer zr.Close()
+	out, err := io.ReadAll(io.LimitReader(zr, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(out)) > limit {
+		return nil, fmt.Errorf("it decompresses to more than %d bytes", limit)
+	}
+	return out, nil
 }
 
 // metricAction is an action's name in logs and metrics: the bare name for ECS (as before
@@ -368,6 +451,42 @@ func writeXMLError(w http.ResponseWriter, status int, code, message, xmlns, requ
 	w.Header().Set("Content-Type", "text/xml")
 	w.WriteHeader(status)
 	_, _ = w.Write(awsquery.MarshalError(status, code, message, xmlns, requestID))
+}
+
+// writeCompatibleError writes an error of a service whose model is query-compatible
+// (awsQueryCompatible, as CloudWatch's) in RPC v2 CBOR (wire RPCv2CBOR) or AWS JSON 1.0:
+// __type is the model's error shape, and the header x-amzn-query-error carries the query
+// error code and fault ("InvalidParameterValue;Sender"), which the SDKs report as the
+// error's code, as they do for the query protocol.
+func writeCompatibleError(w http.ResponseWriter, status int, svc *service, wire Protocol, typ, message string) {
+	code := typ
+	switch typ {
+	case "UnrecognizedClientException", "InvalidSignatureException", "MissingAuthenticationTokenException", "IncompleteSignatureException", "ThrottlingException":
+		code = queryCode(typ)
+	}
+	shape := code
+	if svc != nil {
+		if s, ok := svc.ErrorShapes[code]; ok {
+			shape = s
+		}
+	}
+	fault := "Sender"
+	if status >= 500 {
+		fault = "Receiver"
+	}
+	h := w.Header()
+	h.Set("X-Amzn-Query-Error", code+";"+fault)
+	h.Set("X-Amzn-ErrorType", shape)
+	if wire == RPCv2CBOR {
+		h.Set(rpcv2cbor.ProtocolHeader, rpcv2cbor.HeaderValue)
+		h.Set("Content-Type", rpcv2cbor.ContentType)
+		w.WriteHeader(status)
+		_, _ = w.Write(rpcv2cbor.AppendError(shape, message))
+		return
+	}
+	h.Set("Content-Type", "application/x-amz-json-1.0")
+	w.WriteHeader(status)
+	_, _ = w.Write(awsjson.AppendError(nil, shape, message))
 }
 
 func cutPrefix(s, prefix string) (string, bool) {

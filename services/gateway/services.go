@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	applicationautoscalingv1 "github.com/berthhq/berth/gen/berth/applicationautoscaling/v1"
+	cloudwatchv1 "github.com/berthhq/berth/gen/berth/cloudwatch/v1"
 	ecrv1 "github.com/berthhq/berth/gen/berth/ecr/v1"
 	ecsv1 "github.com/berthhq/berth/gen/berth/ecs/v1"
 	elbv2v1 "github.com/berthhq/berth/gen/berth/elbv2/v1"
@@ -26,6 +27,13 @@ const (
 	// Query is the AWS query protocol: form-encoded Action=…&Version=… in (POST body or
 	// GET query string), XML out; errors are <ErrorResponse> XML.
 	Query
+	// RPCv2CBOR is Smithy RPC v2 CBOR (package rpcv2cbor): POST
+	// /service/{CBORService}/operation/{Action}, CBOR in and out, errors {"__type",
+	// "message"} in CBOR. A service of this protocol also accepts the other protocols its
+	// model lists, told apart per request: AWS JSON 1.0 (X-Amz-Target
+	// {TargetPrefix}{Action}) and query (Action=…, XML out), as CloudWatch's model lists
+	// smithy-rpc-v2-cbor, json and query.
+	RPCv2CBOR
 )
 
 // Service describes one AWS service the gateway serves: how a request for it is
@@ -46,6 +54,14 @@ type Service struct {
 	Version string
 	// Descriptor is the generated Connect service (one RPC per action of the model).
 	Descriptor protoreflect.ServiceDescriptor
+	// CBORService is the service name in RPC v2 CBOR request paths (RPCv2CBOR only).
+	CBORService string
+	// ErrorShapes maps a query error code of a query-compatible service (the codes the
+	// scheduler's errors carry, e.g. InvalidParameterValue) to the model's error shape
+	// name (InvalidParameterValueException), which CBOR and JSON errors carry in __type
+	// beside the x-amzn-query-error header (RPCv2CBOR only; a code not listed is its own
+	// shape name).
+	ErrorShapes map[string]string
 	// Unsupported is the error code answered for an action of the model the scheduler
 	// does not implement.
 	Unsupported string
@@ -142,6 +158,26 @@ var Services = []Service{
 		Descriptor:   eventsv1.File_berth_events_v1_events_service_proto.Services().ByName("EventsService"),
 		Unsupported:  "UnsupportedOperationException",
 		Throttling:   "ThrottlingException",
+	},
+	{
+		SigningName:  "monitoring",
+		Protocol:     RPCv2CBOR,
+		CBORService:  "GraniteServiceVersion20100801",
+		TargetPrefix: "GraniteServiceVersion20100801.",
+		XMLNamespace: "http://monitoring.amazonaws.com/doc/2010-08-01/",
+		Version:      "2010-08-01",
+		Descriptor:   cloudwatchv1.File_berth_cloudwatch_v1_cloudwatch_service_proto.Services().ByName("CloudwatchService"),
+		ErrorShapes: map[string]string{
+			"InvalidParameterValue":       "InvalidParameterValueException",
+			"InvalidParameterCombination": "InvalidParameterCombinationException",
+			"MissingParameter":            "MissingRequiredParameterException",
+			"LimitExceeded":               "LimitExceededFault",
+			"InternalServiceError":        "InternalServiceFault",
+			"InvalidFormat":               "InvalidFormatFault",
+			"InvalidParameterInput":       "DashboardInvalidInputError",
+		},
+		Unsupported: "UnsupportedOperation",
+		Throttling:  "Throttling",
 	},
 }
 

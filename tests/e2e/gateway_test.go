@@ -21,6 +21,7 @@ import (
 	"github.com/berthhq/berth/pkg/h2c"
 	"github.com/berthhq/berth/services/gateway"
 	"github.com/berthhq/berth/services/scheduler/app"
+	"github.com/berthhq/berth/services/scheduler/cloudwatch/metricstore"
 	"github.com/berthhq/berth/services/scheduler/ecr"
 	"github.com/berthhq/berth/services/scheduler/ecr/registry"
 	"github.com/berthhq/berth/services/scheduler/logs/logstore"
@@ -74,7 +75,12 @@ func startAPIStack(t *testing.T, accounts ...string) *apiStack {
 		t.Fatal(err)
 	}
 	regDir := t.TempDir()
-	sched, err := app.New(app.Config{Etcd: cli, Region: "us-east-1", Logs: logStore, Keyring: ring, ECRRegistryHost: regLn.Addr().String(), ECRBlobDir: regDir})
+	metricStore, err := metricstore.OpenTSDB(t.TempDir(), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = metricStore.Close() })
+	sched, err := app.New(app.Config{Etcd: cli, Region: "us-east-1", Logs: logStore, Metrics: metricStore, Keyring: ring, ECRRegistryHost: regLn.Addr().String(), ECRBlobDir: regDir})
 	if err != nil {
 		t.Fatal(err)
 	}

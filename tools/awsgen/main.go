@@ -85,6 +85,8 @@ type gen struct {
 	origin map[string]string
 	// wrappers are the list and map shapes nested in another collection.
 	wrappers map[string]bool
+	// boxAll gives every scalar member presence (-box-scalars).
+	boxAll bool
 }
 
 func main() {
@@ -93,6 +95,11 @@ func main() {
 	pkg := flag.String("package", "berth.ecs.v1", "proto package of the generated files")
 	service := flag.String("service", "EcsService", "name of the generated service")
 	title := flag.String("title", "ECS", "the AWS service's short name, for comments")
+	// Models converted from Smithy IDL 2.0 (CloudWatch's, whose protocol list starts with
+	// smithy-rpc-v2-cbor) carry no "box" traits: their scalar members are nullable unless
+	// they have a default, and AWS omits the absent ones (a Datapoint holds only the
+	// statistics asked for). -box-scalars gives every scalar member presence.
+	boxAll := flag.Bool("box-scalars", false, "treat every scalar member as boxed (optional)")
 	flag.Parse()
 
 	raw, err := os.ReadFile(*modelPath)
@@ -109,6 +116,7 @@ func main() {
 		pkg:       *pkg,
 		service:   *service,
 		title:     *title,
+		boxAll:    *boxAll,
 	}
 	if err := g.plan(); err != nil {
 		log.Fatal(err)
@@ -312,7 +320,7 @@ func (g *gen) fieldDecl(shapeName string) (string, error) {
 	if scalar == "" {
 		return "", fmt.Errorf("shape %s has unsupported type %s", shapeName, s.Type)
 	}
-	if s.Box {
+	if s.Box || g.boxAll {
 		return "optional " + scalar, nil
 	}
 	return scalar, nil

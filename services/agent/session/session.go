@@ -84,6 +84,12 @@ type Config struct {
 	BackoffMin, BackoffMax time.Duration
 	// Log receives connection events; nil discards them.
 	Log *slog.Logger
+	// Stats, when set, samples the running tasks' resource use; the session sends its
+	// answer (when it has tasks or the instance's capacity) every StatsInterval, for the
+	// control plane's AWS/ECS CloudWatch metrics.
+	Stats func(ctx context.Context) *agentv1.TaskStats
+	// StatsInterval is the time between Stats samples; default 15 s.
+	StatsInterval time.Duration
 }
 
 // DefaultHTTPClient returns a client that speaks only HTTP/2: over TLS for
@@ -249,6 +255,16 @@ func (s *Session) connect(ctx context.Context) (connected bool, err error) {
 	defer hbTick.Stop()
 	resendTick := time.NewTicker(s.cfg.ResendInterval)
 	defer resendTick.Stop()
+	var statsC <-chan time.Time
+	if s.cfg.Stats != nil {
+		iv := s.cfg.StatsInterval
+		if iv <= 0 {
+			iv = 15 * time.Second
+		}
+		statsTick := time.NewTicker(iv)
+		defer statsTick.Stop()
+		statsC = statsTick.C
+	}
 	capChanged := s.host.CapacityChanged()
 	var rereg <-chan struct{}
 	if r, ok := s.host.(Reregisterer); ok {
@@ -275,6 +291,10 @@ func (s *Session) connect(ctx context.Context) (connected bool, err error) {
 			err = flush(false)
 		case <-resendTick.C:
 			err = flush(true)
+		case <-statsC:
+			if st := s.cfg.Stats(ctx); st != nil {
+				err = send(&agentv1.SessionRequest{Message: &agentv1.SessionRequest_TaskStats{TaskStats: st}})
+			}
 		case m := <-recv:
 			err = s.handle(ctx, m, send, sent)
 		}

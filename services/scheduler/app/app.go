@@ -25,8 +25,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/berthhq/berth/gen/berth/admin/v1/adminv1connect"
+	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
 	"github.com/berthhq/berth/gen/berth/agent/v1/agentv1connect"
 	"github.com/berthhq/berth/gen/berth/applicationautoscaling/v1/applicationautoscalingv1connect"
+	"github.com/berthhq/berth/gen/berth/cloudwatch/v1/cloudwatchv1connect"
 	"github.com/berthhq/berth/gen/berth/console/v1/consolev1connect"
 	"github.com/berthhq/berth/gen/berth/ecr/v1/ecrv1connect"
 	"github.com/berthhq/berth/gen/berth/ecs/v1/ecsv1connect"
@@ -40,6 +42,8 @@ import (
 	"github.com/berthhq/berth/services/scheduler/admin"
 	"github.com/berthhq/berth/services/scheduler/autoscaling"
 	"github.com/berthhq/berth/services/scheduler/cloudmap"
+	"github.com/berthhq/berth/services/scheduler/cloudwatch"
+	"github.com/berthhq/berth/services/scheduler/cloudwatch/metricstore"
 	"github.com/berthhq/berth/services/scheduler/ecr"
 	"github.com/berthhq/berth/services/scheduler/ecs/agentsession"
 	"github.com/berthhq/berth/services/scheduler/ecs/control"
@@ -134,6 +138,16 @@ type Config struct {
 	LogPeerClient *http.Client
 	// LogSweepInterval is the time between retention sweeps of Logs; default 10 min.
 	LogSweepInterval time.Duration
+	// Metrics is the replica's CloudWatch metric store (on its disk, never in etcd):
+	// PutMetricData and the AWS/ECS metrics of the agents' samples are written to it.
+	// Nil serves CloudWatch's metric actions with an error and drops the samples.
+	Metrics metricstore.Store
+	// AlarmActions runs CloudWatch alarm actions; nil runs them with the replica's
+	// Application Auto Scaling (step scaling policies' ARNs).
+	AlarmActions cloudwatch.AlarmActions
+	// AlarmEvaluationInterval is the time between the leader's alarm evaluations;
+	// default 1 minute, as CloudWatch.
+	AlarmEvaluationInterval time.Duration
 	// Keyring seals the values of Secrets Manager secrets and SSM parameters and the
 	// secrets of access keys (see package seal; the key is never in etcd). Nil disables
 	// both services (their actions answer an error naming the missing key) and stores
@@ -204,6 +218,8 @@ type App struct {
 	// loop after one.
 	daemons    *daemon.Daemons
 	daemonKick *service.Kicker
+	cwMetrics   *cloudwatch.Metrics    // nil without Config.Metrics
+	ecsMetrics  *cloudwatch.ECSMetrics // nil without Config.Metrics
 }
 
 // ecsHandler serves the ECS API: service actions from service.Handler, everything else
@@ -280,6 +296,12 @@ func New(cfg Config) (*App, error) {
 	a.ecr = ecr.New(ecrStore)
 	a.ecr.Logger = cfg.Logger.With("component", "ecr")
 	a.cloudMap = cloudmap.NewRegistry(a.kv, nil)
+	var onTaskStats func(keys.Scope, string, string, *agentv1.TaskStats)
+	if cfg.Metrics != nil {
+		a.cwMetrics = cloudwatch.NewMetrics(cfg.Metrics, cfg.Logger.With("component", "cloudwatch"))
+		a.ecsMetrics = cloudwatch.NewECSMetrics(a.cwMetrics)
+		onTaskStats = a.ecsMetrics.Observe
+	}
 	creds := taskcreds.New(taskcreds.Config{KV: a.kv, Lease: cfg.Etcd, Keyring: cfg.Keyring, Lifetime: cfg.TaskCredentialsLifetime})
 	a.sessions = agentsession.New(agentsession.Config{
 		Credentials:      creds,
@@ -289,6 +311,7 @@ func New(cfg Config) (*App, error) {
 		HeartbeatTimeout: cfg.HeartbeatTimeout,
 		Logger:           cfg.Logger.With("component", "agentsession"),
 		OnHeartbeat:      a.registerMetrics(reg),
+		OnTaskStats:      onTaskStats,
 		Logs:             cfg.Logs,
 		Secrets:          tasksecrets.Resolver{Secrets: a.secrets, Parameters: a.params, ECR: a.ecr.Store},
 	})
@@ -340,6 +363,18 @@ func New(cfg Config) (*App, error) {
 	a.events = events.New(a.kv, ecsTargets{srv: a.control}, nil)
 	a.events.Logger = cfg.Logger.With("component", "events")
 	mux.Handle(eventsv1connect.NewEventsServiceHandler(a.events, identity, gzip))
+	if cfg.AlarmActions == nil {
+		// Alarm actions whose ARN is a scaling policy's run Application Auto Scaling's
+		// step scaling (autoscaling.Handler.InvokeAlarmAction).
+		cfg.AlarmActions = a.autoScaling
+		a.cfg.AlarmActions = a.autoScaling
+	}
+	if a.cwMetrics != nil {
+		// Target tracking reads the metrics CloudWatch keeps (AWS/ECS, AWS/ApplicationELB).
+		a.autoScaling.Metrics = a.cwMetrics
+	}
+	mux.Handle(cloudwatchv1connect.NewCloudwatchServiceHandler(&cloudwatch.Handler{Metrics: a.cwMetrics, KV: a.kv, Actions: cfg.AlarmActions,
+		Logger: cfg.Logger.With("component", "cloudwatch")}, identity, gzip))
 	mux.Handle(adminv1connect.NewAdminServiceHandler(a.admin, gzip, connect.WithInterceptors(admin.Guard{Strict: cfg.Dev})))
 	mux.Handle(consolev1connect.NewConsoleServiceHandler(changefeed.New(cfg.Etcd, a.kv, cfg.Logger.With("component", "changefeed")), identity, gzip))
 	a.handleIntrospection(mux)
@@ -469,6 +504,9 @@ func (a *App) Run(ctx context.Context) error {
 	if a.logPeers != nil {
 		go a.logPeers.Run(ctx)
 	}
+	if a.ecsMetrics != nil {
+		go func() { _ = a.ecsMetrics.Run(ctx) }()
+	}
 	return a.elector.Run(ctx, func(ctx context.Context, term leader.Term) {
 		a.leading.Store(true)
 		defer a.leading.Store(false)
@@ -537,6 +575,11 @@ func (a *App) Run(ctx context.Context) error {
 				StableAfter: a.cfg.TaskStableAfter,
 			})
 			return rec.Run(ctx)
+		})
+		run("alarm evaluator", func() error {
+			ev := &cloudwatch.Evaluator{KV: term.KV(a.kv), Metrics: a.cwMetrics, Actions: a.cfg.AlarmActions,
+				Interval: a.cfg.AlarmEvaluationInterval, Log: a.log.With("component", "alarms")}
+			return ev.Run(ctx)
 		})
 		loops.Wait()
 		a.log.Info("no longer leading", "replica", a.cfg.Replica)

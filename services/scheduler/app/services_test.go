@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"encoding/json"
+	cwv1 "github.com/berthhq/berth/gen/berth/cloudwatch/v1"
+	"github.com/berthhq/berth/gen/berth/cloudwatch/v1/cloudwatchv1connect"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -108,6 +110,16 @@ func TestAWSServicesAnswerThroughHandle(t *testing.T) {
 	wantException(t, "elbv2 bad marker", err, "ValidationError", "The marker 'x' is not valid")
 	_, err = lb.CreateLoadBalancer(ctx, connect.NewRequest(&elbv2.CreateLoadBalancerRequest{Name: proto.String("lb"), CustomerOwnedIpv4Pool: proto.String("p")}))
 	wantException(t, "elbv2 model error", err, "InvalidConfigurationRequest", "")
+
+	cw := cloudwatchv1connect.NewCloudwatchServiceClient(srv.Client(), srv.URL, id)
+	_, err = cw.ListMetrics(ctx, connect.NewRequest(&cwv1.ListMetricsRequest{}))
+	wantException(t, "cloudwatch without a metric store", err, "InternalServiceError", "This scheduler has no metric store.")
+	_, err = cw.PutMetricAlarm(ctx, connect.NewRequest(&cwv1.PutMetricAlarmRequest{AlarmName: proto.String("a")}))
+	wantException(t, "cloudwatch alarm validation", err, "MissingParameter", "The parameter EvaluationPeriods is required.")
+	_, err = cw.PutDashboard(ctx, connect.NewRequest(&cwv1.PutDashboardRequest{}))
+	if _, ok := awserr.FromConnect(err); ok || connect.CodeOf(err) != connect.CodeUnimplemented {
+		t.Errorf("cloudwatch PutDashboard: %v; want a bare CodeUnimplemented", err)
+	}
 
 	sd := servicediscoveryv1connect.NewServicediscoveryServiceClient(srv.Client(), srv.URL, id)
 	_, err = sd.CreatePublicDnsNamespace(ctx, connect.NewRequest(&sdv1.CreatePublicDnsNamespaceRequest{Name: proto.String("example.com")}))

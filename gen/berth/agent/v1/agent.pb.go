@@ -545,6 +545,7 @@ type SessionRequest struct {
 	//	*SessionRequest_Heartbeat
 	//	*SessionRequest_TaskState
 	//	*SessionRequest_Ack
+	//	*SessionRequest_TaskStats
 	Message       isSessionRequest_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -623,6 +624,15 @@ func (x *SessionRequest) GetAck() *Ack {
 	return nil
 }
 
+func (x *SessionRequest) GetTaskStats() *TaskStats {
+	if x != nil {
+		if x, ok := x.Message.(*SessionRequest_TaskStats); ok {
+			return x.TaskStats
+		}
+	}
+	return nil
+}
+
 type isSessionRequest_Message interface {
 	isSessionRequest_Message()
 }
@@ -647,6 +657,11 @@ type SessionRequest_Ack struct {
 	Ack *Ack `protobuf:"bytes,4,opt,name=ack,proto3,oneof"`
 }
 
+type SessionRequest_TaskStats struct {
+	// task_stats samples the running tasks' CPU and memory use (CloudWatch AWS/ECS).
+	TaskStats *TaskStats `protobuf:"bytes,240,opt,name=task_stats,json=taskStats,proto3,oneof"`
+}
+
 func (*SessionRequest_Hello) isSessionRequest_Message() {}
 
 func (*SessionRequest_Heartbeat) isSessionRequest_Message() {}
@@ -654,6 +669,8 @@ func (*SessionRequest_Heartbeat) isSessionRequest_Message() {}
 func (*SessionRequest_TaskState) isSessionRequest_Message() {}
 
 func (*SessionRequest_Ack) isSessionRequest_Message() {}
+
+func (*SessionRequest_TaskStats) isSessionRequest_Message() {}
 
 // SessionResponse is one message from the control plane on an agent's session.
 type SessionResponse struct {
@@ -1720,7 +1737,7 @@ var File_berth_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1aberth/agent/v1/agent.proto\x12\x0eberth.agent.v1\x1a berth/agent/v1/credentials.proto\x1a\x19berth/ecs/v1/shapes.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x01\n" +
+	"\x1aberth/agent/v1/agent.proto\x12\x0eberth.agent.v1\x1a berth/agent/v1/credentials.proto\x1a\x1aberth/agent/v1/stats.proto\x1a\x19berth/ecs/v1/shapes.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x01\n" +
 	"\x16EnsureLogStreamRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x1b\n" +
 	"\tlog_group\x18\x02 \x01(\tR\blogGroup\x12\x1d\n" +
@@ -1762,13 +1779,15 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\vcluster_arn\x18\x02 \x01(\tR\n" +
 	"clusterArn\x12\x1f\n" +
 	"\vtask_subnet\x18d \x01(\tR\n" +
-	"taskSubnet\"\xf0\x01\n" +
+	"taskSubnet\"\xad\x02\n" +
 	"\x0eSessionRequest\x12-\n" +
 	"\x05hello\x18\x01 \x01(\v2\x15.berth.agent.v1.HelloH\x00R\x05hello\x129\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x19.berth.agent.v1.HeartbeatH\x00R\theartbeat\x12@\n" +
 	"\n" +
 	"task_state\x18\x03 \x01(\v2\x1f.berth.agent.v1.TaskStateChangeH\x00R\ttaskState\x12'\n" +
-	"\x03ack\x18\x04 \x01(\v2\x13.berth.agent.v1.AckH\x00R\x03ackB\t\n" +
+	"\x03ack\x18\x04 \x01(\v2\x13.berth.agent.v1.AckH\x00R\x03ack\x12;\n" +
+	"\n" +
+	"task_stats\x18\xf0\x01 \x01(\v2\x19.berth.agent.v1.TaskStatsH\x00R\ttaskStatsB\t\n" +
 	"\amessage\"\xdf\x02\n" +
 	"\x0fSessionResponse\x12<\n" +
 	"\n" +
@@ -1905,14 +1924,15 @@ var file_berth_agent_v1_agent_proto_goTypes = []any{
 	(*v1.Attribute)(nil),               // 23: berth.ecs.v1.Attribute
 	(*v1.VersionInfo)(nil),             // 24: berth.ecs.v1.VersionInfo
 	(*v1.ContainerInstance)(nil),       // 25: berth.ecs.v1.ContainerInstance
-	(*timestamppb.Timestamp)(nil),      // 26: google.protobuf.Timestamp
-	(*v1.Attachment)(nil),              // 27: berth.ecs.v1.Attachment
-	(*v1.NetworkBinding)(nil),          // 28: berth.ecs.v1.NetworkBinding
-	(*v1.NetworkInterface)(nil),        // 29: berth.ecs.v1.NetworkInterface
-	(*v1.Task)(nil),                    // 30: berth.ecs.v1.Task
-	(*v1.TaskDefinition)(nil),          // 31: berth.ecs.v1.TaskDefinition
-	(*GetTaskCredentialsRequest)(nil),  // 32: berth.agent.v1.GetTaskCredentialsRequest
-	(*GetTaskCredentialsResponse)(nil), // 33: berth.agent.v1.GetTaskCredentialsResponse
+	(*TaskStats)(nil),                  // 26: berth.agent.v1.TaskStats
+	(*timestamppb.Timestamp)(nil),      // 27: google.protobuf.Timestamp
+	(*v1.Attachment)(nil),              // 28: berth.ecs.v1.Attachment
+	(*v1.NetworkBinding)(nil),          // 29: berth.ecs.v1.NetworkBinding
+	(*v1.NetworkInterface)(nil),        // 30: berth.ecs.v1.NetworkInterface
+	(*v1.Task)(nil),                    // 31: berth.ecs.v1.Task
+	(*v1.TaskDefinition)(nil),          // 32: berth.ecs.v1.TaskDefinition
+	(*GetTaskCredentialsRequest)(nil),  // 33: berth.agent.v1.GetTaskCredentialsRequest
+	(*GetTaskCredentialsResponse)(nil), // 34: berth.agent.v1.GetTaskCredentialsResponse
 }
 var file_berth_agent_v1_agent_proto_depIdxs = []int32{
 	3,  // 0: berth.agent.v1.ShipLogsRequest.events:type_name -> berth.agent.v1.ShippedLogEvent
@@ -1925,41 +1945,42 @@ var file_berth_agent_v1_agent_proto_depIdxs = []int32{
 	12, // 7: berth.agent.v1.SessionRequest.heartbeat:type_name -> berth.agent.v1.Heartbeat
 	13, // 8: berth.agent.v1.SessionRequest.task_state:type_name -> berth.agent.v1.TaskStateChange
 	15, // 9: berth.agent.v1.SessionRequest.ack:type_name -> berth.agent.v1.Ack
-	17, // 10: berth.agent.v1.SessionResponse.assignment:type_name -> berth.agent.v1.Assignment
-	19, // 11: berth.agent.v1.SessionResponse.stop:type_name -> berth.agent.v1.StopOrder
-	16, // 12: berth.agent.v1.SessionResponse.state_ack:type_name -> berth.agent.v1.StateAck
-	20, // 13: berth.agent.v1.SessionResponse.expected_tasks:type_name -> berth.agent.v1.ExpectedTasks
-	9,  // 14: berth.agent.v1.SessionResponse.task_subnet_routes:type_name -> berth.agent.v1.TaskSubnetRoutes
-	10, // 15: berth.agent.v1.TaskSubnetRoutes.routes:type_name -> berth.agent.v1.TaskSubnetRoute
-	26, // 16: berth.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	14, // 17: berth.agent.v1.TaskStateChange.containers:type_name -> berth.agent.v1.ContainerState
-	26, // 18: berth.agent.v1.TaskStateChange.pull_started_at:type_name -> google.protobuf.Timestamp
-	26, // 19: berth.agent.v1.TaskStateChange.pull_stopped_at:type_name -> google.protobuf.Timestamp
-	26, // 20: berth.agent.v1.TaskStateChange.started_at:type_name -> google.protobuf.Timestamp
-	26, // 21: berth.agent.v1.TaskStateChange.stopping_at:type_name -> google.protobuf.Timestamp
-	26, // 22: berth.agent.v1.TaskStateChange.execution_stopped_at:type_name -> google.protobuf.Timestamp
-	26, // 23: berth.agent.v1.TaskStateChange.stopped_at:type_name -> google.protobuf.Timestamp
-	27, // 24: berth.agent.v1.TaskStateChange.attachments:type_name -> berth.ecs.v1.Attachment
-	28, // 25: berth.agent.v1.ContainerState.network_bindings:type_name -> berth.ecs.v1.NetworkBinding
-	29, // 26: berth.agent.v1.ContainerState.network_interfaces:type_name -> berth.ecs.v1.NetworkInterface
-	30, // 27: berth.agent.v1.Assignment.task:type_name -> berth.ecs.v1.Task
-	31, // 28: berth.agent.v1.Assignment.task_definition:type_name -> berth.ecs.v1.TaskDefinition
-	18, // 29: berth.agent.v1.Assignment.resolved_secrets:type_name -> berth.agent.v1.ResolvedSecret
-	5,  // 30: berth.agent.v1.AgentService.Register:input_type -> berth.agent.v1.RegisterRequest
-	7,  // 31: berth.agent.v1.AgentService.Session:input_type -> berth.agent.v1.SessionRequest
-	0,  // 32: berth.agent.v1.AgentService.EnsureLogStream:input_type -> berth.agent.v1.EnsureLogStreamRequest
-	2,  // 33: berth.agent.v1.AgentService.ShipLogs:input_type -> berth.agent.v1.ShipLogsRequest
-	32, // 34: berth.agent.v1.AgentService.GetTaskCredentials:input_type -> berth.agent.v1.GetTaskCredentialsRequest
-	6,  // 35: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
-	8,  // 36: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
-	1,  // 37: berth.agent.v1.AgentService.EnsureLogStream:output_type -> berth.agent.v1.EnsureLogStreamResponse
-	4,  // 38: berth.agent.v1.AgentService.ShipLogs:output_type -> berth.agent.v1.ShipLogsResponse
-	33, // 39: berth.agent.v1.AgentService.GetTaskCredentials:output_type -> berth.agent.v1.GetTaskCredentialsResponse
-	35, // [35:40] is the sub-list for method output_type
-	30, // [30:35] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	26, // 10: berth.agent.v1.SessionRequest.task_stats:type_name -> berth.agent.v1.TaskStats
+	17, // 11: berth.agent.v1.SessionResponse.assignment:type_name -> berth.agent.v1.Assignment
+	19, // 12: berth.agent.v1.SessionResponse.stop:type_name -> berth.agent.v1.StopOrder
+	16, // 13: berth.agent.v1.SessionResponse.state_ack:type_name -> berth.agent.v1.StateAck
+	20, // 14: berth.agent.v1.SessionResponse.expected_tasks:type_name -> berth.agent.v1.ExpectedTasks
+	9,  // 15: berth.agent.v1.SessionResponse.task_subnet_routes:type_name -> berth.agent.v1.TaskSubnetRoutes
+	10, // 16: berth.agent.v1.TaskSubnetRoutes.routes:type_name -> berth.agent.v1.TaskSubnetRoute
+	27, // 17: berth.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	14, // 18: berth.agent.v1.TaskStateChange.containers:type_name -> berth.agent.v1.ContainerState
+	27, // 19: berth.agent.v1.TaskStateChange.pull_started_at:type_name -> google.protobuf.Timestamp
+	27, // 20: berth.agent.v1.TaskStateChange.pull_stopped_at:type_name -> google.protobuf.Timestamp
+	27, // 21: berth.agent.v1.TaskStateChange.started_at:type_name -> google.protobuf.Timestamp
+	27, // 22: berth.agent.v1.TaskStateChange.stopping_at:type_name -> google.protobuf.Timestamp
+	27, // 23: berth.agent.v1.TaskStateChange.execution_stopped_at:type_name -> google.protobuf.Timestamp
+	27, // 24: berth.agent.v1.TaskStateChange.stopped_at:type_name -> google.protobuf.Timestamp
+	28, // 25: berth.agent.v1.TaskStateChange.attachments:type_name -> berth.ecs.v1.Attachment
+	29, // 26: berth.agent.v1.ContainerState.network_bindings:type_name -> berth.ecs.v1.NetworkBinding
+	30, // 27: berth.agent.v1.ContainerState.network_interfaces:type_name -> berth.ecs.v1.NetworkInterface
+	31, // 28: berth.agent.v1.Assignment.task:type_name -> berth.ecs.v1.Task
+	32, // 29: berth.agent.v1.Assignment.task_definition:type_name -> berth.ecs.v1.TaskDefinition
+	18, // 30: berth.agent.v1.Assignment.resolved_secrets:type_name -> berth.agent.v1.ResolvedSecret
+	5,  // 31: berth.agent.v1.AgentService.Register:input_type -> berth.agent.v1.RegisterRequest
+	7,  // 32: berth.agent.v1.AgentService.Session:input_type -> berth.agent.v1.SessionRequest
+	0,  // 33: berth.agent.v1.AgentService.EnsureLogStream:input_type -> berth.agent.v1.EnsureLogStreamRequest
+	2,  // 34: berth.agent.v1.AgentService.ShipLogs:input_type -> berth.agent.v1.ShipLogsRequest
+	33, // 35: berth.agent.v1.AgentService.GetTaskCredentials:input_type -> berth.agent.v1.GetTaskCredentialsRequest
+	6,  // 36: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
+	8,  // 37: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
+	1,  // 38: berth.agent.v1.AgentService.EnsureLogStream:output_type -> berth.agent.v1.EnsureLogStreamResponse
+	4,  // 39: berth.agent.v1.AgentService.ShipLogs:output_type -> berth.agent.v1.ShipLogsResponse
+	34, // 40: berth.agent.v1.AgentService.GetTaskCredentials:output_type -> berth.agent.v1.GetTaskCredentialsResponse
+	36, // [36:41] is the sub-list for method output_type
+	31, // [31:36] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_berth_agent_v1_agent_proto_init() }
@@ -1968,11 +1989,13 @@ func file_berth_agent_v1_agent_proto_init() {
 		return
 	}
 	file_berth_agent_v1_credentials_proto_init()
+	file_berth_agent_v1_stats_proto_init()
 	file_berth_agent_v1_agent_proto_msgTypes[7].OneofWrappers = []any{
 		(*SessionRequest_Hello)(nil),
 		(*SessionRequest_Heartbeat)(nil),
 		(*SessionRequest_TaskState)(nil),
 		(*SessionRequest_Ack)(nil),
+		(*SessionRequest_TaskStats)(nil),
 	}
 	file_berth_agent_v1_agent_proto_msgTypes[8].OneofWrappers = []any{
 		(*SessionResponse_Assignment)(nil),

@@ -65,6 +65,10 @@ type Config struct {
 	// OnHeartbeat, when set, is called with each heartbeat's lag: receipt time minus the
 	// agent's sent_at (for metrics).
 	OnHeartbeat func(lag time.Duration)
+	// OnTaskStats, when set, receives each task stats sample of an agent with the
+	// session's scope, cluster name and container instance ARN (CloudWatch's AWS/ECS
+	// metrics); it must not block. Nil drops the samples.
+	OnTaskStats func(scope keys.Scope, cluster, instanceARN string, stats *agentv1.TaskStats)
 	// Logs is the CloudWatch Logs store agents ship awslogs output to; nil answers
 	// EnsureLogStream and ShipLogs with Unavailable.
 	Logs *logstore.Store

@@ -422,6 +422,10 @@ func (ss *session) recvLoop(ctx context.Context) error {
 			if err := ss.onTaskState(ctx, m.TaskState); err != nil {
 				return err
 			}
+		case *agentv1.SessionRequest_TaskStats:
+			if f := ss.srv.cfg.OnTaskStats; f != nil {
+				f(ss.account, ss.cluster, ss.arn, m.TaskStats)
+			}
 		case *agentv1.SessionRequest_Hello:
 			return connect.NewError(connect.CodeInvalidArgument, errors.New("hello sent twice"))
 		}

@@ -94,7 +94,7 @@ const (
 	supNoLattice     = "Berth has no VPC Lattice."
 	supNoAZ          = "Berth has no Availability Zones to rebalance across; only DISABLED is supported."
 	supRefID         = "Berth does not record referenceId; leave it out."
-	supNoAlarms      = "Berth has no CloudWatch alarms yet; leave alarms disabled."
+	supNoAlarms      = "Berth's daemon deployments do not watch CloudWatch alarms yet (service deployments do); leave alarms disabled."
 	supECSController = "Berth's deployments are rolling updates; only deploymentController type ECS is supported."
 	supControllers   = "Berth runs deploymentController types ECS (rolling updates) and EXTERNAL (task sets: CreateTaskSet, UpdateTaskSet, UpdateServicePrimaryTaskSet, DeleteTaskSet); CODE_DEPLOY is not supported."
 )
@@ -209,7 +209,7 @@ var FieldRules = map[string]FieldRule{
 	"DockerVolumeConfiguration.driverOpts":             honoured("As Docker's local driver: type, device and o mount the volume (mount -t type -o o device), e.g. a tmpfs; a task-scoped one is unmounted with the task, a shared one stays mounted."),
 	"DockerVolumeConfiguration.labels":                 stored("Docker only records volume labels; Berth keeps them in the task definition."),
 	"DockerVolumeConfiguration.scope":                  honoured("task (default) or shared."),
-	"DeploymentConfiguration.alarms":                   honoured("Disabled alarms only; see DeploymentAlarms."),
+	"DeploymentConfiguration.alarms":                   honoured("CloudWatch alarms that fail (and roll back) a deployment; see DeploymentAlarms."),
 	"DeploymentConfiguration.bakeTimeInMinutes":        honoured("BLUE_GREEN, LINEAR and CANARY: 0-1440 minutes in BAKE_TIME, after all production traffic moved and before the old revision's tasks stop (docs/deployments.md)."),
 	"DeploymentConfiguration.canaryConfiguration":      honoured("CANARY only: canaryPercent (0.1-100, default 5) of production traffic, canaryBakeTimeInMinutes (0-1440; unboxed in the model, so absent reads as 0), then the rest (docs/deployments.md)."),
 	"DeploymentConfiguration.deploymentCircuitBreaker": honoured(""),
@@ -220,9 +220,9 @@ var FieldRules = map[string]FieldRule{
 	"DeploymentConfiguration.strategy":                 honoured("ROLLING (default); BLUE_GREEN, LINEAR and CANARY shift traffic between the target groups of loadBalancers[].advancedConfiguration on Berth's load balancers (REPLICA services; docs/deployments.md)."),
 	"DeploymentCircuitBreaker.enable":                  honoured(""),
 	"DeploymentCircuitBreaker.rollback":                honoured(""),
-	"DeploymentAlarms.alarmNames":                      refused(issueAWSDeps, supNoAlarms),
-	"DeploymentAlarms.enable":                          refusedBut(issueAWSDeps, supNoAlarms, isFalse),
-	"DeploymentAlarms.rollback":                        refusedBut(issueAWSDeps, supNoAlarms, isFalse),
+	"DeploymentAlarms.alarmNames":                      honoured("CloudWatch metric alarms of the service's account and region (docs/cloudwatch.md); one that does not exist never triggers."),
+	"DeploymentAlarms.enable":                          honoured("an alarm in ALARM while a deployment is in progress fails it."),
+	"DeploymentAlarms.rollback":                        honoured("a deployment failed by an alarm rolls back to the last COMPLETED one."),
 	"PortMapping.appProtocol":                          stored("AWS uses it only for Service Connect, which Berth refuses."),
 	"PortMapping.containerPort":                        honoured(""),
 	"PortMapping.containerPortRange":                   honoured("bridge and awsvpc only, without containerPort and hostPort, up to 100 per container, no overlaps (AWS's rules). bridge: the agent publishes a contiguous free range of the instance's ephemeral ports (32768-60999 by default), never one another task holds; awsvpc: the same range on the task's address. networkBindings report containerPortRange and hostPortRange."),

@@ -77,6 +77,9 @@ type State struct {
 	// task ARN: such a task is healthy only when its targets are, and one whose target is
 	// unhealthy after the grace period is replaced.
 	Targets map[string]TaskTargets
+	// AlarmsInAlarm names the service's deployment alarms in ALARM during a deployment
+	// (alarms.go): the deployment fails, and rolls back with alarms.rollback.
+	AlarmsInAlarm []string
 }
 
 // Plan is what Compute decided for one service; Apply carries it out in this order:
@@ -306,6 +309,7 @@ func Compute(st State, pol Policy) (Plan, error) {
 	}
 	d.failures()
 	d.breaker()
+	d.deploymentAlarms()
 	d.shift()
 	keep, surplus := d.choose()
 	d.stop(surplus)

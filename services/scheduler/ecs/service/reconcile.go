@@ -826,6 +826,11 @@ func (r *Reconciler) state(ctx context.Context, cs *clusterState, it serviceItem
 		}
 		st.Eligible = r.eligibleInstances(cs, s, td.GetTaskDefinition())
 	}
+	firing, err := r.alarmsInAlarm(ctx, cs.account, s)
+	if err != nil {
+		return State{}, err
+	}
+	st.AlarmsInAlarm = firing
 	return st, nil
 }
 

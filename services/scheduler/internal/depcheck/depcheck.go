@@ -34,7 +34,7 @@ const Module = "github.com/berthhq/berth/services/scheduler"
 const scheduler = Module + "/"
 
 // Services are the folders of the AWS services the scheduler serves, one each.
-var Services = []string{"ecs", "elbv2", "logs", "cloudmap", "secretsmanager", "ssm", "sts", "ecr", "autoscaling", "events"}
+var Services = []string{"ecs", "elbv2", "logs", "cloudmap", "secretsmanager", "ssm", "sts", "ecr", "autoscaling", "events", "cloudwatch"}
 
 // TopLevel is every folder allowed at the top of the module: the services, then the
 // shared and the wiring folders.

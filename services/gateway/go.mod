@@ -19,6 +19,8 @@ require (
 
 require golang.org/x/sync v0.24.0
 
+require github.com/coder/websocket v1.8.14 // indirect
+
 require (
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect

@@ -48,7 +48,7 @@ const (
 var Operations = map[string]OperationRule{
 	"ContinueServiceDeployment":     {Real, "Berth's rolling deployments have no lifecycle hooks (lifecycleHooks is refused), so no deployment waits at one: every known deployment answers that the hook is not awaiting action, as AWS does; StopServiceDeployment stops or rolls back a deployment.", ""},
 	"CreateCapacityProvider":        {Real, "A capacity provider is a named pool of container instances (attribute berth.capacity-provider); Berth launches no instances, so managedScaling and managedTerminationProtection ENABLED are refused (docs/capacity-providers.md).", ""},
-	"CreateCluster":                 {Real, "settings containerInsights disabled only (no Container Insights metrics yet); configuration.executeCommandConfiguration logging DEFAULT or NONE only (no ECS Exec); a managedStorageConfiguration KMS key (no KMS) and a serviceConnectDefaults namespace (no Service Connect) are refused, naming the member.", ""},
+	"CreateCluster":                 {Real, "settings containerInsights disabled only (no Container Insights metrics yet); configuration.executeCommandConfiguration logging DEFAULT or NONE only (no session logging to CloudWatch Logs or S3 yet); a managedStorageConfiguration KMS key (no KMS) and a serviceConnectDefaults namespace (no Service Connect) are refused, naming the member.", ""},
 	"CreateDaemon":                  {Unsupported, whyDaemons, insDaemons},
 	"CreateExpressGatewayService":   {Unsupported, whyExpress, insExpress},
 	"CreateService":                 {Real, "REPLICA and DAEMON; deploymentController ECS (rolling updates) or EXTERNAL (task sets).", ""},
@@ -80,7 +80,7 @@ var Operations = map[string]OperationRule{
 	"DescribeTaskSets":              {Real, "", ""},
 	"DescribeTasks":                 {Real, "", ""},
 	"DiscoverPollEndpoint":          {Real, "Answers the gateway the caller came through, which relays agent sessions.", ""},
-	"ExecuteCommand":                {Unsupported, "ECS Exec needs the SSM agent and Session Manager, which Berth does not have", "read a task's output with the logs of its containers, or run a one-off task (RunTask) with the command as an override."},
+	"ExecuteCommand":                {Real, "Interactive sessions (AWS's only mode) through AWS's session-manager-plugin: the streamUrl is the gateway's /v1/data-channel, the agent runs the command in the container with a terminal (docs/exec.md); both halves of a session must reach one scheduler replica.", ""},
 	"GetTaskProtection":             {Real, "", ""},
 	"ListAccountSettings":           {Real, "", ""},
 	"ListAttributes":                {Real, "", ""},

@@ -18,6 +18,7 @@ require (
 
 require (
 	github.com/berthhq/berth/testkit v0.0.0 // indirect
+	github.com/coder/websocket v1.8.14 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/miekg/dns v1.1.73 // indirect
 	github.com/vishvananda/netlink v1.3.1 // indirect

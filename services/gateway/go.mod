@@ -19,7 +19,7 @@ require (
 
 require golang.org/x/sync v0.24.0
 
-require github.com/coder/websocket v1.8.14 // indirect
+require github.com/coder/websocket v1.8.14
 
 require (
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 	agentv1 "github.com/berthhq/berth/gen/berth/agent/v1"
@@ -64,7 +65,9 @@ func (s *Session) exec(ctx context.Context, start *agentv1.ExecStart) {
 	}
 	stdinR, stdinW := io.Pipe()
 	resize := make(chan [2]uint32, 1)
+	readDone := make(chan struct{})
 	go func() {
+		defer close(readDone)
 		defer stdinW.Close()
 		for {
 			f, err := stream.Receive()
@@ -98,4 +101,11 @@ func (s *Session) exec(ctx context.Context, start *agentv1.ExecStart) {
 		log.Info("exec: command ended", "exit_code", code)
 	}
 	_ = out.send(&agentv1.ExecFrame{Frame: &agentv1.ExecFrame_Exit{Exit: exit}})
+	// Let the control plane end the stream: cancelling it now would reset it, and the
+	// exit (and output still in flight) would be lost on the way.
+	_ = stream.CloseRequest()
+	select {
+	case <-readDone:
+	case <-time.After(30 * time.Second):
+	}
 }

@@ -46,15 +46,15 @@ func (w wsConn) Write(ctx context.Context, b []byte) error {
 
 // execInput passes what the plugin types and its terminal size to the scheduler.
 type execInput struct {
-	stream *connect.BidiStreamForClient[agentv1.ExecFrame, agentv1.ExecFrame]
+	stream *connect.BidiStreamForClient[agentv1.OpenRequest, agentv1.OpenResponse]
 }
 
 func (e execInput) Input(p []byte) error {
-	return e.stream.Send(&agentv1.ExecFrame{Frame: &agentv1.ExecFrame_Stdin{Stdin: p}})
+	return e.stream.Send(&agentv1.OpenRequest{Frame: &agentv1.ExecFrame{Frame: &agentv1.ExecFrame_Stdin{Stdin: p}}})
 }
 
 func (e execInput) Resize(cols, rows uint32) error {
-	return e.stream.Send(&agentv1.ExecFrame{Frame: &agentv1.ExecFrame_Resize{Resize: &agentv1.ExecResize{Cols: cols, Rows: rows}}})
+	return e.stream.Send(&agentv1.OpenRequest{Frame: &agentv1.ExecFrame{Frame: &agentv1.ExecFrame_Resize{Resize: &agentv1.ExecResize{Cols: cols, Rows: rows}}}})
 }
 
 // serveDataChannel serves an ECS Exec session's streamUrl to AWS's session-manager-plugin:
@@ -116,7 +116,7 @@ func (g *Gateway) serveDataChannel(w http.ResponseWriter, r *http.Request, x *ex
 	h.Set(identity.AccountHeader, account)
 	h.Set(identity.RegionHeader, region)
 	h.Set(identity.RequestIDHeader, x.id)
-	if err := stream.Send(&agentv1.ExecFrame{Frame: &agentv1.ExecFrame_Open{Open: &agentv1.ExecOpen{SessionId: sessionID, Token: open.TokenValue}}}); err != nil && !errors.Is(err, context.Canceled) {
+	if err := stream.Send(&agentv1.OpenRequest{Frame: &agentv1.ExecFrame{Frame: &agentv1.ExecFrame_Open{Open: &agentv1.ExecOpen{SessionId: sessionID, Token: open.TokenValue}}}}); err != nil && !errors.Is(err, context.Canceled) {
 		g.log.Warn("exec: opening the session on the scheduler", "session", sessionID, "err", err)
 	}
 	first, err := stream.Receive()
@@ -125,7 +125,7 @@ func (g *Gateway) serveDataChannel(w http.ResponseWriter, r *http.Request, x *ex
 		closeWith(execFailure(err))
 		return
 	}
-	if first.GetReady() == nil {
+	if first.GetFrame().GetReady() == nil {
 		x.errType = "ServerException"
 		closeWith("The session could not be opened.")
 		return
@@ -138,7 +138,8 @@ func (g *Gateway) serveDataChannel(w http.ResponseWriter, r *http.Request, x *ex
 		cancel()
 	}()
 	for {
-		f, err := stream.Receive()
+		r, err := stream.Receive()
+		f := r.GetFrame()
 		if err != nil {
 			if ctx.Err() == nil {
 				closeWith(execFailure(err))

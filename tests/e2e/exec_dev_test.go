@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,6 +72,18 @@ func TestDevExecuteCommand(t *testing.T) {
 			t.Errorf("execute-command output lacks %q:\n%s", want, out)
 		}
 	}
+	// Typing: what the plugin reads from its stdin reaches the command through its
+	// terminal (which echoes it); ^D at the start of a line is the end of input.
+	typed, err := execCommandInput(t, root, env, "hello-typed\n\x04", "--task", task, "--container", "app",
+		"--interactive", "--command", "/berth-testimage read-stdin")
+	if err != nil {
+		t.Fatalf("aws ecs execute-command read-stdin: %v\n%s", err, typed)
+	}
+	for _, want := range []string{"reading stdin", "hello-typed", "stdin ended"} {
+		if !strings.Contains(typed, want) {
+			t.Errorf("typed session output lacks %q:\n%s", want, typed)
+		}
+	}
 	logs, _ := os.ReadFile(logPath)
 	if !strings.Contains(string(logs), "ecs:ExecuteCommand") || !strings.Contains(string(logs), "hello-from-exec") {
 		t.Errorf("berth dev's log has no ecs:ExecuteCommand event naming the command")
@@ -98,6 +112,12 @@ func TestDevExecuteCommand(t *testing.T) {
 // session when stdin reaches its end.
 func execCommand(t *testing.T, root string, env []string, args ...string) (string, error) {
 	t.Helper()
+	return execCommandInput(t, root, env, "", args...)
+}
+
+// execCommandInput is execCommand with input written to its stdin (which then stays open).
+func execCommandInput(t *testing.T, root string, env []string, input string, args ...string) (string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "aws", append([]string{"ecs", "execute-command"}, args...)...)
@@ -108,6 +128,16 @@ func execCommand(t *testing.T, root string, env []string, args ...string) (strin
 		t.Fatal(err)
 	}
 	defer stdin.Close()
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if input != "" {
+		if _, err := io.WriteString(stdin, input); err != nil {
+			t.Errorf("writing to execute-command's stdin: %v", err)
+		}
+	}
+	err = cmd.Wait()
+	return out.String(), err
 }

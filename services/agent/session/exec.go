@@ -24,7 +24,7 @@ type ExecRunner interface {
 // frameWriter sends what is written to it as output frames.
 type frameWriter struct {
 	mu     sync.Mutex
-	stream *connect.BidiStreamForClient[agentv1.ExecFrame, agentv1.ExecFrame]
+	stream *connect.BidiStreamForClient[agentv1.AttachRequest, agentv1.AttachResponse]
 }
 
 func (w *frameWriter) Write(p []byte) (int, error) {
@@ -34,7 +34,7 @@ func (w *frameWriter) Write(p []byte) (int, error) {
 func (w *frameWriter) send(f *agentv1.ExecFrame) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.stream.Send(f)
+	return w.stream.Send(&agentv1.AttachRequest{Frame: f})
 }
 
 // exec joins an ECS Exec session through AgentExecService.Attach and runs its command
@@ -54,7 +54,7 @@ func (s *Session) exec(ctx context.Context, start *agentv1.ExecStart) {
 		return
 	}
 	first, err := stream.Receive()
-	if err != nil || first.GetReady() == nil {
+	if err != nil || first.GetFrame().GetReady() == nil {
 		log.Warn("exec: the session was not joined", "err", err)
 		return
 	}
@@ -70,7 +70,8 @@ func (s *Session) exec(ctx context.Context, start *agentv1.ExecStart) {
 		defer close(readDone)
 		defer stdinW.Close()
 		for {
-			f, err := stream.Receive()
+			r, err := stream.Receive()
+			f := r.GetFrame()
 			if err != nil {
 				if !errors.Is(err, io.EOF) {
 					log.Debug("exec: session input ended", "err", err)

@@ -21,6 +21,190 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// OpenRequest is a frame from the gateway (the plugin's side).
+type OpenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// frame is open first, then stdin and resize.
+	Frame         *ExecFrame `protobuf:"bytes,1,opt,name=frame,proto3" json:"frame,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenRequest) Reset() {
+	*x = OpenRequest{}
+	mi := &file_berth_agent_v1_exec_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenRequest) ProtoMessage() {}
+
+func (x *OpenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_agent_v1_exec_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenRequest.ProtoReflect.Descriptor instead.
+func (*OpenRequest) Descriptor() ([]byte, []int) {
+	return file_berth_agent_v1_exec_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *OpenRequest) GetFrame() *ExecFrame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
+// OpenResponse is a frame to the gateway.
+type OpenResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// frame is ready first, then output and finally exit.
+	Frame         *ExecFrame `protobuf:"bytes,1,opt,name=frame,proto3" json:"frame,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenResponse) Reset() {
+	*x = OpenResponse{}
+	mi := &file_berth_agent_v1_exec_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenResponse) ProtoMessage() {}
+
+func (x *OpenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_agent_v1_exec_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenResponse.ProtoReflect.Descriptor instead.
+func (*OpenResponse) Descriptor() ([]byte, []int) {
+	return file_berth_agent_v1_exec_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *OpenResponse) GetFrame() *ExecFrame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
+// AttachRequest is a frame from the agent.
+type AttachRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// frame is open first, then output and finally exit.
+	Frame         *ExecFrame `protobuf:"bytes,1,opt,name=frame,proto3" json:"frame,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachRequest) Reset() {
+	*x = AttachRequest{}
+	mi := &file_berth_agent_v1_exec_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachRequest) ProtoMessage() {}
+
+func (x *AttachRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_agent_v1_exec_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
+func (*AttachRequest) Descriptor() ([]byte, []int) {
+	return file_berth_agent_v1_exec_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AttachRequest) GetFrame() *ExecFrame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
+// AttachResponse is a frame to the agent.
+type AttachResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// frame is ready first, then stdin and resize.
+	Frame         *ExecFrame `protobuf:"bytes,1,opt,name=frame,proto3" json:"frame,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachResponse) Reset() {
+	*x = AttachResponse{}
+	mi := &file_berth_agent_v1_exec_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachResponse) ProtoMessage() {}
+
+func (x *AttachResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_agent_v1_exec_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachResponse.ProtoReflect.Descriptor instead.
+func (*AttachResponse) Descriptor() ([]byte, []int) {
+	return file_berth_agent_v1_exec_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AttachResponse) GetFrame() *ExecFrame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
 // ExecStart tells an agent to run an ECS Exec command in a container of one of its tasks
 // and attach its terminal to the session through AgentExecService.Attach.
 type ExecStart struct {
@@ -42,7 +226,7 @@ type ExecStart struct {
 
 func (x *ExecStart) Reset() {
 	*x = ExecStart{}
-	mi := &file_berth_agent_v1_exec_proto_msgTypes[0]
+	mi := &file_berth_agent_v1_exec_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -54,7 +238,7 @@ func (x *ExecStart) String() string {
 func (*ExecStart) ProtoMessage() {}
 
 func (x *ExecStart) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_exec_proto_msgTypes[0]
+	mi := &file_berth_agent_v1_exec_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -67,7 +251,7 @@ func (x *ExecStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStart.ProtoReflect.Descriptor instead.
 func (*ExecStart) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_exec_proto_rawDescGZIP(), []int{0}
+	return file_berth_agent_v1_exec_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ExecStart) GetSessionId() string {
@@ -125,7 +309,7 @@ type ExecFrame struct {
 
 func (x *ExecFrame) Reset() {
 	*x = ExecFrame{}
-	mi := &file_berth_agent_v1_exec_proto_msgTypes[1]
+	mi := &file_berth_agent_v1_exec_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -137,7 +321,7 @@ func (x *ExecFrame) String() string {
 func (*ExecFrame) ProtoMessage() {}
 
 func (x *ExecFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_exec_proto_msgTypes[1]
+	mi := &file_berth_agent_v1_exec_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -150,7 +334,7 @@ func (x *ExecFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecFrame.ProtoReflect.Descriptor instead.
 func (*ExecFrame) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_exec_proto_rawDescGZIP(), []int{1}
+	return file_berth_agent_v1_exec_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ExecFrame) GetFrame() isExecFrame_Frame {
@@ -273,7 +457,7 @@ type ExecOpen struct {
 
 func (x *ExecOpen) Reset() {
 	*x = ExecOpen{}
-	mi := &file_berth_agent_v1_exec_proto_msgTypes[2]
+	mi := &file_berth_agent_v1_exec_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -285,7 +469,7 @@ func (x *ExecOpen) String() string {
 func (*ExecOpen) ProtoMessage() {}
 
 func (x *ExecOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_exec_proto_msgTypes[2]
+	mi := &file_berth_agent_v1_exec_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -298,7 +482,7 @@ func (x *ExecOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOpen.ProtoReflect.Descriptor instead.
 func (*ExecOpen) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_exec_proto_rawDescGZIP(), []int{2}
+	return file_berth_agent_v1_exec_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ExecOpen) GetSessionId() string {
@@ -328,7 +512,7 @@ type ExecResize struct {
 
 func (x *ExecResize) Reset() {
 	*x = ExecResize{}
-	mi := &file_berth_agent_v1_exec_proto_msgTypes[3]
+	mi := &file_berth_agent_v1_exec_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +524,7 @@ func (x *ExecResize) String() string {
 func (*ExecResize) ProtoMessage() {}
 
 func (x *ExecResize) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_exec_proto_msgTypes[3]
+	mi := &file_berth_agent_v1_exec_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +537,7 @@ func (x *ExecResize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResize.ProtoReflect.Descriptor instead.
 func (*ExecResize) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_exec_proto_rawDescGZIP(), []int{3}
+	return file_berth_agent_v1_exec_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExecResize) GetCols() uint32 {
@@ -383,7 +567,7 @@ type ExecExit struct {
 
 func (x *ExecExit) Reset() {
 	*x = ExecExit{}
-	mi := &file_berth_agent_v1_exec_proto_msgTypes[4]
+	mi := &file_berth_agent_v1_exec_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -395,7 +579,7 @@ func (x *ExecExit) String() string {
 func (*ExecExit) ProtoMessage() {}
 
 func (x *ExecExit) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_exec_proto_msgTypes[4]
+	mi := &file_berth_agent_v1_exec_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -408,7 +592,7 @@ func (x *ExecExit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecExit.ProtoReflect.Descriptor instead.
 func (*ExecExit) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_exec_proto_rawDescGZIP(), []int{4}
+	return file_berth_agent_v1_exec_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ExecExit) GetExitCode() int32 {
@@ -434,7 +618,7 @@ type ExecReady struct {
 
 func (x *ExecReady) Reset() {
 	*x = ExecReady{}
-	mi := &file_berth_agent_v1_exec_proto_msgTypes[5]
+	mi := &file_berth_agent_v1_exec_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -446,7 +630,7 @@ func (x *ExecReady) String() string {
 func (*ExecReady) ProtoMessage() {}
 
 func (x *ExecReady) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_agent_v1_exec_proto_msgTypes[5]
+	mi := &file_berth_agent_v1_exec_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -459,14 +643,22 @@ func (x *ExecReady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecReady.ProtoReflect.Descriptor instead.
 func (*ExecReady) Descriptor() ([]byte, []int) {
-	return file_berth_agent_v1_exec_proto_rawDescGZIP(), []int{5}
+	return file_berth_agent_v1_exec_proto_rawDescGZIP(), []int{9}
 }
 
 var File_berth_agent_v1_exec_proto protoreflect.FileDescriptor
 
 const file_berth_agent_v1_exec_proto_rawDesc = "" +
 	"\n" +
-	"\x19berth/agent/v1/exec.proto\x12\x0eberth.agent.v1\"\x92\x01\n" +
+	"\x19berth/agent/v1/exec.proto\x12\x0eberth.agent.v1\">\n" +
+	"\vOpenRequest\x12/\n" +
+	"\x05frame\x18\x01 \x01(\v2\x19.berth.agent.v1.ExecFrameR\x05frame\"?\n" +
+	"\fOpenResponse\x12/\n" +
+	"\x05frame\x18\x01 \x01(\v2\x19.berth.agent.v1.ExecFrameR\x05frame\"@\n" +
+	"\rAttachRequest\x12/\n" +
+	"\x05frame\x18\x01 \x01(\v2\x19.berth.agent.v1.ExecFrameR\x05frame\"A\n" +
+	"\x0eAttachResponse\x12/\n" +
+	"\x05frame\x18\x01 \x01(\v2\x19.berth.agent.v1.ExecFrameR\x05frame\"\x92\x01\n" +
 	"\tExecStart\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
@@ -493,11 +685,11 @@ const file_berth_agent_v1_exec_proto_rawDesc = "" +
 	"\bExecExit\x12\x1b\n" +
 	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\v\n" +
-	"\tExecReady2V\n" +
-	"\x12ExecChannelService\x12@\n" +
-	"\x04Open\x12\x19.berth.agent.v1.ExecFrame\x1a\x19.berth.agent.v1.ExecFrame(\x010\x012V\n" +
-	"\x10AgentExecService\x12B\n" +
-	"\x06Attach\x12\x19.berth.agent.v1.ExecFrame\x1a\x19.berth.agent.v1.ExecFrame(\x010\x01B\xae\x01\n" +
+	"\tExecReady2[\n" +
+	"\x12ExecChannelService\x12E\n" +
+	"\x04Open\x12\x1b.berth.agent.v1.OpenRequest\x1a\x1c.berth.agent.v1.OpenResponse(\x010\x012_\n" +
+	"\x10AgentExecService\x12K\n" +
+	"\x06Attach\x12\x1d.berth.agent.v1.AttachRequest\x1a\x1e.berth.agent.v1.AttachResponse(\x010\x01B\xae\x01\n" +
 	"\x12com.berth.agent.v1B\tExecProtoP\x01Z3github.com/berthhq/berth/gen/berth/agent/v1;agentv1\xa2\x02\x03BAX\xaa\x02\x0eBerth.Agent.V1\xca\x02\x0eBerth\\Agent\\V1\xe2\x02\x1aBerth\\Agent\\V1\\GPBMetadata\xea\x02\x10Berth::Agent::V1b\x06proto3"
 
 var (
@@ -512,29 +704,37 @@ func file_berth_agent_v1_exec_proto_rawDescGZIP() []byte {
 	return file_berth_agent_v1_exec_proto_rawDescData
 }
 
-var file_berth_agent_v1_exec_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_berth_agent_v1_exec_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_berth_agent_v1_exec_proto_goTypes = []any{
-	(*ExecStart)(nil),  // 0: berth.agent.v1.ExecStart
-	(*ExecFrame)(nil),  // 1: berth.agent.v1.ExecFrame
-	(*ExecOpen)(nil),   // 2: berth.agent.v1.ExecOpen
-	(*ExecResize)(nil), // 3: berth.agent.v1.ExecResize
-	(*ExecExit)(nil),   // 4: berth.agent.v1.ExecExit
-	(*ExecReady)(nil),  // 5: berth.agent.v1.ExecReady
+	(*OpenRequest)(nil),    // 0: berth.agent.v1.OpenRequest
+	(*OpenResponse)(nil),   // 1: berth.agent.v1.OpenResponse
+	(*AttachRequest)(nil),  // 2: berth.agent.v1.AttachRequest
+	(*AttachResponse)(nil), // 3: berth.agent.v1.AttachResponse
+	(*ExecStart)(nil),      // 4: berth.agent.v1.ExecStart
+	(*ExecFrame)(nil),      // 5: berth.agent.v1.ExecFrame
+	(*ExecOpen)(nil),       // 6: berth.agent.v1.ExecOpen
+	(*ExecResize)(nil),     // 7: berth.agent.v1.ExecResize
+	(*ExecExit)(nil),       // 8: berth.agent.v1.ExecExit
+	(*ExecReady)(nil),      // 9: berth.agent.v1.ExecReady
 }
 var file_berth_agent_v1_exec_proto_depIdxs = []int32{
-	2, // 0: berth.agent.v1.ExecFrame.open:type_name -> berth.agent.v1.ExecOpen
-	3, // 1: berth.agent.v1.ExecFrame.resize:type_name -> berth.agent.v1.ExecResize
-	4, // 2: berth.agent.v1.ExecFrame.exit:type_name -> berth.agent.v1.ExecExit
-	5, // 3: berth.agent.v1.ExecFrame.ready:type_name -> berth.agent.v1.ExecReady
-	1, // 4: berth.agent.v1.ExecChannelService.Open:input_type -> berth.agent.v1.ExecFrame
-	1, // 5: berth.agent.v1.AgentExecService.Attach:input_type -> berth.agent.v1.ExecFrame
-	1, // 6: berth.agent.v1.ExecChannelService.Open:output_type -> berth.agent.v1.ExecFrame
-	1, // 7: berth.agent.v1.AgentExecService.Attach:output_type -> berth.agent.v1.ExecFrame
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	5,  // 0: berth.agent.v1.OpenRequest.frame:type_name -> berth.agent.v1.ExecFrame
+	5,  // 1: berth.agent.v1.OpenResponse.frame:type_name -> berth.agent.v1.ExecFrame
+	5,  // 2: berth.agent.v1.AttachRequest.frame:type_name -> berth.agent.v1.ExecFrame
+	5,  // 3: berth.agent.v1.AttachResponse.frame:type_name -> berth.agent.v1.ExecFrame
+	6,  // 4: berth.agent.v1.ExecFrame.open:type_name -> berth.agent.v1.ExecOpen
+	7,  // 5: berth.agent.v1.ExecFrame.resize:type_name -> berth.agent.v1.ExecResize
+	8,  // 6: berth.agent.v1.ExecFrame.exit:type_name -> berth.agent.v1.ExecExit
+	9,  // 7: berth.agent.v1.ExecFrame.ready:type_name -> berth.agent.v1.ExecReady
+	0,  // 8: berth.agent.v1.ExecChannelService.Open:input_type -> berth.agent.v1.OpenRequest
+	2,  // 9: berth.agent.v1.AgentExecService.Attach:input_type -> berth.agent.v1.AttachRequest
+	1,  // 10: berth.agent.v1.ExecChannelService.Open:output_type -> berth.agent.v1.OpenResponse
+	3,  // 11: berth.agent.v1.AgentExecService.Attach:output_type -> berth.agent.v1.AttachResponse
+	10, // [10:12] is the sub-list for method output_type
+	8,  // [8:10] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_berth_agent_v1_exec_proto_init() }
@@ -542,7 +742,7 @@ func file_berth_agent_v1_exec_proto_init() {
 	if File_berth_agent_v1_exec_proto != nil {
 		return
 	}
-	file_berth_agent_v1_exec_proto_msgTypes[1].OneofWrappers = []any{
+	file_berth_agent_v1_exec_proto_msgTypes[5].OneofWrappers = []any{
 		(*ExecFrame_Open)(nil),
 		(*ExecFrame_Stdin)(nil),
 		(*ExecFrame_Resize)(nil),
@@ -556,7 +756,7 @@ func file_berth_agent_v1_exec_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_agent_v1_exec_proto_rawDesc), len(file_berth_agent_v1_exec_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

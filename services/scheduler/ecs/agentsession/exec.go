@@ -38,12 +38,15 @@ const (
 // ExecNotEnabledMessage): here, one that stopped between ExecuteCommand and the join.
 const execNotRunning = "The execute command failed because execute command was not enabled when the task was run or the execute command agent isn’t running. Wait and try the command again or run a new task with execute command enabled and try again."
 
-type execStream = connect.BidiStream[agentv1.ExecFrame, agentv1.ExecFrame]
+type (
+	clientStream = connect.BidiStream[agentv1.OpenRequest, agentv1.OpenResponse]
+	agentStream  = connect.BidiStream[agentv1.AttachRequest, agentv1.AttachResponse]
+)
 
 // execPair is a session waiting for, then relaying to, its agent half.
 type execPair struct {
 	instance string // container instance id of the task
-	agent    chan *execStream
+	agent    chan *agentStream
 	done     chan struct{} // closed when the relay ends; the agent's handler returns then
 }
 
@@ -95,7 +98,7 @@ type execChannel struct{ s *Server }
 type agentExec struct{ s *Server }
 
 // Open is the client half (see ExecChannelService.Open).
-func (e execChannel) Open(ctx context.Context, client *execStream) error {
+func (e execChannel) Open(ctx context.Context, client *clientStream) error {
 	s := e.s
 	id, err := callerOf(ctx)
 	if err != nil {
@@ -105,7 +108,7 @@ func (e execChannel) Open(ctx context.Context, client *execStream) error {
 	if err != nil {
 		return err
 	}
-	open := first.GetOpen()
+	open := first.GetFrame().GetOpen()
 	if open == nil || open.GetSessionId() == "" {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("the first frame must open a session"))
 	}
@@ -139,7 +142,7 @@ func (e execChannel) Open(ctx context.Context, client *execStream) error {
 	if ss == nil {
 		return connect.NewError(connect.CodeFailedPrecondition, errors.New("The task's container instance agent is not connected to the scheduler replica that served this session; try again."))
 	}
-	pair := &execPair{instance: inst, agent: make(chan *execStream, 1), done: make(chan struct{})}
+	pair := &execPair{instance: inst, agent: make(chan *agentStream, 1), done: make(chan struct{})}
 	if !s.exec.add(rec.GetSessionId(), pair) {
 		return badToken
 	}
@@ -149,7 +152,7 @@ func (e execChannel) Open(ctx context.Context, client *execStream) error {
 	if err := ss.send(&agentv1.SessionResponse{Message: &agentv1.SessionResponse_ExecStart{ExecStart: start}}); err != nil {
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("The task's agent could not be reached: %v", err))
 	}
-	var agent *execStream
+	var agent *agentStream
 	select {
 	case agent = <-pair.agent:
 	case <-time.After(ExecAttachTimeout):
@@ -160,24 +163,25 @@ func (e execChannel) Open(ctx context.Context, client *execStream) error {
 	s.log.Info("ecs:ExecuteCommand session joined", "session", rec.GetSessionId(), "principal", rec.GetPrincipalArn(),
 		"task", rec.GetTaskArn(), "container", rec.GetContainerName(), "command", rec.GetCommand())
 	ready := &agentv1.ExecFrame{Frame: &agentv1.ExecFrame_Ready{Ready: &agentv1.ExecReady{}}}
-	if err := agent.Send(ready); err != nil {
+	if err := agent.Send(&agentv1.AttachResponse{Frame: ready}); err != nil {
 		return connect.NewError(connect.CodeUnavailable, err)
 	}
-	if err := client.Send(ready); err != nil {
+	if err := client.Send(&agentv1.OpenResponse{Frame: ready}); err != nil {
 		return err
 	}
 	ended := make(chan error, 2)
 	go func() { // client → agent: input and terminal size only
 		for {
-			f, err := client.Receive()
+			r, err := client.Receive()
 			if err != nil {
 				ended <- err
 				return
 			}
+			f := r.GetFrame()
 			if f.GetStdin() == nil && f.GetResize() == nil {
 				continue
 			}
-			if err := agent.Send(f); err != nil {
+			if err := agent.Send(&agentv1.AttachResponse{Frame: f}); err != nil {
 				ended <- err
 				return
 			}
@@ -185,15 +189,16 @@ func (e execChannel) Open(ctx context.Context, client *execStream) error {
 	}()
 	go func() { // agent → client: output, then the exit
 		for {
-			f, err := agent.Receive()
+			r, err := agent.Receive()
 			if err != nil {
 				ended <- err
 				return
 			}
+			f := r.GetFrame()
 			if f.GetOutput() == nil && f.GetExit() == nil {
 				continue
 			}
-			if err := client.Send(f); err != nil {
+			if err := client.Send(&agentv1.OpenResponse{Frame: f}); err != nil {
 				ended <- err
 				return
 			}
@@ -214,7 +219,7 @@ func (e execChannel) Open(ctx context.Context, client *execStream) error {
 
 // Attach is the agent half (see AgentExecService.Attach): the agent must be the one the
 // session's task runs on.
-func (e agentExec) Attach(ctx context.Context, agent *execStream) error {
+func (e agentExec) Attach(ctx context.Context, agent *agentStream) error {
 	s := e.s
 	id, err := callerOf(ctx)
 	if err != nil {
@@ -224,7 +229,7 @@ func (e agentExec) Attach(ctx context.Context, agent *execStream) error {
 	if err != nil {
 		return err
 	}
-	sid := first.GetOpen().GetSessionId()
+	sid := first.GetFrame().GetOpen().GetSessionId()
 	s.exec.mu.Lock()
 	pair := s.exec.pairs[sid]
 	s.exec.mu.Unlock()

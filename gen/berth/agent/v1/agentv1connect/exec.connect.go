@@ -46,7 +46,7 @@ type ExecChannelServiceClient interface {
 	// Open joins the session and relays frames until either side ends it. Unauthenticated
 	// for a wrong or expired token or an unknown session; FailedPrecondition when the task
 	// stopped or its agent is not connected to this replica.
-	Open(context.Context) *connect.BidiStreamForClient[v1.ExecFrame, v1.ExecFrame]
+	Open(context.Context) *connect.BidiStreamForClient[v1.OpenRequest, v1.OpenResponse]
 }
 
 // NewExecChannelServiceClient constructs a client for the berth.agent.v1.ExecChannelService
@@ -60,7 +60,7 @@ func NewExecChannelServiceClient(httpClient connect.HTTPClient, baseURL string, 
 	baseURL = strings.TrimRight(baseURL, "/")
 	execChannelServiceMethods := v1.File_berth_agent_v1_exec_proto.Services().ByName("ExecChannelService").Methods()
 	return &execChannelServiceClient{
-		open: connect.NewClient[v1.ExecFrame, v1.ExecFrame](
+		open: connect.NewClient[v1.OpenRequest, v1.OpenResponse](
 			httpClient,
 			baseURL+ExecChannelServiceOpenProcedure,
 			connect.WithSchema(execChannelServiceMethods.ByName("Open")),
@@ -71,11 +71,11 @@ func NewExecChannelServiceClient(httpClient connect.HTTPClient, baseURL string, 
 
 // execChannelServiceClient implements ExecChannelServiceClient.
 type execChannelServiceClient struct {
-	open *connect.Client[v1.ExecFrame, v1.ExecFrame]
+	open *connect.Client[v1.OpenRequest, v1.OpenResponse]
 }
 
 // Open calls berth.agent.v1.ExecChannelService.Open.
-func (c *execChannelServiceClient) Open(ctx context.Context) *connect.BidiStreamForClient[v1.ExecFrame, v1.ExecFrame] {
+func (c *execChannelServiceClient) Open(ctx context.Context) *connect.BidiStreamForClient[v1.OpenRequest, v1.OpenResponse] {
 	return c.open.CallBidiStream(ctx)
 }
 
@@ -84,7 +84,7 @@ type ExecChannelServiceHandler interface {
 	// Open joins the session and relays frames until either side ends it. Unauthenticated
 	// for a wrong or expired token or an unknown session; FailedPrecondition when the task
 	// stopped or its agent is not connected to this replica.
-	Open(context.Context, *connect.BidiStream[v1.ExecFrame, v1.ExecFrame]) error
+	Open(context.Context, *connect.BidiStream[v1.OpenRequest, v1.OpenResponse]) error
 }
 
 // NewExecChannelServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -113,14 +113,14 @@ func NewExecChannelServiceHandler(svc ExecChannelServiceHandler, opts ...connect
 // UnimplementedExecChannelServiceHandler returns CodeUnimplemented from all methods.
 type UnimplementedExecChannelServiceHandler struct{}
 
-func (UnimplementedExecChannelServiceHandler) Open(context.Context, *connect.BidiStream[v1.ExecFrame, v1.ExecFrame]) error {
+func (UnimplementedExecChannelServiceHandler) Open(context.Context, *connect.BidiStream[v1.OpenRequest, v1.OpenResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("berth.agent.v1.ExecChannelService.Open is not implemented"))
 }
 
 // AgentExecServiceClient is a client for the berth.agent.v1.AgentExecService service.
 type AgentExecServiceClient interface {
 	// Attach joins the session the agent was told to run and relays frames.
-	Attach(context.Context) *connect.BidiStreamForClient[v1.ExecFrame, v1.ExecFrame]
+	Attach(context.Context) *connect.BidiStreamForClient[v1.AttachRequest, v1.AttachResponse]
 }
 
 // NewAgentExecServiceClient constructs a client for the berth.agent.v1.AgentExecService service. By
@@ -134,7 +134,7 @@ func NewAgentExecServiceClient(httpClient connect.HTTPClient, baseURL string, op
 	baseURL = strings.TrimRight(baseURL, "/")
 	agentExecServiceMethods := v1.File_berth_agent_v1_exec_proto.Services().ByName("AgentExecService").Methods()
 	return &agentExecServiceClient{
-		attach: connect.NewClient[v1.ExecFrame, v1.ExecFrame](
+		attach: connect.NewClient[v1.AttachRequest, v1.AttachResponse](
 			httpClient,
 			baseURL+AgentExecServiceAttachProcedure,
 			connect.WithSchema(agentExecServiceMethods.ByName("Attach")),
@@ -145,18 +145,18 @@ func NewAgentExecServiceClient(httpClient connect.HTTPClient, baseURL string, op
 
 // agentExecServiceClient implements AgentExecServiceClient.
 type agentExecServiceClient struct {
-	attach *connect.Client[v1.ExecFrame, v1.ExecFrame]
+	attach *connect.Client[v1.AttachRequest, v1.AttachResponse]
 }
 
 // Attach calls berth.agent.v1.AgentExecService.Attach.
-func (c *agentExecServiceClient) Attach(ctx context.Context) *connect.BidiStreamForClient[v1.ExecFrame, v1.ExecFrame] {
+func (c *agentExecServiceClient) Attach(ctx context.Context) *connect.BidiStreamForClient[v1.AttachRequest, v1.AttachResponse] {
 	return c.attach.CallBidiStream(ctx)
 }
 
 // AgentExecServiceHandler is an implementation of the berth.agent.v1.AgentExecService service.
 type AgentExecServiceHandler interface {
 	// Attach joins the session the agent was told to run and relays frames.
-	Attach(context.Context, *connect.BidiStream[v1.ExecFrame, v1.ExecFrame]) error
+	Attach(context.Context, *connect.BidiStream[v1.AttachRequest, v1.AttachResponse]) error
 }
 
 // NewAgentExecServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -185,6 +185,6 @@ func NewAgentExecServiceHandler(svc AgentExecServiceHandler, opts ...connect.Han
 // UnimplementedAgentExecServiceHandler returns CodeUnimplemented from all methods.
 type UnimplementedAgentExecServiceHandler struct{}
 
-func (UnimplementedAgentExecServiceHandler) Attach(context.Context, *connect.BidiStream[v1.ExecFrame, v1.ExecFrame]) error {
+func (UnimplementedAgentExecServiceHandler) Attach(context.Context, *connect.BidiStream[v1.AttachRequest, v1.AttachResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("berth.agent.v1.AgentExecService.Attach is not implemented"))
 }

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthhq/berth/pkg/ssmchannel"
+	"github.com/coder/websocket"
 )
 
 // execNotEnabled is AWS's InvalidParameterException text for ExecuteCommand on a task
@@ -84,6 +87,11 @@ func TestDevExecuteCommand(t *testing.T) {
 			t.Errorf("typed session output lacks %q:\n%s", want, typed)
 		}
 	}
+	// A join with a token ExecuteCommand did not issue: the gateway answers the plugin's
+	// protocol with channel_closed and the reason, as the plugin prints it.
+	if reason := joinWithToken(t, envValue(env, "BERTH_GATEWAY_ADDR"), "ecs-execute-command-00000000000000000", "000000000000.us-east-1.not-a-token"); !strings.Contains(reason, "The session token is not valid or has expired.") {
+		t.Errorf("join with a bad token: channel_closed %q, want the token refused", reason)
+	}
 	logs, _ := os.ReadFile(logPath)
 	if !strings.Contains(string(logs), "ecs:ExecuteCommand") || !strings.Contains(string(logs), "hello-from-exec") {
 		t.Errorf("berth dev's log has no ecs:ExecuteCommand event naming the command")
@@ -105,6 +113,40 @@ func TestDevExecuteCommand(t *testing.T) {
 		return s, s == "STOPPED\tSTOPPED"
 	})
 	refused(execNotEnabled, "--task", task, "--interactive", "--command", "/berth-testimage env")
+}
+
+// joinWithToken dials the data channel of sessionID at the gateway as the plugin does,
+// sends token, and returns the Output of the channel_closed message it gets.
+func joinWithToken(t *testing.T, gateway, sessionID, token string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws://"+gateway+"/v1/data-channel/"+sessionID+"?role=publish_subscribe", nil)
+	if err != nil {
+		t.Fatalf("dialing the data channel: %v", err)
+	}
+	defer c.CloseNow()
+	open, _ := json.Marshal(ssmchannel.OpenDataChannelInput{MessageSchemaVersion: "1.0", RequestID: "r", TokenValue: token, ClientID: "c", ClientVersion: "test"})
+	if err := c.Write(ctx, websocket.MessageText, open); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("reading the data channel: %v", err)
+		}
+		m, err := ssmchannel.Unmarshal(b)
+		if err != nil {
+			t.Fatalf("a message the plugin could not read: %v", err)
+		}
+		if m.MessageType == ssmchannel.ChannelClosed {
+			var cc ssmchannel.ChannelClosedContent
+			if err := json.Unmarshal(m.Payload, &cc); err != nil {
+				t.Fatal(err)
+			}
+			return cc.Output
+		}
+	}
 }
 
 // execCommand runs `aws ecs execute-command` with args and returns its stdout and stderr.

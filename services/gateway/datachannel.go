@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -110,16 +111,7 @@ func (g *Gateway) serveDataChannel(w http.ResponseWriter, r *http.Request, x *ex
 	}
 	x.account = account
 
-	client := agentv1connect.NewExecChannelServiceClient(g.cfg.HTTPClient, g.cfg.SchedulerURL)
-	stream := client.Open(ctx)
-	h := stream.RequestHeader()
-	h.Set(identity.AccountHeader, account)
-	h.Set(identity.RegionHeader, region)
-	h.Set(identity.RequestIDHeader, x.id)
-	if err := stream.Send(&agentv1.OpenRequest{Frame: &agentv1.ExecFrame{Frame: &agentv1.ExecFrame_Open{Open: &agentv1.ExecOpen{SessionId: sessionID, Token: open.TokenValue}}}}); err != nil && !errors.Is(err, context.Canceled) {
-		g.log.Warn("exec: opening the session on the scheduler", "session", sessionID, "err", err)
-	}
-	first, err := stream.Receive()
+	stream, first, err := g.openExec(ctx, account, region, x.id, sessionID, open.TokenValue)
 	if err != nil {
 		x.errType = connect.CodeOf(err).String()
 		closeWith(execFailure(err))
@@ -160,6 +152,39 @@ func (g *Gateway) serveDataChannel(w http.ResponseWriter, r *http.Request, x *ex
 	cancel()
 	if err := <-runErr; errors.Is(err, ssmchannel.ErrTerminated) {
 		x.errType = ""
+	}
+}
+
+// agentElsewhere is the scheduler's message (agentsession.ErrAgentElsewhere) when the
+// task's agent holds its session on another replica; the token is then not used up.
+const agentElsewhere = "The task's container instance agent is connected to another scheduler replica."
+
+// execOpenAttempts bounds how many times a join is sent again to reach the replica that
+// holds the task's agent: the scheduler client sends each call to the next replica.
+const execOpenAttempts = 8
+
+// openExec opens the session's client half on the scheduler and returns the stream with
+// its first answer (ready), opening it again while a replica answers agentElsewhere.
+func (g *Gateway) openExec(ctx context.Context, account, region, requestID, sessionID, token string) (*connect.BidiStreamForClient[agentv1.OpenRequest, agentv1.OpenResponse], *agentv1.OpenResponse, error) {
+	client := agentv1connect.NewExecChannelServiceClient(g.cfg.HTTPClient, g.cfg.SchedulerURL)
+	for attempt := 1; ; attempt++ {
+		stream := client.Open(ctx)
+		h := stream.RequestHeader()
+		h.Set(identity.AccountHeader, account)
+		h.Set(identity.RegionHeader, region)
+		h.Set(identity.RequestIDHeader, requestID)
+		if err := stream.Send(&agentv1.OpenRequest{Frame: &agentv1.ExecFrame{Frame: &agentv1.ExecFrame_Open{Open: &agentv1.ExecOpen{SessionId: sessionID, Token: token}}}}); err != nil && !errors.Is(err, io.EOF) {
+			g.log.Warn("exec: opening the session on the scheduler", "session", sessionID, "err", err)
+		}
+		first, err := stream.Receive()
+		if err == nil {
+			return stream, first, nil
+		}
+		_ = stream.CloseRequest()
+		var ce *connect.Error
+		if attempt >= execOpenAttempts || !errors.As(err, &ce) || ce.Code() != connect.CodeUnavailable || ce.Message() != agentElsewhere {
+			return nil, nil, err
+		}
 	}
 }
 

@@ -21,6 +21,9 @@ type ExecRunner interface {
 	Exec(ctx context.Context, start *agentv1.ExecStart, stdin io.Reader, stdout io.Writer, resize <-chan [2]uint32) (int, error)
 }
 
+// execAttachAttempts bounds the Attach calls of one session (see exec).
+const execAttachAttempts = 8
+
 // frameWriter sends what is written to it as output frames.
 type frameWriter struct {
 	mu     sync.Mutex
@@ -46,18 +49,30 @@ func (s *Session) exec(ctx context.Context, start *agentv1.ExecStart) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	client := agentv1connect.NewAgentExecServiceClient(s.cfg.HTTPClient, s.cfg.BaseURL)
-	stream := client.Attach(ctx)
-	out := &frameWriter{stream: stream}
-	defer stream.CloseRequest()
-	if err := out.send(&agentv1.ExecFrame{Frame: &agentv1.ExecFrame_Open{Open: &agentv1.ExecOpen{SessionId: start.GetSessionId()}}}); err != nil {
-		log.Warn("exec: joining the session", "err", err)
-		return
-	}
-	first, err := stream.Receive()
-	if err != nil || first.GetFrame().GetReady() == nil {
+	var (
+		stream *connect.BidiStreamForClient[agentv1.AttachRequest, agentv1.AttachResponse]
+		out    *frameWriter
+	)
+	// The session waits on the scheduler replica that holds this agent's session stream;
+	// an Attach that reached another one (NotFound) is sent again, to the next replica.
+	for attempt := 1; ; attempt++ {
+		stream = client.Attach(ctx)
+		out = &frameWriter{stream: stream}
+		if err := out.send(&agentv1.ExecFrame{Frame: &agentv1.ExecFrame_Open{Open: &agentv1.ExecOpen{SessionId: start.GetSessionId()}}}); err != nil && !errors.Is(err, io.EOF) {
+			log.Warn("exec: joining the session", "err", err)
+		}
+		first, err := stream.Receive()
+		if err == nil && first.GetFrame().GetReady() != nil {
+			break
+		}
+		_ = stream.CloseRequest()
+		if attempt < execAttachAttempts && connect.CodeOf(err) == connect.CodeNotFound {
+			continue
+		}
 		log.Warn("exec: the session was not joined", "err", err)
 		return
 	}
+	defer stream.CloseRequest()
 	runner, ok := s.handler.(ExecRunner)
 	if !ok {
 		_ = out.send(&agentv1.ExecFrame{Frame: &agentv1.ExecFrame_Exit{Exit: &agentv1.ExecExit{ExitCode: -1, Reason: "This agent does not run ECS Exec commands."}}})

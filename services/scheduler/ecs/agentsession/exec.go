@@ -38,6 +38,12 @@ const (
 // ExecNotEnabledMessage): here, one that stopped between ExecuteCommand and the join.
 const execNotRunning = "The execute command failed because execute command was not enabled when the task was run or the execute command agent isn’t running. Wait and try the command again or run a new task with execute command enabled and try again."
 
+// ErrAgentElsewhere is the message of the Unavailable error Open answers, without using
+// up the token, when the task's agent holds its session on another replica: the gateway
+// opens the session again (its calls go to the replicas in turn), as the agent attaches
+// again when its Attach reaches a replica where the session does not wait.
+const ErrAgentElsewhere = "The task's container instance agent is connected to another scheduler replica."
+
 type (
 	clientStream = connect.BidiStream[agentv1.OpenRequest, agentv1.OpenResponse]
 	agentStream  = connect.BidiStream[agentv1.AttachRequest, agentv1.AttachResponse]
@@ -126,10 +132,6 @@ func (e execChannel) Open(ctx context.Context, client *clientStream) error {
 	if subtle.ConstantTimeCompare(sum[:], rec.GetTokenSha256()) != 1 || time.Since(time.Unix(rec.GetCreatedAt(), 0)) > ExecSessionTTL {
 		return badToken
 	}
-	// A token joins one session: the record goes as it is used.
-	if _, err := store.Delete(ctx, s.cfg.Etcd, key, rev); err != nil {
-		return badToken
-	}
 	taskID := rec.GetTaskArn()[strings.LastIndex(rec.GetTaskArn(), "/")+1:]
 	trec, _, err := store.Get[*storev1.TaskRecord](ctx, s.cfg.Etcd, keys.Task(scope, rec.GetCluster(), taskID))
 	if err != nil || trec.GetTask().GetLastStatus() != "RUNNING" || trec.GetTask().GetDesiredStatus() != "RUNNING" {
@@ -140,7 +142,13 @@ func (e execChannel) Open(ctx context.Context, client *clientStream) error {
 	ss := s.sessions[inst]
 	s.mu.Unlock()
 	if ss == nil {
-		return connect.NewError(connect.CodeFailedPrecondition, errors.New("The task's container instance agent is not connected to the scheduler replica that served this session; try again."))
+		// The token is not used up: the gateway opens the session again, and its calls go
+		// to the replicas in turn (ErrAgentElsewhere).
+		return connect.NewError(connect.CodeUnavailable, errors.New(ErrAgentElsewhere))
+	}
+	// A token joins one session: the record goes as it is used.
+	if _, err := store.Delete(ctx, s.cfg.Etcd, key, rev); err != nil {
+		return badToken
 	}
 	pair := &execPair{instance: inst, agent: make(chan *agentStream, 1), done: make(chan struct{})}
 	if !s.exec.add(rec.GetSessionId(), pair) {

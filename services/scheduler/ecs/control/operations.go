@@ -80,7 +80,7 @@ var Operations = map[string]OperationRule{
 	"DescribeTaskSets":              {Real, "", ""},
 	"DescribeTasks":                 {Real, "", ""},
 	"DiscoverPollEndpoint":          {Real, "Answers the gateway the caller came through, which relays agent sessions.", ""},
-	"ExecuteCommand":                {Real, "Interactive sessions (AWS's only mode) through AWS's session-manager-plugin: the streamUrl is the gateway's /v1/data-channel, the agent runs the command in the container with a terminal (docs/exec.md); both halves of a session must reach one scheduler replica.", ""},
+	"ExecuteCommand":                {Real, "Interactive sessions (AWS's only mode) through AWS's session-manager-plugin: the streamUrl is the gateway's /v1/data-channel, the agent runs the command in the container with a terminal (docs/exec.md); no session logging to CloudWatch Logs or S3 yet.", ""},
 	"GetTaskProtection":             {Real, "", ""},
 	"ListAccountSettings":           {Real, "", ""},
 	"ListAttributes":                {Real, "", ""},

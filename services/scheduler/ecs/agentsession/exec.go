@@ -17,6 +17,7 @@ import (
 	storev1 "github.com/berthhq/berth/gen/berth/store/v1"
 	"github.com/berthhq/berth/services/scheduler/platform/keys"
 	"github.com/berthhq/berth/services/scheduler/platform/store"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // ECS Exec sessions (docs/exec.md). The gateway opens a session's client half
@@ -142,6 +143,10 @@ func (e execChannel) Open(ctx context.Context, client *clientStream) error {
 	ss := s.sessions[inst]
 	s.mu.Unlock()
 	if ss == nil {
+		if resp, err := s.cfg.Etcd.Get(ctx, keys.Presence(scope, rec.GetCluster(), inst), clientv3.WithCountOnly()); err == nil && resp.Count == 0 {
+			// No replica holds the agent's session: its agent is not running.
+			return connect.NewError(connect.CodeFailedPrecondition, errors.New(execNotRunning))
+		}
 		// The token is not used up: the gateway opens the session again, and its calls go
 		// to the replicas in turn (ErrAgentElsewhere).
 		return connect.NewError(connect.CodeUnavailable, errors.New(ErrAgentElsewhere))

@@ -872,6 +872,11 @@ func (h *handler) Registered(ctx context.Context, resp *agentv1.RegisterResponse
 	return nil
 }
 func (h *handler) RunningTasks() []string { return h.m.RunningTasks() }
+
+// Exec runs an ECS Exec command (session.ExecRunner).
+func (h *handler) Exec(ctx context.Context, start *agentv1.ExecStart, stdin io.Reader, stdout io.Writer, resize <-chan [2]uint32) (int, error) {
+	return h.m.Exec(ctx, start, stdin, stdout, resize)
+}
 func (h *handler) Assign(ctx context.Context, a *agentv1.Assignment) error {
 	return h.m.Assign(ctx, a)
 }

@@ -298,7 +298,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx, span := startAPISpan(r, x.id)
 		g.serveAWS(rec, r.WithContext(ctx), x)
 		endAPISpan(span, x, rec.status())
-	case strings.HasPrefix(path, "/"+agentv1connect.AgentServiceName+"/"):
+	case strings.HasPrefix(path, "/"+agentv1connect.AgentServiceName+"/") || path == agentv1connect.AgentExecServiceAttachProcedure:
 		if agentProcedures[path] {
 			x.action = strings.TrimPrefix(path, "/")
 		}
@@ -308,6 +308,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		g.serveAgent(rec, r, x)
+	case strings.HasPrefix(path, DataChannelPath):
+		rec.code = http.StatusSwitchingProtocols
+		g.serveDataChannel(w, r, x)
 	case g.cfg.Dev && path == "/_berth/health":
 		x.action = "_berth/health"
 		g.serveHealth(rec, r)
@@ -337,6 +340,7 @@ var agentProcedures = map[string]bool{
 	agentv1connect.AgentServiceEnsureLogStreamProcedure:    true,
 	agentv1connect.AgentServiceShipLogsProcedure:           true,
 	agentv1connect.AgentServiceGetTaskCredentialsProcedure: true,
+	agentv1connect.AgentExecServiceAttachProcedure:         true,
 }
 
 // recorder remembers the status written, for the access log.

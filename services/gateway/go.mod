@@ -24,6 +24,8 @@ require (
 
 require github.com/x448/float16 v0.8.4 // indirect
 
+require github.com/coder/websocket v1.8.14
+
 require (
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect

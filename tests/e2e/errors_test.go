@@ -307,6 +307,19 @@ func TestDocumentedErrorsWithSDK(t *testing.T) {
 			_, err := c.UpdateService(ctx, &ecs.UpdateServiceInput{Cluster: aws.String("errs"), Service: aws.String("gone"), DesiredCount: aws.Int32(1)})
 			return err
 		}, isType[*ecstypes.ServiceNotActiveException], "Service was not ACTIVE."},
+		// ECS Exec (docs/exec.md): unknown cluster, unknown task, non-interactive.
+		{"ExecuteCommand", func() error {
+			_, err := c.ExecuteCommand(ctx, &ecs.ExecuteCommandInput{Cluster: aws.String(noCluster), Task: aws.String(unknownTk), Command: aws.String("sh"), Interactive: true})
+			return err
+		}, isType[*ecstypes.ClusterNotFoundException], "Cluster not found."},
+		{"ExecuteCommand", func() error {
+			_, err := c.ExecuteCommand(ctx, &ecs.ExecuteCommandInput{Cluster: aws.String("errs"), Task: aws.String(unknownTk), Command: aws.String("sh"), Interactive: true})
+			return err
+		}, isType[*ecstypes.InvalidParameterException], "The task provided in the request was not found."},
+		{"ExecuteCommand", func() error {
+			_, err := c.ExecuteCommand(ctx, &ecs.ExecuteCommandInput{Cluster: aws.String("errs"), Task: aws.String(unknownTk), Command: aws.String("sh")})
+			return err
+		}, isType[*ecstypes.InvalidParameterException], "Interactive is the only mode supported currently."},
 		// Unknown task in a known cluster (StopTask: InvalidParameterException).
 		{"StopTask", func() error {
 			_, err := c.StopTask(ctx, &ecs.StopTaskInput{Cluster: aws.String("errs"), Task: aws.String(unknownTk)})

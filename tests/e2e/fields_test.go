@@ -136,8 +136,6 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 			t.Errorf("%s: message %q, want it to start %q", what, aws.ToString(ip.Message), want)
 		}
 	}
-	_, err = c.RunTask(ctx, &ecs.RunTaskInput{TaskDefinition: aws.String("refused"), EnableExecuteCommand: true})
-	invalid("RunTask enableExecuteCommand", err, "enableExecuteCommand is not supported by Berth. Berth has no ECS Exec")
 	_, err = c.RunTask(ctx, &ecs.RunTaskInput{TaskDefinition: aws.String("refused"), Overrides: &ecstypes.TaskOverride{
 		ContainerOverrides: []ecstypes.ContainerOverride{{Name: aws.String("app"), EnvironmentFiles: []ecstypes.EnvironmentFile{{Type: ecstypes.EnvironmentFileTypeS3, Value: aws.String("arn:aws:s3:::b/k.env")}}}},
 	}})
@@ -181,10 +179,11 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 	if _, err := c.CreateService(ctx, &ecs.CreateServiceInput{ServiceName: aws.String("web"), TaskDefinition: aws.String("refused"), DesiredCount: aws.Int32(0)}); err != nil {
 		t.Fatalf("CreateService of honoured fields: %v", err)
 	}
-	_, err = c.UpdateService(ctx, &ecs.UpdateServiceInput{Service: aws.String("web"), EnableExecuteCommand: aws.Bool(true)})
-	invalid("UpdateService enableExecuteCommand", err, "enableExecuteCommand is not supported by Berth.")
-	if _, err := c.UpdateService(ctx, &ecs.UpdateServiceInput{Service: aws.String("web"), EnableExecuteCommand: aws.Bool(false)}); err != nil {
-		t.Errorf("UpdateService enableExecuteCommand false: %v", err)
+	// ECS Exec (docs/exec.md): UpdateService takes enableExecuteCommand for its next tasks.
+	if out, err := c.UpdateService(ctx, &ecs.UpdateServiceInput{Service: aws.String("web"), EnableExecuteCommand: aws.Bool(true)}); err != nil {
+		t.Errorf("UpdateService enableExecuteCommand true: %v", err)
+	} else if !out.Service.EnableExecuteCommand {
+		t.Errorf("UpdateService enableExecuteCommand true: the service shows false")
 	}
 
 	// The AWS CLI sees the same errors (a service error's exit status: 254 for CLI v2, 255
@@ -205,8 +204,6 @@ func TestRefusedFieldsThroughGateway(t *testing.T) {
 		{[]string{"register-task-definition", "--family", "cli", "--container-definitions",
 			`[{"name":"app","image":"img","memory":32,"logConfiguration":{"logDriver":"awslogs"}}]`},
 			`An error occurred (ClientException) when calling the RegisterTaskDefinition operation: containerDefinitions[0].logConfiguration.options: awslogs-group must be a log group name`},
-		{[]string{"run-task", "--task-definition", "refused", "--enable-execute-command"},
-			"An error occurred (InvalidParameterException) when calling the RunTask operation: enableExecuteCommand is not supported by Berth."},
 		{[]string{"create-service", "--service-name", "cli", "--task-definition", "refused", "--desired-count", "1",
 			"--service-connect-configuration", `{"enabled":true}`},
 			"An error occurred (InvalidParameterException) when calling the CreateService operation: serviceConnectConfiguration is not supported by Berth."},

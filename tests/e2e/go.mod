@@ -23,6 +23,7 @@ require (
 	github.com/berthhq/berth/services/scheduler v0.0.0
 	github.com/berthhq/berth/testkit v0.0.0
 	github.com/chromedp/chromedp v0.23.0
+	github.com/coder/websocket v1.8.14
 	github.com/containerd/containerd/v2 v2.2.9
 	github.com/containerd/errdefs v1.0.0
 	github.com/coreos/go-systemd/v22 v22.7.0

@@ -331,6 +331,8 @@ func (s *Session) handle(ctx context.Context, m *agentv1.SessionResponse, send f
 		}
 	case *agentv1.SessionResponse_ExpectedTasks:
 		s.handler.Expected(ctx, msg.ExpectedTasks)
+	case *agentv1.SessionResponse_ExecStart:
+		go s.exec(context.WithoutCancel(ctx), msg.ExecStart)
 	case *agentv1.SessionResponse_TaskSubnetRoutes:
 		if rh, ok := s.handler.(RouteHandler); ok {
 			rh.TaskSubnetRoutes(ctx, msg.TaskSubnetRoutes)

@@ -330,6 +330,9 @@ func New(cfg Config) (*App, error) {
 	mux := http.NewServeMux()
 	mux.Handle(control.NewHandler(ecsHandler{a.control, a.services, a.daemons}, identity, gzip))
 	mux.Handle(agentv1connect.NewAgentServiceHandler(a.sessions, identity, gzip))
+	for path, h := range a.sessions.ExecHandlers(identity) {
+		mux.Handle(path, h) // ECS Exec: the gateway's and the agent's halves (docs/exec.md)
+	}
 	// The other AWS services the gateway routes to (gateway.Services): one handler each.
 	mux.Handle(stsv1connect.NewStsServiceHandler(&sts.Handler{Roles: creds, Logger: cfg.Logger.With("component", "sts")}, identity, gzip))
 	mux.Handle(secretsmanagerv1connect.NewSecretsManagerServiceHandler(a.secrets, identity, gzip))

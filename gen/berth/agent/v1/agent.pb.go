@@ -684,6 +684,7 @@ type SessionResponse struct {
 	//	*SessionResponse_StateAck
 	//	*SessionResponse_ExpectedTasks
 	//	*SessionResponse_TaskSubnetRoutes
+	//	*SessionResponse_ExecStart
 	Message       isSessionResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -771,6 +772,15 @@ func (x *SessionResponse) GetTaskSubnetRoutes() *TaskSubnetRoutes {
 	return nil
 }
 
+func (x *SessionResponse) GetExecStart() *ExecStart {
+	if x != nil {
+		if x, ok := x.Message.(*SessionResponse_ExecStart); ok {
+			return x.ExecStart
+		}
+	}
+	return nil
+}
+
 type isSessionResponse_Message interface {
 	isSessionResponse_Message()
 }
@@ -802,6 +812,13 @@ type SessionResponse_TaskSubnetRoutes struct {
 	TaskSubnetRoutes *TaskSubnetRoutes `protobuf:"bytes,1000,opt,name=task_subnet_routes,json=taskSubnetRoutes,proto3,oneof"`
 }
 
+type SessionResponse_ExecStart struct {
+	// exec_start asks the agent to run an ECS Exec command and join its session through
+	// AgentExecService.Attach (docs/exec.md). Not acknowledged: a session whose agent
+	// does not join in time fails for the client.
+	ExecStart *ExecStart `protobuf:"bytes,220,opt,name=exec_start,json=execStart,proto3,oneof"`
+}
+
 func (*SessionResponse_Assignment) isSessionResponse_Message() {}
 
 func (*SessionResponse_Stop) isSessionResponse_Message() {}
@@ -811,6 +828,8 @@ func (*SessionResponse_StateAck) isSessionResponse_Message() {}
 func (*SessionResponse_ExpectedTasks) isSessionResponse_Message() {}
 
 func (*SessionResponse_TaskSubnetRoutes) isSessionResponse_Message() {}
+
+func (*SessionResponse_ExecStart) isSessionResponse_Message() {}
 
 // TaskSubnetRoutes is the full list of the cluster's other container instances (ACTIVE or
 // DRAINING, with a task subnet and a host address): the agent keeps one kernel route
@@ -1737,7 +1756,7 @@ var File_berth_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1aberth/agent/v1/agent.proto\x12\x0eberth.agent.v1\x1a berth/agent/v1/credentials.proto\x1a\x1aberth/agent/v1/stats.proto\x1a\x19berth/ecs/v1/shapes.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x01\n" +
+	"\x1aberth/agent/v1/agent.proto\x12\x0eberth.agent.v1\x1a berth/agent/v1/credentials.proto\x1a\x19berth/agent/v1/exec.proto\x1a\x1aberth/agent/v1/stats.proto\x1a\x19berth/ecs/v1/shapes.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x01\n" +
 	"\x16EnsureLogStreamRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x1b\n" +
 	"\tlog_group\x18\x02 \x01(\tR\blogGroup\x12\x1d\n" +
@@ -1788,7 +1807,7 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\x03ack\x18\x04 \x01(\v2\x13.berth.agent.v1.AckH\x00R\x03ack\x12;\n" +
 	"\n" +
 	"task_stats\x18\xf0\x01 \x01(\v2\x19.berth.agent.v1.TaskStatsH\x00R\ttaskStatsB\t\n" +
-	"\amessage\"\xdf\x02\n" +
+	"\amessage\"\x9c\x03\n" +
 	"\x0fSessionResponse\x12<\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x1a.berth.agent.v1.AssignmentH\x00R\n" +
@@ -1796,7 +1815,9 @@ const file_berth_agent_v1_agent_proto_rawDesc = "" +
 	"\x04stop\x18\x02 \x01(\v2\x19.berth.agent.v1.StopOrderH\x00R\x04stop\x127\n" +
 	"\tstate_ack\x18\x03 \x01(\v2\x18.berth.agent.v1.StateAckH\x00R\bstateAck\x12F\n" +
 	"\x0eexpected_tasks\x18\x04 \x01(\v2\x1d.berth.agent.v1.ExpectedTasksH\x00R\rexpectedTasks\x12Q\n" +
-	"\x12task_subnet_routes\x18\xe8\a \x01(\v2 .berth.agent.v1.TaskSubnetRoutesH\x00R\x10taskSubnetRoutesB\t\n" +
+	"\x12task_subnet_routes\x18\xe8\a \x01(\v2 .berth.agent.v1.TaskSubnetRoutesH\x00R\x10taskSubnetRoutes\x12;\n" +
+	"\n" +
+	"exec_start\x18\xdc\x01 \x01(\v2\x19.berth.agent.v1.ExecStartH\x00R\texecStartB\t\n" +
 	"\amessage\"K\n" +
 	"\x10TaskSubnetRoutes\x127\n" +
 	"\x06routes\x18\x01 \x03(\v2\x1f.berth.agent.v1.TaskSubnetRouteR\x06routes\"\x82\x01\n" +
@@ -1925,14 +1946,15 @@ var file_berth_agent_v1_agent_proto_goTypes = []any{
 	(*v1.VersionInfo)(nil),             // 24: berth.ecs.v1.VersionInfo
 	(*v1.ContainerInstance)(nil),       // 25: berth.ecs.v1.ContainerInstance
 	(*TaskStats)(nil),                  // 26: berth.agent.v1.TaskStats
-	(*timestamppb.Timestamp)(nil),      // 27: google.protobuf.Timestamp
-	(*v1.Attachment)(nil),              // 28: berth.ecs.v1.Attachment
-	(*v1.NetworkBinding)(nil),          // 29: berth.ecs.v1.NetworkBinding
-	(*v1.NetworkInterface)(nil),        // 30: berth.ecs.v1.NetworkInterface
-	(*v1.Task)(nil),                    // 31: berth.ecs.v1.Task
-	(*v1.TaskDefinition)(nil),          // 32: berth.ecs.v1.TaskDefinition
-	(*GetTaskCredentialsRequest)(nil),  // 33: berth.agent.v1.GetTaskCredentialsRequest
-	(*GetTaskCredentialsResponse)(nil), // 34: berth.agent.v1.GetTaskCredentialsResponse
+	(*ExecStart)(nil),                  // 27: berth.agent.v1.ExecStart
+	(*timestamppb.Timestamp)(nil),      // 28: google.protobuf.Timestamp
+	(*v1.Attachment)(nil),              // 29: berth.ecs.v1.Attachment
+	(*v1.NetworkBinding)(nil),          // 30: berth.ecs.v1.NetworkBinding
+	(*v1.NetworkInterface)(nil),        // 31: berth.ecs.v1.NetworkInterface
+	(*v1.Task)(nil),                    // 32: berth.ecs.v1.Task
+	(*v1.TaskDefinition)(nil),          // 33: berth.ecs.v1.TaskDefinition
+	(*GetTaskCredentialsRequest)(nil),  // 34: berth.agent.v1.GetTaskCredentialsRequest
+	(*GetTaskCredentialsResponse)(nil), // 35: berth.agent.v1.GetTaskCredentialsResponse
 }
 var file_berth_agent_v1_agent_proto_depIdxs = []int32{
 	3,  // 0: berth.agent.v1.ShipLogsRequest.events:type_name -> berth.agent.v1.ShippedLogEvent
@@ -1951,36 +1973,37 @@ var file_berth_agent_v1_agent_proto_depIdxs = []int32{
 	16, // 13: berth.agent.v1.SessionResponse.state_ack:type_name -> berth.agent.v1.StateAck
 	20, // 14: berth.agent.v1.SessionResponse.expected_tasks:type_name -> berth.agent.v1.ExpectedTasks
 	9,  // 15: berth.agent.v1.SessionResponse.task_subnet_routes:type_name -> berth.agent.v1.TaskSubnetRoutes
-	10, // 16: berth.agent.v1.TaskSubnetRoutes.routes:type_name -> berth.agent.v1.TaskSubnetRoute
-	27, // 17: berth.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
-	14, // 18: berth.agent.v1.TaskStateChange.containers:type_name -> berth.agent.v1.ContainerState
-	27, // 19: berth.agent.v1.TaskStateChange.pull_started_at:type_name -> google.protobuf.Timestamp
-	27, // 20: berth.agent.v1.TaskStateChange.pull_stopped_at:type_name -> google.protobuf.Timestamp
-	27, // 21: berth.agent.v1.TaskStateChange.started_at:type_name -> google.protobuf.Timestamp
-	27, // 22: berth.agent.v1.TaskStateChange.stopping_at:type_name -> google.protobuf.Timestamp
-	27, // 23: berth.agent.v1.TaskStateChange.execution_stopped_at:type_name -> google.protobuf.Timestamp
-	27, // 24: berth.agent.v1.TaskStateChange.stopped_at:type_name -> google.protobuf.Timestamp
-	28, // 25: berth.agent.v1.TaskStateChange.attachments:type_name -> berth.ecs.v1.Attachment
-	29, // 26: berth.agent.v1.ContainerState.network_bindings:type_name -> berth.ecs.v1.NetworkBinding
-	30, // 27: berth.agent.v1.ContainerState.network_interfaces:type_name -> berth.ecs.v1.NetworkInterface
-	31, // 28: berth.agent.v1.Assignment.task:type_name -> berth.ecs.v1.Task
-	32, // 29: berth.agent.v1.Assignment.task_definition:type_name -> berth.ecs.v1.TaskDefinition
-	18, // 30: berth.agent.v1.Assignment.resolved_secrets:type_name -> berth.agent.v1.ResolvedSecret
-	5,  // 31: berth.agent.v1.AgentService.Register:input_type -> berth.agent.v1.RegisterRequest
-	7,  // 32: berth.agent.v1.AgentService.Session:input_type -> berth.agent.v1.SessionRequest
-	0,  // 33: berth.agent.v1.AgentService.EnsureLogStream:input_type -> berth.agent.v1.EnsureLogStreamRequest
-	2,  // 34: berth.agent.v1.AgentService.ShipLogs:input_type -> berth.agent.v1.ShipLogsRequest
-	33, // 35: berth.agent.v1.AgentService.GetTaskCredentials:input_type -> berth.agent.v1.GetTaskCredentialsRequest
-	6,  // 36: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
-	8,  // 37: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
-	1,  // 38: berth.agent.v1.AgentService.EnsureLogStream:output_type -> berth.agent.v1.EnsureLogStreamResponse
-	4,  // 39: berth.agent.v1.AgentService.ShipLogs:output_type -> berth.agent.v1.ShipLogsResponse
-	34, // 40: berth.agent.v1.AgentService.GetTaskCredentials:output_type -> berth.agent.v1.GetTaskCredentialsResponse
-	36, // [36:41] is the sub-list for method output_type
-	31, // [31:36] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	27, // 16: berth.agent.v1.SessionResponse.exec_start:type_name -> berth.agent.v1.ExecStart
+	10, // 17: berth.agent.v1.TaskSubnetRoutes.routes:type_name -> berth.agent.v1.TaskSubnetRoute
+	28, // 18: berth.agent.v1.Heartbeat.sent_at:type_name -> google.protobuf.Timestamp
+	14, // 19: berth.agent.v1.TaskStateChange.containers:type_name -> berth.agent.v1.ContainerState
+	28, // 20: berth.agent.v1.TaskStateChange.pull_started_at:type_name -> google.protobuf.Timestamp
+	28, // 21: berth.agent.v1.TaskStateChange.pull_stopped_at:type_name -> google.protobuf.Timestamp
+	28, // 22: berth.agent.v1.TaskStateChange.started_at:type_name -> google.protobuf.Timestamp
+	28, // 23: berth.agent.v1.TaskStateChange.stopping_at:type_name -> google.protobuf.Timestamp
+	28, // 24: berth.agent.v1.TaskStateChange.execution_stopped_at:type_name -> google.protobuf.Timestamp
+	28, // 25: berth.agent.v1.TaskStateChange.stopped_at:type_name -> google.protobuf.Timestamp
+	29, // 26: berth.agent.v1.TaskStateChange.attachments:type_name -> berth.ecs.v1.Attachment
+	30, // 27: berth.agent.v1.ContainerState.network_bindings:type_name -> berth.ecs.v1.NetworkBinding
+	31, // 28: berth.agent.v1.ContainerState.network_interfaces:type_name -> berth.ecs.v1.NetworkInterface
+	32, // 29: berth.agent.v1.Assignment.task:type_name -> berth.ecs.v1.Task
+	33, // 30: berth.agent.v1.Assignment.task_definition:type_name -> berth.ecs.v1.TaskDefinition
+	18, // 31: berth.agent.v1.Assignment.resolved_secrets:type_name -> berth.agent.v1.ResolvedSecret
+	5,  // 32: berth.agent.v1.AgentService.Register:input_type -> berth.agent.v1.RegisterRequest
+	7,  // 33: berth.agent.v1.AgentService.Session:input_type -> berth.agent.v1.SessionRequest
+	0,  // 34: berth.agent.v1.AgentService.EnsureLogStream:input_type -> berth.agent.v1.EnsureLogStreamRequest
+	2,  // 35: berth.agent.v1.AgentService.ShipLogs:input_type -> berth.agent.v1.ShipLogsRequest
+	34, // 36: berth.agent.v1.AgentService.GetTaskCredentials:input_type -> berth.agent.v1.GetTaskCredentialsRequest
+	6,  // 37: berth.agent.v1.AgentService.Register:output_type -> berth.agent.v1.RegisterResponse
+	8,  // 38: berth.agent.v1.AgentService.Session:output_type -> berth.agent.v1.SessionResponse
+	1,  // 39: berth.agent.v1.AgentService.EnsureLogStream:output_type -> berth.agent.v1.EnsureLogStreamResponse
+	4,  // 40: berth.agent.v1.AgentService.ShipLogs:output_type -> berth.agent.v1.ShipLogsResponse
+	35, // 41: berth.agent.v1.AgentService.GetTaskCredentials:output_type -> berth.agent.v1.GetTaskCredentialsResponse
+	37, // [37:42] is the sub-list for method output_type
+	32, // [32:37] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_berth_agent_v1_agent_proto_init() }
@@ -1989,6 +2012,7 @@ func file_berth_agent_v1_agent_proto_init() {
 		return
 	}
 	file_berth_agent_v1_credentials_proto_init()
+	file_berth_agent_v1_exec_proto_init()
 	file_berth_agent_v1_stats_proto_init()
 	file_berth_agent_v1_agent_proto_msgTypes[7].OneofWrappers = []any{
 		(*SessionRequest_Hello)(nil),
@@ -2003,6 +2027,7 @@ func file_berth_agent_v1_agent_proto_init() {
 		(*SessionResponse_StateAck)(nil),
 		(*SessionResponse_ExpectedTasks)(nil),
 		(*SessionResponse_TaskSubnetRoutes)(nil),
+		(*SessionResponse_ExecStart)(nil),
 	}
 	file_berth_agent_v1_agent_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}

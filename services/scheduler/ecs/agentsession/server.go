@@ -126,6 +126,8 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[string]*session // by instance id
 
+	exec execHub // ECS Exec sessions waiting for or relaying to their agent (exec.go)
+
 	count   atomic.Int64
 	nextSID atomic.Uint64
 }

@@ -107,3 +107,7 @@ func daemonDescriptor(shape string) protoreflect.FieldDescriptors {
 	}
 	return m.ProtoReflect().Descriptor().Fields()
 }
+
+// supNoExec is why a daemon refuses enableExecuteCommand: ECS Exec (docs/exec.md)
+// reaches the tasks of RunTask, StartTask and services, not yet a daemon's.
+const supNoExec = "Berth's managed daemons do not take ECS Exec yet (tasks and services do); set enableExecuteCommand to false or leave it out."

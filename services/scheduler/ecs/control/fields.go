@@ -81,7 +81,6 @@ func stringIn(allowed ...string) func(protoreflect.Value) bool {
 
 // Messages shared by several members.
 const (
-	supNoExec        = "Berth has no ECS Exec; set enableExecuteCommand to false or leave it out."
 	supNetConf       = "awsvpcConfiguration is required for networkMode awsvpc and refused for the other modes, as AWS does: subnets (1-16, required) name the task's subnet and are recorded on its ENI attachment, the address comes from the container instance's own task subnet; securityGroups may be left out or name only sg-berthallowall, Berth's one security group, which allows all traffic (Berth enforces no security group rules); any other group is refused as not existing; assignPublicIp ENABLED is refused, for FARGATE tasks too (Berth has no public addresses). See docs/networking.md."
 	supNoEphem       = "Berth does not size task storage; ephemeralStorage (a Fargate setting) is not supported."
 	supNoInfer       = "Berth has no Elastic Inference accelerators."
@@ -100,6 +99,8 @@ const (
 )
 
 // supGPU is how resourceRequirements are honoured (container definitions and overrides).
+var supExec = honoured("The task's containers show the ExecuteCommandAgent managed agent, and ExecuteCommand opens interactive sessions into them (docs/exec.md).")
+
 var supGPU = honoured("Type GPU: the agent registers the host's NVIDIA GPUs (ids from nvidia-smi; none on a host without them); the task is placed only on an instance with that many unassigned GPUs, else it fails with RESOURCE:GPU; its containers are given their GPUs exclusively (gpuIds; the /dev/nvidiaN and driver nodes and NVIDIA_VISIBLE_DEVICES in the container) until the task stops. Type InferenceAccelerator is refused (no Elastic Inference).")
 
 // FieldRules is the one table of what Berth does with every member of the request shapes
@@ -244,7 +245,7 @@ var FieldRules = map[string]FieldRule{
 	"RunTaskRequest.cluster":                  honoured(""),
 	"RunTaskRequest.count":                    honoured(""),
 	"RunTaskRequest.enableECSManagedTags":     honoured(""),
-	"RunTaskRequest.enableExecuteCommand":     refusedBut(0, supNoExec, isFalse),
+	"RunTaskRequest.enableExecuteCommand":     supExec,
 	"RunTaskRequest.group":                    honoured(""),
 	"RunTaskRequest.launchType":               honoured("EC2, EXTERNAL, and FARGATE on the Fargate pool (docs/capacity-providers.md)."),
 	"RunTaskRequest.networkConfiguration":     honoured(supNetConf),
@@ -261,7 +262,7 @@ var FieldRules = map[string]FieldRule{
 	"StartTaskRequest.cluster":                honoured(""),
 	"StartTaskRequest.containerInstances":     honoured(""),
 	"StartTaskRequest.enableECSManagedTags":   honoured(""),
-	"StartTaskRequest.enableExecuteCommand":   refusedBut(0, supNoExec, isFalse),
+	"StartTaskRequest.enableExecuteCommand":   supExec,
 	"StartTaskRequest.group":                  honoured(""),
 	"StartTaskRequest.networkConfiguration":   honoured(supNetConf),
 	"StartTaskRequest.overrides":              honoured(""),
@@ -298,7 +299,7 @@ var FieldRules = map[string]FieldRule{
 	"CreateServiceRequest.deploymentController":          refusedBut(issueRestOfAPI, supControllers, controllerECSOrExternal),
 	"CreateServiceRequest.desiredCount":                  honoured(""),
 	"CreateServiceRequest.enableECSManagedTags":          honoured(""),
-	"CreateServiceRequest.enableExecuteCommand":          refusedBut(0, supNoExec, isFalse),
+	"CreateServiceRequest.enableExecuteCommand":          supExec,
 	"CreateServiceRequest.healthCheckGracePeriodSeconds": honoured(""),
 	"CreateServiceRequest.launchType":                    honoured("EC2, EXTERNAL, and FARGATE on the Fargate pool (docs/capacity-providers.md)."),
 	"CreateServiceRequest.loadBalancers":                 honoured("ELBv2 target groups (instance and ip): tasks are registered when RUNNING and drained before they stop."),
@@ -323,7 +324,7 @@ var FieldRules = map[string]FieldRule{
 	"UpdateServiceRequest.deploymentController":          refusedBut(issueRestOfAPI, supECSController, controllerECS),
 	"UpdateServiceRequest.desiredCount":                  honoured(""),
 	"UpdateServiceRequest.enableECSManagedTags":          honoured(""),
-	"UpdateServiceRequest.enableExecuteCommand":          refusedBut(0, supNoExec, isFalse),
+	"UpdateServiceRequest.enableExecuteCommand":          honoured("Applies to the tasks the service starts from then on, as on AWS (docs/exec.md)."),
 	"UpdateServiceRequest.forceNewDeployment":            honoured(""),
 	"UpdateServiceRequest.healthCheckGracePeriodSeconds": honoured(""),
 	"UpdateServiceRequest.loadBalancers":                 honoured("Replaces the service's target groups and starts a new deployment."),

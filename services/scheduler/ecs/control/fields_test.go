@@ -257,7 +257,6 @@ func TestCheckFields(t *testing.T) {
 			m.ContainerDefinitions[0].StartTimeout = proto.Int32(30)
 			m.ContainerDefinitions[0].DockerSecurityOptions = []string{"no-new-privileges"}
 		}), ClientErr, "containerDefinitions[0].dockerSecurityOptions is not supported"},
-		{"exec", &ecsv1.RunTaskRequest{EnableExecuteCommand: true}, InvalidParamErr, "enableExecuteCommand is not supported by Berth. Berth has no ECS Exec"},
 		{"env files override", &ecsv1.RunTaskRequest{Overrides: &ecsv1.TaskOverride{ContainerOverrides: []*ecsv1.ContainerOverride{{Name: proto.String("a")}, {Name: proto.String("b"), EnvironmentFiles: []*ecsv1.EnvironmentFile{{Type: proto.String("s3"), Value: proto.String("arn:aws:s3:::b/k.env")}}}}}}, InvalidParamErr, "overrides.containerOverrides[1].environmentFiles is not supported"},
 		{"service connect", &ecsv1.CreateServiceRequest{ServiceConnectConfiguration: &ecsv1.ServiceConnectConfiguration{Enabled: true}}, InvalidParamErr, "serviceConnectConfiguration is not supported"},
 		{"blue/green", &ecsv1.UpdateServiceRequest{DeploymentController: &ecsv1.DeploymentController{Type: proto.String("CODE_DEPLOY")}}, InvalidParamErr, "deploymentController is not supported"},

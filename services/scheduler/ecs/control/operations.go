@@ -50,7 +50,7 @@ const (
 var Operations = map[string]OperationRule{
 	"ContinueServiceDeployment":     {Real, "Acts on a PAUSE lifecycle hook of a BLUE_GREEN, LINEAR or CANARY deployment (hookId from DescribeServiceDeployments' lifecycleHookDetails): CONTINUE goes on to the next stage or traffic step, ROLLBACK moves all traffic back to the source revision and stops the new one's tasks (docs/deployments.md).", ""},
 	"CreateCapacityProvider":        {Real, "A capacity provider is a named pool of container instances (attribute berth.capacity-provider); Berth launches no instances, so managedScaling and managedTerminationProtection ENABLED are refused (docs/capacity-providers.md).", ""},
-	"CreateCluster":                 {Real, "settings containerInsights disabled only (no Container Insights metrics yet); configuration.executeCommandConfiguration logging DEFAULT or NONE only (no ECS Exec); a managedStorageConfiguration KMS key (no KMS) and a serviceConnectDefaults namespace (no Service Connect) are refused, naming the member.", ""},
+	"CreateCluster":                 {Real, "settings containerInsights disabled only (no Container Insights metrics yet); configuration.executeCommandConfiguration logging DEFAULT or NONE only (no session logging to CloudWatch Logs or S3 yet); a managedStorageConfiguration KMS key (no KMS) and a serviceConnectDefaults namespace (no Service Connect) are refused, naming the member.", ""},
 	"CreateDaemon":                  {Real, noteDaemon + noteDeploy, ""},
 	"CreateExpressGatewayService":   {Unsupported, whyExpress, insExpress},
 	"CreateService":                 {Real, "REPLICA and DAEMON; deploymentController ECS (deploymentConfiguration.strategy ROLLING, or BLUE_GREEN, LINEAR and CANARY with traffic shifting on Berth's load balancers, docs/deployments.md) or EXTERNAL (task sets).", ""},
@@ -82,7 +82,7 @@ var Operations = map[string]OperationRule{
 	"DescribeTaskSets":              {Real, "", ""},
 	"DescribeTasks":                 {Real, "", ""},
 	"DiscoverPollEndpoint":          {Real, "Answers the gateway the caller came through, which relays agent sessions.", ""},
-	"ExecuteCommand":                {Unsupported, "ECS Exec needs the SSM agent and Session Manager, which Berth does not have", "read a task's output with the logs of its containers, or run a one-off task (RunTask) with the command as an override."},
+	"ExecuteCommand":                {Real, "Interactive sessions (AWS's only mode) through AWS's session-manager-plugin: the streamUrl is the gateway's /v1/data-channel, the agent runs the command in the container with a terminal (docs/exec.md); no session logging to CloudWatch Logs or S3 yet.", ""},
 	"GetTaskProtection":             {Real, "", ""},
 	"ListAccountSettings":           {Real, "", ""},
 	"ListAttributes":                {Real, "", ""},

@@ -220,12 +220,34 @@ func describeOwned(t *ecsv1.Task, withTags bool) *ecsv1.Task {
 		// agent's delivery and the reaper).
 		t.ContainerInstanceArn = nil
 	}
+	if t.GetEnableExecuteCommand() {
+		execAgents(t)
+	}
 	if !withTags {
 		t.Tags = nil
 	} else if t.Tags == nil {
 		t.Tags = []*ecsv1.Tag{}
 	}
 	return t
+}
+
+// execAgents sets each container's managedAgents to the ExecuteCommandAgent entry AWS
+// shows for a task run with enableExecuteCommand. Berth's agent is the exec agent, and
+// it runs commands in a container while the container runs, so the entry's lastStatus
+// follows the container's: PENDING, then RUNNING (lastStartedAt the task's startedAt),
+// then STOPPED.
+func execAgents(t *ecsv1.Task) {
+	for _, c := range t.GetContainers() {
+		status := c.GetLastStatus()
+		if status == "" {
+			status = "PENDING"
+		}
+		ma := &ecsv1.ManagedAgent{Name: proto.String(ExecuteAgentName), LastStatus: proto.String(status)}
+		if status != "PENDING" && t.StartedAt != nil {
+			ma.LastStartedAt = t.StartedAt
+		}
+		c.ManagedAgents = []*ecsv1.ManagedAgent{ma}
+	}
 }
 
 // RunTask starts count (1–10, default 1) tasks of an ACTIVE task definition (family,

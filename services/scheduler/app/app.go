@@ -218,8 +218,8 @@ type App struct {
 	// loop after one.
 	daemons    *daemon.Daemons
 	daemonKick *service.Kicker
-	cwMetrics   *cloudwatch.Metrics    // nil without Config.Metrics
-	ecsMetrics  *cloudwatch.ECSMetrics // nil without Config.Metrics
+	cwMetrics  *cloudwatch.Metrics    // nil without Config.Metrics
+	ecsMetrics *cloudwatch.ECSMetrics // nil without Config.Metrics
 }
 
 // ecsHandler serves the ECS API: service actions from service.Handler, everything else

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,7 +26,7 @@ type ecrFlags struct {
 }
 
 func (e *ecrFlags) add(f *pflag.FlagSet) {
-	f.StringVar(&e.addr, "ecr-listen", cli.Env("BERTH_ECR_ADDR", ""), "address the ECR registry (docker login/push/pull, docs/ecr.md) listens on, plain HTTP; empty: no registry, and the ECR API answers that it is disabled. Needs --secrets-key-file (its tokens are sealed with it)")
+	f.StringVar(&e.addr, "ecr-listen", cli.Env("BERTH_ECR_ADDR", ""), "address the ECR registry (docker login/push/pull, docs/ecr.md) listens on: HTTPS with the scheduler's --tls-cert when it has one, else plain HTTP; empty: no registry, and the ECR API answers that it is disabled. Needs --secrets-key-file (its tokens are sealed with it)")
 	f.StringVar(&e.advertise, "ecr-host", cli.Env("BERTH_ECR_HOST", ""), "host[:port] clients reach the registry at: the host of every repositoryUri and of GetAuthorizationToken's proxyEndpoint (default: --ecr-listen's address, with this host's name when it listens on all addresses)")
 	f.StringVar(&e.blobDir, "ecr-blob-dir", cli.Env("BERTH_ECR_BLOB_DIR", "./.berth/ecr/blobs"), "directory of the registry's blobs (layers, configs) and of ECR's layer uploads; on a disk that outlives the replica")
 }
@@ -63,19 +64,23 @@ func (e *ecrFlags) host(ln net.Listener) string {
 	return net.JoinHostPort(host, port)
 }
 
-// serveECR serves the ECR registry on ln until ctx ends (a serving error goes to errc),
+// serveECR serves the ECR registry on ln (HTTPS with tlsConfig when it is not nil) until ctx ends (a serving error goes to errc),
 // and runs its background pass (lifecycle policies, garbage collection) every 10
 // minutes, as `berth dev` does.
-func serveECR(ctx context.Context, ln net.Listener, etcd *clientv3.Client, ring *seal.Keyring, host, dir string, log *slog.Logger, errc chan<- error) error {
+func serveECR(ctx context.Context, ln net.Listener, tlsConfig *tls.Config, etcd *clientv3.Client, ring *seal.Keyring, host, dir string, log *slog.Logger, errc chan<- error) error {
 	reg, err := ecrregistry.New(ecrregistry.Config{Store: ecr.NewStore(etcd, ring, host, nil), Dir: dir, Logger: log.With("service", "ecr-registry")})
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: reg, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: reg, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig}
 	context.AfterFunc(ctx, func() { _ = srv.Close() })
-	log.Info("ecr registry listening", "addr", ln.Addr().String(), "host", host, "blobs", dir)
+	log.Info("ecr registry listening", "addr", ln.Addr().String(), "host", host, "blobs", dir, "tls", tlsConfig != nil)
 	go func() {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		serve := func() error { return srv.Serve(ln) }
+		if tlsConfig != nil {
+			serve = func() error { return srv.ServeTLS(ln, "", "") }
+		}
+		if err := serve(); !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("ecr registry: %w", err)
 		}
 	}()

@@ -76,7 +76,7 @@ func TestSchedulerEtcdClientTLS(t *testing.T) {
 	run := func(ctx context.Context, args ...string) (chan error, *lockedBuffer) {
 		logs := &lockedBuffer{}
 		cmd := schedulerCommand()
-		cmd.SetArgs(append([]string{"--etcd-endpoints", clientURL.String(), "--log-dir", t.TempDir()}, args...))
+		cmd.SetArgs(append([]string{"--etcd-endpoints", clientURL.String(), "--log-dir", t.TempDir(), "--metrics-dir", t.TempDir()}, args...))
 		cmd.SetOut(logs)
 		cmd.SetErr(logs)
 		done := make(chan error, 1)

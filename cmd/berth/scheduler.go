@@ -109,12 +109,22 @@ func schedulerCommand() *cobra.Command {
 			// The ECR registry (docs/ecr.md): its listener opens before the app so the app
 			// knows the host of every repositoryUri.
 			ecrLn, err := ecrf.listen(keyring)
+			var ecrTLS *tls.Config // nil: the registry serves plain HTTP
 			if err != nil {
 				return err
 			}
 			if ecrLn != nil {
 				defer ecrLn.Close()
 				cfg.ECRRegistryHost, cfg.ECRBlobDir = ecrf.host(ecrLn), ecrf.blobDir
+				if serverTLS != nil {
+					// With --tls-cert the registry serves HTTPS with the scheduler's
+					// certificate (its SANs must name --ecr-host), asking for no client
+					// certificate: docker and agents sign in with ECR tokens instead.
+					if ecrTLS, err = files.ServerConfig(tls.NoClientCert); err != nil {
+						return fmt.Errorf("ECR registry: %w", err)
+					}
+					cfg.ECRRegistryHTTPS = true
+				}
 			}
 			if cfg.LogPeerURL, err = peerURL(logPeerURL, listen, serverTLS != nil); err != nil {
 				return err
@@ -160,7 +170,7 @@ func schedulerCommand() *cobra.Command {
 			}
 			go func() { errc <- a.Run(ctx) }()
 			if ecrLn != nil {
-				if err := serveECR(ctx, ecrLn, etcd, keyring, cfg.ECRRegistryHost, ecrf.blobDir, log, errc); err != nil {
+				if err := serveECR(ctx, ecrLn, ecrTLS, etcd, keyring, cfg.ECRRegistryHost, ecrf.blobDir, log, errc); err != nil {
 					return err
 				}
 			}

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -19,6 +21,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/spf13/cobra"
 
 	"github.com/berthhq/berth/cmd/berth/internal/agentcmd"
@@ -76,9 +82,12 @@ func freeAddr(t *testing.T) string {
 type tlsStack struct {
 	dir               string
 	schedAddr, gwAddr string
-	token             string
-	keyID, secret     string
-	logs              *lockedBuffer
+	// ecrAddr is the ECR registry's address, served over HTTPS with the scheduler's
+	// certificate.
+	ecrAddr       string
+	token         string
+	keyID, secret string
+	logs          *lockedBuffer
 	// etcd is the embedded member's client.
 	etcd *clientv3.Client
 	// run runs a command until the test ends, its output into logs.
@@ -138,7 +147,15 @@ func startTLSStack(t *testing.T) *tlsStack {
 	}
 	s.run = run
 	sf, gf := s.files("scheduler"), s.files("gateway")
-	run(schedulerCommand(), "--etcd-endpoints", etcd.Endpoint(), "--listen", s.schedAddr, "--log-dir", t.TempDir(),
+	secretsKey := make([]byte, 32)
+	_, _ = rand.Read(secretsKey)
+	keyFile := s.path("secrets.key")
+	if err := os.WriteFile(keyFile, []byte("k1:"+base64.StdEncoding.EncodeToString(secretsKey)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.ecrAddr = freeAddr(t)
+	run(schedulerCommand(), "--etcd-endpoints", etcd.Endpoint(), "--listen", s.schedAddr, "--log-dir", t.TempDir(), "--metrics-dir", t.TempDir(),
+		"--secrets-key-file", keyFile, "--ecr-listen", s.ecrAddr, "--ecr-blob-dir", t.TempDir(),
 		"--tls-ca", sf.CA, "--tls-cert", sf.Cert, "--tls-key", sf.Key)
 	run(gatewaycmd.Command("gateway"), "--scheduler-url", "https://"+s.schedAddr, "--listen", s.gwAddr,
 		"--tls-ca", gf.CA, "--tls-cert", gf.Cert, "--tls-key", gf.Key, "--require-agent-cert")
@@ -408,6 +425,63 @@ func TestTLSStack(t *testing.T) {
 		}
 		if out, err := aws(nil, "ecs", "list-clusters"); err == nil || !strings.Contains(strings.ToLower(out), "ssl") {
 			t.Errorf("list-clusters without the CA bundle: %v %s; want a certificate error", err, out)
+		}
+	})
+
+	t.Run("ECR registry over HTTPS", func(t *testing.T) {
+		// With --tls-cert the scheduler's ECR registry serves HTTPS with its certificate
+		// (docs/ecr.md, "HTTPS on a LAN"): GetAuthorizationToken's proxyEndpoint says
+		// https, a client trusting the deployment's CA pushes and pulls with the token,
+		// and one that does not trust it is refused by its own TLS check.
+		if noCLI != nil {
+			t.Skip("the AWS CLI (`aws`) is not installed; CI installs it")
+		}
+		env := []string{"AWS_CA_BUNDLE=" + s.path("berth-ca.pem")}
+		if out, err := aws(env, "ecr", "create-repository", "--repository-name", "team/web"); err != nil || !strings.Contains(out, s.ecrAddr+"/team/web") {
+			t.Fatalf("create-repository: %v %s; want repositoryUri on %s", err, out, s.ecrAddr)
+		}
+		out, err := aws(env, "ecr", "get-authorization-token")
+		if err != nil {
+			t.Fatalf("get-authorization-token: %v %s", err, out)
+		}
+		var tok struct {
+			AuthorizationData []struct{ AuthorizationToken, ProxyEndpoint string }
+		}
+		if err := json.Unmarshal([]byte(out), &tok); err != nil || len(tok.AuthorizationData) != 1 {
+			t.Fatalf("get-authorization-token answer %s: %v", out, err)
+		}
+		if got, want := tok.AuthorizationData[0].ProxyEndpoint, "https://"+s.ecrAddr; got != want {
+			t.Errorf("proxyEndpoint %q; want %q", got, want)
+		}
+		userPass, _ := base64.StdEncoding.DecodeString(tok.AuthorizationData[0].AuthorizationToken)
+		user, pass, _ := strings.Cut(string(userPass), ":")
+		auth := remote.WithAuth(&authn.Basic{Username: user, Password: pass})
+		caPEM, err := os.ReadFile(s.path("berth-ca.pem"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(caPEM)
+		// As docker does with /etc/docker/certs.d/HOST:PORT/ca.crt: the CA, nothing else.
+		trusting := remote.WithTransport(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true})
+		ref, err := name.ParseReference(s.ecrAddr + "/team/web:v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := random.Image(1024, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.Write(ref, img, auth, trusting); err != nil {
+			t.Fatalf("push over HTTPS with the CA: %v", err)
+		}
+		want, _ := img.Digest()
+		desc, err := remote.Get(ref, auth, trusting)
+		if err != nil || desc.Digest != want {
+			t.Fatalf("pull over HTTPS: %v, digest %v; want %v", err, desc, want)
+		}
+		if _, err := remote.Get(ref, auth); err == nil {
+			t.Errorf("pull without the CA succeeded; want it refused (an unknown authority, and no plain HTTP)")
 		}
 	})
 

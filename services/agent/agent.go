@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -158,6 +159,9 @@ type Config struct {
 	// InsecureRegistries are registry hosts ("host:port") pulled over
 	// plain HTTP; loopback registries always are.
 	InsecureRegistries []string
+	// RegistryRootCAs verifies HTTPS registries' certificates (runtime.PullConfig.RootCAs);
+	// nil: the system roots.
+	RegistryRootCAs *x509.CertPool
 	// RegistryCredentials maps registry host to credentials.
 	RegistryCredentials map[string]runtime.Credential
 	// EFS maps EFS file system ids to the NFS export ("HOST:/EXPORT") or local
@@ -513,6 +517,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			Snapshotter:        a.cfg.Snapshotter,
 			InsecureRegistries: a.cfg.InsecureRegistries,
 			Credentials:        a.cfg.RegistryCredentials,
+			RootCAs:            a.cfg.RegistryRootCAs,
 			Timeout:            a.cfg.PullTimeout,
 			Retries:            a.cfg.PullRetries,
 		},

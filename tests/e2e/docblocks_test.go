@@ -343,7 +343,7 @@ func startDocScheduler(t *testing.T, dir string) (url, token string) {
 	}}
 	sched := &harness.Proc{Name: "scheduler", Path: bins.Berth, LogPath: filepath.Join(dir, "scheduler.log"), Args: []string{
 		"scheduler", "--etcd-endpoints", "http://" + client, "--listen", listen,
-		"--log-dir", filepath.Join(dir, "cwlogs"), "--secrets-key-file", keyFile,
+		"--log-dir", filepath.Join(dir, "cwlogs"), "--metrics-dir", filepath.Join(dir, "cwmetrics"), "--secrets-key-file", keyFile,
 	}, Env: []string{"BERTH_ADMIN_TOKEN=" + token}}
 	for _, p := range []*harness.Proc{etcd, sched} {
 		if err := p.Start(); err != nil {

@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -52,6 +54,10 @@ type PullConfig struct {
 	// other hosts are anonymous. Docker Hub's may be filed under any of its
 	// names (docker.io, registry-1.docker.io, index.docker.io).
 	Credentials map[string]Credential
+	// RootCAs verifies HTTPS registries; nil: the system roots. The agent passes the
+	// system roots plus its --tls-ca, so a Berth ECR registry serving a certificate of
+	// the deployment's own CA (berth tls) is trusted as the gateway is.
+	RootCAs *x509.CertPool
 	// Timeout bounds one pull attempt; default 5 min.
 	Timeout time.Duration
 	// Retries is how many more attempts follow a failed one; default 2.
@@ -173,6 +179,17 @@ func (c PullConfig) credential(host string) Credential {
 	return Credential{}
 }
 
+// registryClient returns the HTTP client of pulls: nil (http.DefaultClient, the system
+// roots) without roots, else one verifying registries' certificates against roots.
+func registryClient(roots *x509.CertPool) *http.Client {
+	if roots == nil {
+		return nil
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
+	return &http.Client{Transport: t}
+}
+
 // newResolver returns the resolver pulls use: Docker Hub and other registries as
 // containerd names their hosts, plain HTTP for loopback and cfg.InsecureRegistries, and
 // cfg's credentials presented to the host each request goes to. client carries the
@@ -194,7 +211,7 @@ func newResolver(cfg PullConfig, client *http.Client) remotes.Resolver {
 }
 
 func pullWithRetry(ctx context.Context, client *containerd.Client, ref string, cfg PullConfig) (containerd.Image, error) {
-	resolver := newResolver(cfg, nil)
+	resolver := newResolver(cfg, registryClient(cfg.RootCAs))
 	delay := cfg.RetryDelay
 	var lastErr error
 	for attempt := 0; attempt <= cfg.Retries; attempt++ {

@@ -1,6 +1,10 @@
 package runtime
 
 import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -108,4 +112,44 @@ func newLoopbackServer(t *testing.T, h http.Handler) string {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.Listener.Addr().String()
+}
+
+// TestPullTrustsRootCAs: a registry serving HTTPS with a certificate of a private CA (as
+// Berth's ECR registry behind `berth scheduler --tls-cert`) resolves when PullConfig.RootCAs
+// holds that CA, and fails its certificate check with the system roots alone. The
+// registry is named example.com (a host the resolver speaks HTTPS to, and the name
+// httptest's certificate carries); the test dials it on loopback.
+func TestPullTrustsRootCAs(t *testing.T) {
+	reg := registrytest.Start(t)
+	registrytest.PushTestImage(t, reg, "acme/app", "v1")
+	srv := httptest.NewUnstartedServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(&url.URL{Scheme: "http", Host: reg.Addr()})
+	}})
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	toServer := func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, srv.Listener.Addr().String())
+	}
+	ref, err := NormalizeRef("example.com/acme/app:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	client := registryClient(roots)
+	client.Transport.(*http.Transport).DialContext = toServer
+	if _, desc, err := newResolver(PullConfig{RootCAs: roots}, client).Resolve(t.Context(), ref); err != nil || desc.Digest == "" {
+		t.Fatalf("resolve over HTTPS with the CA in RootCAs: %v %v", desc, err)
+	}
+
+	if registryClient(nil) != nil {
+		t.Error("registryClient(nil) is not nil: pulls without RootCAs must use the default client (system roots)")
+	}
+	system := &http.Client{Transport: &http.Transport{DialContext: toServer}}
+	_, _, err = newResolver(PullConfig{}, system).Resolve(t.Context(), ref)
+	var unknown x509.UnknownAuthorityError
+	if !errors.As(err, &unknown) {
+		t.Errorf("resolve with the system roots alone: %v; want x509.UnknownAuthorityError", err)
+	}
 }

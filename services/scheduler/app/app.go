@@ -158,6 +158,9 @@ type Config struct {
 	// GetAuthorizationToken. "" when no registry runs: every ECR action answers an error
 	// saying so. The registry's tokens are sealed with Keyring.
 	ECRRegistryHost string
+	// ECRRegistryHTTPS says the registry at ECRRegistryHost serves HTTPS: the
+	// proxyEndpoint GetAuthorizationToken answers is https://, not http://.
+	ECRRegistryHTTPS bool
 	// ECRBlobDir is the ECR registry's blob directory, where PutImage checks that the
 	// layers of a manifest are present; "" lets PutImage only tag images a repository
 	// already holds.
@@ -289,6 +292,7 @@ func New(cfg Config) (*App, error) {
 	a.params = ssm.New(a.kv, cfg.Keyring, nil)
 	a.params.Logger = cfg.Logger.With("component", "ssm")
 	ecrStore := ecr.NewStore(a.kv, cfg.Keyring, cfg.ECRRegistryHost, nil)
+	ecrStore.HTTPS = cfg.ECRRegistryHTTPS
 	if cfg.ECRBlobDir != "" {
 		ecrStore.Blobs = ecr.DiskBlobs(cfg.ECRBlobDir)
 		ecrStore.BlobDir = cfg.ECRBlobDir

@@ -263,7 +263,7 @@ func (h *Handler) GetAuthorizationToken(ctx context.Context, req *connect.Reques
 		return &ecrv1.GetAuthorizationTokenResponse{AuthorizationData: []*ecrv1.AuthorizationData{{
 			AuthorizationToken: proto.String(base64.StdEncoding.EncodeToString([]byte("AWS:" + pw))),
 			ExpiresAt:          proto.Float64(awsapi.Epoch(exp)),
-			ProxyEndpoint:      proto.String("http://" + h.host),
+			ProxyEndpoint:      proto.String(h.ProxyEndpoint()),
 		}}}, nil
 	})
 }

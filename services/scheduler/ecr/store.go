@@ -52,6 +52,9 @@ type Store struct {
 	// BlobDir is the registry's blob directory, shared with this scheduler: where the
 	// layer-upload actions write (uploads.go). "" disables them.
 	BlobDir string
+	// HTTPS says the registry serves HTTPS (`berth scheduler` with --tls-cert), so
+	// GetAuthorizationToken's proxyEndpoint is https://{host}; else http://{host}.
+	HTTPS bool
 }
 
 // NewStore returns the model over kv. ring seals the authorization tokens (nil: no
@@ -68,6 +71,15 @@ func NewStore(kv clientv3.KV, ring *seal.Keyring, host string, now func() time.T
 
 // Host returns the registry's host[:port] (the host of every repositoryUri).
 func (s *Store) Host() string { return s.host }
+
+// ProxyEndpoint returns the registry's URL as GetAuthorizationToken answers it:
+// https://{host} when the registry serves HTTPS, else http://{host}.
+func (s *Store) ProxyEndpoint() string {
+	if s.HTTPS {
+		return "https://" + s.host
+	}
+	return "http://" + s.host
+}
 
 // ErrNoRegistry answers every action when this Berth serves no registry.
 var ErrNoRegistry = awserr.New("ServerException", "ECR is disabled on this Berth: it serves no registry (berth dev's BERTH_ECR_ADDR; see docs/ecr.md).")

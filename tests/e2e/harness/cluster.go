@@ -171,6 +171,8 @@ func Start(t *testing.T, opts Options) *Cluster {
 				// Each replica its own CloudWatch Logs store: bbolt locks its files, so
 				// two replicas cannot share the default ./.berth/cwlogs.
 				"--log-dir", filepath.Join(c.Dir, fmt.Sprintf("cwlogs-%d", i)),
+				// and its own CloudWatch metric store: tsdb locks its directory too.
+				"--metrics-dir", filepath.Join(c.Dir, fmt.Sprintf("cwmetrics-%d", i)),
 			},
 			// The admin bootstrap token is fixed, not printed: `berth admin --token` below.
 			Env:     []string{"BERTH_ADMIN_TOKEN=" + AdminToken},

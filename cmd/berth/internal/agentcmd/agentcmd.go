@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -138,7 +139,14 @@ func Command(use string) *cobra.Command {
 				}
 				logAuth = LogReader
 			}
+			// Registries serving a certificate of the deployment's CA (Berth's ECR
+			// registry behind `berth scheduler --tls-cert`) are trusted as the gateway is.
+			registryRoots, err := registryRootCAs(files.CA)
+			if err != nil {
+				return err
+			}
 			ag, err := agent.New(agent.Config{
+				RegistryRootCAs:    registryRoots,
 				ControlPlaneURL:    gateways[0],
 				HTTPClient:         client,
 				Cluster:            cluster,
@@ -288,4 +296,24 @@ func resolveDNSTarget(ctx context.Context, target string) (string, error) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// registryRootCAs returns the roots image pulls verify registries with: the system roots
+// plus the CA certificates in caFile; nil (the system roots alone) when caFile is "".
+func registryRootCAs(caFile string) (*x509.CertPool, error) {
+	if caFile == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-ca: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--tls-ca %s: no PEM certificate in it", caFile)
+	}
+	return pool, nil
 }

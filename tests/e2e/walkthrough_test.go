@@ -243,6 +243,7 @@ func walkthroughScript(t testing.TB, root string, env []string) string {
 	s := script.String()
 	s = strings.ReplaceAll(s, "http://127.0.0.1:4566", envValue(env, "AWS_ENDPOINT_URL"))
 	s = strings.ReplaceAll(s, "127.0.0.1:5000", envValue(env, "BERTH_REGISTRY_ADDR"))
+	s = strings.ReplaceAll(s, "127.0.0.1:5001", envValue(env, "BERTH_ECR_ADDR"))
 	return s
 }
 
@@ -267,7 +268,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 		t.Fatalf("walkthrough failed: %v\n%s", err, out)
 	}
 	for _, want := range []string{
-		"pushed 127.0.0.1:",
+		"pushed " + envValue(env, "BERTH_ECR_ADDR") + "/berth/demo@sha256:",
 		`"status": "ACTIVE"`,
 		"task-definition/hello:1",
 		`"stopCode": "EssentialContainerExited"`,

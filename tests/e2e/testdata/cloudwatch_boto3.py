@@ -8,7 +8,10 @@ import boto3
 import botocore.exceptions
 
 cw = boto3.client("cloudwatch")
+# A 10-minute boundary, so the datapoints below (1 and 2 minutes before it) fall in one
+# Period=600 bucket of GetMetricStatistics whatever the clock says when the test runs.
 now = datetime.datetime.now(datetime.timezone.utc).replace(second=0, microsecond=0)
+now = now.replace(minute=now.minute - now.minute % 10)
 dims = [{"Name": "Service", "Value": "boto"}]
 cw.put_metric_data(Namespace="Boto", MetricData=[
     {"MetricName": "Requests", "Dimensions": dims, "Timestamp": now - datetime.timedelta(minutes=2), "Value": 10, "Unit": "Count"},

@@ -15,18 +15,27 @@ import (
 // listener on a port a bridge task of another test published). A port a host process
 // has is never picked.
 func TestDynamicPortHeldUntilReleased(t *testing.T) {
-	// A range of two ports, the first taken by a host process.
-	busy, err := net.Listen("tcp4", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
+	// A range of two ports, the first taken by a host process and the second free: try
+	// ephemeral ports until one's neighbour is free (rather than skip when it is not).
+	var first int32
+	for attempt := 0; ; attempt++ {
+		busy, err := net.Listen("tcp4", "0.0.0.0:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := int32(busy.Addr().(*net.TCPAddr).Port)
+		free, err := net.Listen("tcp4", "0.0.0.0:"+strconv.Itoa(int(port+1)))
+		if err == nil {
+			free.Close()
+			defer busy.Close()
+			first = port
+			break
+		}
+		busy.Close()
+		if attempt == 50 {
+			t.Fatalf("no ephemeral port with a free neighbour in 50 tries: %v", err)
+		}
 	}
-	defer busy.Close()
-	first := int32(busy.Addr().(*net.TCPAddr).Port)
-	free, err := net.Listen("tcp4", "0.0.0.0:"+strconv.Itoa(int(first+1)))
-	if err != nil {
-		t.Skipf("port %d is not free here: %v", first+1, err)
-	}
-	free.Close()
 	host := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(host, "hostports"), 0o755); err != nil {
 		t.Fatal(err)
